@@ -1,0 +1,53 @@
+// File: envelope.h
+//
+// The event envelope: one entry of an execution's log.
+//
+//   Envelope e{.execution_id = "order-7", .sequence = 1,
+//              .kind = "EXECUTION_STARTED", .payload = {{"input", 3}},
+//              .metadata = {{"kernel", true}}, .time_ms = clock.NowUnixMillis()};
+//
+// Sequences are 1-based and dense per execution. metadata holds `fence` (the
+// token the append was made under, absent or 0 when none was held) and
+// `kernel: true` on every kernel event; applications may add other members.
+
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "once/base/result.h"
+#include "once/events/kinds.h"
+
+namespace once::events {
+
+using Json = nlohmann::json;
+
+struct Envelope {
+  std::string execution_id;
+  int64_t sequence = 0;
+  std::string kind;
+  Json payload;   // any JSON value; null when absent
+  Json metadata;  // an object, or null
+  int64_t time_ms = 0;  // Unix milliseconds when appended
+
+  // The token in metadata.fence, or 0.
+  int64_t fence() const;
+  bool is_kernel() const { return IsKernelStamped(metadata); }
+  bool answering() const { return IsAnswering(kind, metadata); }
+  bool Is(KernelKind k) const { return kind == Name(k); }
+
+  friend bool operator==(const Envelope&, const Envelope&) = default;
+};
+
+// Builds a kernel event (metadata.kernel = true; metadata.fence when fence > 0).
+Envelope KernelEvent(KernelKind kind, Json payload, int64_t fence = 0);
+// Builds an application event (no kernel stamp).
+Envelope AppEvent(std::string kind, Json payload);
+
+// Parses JSON text; malformed text is kInvalidArgument with the parser's position.
+Result<Json> ParseJson(std::string_view text);
+
+}  // namespace once::events

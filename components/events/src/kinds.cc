@@ -1,0 +1,52 @@
+#include "once/events/kinds.h"
+
+#include <nlohmann/json.hpp>
+
+namespace once::events {
+namespace {
+
+constexpr size_t CountAnswering() {
+  size_t n = 0;
+  for (const auto& row : kKernelKinds) n += row.effect == ParkEffect::kAnswering ? 1 : 0;
+  return n;
+}
+
+constexpr auto kAnsweringNames = [] {
+  std::array<std::string_view, CountAnswering()> out{};
+  size_t i = 0;
+  for (const auto& row : kKernelKinds) {
+    if (row.effect == ParkEffect::kAnswering) out[i++] = row.name;
+  }
+  return out;
+}();
+
+constexpr auto kAllNames = [] {
+  std::array<std::string_view, kKernelKindCount> out{};
+  for (size_t i = 0; i < kKernelKinds.size(); ++i) out[i] = kKernelKinds[i].name;
+  return out;
+}();
+
+}  // namespace
+
+std::optional<KernelKind> ParseKernelKind(std::string_view name) {
+  for (const auto& row : kKernelKinds) {
+    if (row.name == name) return row.kind;
+  }
+  return std::nullopt;
+}
+
+bool IsKernelStamped(const nlohmann::json& metadata) {
+  if (!metadata.is_object()) return false;
+  auto it = metadata.find("kernel");
+  return it != metadata.end() && it->is_boolean() && it->get<bool>();
+}
+
+bool IsAnswering(std::string_view kind, const nlohmann::json& metadata) {
+  if (auto k = ParseKernelKind(kind)) return Info(*k).effect == ParkEffect::kAnswering;
+  return IsKernelStamped(metadata);
+}
+
+std::span<const std::string_view> AnsweringKernelKindNames() { return kAnsweringNames; }
+std::span<const std::string_view> AllKernelKindNames() { return kAllNames; }
+
+}  // namespace once::events

@@ -1,0 +1,33 @@
+#include "once/events/envelope.h"
+
+#include <gtest/gtest.h>
+
+namespace once::events {
+namespace {
+
+TEST(EnvelopeTest, KernelEventIsStampedAndCarriesItsFence) {
+  Envelope e = KernelEvent(KernelKind::kExecutionResumed, nullptr, 7);
+  EXPECT_TRUE(e.is_kernel());
+  EXPECT_EQ(e.fence(), 7);
+  EXPECT_TRUE(e.answering());
+  EXPECT_TRUE(e.Is(KernelKind::kExecutionResumed));
+  Envelope unfenced = KernelEvent(KernelKind::kExecutionDenied, {{"why", "policy"}});
+  EXPECT_EQ(unfenced.fence(), 0);
+  EXPECT_FALSE(unfenced.answering());
+}
+
+TEST(EnvelopeTest, AppEventIsNotStamped) {
+  Envelope e = AppEvent("order.charged", {{"cents", 100}});
+  EXPECT_FALSE(e.is_kernel());
+  EXPECT_FALSE(e.answering());
+}
+
+TEST(EnvelopeTest, ParseJsonRejectsMalformedText) {
+  EXPECT_EQ(ParseJson("{\"a\":1}").value()["a"], 1);
+  auto bad = ParseJson("{\"a\":");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace once::events

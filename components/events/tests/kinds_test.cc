@@ -1,0 +1,55 @@
+#include "once/events/kinds.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace once::events {
+namespace {
+
+using nlohmann::json;
+
+TEST(KindsTest, AnsweringKindsAreExactlyTheSeedsList) {
+  std::set<std::string_view> answering(AnsweringKernelKindNames().begin(),
+                                       AnsweringKernelKindNames().end());
+  EXPECT_EQ(answering, (std::set<std::string_view>{
+                           "EXECUTION_RESUMED", "EXECUTION_SUSPENDED", "EXECUTION_COMPLETED",
+                           "EXECUTION_FAILED", "EXECUTION_CANCELLED", "EXECUTION_CONTINUED"}));
+}
+
+TEST(KindsTest, RuleOneKernelKindsFollowTheirRow) {
+  json none;
+  for (auto k : {"EXECUTION_RESUMED", "EXECUTION_SUSPENDED", "EXECUTION_COMPLETED",
+                 "EXECUTION_FAILED", "EXECUTION_CANCELLED", "EXECUTION_CONTINUED"}) {
+    EXPECT_TRUE(IsAnswering(k, none)) << k;
+    EXPECT_TRUE(IsAnswering(k, json{{"kernel", true}})) << k;
+  }
+  for (auto k : {"EXECUTION_DENIED", "OUTCOME_RECORDED", "STEP_FAILED", "MESSAGE_CONSUMED",
+                 "EXECUTION_MIGRATED", "ANNOTATION", "EXECUTION_STARTED", "STEP_COMPLETED",
+                 "CHILD_STARTED"}) {
+    EXPECT_FALSE(IsAnswering(k, none)) << k;
+    EXPECT_FALSE(IsAnswering(k, json{{"kernel", true}})) << k;
+  }
+}
+
+TEST(KindsTest, RuleTwoAndThreeUnknownKinds) {
+  EXPECT_FALSE(IsAnswering("order.charged", json::object()));
+  EXPECT_FALSE(IsAnswering("order.charged", json()));
+  EXPECT_TRUE(IsAnswering("EXECUTION_FROM_THE_FUTURE", json{{"kernel", true}}));
+  EXPECT_FALSE(IsAnswering("EXECUTION_FROM_THE_FUTURE", json{{"kernel", "true"}}));
+  EXPECT_FALSE(IsAnswering("EXECUTION_FROM_THE_FUTURE", json{{"kernel", 1}}));
+  EXPECT_FALSE(IsAnswering("EXECUTION_FROM_THE_FUTURE", json{{"kernel", false}}));
+  EXPECT_FALSE(IsAnswering("EXECUTION_FROM_THE_FUTURE", json::array({true})));
+}
+
+TEST(KindsTest, ParseRoundTripsEveryRow) {
+  for (const auto& row : kKernelKinds) {
+    ASSERT_EQ(ParseKernelKind(row.name), row.kind);
+  }
+  EXPECT_FALSE(ParseKernelKind("execution_resumed").has_value());
+  EXPECT_EQ(AllKernelKindNames().size(), kKernelKindCount);
+}
+
+}  // namespace
+}  // namespace once::events

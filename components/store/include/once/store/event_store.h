@@ -1,0 +1,178 @@
+// File: event_store.h
+//
+// The EventStore contract: event-sourced execution logs with fence tokens.
+//
+// An execution's log is a dense, 1-based sequence of Envelopes. Writers append
+// with the sequence they expect to be next; a store refuses a gap or a
+// duplicate (kSequenceConflict) and writes nothing.
+//
+// Fences. A store that fences keeps a token per execution (0 until someone
+// acquires). AcquireFence bumps it and returns the new value; from then on a
+// guarded append presenting a lower token fails with kStaleFence (detail:
+// StaleFenceDetail{presented, current}) and writes nothing. AcquireFenceIf is
+// the conditional acquire: atomically, if the token equals expect.fence AND
+// no answering event (events::IsAnswering) has a sequence > expect.park_seq,
+// bump and return the new token; otherwise return {stale, current} and change
+// nothing. AppendIfUnchanged appends only if the token still equals the one
+// the caller observed; it never presents or bumps one.
+//
+//   MemoryEventStore store;
+//   AppendRequest req{.execution_id = "order-7", .expected_next = 1,
+//                     .events = {events::KernelEvent(KernelKind::kExecutionStarted, {})}};
+//   ONCE_ASSIGN_OR_RETURN(int64_t head, store.Append(req));   // head == 1
+//   ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence("order-7"));
+//
+// Optional capabilities. Every implementation decides each of them at compile
+// time: a backend implements it or refuses it (kUnsupported) and says which in
+// Supports(); a decorator derives from EventStoreWrapper<Self, Decisions>,
+// whose Decisions must name every capability (see wrapper.h), or it does not
+// build.
+//
+// Threads: every method may be called from any thread at any time.
+// Bad input (invalid id, kind, JSON shape, a size over Limits) is refused with
+// kInvalidArgument / kLimitExceeded and writes nothing.
+
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "once/base/result.h"
+#include "once/events/envelope.h"
+
+namespace once::store {
+
+using events::Envelope;
+using events::Json;
+
+// Named limits. Units last.
+struct Limits {
+  size_t execution_id_bytes_max = 255;
+  size_t kind_bytes_max = 128;
+  size_t event_bytes_max = 1 << 20;         // payload + metadata, serialized JSON
+  size_t batch_bytes_max = 16 << 20;        // all events of one Append / AppendBatch
+  size_t batch_events_max = 10'000;         // events in one Append / AppendBatch
+  size_t batch_executions_max = 1'024;      // requests in one AppendBatch
+  size_t read_events_max = 10'000;          // events one ReadRange returns at most
+  size_t list_page_executions_max = 1'000;  // ids one ListExecutions returns at most
+};
+
+inline constexpr int64_t kToEnd = std::numeric_limits<int64_t>::max();
+
+// One append to one execution. events[i] gets sequence expected_next + i
+// (an event whose sequence is already set must carry exactly that value) and,
+// when its time_ms is 0, the store's clock.
+struct AppendRequest {
+  std::string execution_id;
+  int64_t expected_next = 1;
+  std::vector<Envelope> events;
+  // The token this append is made under. A store that fences refuses it with
+  // kStaleFence when its token is greater. nullopt: an unguarded audit append
+  // (EXECUTION_DENIED is written this way) that no fence refuses.
+  std::optional<int64_t> fence = 0;
+};
+
+struct FenceExpectation {
+  int64_t fence = 0;     // the token the park was written under (metadata.fence, or 0)
+  int64_t park_seq = 0;  // the park's sequence
+};
+
+struct ConditionalAcquire {
+  bool stale = false;  // true: nothing changed
+  int64_t fence = 0;   // the new token, or (stale) the current one
+};
+
+struct ExecutionPage {
+  std::vector<std::string> execution_ids;  // ascending byte order
+  std::string next_after;                  // pass as `after` for the next page; empty at the end
+};
+
+enum class Capability : uint8_t {
+  kAcquireFence,           // AcquireFence, ReadFence, and the append guard
+  kAcquireFenceIf,         // the conditional acquire
+  kAppendIfUnchanged,      // append only if the observed token is current
+  kCopyPrefix,             // copy a log's prefix to a new execution
+  kTruncatePrefixKeeping,  // drop a log's prefix, keep the rest
+  kCount,
+};
+inline constexpr size_t kCapabilityCount = static_cast<size_t>(Capability::kCount);
+std::string_view CapabilityName(Capability c);
+
+class EventStore {
+ public:
+  virtual ~EventStore() = default;
+  EventStore() = default;
+  EventStore(const EventStore&) = delete;
+  EventStore& operator=(const EventStore&) = delete;
+
+  // ---- Core -----------------------------------------------------------------
+
+  // Appends req.events atomically (all or none). Returns the new head.
+  // Errors: kSequenceConflict (expected_next != head + 1), kStaleFence,
+  // kInvalidArgument, kLimitExceeded, kUnavailable.
+  virtual Result<int64_t> Append(const AppendRequest& req) = 0;
+
+  // Group commit: all requests in ONE transaction, each guarded on its own.
+  // A request refused by its guard or its sequence fails alone (its Status in
+  // the result) and writes nothing; the others commit. Each execution may
+  // appear at most once (else the whole batch is kInvalidArgument). The outer
+  // error means nothing was written. Element i is the new head or the error.
+  virtual Result<std::vector<Result<int64_t>>> AppendBatch(
+      std::span<const AppendRequest> requests) = 0;
+
+  // Events with first <= sequence <= last, ascending, at most
+  // limits().read_events_max of them (page by calling again). An unknown
+  // execution reads as empty.
+  virtual Result<std::vector<Envelope>> ReadRange(std::string_view execution_id, int64_t first,
+                                                  int64_t last = kToEnd) = 0;
+
+  // The highest sequence, 0 for an empty or unknown execution.
+  virtual Result<int64_t> Head(std::string_view execution_id) = 0;
+
+  // Ids of executions with at least one event, ascending, strictly after
+  // `after`, at most `limit` (capped by limits().list_page_executions_max).
+  virtual Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) = 0;
+
+  // Removes the execution's events. Its fence token survives when it was ever
+  // acquired (so a zombie writer of a re-created id stays fenced out); a
+  // token-0 row is removed. Deleting an unknown execution is Ok.
+  virtual Status DeleteExecution(std::string_view execution_id) = 0;
+
+  virtual const Limits& limits() const = 0;
+
+  // ---- Optional capabilities (kUnsupported when refused) -------------------
+
+  virtual bool Supports(Capability c) const = 0;
+
+  // Bumps and returns the execution's token (the first acquire returns 1).
+  virtual Result<int64_t> AcquireFence(std::string_view execution_id) = 0;
+  // The current token, 0 if never acquired. Part of kAcquireFence.
+  virtual Result<int64_t> ReadFence(std::string_view execution_id) = 0;
+
+  // The conditional acquire described above. One atomic step.
+  virtual Result<ConditionalAcquire> AcquireFenceIf(std::string_view execution_id,
+                                                    FenceExpectation expect) = 0;
+
+  // Appends only if the token is still `observed_fence`; otherwise
+  // kStaleFence and nothing is written. req.fence is ignored.
+  virtual Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed_fence) = 0;
+
+  // Copies events 1..through of `from` to the empty execution `to` (same
+  // sequences, kinds, payloads, metadata, times). kSequenceConflict if `to`
+  // has events; kInvalidArgument if `from` has fewer than `through` events.
+  virtual Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) = 0;
+
+  // Deletes the events with sequence < first_kept; later sequences keep their
+  // numbers and the head does not move.
+  virtual Status TruncatePrefixKeeping(std::string_view execution_id, int64_t first_kept) = 0;
+};
+
+// The error an implementation returns for a capability it refuses.
+std::unexpected<Error> Unsupported(Capability c, std::string_view store_name);
+
+}  // namespace once::store

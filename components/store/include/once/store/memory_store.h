@@ -1,0 +1,72 @@
+// File: memory_store.h
+//
+// MemoryEventStore: the reference EventStore, in process memory. It offers
+// every optional capability; AcquireFenceIf is one synchronous step under the
+// store's lock (compare the token, binary-search the log to park_seq + 1,
+// scan the tail with events::IsAnswering). Nothing survives the process.
+//
+//   MemoryEventStore store;                         // system clock
+//   MemoryEventStore test_store(limits, manual_clock);
+
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "once/base/clock.h"
+#include "once/store/event_store.h"
+
+namespace once::store {
+
+struct EncodedAppend;  // validate.h
+
+class MemoryEventStore final : public EventStore {
+ public:
+  MemoryEventStore();
+  // `clock` must outlive the store.
+  MemoryEventStore(Limits limits, const Clock& clock);
+  ~MemoryEventStore() override;
+
+  Result<int64_t> Append(const AppendRequest& req) override;
+  Result<std::vector<Result<int64_t>>> AppendBatch(
+      std::span<const AppendRequest> requests) override;
+  Result<std::vector<Envelope>> ReadRange(std::string_view id, int64_t first,
+                                          int64_t last) override;
+  Result<int64_t> Head(std::string_view id) override;
+  Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) override;
+  Status DeleteExecution(std::string_view id) override;
+  const Limits& limits() const override { return limits_; }
+
+  bool Supports(Capability) const override { return true; }
+  Result<int64_t> AcquireFence(std::string_view id) override;
+  Result<int64_t> ReadFence(std::string_view id) override;
+  Result<ConditionalAcquire> AcquireFenceIf(std::string_view id,
+                                            FenceExpectation expect) override;
+  Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
+  Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
+  Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
+
+ private:
+  struct Log {
+    std::vector<Envelope> events;  // events[i].sequence == first + i
+    int64_t head = 0;
+  };
+  enum class GuardKind { kFence, kIfUnchanged };
+
+  // Requires mu_. `enc` is EncodeAppend(req).
+  Result<int64_t> AppendLocked(const AppendRequest& req, const EncodedAppend& enc,
+                               GuardKind guard, int64_t token);
+  int64_t FenceLocked(std::string_view id) const;
+
+  Limits limits_;
+  std::unique_ptr<SystemClock> owned_clock_;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  std::map<std::string, Log, std::less<>> logs_;       // GUARDED_BY(mu_)
+  std::map<std::string, int64_t, std::less<>> fences_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace once::store

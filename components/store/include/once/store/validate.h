@@ -1,0 +1,66 @@
+// File: validate.h
+//
+// Input checks every backend applies before it writes, and the encoded form
+// SQL backends store. Shared so that every backend refuses the same inputs
+// with the same codes.
+//
+//   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits, clock));
+//   for (const EncodedEvent& e : enc.events) { /* bind e.payload_json ... */ }
+
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "once/base/clock.h"
+#include "once/base/result.h"
+#include "once/store/event_store.h"
+
+namespace once::store {
+
+// Non-empty, at most limits.execution_id_bytes_max bytes, valid UTF-8, no
+// control characters (U+0000..U+001F, U+007F). kInvalidArgument otherwise.
+Status ValidateExecutionId(std::string_view id, const Limits& limits);
+
+// Non-empty, at most limits.kind_bytes_max bytes, printable ASCII, no spaces.
+Status ValidateKind(std::string_view kind, const Limits& limits);
+
+struct EncodedEvent {
+  int64_t sequence = 0;
+  std::string kind;
+  std::string payload_json;   // serialized payload ("null" when absent)
+  std::string metadata_json;  // serialized metadata object ("{}" when absent)
+  int64_t time_ms = 0;
+  bool answering = false;     // events::IsAnswering(kind, metadata)
+  bool suspends = false;      // kind == EXECUTION_SUSPENDED
+};
+
+struct EncodedAppend {
+  std::vector<EncodedEvent> events;
+  size_t bytes = 0;  // sum of payload and metadata bytes
+  bool answering = false;  // some event answers a park
+  bool suspends = false;   // some event is a park
+};
+
+// Validates one request (id, kinds, sequences, metadata shape, sizes) and
+// encodes it. An empty events list is kInvalidArgument. Times of 0 become
+// clock.Now().
+Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limits,
+                                   const Clock& clock);
+
+// Validates a batch's shape: count, distinct executions, total bytes.
+Status ValidateBatchShape(std::span<const AppendRequest> requests, const Limits& limits);
+Status CheckBatchBytes(size_t bytes, const Limits& limits);
+
+// Decodes a stored row back into an Envelope; bad JSON is kCorruption.
+Result<Envelope> DecodeRow(std::string_view execution_id, int64_t sequence, std::string kind,
+                           std::string_view payload_json, std::string_view metadata_json,
+                           int64_t time_ms);
+
+std::unexpected<Error> SequenceConflict(std::string_view execution_id, int64_t expected,
+                                        int64_t given);
+std::unexpected<Error> StaleFence(std::string_view execution_id, int64_t presented,
+                                  int64_t current);
+
+}  // namespace once::store

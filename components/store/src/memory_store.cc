@@ -1,0 +1,209 @@
+#include "once/store/memory_store.h"
+
+#include <algorithm>
+
+#include "once/store/validate.h"
+
+namespace once::store {
+
+MemoryEventStore::MemoryEventStore()
+    : owned_clock_(std::make_unique<SystemClock>()), clock_(*owned_clock_) {}
+
+MemoryEventStore::MemoryEventStore(Limits limits, const Clock& clock)
+    : limits_(limits), clock_(clock) {}
+
+MemoryEventStore::~MemoryEventStore() = default;
+
+int64_t MemoryEventStore::FenceLocked(std::string_view id) const {
+  auto it = fences_.find(id);
+  return it == fences_.end() ? 0 : it->second;
+}
+
+Result<int64_t> MemoryEventStore::AppendLocked(const AppendRequest& req,
+                                               const EncodedAppend& enc, GuardKind guard,
+                                               int64_t token) {
+  int64_t current = FenceLocked(req.execution_id);
+  if (guard == GuardKind::kIfUnchanged) {
+    if (current != token) return StaleFence(req.execution_id, token, current);
+  } else if (req.fence && *req.fence < current) {
+    return StaleFence(req.execution_id, *req.fence, current);
+  }
+  auto it = logs_.find(req.execution_id);
+  int64_t head = it == logs_.end() ? 0 : it->second.head;
+  if (req.expected_next != head + 1) {
+    return SequenceConflict(req.execution_id, head + 1, req.expected_next);
+  }
+  if (it == logs_.end()) it = logs_.emplace(req.execution_id, Log{}).first;
+  Log& log = it->second;
+  for (size_t i = 0; i < req.events.size(); ++i) {
+    Envelope e = req.events[i];
+    e.execution_id = req.execution_id;
+    e.sequence = enc.events[i].sequence;
+    e.time_ms = enc.events[i].time_ms;
+    if (e.metadata.is_null()) e.metadata = Json::object();
+    log.events.push_back(std::move(e));
+  }
+  log.head = req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
+  return log.head;
+}
+
+Result<int64_t> MemoryEventStore::Append(const AppendRequest& req) {
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits_, clock_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return AppendLocked(req, enc, GuardKind::kFence, 0);
+}
+
+Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
+    std::span<const AppendRequest> requests) {
+  ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits_));
+  // Encode outside the lock; a request that fails its own checks fails alone.
+  std::vector<Result<EncodedAppend>> encoded;
+  encoded.reserve(requests.size());
+  size_t bytes = 0;
+  for (const auto& r : requests) {
+    encoded.push_back(EncodeAppend(r, limits_, clock_));
+    if (encoded.back()) bytes += encoded.back()->bytes;
+  }
+  ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits_));
+  std::vector<Result<int64_t>> out;
+  out.reserve(requests.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!encoded[i]) {
+      out.push_back(std::unexpected(encoded[i].error()));
+    } else {
+      out.push_back(AppendLocked(requests[i], *encoded[i], GuardKind::kFence, 0));
+    }
+  }
+  return out;
+}
+
+Result<std::vector<Envelope>> MemoryEventStore::ReadRange(std::string_view id, int64_t first,
+                                                          int64_t last) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  std::vector<Envelope> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = logs_.find(id);
+  if (it == logs_.end() || it->second.events.empty()) return out;
+  const auto& events = it->second.events;
+  int64_t base = events.front().sequence;
+  int64_t from = std::max(first, base);
+  int64_t to = std::min(last, it->second.head);
+  for (int64_t s = from; s <= to && out.size() < limits_.read_events_max; ++s) {
+    out.push_back(events[static_cast<size_t>(s - base)]);
+  }
+  return out;
+}
+
+Result<int64_t> MemoryEventStore::Head(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = logs_.find(id);
+  return it == logs_.end() ? 0 : it->second.head;
+}
+
+Result<ExecutionPage> MemoryEventStore::ListExecutions(std::string_view after, size_t limit) {
+  limit = std::min(limit, limits_.list_page_executions_max);
+  ExecutionPage page;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = logs_.upper_bound(after); it != logs_.end(); ++it) {
+    if (page.execution_ids.size() == limit) {
+      page.next_after = page.execution_ids.back();
+      break;
+    }
+    page.execution_ids.push_back(it->first);
+  }
+  return page;
+}
+
+Status MemoryEventStore::DeleteExecution(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = logs_.find(id); it != logs_.end()) logs_.erase(it);
+  if (auto it = fences_.find(id); it != fences_.end() && it->second == 0) fences_.erase(it);
+  return Ok();
+}
+
+Result<int64_t> MemoryEventStore::AcquireFence(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = fences_.find(id);
+  if (it == fences_.end()) it = fences_.emplace(std::string(id), 0).first;
+  return ++it->second;
+}
+
+Result<int64_t> MemoryEventStore::ReadFence(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return FenceLocked(id);
+}
+
+Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
+                                                            FenceExpectation expect) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  if (expect.fence < 0 || expect.park_seq < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "fence and park_seq must be >= 0",
+                     std::string(id));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t current = FenceLocked(id);
+  if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
+  if (auto it = logs_.find(id); it != logs_.end()) {
+    const auto& events = it->second.events;
+    auto tail = std::upper_bound(
+        events.begin(), events.end(), expect.park_seq,
+        [](int64_t seq, const Envelope& e) { return seq < e.sequence; });
+    for (; tail != events.end(); ++tail) {
+      if (tail->answering()) return ConditionalAcquire{.stale = true, .fence = current};
+    }
+  }
+  int64_t next = current + 1;
+  fences_[std::string(id)] = next;
+  return ConditionalAcquire{.stale = false, .fence = next};
+}
+
+Result<int64_t> MemoryEventStore::AppendIfUnchanged(const AppendRequest& req,
+                                                    int64_t observed) {
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits_, clock_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return AppendLocked(req, enc, GuardKind::kIfUnchanged, observed);
+}
+
+Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to,
+                                    int64_t through) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(from, limits_));
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(to, limits_));
+  if (through < 1) return MakeError(ErrorCode::kInvalidArgument, "through must be >= 1");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto src = logs_.find(from);
+  if (src == logs_.end() || src->second.head < through || src->second.events.empty() ||
+      src->second.events.front().sequence != 1) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "source has no complete prefix through " + std::to_string(through),
+                     std::string(from));
+  }
+  if (auto dst = logs_.find(to); dst != logs_.end() && dst->second.head > 0) {
+    return SequenceConflict(to, dst->second.head + 1, 1);
+  }
+  Log copy;
+  copy.events.assign(src->second.events.begin(), src->second.events.begin() + through);
+  for (auto& e : copy.events) e.execution_id = std::string(to);
+  copy.head = through;
+  logs_[std::string(to)] = std::move(copy);
+  return Ok();
+}
+
+Status MemoryEventStore::TruncatePrefixKeeping(std::string_view id, int64_t first_kept) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  if (first_kept < 1) return MakeError(ErrorCode::kInvalidArgument, "first_kept must be >= 1");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = logs_.find(id);
+  if (it == logs_.end()) return Ok();
+  auto& events = it->second.events;
+  auto keep = std::lower_bound(events.begin(), events.end(), first_kept,
+                               [](const Envelope& e, int64_t seq) { return e.sequence < seq; });
+  events.erase(events.begin(), keep);
+  return Ok();
+}
+
+}  // namespace once::store

@@ -1,0 +1,222 @@
+#include "once/store/validate.h"
+
+#include <unordered_set>
+
+namespace once::store {
+namespace {
+
+// Returns false on an invalid UTF-8 sequence or a control character.
+bool IsCleanUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int extra = c >= 0xf0 && c <= 0xf4 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 && c < 0xe0 ? 1 : -1;
+    if (extra < 0 || i + static_cast<size_t>(extra) >= s.size()) return false;
+    uint32_t cp = c & (0x3f >> extra);
+    for (int k = 1; k <= extra; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (cc & 0x3f);
+    }
+    if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    if (cp >= 0x80 && cp < 0xa0) return false;  // C1 controls
+    i += extra + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status ValidateExecutionId(std::string_view id, const Limits& limits) {
+  if (id.empty()) return MakeError(ErrorCode::kInvalidArgument, "execution id is empty");
+  if (id.size() > limits.execution_id_bytes_max) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "execution id is " + std::to_string(id.size()) + " bytes; at most " +
+                         std::to_string(limits.execution_id_bytes_max),
+                     std::string(id.substr(0, 64)),
+                     LimitDetail{"execution_id_bytes_max", static_cast<int64_t>(id.size()),
+                                 static_cast<int64_t>(limits.execution_id_bytes_max)});
+  }
+  if (!IsCleanUtf8(id)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "execution id has a control character or is not UTF-8");
+  }
+  return Ok();
+}
+
+Status ValidateKind(std::string_view kind, const Limits& limits) {
+  if (kind.empty()) return MakeError(ErrorCode::kInvalidArgument, "event kind is empty");
+  if (kind.size() > limits.kind_bytes_max) {
+    return MakeError(ErrorCode::kInvalidArgument, "event kind is too long", {},
+                     LimitDetail{"kind_bytes_max", static_cast<int64_t>(kind.size()),
+                                 static_cast<int64_t>(limits.kind_bytes_max)});
+  }
+  for (char c : kind) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "event kind must be printable ASCII without spaces");
+    }
+  }
+  return Ok();
+}
+
+Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limits,
+                                   const Clock& clock) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(req.execution_id, limits));
+  if (req.events.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "append has no events", req.execution_id);
+  }
+  if (req.events.size() > limits.batch_events_max) {
+    return LimitError("batch_events_max", static_cast<int64_t>(req.events.size()),
+                      static_cast<int64_t>(limits.batch_events_max), req.execution_id);
+  }
+  if (req.expected_next < 1) {
+    return MakeError(ErrorCode::kInvalidArgument, "expected_next must be >= 1",
+                     req.execution_id);
+  }
+  if (req.fence && *req.fence < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "fence must be >= 0", req.execution_id);
+  }
+  EncodedAppend out;
+  out.events.reserve(req.events.size());
+  int64_t now_ms = 0;
+  for (size_t i = 0; i < req.events.size(); ++i) {
+    const Envelope& e = req.events[i];
+    int64_t seq = req.expected_next + static_cast<int64_t>(i);
+    if (e.sequence != 0 && e.sequence != seq) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "event " + std::to_string(i) + " carries sequence " +
+                           std::to_string(e.sequence) + ", its place is " + std::to_string(seq),
+                       req.execution_id);
+    }
+    if (!e.execution_id.empty() && e.execution_id != req.execution_id) {
+      return MakeError(ErrorCode::kInvalidArgument, "event names another execution",
+                       req.execution_id);
+    }
+    ONCE_RETURN_IF_ERROR(ValidateKind(e.kind, limits));
+    if (!e.metadata.is_null() && !e.metadata.is_object()) {
+      return MakeError(ErrorCode::kInvalidArgument, "metadata must be a JSON object",
+                       req.execution_id);
+    }
+    EncodedEvent enc;
+    enc.sequence = seq;
+    enc.kind = e.kind;
+    try {
+      enc.payload_json = e.payload.dump();
+      enc.metadata_json = e.metadata.is_null() ? "{}" : e.metadata.dump();
+    } catch (const nlohmann::json::exception& ex) {
+      // Strings that are not UTF-8 cannot be serialized.
+      return MakeError(ErrorCode::kInvalidArgument, std::string("unserializable JSON: ") + ex.what(),
+                       req.execution_id);
+    }
+    size_t bytes = enc.payload_json.size() + enc.metadata_json.size();
+    if (bytes > limits.event_bytes_max) {
+      return LimitError("event_bytes_max", static_cast<int64_t>(bytes),
+                        static_cast<int64_t>(limits.event_bytes_max), req.execution_id);
+    }
+    out.bytes += bytes;
+    if (e.time_ms != 0) {
+      enc.time_ms = e.time_ms;
+    } else {
+      if (now_ms == 0) now_ms = clock.NowUnixMillis();
+      enc.time_ms = now_ms;
+    }
+    enc.answering = events::IsAnswering(e.kind, e.metadata);
+    enc.suspends = e.kind == events::Name(events::KernelKind::kExecutionSuspended);
+    out.answering |= enc.answering;
+    out.suspends |= enc.suspends;
+    out.events.push_back(std::move(enc));
+  }
+  ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
+  return out;
+}
+
+Status CheckBatchBytes(size_t bytes, const Limits& limits) {
+  if (bytes > limits.batch_bytes_max) {
+    return LimitError("batch_bytes_max", static_cast<int64_t>(bytes),
+                      static_cast<int64_t>(limits.batch_bytes_max));
+  }
+  return Ok();
+}
+
+Status ValidateBatchShape(std::span<const AppendRequest> requests, const Limits& limits) {
+  if (requests.size() > limits.batch_executions_max) {
+    return LimitError("batch_executions_max", static_cast<int64_t>(requests.size()),
+                      static_cast<int64_t>(limits.batch_executions_max));
+  }
+  size_t events = 0;
+  std::unordered_set<std::string_view> seen;
+  for (const auto& r : requests) {
+    events += r.events.size();
+    if (!seen.insert(r.execution_id).second) {
+      return MakeError(ErrorCode::kInvalidArgument, "batch names an execution twice",
+                       r.execution_id);
+    }
+  }
+  if (events > limits.batch_events_max) {
+    return LimitError("batch_events_max", static_cast<int64_t>(events),
+                      static_cast<int64_t>(limits.batch_events_max));
+  }
+  return Ok();
+}
+
+Result<Envelope> DecodeRow(std::string_view execution_id, int64_t sequence, std::string kind,
+                           std::string_view payload_json, std::string_view metadata_json,
+                           int64_t time_ms) {
+  Envelope e;
+  e.execution_id = std::string(execution_id);
+  e.sequence = sequence;
+  e.kind = std::move(kind);
+  e.time_ms = time_ms;
+  e.payload = Json::parse(payload_json, nullptr, false);
+  e.metadata = Json::parse(metadata_json, nullptr, false);
+  if (e.payload.is_discarded() || e.metadata.is_discarded()) {
+    return MakeError(ErrorCode::kCorruption,
+                     "stored event " + std::to_string(sequence) + " is not valid JSON",
+                     std::string(execution_id));
+  }
+  return e;
+}
+
+std::unexpected<Error> SequenceConflict(std::string_view execution_id, int64_t expected,
+                                        int64_t given) {
+  return MakeError(ErrorCode::kSequenceConflict,
+                   "append at sequence " + std::to_string(given) + ", next is " +
+                       std::to_string(expected),
+                   std::string(execution_id), SequenceDetail{expected, given});
+}
+
+std::unexpected<Error> StaleFence(std::string_view execution_id, int64_t presented,
+                                  int64_t current) {
+  return MakeError(ErrorCode::kStaleFence,
+                   "fence " + std::to_string(presented) + " is older than " +
+                       std::to_string(current),
+                   std::string(execution_id), StaleFenceDetail{presented, current});
+}
+
+std::string_view CapabilityName(Capability c) {
+  switch (c) {
+    case Capability::kAcquireFence: return "AcquireFence";
+    case Capability::kAcquireFenceIf: return "AcquireFenceIf";
+    case Capability::kAppendIfUnchanged: return "AppendIfUnchanged";
+    case Capability::kCopyPrefix: return "CopyPrefix";
+    case Capability::kTruncatePrefixKeeping: return "TruncatePrefixKeeping";
+    case Capability::kCount: break;
+  }
+  return "?";
+}
+
+std::unexpected<Error> Unsupported(Capability c, std::string_view store_name) {
+  return MakeError(ErrorCode::kUnsupported,
+                   std::string(store_name) + " does not offer " + std::string(CapabilityName(c)));
+}
+
+}  // namespace once::store

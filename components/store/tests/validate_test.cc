@@ -1,0 +1,69 @@
+#include "once/store/validate.h"
+
+#include <gtest/gtest.h>
+
+namespace once::store {
+namespace {
+
+TEST(ValidateTest, ExecutionIds) {
+  Limits limits;
+  EXPECT_TRUE(ValidateExecutionId("order-7", limits));
+  EXPECT_TRUE(ValidateExecutionId("заказ-7", limits));
+  EXPECT_FALSE(ValidateExecutionId("", limits));
+  EXPECT_FALSE(ValidateExecutionId(std::string(256, 'a'), limits));
+  EXPECT_TRUE(ValidateExecutionId(std::string(255, 'a'), limits));
+  EXPECT_FALSE(ValidateExecutionId("a\nb", limits));
+  EXPECT_FALSE(ValidateExecutionId(std::string("a\0b", 3), limits));
+  EXPECT_FALSE(ValidateExecutionId("a\x7f", limits));
+  EXPECT_FALSE(ValidateExecutionId("\xc3", limits));          // truncated
+  EXPECT_FALSE(ValidateExecutionId("\xc0\xaf", limits));      // overlong
+  EXPECT_FALSE(ValidateExecutionId("\xed\xa0\x80", limits));  // surrogate
+  EXPECT_EQ(ValidateExecutionId("", limits).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(ValidateTest, EncodeAppendChecksEverything) {
+  Limits limits;
+  limits.event_bytes_max = 64;
+  ManualClock clock(FromUnixMillis(1234));
+  AppendRequest req{.execution_id = "x", .expected_next = 3,
+                    .events = {events::AppEvent("a.b", {{"k", 1}})}};
+  auto enc = EncodeAppend(req, limits, clock);
+  ASSERT_TRUE(enc) << enc.error().ToString();
+  EXPECT_EQ(enc->events[0].sequence, 3);
+  EXPECT_EQ(enc->events[0].time_ms, 1234);
+  EXPECT_EQ(enc->events[0].payload_json, "{\"k\":1}");
+  EXPECT_EQ(enc->events[0].metadata_json, "{}");
+
+  AppendRequest big = req;
+  big.events[0].payload = std::string(100, 'x');
+  auto too_big = EncodeAppend(big, limits, clock);
+  ASSERT_FALSE(too_big);
+  EXPECT_EQ(too_big.error().code, ErrorCode::kLimitExceeded);
+  EXPECT_EQ(too_big.error().As<LimitDetail>()->limit, "event_bytes_max");
+
+  AppendRequest wrong_seq = req;
+  wrong_seq.events[0].sequence = 4;
+  EXPECT_EQ(EncodeAppend(wrong_seq, limits, clock).error().code, ErrorCode::kInvalidArgument);
+  AppendRequest bad_meta = req;
+  bad_meta.events[0].metadata = Json::array();
+  EXPECT_EQ(EncodeAppend(bad_meta, limits, clock).error().code, ErrorCode::kInvalidArgument);
+  AppendRequest bad_kind = req;
+  bad_kind.events[0].kind = "has space";
+  EXPECT_EQ(EncodeAppend(bad_kind, limits, clock).error().code, ErrorCode::kInvalidArgument);
+  AppendRequest empty = req;
+  empty.events.clear();
+  EXPECT_EQ(EncodeAppend(empty, limits, clock).error().code, ErrorCode::kInvalidArgument);
+  AppendRequest bad_utf8 = req;
+  bad_utf8.events[0].payload = std::string("\xff\xfe");
+  EXPECT_EQ(EncodeAppend(bad_utf8, limits, clock).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(ValidateTest, DecodeRowRejectsCorruptJson) {
+  auto ok = DecodeRow("x", 1, "K", "{\"a\":1}", "{}", 5);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->payload["a"], 1);
+  EXPECT_EQ(DecodeRow("x", 1, "K", "{", "{}", 5).error().code, ErrorCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace once::store

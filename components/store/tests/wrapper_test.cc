@@ -1,0 +1,61 @@
+#include "once/store/wrapper.h"
+
+#include <gtest/gtest.h>
+
+#include "once/store/memory_store.h"
+
+namespace once::store {
+namespace {
+
+struct Mixed {
+  static constexpr Decide kAcquireFence = Decide::kForward;
+  static constexpr Decide kAcquireFenceIf = Decide::kCustom;
+  static constexpr Decide kAppendIfUnchanged = Decide::kRefuse;
+  static constexpr Decide kCopyPrefix = Decide::kRefuse;
+  static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
+};
+
+class CountingStore final : public EventStoreWrapper<CountingStore, Mixed> {
+ public:
+  using EventStoreWrapper::EventStoreWrapper;
+  Result<ConditionalAcquire> CustomAcquireFenceIf(std::string_view id, FenceExpectation e) {
+    ++conditional_calls;
+    return target().AcquireFenceIf(id, e);
+  }
+  int conditional_calls = 0;
+};
+
+// A Decisions struct that forgets one capability is not accepted.
+struct Forgetful {
+  static constexpr Decide kAcquireFence = Decide::kForward;
+  static constexpr Decide kAcquireFenceIf = Decide::kForward;
+  static constexpr Decide kAppendIfUnchanged = Decide::kForward;
+  static constexpr Decide kCopyPrefix = Decide::kForward;
+};
+static_assert(!DecidesEveryCapability<Forgetful>);
+static_assert(DecidesEveryCapability<Mixed>);
+static_assert(DecidesEveryCapability<ForwardEverything>);
+
+TEST(WrapperTest, ForwardsRefusesAndCallsCustom) {
+  MemoryEventStore inner;
+  CountingStore store(inner);
+  EXPECT_TRUE(store.Supports(Capability::kAcquireFence));
+  EXPECT_TRUE(store.Supports(Capability::kAcquireFenceIf));
+  EXPECT_FALSE(store.Supports(Capability::kAppendIfUnchanged));
+  EXPECT_FALSE(store.Supports(Capability::kCopyPrefix));
+
+  AppendRequest req{.execution_id = "e", .expected_next = 1,
+                    .events = {events::KernelEvent(events::KernelKind::kExecutionStarted, {})}};
+  ASSERT_EQ(store.Append(req).value(), 1);
+  EXPECT_EQ(inner.Head("e").value(), 1);
+  EXPECT_EQ(store.AcquireFence("e").value(), 1);
+  auto c = store.AcquireFenceIf("e", {.fence = 1, .park_seq = 1});
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->stale);
+  EXPECT_EQ(store.conditional_calls, 1);
+  EXPECT_EQ(store.AppendIfUnchanged(req, 2).error().code, ErrorCode::kUnsupported);
+  EXPECT_EQ(store.CopyPrefix("e", "f", 1).error().code, ErrorCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace once::store
