@@ -25,8 +25,8 @@ std::string HexEncode(std::span<const uint8_t> bytes) {
 }
 
 std::string HexEncode(std::string_view bytes) {
-  return HexEncode(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            bytes.size()));
+  return HexEncode(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
 Result<Bytes> HexDecode(std::string_view hex) {

@@ -4,24 +4,42 @@ namespace once {
 
 std::string_view ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "InvalidArgument";
-    case ErrorCode::kLimitExceeded: return "LimitExceeded";
-    case ErrorCode::kNotFound: return "NotFound";
-    case ErrorCode::kSequenceConflict: return "SequenceConflict";
-    case ErrorCode::kStaleFence: return "StaleFence";
-    case ErrorCode::kResumeRefused: return "ResumeRefused";
-    case ErrorCode::kResumeContended: return "ResumeContended";
-    case ErrorCode::kRedriveExhausted: return "RedriveExhausted";
-    case ErrorCode::kNondeterminism: return "Nondeterminism";
-    case ErrorCode::kPayloadShredded: return "PayloadShredded";
-    case ErrorCode::kUnsupported: return "Unsupported";
-    case ErrorCode::kCorruption: return "Corruption";
-    case ErrorCode::kUnavailable: return "Unavailable";
-    case ErrorCode::kTimeout: return "Timeout";
-    case ErrorCode::kBusy: return "Busy";
-    case ErrorCode::kCancelled: return "Cancelled";
-    case ErrorCode::kPermissionDenied: return "PermissionDenied";
-    case ErrorCode::kInternal: return "Internal";
+    case ErrorCode::kInvalidArgument:
+      return "InvalidArgument";
+    case ErrorCode::kLimitExceeded:
+      return "LimitExceeded";
+    case ErrorCode::kNotFound:
+      return "NotFound";
+    case ErrorCode::kSequenceConflict:
+      return "SequenceConflict";
+    case ErrorCode::kStaleFence:
+      return "StaleFence";
+    case ErrorCode::kResumeRefused:
+      return "ResumeRefused";
+    case ErrorCode::kResumeContended:
+      return "ResumeContended";
+    case ErrorCode::kRedriveExhausted:
+      return "RedriveExhausted";
+    case ErrorCode::kNondeterminism:
+      return "Nondeterminism";
+    case ErrorCode::kPayloadShredded:
+      return "PayloadShredded";
+    case ErrorCode::kUnsupported:
+      return "Unsupported";
+    case ErrorCode::kCorruption:
+      return "Corruption";
+    case ErrorCode::kUnavailable:
+      return "Unavailable";
+    case ErrorCode::kTimeout:
+      return "Timeout";
+    case ErrorCode::kBusy:
+      return "Busy";
+    case ErrorCode::kCancelled:
+      return "Cancelled";
+    case ErrorCode::kPermissionDenied:
+      return "PermissionDenied";
+    case ErrorCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

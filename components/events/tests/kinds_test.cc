@@ -13,9 +13,9 @@ using nlohmann::json;
 TEST(KindsTest, AnsweringKindsAreExactlyTheSeedsList) {
   std::set<std::string_view> answering(AnsweringKernelKindNames().begin(),
                                        AnsweringKernelKindNames().end());
-  EXPECT_EQ(answering, (std::set<std::string_view>{
-                           "EXECUTION_RESUMED", "EXECUTION_SUSPENDED", "EXECUTION_COMPLETED",
-                           "EXECUTION_FAILED", "EXECUTION_CANCELLED", "EXECUTION_CONTINUED"}));
+  EXPECT_EQ(answering, (std::set<std::string_view>{"EXECUTION_RESUMED", "EXECUTION_SUSPENDED",
+                                                   "EXECUTION_COMPLETED", "EXECUTION_FAILED",
+                                                   "EXECUTION_CANCELLED", "EXECUTION_CONTINUED"}));
 }
 
 TEST(KindsTest, RuleOneKernelKindsFollowTheirRow) {

@@ -29,24 +29,24 @@ namespace once {
 
 // The codes. An error code exists only if some caller reacts to it.
 enum class ErrorCode {
-  kInvalidArgument,     // malformed input (id, JSON, encoding); permanent
-  kLimitExceeded,       // a named limit was crossed (size, count); permanent
-  kNotFound,            // the thing does not exist; permanent
-  kSequenceConflict,    // append at a sequence that is not head + 1; permanent for that view
-  kStaleFence,          // a writer presented a token older than the store's; permanent
-  kResumeRefused,       // resume refused (reason in detail); permanent
-  kResumeContended,     // conditional acquire lost every attempt; RETRYABLE
-  kRedriveExhausted,    // a re-drive gave up after its attempts; permanent
-  kNondeterminism,      // a workflow body diverged from its log on replay; permanent
-  kPayloadShredded,     // the payload's key was destroyed; permanent by design
-  kUnsupported,         // an optional capability this store refused; permanent
-  kCorruption,          // stored data failed a check; permanent
-  kUnavailable,         // I/O or connection trouble; RETRYABLE
-  kTimeout,             // a deadline passed; RETRYABLE
-  kBusy,                // the store or a lock is busy; RETRYABLE
-  kCancelled,           // the operation was cancelled
-  kPermissionDenied,    // signature, key or tenant refused; permanent
-  kInternal,            // a bug or an unexpected backend answer
+  kInvalidArgument,   // malformed input (id, JSON, encoding); permanent
+  kLimitExceeded,     // a named limit was crossed (size, count); permanent
+  kNotFound,          // the thing does not exist; permanent
+  kSequenceConflict,  // append at a sequence that is not head + 1; permanent for that view
+  kStaleFence,        // a writer presented a token older than the store's; permanent
+  kResumeRefused,     // resume refused (reason in detail); permanent
+  kResumeContended,   // conditional acquire lost every attempt; RETRYABLE
+  kRedriveExhausted,  // a re-drive gave up after its attempts; permanent
+  kNondeterminism,    // a workflow body diverged from its log on replay; permanent
+  kPayloadShredded,   // the payload's key was destroyed; permanent by design
+  kUnsupported,       // an optional capability this store refused; permanent
+  kCorruption,        // stored data failed a check; permanent
+  kUnavailable,       // I/O or connection trouble; RETRYABLE
+  kTimeout,           // a deadline passed; RETRYABLE
+  kBusy,              // the store or a lock is busy; RETRYABLE
+  kCancelled,         // the operation was cancelled
+  kPermissionDenied,  // signature, key or tenant refused; permanent
+  kInternal,          // a bug or an unexpected backend answer
 };
 
 std::string_view ErrorCodeName(ErrorCode code);
@@ -116,22 +116,22 @@ inline std::unexpected<Error> LimitError(std::string limit, int64_t value, int64
 }  // namespace once
 
 // Programmer errors: the invariant is wrong, not the input.
-#define ONCE_CHECK(cond)                                                      \
-  do {                                                                        \
-    if (!(cond)) ::once::CheckFailed(#cond, __FILE__, __LINE__, nullptr);     \
+#define ONCE_CHECK(cond)                                                  \
+  do {                                                                    \
+    if (!(cond)) ::once::CheckFailed(#cond, __FILE__, __LINE__, nullptr); \
   } while (0)
-#define ONCE_CHECK_MSG(cond, msg)                                             \
-  do {                                                                        \
-    if (!(cond)) ::once::CheckFailed(#cond, __FILE__, __LINE__, (msg));       \
+#define ONCE_CHECK_MSG(cond, msg)                                       \
+  do {                                                                  \
+    if (!(cond)) ::once::CheckFailed(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)
 
 #define ONCE_CONCAT_INNER(a, b) a##b
 #define ONCE_CONCAT(a, b) ONCE_CONCAT_INNER(a, b)
 
 // Returns the error of a Status/Result expression from the enclosing function.
-#define ONCE_RETURN_IF_ERROR(expr)                              \
-  do {                                                          \
-    auto&& once_status_ = (expr);                               \
+#define ONCE_RETURN_IF_ERROR(expr)                                   \
+  do {                                                               \
+    auto&& once_status_ = (expr);                                    \
     if (!once_status_) return std::unexpected(once_status_.error()); \
   } while (0)
 
@@ -139,7 +139,7 @@ inline std::unexpected<Error> LimitError(std::string limit, int64_t value, int64
 // returns the error.
 #define ONCE_ASSIGN_OR_RETURN(lhs, expr) \
   ONCE_ASSIGN_OR_RETURN_IMPL(ONCE_CONCAT(once_result_, __LINE__), lhs, expr)
-#define ONCE_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)       \
-  auto tmp = (expr);                                     \
+#define ONCE_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)          \
+  auto tmp = (expr);                                        \
   if (!tmp) return std::unexpected(std::move(tmp).error()); \
   lhs = std::move(tmp).value()

@@ -13,10 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "once/base/result.h"
 #include "once/events/kinds.h"
@@ -29,8 +28,8 @@ struct Envelope {
   std::string execution_id;
   int64_t sequence = 0;
   std::string kind;
-  Json payload;   // any JSON value; null when absent
-  Json metadata;  // an object, or null
+  Json payload;         // any JSON value; null when absent
+  Json metadata;        // an object, or null
   int64_t time_ms = 0;  // Unix milliseconds when appended
 
   // The token in metadata.fence, or 0.

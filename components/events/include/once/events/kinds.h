@@ -23,11 +23,10 @@
 
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string_view>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace once::events {
 
@@ -58,7 +57,7 @@ struct KernelKindInfo {
   KernelKind kind;
   std::string_view name;  // the kind as stored, e.g. "EXECUTION_RESUMED"
   ParkEffect effect;
-  bool terminal;          // ends the execution (no further body events)
+  bool terminal;  // ends the execution (no further body events)
 };
 
 // Row i describes KernelKind(i).

@@ -1,0 +1,78 @@
+#include "once/store_decorators/profiling_store.h"
+
+namespace once::store {
+
+template <class F>
+auto ProfilingStore::Timed(const char* method, F&& call) -> decltype(call()) {
+  TimePoint start = clock_.Now();
+  auto result = call();
+  int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(clock_.Now() - start).count();
+  std::lock_guard<std::mutex> lock(mu_);
+  MethodStats& s = stats_[method];
+  s.calls += 1;
+  s.errors += result ? 0 : 1;
+  s.total_us += us;
+  s.max_us = std::max(s.max_us, us);
+  return result;
+}
+
+std::map<std::string, MethodStats> ProfilingStore::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+Result<int64_t> ProfilingStore::Append(const AppendRequest& req) {
+  return Timed("Append", [&] { return target().Append(req); });
+}
+
+Result<std::vector<Result<int64_t>>> ProfilingStore::AppendBatch(
+    std::span<const AppendRequest> requests) {
+  return Timed("AppendBatch", [&] { return target().AppendBatch(requests); });
+}
+
+Result<std::vector<Envelope>> ProfilingStore::ReadRange(std::string_view id, int64_t first,
+                                                        int64_t last) {
+  return Timed("ReadRange", [&] { return target().ReadRange(id, first, last); });
+}
+
+Result<int64_t> ProfilingStore::Head(std::string_view id) {
+  return Timed("Head", [&] { return target().Head(id); });
+}
+
+Result<ExecutionPage> ProfilingStore::ListExecutions(std::string_view after, size_t limit) {
+  return Timed("ListExecutions", [&] { return target().ListExecutions(after, limit); });
+}
+
+Status ProfilingStore::DeleteExecution(std::string_view id) {
+  return Timed("DeleteExecution", [&] { return target().DeleteExecution(id); });
+}
+
+Result<int64_t> ProfilingStore::CustomAcquireFence(std::string_view id) {
+  return Timed("AcquireFence", [&] { return target().AcquireFence(id); });
+}
+
+Result<int64_t> ProfilingStore::CustomReadFence(std::string_view id) {
+  return Timed("ReadFence", [&] { return target().ReadFence(id); });
+}
+
+Result<ConditionalAcquire> ProfilingStore::CustomAcquireFenceIf(std::string_view id,
+                                                                FenceExpectation e) {
+  return Timed("AcquireFenceIf", [&] { return target().AcquireFenceIf(id, e); });
+}
+
+Result<int64_t> ProfilingStore::CustomAppendIfUnchanged(const AppendRequest& req,
+                                                        int64_t observed) {
+  return Timed("AppendIfUnchanged", [&] { return target().AppendIfUnchanged(req, observed); });
+}
+
+Status ProfilingStore::CustomCopyPrefix(std::string_view from, std::string_view to,
+                                        int64_t through) {
+  return Timed("CopyPrefix", [&] { return target().CopyPrefix(from, to, through); });
+}
+
+Status ProfilingStore::CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept) {
+  return Timed("TruncatePrefixKeeping",
+               [&] { return target().TruncatePrefixKeeping(id, first_kept); });
+}
+
+}  // namespace once::store

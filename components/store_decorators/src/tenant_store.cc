@@ -1,0 +1,156 @@
+#include "once/store_decorators/tenant_store.h"
+
+#include "once/store/validate.h"
+
+namespace once::store {
+namespace {
+
+bool ValidTenant(std::string_view t) {
+  if (t.empty() || t.size() > TenantStore::kTenantBytesMax) return false;
+  for (char c : t) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TenantStore>> TenantStore::Create(EventStore& target, std::string tenant) {
+  if (!ValidTenant(tenant)) {
+    return MakeError(ErrorCode::kInvalidArgument, "tenant names are 1..64 bytes of [A-Za-z0-9_-]",
+                     tenant);
+  }
+  if (tenant.size() + 2 > target.limits().execution_id_bytes_max) {
+    return MakeError(ErrorCode::kInvalidArgument, "tenant name leaves no room for ids", tenant);
+  }
+  return std::unique_ptr<TenantStore>(new TenantStore(target, std::move(tenant)));
+}
+
+TenantStore::TenantStore(EventStore& target, std::string tenant)
+    : EventStoreWrapper(target), tenant_(std::move(tenant)), prefix_(tenant_ + ":") {
+  limits_ = target.limits();
+  limits_.execution_id_bytes_max -= prefix_.size();
+}
+
+Result<std::string> TenantStore::Scope(std::string_view id) const {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  std::string scoped = prefix_;
+  scoped.append(id);
+  return scoped;
+}
+
+Error TenantStore::Unscope(Error e) const {
+  if (e.subject.starts_with(prefix_)) e.subject.erase(0, prefix_.size());
+  return e;
+}
+
+Result<AppendRequest> TenantStore::ScopeRequest(const AppendRequest& req) const {
+  AppendRequest scoped = req;
+  ONCE_ASSIGN_OR_RETURN(scoped.execution_id, Scope(req.execution_id));
+  for (auto& e : scoped.events) {
+    if (!e.execution_id.empty()) {
+      if (e.execution_id != req.execution_id) {
+        return MakeError(ErrorCode::kInvalidArgument, "event names another execution",
+                         req.execution_id);
+      }
+      e.execution_id = scoped.execution_id;
+    }
+  }
+  return scoped;
+}
+
+Result<int64_t> TenantStore::Append(const AppendRequest& req) {
+  ONCE_ASSIGN_OR_RETURN(AppendRequest scoped, ScopeRequest(req));
+  auto r = target().Append(scoped);
+  if (!r) return std::unexpected(Unscope(r.error()));
+  return r;
+}
+
+Result<std::vector<Result<int64_t>>> TenantStore::AppendBatch(
+    std::span<const AppendRequest> requests) {
+  std::vector<AppendRequest> scoped;
+  scoped.reserve(requests.size());
+  for (const auto& r : requests) {
+    ONCE_ASSIGN_OR_RETURN(AppendRequest s, ScopeRequest(r));
+    scoped.push_back(std::move(s));
+  }
+  ONCE_ASSIGN_OR_RETURN(auto results, target().AppendBatch(scoped));
+  for (auto& r : results) {
+    if (!r) r = std::unexpected(Unscope(r.error()));
+  }
+  return results;
+}
+
+Result<std::vector<Envelope>> TenantStore::ReadRange(std::string_view id, int64_t first,
+                                                     int64_t last) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
+  ONCE_ASSIGN_OR_RETURN(auto events, target().ReadRange(scoped, first, last));
+  for (auto& e : events) e.execution_id = std::string(id);
+  return events;
+}
+
+Result<int64_t> TenantStore::Head(std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
+  return target().Head(scoped);
+}
+
+Result<ExecutionPage> TenantStore::ListExecutions(std::string_view after, size_t limit) {
+  limit = std::min(limit, limits_.list_page_executions_max);
+  std::string cursor = prefix_ + std::string(after);
+  ExecutionPage page;
+  while (page.execution_ids.size() < limit) {
+    ONCE_ASSIGN_OR_RETURN(ExecutionPage inner,
+                          target().ListExecutions(cursor, limit - page.execution_ids.size()));
+    for (auto& id : inner.execution_ids) {
+      if (!std::string_view(id).starts_with(prefix_)) return page;  // past this tenant
+      page.execution_ids.push_back(id.substr(prefix_.size()));
+    }
+    if (inner.next_after.empty()) return page;
+    cursor = inner.next_after;
+  }
+  page.next_after = page.execution_ids.back();
+  return page;
+}
+
+Status TenantStore::DeleteExecution(std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
+  return target().DeleteExecution(scoped);
+}
+
+Result<int64_t> TenantStore::CustomAcquireFence(std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
+  return target().AcquireFence(scoped);
+}
+
+Result<int64_t> TenantStore::CustomReadFence(std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
+  return target().ReadFence(scoped);
+}
+
+Result<ConditionalAcquire> TenantStore::CustomAcquireFenceIf(std::string_view id,
+                                                             FenceExpectation e) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
+  return target().AcquireFenceIf(scoped, e);
+}
+
+Result<int64_t> TenantStore::CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed) {
+  ONCE_ASSIGN_OR_RETURN(AppendRequest scoped, ScopeRequest(req));
+  auto r = target().AppendIfUnchanged(scoped, observed);
+  if (!r) return std::unexpected(Unscope(r.error()));
+  return r;
+}
+
+Status TenantStore::CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped_from, Scope(from));
+  ONCE_ASSIGN_OR_RETURN(std::string scoped_to, Scope(to));
+  return target().CopyPrefix(scoped_from, scoped_to, through);
+}
+
+Status TenantStore::CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
+  return target().TruncatePrefixKeeping(scoped, first_kept);
+}
+
+}  // namespace once::store
