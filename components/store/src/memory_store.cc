@@ -19,9 +19,8 @@ int64_t MemoryEventStore::FenceLocked(std::string_view id) const {
   return it == fences_.end() ? 0 : it->second;
 }
 
-Result<int64_t> MemoryEventStore::AppendLocked(const AppendRequest& req,
-                                               const EncodedAppend& enc, GuardKind guard,
-                                               int64_t token) {
+Result<int64_t> MemoryEventStore::AppendLocked(const AppendRequest& req, const EncodedAppend& enc,
+                                               GuardKind guard, int64_t token) {
   int64_t current = FenceLocked(req.execution_id);
   if (guard == GuardKind::kIfUnchanged) {
     if (current != token) return StaleFence(req.execution_id, token, current);
@@ -150,9 +149,8 @@ Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
   if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
   if (auto it = logs_.find(id); it != logs_.end()) {
     const auto& events = it->second.events;
-    auto tail = std::upper_bound(
-        events.begin(), events.end(), expect.park_seq,
-        [](int64_t seq, const Envelope& e) { return seq < e.sequence; });
+    auto tail = std::upper_bound(events.begin(), events.end(), expect.park_seq,
+                                 [](int64_t seq, const Envelope& e) { return seq < e.sequence; });
     for (; tail != events.end(); ++tail) {
       if (tail->answering()) return ConditionalAcquire{.stale = true, .fence = current};
     }
@@ -162,15 +160,13 @@ Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
   return ConditionalAcquire{.stale = false, .fence = next};
 }
 
-Result<int64_t> MemoryEventStore::AppendIfUnchanged(const AppendRequest& req,
-                                                    int64_t observed) {
+Result<int64_t> MemoryEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits_, clock_));
   std::lock_guard<std::mutex> lock(mu_);
   return AppendLocked(req, enc, GuardKind::kIfUnchanged, observed);
 }
 
-Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to,
-                                    int64_t through) {
+Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, int64_t through) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(from, limits_));
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(to, limits_));
   if (through < 1) return MakeError(ErrorCode::kInvalidArgument, "through must be >= 1");

@@ -79,8 +79,7 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
                       static_cast<int64_t>(limits.batch_events_max), req.execution_id);
   }
   if (req.expected_next < 1) {
-    return MakeError(ErrorCode::kInvalidArgument, "expected_next must be >= 1",
-                     req.execution_id);
+    return MakeError(ErrorCode::kInvalidArgument, "expected_next must be >= 1", req.execution_id);
   }
   if (req.fence && *req.fence < 0) {
     return MakeError(ErrorCode::kInvalidArgument, "fence must be >= 0", req.execution_id);
@@ -114,8 +113,8 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
       enc.metadata_json = e.metadata.is_null() ? "{}" : e.metadata.dump();
     } catch (const nlohmann::json::exception& ex) {
       // Strings that are not UTF-8 cannot be serialized.
-      return MakeError(ErrorCode::kInvalidArgument, std::string("unserializable JSON: ") + ex.what(),
-                       req.execution_id);
+      return MakeError(ErrorCode::kInvalidArgument,
+                       std::string("unserializable JSON: ") + ex.what(), req.execution_id);
     }
     size_t bytes = enc.payload_json.size() + enc.metadata_json.size();
     if (bytes > limits.event_bytes_max) {
@@ -188,28 +187,34 @@ Result<Envelope> DecodeRow(std::string_view execution_id, int64_t sequence, std:
 
 std::unexpected<Error> SequenceConflict(std::string_view execution_id, int64_t expected,
                                         int64_t given) {
-  return MakeError(ErrorCode::kSequenceConflict,
-                   "append at sequence " + std::to_string(given) + ", next is " +
-                       std::to_string(expected),
-                   std::string(execution_id), SequenceDetail{expected, given});
+  return MakeError(
+      ErrorCode::kSequenceConflict,
+      "append at sequence " + std::to_string(given) + ", next is " + std::to_string(expected),
+      std::string(execution_id), SequenceDetail{expected, given});
 }
 
 std::unexpected<Error> StaleFence(std::string_view execution_id, int64_t presented,
                                   int64_t current) {
-  return MakeError(ErrorCode::kStaleFence,
-                   "fence " + std::to_string(presented) + " is older than " +
-                       std::to_string(current),
-                   std::string(execution_id), StaleFenceDetail{presented, current});
+  return MakeError(
+      ErrorCode::kStaleFence,
+      "fence " + std::to_string(presented) + " is older than " + std::to_string(current),
+      std::string(execution_id), StaleFenceDetail{presented, current});
 }
 
 std::string_view CapabilityName(Capability c) {
   switch (c) {
-    case Capability::kAcquireFence: return "AcquireFence";
-    case Capability::kAcquireFenceIf: return "AcquireFenceIf";
-    case Capability::kAppendIfUnchanged: return "AppendIfUnchanged";
-    case Capability::kCopyPrefix: return "CopyPrefix";
-    case Capability::kTruncatePrefixKeeping: return "TruncatePrefixKeeping";
-    case Capability::kCount: break;
+    case Capability::kAcquireFence:
+      return "AcquireFence";
+    case Capability::kAcquireFenceIf:
+      return "AcquireFenceIf";
+    case Capability::kAppendIfUnchanged:
+      return "AppendIfUnchanged";
+    case Capability::kCopyPrefix:
+      return "CopyPrefix";
+    case Capability::kTruncatePrefixKeeping:
+      return "TruncatePrefixKeeping";
+    case Capability::kCount:
+      break;
   }
   return "?";
 }

@@ -25,8 +25,8 @@ TEST(ValidateTest, EncodeAppendChecksEverything) {
   Limits limits;
   limits.event_bytes_max = 64;
   ManualClock clock(FromUnixMillis(1234));
-  AppendRequest req{.execution_id = "x", .expected_next = 3,
-                    .events = {events::AppEvent("a.b", {{"k", 1}})}};
+  AppendRequest req{
+      .execution_id = "x", .expected_next = 3, .events = {events::AppEvent("a.b", {{"k", 1}})}};
   auto enc = EncodeAppend(req, limits, clock);
   ASSERT_TRUE(enc) << enc.error().ToString();
   EXPECT_EQ(enc->events[0].sequence, 3);

@@ -44,7 +44,8 @@ TEST(WrapperTest, ForwardsRefusesAndCallsCustom) {
   EXPECT_FALSE(store.Supports(Capability::kAppendIfUnchanged));
   EXPECT_FALSE(store.Supports(Capability::kCopyPrefix));
 
-  AppendRequest req{.execution_id = "e", .expected_next = 1,
+  AppendRequest req{.execution_id = "e",
+                    .expected_next = 1,
                     .events = {events::KernelEvent(events::KernelKind::kExecutionStarted, {})}};
   ASSERT_EQ(store.Append(req).value(), 1);
   EXPECT_EQ(inner.Head("e").value(), 1);

@@ -43,8 +43,7 @@ class MemoryEventStore final : public EventStore {
   bool Supports(Capability) const override { return true; }
   Result<int64_t> AcquireFence(std::string_view id) override;
   Result<int64_t> ReadFence(std::string_view id) override;
-  Result<ConditionalAcquire> AcquireFenceIf(std::string_view id,
-                                            FenceExpectation expect) override;
+  Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
@@ -57,15 +56,15 @@ class MemoryEventStore final : public EventStore {
   enum class GuardKind { kFence, kIfUnchanged };
 
   // Requires mu_. `enc` is EncodeAppend(req).
-  Result<int64_t> AppendLocked(const AppendRequest& req, const EncodedAppend& enc,
-                               GuardKind guard, int64_t token);
+  Result<int64_t> AppendLocked(const AppendRequest& req, const EncodedAppend& enc, GuardKind guard,
+                               int64_t token);
   int64_t FenceLocked(std::string_view id) const;
 
   Limits limits_;
   std::unique_ptr<SystemClock> owned_clock_;
   const Clock& clock_;
   mutable std::mutex mu_;
-  std::map<std::string, Log, std::less<>> logs_;       // GUARDED_BY(mu_)
+  std::map<std::string, Log, std::less<>> logs_;        // GUARDED_BY(mu_)
   std::map<std::string, int64_t, std::less<>> fences_;  // GUARDED_BY(mu_)
 };
 

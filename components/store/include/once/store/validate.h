@@ -32,13 +32,13 @@ struct EncodedEvent {
   std::string payload_json;   // serialized payload ("null" when absent)
   std::string metadata_json;  // serialized metadata object ("{}" when absent)
   int64_t time_ms = 0;
-  bool answering = false;     // events::IsAnswering(kind, metadata)
-  bool suspends = false;      // kind == EXECUTION_SUSPENDED
+  bool answering = false;  // events::IsAnswering(kind, metadata)
+  bool suspends = false;   // kind == EXECUTION_SUSPENDED
 };
 
 struct EncodedAppend {
   std::vector<EncodedEvent> events;
-  size_t bytes = 0;  // sum of payload and metadata bytes
+  size_t bytes = 0;        // sum of payload and metadata bytes
   bool answering = false;  // some event answers a park
   bool suspends = false;   // some event is a park
 };

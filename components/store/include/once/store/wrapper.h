@@ -82,55 +82,68 @@ class EventStoreWrapper : public EventStore {
   }
 
   Result<int64_t> AcquireFence(std::string_view id) override {
-    if constexpr (D::kAcquireFence == Decide::kForward) return target_->AcquireFence(id);
+    if constexpr (D::kAcquireFence == Decide::kForward)
+      return target_->AcquireFence(id);
     else if constexpr (D::kAcquireFence == Decide::kRefuse)
       return Unsupported(Capability::kAcquireFence, name());
-    else return self().CustomAcquireFence(id);
+    else
+      return self().CustomAcquireFence(id);
   }
   Result<int64_t> ReadFence(std::string_view id) override {
-    if constexpr (D::kAcquireFence == Decide::kForward) return target_->ReadFence(id);
+    if constexpr (D::kAcquireFence == Decide::kForward)
+      return target_->ReadFence(id);
     else if constexpr (D::kAcquireFence == Decide::kRefuse)
       return Unsupported(Capability::kAcquireFence, name());
-    else return self().CustomReadFence(id);
+    else
+      return self().CustomReadFence(id);
   }
-  Result<ConditionalAcquire> AcquireFenceIf(std::string_view id,
-                                            FenceExpectation expect) override {
+  Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override {
     if constexpr (D::kAcquireFenceIf == Decide::kForward)
       return target_->AcquireFenceIf(id, expect);
     else if constexpr (D::kAcquireFenceIf == Decide::kRefuse)
       return Unsupported(Capability::kAcquireFenceIf, name());
-    else return self().CustomAcquireFenceIf(id, expect);
+    else
+      return self().CustomAcquireFenceIf(id, expect);
   }
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override {
     if constexpr (D::kAppendIfUnchanged == Decide::kForward)
       return target_->AppendIfUnchanged(req, observed);
     else if constexpr (D::kAppendIfUnchanged == Decide::kRefuse)
       return Unsupported(Capability::kAppendIfUnchanged, name());
-    else return self().CustomAppendIfUnchanged(req, observed);
+    else
+      return self().CustomAppendIfUnchanged(req, observed);
   }
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override {
     if constexpr (D::kCopyPrefix == Decide::kForward)
       return target_->CopyPrefix(from, to, through);
     else if constexpr (D::kCopyPrefix == Decide::kRefuse)
       return Unsupported(Capability::kCopyPrefix, name());
-    else return self().CustomCopyPrefix(from, to, through);
+    else
+      return self().CustomCopyPrefix(from, to, through);
   }
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override {
     if constexpr (D::kTruncatePrefixKeeping == Decide::kForward)
       return target_->TruncatePrefixKeeping(id, first_kept);
     else if constexpr (D::kTruncatePrefixKeeping == Decide::kRefuse)
       return Unsupported(Capability::kTruncatePrefixKeeping, name());
-    else return self().CustomTruncatePrefixKeeping(id, first_kept);
+    else
+      return self().CustomTruncatePrefixKeeping(id, first_kept);
   }
 
   static constexpr Decide Decision(Capability c) {
     switch (c) {
-      case Capability::kAcquireFence: return D::kAcquireFence;
-      case Capability::kAcquireFenceIf: return D::kAcquireFenceIf;
-      case Capability::kAppendIfUnchanged: return D::kAppendIfUnchanged;
-      case Capability::kCopyPrefix: return D::kCopyPrefix;
-      case Capability::kTruncatePrefixKeeping: return D::kTruncatePrefixKeeping;
-      case Capability::kCount: break;
+      case Capability::kAcquireFence:
+        return D::kAcquireFence;
+      case Capability::kAcquireFenceIf:
+        return D::kAcquireFenceIf;
+      case Capability::kAppendIfUnchanged:
+        return D::kAppendIfUnchanged;
+      case Capability::kCopyPrefix:
+        return D::kCopyPrefix;
+      case Capability::kTruncatePrefixKeeping:
+        return D::kTruncatePrefixKeeping;
+      case Capability::kCount:
+        break;
     }
     return Decide::kRefuse;
   }
