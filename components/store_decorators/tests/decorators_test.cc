@@ -85,3 +85,53 @@ TEST(ProfilingStoreTest, CountsCallsAndErrors) {
 
 }  // namespace
 }  // namespace once::store
+
+#include "once/store_decorators/crypto_store.h"
+
+namespace once::store {
+namespace {
+
+TEST(CryptoStoreTest, SealsPayloadsAndShreddingMakesThemUnreadable) {
+  MemoryEventStore inner;
+  MemoryKeyVault vault;
+  CryptoStore store(inner, vault);
+  AppendRequest req = Start("order-7");
+  req.events[0].payload = {{"card", "4111"}};
+  ASSERT_TRUE(store.Append(req));
+  auto raw = inner.ReadRange("order-7", 1, kToEnd).value();
+  EXPECT_EQ(raw[0].payload.dump().find("4111"), std::string::npos);
+  EXPECT_TRUE(raw[0].payload.contains("$sealed"));
+  EXPECT_TRUE(raw[0].is_kernel());  // metadata stays in the clear
+  auto read = store.ReadRange("order-7", 1, kToEnd).value();
+  EXPECT_EQ(read[0].payload["card"], "4111");
+
+  ASSERT_TRUE(vault.Shred("order-7"));
+  auto shredded = store.ReadRange("order-7", 1, kToEnd);
+  ASSERT_FALSE(shredded);
+  EXPECT_EQ(shredded.error().code, ErrorCode::kPayloadShredded);
+  // The kernel still sees the log's shape: fences work on a shredded log.
+  EXPECT_EQ(store.AcquireFence("order-7").value(), 1);
+  EXPECT_EQ(store.Head("order-7").value(), 1);
+}
+
+TEST(CryptoStoreTest, MovedCiphertextDoesNotOpen) {
+  MemoryEventStore inner;
+  MemoryKeyVault vault;
+  CryptoStore store(inner, vault);
+  AppendRequest req = Start("x");
+  req.events.push_back(events::AppEvent("a.b", {{"v", 1}}));
+  ASSERT_TRUE(store.Append(req));
+  auto raw = inner.ReadRange("x", 1, kToEnd).value();
+  // Swap the two sealed payloads underneath the decorator.
+  MemoryEventStore tampered;
+  AppendRequest swapped{.execution_id = "x", .expected_next = 1, .events = raw};
+  std::swap(swapped.events[0].payload, swapped.events[1].payload);
+  ASSERT_TRUE(tampered.Append(swapped));
+  CryptoStore reader(tampered, vault);
+  auto r = reader.ReadRange("x", 1, kToEnd);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace once::store
