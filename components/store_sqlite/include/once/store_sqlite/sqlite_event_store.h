@@ -1,0 +1,121 @@
+// File: sqlite_event_store.h
+//
+// SqliteEventStore: the embedded default EventStore, one SQLite database file
+// in WAL mode. It offers every optional capability, fences included: the
+// fence token lives in the file, so several PROCESSES sharing one file are
+// ordered by it exactly as threads of one process are.
+//
+//   SqliteOptions options;                       // durable: synchronous=FULL
+//   options.busy_timeout = std::chrono::milliseconds(2000);
+//   ONCE_ASSIGN_OR_RETURN(std::unique_ptr<SqliteEventStore> store,
+//                         SqliteEventStore::Open("/var/lib/once/loom.db", options));
+//   ONCE_ASSIGN_OR_RETURN(int64_t head, store->Append(req));
+//
+// Atomicity. Every write (Append, AppendBatch, AcquireFence, AcquireFenceIf,
+// AppendIfUnchanged, CopyPrefix, TruncatePrefixKeeping, DeleteExecution) is
+// ONE `BEGIN IMMEDIATE` transaction: the guard checks (fence token, head,
+// answering events past a park) and the writes cannot interleave with any
+// other writer, in this process or another. AppendBatch is one transaction
+// and, with Durability::kFull, one WAL fsync for all of its requests (group
+// commit); a request refused by its own guard or sequence writes nothing and
+// the others commit.
+//
+// Threads. Every method may be called from any thread. Writes go through one
+// writer connection under a mutex; reads (ReadRange, Head, ReadFence,
+// ListExecutions) use a small pool of reader connections and run
+// concurrently with the writer (WAL snapshot reads).
+//
+// Errors, besides the contract's: a lock held by another process past
+// busy_timeout is kBusy (retryable); I/O trouble is kUnavailable (retryable);
+// a damaged file or a stored row that is not JSON is kCorruption; any other
+// SQLite failure is kInternal. Nothing throws.
+//
+// Schema. Created on Open; the version is PRAGMA user_version and newer
+// versions are reached by an ordered list of migrations, each in one
+// transaction. A file whose version is newer than this build is refused
+// (kUnsupported).
+
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "once/base/clock.h"
+#include "once/store/event_store.h"
+
+namespace once::store {
+
+// How hard a commit waits for the disk.
+enum class Durability : uint8_t {
+  kFull,    // PRAGMA synchronous=FULL: a commit survives power loss
+  kNormal,  // synchronous=NORMAL: survives a process crash; power loss may drop the last commits
+};
+
+struct SqliteOptions {
+  Durability durability = Durability::kFull;
+  // How long a write waits for another connection's (or process's) lock
+  // before kBusy.
+  std::chrono::milliseconds busy_timeout{5000};
+  // Reader connections opened on demand, at most this many.
+  size_t reader_connections_max = 4;
+  Limits limits;
+  // Must outlive the store. nullptr: the system clock.
+  const Clock* clock = nullptr;
+  // A registered SQLite VFS name (tests count fsyncs with one); empty: default.
+  std::string vfs;
+};
+
+// What the writer connection reports; for diagnostics and tests.
+struct SqliteSettings {
+  std::string journal_mode;  // "wal"
+  int synchronous = 0;       // 2 FULL, 1 NORMAL
+  int64_t busy_timeout_ms = 0;
+  int schema_version = 0;
+};
+
+inline constexpr int kSqliteSchemaVersion = 1;
+
+class SqliteEventStore final : public EventStore {
+ public:
+  // Opens (creating if needed) the database file at `path` and brings its
+  // schema up to date. Errors: kInvalidArgument (empty or ":memory:" path),
+  // kUnavailable (cannot open), kBusy, kCorruption, kUnsupported (schema
+  // from a newer build).
+  static Result<std::unique_ptr<SqliteEventStore>> Open(const std::string& path,
+                                                        SqliteOptions options = {});
+  ~SqliteEventStore() override;
+
+  Result<int64_t> Append(const AppendRequest& req) override;
+  Result<std::vector<Result<int64_t>>> AppendBatch(
+      std::span<const AppendRequest> requests) override;
+  Result<std::vector<Envelope>> ReadRange(std::string_view id, int64_t first,
+                                          int64_t last = kToEnd) override;
+  Result<int64_t> Head(std::string_view id) override;
+  Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) override;
+  Status DeleteExecution(std::string_view id) override;
+  const Limits& limits() const override;
+
+  bool Supports(Capability) const override { return true; }
+  Result<int64_t> AcquireFence(std::string_view id) override;
+  Result<int64_t> ReadFence(std::string_view id) override;
+  Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
+  Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
+  Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
+  Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
+
+  // The writer connection's journal mode, synchronous level, busy timeout
+  // and schema version.
+  Result<SqliteSettings> Settings();
+  // Write transactions committed by this store object so far (one per
+  // write call that reached the database; AppendBatch counts once).
+  uint64_t write_transactions() const;
+
+ private:
+  struct Impl;
+  explicit SqliteEventStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace once::store

@@ -1,0 +1,93 @@
+// Internal: a SQLite connection with a per-connection cache of prepared
+// statements, and the mapping of SQLite result codes to ErrorCode.
+//
+// A Connection is NOT thread-safe: its owner serialises every use (the
+// store's writer mutex, or the reader pool's lease).
+
+#pragma once
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "once/base/result.h"
+
+namespace once::store::sqlite_internal {
+
+// SQLITE_BUSY/LOCKED -> kBusy; I/O, full disk, cannot open -> kUnavailable;
+// corrupt file or malformed stored JSON -> kCorruption; else kInternal.
+ErrorCode MapResultCode(int rc, std::string_view message);
+std::unexpected<Error> SqliteFailure(sqlite3* db, int rc, std::string_view what);
+
+// A leased cached statement: bound, stepped, then reset when it goes out of
+// scope so it holds no read snapshot open.
+class Statement {
+ public:
+  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  Statement(Statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_) {
+    other.stmt_ = nullptr;
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  Statement& operator=(Statement&&) = delete;
+  ~Statement();
+
+  // Bind parameters are 1-based, as in SQL (?1).
+  Status Bind(int index, std::string_view text);
+  Status Bind(int index, int64_t value);
+  // True: a row is ready to read; false: done.
+  Result<bool> Step();
+  // Steps to completion, ignoring rows.
+  Status Run();
+
+  int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+  bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  std::string_view Text(int column) const;
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_;
+};
+
+struct ConnectionOptions {
+  std::chrono::milliseconds busy_timeout{5000};
+  int synchronous = 2;  // PRAGMA synchronous: 2 FULL, 1 NORMAL
+  std::string vfs;      // empty: the default VFS
+  bool query_only = false;
+};
+
+class Connection {
+ public:
+  // `sql` lists the statements by id; it must outlive the connection.
+  static Result<std::unique_ptr<Connection>> Open(const std::string& path,
+                                                  const ConnectionOptions& options,
+                                                  std::span<const std::string> sql);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // The cached prepared statement number `id` of the list given to Open.
+  Result<Statement> Prepare(size_t id);
+  // Runs SQL text without parameters (pragmas, DDL).
+  Status Exec(const std::string& sql);
+  // The first column of the first row of `sql` as text ("" when no row).
+  Result<std::string> QueryText(const std::string& sql);
+  bool InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+  sqlite3* db() const { return db_; }
+
+ private:
+  Connection(sqlite3* db, std::span<const std::string> sql);
+  Status Configure(const ConnectionOptions& options);
+
+  sqlite3* db_;
+  std::span<const std::string> sql_;
+  std::vector<sqlite3_stmt*> cache_;
+};
+
+}  // namespace once::store::sqlite_internal

@@ -1,0 +1,577 @@
+#include "once/store_sqlite/sqlite_event_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "connection.h"
+#include "once/events/kinds.h"
+#include "once/store/validate.h"
+
+namespace once::store {
+namespace {
+
+using sqlite_internal::Connection;
+using sqlite_internal::Statement;
+
+// Statement ids; SqlText() holds their text in the same order.
+enum Sql : size_t {
+  kBegin,
+  kCommit,
+  kRollback,
+  kHead,
+  kFence,
+  kInsertEvent,
+  kAcquireFence,
+  kSetFence,
+  kAnsweringPast,
+  kReadRange,
+  kListEvents,
+  kListKept,
+  kDeleteEvents,
+  kDeleteZeroFence,
+  kDeleteKeptHead,
+  kCountPrefix,
+  kCopyPrefix,
+  kDeletePrefix,
+  kKeepHead,
+  kSqlCount,
+};
+
+// Kernel kind names are constant upper-case identifiers: safe to inline.
+std::string QuotedList(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::string_view n : names) {
+    if (!out.empty()) out += ',';
+    out += '\'';
+    out += n;
+    out += '\'';
+  }
+  return out;
+}
+
+std::vector<std::string> BuildSql() {
+  std::vector<std::string> sql(kSqlCount);
+  sql[kBegin] = "BEGIN IMMEDIATE";
+  sql[kCommit] = "COMMIT";
+  sql[kRollback] = "ROLLBACK";
+  // A log emptied by TruncatePrefixKeeping keeps its head in kept_heads.
+  sql[kHead] =
+      "SELECT COALESCE((SELECT sequence FROM events WHERE execution_id = ?1 "
+      "ORDER BY sequence DESC LIMIT 1), "
+      "(SELECT head FROM kept_heads WHERE execution_id = ?1), 0)";
+  sql[kFence] = "SELECT token FROM fences WHERE execution_id = ?1";
+  sql[kInsertEvent] =
+      "INSERT INTO events(execution_id, sequence, kind, payload, metadata, time_ms) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+  sql[kAcquireFence] =
+      "INSERT INTO fences(execution_id, token) VALUES (?1, 1) "
+      "ON CONFLICT(execution_id) DO UPDATE SET token = token + 1 RETURNING token";
+  sql[kSetFence] =
+      "INSERT INTO fences(execution_id, token) VALUES (?1, ?2) "
+      "ON CONFLICT(execution_id) DO UPDATE SET token = excluded.token";
+  // events::IsAnswering in SQL. json_type(...) = 'true' is the boolean true
+  // only (json_extract would also match the number 1).
+  sql[kAnsweringPast] =
+      "SELECT 1 FROM events WHERE execution_id = ?1 AND sequence > ?2 AND (kind IN (" +
+      QuotedList(events::AnsweringKernelKindNames()) + ") OR (kind NOT IN (" +
+      QuotedList(events::AllKernelKindNames()) +
+      ") AND json_type(metadata, '$.kernel') = 'true')) LIMIT 1";
+  sql[kReadRange] =
+      "SELECT sequence, kind, payload, metadata, time_ms FROM events "
+      "WHERE execution_id = ?1 AND sequence >= ?2 AND sequence <= ?3 "
+      "ORDER BY sequence LIMIT ?4";
+  sql[kListEvents] =
+      "SELECT DISTINCT execution_id FROM events WHERE execution_id > ?1 "
+      "ORDER BY execution_id LIMIT ?2";
+  sql[kListKept] =
+      "SELECT execution_id FROM kept_heads WHERE execution_id > ?1 "
+      "ORDER BY execution_id LIMIT ?2";
+  sql[kDeleteEvents] = "DELETE FROM events WHERE execution_id = ?1";
+  sql[kDeleteZeroFence] = "DELETE FROM fences WHERE execution_id = ?1 AND token = 0";
+  sql[kDeleteKeptHead] = "DELETE FROM kept_heads WHERE execution_id = ?1";
+  sql[kCountPrefix] =
+      "SELECT COUNT(*) FROM events WHERE execution_id = ?1 AND sequence >= 1 AND sequence <= ?2";
+  sql[kCopyPrefix] =
+      "INSERT INTO events(execution_id, sequence, kind, payload, metadata, time_ms) "
+      "SELECT ?2, sequence, kind, payload, metadata, time_ms FROM events "
+      "WHERE execution_id = ?1 AND sequence >= 1 AND sequence <= ?3";
+  sql[kDeletePrefix] = "DELETE FROM events WHERE execution_id = ?1 AND sequence < ?2";
+  sql[kKeepHead] =
+      "INSERT INTO kept_heads(execution_id, head) VALUES (?1, ?2) "
+      "ON CONFLICT(execution_id) DO UPDATE SET head = excluded.head";
+  return sql;
+}
+
+const std::vector<std::string>& SqlText() {
+  static const std::vector<std::string> sql = BuildSql();
+  return sql;
+}
+
+// Migration i brings user_version from i to i + 1. Append, never edit.
+struct Migration {
+  int version;
+  const char* sql;
+};
+constexpr Migration kMigrations[] = {
+    {1,
+     "CREATE TABLE IF NOT EXISTS events ("
+     "  execution_id TEXT NOT NULL, sequence INTEGER NOT NULL, kind TEXT NOT NULL,"
+     "  payload TEXT NOT NULL, metadata TEXT NOT NULL, time_ms INTEGER NOT NULL,"
+     "  PRIMARY KEY (execution_id, sequence)) WITHOUT ROWID;"
+     "CREATE TABLE IF NOT EXISTS fences ("
+     "  execution_id TEXT PRIMARY KEY NOT NULL, token INTEGER NOT NULL) WITHOUT ROWID;"
+     "CREATE TABLE IF NOT EXISTS kept_heads ("
+     "  execution_id TEXT PRIMARY KEY NOT NULL, head INTEGER NOT NULL) WITHOUT ROWID;"},
+};
+static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
+
+constexpr int kWalAttemptsMax = 100;
+constexpr int kWalRetrySleepMs = 10;
+
+Status Run(Connection& c, Sql id) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(id));
+  return s.Run();
+}
+
+void Rollback(Connection& c) {
+  // A failed COMMIT or an I/O error may already have ended the transaction.
+  if (c.InTransaction()) (void)Run(c, kRollback);
+}
+
+Result<int64_t> QueryInt(Connection& c, Sql id, std::string_view text, int64_t absent) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(id));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, text));
+  ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+  return row && !s.IsNull(0) ? s.Int(0) : absent;
+}
+
+Result<int64_t> HeadOn(Connection& c, std::string_view id) { return QueryInt(c, kHead, id, 0); }
+Result<int64_t> FenceOn(Connection& c, std::string_view id) { return QueryInt(c, kFence, id, 0); }
+
+Status InsertEvents(Connection& c, std::string_view id, const EncodedAppend& enc) {
+  for (const EncodedEvent& e : enc.events) {
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kInsertEvent));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+    ONCE_RETURN_IF_ERROR(s.Bind(2, e.sequence));
+    ONCE_RETURN_IF_ERROR(s.Bind(3, e.kind));
+    ONCE_RETURN_IF_ERROR(s.Bind(4, e.payload_json));
+    ONCE_RETURN_IF_ERROR(s.Bind(5, e.metadata_json));
+    ONCE_RETURN_IF_ERROR(s.Bind(6, e.time_ms));
+    ONCE_RETURN_IF_ERROR(s.Run());
+  }
+  return Ok();
+}
+
+enum class GuardKind { kFence, kIfUnchanged };
+
+// Inside a write transaction: the guard, the sequence, then the rows. A
+// refusal returns before anything is written.
+Result<int64_t> AppendOn(Connection& c, const AppendRequest& req, const EncodedAppend& enc,
+                         GuardKind guard, int64_t observed) {
+  if (guard == GuardKind::kIfUnchanged || req.fence) {
+    ONCE_ASSIGN_OR_RETURN(int64_t current, FenceOn(c, req.execution_id));
+    if (guard == GuardKind::kIfUnchanged && current != observed) {
+      return StaleFence(req.execution_id, observed, current);
+    }
+    if (guard == GuardKind::kFence && *req.fence < current) {
+      return StaleFence(req.execution_id, *req.fence, current);
+    }
+  }
+  ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(c, req.execution_id));
+  if (req.expected_next != head + 1) {
+    return SequenceConflict(req.execution_id, head + 1, req.expected_next);
+  }
+  ONCE_RETURN_IF_ERROR(InsertEvents(c, req.execution_id, enc));
+  return req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
+}
+
+Result<bool> AnsweringPast(Connection& c, std::string_view id, int64_t park_seq) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kAnsweringPast));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, park_seq));
+  return s.Step();
+}
+
+Status EnableWal(Connection& c) {
+  // Switching a fresh file to WAL needs a moment alone with it; another
+  // process opening the same new file may hold it.
+  for (int attempt = 1;; ++attempt) {
+    Result<std::string> mode = c.QueryText("PRAGMA journal_mode=WAL");
+    if (mode && *mode == "wal") return Ok();
+    if (mode) {
+      return MakeError(ErrorCode::kUnavailable, "sqlite: journal mode is " + *mode + ", not wal");
+    }
+    if (mode.error().code != ErrorCode::kBusy || attempt == kWalAttemptsMax) {
+      return std::unexpected(mode.error());
+    }
+    sqlite3_sleep(kWalRetrySleepMs);
+  }
+}
+
+Status MigrateLocked(Connection& c) {
+  ONCE_ASSIGN_OR_RETURN(std::string text, c.QueryText("PRAGMA user_version"));
+  int version = std::stoi(text.empty() ? "0" : text);
+  if (version > kSqliteSchemaVersion) {
+    return MakeError(ErrorCode::kUnsupported, "sqlite: schema version " + std::to_string(version) +
+                                                  " is newer than this build's " +
+                                                  std::to_string(kSqliteSchemaVersion));
+  }
+  for (const Migration& m : kMigrations) {
+    if (m.version <= version) continue;
+    ONCE_RETURN_IF_ERROR(c.Exec(m.sql));
+    ONCE_RETURN_IF_ERROR(c.Exec("PRAGMA user_version=" + std::to_string(m.version)));
+  }
+  return Ok();
+}
+
+Status Migrate(Connection& c) {
+  ONCE_RETURN_IF_ERROR(Run(c, kBegin));
+  Status s = MigrateLocked(c);
+  if (s) s = Run(c, kCommit);
+  if (!s) Rollback(c);
+  return s;
+}
+
+}  // namespace
+
+struct SqliteEventStore::Impl {
+  std::string path;
+  SqliteOptions options;
+  std::unique_ptr<SystemClock> owned_clock;
+  const Clock* clock = nullptr;
+  sqlite_internal::ConnectionOptions connection_options;
+
+  std::mutex writer_mu;
+  std::unique_ptr<Connection> writer;  // GUARDED_BY(writer_mu)
+  std::atomic<uint64_t> write_transactions{0};
+
+  std::mutex readers_mu;
+  std::condition_variable reader_returned;
+  std::vector<std::unique_ptr<Connection>> idle_readers;  // GUARDED_BY(readers_mu)
+  size_t readers_open = 0;                                // GUARDED_BY(readers_mu)
+
+  // Runs body(writer) inside BEGIN IMMEDIATE ... COMMIT; an error from the
+  // body rolls back.
+  template <class F>
+  auto Write(F&& body) -> decltype(body(std::declval<Connection&>())) {
+    std::lock_guard<std::mutex> lock(writer_mu);
+    Connection& c = *writer;
+    if (Status s = Run(c, kBegin); !s) return std::unexpected(s.error());
+    auto result = body(c);
+    if (!result) {
+      Rollback(c);
+      return result;
+    }
+    if (Status s = Run(c, kCommit); !s) {
+      Rollback(c);
+      return std::unexpected(s.error());
+    }
+    write_transactions.fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }
+
+  // Runs body(reader) on a pooled reader connection.
+  template <class F>
+  auto Read(F&& body) -> decltype(body(std::declval<Connection&>())) {
+    auto leased = LeaseReader();
+    if (!leased) return std::unexpected(leased.error());
+    std::unique_ptr<Connection> c = std::move(*leased);
+    auto result = body(*c);
+    ReturnReader(std::move(c));
+    return result;
+  }
+
+  Result<std::unique_ptr<Connection>> LeaseReader() {
+    std::unique_lock<std::mutex> lock(readers_mu);
+    reader_returned.wait(lock, [&] {
+      return !idle_readers.empty() || readers_open < options.reader_connections_max;
+    });
+    if (!idle_readers.empty()) {
+      auto c = std::move(idle_readers.back());
+      idle_readers.pop_back();
+      return c;
+    }
+    ++readers_open;
+    lock.unlock();
+    sqlite_internal::ConnectionOptions reader_options = connection_options;
+    reader_options.query_only = true;
+    auto c = Connection::Open(path, reader_options, SqlText());
+    if (!c) {
+      std::lock_guard<std::mutex> relock(readers_mu);
+      --readers_open;
+      reader_returned.notify_one();
+    }
+    return c;
+  }
+
+  void ReturnReader(std::unique_ptr<Connection> c) {
+    std::lock_guard<std::mutex> lock(readers_mu);
+    idle_readers.push_back(std::move(c));
+    reader_returned.notify_one();
+  }
+};
+
+SqliteEventStore::SqliteEventStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SqliteEventStore::~SqliteEventStore() = default;
+
+Result<std::unique_ptr<SqliteEventStore>> SqliteEventStore::Open(const std::string& path,
+                                                                 SqliteOptions options) {
+  if (path.empty() || path == ":memory:" || path.starts_with("file::memory:")) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "sqlite: the store needs a database file, not an in-memory database", path);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->options = std::move(options);
+  impl->options.reader_connections_max = std::max<size_t>(1, impl->options.reader_connections_max);
+  if (impl->options.clock == nullptr) {
+    impl->owned_clock = std::make_unique<SystemClock>();
+    impl->clock = impl->owned_clock.get();
+  } else {
+    impl->clock = impl->options.clock;
+  }
+  auto& co = impl->connection_options;
+  co.busy_timeout = impl->options.busy_timeout;
+  co.synchronous = impl->options.durability == Durability::kFull ? 2 : 1;
+  co.vfs = impl->options.vfs;
+  ONCE_ASSIGN_OR_RETURN(impl->writer, Connection::Open(path, co, SqlText()));
+  ONCE_RETURN_IF_ERROR(EnableWal(*impl->writer));
+  ONCE_RETURN_IF_ERROR(Migrate(*impl->writer));
+  return std::unique_ptr<SqliteEventStore>(new SqliteEventStore(std::move(impl)));
+}
+
+const Limits& SqliteEventStore::limits() const { return impl_->options.limits; }
+
+uint64_t SqliteEventStore::write_transactions() const {
+  return impl_->write_transactions.load(std::memory_order_relaxed);
+}
+
+Result<SqliteSettings> SqliteEventStore::Settings() {
+  std::lock_guard<std::mutex> lock(impl_->writer_mu);
+  Connection& c = *impl_->writer;
+  SqliteSettings out;
+  ONCE_ASSIGN_OR_RETURN(out.journal_mode, c.QueryText("PRAGMA journal_mode"));
+  ONCE_ASSIGN_OR_RETURN(std::string sync, c.QueryText("PRAGMA synchronous"));
+  ONCE_ASSIGN_OR_RETURN(std::string busy, c.QueryText("PRAGMA busy_timeout"));
+  ONCE_ASSIGN_OR_RETURN(std::string version, c.QueryText("PRAGMA user_version"));
+  out.synchronous = std::stoi(sync);
+  out.busy_timeout_ms = std::stoll(busy);
+  out.schema_version = std::stoi(version);
+  return out;
+}
+
+Result<int64_t> SqliteEventStore::Append(const AppendRequest& req) {
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), *impl_->clock));
+  return impl_->Write([&](Connection& c) { return AppendOn(c, req, enc, GuardKind::kFence, 0); });
+}
+
+Result<int64_t> SqliteEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), *impl_->clock));
+  return impl_->Write(
+      [&](Connection& c) { return AppendOn(c, req, enc, GuardKind::kIfUnchanged, observed); });
+}
+
+Result<std::vector<Result<int64_t>>> SqliteEventStore::AppendBatch(
+    std::span<const AppendRequest> requests) {
+  ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits()));
+  // Encode before the transaction; a request that fails its own checks fails alone.
+  std::vector<Result<EncodedAppend>> encoded;
+  encoded.reserve(requests.size());
+  size_t bytes = 0;
+  bool any_valid = false;
+  for (const auto& r : requests) {
+    encoded.push_back(EncodeAppend(r, limits(), *impl_->clock));
+    if (encoded.back()) {
+      bytes += encoded.back()->bytes;
+      any_valid = true;
+    }
+  }
+  ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits()));
+  using Out = std::vector<Result<int64_t>>;
+  auto append_all = [&](Connection* c) -> Result<Out> {
+    Out out;
+    out.reserve(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!encoded[i]) {
+        out.push_back(std::unexpected(encoded[i].error()));
+        continue;
+      }
+      Result<int64_t> r = AppendOn(*c, requests[i], *encoded[i], GuardKind::kFence, 0);
+      // A refusal wrote nothing; any other failure aborts the whole batch.
+      if (!r && r.error().code != ErrorCode::kStaleFence &&
+          r.error().code != ErrorCode::kSequenceConflict) {
+        return std::unexpected(r.error());
+      }
+      out.push_back(std::move(r));
+    }
+    return out;
+  };
+  if (!any_valid) return append_all(nullptr);
+  return impl_->Write([&](Connection& c) { return append_all(&c); });
+}
+
+Result<std::vector<Envelope>> SqliteEventStore::ReadRange(std::string_view id, int64_t first,
+                                                          int64_t last) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  auto limit = static_cast<int64_t>(limits().read_events_max);
+  return impl_->Read([&](Connection& c) -> Result<std::vector<Envelope>> {
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kReadRange));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+    ONCE_RETURN_IF_ERROR(s.Bind(2, first));
+    ONCE_RETURN_IF_ERROR(s.Bind(3, last));
+    ONCE_RETURN_IF_ERROR(s.Bind(4, limit));
+    std::vector<Envelope> out;
+    while (true) {
+      ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) return out;
+      ONCE_ASSIGN_OR_RETURN(Envelope e, DecodeRow(id, s.Int(0), std::string(s.Text(1)), s.Text(2),
+                                                  s.Text(3), s.Int(4)));
+      out.push_back(std::move(e));
+    }
+  });
+}
+
+Result<int64_t> SqliteEventStore::Head(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  return impl_->Read([&](Connection& c) { return HeadOn(c, id); });
+}
+
+namespace {
+
+// Up to `limit` ids of statement `which` strictly after `after`, ascending.
+Status ListInto(Connection& c, Sql which, std::string_view after, int64_t limit,
+                std::vector<std::string>& out) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(which));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, after));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, limit));
+  while (true) {
+    ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return Ok();
+    out.emplace_back(s.Text(0));
+  }
+}
+
+}  // namespace
+
+Result<ExecutionPage> SqliteEventStore::ListExecutions(std::string_view after, size_t limit) {
+  limit = std::min(limit, limits().list_page_executions_max);
+  // One more than the page, to know whether another page follows.
+  auto fetch = static_cast<int64_t>(limit) + 1;
+  return impl_->Read([&](Connection& c) -> Result<ExecutionPage> {
+    std::vector<std::string> ids;
+    // One snapshot for both tables.
+    ONCE_RETURN_IF_ERROR(c.Exec("BEGIN"));
+    Status s = ListInto(c, kListEvents, after, fetch, ids);
+    if (s) s = ListInto(c, kListKept, after, fetch, ids);
+    (void)c.Exec("COMMIT");
+    ONCE_RETURN_IF_ERROR(s);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    ExecutionPage page;
+    if (ids.size() > limit) {
+      ids.resize(limit);
+      if (!ids.empty()) page.next_after = ids.back();
+    }
+    page.execution_ids = std::move(ids);
+    return page;
+  });
+}
+
+Status SqliteEventStore::DeleteExecution(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  return impl_->Write([&](Connection& c) -> Status {
+    for (Sql which : {kDeleteEvents, kDeleteZeroFence, kDeleteKeptHead}) {
+      ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(which));
+      ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+      ONCE_RETURN_IF_ERROR(s.Run());
+    }
+    return Ok();
+  });
+}
+
+Result<int64_t> SqliteEventStore::AcquireFence(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  return impl_->Write([&](Connection& c) -> Result<int64_t> {
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kAcquireFence));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+    ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return MakeError(ErrorCode::kInternal, "sqlite: fence upsert returned no row");
+    int64_t token = s.Int(0);
+    ONCE_RETURN_IF_ERROR(s.Run());  // finish the statement before COMMIT
+    return token;
+  });
+}
+
+Result<int64_t> SqliteEventStore::ReadFence(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  return impl_->Read([&](Connection& c) { return FenceOn(c, id); });
+}
+
+Result<ConditionalAcquire> SqliteEventStore::AcquireFenceIf(std::string_view id,
+                                                            FenceExpectation expect) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  if (expect.fence < 0 || expect.park_seq < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "fence and park_seq must be >= 0",
+                     std::string(id));
+  }
+  // Compare, scan and bump in one BEGIN IMMEDIATE: no append can land between.
+  return impl_->Write([&](Connection& c) -> Result<ConditionalAcquire> {
+    ONCE_ASSIGN_OR_RETURN(int64_t current, FenceOn(c, id));
+    if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
+    ONCE_ASSIGN_OR_RETURN(bool answered, AnsweringPast(c, id, expect.park_seq));
+    if (answered) return ConditionalAcquire{.stale = true, .fence = current};
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kSetFence));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+    ONCE_RETURN_IF_ERROR(s.Bind(2, current + 1));
+    ONCE_RETURN_IF_ERROR(s.Run());
+    return ConditionalAcquire{.stale = false, .fence = current + 1};
+  });
+}
+
+Status SqliteEventStore::CopyPrefix(std::string_view from, std::string_view to, int64_t through) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(from, limits()));
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(to, limits()));
+  if (through < 1) return MakeError(ErrorCode::kInvalidArgument, "through must be >= 1");
+  return impl_->Write([&](Connection& c) -> Status {
+    ONCE_ASSIGN_OR_RETURN(Statement count, c.Prepare(kCountPrefix));
+    ONCE_RETURN_IF_ERROR(count.Bind(1, from));
+    ONCE_RETURN_IF_ERROR(count.Bind(2, through));
+    ONCE_ASSIGN_OR_RETURN(bool row, count.Step());
+    // Logs are dense, so the prefix is complete iff it holds `through` rows.
+    if (!row || count.Int(0) != through) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "source has no complete prefix through " + std::to_string(through),
+                       std::string(from));
+    }
+    ONCE_ASSIGN_OR_RETURN(int64_t to_head, HeadOn(c, to));
+    if (to_head > 0) return SequenceConflict(to, to_head + 1, 1);
+    ONCE_ASSIGN_OR_RETURN(Statement copy, c.Prepare(kCopyPrefix));
+    ONCE_RETURN_IF_ERROR(copy.Bind(1, from));
+    ONCE_RETURN_IF_ERROR(copy.Bind(2, to));
+    ONCE_RETURN_IF_ERROR(copy.Bind(3, through));
+    return copy.Run();
+  });
+}
+
+Status SqliteEventStore::TruncatePrefixKeeping(std::string_view id, int64_t first_kept) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  if (first_kept < 1) return MakeError(ErrorCode::kInvalidArgument, "first_kept must be >= 1");
+  return impl_->Write([&](Connection& c) -> Status {
+    ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(c, id));
+    if (head > 0 && first_kept > head) {
+      // Every event goes: remember the head so appends continue after it.
+      ONCE_ASSIGN_OR_RETURN(Statement keep, c.Prepare(kKeepHead));
+      ONCE_RETURN_IF_ERROR(keep.Bind(1, id));
+      ONCE_RETURN_IF_ERROR(keep.Bind(2, head));
+      ONCE_RETURN_IF_ERROR(keep.Run());
+    }
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kDeletePrefix));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+    ONCE_RETURN_IF_ERROR(s.Bind(2, first_kept));
+    return s.Run();
+  });
+}
+
+}  // namespace once::store

@@ -1,0 +1,361 @@
+// SQLite specifics of SqliteEventStore: the file, its settings, locking and
+// damage. The EventStore contract itself is the conformance kit's job.
+
+#include "once/store_sqlite/sqlite_event_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "test_support.h"
+
+namespace once::store {
+namespace {
+
+using events::KernelEvent;
+using events::KernelKind;
+using testing::TempDir;
+
+// A raw SQLite connection, to look at and tamper with the file behind the store's back.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
+    sqlite3_busy_timeout(db_, 5000);
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  int Exec(const std::string& sql) {
+    return sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+std::unique_ptr<SqliteEventStore> OpenOrDie(const std::string& path, SqliteOptions options = {}) {
+  auto store = SqliteEventStore::Open(path, options);
+  EXPECT_TRUE(store.has_value()) << store.error().ToString();
+  return store ? std::move(*store) : nullptr;
+}
+
+AppendRequest Req(std::string id, int64_t next, std::vector<Envelope> events,
+                  std::optional<int64_t> fence = 0) {
+  return AppendRequest{.execution_id = std::move(id),
+                       .expected_next = next,
+                       .events = std::move(events),
+                       .fence = fence};
+}
+
+// started, suspended (parked at 2 under token 0).
+void Park(EventStore& store, const std::string& id) {
+  auto head = store.Append(Req(id, 1,
+                               {KernelEvent(KernelKind::kExecutionStarted, {}),
+                                KernelEvent(KernelKind::kExecutionSuspended, {{"wait", "t"}})}));
+  ASSERT_TRUE(head.has_value()) << head.error().ToString();
+  ASSERT_EQ(*head, 2);
+}
+
+TEST(SqliteEventStore, DurableSettingsAreInEffect) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("a.db"));
+  auto settings = store->Settings();
+  ASSERT_TRUE(settings.has_value()) << settings.error().ToString();
+  EXPECT_EQ(settings->journal_mode, "wal");
+  EXPECT_EQ(settings->synchronous, 2);
+  EXPECT_EQ(settings->busy_timeout_ms, 5000);
+  EXPECT_EQ(settings->schema_version, kSqliteSchemaVersion);
+}
+
+TEST(SqliteEventStore, NormalDurabilityAndBusyTimeoutAreConfigurable) {
+  TempDir dir;
+  SqliteOptions options;
+  options.durability = Durability::kNormal;
+  options.busy_timeout = std::chrono::milliseconds(250);
+  auto store = OpenOrDie(dir.File("a.db"), options);
+  auto settings = store->Settings();
+  ASSERT_TRUE(settings.has_value());
+  EXPECT_EQ(settings->synchronous, 1);
+  EXPECT_EQ(settings->busy_timeout_ms, 250);
+}
+
+TEST(SqliteEventStore, InMemoryPathIsRefused) {
+  auto store = SqliteEventStore::Open(":memory:");
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(SqliteEventStore, ReopenKeepsLogAndFences) {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  {
+    auto store = OpenOrDie(path);
+    Park(*store, "ex-1");
+    ASSERT_EQ(store->AcquireFence("ex-1").value(), 1);
+    ASSERT_EQ(store->AcquireFence("ex-1").value(), 2);
+    ASSERT_TRUE(store->TruncatePrefixKeeping("ex-1", 3).has_value());  // every event goes
+  }
+  auto store = OpenOrDie(path);
+  EXPECT_EQ(store->ReadFence("ex-1").value(), 2);
+  EXPECT_EQ(store->Head("ex-1").value(), 2);
+  EXPECT_TRUE(store->ReadRange("ex-1", 1).value().empty());
+  auto stale = store->Append(Req("ex-1", 3, {KernelEvent(KernelKind::kExecutionResumed, {})}, 1));
+  ASSERT_FALSE(stale.has_value());
+  EXPECT_EQ(stale.error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(
+      store->Append(Req("ex-1", 3, {KernelEvent(KernelKind::kExecutionResumed, {})}, 2)).value(),
+      3);
+  auto events = store->ReadRange("ex-1", 1).value();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].sequence, 3);
+  EXPECT_EQ(events[0].kind, "EXECUTION_RESUMED");
+}
+
+TEST(SqliteEventStore, RoundTripsEnvelopesExactly) {
+  TempDir dir;
+  ManualClock clock;
+  SqliteOptions options;
+  options.clock = &clock;
+  auto store = OpenOrDie(dir.File("a.db"), options);
+  Envelope app = events::AppEvent("order.placed", {{"sku", "x-1"}, {"qty", 3}, {"ok", true}});
+  Envelope stamped = events::AppEvent("custom", nullptr);
+  stamped.time_ms = 42;
+  ASSERT_EQ(store->Append(Req("ex-1", 1, {app, stamped})).value(), 2);
+  auto got = store->ReadRange("ex-1", 1).value();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].execution_id, "ex-1");
+  EXPECT_EQ(got[0].payload, app.payload);
+  EXPECT_EQ(got[0].metadata, Json::object());
+  EXPECT_EQ(got[0].time_ms, clock.NowUnixMillis());
+  EXPECT_TRUE(got[1].payload.is_null());
+  EXPECT_EQ(got[1].time_ms, 42);
+}
+
+TEST(SqliteEventStore, KernelStampMustBeBooleanTrue) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("a.db"));
+  struct Case {
+    Json kernel;
+    bool answering;
+  };
+  std::vector<Case> cases = {{true, true}, {1, false}, {"true", false}, {false, false}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string id = "ex-" + std::to_string(i);
+    Park(*store, id);
+    Envelope e = events::AppEvent("FUTURE_KERNEL_KIND", {});
+    e.metadata = {{"kernel", cases[i].kernel}};
+    ASSERT_TRUE(store->Append(Req(id, 3, {e}, std::nullopt)).has_value());
+    auto acquired = store->AcquireFenceIf(id, {.fence = 0, .park_seq = 2});
+    ASSERT_TRUE(acquired.has_value()) << acquired.error().ToString();
+    EXPECT_EQ(acquired->stale, cases[i].answering) << cases[i].kernel.dump();
+  }
+}
+
+TEST(SqliteEventStore, AuditAppendsDoNotAnswerAPark) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("a.db"));
+  Park(*store, "ex-1");
+  ASSERT_TRUE(store
+                  ->Append(Req("ex-1", 3,
+                               {KernelEvent(KernelKind::kExecutionDenied, {}),
+                                KernelEvent(KernelKind::kOutcomeRecorded, {}),
+                                KernelEvent(KernelKind::kStepFailed, {}),
+                                KernelEvent(KernelKind::kMessageConsumed, {})},
+                               std::nullopt))
+                  .has_value());
+  auto first = store->AcquireFenceIf("ex-1", {.fence = 0, .park_seq = 2}).value();
+  EXPECT_FALSE(first.stale);
+  EXPECT_EQ(first.fence, 1);
+  auto moved = store->AcquireFenceIf("ex-1", {.fence = 0, .park_seq = 2}).value();
+  EXPECT_TRUE(moved.stale);
+  EXPECT_EQ(moved.fence, 1);
+  ASSERT_EQ(
+      store->Append(Req("ex-1", 7, {KernelEvent(KernelKind::kExecutionResumed, {})}, 1)).value(),
+      7);
+  auto answered = store->AcquireFenceIf("ex-1", {.fence = 1, .park_seq = 2}).value();
+  EXPECT_TRUE(answered.stale);
+  EXPECT_EQ(store->ReadFence("ex-1").value(), 1);
+}
+
+TEST(SqliteEventStore, GroupCommitIsOneTransaction) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("a.db"));
+  std::vector<AppendRequest> batch;
+  for (int i = 0; i < 64; ++i) {
+    batch.push_back(Req("ex-" + std::to_string(i), 1,
+                        {KernelEvent(KernelKind::kExecutionStarted, {{"i", i}})}));
+  }
+  uint64_t before = store->write_transactions();
+  auto results = store->AppendBatch(batch);
+  ASSERT_TRUE(results.has_value()) << results.error().ToString();
+  EXPECT_EQ(store->write_transactions(), before + 1);
+  for (const auto& r : *results) EXPECT_EQ(r.value(), 1);
+  EXPECT_EQ(store->ListExecutions("", 1000).value().execution_ids.size(), 64u);
+}
+
+TEST(SqliteEventStore, RefusedRequestFailsAloneInABatch) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("a.db"));
+  Park(*store, "fenced");
+  ASSERT_EQ(store->AcquireFence("fenced").value(), 1);
+  Park(*store, "ahead");
+  auto resumed = [] { return std::vector{KernelEvent(KernelKind::kExecutionResumed, {})}; };
+  std::vector<AppendRequest> batch = {
+      Req("fresh", 1, resumed()),
+      Req("fenced", 3, resumed(), 0),                // stale token
+      Req("ahead", 2, resumed()),                    // wrong sequence
+      Req("bad\x01id", 1, resumed()),                // invalid id
+      Req("fenced-ok", 1, resumed(), std::nullopt),  // unguarded
+  };
+  auto results = store->AppendBatch(batch).value();
+  ASSERT_EQ(results.size(), 5u);
+  EXPECT_EQ(results[0].value(), 1);
+  EXPECT_EQ(results[1].error().code, ErrorCode::kStaleFence);
+  ASSERT_NE(results[1].error().As<StaleFenceDetail>(), nullptr);
+  EXPECT_EQ(results[1].error().As<StaleFenceDetail>()->current, 1);
+  EXPECT_EQ(results[2].error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(results[3].error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(results[4].value(), 1);
+  EXPECT_EQ(store->Head("fenced").value(), 2);
+  EXPECT_EQ(store->Head("ahead").value(), 2);
+  EXPECT_EQ(store->Head("fresh").value(), 1);
+}
+
+TEST(SqliteEventStore, LockHeldPastBusyTimeoutIsBusy) {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  SqliteOptions options;
+  options.busy_timeout = std::chrono::milliseconds(50);
+  auto store = OpenOrDie(path, options);
+  Park(*store, "ex-1");
+  RawDb other(path);
+  ASSERT_EQ(other.Exec("BEGIN IMMEDIATE"), SQLITE_OK);
+  auto append = store->Append(Req("ex-1", 3, {KernelEvent(KernelKind::kExecutionResumed, {})}));
+  ASSERT_FALSE(append.has_value());
+  EXPECT_EQ(append.error().code, ErrorCode::kBusy);
+  EXPECT_TRUE(append.error().retryable());
+  auto acquire = store->AcquireFenceIf("ex-1", {.fence = 0, .park_seq = 2});
+  ASSERT_FALSE(acquire.has_value());
+  EXPECT_EQ(acquire.error().code, ErrorCode::kBusy);
+  // Readers are not blocked by a writer in WAL mode.
+  EXPECT_EQ(store->Head("ex-1").value(), 2);
+  ASSERT_EQ(other.Exec("COMMIT"), SQLITE_OK);
+  EXPECT_EQ(store->Append(Req("ex-1", 3, {KernelEvent(KernelKind::kExecutionResumed, {})})).value(),
+            3);
+}
+
+TEST(SqliteEventStore, CorruptStoredJsonIsCorruption) {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  auto store = OpenOrDie(path);
+  Park(*store, "ex-1");
+  RawDb raw(path);
+  ASSERT_EQ(raw.Exec("INSERT INTO events VALUES ('ex-1', 3, 'custom', '{not json', '{}', 1)"),
+            SQLITE_OK);
+  ASSERT_EQ(raw.Exec("INSERT INTO events VALUES ('ex-1', 4, 'custom', 'null', '{bad', 1)"),
+            SQLITE_OK);
+  auto read = store->ReadRange("ex-1", 1);
+  ASSERT_FALSE(read.has_value());
+  EXPECT_EQ(read.error().code, ErrorCode::kCorruption);
+  auto acquire = store->AcquireFenceIf("ex-1", {.fence = 0, .park_seq = 2});
+  ASSERT_FALSE(acquire.has_value());
+  EXPECT_EQ(acquire.error().code, ErrorCode::kCorruption);
+  EXPECT_EQ(store->ReadFence("ex-1").value(), 0);  // the failed acquire changed nothing
+  EXPECT_EQ(store->ReadRange("ex-1", 1, 2).value().size(), 2u);
+}
+
+TEST(SqliteEventStore, NotADatabaseIsCorruption) {
+  TempDir dir;
+  std::string path = dir.File("junk.db");
+  std::ofstream(path) << std::string(4096, 'x');
+  auto store = SqliteEventStore::Open(path);
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code, ErrorCode::kCorruption) << store.error().ToString();
+}
+
+TEST(SqliteEventStore, UnopenablePathIsUnavailable) {
+  auto store = SqliteEventStore::Open("/nonexistent-dir/once/a.db");
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code, ErrorCode::kUnavailable) << store.error().ToString();
+}
+
+TEST(SqliteEventStore, SchemaFromANewerBuildIsRefused) {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  OpenOrDie(path).reset();
+  RawDb(path).Exec("PRAGMA user_version=99");
+  auto store = SqliteEventStore::Open(path);
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code, ErrorCode::kUnsupported);
+}
+
+TEST(SqliteEventStore, BadInputWritesNothing) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("a.db"));
+  Envelope bad_kind = events::AppEvent("has space", {});
+  EXPECT_EQ(store->Append(Req("ex-1", 1, {bad_kind})).error().code, ErrorCode::kInvalidArgument);
+  Envelope huge = events::AppEvent("big", std::string(store->limits().event_bytes_max, 'x'));
+  EXPECT_EQ(store->Append(Req("ex-1", 1, {huge})).error().code, ErrorCode::kLimitExceeded);
+  EXPECT_EQ(store->Append(Req("", 1, {events::AppEvent("k", {})})).error().code,
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store->write_transactions(), 0u);
+  EXPECT_EQ(store->Head("ex-1").value(), 0);
+}
+
+TEST(SqliteEventStore, ThreadsRacingOneSequenceLandExactlyOne) {
+  TempDir dir;
+  SqliteOptions options;
+  options.durability = Durability::kNormal;
+  auto store = OpenOrDie(dir.File("a.db"), options);
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 50;
+  std::atomic<int> landed{0};
+  std::atomic<int> conflicts{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 1; r <= kRounds; ++r) {
+        auto head = store->Append(Req("shared", r, {events::AppEvent("tick", {{"t", t}})}));
+        if (head) {
+          ++landed;
+        } else if (head.error().code == ErrorCode::kSequenceConflict) {
+          ++conflicts;
+        }
+        (void)store->ReadRange("shared", 1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(landed.load() + conflicts.load(), kThreads * kRounds);
+  int64_t head = store->Head("shared").value();
+  EXPECT_EQ(head, landed.load());
+  auto log = store->ReadRange("shared", 1).value();
+  ASSERT_EQ(static_cast<int64_t>(log.size()), head);
+  for (size_t i = 0; i < log.size(); ++i) EXPECT_EQ(log[i].sequence, static_cast<int64_t>(i + 1));
+}
+
+TEST(SqliteEventStore, FullTruncationKeepsHeadAndListing) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("a.db"));
+  Park(*store, "a");
+  Park(*store, "b");
+  ASSERT_TRUE(store->TruncatePrefixKeeping("a", 10).has_value());
+  EXPECT_EQ(store->Head("a").value(), 2);
+  auto page = store->ListExecutions("", 1).value();
+  EXPECT_EQ(page.execution_ids, std::vector<std::string>{"a"});
+  EXPECT_EQ(page.next_after, "a");
+  page = store->ListExecutions("a", 5).value();
+  EXPECT_EQ(page.execution_ids, std::vector<std::string>{"b"});
+  EXPECT_EQ(page.next_after, "");
+  EXPECT_EQ(store->CopyPrefix("b", "a", 2).error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(store->CopyPrefix("a", "c", 1).error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(store->DeleteExecution("a").has_value());
+  EXPECT_EQ(store->Head("a").value(), 0);
+  ASSERT_TRUE(store->CopyPrefix("b", "a", 2).has_value());
+  EXPECT_EQ(store->ReadRange("a", 1).value().size(), 2u);
+}
+
+}  // namespace
+}  // namespace once::store
