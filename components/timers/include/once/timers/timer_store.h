@@ -1,0 +1,99 @@
+// File: timer_store.h
+//
+// TimerStore: durable wake-ups. A timer row is (execution id, wake_at_ms) with
+// an optional re-drive marker {attempt}. Rows are idempotent per (execution
+// id, wake_at_ms): scheduling the same key twice keeps one row, and the
+// re-drive flag is merged, never lost: a flagged row is never downgraded by a
+// plain schedule, and a flagged schedule upgrades a plain row (the new flag
+// wins when both carry one: COALESCE(new, old)).
+//
+//   MemoryTimerStore timers;
+//   timers.Schedule({.execution_id = "order-7", .wake_at_ms = now + 5000});
+//   auto due = timers.Claim({.now_ms = now, .limit = 100, .owner = "node-a",
+//                            .lease_ms = 30'000});
+//   for (const TimerRow& row : *due) { fire(row); timers.Complete(row.key()); }
+//
+// Claim is the lease: it returns due rows whose lease has expired (or that
+// were never leased) and leases them to `owner` until now + lease_ms, in one
+// atomic step, so two nodes polling one database never fire the same row at
+// once (a row under a live lease is skipped, whoever holds it).
+// A node that dies holding a lease lets the row come due again when the
+// lease ends (timers are at-least-once; the resume they trigger is fenced).
+// With include_redrive = false, re-drive rows are excluded BEFORE the limit,
+// so rows a node cannot judge never starve the plain wakes behind them.
+//
+// Threads: every method may be called from any thread.
+
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "once/base/result.h"
+
+namespace once::timers {
+
+struct Redrive {
+  int attempt = 0;
+  friend bool operator==(const Redrive&, const Redrive&) = default;
+};
+
+struct TimerKey {
+  std::string execution_id;
+  int64_t wake_at_ms = 0;
+  friend bool operator==(const TimerKey&, const TimerKey&) = default;
+};
+
+struct TimerRow {
+  std::string execution_id;
+  int64_t wake_at_ms = 0;
+  std::optional<Redrive> redrive;
+
+  TimerKey key() const { return {execution_id, wake_at_ms}; }
+  friend bool operator==(const TimerRow&, const TimerRow&) = default;
+};
+
+struct ClaimRequest {
+  int64_t now_ms = 0;
+  size_t limit = 100;
+  bool include_redrive = true;
+  std::string owner;  // who holds the lease; non-empty
+  int64_t lease_ms = 30'000;
+};
+
+struct TimerLimits {
+  size_t claim_rows_max = 1'000;  // rows one Claim / Due returns at most
+};
+
+class TimerStore {
+ public:
+  virtual ~TimerStore() = default;
+
+  // Upserts the row (see the merge rule above). kInvalidArgument for a bad id
+  // or a negative attempt.
+  virtual Status Schedule(const TimerRow& row) = 0;
+
+  // Rows with wake_at_ms <= now_ms, oldest first, at most `limit` (capped by
+  // limits().claim_rows_max); re-drive rows excluded before the limit unless
+  // include_redrive. Does not lease (for inspection and tests).
+  virtual Result<std::vector<TimerRow>> Due(int64_t now_ms, size_t limit, bool include_redrive) = 0;
+
+  // Due rows not leased by anyone else right now, leased to req.owner. Atomic.
+  virtual Result<std::vector<TimerRow>> Claim(const ClaimRequest& req) = 0;
+
+  // Retires the row (a no-op if it is gone).
+  virtual Status Complete(const TimerKey& key) = 0;
+
+  // Every row of one execution (for tests and the inspector).
+  virtual Result<std::vector<TimerRow>> RowsOf(std::string_view execution_id) = 0;
+
+  virtual const TimerLimits& limits() const = 0;
+};
+
+// Checks shared by every backend.
+Status ValidateTimerRow(const TimerRow& row);
+Status ValidateClaim(const ClaimRequest& req);
+
+}  // namespace once::timers

@@ -1,0 +1,60 @@
+#include "once/timers/memory_timer_store.h"
+
+#include <algorithm>
+
+namespace once::timers {
+
+Status MemoryTimerStore::Schedule(const TimerRow& row) {
+  ONCE_RETURN_IF_ERROR(ValidateTimerRow(row));
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = rows_[{row.wake_at_ms, row.execution_id}];
+  if (row.redrive) slot.redrive = row.redrive;  // COALESCE(new, old)
+  return Ok();
+}
+
+Result<std::vector<TimerRow>> MemoryTimerStore::Due(int64_t now_ms, size_t limit,
+                                                    bool include_redrive) {
+  limit = std::min(limit, limits_.claim_rows_max);
+  std::vector<TimerRow> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = rows_.begin(); it != rows_.end() && out.size() < limit; ++it) {
+    if (it->first.first > now_ms) break;
+    if (!include_redrive && it->second.redrive) continue;
+    out.push_back({it->first.second, it->first.first, it->second.redrive});
+  }
+  return out;
+}
+
+Result<std::vector<TimerRow>> MemoryTimerStore::Claim(const ClaimRequest& req) {
+  ONCE_RETURN_IF_ERROR(ValidateClaim(req));
+  size_t limit = std::min(req.limit, limits_.claim_rows_max);
+  std::vector<TimerRow> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = rows_.begin(); it != rows_.end() && out.size() < limit; ++it) {
+    if (it->first.first > req.now_ms) break;
+    Slot& slot = it->second;
+    if (!req.include_redrive && slot.redrive) continue;
+    if (slot.lease_until_ms > req.now_ms) continue;  // leased, even to this owner
+    slot.lease_owner = req.owner;
+    slot.lease_until_ms = req.now_ms + req.lease_ms;
+    out.push_back({it->first.second, it->first.first, slot.redrive});
+  }
+  return out;
+}
+
+Status MemoryTimerStore::Complete(const TimerKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rows_.erase({key.wake_at_ms, key.execution_id});
+  return Ok();
+}
+
+Result<std::vector<TimerRow>> MemoryTimerStore::RowsOf(std::string_view execution_id) {
+  std::vector<TimerRow> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, slot] : rows_) {
+    if (key.second == execution_id) out.push_back({key.second, key.first, slot.redrive});
+  }
+  return out;
+}
+
+}  // namespace once::timers

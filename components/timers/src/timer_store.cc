@@ -1,0 +1,27 @@
+#include "once/timers/timer_store.h"
+
+namespace once::timers {
+
+Status ValidateTimerRow(const TimerRow& row) {
+  if (row.execution_id.empty() || row.execution_id.size() > 255) {
+    return MakeError(ErrorCode::kInvalidArgument, "timer execution id must be 1..255 bytes");
+  }
+  for (unsigned char c : row.execution_id) {
+    if (c < 0x20 || c == 0x7f) {
+      return MakeError(ErrorCode::kInvalidArgument, "timer execution id has a control character");
+    }
+  }
+  if (row.redrive && row.redrive->attempt < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "re-drive attempt must be >= 0",
+                     row.execution_id);
+  }
+  return Ok();
+}
+
+Status ValidateClaim(const ClaimRequest& req) {
+  if (req.owner.empty()) return MakeError(ErrorCode::kInvalidArgument, "claim needs an owner");
+  if (req.lease_ms <= 0) return MakeError(ErrorCode::kInvalidArgument, "lease_ms must be > 0");
+  return Ok();
+}
+
+}  // namespace once::timers

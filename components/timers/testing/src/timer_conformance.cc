@@ -1,0 +1,128 @@
+#include "once/timers_testing/timer_conformance.h"
+
+#include <set>
+#include <thread>
+
+namespace once::timers_testing {
+
+using timers::ClaimRequest;
+using timers::Redrive;
+using timers::TimerRow;
+
+void TimerStoreConformance::SetUp() {
+  auto made = GetParam().make();
+  if (!made) GTEST_SKIP() << made.error().ToString();
+  store_ = std::move(made).value();
+}
+
+TEST_P(TimerStoreConformance, RoundTripAndComplete) {
+  ASSERT_TRUE(store_->Schedule({"a", 100, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"b", 50, Redrive{3}}));
+  auto due = store_->Due(100, 10, true).value();
+  ASSERT_EQ(due.size(), 2u);
+  EXPECT_EQ(due[0], (TimerRow{"b", 50, Redrive{3}}));  // oldest first
+  EXPECT_EQ(due[1], (TimerRow{"a", 100, std::nullopt}));
+  EXPECT_TRUE(store_->Due(49, 10, true).value().empty());
+  ASSERT_TRUE(store_->Complete({"b", 50}));
+  ASSERT_TRUE(store_->Complete({"b", 50}));  // idempotent
+  EXPECT_EQ(store_->Due(100, 10, true).value().size(), 1u);
+}
+
+TEST_P(TimerStoreConformance, IdempotentPerKey) {
+  ASSERT_TRUE(store_->Schedule({"a", 100, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"a", 100, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"a", 200, std::nullopt}));
+  EXPECT_EQ(store_->RowsOf("a").value().size(), 2u);
+}
+
+TEST_P(TimerStoreConformance, PlainScheduleNeverClearsTheFlag) {
+  ASSERT_TRUE(store_->Schedule({"a", 100, Redrive{2}}));
+  ASSERT_TRUE(store_->Schedule({"a", 100, std::nullopt}));
+  auto rows = store_->RowsOf("a").value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].redrive, Redrive{2});
+}
+
+TEST_P(TimerStoreConformance, FlaggedScheduleUpgradesAPlainRow) {
+  ASSERT_TRUE(store_->Schedule({"a", 100, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"a", 100, Redrive{0}}));
+  auto rows = store_->RowsOf("a").value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].redrive, Redrive{0});
+  ASSERT_TRUE(store_->Schedule({"a", 100, Redrive{4}}));  // the new flag wins
+  EXPECT_EQ(store_->RowsOf("a").value()[0].redrive, Redrive{4});
+}
+
+TEST_P(TimerStoreConformance, RedriveRowsExcludedBeforeTheLimit) {
+  // Three re-drive rows due first, then two plain ones: a limit of 2 without
+  // re-drive rows must still return both plain rows.
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(store_->Schedule({"r" + std::to_string(i), 10 + i, Redrive{0}}));
+  ASSERT_TRUE(store_->Schedule({"p0", 20, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"p1", 21, std::nullopt}));
+  auto plain = store_->Due(100, 2, false).value();
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain[0].execution_id, "p0");
+  EXPECT_EQ(plain[1].execution_id, "p1");
+  auto claimed = store_
+                     ->Claim({.now_ms = 100,
+                              .limit = 2,
+                              .include_redrive = false,
+                              .owner = "n1",
+                              .lease_ms = 1000})
+                     .value();
+  ASSERT_EQ(claimed.size(), 2u);
+  EXPECT_FALSE(claimed[0].redrive.has_value());
+  EXPECT_EQ(store_->Due(100, 10, true).value().size(), 5u);
+}
+
+TEST_P(TimerStoreConformance, LeaseKeepsTwoNodesApart) {
+  ASSERT_TRUE(store_->Schedule({"a", 10, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"b", 11, std::nullopt}));
+  auto first = store_->Claim({.now_ms = 100, .limit = 10, .owner = "n1", .lease_ms = 50}).value();
+  EXPECT_EQ(first.size(), 2u);
+  EXPECT_TRUE(
+      store_->Claim({.now_ms = 120, .limit = 10, .owner = "n2", .lease_ms = 50}).value().empty());
+  EXPECT_TRUE(
+      store_->Claim({.now_ms = 120, .limit = 10, .owner = "n1", .lease_ms = 50}).value().empty());
+  // The lease ends: the row comes due again for whoever asks.
+  auto again = store_->Claim({.now_ms = 151, .limit = 10, .owner = "n2", .lease_ms = 50}).value();
+  EXPECT_EQ(again.size(), 2u);
+}
+
+TEST_P(TimerStoreConformance, ConcurrentClaimersNeverShareARow) {
+  constexpr int kRows = 200;
+  for (int i = 0; i < kRows; ++i)
+    ASSERT_TRUE(store_->Schedule({"e" + std::to_string(i), i, std::nullopt}));
+  std::vector<std::vector<TimerRow>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        auto rows = store_->Claim(
+            {.now_ms = 1000, .limit = 7, .owner = "n" + std::to_string(t), .lease_ms = 100'000});
+        if (rows) got[t].insert(got[t].end(), rows->begin(), rows->end());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<std::string> seen;
+  size_t total = 0;
+  for (auto& rows : got) {
+    for (auto& r : rows) {
+      EXPECT_TRUE(seen.insert(r.execution_id).second) << r.execution_id << " claimed twice";
+      ++total;
+    }
+  }
+  EXPECT_EQ(total, static_cast<size_t>(kRows));
+}
+
+TEST_P(TimerStoreConformance, RejectsBadInput) {
+  EXPECT_EQ(store_->Schedule({"", 1, std::nullopt}).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->Schedule({"a\n", 1, std::nullopt}).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->Schedule({"a", 1, Redrive{-1}}).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->Claim({.now_ms = 1, .owner = ""}).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(store_->Due(1'000'000, 10, true).value().empty());
+}
+
+}  // namespace once::timers_testing
