@@ -1,0 +1,129 @@
+// File: postgres_event_store.h
+//
+// PostgresEventStore: the scale-out EventStore. Many nodes share one
+// PostgreSQL database; the fence tokens in it make that safe. It offers every
+// optional capability. libpq, raw SQL, prepared statements.
+//
+//   PostgresOptions options;
+//   options.conninfo = "postgresql://postgres@127.0.0.1:5432/loom";
+//   options.schema = "loom";                    // created if missing
+//   SystemClock clock;
+//   ONCE_ASSIGN_OR_RETURN(std::unique_ptr<PostgresEventStore> store,
+//                         PostgresEventStore::Open(options, clock));
+//   ONCE_ASSIGN_OR_RETURN(int64_t head, store->Append(req));
+//
+// Tables (in options.schema): events(execution_id, sequence, kind, payload
+// text, metadata jsonb, time_ms), fences(execution_id, token) and
+// once_schema(name, value), the schema version and one-time markers. Open()
+// migrates under pg_advisory_xact_lock(kMigrationLockKey), idempotently.
+//
+// Concurrency. Every method may be called from any thread; each checks a
+// connection out of a bounded pool (connections_max; a checkout that waits
+// longer than checkout_timeout_ms is kBusy). The fence row orders everything
+// that must not interleave: an append whose events answer a park
+// (events::IsAnswering) reads it FOR SHARE, AcquireFenceIf /
+// AppendIfUnchanged / DeleteExecution take it FOR UPDATE, and a park
+// (EXECUTION_SUSPENDED) creates the execution's token-0 row so that there is
+// a row to lock before anyone answers or acquires.
+//
+// Errors. A lost connection is kUnavailable and the connection is discarded;
+// serialization failures and deadlocks (40001, 40P01) are kBusy; lock and
+// statement timeouts (55P03, 57014) are kTimeout; data the server refuses
+// (class 22, e.g. a \u0000 in metadata) is kInvalidArgument; anything else is
+// kInternal with the SQLSTATE in the message.
+
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "once/base/clock.h"
+#include "once/base/result.h"
+#include "once/store/event_store.h"
+
+namespace once::store {
+
+struct PostgresOptions {
+  // A libpq connection string or URL.
+  std::string conninfo;
+  // The schema that holds the tables; created if missing. Every connection
+  // sets search_path to it (tests use one random schema each).
+  std::string schema = "public";
+  size_t connections_max = 16;
+  int64_t checkout_timeout_ms = 5'000;
+  // How long Open() waits for the migration lock and the table locks.
+  int64_t migration_lock_timeout_ms = 10'000;
+  // Open() inserts, once, the token-0 fence row of every execution that is
+  // parked and unanswered (logs written before parks created their row).
+  // Large installations set false and run BackfillParkFences() offline.
+  bool backfill_park_fences = true;
+  Limits limits;
+  // TEST ONLY: answering appends skip the FOR SHARE read of the fence row.
+  // This reopens the append-vs-AcquireFenceIf race; the race tests use it to
+  // show that they catch it. Never set it in production.
+  bool testing_disable_for_share = false;
+};
+
+// The key of the migration's pg_advisory_xact_lock.
+inline constexpr int64_t kMigrationLockKey = 0x6f6e63655f6d6967;  // "once_mig"
+
+namespace pg {
+class ConnectionPool;
+}  // namespace pg
+
+class PostgresEventStore final : public EventStore {
+ public:
+  // Connects, migrates (and backfills, unless disabled). `clock` stamps
+  // events whose time_ms is 0 and must outlive the store.
+  static Result<std::unique_ptr<PostgresEventStore>> Open(const PostgresOptions& options,
+                                                          const Clock& clock);
+  ~PostgresEventStore() override;
+
+  Result<int64_t> Append(const AppendRequest& req) override;
+  // One statement, one round trip: per-execution verdicts (fence, sequence)
+  // are computed and only the accepted rows inserted. A race that the
+  // primary key catches (23505) replays the batch request by request under
+  // savepoints in one transaction.
+  Result<std::vector<Result<int64_t>>> AppendBatch(
+      std::span<const AppendRequest> requests) override;
+  Result<std::vector<Envelope>> ReadRange(std::string_view id, int64_t first,
+                                          int64_t last) override;
+  Result<int64_t> Head(std::string_view id) override;
+  Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) override;
+  Status DeleteExecution(std::string_view id) override;
+  const Limits& limits() const override { return options_.limits; }
+
+  bool Supports(Capability) const override { return true; }
+  Result<int64_t> AcquireFence(std::string_view id) override;
+  Result<int64_t> ReadFence(std::string_view id) override;
+  // One round trip: a simple-protocol query of SET TRANSACTION ISOLATION
+  // LEVEL READ COMMITTED; ensure the row; SELECT ... FOR UPDATE; a
+  // conditional UPDATE whose NOT EXISTS scan runs on a fresh snapshot taken
+  // after the row lock was granted.
+  Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
+  Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
+  Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
+  // Deletes sequences < first_kept but always keeps the newest event, so
+  // that the head (max(sequence)) does not move.
+  Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
+
+ private:
+  PostgresEventStore(PostgresOptions options, const Clock& clock,
+                     std::unique_ptr<pg::ConnectionPool> pool);
+
+  PostgresOptions options_;
+  const Clock& clock_;
+  std::unique_ptr<pg::ConnectionPool> pool_;
+};
+
+// The offline park-fence backfill for installations that opened with
+// backfill_park_fences = false: builds a partial index on parks with CREATE
+// INDEX CONCURRENTLY, walks executions in id order, batch_executions at a
+// time, inserting token-0 fence rows ON CONFLICT DO NOTHING (resumable,
+// idempotent), writes the marker and drops the index. Returns how many
+// executions it found parked and unanswered.
+Result<int64_t> BackfillParkFences(const PostgresOptions& options,
+                                   int64_t batch_executions = 1'000);
+
+}  // namespace once::store

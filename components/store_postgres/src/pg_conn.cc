@@ -1,0 +1,239 @@
+#include "pg_conn.h"
+
+#include <chrono>
+#include <optional>
+
+namespace once::store::pg {
+
+Params& Params::Text(std::string v) {
+  values_.push_back(std::move(v));
+  nulls_.push_back(false);
+  return *this;
+}
+
+Params& Params::Null() {
+  values_.emplace_back();
+  nulls_.push_back(true);
+  return *this;
+}
+
+std::vector<const char*> Params::Pointers() const {
+  std::vector<const char*> out;
+  out.reserve(values_.size());
+  for (size_t i = 0; i < values_.size(); ++i) {
+    out.push_back(nulls_[i] ? nullptr : values_[i].c_str());
+  }
+  return out;
+}
+
+std::string TextArray(const std::vector<std::string_view>& items) {
+  size_t size = 2;
+  for (auto s : items) size += s.size() + 3;
+  std::string out;
+  out.reserve(size + size / 16);
+  out.push_back('{');
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.push_back('"');
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') out.push_back('\\');
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  out.push_back('}');
+  return out;
+}
+
+std::string IntArray(const std::vector<std::optional<int64_t>>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out += items[i] ? std::to_string(*items[i]) : "NULL";
+  }
+  out.push_back('}');
+  return out;
+}
+
+std::string BoolArray(const std::vector<bool>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.push_back(items[i] ? 't' : 'f');
+  }
+  out.push_back('}');
+  return out;
+}
+
+std::string QuoteIdentifier(std::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+Error ToError(PGconn* conn, const PGresult* res, std::string_view what) {
+  const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  std::string sqlstate = state ? state : "";
+  std::string text = res ? PQresultErrorMessage(res) : "";
+  if (text.empty() && conn) text = PQerrorMessage(conn);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  std::string message = std::string(what) + ": " + (sqlstate.empty() ? "" : sqlstate + " ") + text;
+  ErrorCode code = ErrorCode::kInternal;
+  if ((conn && PQstatus(conn) != CONNECTION_OK) || sqlstate.starts_with("08") ||
+      sqlstate == "57P01" || sqlstate == "57P02" || sqlstate == "57P03" ||
+      sqlstate.starts_with("53")) {
+    code = ErrorCode::kUnavailable;
+  } else if (sqlstate == "40001" || sqlstate == "40P01") {
+    code = ErrorCode::kBusy;
+  } else if (sqlstate == "55P03" || sqlstate == "57014") {
+    code = ErrorCode::kTimeout;
+  } else if (sqlstate.starts_with("22")) {
+    code = ErrorCode::kInvalidArgument;  // data the server refuses (bad JSON, \u0000)
+  } else if (sqlstate.empty() && !res) {
+    code = ErrorCode::kUnavailable;  // no result at all: the connection went away
+  }
+  return Error{code, std::move(message), {}, {}};
+}
+
+Result<PgResult> Conn::Check(PGresult* raw_res, std::string_view what) {
+  PgResult res(raw_res);
+  ExecStatusType st = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY) {
+    last_sqlstate_.clear();
+    return res;
+  }
+  const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
+  last_sqlstate_ = state ? state : "";
+  Error err = ToError(raw_, res.get(), what);
+  if (err.code == ErrorCode::kUnavailable) broken_ = true;
+  return std::unexpected(std::move(err));
+}
+
+Result<PgResult> Conn::Exec(const std::string& sql) {
+  return Check(PQexec(raw_, sql.c_str()), "query");
+}
+
+Result<std::vector<PgResult>> Conn::ExecAll(const std::string& sql) {
+  if (!PQsendQuery(raw_, sql.c_str())) {
+    broken_ = PQstatus(raw_) != CONNECTION_OK;
+    return std::unexpected(ToError(raw_, nullptr, "send"));
+  }
+  std::vector<PgResult> out;
+  std::optional<Error> first_error;
+  while (PGresult* raw_res = PQgetResult(raw_)) {
+    auto checked = Check(raw_res, "query");
+    if (!checked) {
+      if (!first_error) first_error = checked.error();
+    } else {
+      out.push_back(std::move(*checked));
+    }
+  }
+  if (first_error) {
+    if (PQstatus(raw_) != CONNECTION_OK) broken_ = true;
+    return std::unexpected(std::move(*first_error));
+  }
+  if (PQstatus(raw_) != CONNECTION_OK) {
+    broken_ = true;
+    return std::unexpected(ToError(raw_, nullptr, "query"));
+  }
+  return out;
+}
+
+Result<PgResult> Conn::Prepare(const char* name, const std::string& sql) {
+  return Check(PQprepare(raw_, name, sql.c_str(), 0, nullptr), name);
+}
+
+Result<PgResult> Conn::Prepared(const char* name, const Params& params) {
+  auto ptrs = params.Pointers();
+  return Check(PQexecPrepared(raw_, name, params.size(), ptrs.data(), nullptr, nullptr, 0), name);
+}
+
+Result<PgResult> Conn::ExecParams(const std::string& sql, const Params& params) {
+  auto ptrs = params.Pointers();
+  return Check(
+      PQexecParams(raw_, sql.c_str(), params.size(), nullptr, ptrs.data(), nullptr, nullptr, 0),
+      "query");
+}
+
+void Conn::ResetTransaction() {
+  if (broken()) return;
+  if (PQtransactionStatus(raw_) == PQTRANS_IDLE) return;
+  PgResult res(PQexec(raw_, "ROLLBACK"));
+  if (PQtransactionStatus(raw_) != PQTRANS_IDLE) broken_ = true;
+}
+
+namespace {
+void IgnoreNotice(void*, const char*) {}
+}  // namespace
+
+Result<std::unique_ptr<Conn>> Connect(const std::string& conninfo, const std::string& schema) {
+  PGconn* raw = PQconnectdb(conninfo.c_str());
+  if (!raw) return MakeError(ErrorCode::kUnavailable, "libpq could not allocate a connection");
+  auto conn = std::make_unique<Conn>(raw);
+  if (PQstatus(raw) != CONNECTION_OK) {
+    return MakeError(ErrorCode::kUnavailable, std::string("connect: ") + PQerrorMessage(raw));
+  }
+  PQsetNoticeProcessor(raw, IgnoreNotice, nullptr);
+  std::string setup = "SET client_min_messages = warning";
+  if (!schema.empty()) setup += "; SET search_path TO " + QuoteIdentifier(schema);
+  ONCE_RETURN_IF_ERROR(conn->Exec(setup));
+  return conn;
+}
+
+Lease::~Lease() {
+  if (conn_ && pool_) pool_->Return(std::move(conn_));
+}
+
+ConnectionPool::~ConnectionPool() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.clear();
+}
+
+Result<Lease> ConnectionPool::Checkout() {
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.checkout_timeout_ms);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (idle_.empty() && open_ >= options_.connections_max) {
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
+        open_ >= options_.connections_max) {
+      return MakeError(ErrorCode::kBusy,
+                       "no connection free within checkout_timeout_ms (connections_max = " +
+                           std::to_string(options_.connections_max) + ")");
+    }
+  }
+  if (!idle_.empty()) {
+    auto conn = std::move(idle_.back());
+    idle_.pop_back();
+    return Lease(std::move(conn), this);
+  }
+  ++open_;  // reserve the slot, connect outside the lock
+  lock.unlock();
+  auto conn = Connect(options_.conninfo, options_.schema);
+  Status setup = conn ? (options_.on_connect ? options_.on_connect(**conn) : Ok())
+                      : Status(std::unexpected(conn.error()));
+  if (!setup) {
+    lock.lock();
+    --open_;
+    cv_.notify_one();
+    return std::unexpected(setup.error());
+  }
+  return Lease(std::move(*conn), this);
+}
+
+void ConnectionPool::Return(std::unique_ptr<Conn> conn) {
+  conn->ResetTransaction();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (conn->broken()) {
+    --open_;
+    conn.reset();
+  } else {
+    idle_.push_back(std::move(conn));
+  }
+  cv_.notify_one();
+}
+
+}  // namespace once::store::pg

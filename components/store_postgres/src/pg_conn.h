@@ -1,0 +1,136 @@
+// Private: one libpq connection with typed errors, and the bounded pool.
+
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "once/base/result.h"
+
+namespace once::store::pg {
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
+
+// Positional text parameters; a null entry binds SQL NULL.
+class Params {
+ public:
+  Params& Text(std::string v);
+  Params& Int(int64_t v) { return Text(std::to_string(v)); }
+  Params& Bool(bool v) { return Text(v ? "t" : "f"); }
+  Params& Null();
+  std::vector<const char*> Pointers() const;
+  int size() const { return static_cast<int>(values_.size()); }
+
+ private:
+  std::vector<std::string> values_;
+  std::vector<bool> nulls_;
+};
+
+// Array literals for text-format parameters.
+std::string TextArray(const std::vector<std::string_view>& items);
+std::string IntArray(const std::vector<std::optional<int64_t>>& items);
+std::string BoolArray(const std::vector<bool>& items);
+
+// A quoted SQL identifier ("a""b").
+std::string QuoteIdentifier(std::string_view name);
+
+// One connection. Not thread-safe: a Lease hands it to one thread at a time.
+class Conn {
+ public:
+  explicit Conn(PGconn* raw) : raw_(raw) {}
+  ~Conn() { PQfinish(raw_); }
+  Conn(const Conn&) = delete;
+  Conn& operator=(const Conn&) = delete;
+
+  // A simple-protocol query (may hold several statements); returns the last
+  // statement's result.
+  Result<PgResult> Exec(const std::string& sql);
+  // Every statement's result of a multi-statement simple query.
+  Result<std::vector<PgResult>> ExecAll(const std::string& sql);
+  Result<PgResult> Prepare(const char* name, const std::string& sql);
+  Result<PgResult> Prepared(const char* name, const Params& params);
+  // Extended protocol with an unnamed statement.
+  Result<PgResult> ExecParams(const std::string& sql, const Params& params);
+
+  // The SQLSTATE of the last failed call, empty after a success.
+  const std::string& last_sqlstate() const { return last_sqlstate_; }
+  // True once the connection is unusable; the pool then discards it.
+  bool broken() const { return broken_ || PQstatus(raw_) != CONNECTION_OK; }
+  // Rolls back an open transaction; marks the connection broken if it fails.
+  void ResetTransaction();
+  PGconn* raw() const { return raw_; }
+
+ private:
+  Result<PgResult> Check(PGresult* res, std::string_view what);
+
+  PGconn* raw_;
+  bool broken_ = false;
+  std::string last_sqlstate_;
+};
+
+// The typed error for a failed result (res may be null).
+Error ToError(PGconn* conn, const PGresult* res, std::string_view what);
+
+class ConnectionPool;
+
+// A checked-out connection; returns it to the pool when destroyed.
+class Lease {
+ public:
+  Lease(std::unique_ptr<Conn> conn, ConnectionPool* pool) : conn_(std::move(conn)), pool_(pool) {}
+  Lease(Lease&&) = default;
+  Lease& operator=(Lease&&) = delete;
+  ~Lease();
+  Conn* operator->() const { return conn_.get(); }
+  Conn& operator*() const { return *conn_; }
+
+ private:
+  std::unique_ptr<Conn> conn_;
+  ConnectionPool* pool_;
+};
+
+struct PoolOptions {
+  std::string conninfo;
+  std::string schema;
+  size_t connections_max = 16;
+  int64_t checkout_timeout_ms = 5'000;
+  // Runs on every new connection (e.g. to prepare statements).
+  std::function<Status(Conn&)> on_connect;
+};
+
+// Opens a connection outside any pool, search_path set to `schema` when not
+// empty.
+Result<std::unique_ptr<Conn>> Connect(const std::string& conninfo, const std::string& schema);
+
+class ConnectionPool {
+ public:
+  explicit ConnectionPool(PoolOptions options) : options_(std::move(options)) {}
+  ~ConnectionPool();
+
+  // An idle connection, a new one while fewer than connections_max are open,
+  // or, after waiting checkout_timeout_ms, kBusy.
+  Result<Lease> Checkout();
+
+ private:
+  friend class Lease;
+  void Return(std::unique_ptr<Conn> conn);
+
+  PoolOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Conn>> idle_;  // GUARDED_BY(mu_)
+  size_t open_ = 0;                          // GUARDED_BY(mu_)
+};
+
+}  // namespace once::store::pg

@@ -1,0 +1,538 @@
+#include "once/store_postgres/postgres_event_store.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "once/base/hex.h"
+#include "once/store/validate.h"
+#include "pg_conn.h"
+#include "sql.h"
+
+namespace once::store {
+
+using pg::Conn;
+using pg::Params;
+using pg::PgResult;
+
+namespace {
+
+constexpr char kUniqueViolation[] = "23505";
+
+int64_t IntAt(const PGresult* res, int row, int col) {
+  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
+}
+
+// jsonb refuses \u0000; find it before the server would refuse the batch.
+bool HasNul(const Json& j) {
+  if (j.is_string()) return j.get_ref<const std::string&>().find('\0') != std::string::npos;
+  if (j.is_array()) return std::any_of(j.begin(), j.end(), HasNul);
+  if (j.is_object()) {
+    for (const auto& [key, value] : j.items()) {
+      if (key.find('\0') != std::string::npos || HasNul(value)) return true;
+    }
+  }
+  return false;
+}
+
+Result<EncodedAppend> Encode(const AppendRequest& req, const Limits& limits, const Clock& clock) {
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits, clock));
+  for (const auto& e : req.events) {
+    if (HasNul(e.metadata)) {
+      return MakeError(ErrorCode::kInvalidArgument, "metadata holds a NUL character",
+                       req.execution_id);
+    }
+  }
+  return enc;
+}
+
+// One request of an append statement.
+struct Item {
+  const AppendRequest* req = nullptr;
+  const EncodedAppend* enc = nullptr;
+  std::optional<int64_t> fence;  // nullopt: unguarded
+  bool exact = false;            // the token must equal fence (AppendIfUnchanged)
+  bool lock = false;             // read the fence row FOR SHARE / FOR UPDATE
+};
+
+struct Verdict {
+  int64_t token = 0;
+  int64_t head = 0;
+};
+
+Params AppendParams(std::span<const Item> items) {
+  std::vector<std::string_view> ids, kinds, payloads, metadata;
+  std::vector<std::optional<int64_t>> fences, expected, ev_req, seqs, times;
+  std::vector<bool> exact, lock, suspends;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    ids.push_back(it.req->execution_id);
+    fences.push_back(it.fence);
+    exact.push_back(it.exact);
+    lock.push_back(it.lock);
+    expected.push_back(it.req->expected_next);
+    suspends.push_back(it.enc->suspends);
+    for (const auto& e : it.enc->events) {
+      ev_req.push_back(static_cast<int64_t>(i + 1));
+      seqs.push_back(e.sequence);
+      kinds.push_back(e.kind);
+      payloads.push_back(e.payload_json);
+      metadata.push_back(e.metadata_json);
+      times.push_back(e.time_ms);
+    }
+  }
+  Params p;
+  p.Text(pg::TextArray(ids)).Text(pg::IntArray(fences)).Text(pg::BoolArray(exact));
+  p.Text(pg::BoolArray(lock)).Text(pg::IntArray(expected)).Text(pg::BoolArray(suspends));
+  p.Text(pg::IntArray(ev_req)).Text(pg::IntArray(seqs)).Text(pg::TextArray(kinds));
+  p.Text(pg::TextArray(payloads)).Text(pg::TextArray(metadata)).Text(pg::IntArray(times));
+  return p;
+}
+
+// The request's outcome under its verdict; mirrors the statement's WHERE.
+Result<int64_t> Judge(const Item& it, const Verdict& v) {
+  const AppendRequest& req = *it.req;
+  if (it.fence) {
+    bool ok = it.exact ? *it.fence == v.token : *it.fence >= v.token;
+    if (!ok) return StaleFence(req.execution_id, *it.fence, v.token);
+  }
+  if (req.expected_next != v.head + 1) {
+    return SequenceConflict(req.execution_id, v.head + 1, req.expected_next);
+  }
+  return req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
+}
+
+// Runs the append statement; element i is items[i]'s outcome.
+Result<std::vector<Result<int64_t>>> RunAppend(Conn& conn, const char* statement,
+                                               std::span<const Item> items) {
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(statement, AppendParams(items)));
+  if (PQntuples(res.get()) != static_cast<int>(items.size())) {
+    return MakeError(ErrorCode::kInternal, "append returned an unexpected row count");
+  }
+  std::vector<Result<int64_t>> out;
+  out.reserve(items.size());
+  int64_t expected_rows = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    int row = static_cast<int>(i);
+    out.push_back(Judge(items[i], Verdict{IntAt(res.get(), row, 1), IntAt(res.get(), row, 2)}));
+    if (out.back()) expected_rows += static_cast<int64_t>(items[i].enc->events.size());
+  }
+  int64_t inserted = items.empty() ? 0 : IntAt(res.get(), 0, 3);
+  if (inserted != expected_rows) {
+    return MakeError(ErrorCode::kInternal, "append inserted " + std::to_string(inserted) +
+                                               " rows, the verdicts accept " +
+                                               std::to_string(expected_rows));
+  }
+  return out;
+}
+
+Result<int64_t> HeadOn(Conn& conn, std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared("head", Params().Text(std::string(id))));
+  return IntAt(res.get(), 0, 0);
+}
+
+// A primary-key race lost to a concurrent append: report the head now.
+Result<int64_t> SequenceRaceLost(Conn& conn, const AppendRequest& req) {
+  conn.ResetTransaction();
+  ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(conn, req.execution_id));
+  return SequenceConflict(req.execution_id, head + 1, req.expected_next);
+}
+
+// Runs one item inside `SAVEPOINT one`: a lost primary-key race rolls back
+// only this request.
+Result<int64_t> RunUnderSavepoint(Conn& conn, const Item& item) {
+  ONCE_RETURN_IF_ERROR(conn.Exec("SAVEPOINT one"));
+  auto res = RunAppend(conn, "append_share", std::span<const Item>(&item, 1));
+  if (!res && conn.last_sqlstate() == kUniqueViolation) {
+    ONCE_RETURN_IF_ERROR(conn.Exec("ROLLBACK TO SAVEPOINT one"));
+    ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(conn, item.req->execution_id));
+    return SequenceConflict(item.req->execution_id, head + 1, item.req->expected_next);
+  }
+  if (!res) return std::unexpected(res.error());
+  ONCE_RETURN_IF_ERROR(conn.Exec("RELEASE SAVEPOINT one"));
+  return std::move((*res)[0]);
+}
+
+struct Statement {
+  const char* name;
+  std::string sql;
+};
+
+std::vector<Statement> Statements() {
+  return {
+      {"append_share", sql::AppendSql("SHARE")},
+      {"append_update", sql::AppendSql("UPDATE")},
+      {"head", "SELECT COALESCE(max(sequence), 0) FROM events WHERE execution_id = $1::text"},
+      {"read_range",
+       "SELECT sequence, kind, payload, metadata::text, time_ms FROM events "
+       "WHERE execution_id = $1::text AND sequence >= $2::int8 AND sequence <= $3::int8 "
+       "ORDER BY sequence LIMIT $4::int8"},
+      {"list",
+       "WITH RECURSIVE ids(id, n) AS ("
+       "(SELECT execution_id, 1 FROM events WHERE execution_id > $1::text "
+       "ORDER BY execution_id LIMIT 1) UNION ALL "
+       "SELECT (SELECT e.execution_id FROM events e WHERE e.execution_id > ids.id "
+       "ORDER BY e.execution_id LIMIT 1), ids.n + 1 FROM ids "
+       "WHERE ids.id IS NOT NULL AND ids.n < $2::int8) "
+       "SELECT id FROM ids WHERE id IS NOT NULL"},
+      {"acquire",
+       "INSERT INTO fences (execution_id, token) VALUES ($1::text, 1) ON CONFLICT "
+       "(execution_id) DO UPDATE SET token = fences.token + 1 RETURNING token"},
+      {"read_fence", "SELECT token FROM fences WHERE execution_id = $1::text"},
+      {"ensure_fence",
+       "INSERT INTO fences (execution_id, token) VALUES ($1::text, 0) "
+       "ON CONFLICT (execution_id) DO NOTHING"},
+      {"lock_fence", "SELECT token FROM fences WHERE execution_id = $1::text FOR UPDATE"},
+      {"delete_events", "DELETE FROM events WHERE execution_id = $1::text"},
+      {"delete_zero_fence", "DELETE FROM fences WHERE execution_id = $1::text AND token = 0"},
+      {"copy_prefix",
+       "WITH src AS (SELECT count(*) AS n FROM events WHERE execution_id = $1::text "
+       "AND sequence BETWEEN 1 AND $3::int8), "
+       "dst AS (SELECT COALESCE(max(sequence), 0) AS head FROM events "
+       "WHERE execution_id = $2::text), "
+       "ins AS (INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms) "
+       "SELECT $2::text, e.sequence, e.kind, e.payload, e.metadata, e.time_ms FROM events e "
+       "WHERE e.execution_id = $1::text AND e.sequence BETWEEN 1 AND $3::int8 "
+       "AND (SELECT n FROM src) = $3::int8 AND (SELECT head FROM dst) = 0 RETURNING kind), "
+       "parks AS (INSERT INTO fences (execution_id, token) SELECT $2::text, 0 "
+       "WHERE EXISTS (SELECT 1 FROM ins WHERE kind = 'EXECUTION_SUSPENDED') "
+       "ON CONFLICT (execution_id) DO NOTHING) "
+       "SELECT (SELECT n FROM src), (SELECT head FROM dst), (SELECT count(*) FROM ins)"},
+      {"truncate",
+       "DELETE FROM events WHERE execution_id = $1::text AND sequence < LEAST($2::int8, "
+       "(SELECT max(sequence) FROM events WHERE execution_id = $1::text))"},
+  };
+}
+
+Status PrepareAll(Conn& conn) {
+  for (const auto& s : Statements()) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
+  return Ok();
+}
+
+// Runs fn between BEGIN and COMMIT; on any error the pool's Return rolls back.
+template <class Fn>
+auto InTransaction(Conn& conn, Fn&& fn) -> decltype(fn()) {
+  ONCE_RETURN_IF_ERROR(conn.Exec("BEGIN"));
+  auto result = fn();
+  if (!result) {
+    conn.ResetTransaction();
+    return result;
+  }
+  ONCE_RETURN_IF_ERROR(conn.Exec("COMMIT"));
+  return result;
+}
+
+Result<bool> HasRow(Conn& conn, std::string_view name) {
+  ONCE_ASSIGN_OR_RETURN(PgResult res,
+                        conn.ExecParams("SELECT value FROM once_schema WHERE name = $1",
+                                        Params().Text(std::string(name))));
+  return PQntuples(res.get()) > 0;
+}
+
+Status PutRow(Conn& conn, std::string_view name, int64_t value) {
+  ONCE_RETURN_IF_ERROR(
+      conn.ExecParams("INSERT INTO once_schema (name, value) VALUES ($1, $2::int8) "
+                      "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                      Params().Text(std::string(name)).Int(value)));
+  return Ok();
+}
+
+// Everything after the advisory lock, inside the migration transaction.
+Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& clock) {
+  ONCE_RETURN_IF_ERROR(
+      conn.Exec("CREATE SCHEMA IF NOT EXISTS " + pg::QuoteIdentifier(options.schema)));
+  ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateSchemaTable)));
+  ONCE_ASSIGN_OR_RETURN(PgResult version,
+                        conn.ExecParams("SELECT value FROM once_schema WHERE name = $1",
+                                        Params().Text(std::string(sql::kVersionRow))));
+  bool fresh = PQntuples(version.get()) == 0;
+  if (!fresh && IntAt(version.get(), 0, 0) > sql::kSchemaVersion) {
+    return MakeError(ErrorCode::kUnsupported, "the schema is newer than this build");
+  }
+  if (fresh) {
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateTablesV1)));
+    ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, sql::kSchemaVersion));
+    // A new database holds no park written before parks created fence rows.
+    return PutRow(conn, sql::kParkFencesMarker, clock.NowUnixMillis());
+  }
+  if (!options.backfill_park_fences) return Ok();
+  ONCE_ASSIGN_OR_RETURN(bool done, HasRow(conn, sql::kParkFencesMarker));
+  if (done) return Ok();
+  ONCE_RETURN_IF_ERROR(conn.Exec(sql::BackfillAllSql()));
+  return PutRow(conn, sql::kParkFencesMarker, clock.NowUnixMillis());
+}
+
+Status Migrate(const PostgresOptions& options, const Clock& clock) {
+  ONCE_ASSIGN_OR_RETURN(auto conn, pg::Connect(options.conninfo, options.schema));
+  return InTransaction(*conn, [&]() -> Status {
+    ONCE_RETURN_IF_ERROR(conn->Exec(
+        "SET LOCAL lock_timeout = '" + std::to_string(options.migration_lock_timeout_ms) +
+        "ms'; SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(" +
+        std::to_string(kMigrationLockKey) + ")"));
+    return MigrateLocked(*conn, options, clock);
+  });
+}
+
+Status CheckOptions(const PostgresOptions& o) {
+  if (o.schema.empty() || o.connections_max == 0 || o.checkout_timeout_ms < 0 ||
+      o.migration_lock_timeout_ms < 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "PostgresOptions: schema must be set, connections_max > 0, timeouts >= 0");
+  }
+  return Ok();
+}
+
+}  // namespace
+
+PostgresEventStore::PostgresEventStore(PostgresOptions options, const Clock& clock,
+                                       std::unique_ptr<pg::ConnectionPool> pool)
+    : options_(std::move(options)), clock_(clock), pool_(std::move(pool)) {}
+
+PostgresEventStore::~PostgresEventStore() = default;
+
+Result<std::unique_ptr<PostgresEventStore>> PostgresEventStore::Open(const PostgresOptions& options,
+                                                                     const Clock& clock) {
+  ONCE_RETURN_IF_ERROR(CheckOptions(options));
+  ONCE_RETURN_IF_ERROR(Migrate(options, clock));
+  auto pool = std::make_unique<pg::ConnectionPool>(pg::PoolOptions{
+      .conninfo = options.conninfo,
+      .schema = options.schema,
+      .connections_max = options.connections_max,
+      .checkout_timeout_ms = options.checkout_timeout_ms,
+      .on_connect = PrepareAll,
+  });
+  // Prove the pool works (and keep one warm connection).
+  { ONCE_ASSIGN_OR_RETURN(pg::Lease lease, pool->Checkout()); }
+  return std::unique_ptr<PostgresEventStore>(
+      new PostgresEventStore(options, clock, std::move(pool)));
+}
+
+Result<int64_t> PostgresEventStore::Append(const AppendRequest& req) {
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, Encode(req, limits(), clock_));
+  Item item{&req, &enc, req.fence, false, enc.answering && !options_.testing_disable_for_share};
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  auto res = RunAppend(*conn, "append_share", std::span<const Item>(&item, 1));
+  if (!res && conn->last_sqlstate() == kUniqueViolation) return SequenceRaceLost(*conn, req);
+  if (!res) return std::unexpected(res.error());
+  return std::move((*res)[0]);
+}
+
+Result<std::vector<Result<int64_t>>> PostgresEventStore::AppendBatch(
+    std::span<const AppendRequest> requests) {
+  ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits()));
+  std::vector<Result<EncodedAppend>> encoded;
+  encoded.reserve(requests.size());
+  size_t bytes = 0;
+  for (const auto& r : requests) {
+    encoded.push_back(Encode(r, limits(), clock_));
+    if (encoded.back()) bytes += encoded.back()->bytes;
+  }
+  ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits()));
+  std::vector<Item> items;
+  std::vector<size_t> slot;  // items[k] answers requests[slot[k]]
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!encoded[i]) continue;
+    bool lock = encoded[i]->answering && !options_.testing_disable_for_share;
+    items.push_back(Item{&requests[i], &*encoded[i], requests[i].fence, false, lock});
+    slot.push_back(i);
+  }
+  std::vector<Result<int64_t>> out;
+  out.reserve(requests.size());
+  for (auto& e : encoded) {
+    out.push_back(e ? Result<int64_t>(0) : Result<int64_t>(std::unexpected(e.error())));
+  }
+  if (items.empty()) return out;
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  auto fast = RunAppend(*conn, "append_share", items);
+  if (fast) {
+    for (size_t k = 0; k < items.size(); ++k) out[slot[k]] = std::move((*fast)[k]);
+    return out;
+  }
+  if (conn->last_sqlstate() != kUniqueViolation) return std::unexpected(fast.error());
+  // A concurrent append won a primary-key race: replay request by request so
+  // that only the loser fails, still in one transaction.
+  auto slow = InTransaction(*conn, [&]() -> Status {
+    for (size_t k = 0; k < items.size(); ++k) {
+      auto one = RunUnderSavepoint(*conn, items[k]);
+      if (!one && one.error().code != ErrorCode::kSequenceConflict &&
+          one.error().code != ErrorCode::kStaleFence) {
+        return std::unexpected(one.error());
+      }
+      out[slot[k]] = std::move(one);
+    }
+    return Ok();
+  });
+  if (!slow) return std::unexpected(slow.error());
+  return out;
+}
+
+Result<std::vector<Envelope>> PostgresEventStore::ReadRange(std::string_view id, int64_t first,
+                                                            int64_t last) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  std::vector<Envelope> out;
+  first = std::max<int64_t>(first, 1);
+  if (last < first) return out;
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  Params p;
+  p.Text(std::string(id)).Int(first).Int(last).Int(static_cast<int64_t>(limits().read_events_max));
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("read_range", p));
+  const PGresult* r = res.get();
+  out.reserve(PQntuples(r));
+  for (int i = 0; i < PQntuples(r); ++i) {
+    ONCE_ASSIGN_OR_RETURN(Envelope e,
+                          DecodeRow(id, IntAt(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                                    PQgetvalue(r, i, 3), IntAt(r, i, 4)));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+Result<int64_t> PostgresEventStore::Head(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  return HeadOn(*conn, id);
+}
+
+Result<ExecutionPage> PostgresEventStore::ListExecutions(std::string_view after, size_t limit) {
+  limit = std::min(limit, limits().list_page_executions_max);
+  ExecutionPage page;
+  if (limit == 0) return page;
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(
+      PgResult res,
+      conn->Prepared("list",
+                     Params().Text(std::string(after)).Int(static_cast<int64_t>(limit + 1))));
+  for (int i = 0; i < PQntuples(res.get()); ++i) {
+    if (page.execution_ids.size() == limit) {
+      page.next_after = page.execution_ids.back();
+      break;
+    }
+    page.execution_ids.emplace_back(PQgetvalue(res.get(), i, 0));
+  }
+  return page;
+}
+
+Status PostgresEventStore::DeleteExecution(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  Params p = Params().Text(std::string(id));
+  return InTransaction(*conn, [&]() -> Status {
+    ONCE_RETURN_IF_ERROR(conn->Prepared("lock_fence", p));
+    ONCE_RETURN_IF_ERROR(conn->Prepared("delete_events", p));
+    ONCE_RETURN_IF_ERROR(conn->Prepared("delete_zero_fence", p));
+    return Ok();
+  });
+}
+
+Result<int64_t> PostgresEventStore::AcquireFence(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("acquire", Params().Text(std::string(id))));
+  return IntAt(res.get(), 0, 0);
+}
+
+Result<int64_t> PostgresEventStore::ReadFence(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("read_fence", Params().Text(std::string(id))));
+  return PQntuples(res.get()) == 0 ? 0 : IntAt(res.get(), 0, 0);
+}
+
+Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view id,
+                                                              FenceExpectation expect) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  if (expect.fence < 0 || expect.park_seq < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "fence and park_seq must be >= 0",
+                     std::string(id));
+  }
+  // Inlined only after validation: the id as hex, the numbers as integers.
+  std::string text = sql::AcquireFenceIfSql(HexEncode(id), expect.fence, expect.park_seq);
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(std::vector<PgResult> results, conn->ExecAll(text));
+  if (results.size() != 4 || PQntuples(results[2].get()) != 1) {
+    return MakeError(ErrorCode::kInternal, "AcquireFenceIf: unexpected results", std::string(id));
+  }
+  int64_t current = IntAt(results[2].get(), 0, 0);
+  if (PQntuples(results[3].get()) == 0) return ConditionalAcquire{.stale = true, .fence = current};
+  return ConditionalAcquire{.stale = false, .fence = IntAt(results[3].get(), 0, 0)};
+}
+
+Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, Encode(req, limits(), clock_));
+  if (observed < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "observed fence must be >= 0", req.execution_id);
+  }
+  // The row must exist before it can be locked FOR UPDATE.
+  Item item{&req, &enc, observed, true, true};
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  auto res = InTransaction(*conn, [&]() -> Result<std::vector<Result<int64_t>>> {
+    ONCE_RETURN_IF_ERROR(conn->Prepared("ensure_fence", Params().Text(req.execution_id)));
+    return RunAppend(*conn, "append_update", std::span<const Item>(&item, 1));
+  });
+  if (!res && conn->last_sqlstate() == kUniqueViolation) return SequenceRaceLost(*conn, req);
+  if (!res) return std::unexpected(res.error());
+  return std::move((*res)[0]);
+}
+
+Status PostgresEventStore::CopyPrefix(std::string_view from, std::string_view to, int64_t through) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(from, limits()));
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(to, limits()));
+  if (through < 1) return MakeError(ErrorCode::kInvalidArgument, "through must be >= 1");
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  Params p = Params().Text(std::string(from)).Text(std::string(to)).Int(through);
+  auto res = conn->Prepared("copy_prefix", p);
+  if (!res && conn->last_sqlstate() == kUniqueViolation) {
+    ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(*conn, to));
+    return SequenceConflict(to, head + 1, 1);
+  }
+  if (!res) return std::unexpected(res.error());
+  const PGresult* r = res->get();
+  if (IntAt(r, 0, 0) != through) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "source has no complete prefix through " + std::to_string(through),
+                     std::string(from));
+  }
+  if (int64_t head = IntAt(r, 0, 1); head > 0) return SequenceConflict(to, head + 1, 1);
+  return Ok();
+}
+
+Status PostgresEventStore::TruncatePrefixKeeping(std::string_view id, int64_t first_kept) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  if (first_kept < 1) return MakeError(ErrorCode::kInvalidArgument, "first_kept must be >= 1");
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_RETURN_IF_ERROR(conn->Prepared("truncate", Params().Text(std::string(id)).Int(first_kept)));
+  return Ok();
+}
+
+Result<int64_t> BackfillParkFences(const PostgresOptions& options, int64_t batch_executions) {
+  if (batch_executions < 1) {
+    return MakeError(ErrorCode::kInvalidArgument, "batch_executions must be >= 1");
+  }
+  ONCE_ASSIGN_OR_RETURN(auto conn, pg::Connect(options.conninfo, options.schema));
+  std::string index(sql::kParkIndex);
+  // A failed earlier run may have left an invalid index behind.
+  ONCE_RETURN_IF_ERROR(conn->Exec("SET statement_timeout = 0"));
+  ONCE_RETURN_IF_ERROR(conn->Exec("DROP INDEX CONCURRENTLY IF EXISTS " + index));
+  ONCE_RETURN_IF_ERROR(conn->Exec("CREATE INDEX CONCURRENTLY " + index +
+                                  " ON events (execution_id, sequence) "
+                                  "WHERE kind = 'EXECUTION_SUSPENDED'"));
+  const std::string batch_sql = sql::BackfillBatchSql();
+  std::string after;
+  int64_t parked = 0;
+  while (true) {
+    ONCE_ASSIGN_OR_RETURN(PgResult res,
+                          conn->ExecParams(batch_sql, Params().Text(after).Int(batch_executions)));
+    if (PQgetisnull(res.get(), 0, 0)) break;
+    after = PQgetvalue(res.get(), 0, 0);
+    parked += IntAt(res.get(), 0, 1);
+  }
+  // The marker's value is the server's time in Unix milliseconds.
+  ONCE_RETURN_IF_ERROR(
+      conn->ExecParams("INSERT INTO once_schema (name, value) VALUES ($1, "
+                       "(extract(epoch FROM clock_timestamp()) * 1000)::int8) "
+                       "ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                       Params().Text(std::string(sql::kParkFencesMarker))));
+  ONCE_RETURN_IF_ERROR(conn->Exec("DROP INDEX CONCURRENTLY IF EXISTS " + index));
+  return parked;
+}
+
+}  // namespace once::store

@@ -1,0 +1,115 @@
+#include "sql.h"
+
+#include <span>
+
+#include "once/events/kinds.h"
+
+namespace once::store::sql {
+namespace {
+
+// Kinds come from the kernel's constant table (printable ASCII, no quotes),
+// never from user input, so they are safe to inline.
+std::string QuotedList(std::span<const std::string_view> names) {
+  std::string out;
+  for (auto name : names) {
+    if (!out.empty()) out += ", ";
+    out += "'" + std::string(name) + "'";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string AnsweringPredicate(std::string_view alias) {
+  std::string a(alias);
+  return "(" + a + ".kind IN (" + QuotedList(events::AnsweringKernelKindNames()) + ") OR (" + a +
+         ".kind NOT IN (" + QuotedList(events::AllKernelKindNames()) + ") AND " + a +
+         ".metadata->'kernel' = 'true'::jsonb))";
+}
+
+std::string BackfillAllSql() {
+  return "INSERT INTO fences (execution_id, token) "
+         "SELECT DISTINCT p.execution_id, 0 FROM events p "
+         "WHERE p.kind = 'EXECUTION_SUSPENDED' AND NOT EXISTS ("
+         "SELECT 1 FROM events a WHERE a.execution_id = p.execution_id "
+         "AND a.sequence > p.sequence AND " +
+         AnsweringPredicate("a") + ") ON CONFLICT (execution_id) DO NOTHING";
+}
+
+std::string BackfillBatchSql() {
+  return "WITH batch AS (SELECT DISTINCT execution_id FROM events "
+         "WHERE kind = 'EXECUTION_SUSPENDED' AND execution_id > $1::text "
+         "ORDER BY execution_id LIMIT $2::int8), "
+         "parked AS (SELECT b.execution_id FROM batch b WHERE (SELECT a.kind FROM events a "
+         "WHERE a.execution_id = b.execution_id AND " +
+         AnsweringPredicate("a") +
+         " ORDER BY a.sequence DESC LIMIT 1) = 'EXECUTION_SUSPENDED'), "
+         "ins AS (INSERT INTO fences (execution_id, token) SELECT execution_id, 0 FROM parked "
+         "ON CONFLICT (execution_id) DO NOTHING) "
+         "SELECT (SELECT max(execution_id) FROM batch), (SELECT count(*) FROM parked)";
+}
+
+// The guard reads the fence rows of the requests that ask for a lock through
+// a MATERIALIZED CTE with FOR <strength> OF f: a LEFT JOIN cannot lock its
+// nullable side, and the locked read returns the row version current after
+// the wait (a plain read in this statement would use its older snapshot).
+// Requests that do not lock read the row plainly.
+std::string AppendSql(std::string_view lock_strength) {
+  return R"(WITH req AS (
+  SELECT * FROM unnest($1::text[], $2::int8[], $3::bool[], $4::bool[], $5::int8[], $6::bool[])
+    WITH ORDINALITY AS r(execution_id, fence, exact, lock, expected_next, suspends, ord)
+), locked AS MATERIALIZED (
+  SELECT f.execution_id, f.token FROM fences f
+  WHERE f.execution_id IN (SELECT q.execution_id FROM req q WHERE q.lock)
+  ORDER BY f.execution_id
+  FOR )" +
+         std::string(lock_strength) +
+         R"( OF f
+), verdict AS (
+  SELECT r.ord, r.execution_id, r.suspends, r.fence, r.exact, r.expected_next,
+    COALESCE(l.token, p.token, 0) AS token,
+    COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0)
+      AS head
+  FROM req r
+  LEFT JOIN locked l ON l.execution_id = r.execution_id
+  LEFT JOIN fences p ON p.execution_id = r.execution_id
+), accepted AS (
+  SELECT v.ord, v.execution_id, v.suspends FROM verdict v
+  WHERE v.expected_next = v.head + 1
+    AND (v.fence IS NULL OR (v.exact AND v.fence = v.token) OR (NOT v.exact AND v.fence >= v.token))
+), ins AS (
+  INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms)
+  SELECT a.execution_id, x.seq, x.kind, x.payload, x.metadata::jsonb, x.time_ms
+  FROM unnest($7::int8[], $8::int8[], $9::text[], $10::text[], $11::text[], $12::int8[])
+    AS x(req, seq, kind, payload, metadata, time_ms)
+  JOIN accepted a ON a.ord = x.req
+  RETURNING 1
+), parks AS (
+  INSERT INTO fences (execution_id, token)
+  SELECT a.execution_id, 0 FROM accepted a WHERE a.suspends
+  ON CONFLICT (execution_id) DO NOTHING
+)
+SELECT v.ord, v.token, v.head, (SELECT count(*) FROM ins) FROM verdict v ORDER BY v.ord)";
+}
+
+std::string AcquireFenceIfSql(std::string_view id_hex, int64_t expect_fence, int64_t park_seq) {
+  std::string id = "convert_from(decode('" + std::string(id_hex) + "', 'hex'), 'UTF8')";
+  std::string fence = std::to_string(expect_fence);
+  std::string park = std::to_string(park_seq);
+  // One implicit transaction; each statement takes its own READ COMMITTED
+  // snapshot, so the NOT EXISTS scan sees every append committed before the
+  // row lock was granted.
+  return "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; "
+         "INSERT INTO fences (execution_id, token) VALUES (" +
+         id +
+         ", 0) ON CONFLICT (execution_id) DO NOTHING; "
+         "SELECT token FROM fences WHERE execution_id = " +
+         id +
+         " FOR UPDATE; "
+         "UPDATE fences SET token = token + 1 WHERE execution_id = " +
+         id + " AND token = " + fence +
+         " AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = " + id +
+         " AND a.sequence > " + park + " AND " + AnsweringPredicate("a") + ") RETURNING token";
+}
+
+}  // namespace once::store::sql

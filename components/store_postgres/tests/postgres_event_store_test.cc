@@ -1,0 +1,411 @@
+// PostgresEventStore behaviour against a real server (ONCE_TEST_POSTGRES_URL).
+// Each test works in its own random schema.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "once/events/envelope.h"
+#include "once/store/validate.h"
+#include "test_database.h"
+
+namespace once::store {
+namespace {
+
+using events::AppEvent;
+using events::KernelEvent;
+using events::KernelKind;
+using testing::PostgresTest;
+
+AppendRequest Req(std::string id, int64_t next, std::vector<Envelope> events,
+                  std::optional<int64_t> fence = 0) {
+  return AppendRequest{.execution_id = std::move(id),
+                       .expected_next = next,
+                       .events = std::move(events),
+                       .fence = fence};
+}
+
+Envelope Started() { return KernelEvent(KernelKind::kExecutionStarted, {{"input", 1}}); }
+Envelope Parked(int64_t fence = 0) {
+  return KernelEvent(KernelKind::kExecutionSuspended, {{"on", "timer"}}, fence);
+}
+
+class PostgresStoreTest : public PostgresTest {
+ protected:
+  void SetUp() override {
+    PostgresTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    store_ = OpenStore();
+    ASSERT_NE(store_, nullptr);
+  }
+  void TearDown() override {
+    store_.reset();
+    PostgresTest::TearDown();
+  }
+  bool FenceRowExists(const std::string& id) {
+    return schema_->Sql("SELECT count(*) FROM fences WHERE execution_id = '" + id + "'") == "1";
+  }
+  std::unique_ptr<PostgresEventStore> store_;
+};
+
+TEST_F(PostgresStoreTest, AppendReadsBackExactly) {
+  Envelope app = AppEvent("order.placed", {{"name", "z\u00fcrich \u2603"},
+                                           {"n", 12345678901234},
+                                           {"f", 0.25},
+                                           {"list", {1, "two", nullptr}}});
+  app.metadata = {{"trace", "abc"}, {"quote", "a\"b\\c"}};
+  ASSERT_EQ(store_->Append(Req("ex-1", 1, {Started(), app})).value(), 2);
+  auto events = store_->ReadRange("ex-1", 1, kToEnd).value();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, "EXECUTION_STARTED");
+  EXPECT_EQ(events[0].payload, Started().payload);
+  EXPECT_EQ(events[0].time_ms, clock_.NowUnixMillis());
+  EXPECT_EQ(events[1].payload, app.payload);
+  EXPECT_EQ(events[1].metadata, app.metadata);
+  EXPECT_EQ(events[1].sequence, 2);
+  EXPECT_EQ(store_->Head("ex-1").value(), 2);
+  EXPECT_EQ(store_->Head("unknown").value(), 0);
+  EXPECT_TRUE(store_->ReadRange("unknown", 1, kToEnd).value().empty());
+  EXPECT_EQ(store_->ReadRange("ex-1", 2, 2).value().size(), 1u);
+}
+
+TEST_F(PostgresStoreTest, SequenceConflictsOnDuplicateAndGap) {
+  ASSERT_TRUE(store_->Append(Req("ex", 1, {Started()})));
+  auto dup = store_->Append(Req("ex", 1, {Started()}));
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(dup.error().As<SequenceDetail>()->expected, 2);
+  EXPECT_EQ(dup.error().As<SequenceDetail>()->given, 1);
+  auto gap = store_->Append(Req("ex", 5, {AppEvent("x", 1)}));
+  ASSERT_FALSE(gap);
+  EXPECT_EQ(gap.error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(gap.error().As<SequenceDetail>()->expected, 2);
+  EXPECT_EQ(store_->Head("ex").value(), 1);
+}
+
+TEST_F(PostgresStoreTest, BadInputIsRefusedWithTheSharedCodes) {
+  EXPECT_EQ(store_->Append(Req("", 1, {Started()})).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->Append(Req("ex", 1, {})).error().code, ErrorCode::kInvalidArgument);
+  Envelope nul = AppEvent("x", 1);
+  nul.metadata = {{"k", std::string("a\0b", 3)}};
+  EXPECT_EQ(store_->Append(Req("ex", 1, {nul})).error().code, ErrorCode::kInvalidArgument);
+  Envelope nul_payload = AppEvent("x", std::string("a\0b", 3));
+  ASSERT_TRUE(store_->Append(Req("ex", 1, {nul_payload})));  // payload is stored as text
+  EXPECT_EQ(store_->ReadRange("ex", 1, 1).value()[0].payload, nul_payload.payload);
+}
+
+TEST_F(PostgresStoreTest, FenceGuardsAppends) {
+  ASSERT_TRUE(store_->Append(Req("ex", 1, {Started()})));
+  EXPECT_EQ(store_->ReadFence("ex").value(), 0);
+  EXPECT_EQ(store_->AcquireFence("ex").value(), 1);
+  EXPECT_EQ(store_->AcquireFence("ex").value(), 2);
+  EXPECT_EQ(store_->ReadFence("ex").value(), 2);
+  auto stale = store_->Append(Req("ex", 2, {AppEvent("x", 1)}, 1));
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(stale.error().As<StaleFenceDetail>()->presented, 1);
+  EXPECT_EQ(stale.error().As<StaleFenceDetail>()->current, 2);
+  // Stale wins over a wrong sequence, as in the reference store.
+  EXPECT_EQ(store_->Append(Req("ex", 9, {AppEvent("x", 1)}, 1)).error().code,
+            ErrorCode::kStaleFence);
+  EXPECT_EQ(store_->Append(Req("ex", 2, {AppEvent("x", 1)}, 2)).value(), 2);
+  auto denied = KernelEvent(KernelKind::kExecutionDenied, {});
+  EXPECT_EQ(store_->Append(Req("ex", 3, {denied}, std::nullopt)).value(), 3);
+  // An answering append under the current token takes the locking path.
+  EXPECT_EQ(store_->Append(Req("ex", 4, {Parked(2)}, 2)).value(), 4);
+}
+
+TEST_F(PostgresStoreTest, BatchRefusesPerExecutionAndCommitsTheRest) {
+  ASSERT_TRUE(store_->Append(Req("fenced", 1, {Started()})));
+  ASSERT_EQ(store_->AcquireFence("fenced").value(), 1);
+  ASSERT_TRUE(store_->Append(Req("busy", 1, {Started()})));
+  std::vector<AppendRequest> batch = {
+      Req("a", 1, {Started(), AppEvent("x", 1)}),
+      Req("fenced", 2, {KernelEvent(KernelKind::kExecutionResumed, {})}, 0),  // stale
+      Req("busy", 1, {AppEvent("x", 1)}),                                     // conflict
+      Req("bad", 1, {}),                                                      // invalid
+      Req("b", 1, {Started(), Parked()}),
+  };
+  auto out = store_->AppendBatch(batch).value();
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_EQ(out[0].value(), 2);
+  EXPECT_EQ(out[1].error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(out[1].error().As<StaleFenceDetail>()->current, 1);
+  EXPECT_EQ(out[2].error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(out[2].error().As<SequenceDetail>()->expected, 2);
+  EXPECT_EQ(out[3].error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(out[4].value(), 2);
+  EXPECT_EQ(store_->Head("a").value(), 2);
+  EXPECT_EQ(store_->Head("fenced").value(), 1);
+  EXPECT_EQ(store_->Head("busy").value(), 1);
+  EXPECT_TRUE(FenceRowExists("b"));  // the park made its token-0 row
+  EXPECT_FALSE(FenceRowExists("a"));
+  std::vector<AppendRequest> twice = {Req("a", 3, {AppEvent("x", 1)}),
+                                      Req("a", 4, {AppEvent("x", 1)})};
+  EXPECT_EQ(store_->AppendBatch(twice).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_F(PostgresStoreTest, BatchPrimaryKeyRaceFailsOnlyTheLoser) {
+  // Many writers append the same sequence of one execution inside batches
+  // with other executions: exactly one wins it, every other execution commits.
+  constexpr int kWriters = 6;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<Result<int64_t>>> results(kWriters);
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      std::vector<AppendRequest> batch = {Req("shared", 1, {Started()}),
+                                          Req("own-" + std::to_string(w), 1, {Started()})};
+      results[w] = store_->AppendBatch(batch).value();
+    });
+  }
+  for (auto& t : threads) t.join();
+  int winners = 0;
+  for (int w = 0; w < kWriters; ++w) {
+    winners += results[w][0].has_value();
+    if (!results[w][0]) {
+      EXPECT_EQ(results[w][0].error().code, ErrorCode::kSequenceConflict);
+      EXPECT_EQ(results[w][0].error().As<SequenceDetail>()->expected, 2);
+    }
+    EXPECT_EQ(results[w][1].value(), 1);
+  }
+  EXPECT_EQ(winners, 1);
+}
+
+TEST_F(PostgresStoreTest, ParkCreatesTokenZeroRowAndDeleteRemovesOnlyThat) {
+  ASSERT_TRUE(store_->Append(Req("p", 1, {Started(), Parked()})));
+  EXPECT_TRUE(FenceRowExists("p"));
+  EXPECT_EQ(store_->ReadFence("p").value(), 0);
+  ASSERT_TRUE(store_->DeleteExecution("p"));
+  EXPECT_FALSE(FenceRowExists("p"));
+  EXPECT_EQ(store_->Head("p").value(), 0);
+
+  ASSERT_TRUE(store_->Append(Req("q", 1, {Started()})));
+  ASSERT_EQ(store_->AcquireFence("q").value(), 1);
+  ASSERT_TRUE(store_->DeleteExecution("q"));
+  EXPECT_EQ(store_->ReadFence("q").value(), 1);  // a zombie writer stays fenced out
+  EXPECT_EQ(store_->Append(Req("q", 1, {Started()}, 0)).error().code, ErrorCode::kStaleFence);
+  EXPECT_TRUE(store_->DeleteExecution("never-existed"));
+}
+
+TEST_F(PostgresStoreTest, AcquireFenceIfComparesTokenAndPark) {
+  ASSERT_TRUE(store_->Append(Req("ex", 1, {Started(), Parked()})));
+  auto won = store_->AcquireFenceIf("ex", {.fence = 0, .park_seq = 2}).value();
+  EXPECT_FALSE(won.stale);
+  EXPECT_EQ(won.fence, 1);
+  auto moved = store_->AcquireFenceIf("ex", {.fence = 0, .park_seq = 2}).value();
+  EXPECT_TRUE(moved.stale);
+  EXPECT_EQ(moved.fence, 1);
+  EXPECT_EQ(store_->ReadFence("ex").value(), 1);
+  // Ignorable appends after the park leave it open.
+  std::vector<Envelope> ignorable = {
+      KernelEvent(KernelKind::kExecutionDenied, {}), KernelEvent(KernelKind::kOutcomeRecorded, {}),
+      KernelEvent(KernelKind::kStepFailed, {}), KernelEvent(KernelKind::kMessageConsumed, {}),
+      AppEvent("sibling.emit", 1)};
+  Envelope stamped_string = AppEvent("NEWER_KIND", {});
+  stamped_string.metadata = {{"kernel", "true"}};
+  ignorable.push_back(stamped_string);
+  ASSERT_TRUE(store_->Append(Req("ex", 3, ignorable, std::nullopt)));
+  auto open = store_->AcquireFenceIf("ex", {.fence = 1, .park_seq = 2}).value();
+  EXPECT_FALSE(open.stale);
+  EXPECT_EQ(open.fence, 2);
+  // An unknown kind stamped kernel: true answers (fail closed).
+  Envelope newer = AppEvent("NEWER_KIND", {});
+  newer.metadata = {{"kernel", true}};
+  ASSERT_TRUE(store_->Append(Req("ex", 9, {newer}, 2)));
+  auto answered = store_->AcquireFenceIf("ex", {.fence = 2, .park_seq = 2}).value();
+  EXPECT_TRUE(answered.stale);
+  EXPECT_EQ(answered.fence, 2);
+  // An answer at or before the park does not count.
+  EXPECT_FALSE(store_->AcquireFenceIf("ex", {.fence = 2, .park_seq = 9}).value().stale);
+  EXPECT_EQ(store_->AcquireFenceIf("ex", {.fence = -1, .park_seq = 2}).error().code,
+            ErrorCode::kInvalidArgument);
+}
+
+TEST_F(PostgresStoreTest, AcquireFenceIfStaleForEachAnsweringKind) {
+  for (auto kind : events::AnsweringKernelKindNames()) {
+    std::string id = "ex-" + std::string(kind);
+    ASSERT_TRUE(store_->Append(Req(id, 1, {Started(), Parked()})));
+    Envelope answer = AppEvent(std::string(kind), {});
+    answer.metadata = {{"kernel", true}};
+    ASSERT_TRUE(store_->Append(Req(id, 3, {answer})));
+    auto r = store_->AcquireFenceIf(id, {.fence = 0, .park_seq = 2}).value();
+    EXPECT_TRUE(r.stale) << kind;
+    EXPECT_EQ(r.fence, 0) << kind;
+  }
+}
+
+TEST_F(PostgresStoreTest, AcquireFenceIfHandlesAnyIdBytes) {
+  std::string id = "it's \"quoted\" \\ \u00e9 ' OR 1=1 --";
+  ASSERT_TRUE(store_->Append(Req(id, 1, {Started(), Parked()})));
+  EXPECT_FALSE(store_->AcquireFenceIf(id, {.fence = 0, .park_seq = 2}).value().stale);
+  EXPECT_EQ(store_->ReadFence(id).value(), 1);
+}
+
+TEST_F(PostgresStoreTest, AppendIfUnchangedComparesTheObservedToken) {
+  ASSERT_TRUE(store_->Append(Req("ex", 1, {Started()})));
+  EXPECT_EQ(store_->AppendIfUnchanged(Req("ex", 2, {AppEvent("x", 1)}), 0).value(), 2);
+  ASSERT_EQ(store_->AcquireFence("ex").value(), 1);
+  auto stale = store_->AppendIfUnchanged(Req("ex", 3, {AppEvent("x", 1)}), 0);
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(stale.error().As<StaleFenceDetail>()->current, 1);
+  // req.fence is ignored; a newer observed token than the store's is stale too.
+  EXPECT_EQ(store_->AppendIfUnchanged(Req("ex", 3, {AppEvent("x", 1)}, 0), 1).value(), 3);
+  EXPECT_EQ(store_->AppendIfUnchanged(Req("ex", 4, {AppEvent("x", 1)}), 2).error().code,
+            ErrorCode::kStaleFence);
+  EXPECT_EQ(store_->AppendIfUnchanged(Req("ex", 9, {AppEvent("x", 1)}), 1).error().code,
+            ErrorCode::kSequenceConflict);
+}
+
+TEST_F(PostgresStoreTest, CopyPrefixAndTruncate) {
+  ASSERT_TRUE(store_->Append(Req("src", 1, {Started(), AppEvent("a", 1), Parked()})));
+  ASSERT_TRUE(store_->CopyPrefix("src", "dst", 3));
+  auto copied = store_->ReadRange("dst", 1, kToEnd).value();
+  ASSERT_EQ(copied.size(), 3u);
+  EXPECT_EQ(copied[1].payload, 1);
+  EXPECT_EQ(copied[2].execution_id, "dst");
+  EXPECT_TRUE(FenceRowExists("dst"));  // a copied park has its row
+  EXPECT_EQ(store_->CopyPrefix("src", "dst", 2).error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(store_->CopyPrefix("src", "other", 4).error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(store_->TruncatePrefixKeeping("src", 3));
+  auto kept = store_->ReadRange("src", 1, kToEnd).value();
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].sequence, 3);
+  EXPECT_EQ(store_->Head("src").value(), 3);
+  EXPECT_EQ(store_->CopyPrefix("src", "again", 3).error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(store_->TruncatePrefixKeeping("src", 100));
+  EXPECT_EQ(store_->Head("src").value(), 3);  // the newest event is kept
+}
+
+TEST_F(PostgresStoreTest, ListExecutionsPagesInByteOrder) {
+  for (std::string id : {"b", "a", "B", "\u00e9", "c"}) {
+    ASSERT_TRUE(store_->Append(Req(id, 1, {Started()})));
+  }
+  auto page = store_->ListExecutions("", 2).value();
+  EXPECT_EQ(page.execution_ids, (std::vector<std::string>{"B", "a"}));
+  EXPECT_EQ(page.next_after, "a");
+  page = store_->ListExecutions(page.next_after, 2).value();
+  EXPECT_EQ(page.execution_ids, (std::vector<std::string>{"b", "c"}));
+  page = store_->ListExecutions(page.next_after, 2).value();
+  EXPECT_EQ(page.execution_ids, (std::vector<std::string>{"\u00e9"}));
+  EXPECT_EQ(page.next_after, "");
+}
+
+TEST_F(PostgresStoreTest, MigrationIsIdempotent) {
+  auto again = OpenStore();
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "1");
+  ASSERT_TRUE(again->Append(Req("ex", 1, {Started()})));
+  EXPECT_EQ(store_->Head("ex").value(), 1);
+}
+
+TEST_F(PostgresStoreTest, MigrationLockTimeoutIsTimeout) {
+  PGconn* holder = PQconnectdb(schema_->Options().conninfo.c_str());
+  PQclear(PQexec(holder,
+                 ("SELECT pg_advisory_lock(" + std::to_string(kMigrationLockKey) + ")").c_str()));
+  PostgresOptions options = schema_->Options();
+  options.migration_lock_timeout_ms = 200;
+  auto blocked = PostgresEventStore::Open(options, clock_);
+  PQfinish(holder);
+  ASSERT_FALSE(blocked);
+  EXPECT_EQ(blocked.error().code, ErrorCode::kTimeout) << blocked.error().ToString();
+  EXPECT_TRUE(PostgresEventStore::Open(options, clock_));  // a retry boots
+}
+
+TEST_F(PostgresStoreTest, PoolCheckoutTimesOutAsBusy) {
+  PostgresOptions options = schema_->Options();
+  options.connections_max = 1;
+  options.checkout_timeout_ms = 200;
+  auto store = OpenStore(options);
+  ASSERT_TRUE(store->Append(Req("ex", 1, {Started(), Parked()})));
+  // Hold the fence row so that the store's only connection waits on it.
+  schema_->Sql("BEGIN; SELECT token FROM fences WHERE execution_id = 'ex' FOR UPDATE");
+  std::thread waiter([&] { EXPECT_TRUE(store->AcquireFenceIf("ex", {0, 2})); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto busy = store->Head("ex");
+  schema_->Sql("COMMIT");
+  waiter.join();
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code, ErrorCode::kBusy);
+  EXPECT_EQ(store->Head("ex").value(), 2);
+}
+
+TEST_F(PostgresStoreTest, LostConnectionIsUnavailableThenReplaced) {
+  ASSERT_TRUE(store_->Append(Req("ex", 1, {Started()})));
+  schema_->Sql(
+      "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+      "WHERE application_name = '" +
+      schema_->name() + "' AND pid <> pg_backend_pid()");
+  auto lost = store_->Head("ex");
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().code, ErrorCode::kUnavailable) << lost.error().ToString();
+  EXPECT_EQ(store_->Head("ex").value(), 1);
+}
+
+TEST_F(PostgresStoreTest, AcquireFenceIfIsReadCommittedUnderAStricterDefault) {
+  PostgresOptions options = schema_->Options();
+  options.conninfo += "&options=-c%20default_transaction_isolation%3Dserializable";
+  auto store = OpenStore(options);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Append(Req("ex", 1, {Started(), Parked()})));
+  EXPECT_FALSE(store->AcquireFenceIf("ex", {0, 2}).value().stale);
+  EXPECT_TRUE(store->AcquireFenceIf("ex", {0, 2}).value().stale);
+}
+
+// Builds the pre-version state: parks without their fence rows, no marker.
+class BackfillTest : public PostgresStoreTest {
+ protected:
+  void SetUp() override {
+    PostgresStoreTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_TRUE(store_->Append(Req("parked", 1, {Started(), Parked()})));
+    ASSERT_TRUE(store_->Append(
+        Req("answered", 1, {Started(), Parked(), KernelEvent(KernelKind::kExecutionResumed, {})})));
+    ASSERT_TRUE(store_->Append(Req("denied", 1, {Started(), Parked()})));
+    ASSERT_TRUE(store_->Append(
+        Req("denied", 3, {KernelEvent(KernelKind::kExecutionDenied, {})}, std::nullopt)));
+    ASSERT_TRUE(store_->Append(Req("running", 1, {Started()})));
+    schema_->Sql(
+        "DELETE FROM fences; DELETE FROM once_schema WHERE name = "
+        "'park_fences_backfilled'");
+  }
+  std::string FenceIds() {
+    return schema_->Sql(
+        "SELECT coalesce(string_agg(execution_id, ',' ORDER BY execution_id), '') FROM fences");
+  }
+  std::string Marker() {
+    return schema_->Sql("SELECT count(*) FROM once_schema WHERE name = 'park_fences_backfilled'");
+  }
+};
+
+TEST_F(BackfillTest, BootBackfillsParkedUnansweredOnce) {
+  PostgresOptions off = schema_->Options();
+  off.backfill_park_fences = false;
+  ASSERT_NE(OpenStore(off), nullptr);
+  EXPECT_EQ(FenceIds(), "");
+  EXPECT_EQ(Marker(), "0");
+  ASSERT_NE(OpenStore(), nullptr);
+  EXPECT_EQ(FenceIds(), "denied,parked");
+  EXPECT_EQ(Marker(), "1");
+  // The marker makes it run once: a row removed now is not re-created.
+  schema_->Sql("DELETE FROM fences");
+  ASSERT_NE(OpenStore(), nullptr);
+  EXPECT_EQ(FenceIds(), "");
+}
+
+TEST_F(BackfillTest, OfflineBackfillWalksInBatches) {
+  auto found = BackfillParkFences(schema_->Options(), /*batch_executions=*/1);
+  ASSERT_TRUE(found) << found.error().ToString();
+  EXPECT_EQ(*found, 2);
+  EXPECT_EQ(FenceIds(), "denied,parked");
+  EXPECT_EQ(Marker(), "1");
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_indexes WHERE indexname = "
+                         "'events_parks_backfill' AND schemaname = '" +
+                         schema_->name() + "'"),
+            "0");
+  EXPECT_EQ(BackfillParkFences(schema_->Options(), 100).value(), 2);  // idempotent
+  EXPECT_EQ(FenceIds(), "denied,parked");
+}
+
+}  // namespace
+}  // namespace once::store
