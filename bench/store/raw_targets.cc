@@ -167,6 +167,9 @@ Result<PGconn*> PgConnect(const std::string& url) {
     PQfinish(conn);
     return err;
   }
+  // NOTICEs (IF EXISTS, CASCADE) are not the benchmark's output.
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
   return conn;
 }
 

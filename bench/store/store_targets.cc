@@ -141,6 +141,8 @@ class PostgresStoreTarget final : public StoreTarget {
   ~PostgresStoreTarget() override {
     store_.reset();
     PGconn* conn = PQconnectdb(url_.c_str());
+    PQsetNoticeProcessor(
+        conn, [](void*, const char*) {}, nullptr);
     if (PQstatus(conn) == CONNECTION_OK) {
       PQclear(PQexec(conn, ("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE").c_str()));
     }
