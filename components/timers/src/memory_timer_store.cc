@@ -48,6 +48,13 @@ Status MemoryTimerStore::Complete(const TimerKey& key) {
   return Ok();
 }
 
+Status MemoryTimerStore::Defer(const TimerKey& key, std::string_view owner, int64_t until_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = rows_.find({key.wake_at_ms, key.execution_id});
+  if (it != rows_.end() && it->second.lease_owner == owner) it->second.lease_until_ms = until_ms;
+  return Ok();
+}
+
 Result<std::vector<TimerRow>> MemoryTimerStore::RowsOf(std::string_view execution_id) {
   std::vector<TimerRow> out;
   std::lock_guard<std::mutex> lock(mu_);

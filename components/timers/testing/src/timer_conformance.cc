@@ -90,6 +90,16 @@ TEST_P(TimerStoreConformance, LeaseKeepsTwoNodesApart) {
   EXPECT_EQ(again.size(), 2u);
 }
 
+TEST_P(TimerStoreConformance, DeferKeepsTheLeaseUntilTheGivenTime) {
+  ASSERT_TRUE(store_->Schedule({"a", 10, std::nullopt}));
+  ASSERT_EQ(store_->Claim({.now_ms = 100, .owner = "n1", .lease_ms = 50}).value().size(), 1u);
+  ASSERT_TRUE(store_->Defer({"a", 10}, "n2", 1000));  // not n2's lease: no effect
+  ASSERT_TRUE(store_->Defer({"a", 10}, "n1", 500));
+  EXPECT_TRUE(store_->Claim({.now_ms = 499, .owner = "n2", .lease_ms = 50}).value().empty());
+  EXPECT_EQ(store_->Claim({.now_ms = 500, .owner = "n2", .lease_ms = 50}).value().size(), 1u);
+  ASSERT_TRUE(store_->Defer({"gone", 1}, "n1", 5));  // a missing row is a no-op
+}
+
 TEST_P(TimerStoreConformance, ConcurrentClaimersNeverShareARow) {
   constexpr int kRows = 200;
   for (int i = 0; i < kRows; ++i)

@@ -86,6 +86,11 @@ class TimerStore {
   // Retires the row (a no-op if it is gone).
   virtual Status Complete(const TimerKey& key) = 0;
 
+  // Keeps the row leased to `owner` until until_ms, so it comes due again
+  // exactly then (the in-process backoff of a contended wake). A no-op if
+  // the row is gone or leased to someone else.
+  virtual Status Defer(const TimerKey& key, std::string_view owner, int64_t until_ms) = 0;
+
   // Every row of one execution (for tests and the inspector).
   virtual Result<std::vector<TimerRow>> RowsOf(std::string_view execution_id) = 0;
 
