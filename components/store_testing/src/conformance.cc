@@ -1,0 +1,1186 @@
+// The conformance cases. Every case asserts what the EventStore contract
+// (event_store.h) promises; the AcquireFenceIf cases follow ADR 0118 D1.
+
+#include "once/store_testing/conformance.h"
+
+#include <atomic>
+#include <barrier>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "once/events/envelope.h"
+#include "once/events/kinds.h"
+
+namespace once::store_testing {
+
+using events::AppEvent;
+using events::Envelope;
+using events::Json;
+using events::KernelEvent;
+using events::KernelKind;
+using store::AppendRequest;
+using store::Capability;
+using store::ConditionalAcquire;
+using store::ExecutionPage;
+using store::FenceExpectation;
+using store::kToEnd;
+
+// Each backend instantiates the suite; a binary that links the kit only for
+// the step scheduler does not.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(EventStoreConformance);
+
+void EventStoreConformance::SetUp() {
+  Result<StoreHarness> h = GetParam().make(StoreConfig{.limits = Limits{}, .clock = &clock_});
+  if (!h && h.error().code == ErrorCode::kUnavailable) {
+    GTEST_SKIP() << GetParam().name << " unavailable: " << h.error().ToString();
+  }
+  ASSERT_TRUE(h) << h.error().ToString();
+  ASSERT_NE(h->store, nullptr);
+  harness_ = std::move(*h);
+}
+
+EventStore* EventStoreConformance::MakeStore(const Limits& limits) {
+  Result<StoreHarness> h = GetParam().make(StoreConfig{.limits = limits, .clock = &clock_});
+  if (!h) {
+    ADD_FAILURE() << "factory failed: " << h.error().ToString();
+    return nullptr;
+  }
+  extra_.push_back(std::move(*h));
+  return extra_.back().store.get();
+}
+
+std::unique_ptr<EventStore> EventStoreConformance::OpenAnother() {
+  return harness_.open_another ? harness_.open_another() : nullptr;
+}
+
+void PrintTo(const BackendFactory& factory, std::ostream* os) { *os << factory.name; }
+
+std::string NameOf(const testing::TestParamInfo<BackendFactory>& info) { return info.param.name; }
+
+namespace {
+
+// ---- Helpers ---------------------------------------------------------------
+
+#define ONCE_REQUIRE_CAPABILITY(c) \
+  if (!Supports(c)) GTEST_SKIP() << "the store does not support " << store::CapabilityName(c)
+
+Envelope Step(int i) { return AppEvent("step.done", Json{{"i", i}}); }
+
+std::vector<Envelope> Steps(int n, int first = 1) {
+  std::vector<Envelope> out;
+  for (int i = first; i < first + n; ++i) out.push_back(Step(i));
+  return out;
+}
+
+Envelope Kernel(KernelKind kind, Json payload = nullptr) {
+  return KernelEvent(kind, std::move(payload));
+}
+
+AppendRequest Req(std::string id, int64_t next, std::vector<Envelope> events,
+                  std::optional<int64_t> fence = 0) {
+  return AppendRequest{.execution_id = std::move(id),
+                       .expected_next = next,
+                       .events = std::move(events),
+                       .fence = fence};
+}
+
+std::string Describe(const Error& e) { return e.ToString(); }
+
+template <class T>
+testing::AssertionResult Fails(const Result<T>& r, ErrorCode code) {
+  if (r) return testing::AssertionFailure() << "succeeded; expected " << ErrorCodeName(code);
+  if (r.error().code != code) {
+    return testing::AssertionFailure()
+           << "failed with " << Describe(r.error()) << "; expected " << ErrorCodeName(code);
+  }
+  return testing::AssertionSuccess();
+}
+
+// Appends and returns the new head; a failure is reported and returns -1.
+int64_t AppendOk(EventStore& s, const AppendRequest& req) {
+  Result<int64_t> r = s.Append(req);
+  if (!r) {
+    ADD_FAILURE() << "append to " << req.execution_id << " failed: " << Describe(r.error());
+    return -1;
+  }
+  return *r;
+}
+
+int64_t HeadOf(EventStore& s, std::string_view id) {
+  Result<int64_t> r = s.Head(id);
+  if (!r) {
+    ADD_FAILURE() << "Head failed: " << Describe(r.error());
+    return -1;
+  }
+  return *r;
+}
+
+int64_t FenceOf(EventStore& s, std::string_view id) {
+  Result<int64_t> r = s.ReadFence(id);
+  if (!r) {
+    ADD_FAILURE() << "ReadFence failed: " << Describe(r.error());
+    return -1;
+  }
+  return *r;
+}
+
+std::vector<Envelope> Read(EventStore& s, std::string_view id, int64_t first = 1,
+                           int64_t last = kToEnd) {
+  Result<std::vector<Envelope>> r = s.ReadRange(id, first, last);
+  if (!r) {
+    ADD_FAILURE() << "ReadRange failed: " << Describe(r.error());
+    return {};
+  }
+  return *r;
+}
+
+// Every event, paging past read_events_max.
+std::vector<Envelope> ReadAll(EventStore& s, std::string_view id) {
+  std::vector<Envelope> out;
+  for (int64_t next = 1;;) {
+    std::vector<Envelope> page = Read(s, id, next);
+    if (page.empty()) return out;
+    next = page.back().sequence + 1;
+    out.insert(out.end(), page.begin(), page.end());
+  }
+}
+
+std::vector<int64_t> Seqs(const std::vector<Envelope>& events) {
+  std::vector<int64_t> out;
+  for (const auto& e : events) out.push_back(e.sequence);
+  return out;
+}
+
+std::vector<std::string> ListAll(EventStore& s) {
+  Result<ExecutionPage> r = s.ListExecutions("", s.limits().list_page_executions_max);
+  if (!r) {
+    ADD_FAILURE() << "ListExecutions failed: " << Describe(r.error());
+    return {};
+  }
+  return r->execution_ids;
+}
+
+ConditionalAcquire AcquireIf(EventStore& s, std::string_view id, int64_t fence, int64_t park_seq) {
+  Result<ConditionalAcquire> r = s.AcquireFenceIf(id, {.fence = fence, .park_seq = park_seq});
+  if (!r) {
+    ADD_FAILURE() << "AcquireFenceIf failed: " << Describe(r.error());
+    return {.stale = true, .fence = -1};
+  }
+  return *r;
+}
+
+// Writes STARTED, STEP_COMPLETED and the park (EXECUTION_SUSPENDED) under
+// `fence`; the park is sequence 3.
+constexpr int64_t kParkSeq = 3;
+void Park(EventStore& s, const std::string& id, int64_t fence = 0) {
+  AppendOk(s, Req(id, 1,
+                  {KernelEvent(KernelKind::kExecutionStarted, {{"input", 1}}, fence),
+                   KernelEvent(KernelKind::kStepCompleted, {{"result", 2}}, fence),
+                   KernelEvent(KernelKind::kExecutionSuspended, {{"on", "timer"}}, fence)},
+                  fence));
+}
+
+void ExpectStale(const Error& e, int64_t presented, int64_t current) {
+  EXPECT_EQ(e.code, ErrorCode::kStaleFence) << Describe(e);
+  const auto* d = e.As<StaleFenceDetail>();
+  ASSERT_NE(d, nullptr) << Describe(e);
+  EXPECT_EQ(d->presented, presented);
+  EXPECT_EQ(d->current, current);
+}
+
+void ExpectSequenceConflict(const Error& e, int64_t expected, int64_t given) {
+  EXPECT_EQ(e.code, ErrorCode::kSequenceConflict) << Describe(e);
+  const auto* d = e.As<SequenceDetail>();
+  ASSERT_NE(d, nullptr) << Describe(e);
+  EXPECT_EQ(d->expected, expected);
+  EXPECT_EQ(d->given, given);
+}
+
+void ExpectLimit(const Error& e, std::string_view limit, int64_t value, int64_t max) {
+  EXPECT_EQ(e.code, ErrorCode::kLimitExceeded) << Describe(e);
+  const auto* d = e.As<LimitDetail>();
+  ASSERT_NE(d, nullptr) << Describe(e);
+  EXPECT_EQ(d->limit, limit);
+  EXPECT_EQ(d->value, value);
+  EXPECT_EQ(d->max, max);
+}
+
+// A payload whose event (with "{}" metadata) serializes to exactly `bytes`.
+Envelope EventOfBytes(size_t bytes) {
+  return AppEvent("blob", Json(std::string(bytes - 4, 'x')));  // quotes + "{}"
+}
+
+// The handle thread `i` uses: its own when the backend has them.
+EventStore& HandleFor(std::vector<std::unique_ptr<EventStore>>& handles, size_t i,
+                      EventStore& shared) {
+  return handles[i] ? *handles[i] : shared;
+}
+
+// ---- Core: appends ---------------------------------------------------------
+
+TEST_P(EventStoreConformance, AppendOneReturnsHeadAndReadsBack) {
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+  Result<int64_t> head =
+      store().Append(Req("ex-1", 1, {KernelEvent(KernelKind::kExecutionStarted, {{"input", 7}})}));
+  ASSERT_TRUE(head) << Describe(head.error());
+  EXPECT_EQ(*head, 1);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 1);
+  std::vector<Envelope> got = Read(store(), "ex-1");
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].execution_id, "ex-1");
+  EXPECT_EQ(got[0].sequence, 1);
+  EXPECT_EQ(got[0].kind, "EXECUTION_STARTED");
+  EXPECT_EQ(got[0].payload, (Json{{"input", 7}}));
+  EXPECT_EQ(got[0].metadata, (Json{{"kernel", true}}));
+}
+
+TEST_P(EventStoreConformance, AppendManyNumbersDenselyInOrder) {
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 1, Steps(3, 1))), 3);
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 4, Steps(2, 4))), 5);
+  std::vector<Envelope> got = Read(store(), "ex-1");
+  ASSERT_EQ(Seqs(got), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(got[i].payload["i"], i + 1);
+}
+
+TEST_P(EventStoreConformance, EventCarryingItsOwnSequenceAndIdIsAccepted) {
+  Envelope e = Step(1);
+  e.sequence = 1;
+  e.execution_id = "ex-1";
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 1, {e})), 1);
+}
+
+TEST_P(EventStoreConformance, GapIsSequenceConflictAndWritesNothing) {
+  AppendOk(store(), Req("ex-1", 1, Steps(2)));
+  Result<int64_t> r = store().Append(Req("ex-1", 4, Steps(2, 100)));
+  ASSERT_FALSE(r);
+  ExpectSequenceConflict(r.error(), 3, 4);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 2);
+  EXPECT_EQ(Read(store(), "ex-1").size(), 2u);
+
+  Result<int64_t> fresh = store().Append(Req("ex-new", 2, Steps(1)));
+  ASSERT_FALSE(fresh);
+  ExpectSequenceConflict(fresh.error(), 1, 2);
+  EXPECT_EQ(HeadOf(store(), "ex-new"), 0);
+  EXPECT_EQ(ListAll(store()), (std::vector<std::string>{"ex-1"}));
+}
+
+TEST_P(EventStoreConformance, DuplicateIsSequenceConflictAndWritesNothing) {
+  AppendOk(store(), Req("ex-1", 1, Steps(2)));
+  Result<int64_t> r = store().Append(Req("ex-1", 2, Steps(3, 100)));
+  ASSERT_FALSE(r);
+  ExpectSequenceConflict(r.error(), 3, 2);
+  std::vector<Envelope> got = Read(store(), "ex-1");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].payload["i"], 2);  // not overwritten by the refused append
+}
+
+TEST_P(EventStoreConformance, MalformedRequestsAreInvalidArgumentAndWriteNothing) {
+  Envelope wrong_seq = Step(1);
+  wrong_seq.sequence = 5;
+  Envelope other_exec = Step(1);
+  other_exec.execution_id = "someone-else";
+  std::vector<std::pair<std::string, AppendRequest>> cases = {
+      {"no events", Req("ex-1", 1, {})},
+      {"expected_next 0", Req("ex-1", 0, Steps(1))},
+      {"event carries another sequence", Req("ex-1", 1, {wrong_seq})},
+      {"event names another execution", Req("ex-1", 1, {other_exec})},
+      {"empty kind", Req("ex-1", 1, {AppEvent("", 1)})},
+      {"kind with a space", Req("ex-1", 1, {AppEvent("step done", 1)})},
+      {"kind with a control character", Req("ex-1", 1, {AppEvent("step\ndone", 1)})},
+      {"kind of 129 bytes", Req("ex-1", 1, {AppEvent(std::string(129, 'K'), 1)})},
+      {"negative fence", Req("ex-1", 1, Steps(1), -1)},
+  };
+  for (const auto& [what, req] : cases) {
+    SCOPED_TRACE(what);
+    EXPECT_TRUE(Fails(store().Append(req), ErrorCode::kInvalidArgument));
+  }
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+  EXPECT_TRUE(ListAll(store()).empty());
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 1, {AppEvent(std::string(128, 'K'), 1)})), 1);
+}
+
+TEST_P(EventStoreConformance, InvalidExecutionIdsAreRefusedAndWriteNothing) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"empty", ""},
+      {"256 bytes", std::string(256, 'x')},
+      {"newline", "a\nb"},
+      {"NUL", std::string("a\0b", 3)},
+      {"tab", "a\tb"},
+      {"DEL", "a\x7f"},
+      {"C1 control", "a\xc2\x85"},
+      {"invalid byte", "bad\xff"},
+      {"truncated sequence", "bad\xc3"},
+      {"overlong encoding", "bad\xc0\xaf"},
+      {"surrogate", "bad\xed\xa0\x80"},
+  };
+  for (const auto& [what, id] : bad) {
+    SCOPED_TRACE(what);
+    EXPECT_TRUE(Fails(store().Append(Req(id, 1, Steps(1))), ErrorCode::kInvalidArgument));
+    EXPECT_TRUE(Fails(store().Head(id), ErrorCode::kInvalidArgument));
+    EXPECT_TRUE(Fails(store().ReadRange(id, 1, kToEnd), ErrorCode::kInvalidArgument));
+    EXPECT_TRUE(Fails(store().DeleteExecution(id), ErrorCode::kInvalidArgument));
+  }
+  EXPECT_TRUE(ListAll(store()).empty());
+
+  for (const std::string& good : {std::string(255, 'x'), std::string("ünïcödé ✓ 注文/7:a")}) {
+    EXPECT_EQ(AppendOk(store(), Req(good, 1, Steps(1))), 1);
+    EXPECT_EQ(Read(store(), good).size(), 1u);
+  }
+}
+
+TEST_P(EventStoreConformance, MetadataMustBeAnObject) {
+  for (Json metadata : {Json::array({1, 2}), Json("kernel"), Json(3), Json(true)}) {
+    SCOPED_TRACE(metadata.dump());
+    Envelope e = Step(1);
+    e.metadata = metadata;
+    EXPECT_TRUE(Fails(store().Append(Req("ex-1", 1, {e})), ErrorCode::kInvalidArgument));
+  }
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+
+  Envelope absent = Step(1);
+  absent.metadata = nullptr;  // absent metadata reads back as an empty object
+  AppendOk(store(), Req("ex-1", 1, {absent}));
+  std::vector<Envelope> got = Read(store(), "ex-1");
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].metadata, Json::object());
+}
+
+TEST_P(EventStoreConformance, JsonRoundTripsExactly) {
+  Json nested = {
+      {"text", "héllo ✓ 😀 注文"},
+      {"escapes", "quote\" backslash\\ newline\n tab\t"},
+      {"numbers",
+       {0, -1, 42, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), 2.5,
+        -0.125}},
+      {"flags", {true, false, nullptr}},
+      {"deep", {{"a", {{"b", {{"c", Json::array({Json::object(), Json::array()})}}}}}}},
+      {"empty_object", Json::object()},
+      {"empty_string", ""},
+  };
+  std::vector<Json> payloads = {nested,        Json(nullptr),
+                                Json(17),      Json("just a string"),
+                                Json(-3.75),   Json::array({1, "two", nullptr}),
+                                Json::object()};
+  std::vector<Envelope> evs;
+  for (const Json& p : payloads) evs.push_back(AppEvent("data", p));
+  evs.back().metadata = {{"kernel", false}, {"fence", 3}, {"trace", {{"id", "ab-12"}, {"n", 1}}}};
+  AppendOk(store(), Req("json", 1, evs));
+  std::vector<Envelope> got = Read(store(), "json");
+  ASSERT_EQ(got.size(), payloads.size());
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    SCOPED_TRACE(payloads[i].dump());
+    EXPECT_EQ(got[i].payload, payloads[i]);
+    EXPECT_EQ(got[i].payload.type(), payloads[i].type());
+  }
+  EXPECT_EQ(got.back().metadata, evs.back().metadata);
+  EXPECT_TRUE(got[1].payload.is_null());
+}
+
+TEST_P(EventStoreConformance, TimeIsKeptOrStampedFromTheClock) {
+  const int64_t now_ms = clock_.NowUnixMillis();
+  Envelope given = Step(2);
+  given.time_ms = 42;
+  AppendOk(store(), Req("ex-1", 1, {Step(1), given}));
+  clock_.Advance(std::chrono::seconds(5));
+  AppendOk(store(), Req("ex-1", 3, {Step(3)}));
+  std::vector<Envelope> got = Read(store(), "ex-1");
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].time_ms, now_ms);
+  EXPECT_EQ(got[1].time_ms, 42);
+  EXPECT_EQ(got[2].time_ms, now_ms + 5000);
+}
+
+// ---- Core: reads -----------------------------------------------------------
+
+TEST_P(EventStoreConformance, ReadRangeHonoursBothBounds) {
+  AppendOk(store(), Req("ex-1", 1, Steps(10)));
+  EXPECT_EQ(Seqs(Read(store(), "ex-1", 3, 5)), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(Seqs(Read(store(), "ex-1", 8)), (std::vector<int64_t>{8, 9, 10}));
+  EXPECT_EQ(Seqs(Read(store(), "ex-1", 10, 10)), (std::vector<int64_t>{10}));
+  EXPECT_EQ(Read(store(), "ex-1", 1, 100).size(), 10u);
+  EXPECT_TRUE(Read(store(), "ex-1", 11).empty());
+  EXPECT_TRUE(Read(store(), "ex-1", 6, 5).empty());
+  std::vector<Envelope> one = Read(store(), "ex-1", 4, 4);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].payload["i"], 4);
+}
+
+TEST_P(EventStoreConformance, UnknownExecutionReadsEmpty) {
+  AppendOk(store(), Req("known", 1, Steps(2)));
+  EXPECT_TRUE(Read(store(), "unknown").empty());
+  EXPECT_EQ(HeadOf(store(), "unknown"), 0);
+  EXPECT_TRUE(Read(store(), "know").empty());  // a prefix of an id is another id
+}
+
+TEST_P(EventStoreConformance, ReadRangePagesAtReadEventsMax) {
+  Limits limits;
+  limits.read_events_max = 4;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  AppendOk(*s, Req("ex-1", 1, Steps(10)));
+  EXPECT_EQ(Seqs(Read(*s, "ex-1")), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(Seqs(Read(*s, "ex-1", 5)), (std::vector<int64_t>{5, 6, 7, 8}));
+  EXPECT_EQ(Seqs(Read(*s, "ex-1", 9)), (std::vector<int64_t>{9, 10}));
+  EXPECT_EQ(Seqs(Read(*s, "ex-1", 2, 3)), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(ReadAll(*s, "ex-1").size(), 10u);
+}
+
+TEST_P(EventStoreConformance, ListExecutionsPagesInByteOrder) {
+  // Byte order: 'B' (0x42) < 'a' < "a-1" < 'b' < 'c' < "é" (0xC3 0xA9).
+  const std::vector<std::string> sorted = {"B", "a", "a-1", "b", "c", "é"};
+  for (const std::string id : {"c", "a-1", "é", "b", "B", "a"})
+    AppendOk(store(), Req(id, 1, Steps(1)));
+  EXPECT_EQ(ListAll(store()), sorted);
+
+  std::vector<std::vector<std::string>> pages;
+  std::string after;
+  for (int i = 0; i < 10; ++i) {
+    Result<ExecutionPage> page = store().ListExecutions(after, 2);
+    ASSERT_TRUE(page) << Describe(page.error());
+    pages.push_back(page->execution_ids);
+    if (page->next_after.empty()) break;
+    EXPECT_EQ(page->next_after, page->execution_ids.back());
+    after = page->next_after;
+  }
+  EXPECT_EQ(pages, (std::vector<std::vector<std::string>>{{"B", "a"}, {"a-1", "b"}, {"c", "é"}}));
+
+  Result<ExecutionPage> from_a = store().ListExecutions("a", 100);
+  ASSERT_TRUE(from_a);
+  EXPECT_EQ(from_a->execution_ids, (std::vector<std::string>{"a-1", "b", "c", "é"}));
+  EXPECT_TRUE(from_a->next_after.empty());
+  Result<ExecutionPage> past_end = store().ListExecutions("é", 100);
+  ASSERT_TRUE(past_end);
+  EXPECT_TRUE(past_end->execution_ids.empty());
+  EXPECT_TRUE(past_end->next_after.empty());
+}
+
+TEST_P(EventStoreConformance, ListExecutionsCapsTheLimit) {
+  Limits limits;
+  limits.list_page_executions_max = 3;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  for (const std::string id : {"e1", "e2", "e3", "e4", "e5"}) AppendOk(*s, Req(id, 1, Steps(1)));
+  Result<ExecutionPage> page = s->ListExecutions("", 1000);
+  ASSERT_TRUE(page) << Describe(page.error());
+  EXPECT_EQ(page->execution_ids, (std::vector<std::string>{"e1", "e2", "e3"}));
+  EXPECT_EQ(page->next_after, "e3");
+  Result<ExecutionPage> rest = s->ListExecutions(page->next_after, 1000);
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->execution_ids, (std::vector<std::string>{"e4", "e5"}));
+  EXPECT_TRUE(rest->next_after.empty());
+}
+
+TEST_P(EventStoreConformance, ListExecutionsShowsOnlyExecutionsWithEvents) {
+  AppendOk(store(), Req("has-events", 1, Steps(1)));
+  if (Supports(Capability::kAcquireFence)) {
+    ASSERT_TRUE(store().AcquireFence("only-fenced"));
+  }
+  AppendOk(store(), Req("deleted", 1, Steps(1)));
+  ASSERT_TRUE(store().DeleteExecution("deleted"));
+  EXPECT_EQ(ListAll(store()), (std::vector<std::string>{"has-events"}));
+}
+
+// ---- Core: delete ----------------------------------------------------------
+
+TEST_P(EventStoreConformance, DeleteExecutionRemovesItsEvents) {
+  AppendOk(store(), Req("doomed", 1, Steps(3)));
+  AppendOk(store(), Req("kept", 1, Steps(2)));
+  ASSERT_TRUE(store().DeleteExecution("doomed"));
+  EXPECT_EQ(HeadOf(store(), "doomed"), 0);
+  EXPECT_TRUE(Read(store(), "doomed").empty());
+  EXPECT_EQ(ListAll(store()), (std::vector<std::string>{"kept"}));
+  EXPECT_EQ(HeadOf(store(), "kept"), 2);
+  // The id can be created again from sequence 1, and only from there.
+  ExpectSequenceConflict(store().Append(Req("doomed", 4, Steps(1))).error(), 1, 4);
+  EXPECT_EQ(AppendOk(store(), Req("doomed", 1, Steps(1, 50))), 1);
+  EXPECT_EQ(Read(store(), "doomed")[0].payload["i"], 50);
+  EXPECT_TRUE(store().DeleteExecution("never-existed"));
+}
+
+TEST_P(EventStoreConformance, DeleteKeepsAnAcquiredToken) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFence);
+  AppendOk(store(), Req("zombie", 1, Steps(2)));
+  ASSERT_EQ(store().AcquireFence("zombie").value_or(-1), 1);
+  ASSERT_TRUE(store().DeleteExecution("zombie"));
+  EXPECT_EQ(FenceOf(store(), "zombie"), 1);
+  // A zombie writer of the re-created id, holding no token, stays fenced out.
+  Result<int64_t> r = store().Append(Req("zombie", 1, Steps(1), 0));
+  ASSERT_FALSE(r);
+  ExpectStale(r.error(), 0, 1);
+  EXPECT_EQ(HeadOf(store(), "zombie"), 0);
+  EXPECT_EQ(AppendOk(store(), Req("zombie", 1, Steps(1), 1)), 1);
+}
+
+TEST_P(EventStoreConformance, DeleteOfAnUnfencedParkLeavesNoToken) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFence);
+  Park(store(), "parked");  // some backends write a token-0 fence row for a park
+  ASSERT_TRUE(store().DeleteExecution("parked"));
+  EXPECT_EQ(FenceOf(store(), "parked"), 0);
+  EXPECT_EQ(AppendOk(store(), Req("parked", 1, Steps(1), 0)), 1);
+  EXPECT_EQ(store().AcquireFence("parked").value_or(-1), 1);
+}
+
+// ---- Core: batches ---------------------------------------------------------
+
+TEST_P(EventStoreConformance, AppendBatchCommitsManyExecutions) {
+  std::vector<AppendRequest> batch;
+  for (int i = 0; i < 20; ++i)
+    batch.push_back(Req("b-" + std::to_string(100 + i), 1, Steps(1 + i % 3)));
+  Result<std::vector<Result<int64_t>>> r = store().AppendBatch(batch);
+  ASSERT_TRUE(r) << Describe(r.error());
+  ASSERT_EQ(r->size(), batch.size());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE((*r)[i]) << Describe((*r)[i].error());
+    EXPECT_EQ(*(*r)[i], 1 + i % 3);
+    EXPECT_EQ(HeadOf(store(), batch[i].execution_id), 1 + i % 3);
+  }
+  EXPECT_EQ(ListAll(store()).size(), 20u);
+
+  Result<std::vector<Result<int64_t>>> empty = store().AppendBatch({});
+  ASSERT_TRUE(empty) << Describe(empty.error());
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST_P(EventStoreConformance, AppendBatchRefusedRequestsFailAlone) {
+  const bool fences = Supports(Capability::kAcquireFence);
+  AppendOk(store(), Req("seq", 1, Steps(1)));
+  AppendOk(store(), Req("ok-2", 1, Steps(2)));
+  if (fences) {
+    AppendOk(store(), Req("fenced", 1, Steps(1)));
+    ASSERT_EQ(store().AcquireFence("fenced").value_or(-1), 1);
+  }
+  std::vector<AppendRequest> batch = {
+      Req("ok-1", 1, Steps(2)),
+      Req("seq", 5, Steps(1)),                       // wrong sequence
+      Req("invalid", 1, {AppEvent("bad kind", 1)}),  // invalid
+      Req("ok-2", 3, Steps(1, 3)),
+  };
+  if (fences) batch.push_back(Req("fenced", 2, Steps(1), 0));  // fenced out
+  Result<std::vector<Result<int64_t>>> r = store().AppendBatch(batch);
+  ASSERT_TRUE(r) << Describe(r.error());
+  ASSERT_EQ(r->size(), batch.size());
+  EXPECT_EQ((*r)[0].value_or(-1), 2);
+  ASSERT_FALSE((*r)[1]);
+  ExpectSequenceConflict((*r)[1].error(), 2, 5);
+  EXPECT_TRUE(Fails((*r)[2], ErrorCode::kInvalidArgument));
+  EXPECT_EQ((*r)[3].value_or(-1), 3);
+  if (fences) {
+    ASSERT_FALSE((*r)[4]);
+    ExpectStale((*r)[4].error(), 0, 1);
+    EXPECT_EQ(HeadOf(store(), "fenced"), 1);
+  }
+  EXPECT_EQ(HeadOf(store(), "ok-1"), 2);
+  EXPECT_EQ(HeadOf(store(), "seq"), 1);
+  EXPECT_EQ(HeadOf(store(), "invalid"), 0);
+  EXPECT_EQ(HeadOf(store(), "ok-2"), 3);
+  EXPECT_EQ(Read(store(), "ok-2", 3)[0].payload["i"], 3);
+}
+
+TEST_P(EventStoreConformance, AppendBatchNamingAnExecutionTwiceIsRefusedWhole) {
+  std::vector<AppendRequest> batch = {Req("a", 1, Steps(1)), Req("b", 1, Steps(1)),
+                                      Req("a", 2, Steps(1))};
+  EXPECT_TRUE(Fails(store().AppendBatch(batch), ErrorCode::kInvalidArgument));
+  EXPECT_EQ(HeadOf(store(), "a"), 0);
+  EXPECT_EQ(HeadOf(store(), "b"), 0);
+  EXPECT_TRUE(ListAll(store()).empty());
+}
+
+// ---- Limits ----------------------------------------------------------------
+
+TEST_P(EventStoreConformance, EventOverEventBytesMaxIsLimitExceeded) {
+  Limits limits;
+  limits.event_bytes_max = 100;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(AppendOk(*s, Req("ex-1", 1, {EventOfBytes(100)})), 1);  // exactly at the limit
+  Result<int64_t> r = s->Append(Req("ex-1", 2, {Step(2), EventOfBytes(101)}));
+  ASSERT_FALSE(r);
+  ExpectLimit(r.error(), "event_bytes_max", 101, 100);
+  EXPECT_EQ(HeadOf(*s, "ex-1"), 1);
+}
+
+TEST_P(EventStoreConformance, BatchOverBatchBytesMaxIsLimitExceeded) {
+  Limits limits;
+  limits.event_bytes_max = 100;
+  limits.batch_bytes_max = 250;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(AppendOk(*s, Req("ex-0", 1, {EventOfBytes(100), EventOfBytes(100)})), 2);
+  Result<int64_t> one =
+      s->Append(Req("ex-1", 1, {EventOfBytes(100), EventOfBytes(100), EventOfBytes(100)}));
+  ASSERT_FALSE(one);
+  ExpectLimit(one.error(), "batch_bytes_max", 300, 250);
+
+  std::vector<AppendRequest> batch = {Req("ex-1", 1, {EventOfBytes(100)}),
+                                      Req("ex-2", 1, {EventOfBytes(100)}),
+                                      Req("ex-3", 1, {EventOfBytes(100)})};
+  Result<std::vector<Result<int64_t>>> many = s->AppendBatch(batch);
+  ASSERT_FALSE(many);
+  ExpectLimit(many.error(), "batch_bytes_max", 300, 250);
+  EXPECT_EQ(ListAll(*s), (std::vector<std::string>{"ex-0"}));
+}
+
+TEST_P(EventStoreConformance, CountLimitsAreLimitExceeded) {
+  Limits limits;
+  limits.batch_events_max = 5;
+  limits.batch_executions_max = 2;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(AppendOk(*s, Req("ex-0", 1, Steps(5))), 5);
+  Result<int64_t> six = s->Append(Req("ex-1", 1, Steps(6)));
+  ASSERT_FALSE(six);
+  ExpectLimit(six.error(), "batch_events_max", 6, 5);
+
+  std::vector<AppendRequest> events_batch = {Req("ex-1", 1, Steps(3)), Req("ex-2", 1, Steps(3))};
+  Result<std::vector<Result<int64_t>>> r1 = s->AppendBatch(events_batch);
+  ASSERT_FALSE(r1);
+  ExpectLimit(r1.error(), "batch_events_max", 6, 5);
+
+  std::vector<AppendRequest> wide = {Req("ex-1", 1, Steps(1)), Req("ex-2", 1, Steps(1)),
+                                     Req("ex-3", 1, Steps(1))};
+  Result<std::vector<Result<int64_t>>> r2 = s->AppendBatch(wide);
+  ASSERT_FALSE(r2);
+  ExpectLimit(r2.error(), "batch_executions_max", 3, 2);
+  EXPECT_EQ(ListAll(*s), (std::vector<std::string>{"ex-0"}));
+}
+
+TEST_P(EventStoreConformance, ExecutionIdBytesMaxIsHonoured) {
+  Limits limits;
+  limits.execution_id_bytes_max = 8;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(AppendOk(*s, Req("12345678", 1, Steps(1))), 1);
+  EXPECT_TRUE(Fails(s->Append(Req("123456789", 1, Steps(1))), ErrorCode::kInvalidArgument));
+  EXPECT_EQ(ListAll(*s), (std::vector<std::string>{"12345678"}));
+}
+
+// ---- Fences ----------------------------------------------------------------
+
+TEST_P(EventStoreConformance, UnsupportedCapabilitiesAnswerUnsupported) {
+  int refused = 0;
+  AppendRequest req = Req("ex-1", 1, Steps(1));
+  auto check = [&](Capability c, ErrorCode got) {
+    if (Supports(c)) return;
+    ++refused;
+    EXPECT_EQ(got, ErrorCode::kUnsupported) << store::CapabilityName(c);
+  };
+  auto code = [](const auto& r) { return r ? ErrorCode::kInternal : r.error().code; };
+  check(Capability::kAcquireFence, code(store().AcquireFence("ex-1")));
+  check(Capability::kAcquireFence, code(store().ReadFence("ex-1")));
+  check(Capability::kAcquireFenceIf, code(store().AcquireFenceIf("ex-1", {})));
+  check(Capability::kAppendIfUnchanged, code(store().AppendIfUnchanged(req, 0)));
+  check(Capability::kCopyPrefix, code(store().CopyPrefix("ex-1", "ex-2", 1)));
+  check(Capability::kTruncatePrefixKeeping, code(store().TruncatePrefixKeeping("ex-1", 1)));
+  if (refused == 0) GTEST_SKIP() << "the store supports every capability";
+}
+
+TEST_P(EventStoreConformance, AcquireFenceCountsUpFromOne) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFence);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 0);
+  EXPECT_EQ(store().AcquireFence("ex-1").value_or(-1), 1);  // no events needed
+  EXPECT_EQ(store().AcquireFence("ex-1").value_or(-1), 2);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 2);
+  EXPECT_EQ(FenceOf(store(), "ex-2"), 0);  // tokens are per execution
+  EXPECT_TRUE(Fails(store().AcquireFence(""), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(Fails(store().ReadFence("bad\xff"), ErrorCode::kInvalidArgument));
+}
+
+TEST_P(EventStoreConformance, OldHolderIsFencedOut) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFence);
+  AppendOk(store(), Req("ex-1", 1, Steps(1)));
+  ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 1);
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 2, Steps(1, 2), 1)), 2);
+  ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 2);
+
+  Result<int64_t> old_holder = store().Append(Req("ex-1", 3, Steps(1, 3), 1));
+  ASSERT_FALSE(old_holder);
+  ExpectStale(old_holder.error(), 1, 2);
+  Result<int64_t> no_token = store().Append(Req("ex-1", 3, Steps(1, 3), 0));
+  ASSERT_FALSE(no_token);
+  ExpectStale(no_token.error(), 0, 2);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 2);
+  EXPECT_EQ(Read(store(), "ex-1").size(), 2u);
+
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 3, Steps(1, 3), 2)), 3);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 2);  // appending never moves the token
+}
+
+TEST_P(EventStoreConformance, StaleFenceIsCheckedBeforeTheSequence) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFence);
+  AppendOk(store(), Req("ex-1", 1, Steps(2)));
+  ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 1);
+  // A fenced-out writer learns it is fenced out, whatever sequence it tried.
+  Result<int64_t> r = store().Append(Req("ex-1", 2, Steps(1), 0));
+  ASSERT_FALSE(r);
+  ExpectStale(r.error(), 0, 1);
+}
+
+TEST_P(EventStoreConformance, UnguardedAppendIsNeverFencedOut) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFence);
+  Park(store(), "ex-1");
+  ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 1);
+  ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 2);
+  Envelope denied = Kernel(KernelKind::kExecutionDenied, {{"reason", "not-allowed"}});
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 4, {denied}, std::nullopt)), 4);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 2);
+  EXPECT_EQ(Read(store(), "ex-1", 4)[0].kind, "EXECUTION_DENIED");
+}
+
+// ---- AcquireFenceIf (ADR 0118 D1) ------------------------------------------
+
+TEST_P(EventStoreConformance, AcquireFenceIfTakesTheNextTokenAndFencesTheOldHolder) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  Park(store(), "ex-1");
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 0);
+  ConditionalAcquire first = AcquireIf(store(), "ex-1", 0, kParkSeq);  // first-ever acquire
+  EXPECT_FALSE(first.stale);
+  EXPECT_EQ(first.fence, 1);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 1);
+  Result<int64_t> zero_holder = store().Append(Req("ex-1", 4, Steps(1), 0));
+  ASSERT_FALSE(zero_holder);
+  ExpectStale(zero_holder.error(), 0, 1);
+
+  ConditionalAcquire second = AcquireIf(store(), "ex-1", 1, kParkSeq);
+  EXPECT_FALSE(second.stale);
+  EXPECT_EQ(second.fence, 2);
+  Result<int64_t> old_holder = store().Append(
+      Req("ex-1", 4, {KernelEvent(KernelKind::kExecutionResumed, {{"v", 1}}, 1)}, 1));
+  ASSERT_FALSE(old_holder);
+  ExpectStale(old_holder.error(), 1, 2);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), kParkSeq);
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 4,
+                                  {KernelEvent(KernelKind::kExecutionResumed, {{"v", 2}}, 2)}, 2)),
+            4);
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfWithAMovedTokenIsStaleAndChangesNothing) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  Park(store(), "ex-1");
+  ASSERT_FALSE(AcquireIf(store(), "ex-1", 0, kParkSeq).stale);  // a dead acquirer: token 1
+  ConditionalAcquire moved = AcquireIf(store(), "ex-1", 0, kParkSeq);
+  EXPECT_TRUE(moved.stale);
+  EXPECT_EQ(moved.fence, 1);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 1);
+  ConditionalAcquire ahead = AcquireIf(store(), "ex-1", 7, kParkSeq);  // a token never issued
+  EXPECT_TRUE(ahead.stale);
+  EXPECT_EQ(ahead.fence, 1);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 1);
+  // The retry with the returned token, same park, wins (D2).
+  ConditionalAcquire retry = AcquireIf(store(), "ex-1", moved.fence, kParkSeq);
+  EXPECT_FALSE(retry.stale);
+  EXPECT_EQ(retry.fence, 2);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), kParkSeq);  // acquiring appends nothing
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfEightConcurrentCallersOneWinner) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  constexpr size_t kCallers = 8;
+  constexpr int kRounds = 12;
+  std::vector<std::unique_ptr<EventStore>> handles;
+  for (size_t i = 0; i < kCallers; ++i) handles.push_back(OpenAnother());
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::string id = "contended-" + std::to_string(round);
+    Park(store(), id);
+    std::vector<Result<ConditionalAcquire>> results(kCallers, ConditionalAcquire{});
+    std::atomic<size_t> ready{0};
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < kCallers; ++i) {
+      threads.emplace_back([&, i] {
+        ready.fetch_add(1);
+        while (ready.load() < kCallers) std::this_thread::yield();
+        results[i] = HandleFor(handles, i, store()).AcquireFenceIf(id, {0, kParkSeq});
+      });
+    }
+    for (auto& t : threads) t.join();
+    int winners = 0;
+    for (const auto& r : results) {
+      ASSERT_TRUE(r) << Describe(r.error());
+      if (!r->stale) ++winners;
+      EXPECT_EQ(r->fence, 1);  // the winner's new token, or the current one it moved to
+    }
+    EXPECT_EQ(winners, 1);
+    EXPECT_EQ(FenceOf(store(), id), 1);
+  }
+}
+
+struct KindCase {
+  std::string what;
+  Envelope event;
+  std::optional<int64_t> fence;  // the answer's guard; kHolder = the acquired token
+};
+constexpr int64_t kHolder = -100;
+
+std::vector<KindCase> AnsweringCases() {
+  Envelope unstamped_resume = AppEvent("EXECUTION_RESUMED", {{"v", 1}});
+  Envelope stamped_unknown = AppEvent("EXECUTION_REWOUND", {{"to", 2}});
+  stamped_unknown.metadata = {{"kernel", true}};  // a kernel kind from a newer node
+  return {
+      {"EXECUTION_RESUMED", Kernel(KernelKind::kExecutionResumed, {{"value", 1}}), kHolder},
+      {"EXECUTION_RESUMED with a null payload", Kernel(KernelKind::kExecutionResumed), kHolder},
+      {"EXECUTION_RESUMED without the kernel stamp", unstamped_resume, kHolder},
+      {"EXECUTION_SUSPENDED", Kernel(KernelKind::kExecutionSuspended, {{"on", "child"}}), kHolder},
+      {"EXECUTION_COMPLETED", Kernel(KernelKind::kExecutionCompleted, {{"out", 1}}), kHolder},
+      {"EXECUTION_FAILED", Kernel(KernelKind::kExecutionFailed, {{"error", "x"}}), kHolder},
+      {"EXECUTION_CANCELLED", Kernel(KernelKind::kExecutionCancelled), kHolder},
+      {"EXECUTION_CONTINUED", Kernel(KernelKind::kExecutionContinued, {{"next", "y"}}), kHolder},
+      {"an unknown kind stamped kernel: true", stamped_unknown, kHolder},
+      {"an unfenced EXECUTION_RESUMED", Kernel(KernelKind::kExecutionResumed), std::nullopt},
+  };
+}
+
+std::vector<KindCase> IgnorableCases() {
+  auto app = [](std::string kind, Json metadata) {
+    Envelope e = AppEvent(std::move(kind), {{"x", 1}});
+    e.metadata = std::move(metadata);
+    return e;
+  };
+  return {
+      {"an unfenced EXECUTION_DENIED", Kernel(KernelKind::kExecutionDenied), std::nullopt},
+      {"EXECUTION_DENIED", Kernel(KernelKind::kExecutionDenied), kHolder},
+      {"OUTCOME_RECORDED", Kernel(KernelKind::kOutcomeRecorded, {{"o", 1}}), kHolder},
+      {"STEP_FAILED", Kernel(KernelKind::kStepFailed, {{"error", "e"}}), kHolder},
+      {"MESSAGE_CONSUMED", Kernel(KernelKind::kMessageConsumed, {{"m", 1}}), kHolder},
+      {"EXECUTION_MIGRATED", Kernel(KernelKind::kExecutionMigrated), kHolder},
+      {"STEP_COMPLETED", Kernel(KernelKind::kStepCompleted, {{"r", 1}}), kHolder},
+      {"ANNOTATION", Kernel(KernelKind::kAnnotation, {{"note", "hi"}}), kHolder},
+      {"CHILD_STARTED", Kernel(KernelKind::kChildStarted, {{"child", "c"}}), kHolder},
+      {"an app event", app("order.shipped", Json::object()), kHolder},
+      {"an unfenced app event", app("order.shipped", Json::object()), std::nullopt},
+      {"an unknown kind without a stamp", app("EXECUTION_REWOUND", Json::object()), kHolder},
+      {"an unknown kind stamped \"true\"", app("EXECUTION_REWOUND", {{"kernel", "true"}}), kHolder},
+      {"an unknown kind stamped 1", app("EXECUTION_REWOUND", {{"kernel", 1}}), kHolder},
+      {"an unknown kind stamped false", app("EXECUTION_REWOUND", {{"kernel", false}}), kHolder},
+  };
+}
+
+// Parks, lets a resumer take token 1, appends `c.event` past the park, then
+// asks a rival's AcquireFenceIf({1, park}).
+ConditionalAcquire RivalAfter(EventStore& s, const std::string& id, const KindCase& c) {
+  Park(s, id);
+  ConditionalAcquire resumer = AcquireIf(s, id, 0, kParkSeq);
+  EXPECT_FALSE(resumer.stale);
+  std::optional<int64_t> fence = c.fence == kHolder ? std::optional<int64_t>(1) : std::nullopt;
+  EXPECT_EQ(AppendOk(s, Req(id, kParkSeq + 1, {c.event}, fence)), kParkSeq + 1);
+  return AcquireIf(s, id, 1, kParkSeq);
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfIsStaleForEachAnsweringKindPastThePark) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  int n = 0;
+  for (const KindCase& c : AnsweringCases()) {
+    SCOPED_TRACE(c.what);
+    const std::string id = "answered-" + std::to_string(n++);
+    ConditionalAcquire rival = RivalAfter(store(), id, c);
+    EXPECT_TRUE(rival.stale);
+    EXPECT_EQ(rival.fence, 1);
+    EXPECT_EQ(FenceOf(store(), id), 1);  // unchanged: the resumer's body is not fenced out
+  }
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfIgnoresIgnorableKindsPastThePark) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  int n = 0;
+  for (const KindCase& c : IgnorableCases()) {
+    SCOPED_TRACE(c.what);
+    const std::string id = "ignored-" + std::to_string(n++);
+    ConditionalAcquire rival = RivalAfter(store(), id, c);
+    EXPECT_FALSE(rival.stale);
+    EXPECT_EQ(rival.fence, 2);
+    EXPECT_EQ(FenceOf(store(), id), 2);
+  }
+  // All of them at once, at token 0 (never acquired).
+  Park(store(), "all-ignorable");
+  std::vector<Envelope> tail;
+  for (const KindCase& c : IgnorableCases()) tail.push_back(c.event);
+  AppendOk(store(), Req("all-ignorable", kParkSeq + 1, tail, std::nullopt));
+  ConditionalAcquire r = AcquireIf(store(), "all-ignorable", 0, kParkSeq);
+  EXPECT_FALSE(r.stale);
+  EXPECT_EQ(r.fence, 1);
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfIgnoresAnswersAtOrBeforeThePark) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  // STARTED(1) SUSPENDED(2) RESUMED(3) STEP_COMPLETED(4) SUSPENDED(5) DENIED(6)
+  AppendOk(store(),
+           Req("ex-1", 1,
+               {Kernel(KernelKind::kExecutionStarted), Kernel(KernelKind::kExecutionSuspended),
+                Kernel(KernelKind::kExecutionResumed), Kernel(KernelKind::kStepCompleted),
+                Kernel(KernelKind::kExecutionSuspended), Kernel(KernelKind::kExecutionDenied)}));
+  ConditionalAcquire earlier_park = AcquireIf(store(), "ex-1", 0, 2);  // answered at 3
+  EXPECT_TRUE(earlier_park.stale);
+  EXPECT_EQ(earlier_park.fence, 0);
+  ConditionalAcquire before_answer = AcquireIf(store(), "ex-1", 0, 4);  // the park at 5 answers
+  EXPECT_TRUE(before_answer.stale);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 0);
+  ConditionalAcquire latest = AcquireIf(store(), "ex-1", 0, 5);
+  EXPECT_FALSE(latest.stale);
+  EXPECT_EQ(latest.fence, 1);
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfIsNotHeadBased) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  // A fenced park followed by an unfenced denial: the head moved, the token
+  // and the park did not, so the legitimate resumer still wins.
+  AppendOk(store(), Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}));
+  ConditionalAcquire runner = AcquireIf(store(), "ex-1", 0, 1);
+  ASSERT_FALSE(runner.stale);
+  ASSERT_EQ(runner.fence, 1);
+  AppendOk(store(), Req("ex-1", 2, {KernelEvent(KernelKind::kExecutionSuspended, {}, 1)}, 1));
+  AppendOk(store(), Req("ex-1", 3, {Kernel(KernelKind::kExecutionDenied)}, std::nullopt));
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 3);
+  ConditionalAcquire resumer = AcquireIf(store(), "ex-1", 1, 2);
+  EXPECT_FALSE(resumer.stale);
+  EXPECT_EQ(resumer.fence, 2);
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfRefusesBadInput) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  Park(store(), "ex-1");
+  EXPECT_TRUE(Fails(store().AcquireFenceIf("", {0, 1}), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(Fails(store().AcquireFenceIf("ex-1", {-1, 1}), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(Fails(store().AcquireFenceIf("ex-1", {0, -1}), ErrorCode::kInvalidArgument));
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 0);
+}
+
+// An answering append racing the conditional acquire: exactly one of them
+// succeeds (the append lands and the acquire is stale, or the acquire wins
+// and the append is fenced out), on both append paths, with and without a
+// token acquired before the park was answered.
+TEST_P(EventStoreConformance, AnsweringAppendRacingAcquireFenceIfExactlyOneWins) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  std::unique_ptr<EventStore> appender_handle = OpenAnother();
+  std::unique_ptr<EventStore> acquirer_handle = OpenAnother();
+  EventStore& appender = appender_handle ? *appender_handle : store();
+  EventStore& acquirer = acquirer_handle ? *acquirer_handle : store();
+  constexpr int kRounds = 48;
+  int appends_won = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const bool batch_path = round % 2 == 1;
+    const bool pre_acquired = round % 4 >= 2;
+    SCOPED_TRACE("round " + std::to_string(round) + (batch_path ? " batch" : " single") +
+                 (pre_acquired ? " token 1" : " token 0"));
+    const std::string id = "race-" + std::to_string(round);
+    Park(store(), id);
+    const int64_t token = pre_acquired ? AcquireIf(store(), id, 0, kParkSeq).fence : 0;
+    AppendRequest resume =
+        Req(id, kParkSeq + 1, {KernelEvent(KernelKind::kExecutionResumed, {}, token)}, token);
+    std::atomic<int> ready{0};
+    Result<int64_t> appended = MakeError(ErrorCode::kInternal, "not run");
+    Result<ConditionalAcquire> acquired = MakeError(ErrorCode::kInternal, "not run");
+    std::thread a([&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) std::this_thread::yield();
+      if (!batch_path) {
+        appended = appender.Append(resume);
+        return;
+      }
+      std::vector<AppendRequest> batch = {Req(id + "-sibling", 1, Steps(1)), resume};
+      auto r = appender.AppendBatch(batch);
+      appended = r ? (*r)[1] : std::unexpected(r.error());
+    });
+    std::thread b([&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) std::this_thread::yield();
+      acquired = acquirer.AcquireFenceIf(id, {token, kParkSeq});
+    });
+    a.join();
+    b.join();
+    ASSERT_TRUE(acquired) << Describe(acquired.error());
+    if (appended) {
+      ++appends_won;
+      EXPECT_TRUE(acquired->stale) << "both the answer and the acquire succeeded";
+      EXPECT_EQ(acquired->fence, token);
+      EXPECT_EQ(FenceOf(store(), id), token);
+      EXPECT_EQ(HeadOf(store(), id), kParkSeq + 1);
+    } else {
+      ExpectStale(appended.error(), token, token + 1);
+      EXPECT_FALSE(acquired->stale);
+      EXPECT_EQ(acquired->fence, token + 1);
+      EXPECT_EQ(HeadOf(store(), id), kParkSeq);
+    }
+  }
+  RecordProperty("appends_won", appends_won);
+}
+
+// ---- AppendIfUnchanged -----------------------------------------------------
+
+TEST_P(EventStoreConformance, AppendIfUnchangedNeedsTheCurrentTokenAndNeverBumpsIt) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAppendIfUnchanged);
+  Result<int64_t> fresh = store().AppendIfUnchanged(Req("ex-1", 1, Steps(1)), 0);
+  ASSERT_TRUE(fresh) << Describe(fresh.error());
+  EXPECT_EQ(*fresh, 1);
+  EXPECT_TRUE(
+      Fails(store().AppendIfUnchanged(Req("ex-1", 5, Steps(1)), 0), ErrorCode::kSequenceConflict));
+  EXPECT_TRUE(
+      Fails(store().AppendIfUnchanged(Req("", 1, Steps(1)), 0), ErrorCode::kInvalidArgument));
+  if (!Supports(Capability::kAcquireFence)) return;
+
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 0);
+  ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 1);
+  // req.fence is ignored: only the observed token counts.
+  Result<int64_t> current = store().AppendIfUnchanged(Req("ex-1", 2, Steps(1, 2), 0), 1);
+  ASSERT_TRUE(current) << Describe(current.error());
+  EXPECT_EQ(*current, 2);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 1);
+
+  ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 2);  // someone acquired
+  Result<int64_t> behind = store().AppendIfUnchanged(Req("ex-1", 3, Steps(1, 3), 2), 1);
+  ASSERT_FALSE(behind);
+  ExpectStale(behind.error(), 1, 2);
+  Result<int64_t> ahead = store().AppendIfUnchanged(Req("ex-1", 3, Steps(1, 3)), 5);
+  ASSERT_FALSE(ahead);
+  ExpectStale(ahead.error(), 5, 2);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 2);
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 3, Steps(1, 3), 2)), 3);
+  EXPECT_EQ(store().AppendIfUnchanged(Req("ex-1", 4, Steps(1, 4)), 2).value_or(-1), 4);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 2);
+}
+
+// ---- CopyPrefix ------------------------------------------------------------
+
+TEST_P(EventStoreConformance, CopyPrefixCopiesEventsExactly) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kCopyPrefix);
+  std::vector<Envelope> evs = {Kernel(KernelKind::kExecutionStarted, {{"input", "ü"}}), Step(2),
+                               Step(3), Kernel(KernelKind::kExecutionSuspended), Step(5)};
+  evs[1].time_ms = 1111;
+  evs[2].metadata = {{"fence", 0}, {"trace", "t"}};
+  AppendOk(store(), Req("from", 1, evs));
+  ASSERT_TRUE(store().CopyPrefix("from", "to", 3));
+  std::vector<Envelope> src = Read(store(), "from");
+  std::vector<Envelope> dst = Read(store(), "to");
+  ASSERT_EQ(src.size(), 5u);
+  ASSERT_EQ(dst.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(dst[i].execution_id, "to");
+    EXPECT_EQ(dst[i].sequence, src[i].sequence);
+    EXPECT_EQ(dst[i].kind, src[i].kind);
+    EXPECT_EQ(dst[i].payload, src[i].payload);
+    EXPECT_EQ(dst[i].metadata, src[i].metadata);
+    EXPECT_EQ(dst[i].time_ms, src[i].time_ms);
+  }
+  EXPECT_EQ(dst[1].time_ms, 1111);
+  EXPECT_EQ(HeadOf(store(), "to"), 3);
+  EXPECT_EQ(HeadOf(store(), "from"), 5);
+  EXPECT_EQ(ListAll(store()), (std::vector<std::string>{"from", "to"}));
+  EXPECT_EQ(AppendOk(store(), Req("to", 4, Steps(1, 4))), 4);  // the copy continues normally
+
+  ASSERT_TRUE(store().CopyPrefix("from", "whole", 5));  // through == head
+  EXPECT_EQ(Read(store(), "whole").size(), 5u);
+}
+
+TEST_P(EventStoreConformance, CopyPrefixRefusesAnOccupiedTargetOrAMissingPrefix) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kCopyPrefix);
+  AppendOk(store(), Req("from", 1, Steps(3)));
+  AppendOk(store(), Req("occupied", 1, Steps(1, 70)));
+  EXPECT_TRUE(Fails(store().CopyPrefix("from", "occupied", 2), ErrorCode::kSequenceConflict));
+  EXPECT_EQ(Read(store(), "occupied").size(), 1u);
+  EXPECT_EQ(Read(store(), "occupied")[0].payload["i"], 70);
+
+  EXPECT_TRUE(Fails(store().CopyPrefix("from", "to", 4), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(Fails(store().CopyPrefix("from", "to", 0), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(Fails(store().CopyPrefix("nothing", "to", 1), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(Fails(store().CopyPrefix("from", "", 1), ErrorCode::kInvalidArgument));
+  EXPECT_EQ(HeadOf(store(), "to"), 0);
+  EXPECT_EQ(ListAll(store()), (std::vector<std::string>{"from", "occupied"}));
+}
+
+// ---- TruncatePrefixKeeping -------------------------------------------------
+
+TEST_P(EventStoreConformance, TruncatePrefixKeepingDropsThePrefixAndKeepsNumbers) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTruncatePrefixKeeping);
+  AppendOk(store(), Req("ex-1", 1, Steps(6)));
+  AppendOk(store(), Req("other", 1, Steps(3)));
+  ASSERT_TRUE(store().TruncatePrefixKeeping("ex-1", 4));
+  EXPECT_EQ(Seqs(Read(store(), "ex-1")), (std::vector<int64_t>{4, 5, 6}));
+  EXPECT_TRUE(Read(store(), "ex-1", 1, 3).empty());
+  EXPECT_EQ(Read(store(), "ex-1", 4)[0].payload["i"], 4);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 6);
+  EXPECT_EQ(HeadOf(store(), "other"), 3);
+
+  ASSERT_TRUE(store().TruncatePrefixKeeping("ex-1", 2));  // already gone: no-op
+  ASSERT_TRUE(store().TruncatePrefixKeeping("ex-1", 1));
+  EXPECT_EQ(Seqs(Read(store(), "ex-1")), (std::vector<int64_t>{4, 5, 6}));
+
+  ExpectSequenceConflict(store().Append(Req("ex-1", 1, Steps(1))).error(), 7, 1);
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 7, Steps(1, 7))), 7);
+  ASSERT_TRUE(store().TruncatePrefixKeeping("ex-1", 7));  // keep only the head
+  EXPECT_EQ(Seqs(Read(store(), "ex-1")), (std::vector<int64_t>{7}));
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 7);
+
+  EXPECT_TRUE(store().TruncatePrefixKeeping("unknown", 3));
+  EXPECT_TRUE(Fails(store().TruncatePrefixKeeping("ex-1", 0), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(Fails(store().TruncatePrefixKeeping("", 2), ErrorCode::kInvalidArgument));
+}
+
+TEST_P(EventStoreConformance, TruncatedLogStillAnswersAcquireFenceIf) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTruncatePrefixKeeping);
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  Park(store(), "ex-1");
+  AppendOk(store(), Req("ex-1", 4, {Kernel(KernelKind::kExecutionResumed)}));
+  ASSERT_TRUE(store().TruncatePrefixKeeping("ex-1", 3));
+  EXPECT_TRUE(AcquireIf(store(), "ex-1", 0, kParkSeq).stale);
+  AppendOk(store(), Req("ex-1", 5, {Kernel(KernelKind::kExecutionSuspended)}));
+  EXPECT_FALSE(AcquireIf(store(), "ex-1", 0, 5).stale);
+}
+
+// ---- Concurrency -----------------------------------------------------------
+
+// Threads append to their own executions and race on one with the same
+// expected_next each round: exactly one wins per sequence, no gaps, no
+// duplicates, and the losers learn the next free sequence.
+TEST_P(EventStoreConformance, ConcurrentAppendersOneWinnerPerSequence) {
+  constexpr size_t kThreads = 4;
+  constexpr int kRounds = 25;
+  std::vector<std::unique_ptr<EventStore>> handles;
+  for (size_t i = 0; i < kThreads; ++i) handles.push_back(OpenAnother());
+  std::vector<std::vector<int>> won(kThreads);
+  std::vector<std::vector<std::string>> errors(kThreads);
+  std::barrier sync(static_cast<std::ptrdiff_t>(kThreads));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      EventStore& s = HandleFor(handles, t, store());
+      const std::string own = "own-" + std::to_string(t);
+      for (int round = 0; round < kRounds; ++round) {
+        sync.arrive_and_wait();
+        Envelope e = AppEvent("race", {{"thread", t}, {"round", round}});
+        Result<int64_t> r = s.Append(Req("hot", round + 1, {e}));
+        if (r) {
+          won[t].push_back(round);
+        } else if (r.error().code != ErrorCode::kSequenceConflict ||
+                   r.error().As<SequenceDetail>() == nullptr ||
+                   r.error().As<SequenceDetail>()->expected != round + 2) {
+          errors[t].push_back(Describe(r.error()));
+        }
+        Result<int64_t> mine = s.Append(Req(own, round + 1, {Step(round)}));
+        if (!mine) errors[t].push_back(Describe(mine.error()));
+        sync.arrive_and_wait();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t t = 0; t < kThreads; ++t) {
+    EXPECT_TRUE(errors[t].empty()) << errors[t].front();
+    EXPECT_EQ(HeadOf(store(), "own-" + std::to_string(t)), kRounds);
+  }
+  std::vector<Envelope> hot = ReadAll(store(), "hot");
+  ASSERT_EQ(hot.size(), static_cast<size_t>(kRounds));
+  std::vector<int> winner_of(kRounds, -1);
+  for (size_t t = 0; t < kThreads; ++t) {
+    for (int round : won[t]) {
+      EXPECT_EQ(winner_of[round], -1) << "two winners in round " << round;
+      winner_of[round] = static_cast<int>(t);
+    }
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    EXPECT_EQ(hot[round].sequence, round + 1);
+    EXPECT_EQ(hot[round].payload["round"], round);
+    EXPECT_EQ(hot[round].payload["thread"], winner_of[round]) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace once::store_testing
