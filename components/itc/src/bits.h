@@ -1,0 +1,50 @@
+// Bit streams, most significant bit first, with the marker padding of the
+// wire formats: the live bits, one 1-bit, zeros to a byte boundary.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "once/base/hex.h"
+#include "once/base/result.h"
+
+namespace once::itc::internal {
+
+class BitWriter {
+ public:
+  void Put(bool bit);
+  void PutBits(unsigned __int128 value, int count);  // low `count` bits, MSB first
+  // Elias gamma of n + 1 (n may be up to 2^65).
+  void PutGamma(unsigned __int128 n);
+  // Appends the marker and the padding and returns the bytes.
+  Bytes Finish() &&;
+
+ private:
+  Bytes bytes_;
+  int used_ = 8;  // bits used in the last byte
+};
+
+class BitReader {
+ public:
+  // `what` names the value in error messages ("party", "version").
+  BitReader(std::span<const uint8_t> bytes, const char* what) : bytes_(bytes), what_(what) {}
+  Result<bool> Get();
+  // Elias gamma: returns n where the code is of n + 1; n < 2^66.
+  Result<unsigned __int128> GetGamma();
+  // Checks the marker and the zero padding; returns the bytes consumed.
+  Result<size_t> FinishPrefix();
+  // As FinishPrefix, and requires that nothing follows.
+  Status Finish();
+
+  std::unexpected<Error> Fail(ErrorCode code, const std::string& why) const;
+
+ private:
+  std::span<const uint8_t> bytes_;
+  const char* what_;
+  size_t bit_ = 0;
+};
+
+}  // namespace once::itc::internal
