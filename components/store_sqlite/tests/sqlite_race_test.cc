@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "once/base/rng.h"
 #include "once/store_sqlite/sqlite_event_store.h"
 #include "test_support.h"
 
@@ -27,14 +28,16 @@ constexpr int kProcesses = 2;
 constexpr int kAttemptsMax = 1000;
 constexpr int64_t kParkSeq = 2;
 constexpr auto kBarrierWait = std::chrono::seconds(60);
+constexpr uint64_t kJitterUsMax = 800;
 
 struct Outcome {
-  int resumed = 0;         // this process's EXECUTION_RESUMED landed
-  int resume_refused = 0;  // its resume append was refused (stale token / taken sequence)
-  int acquire_stale = 0;   // AcquireFenceIf answered stale
-  int plain_landed = 0;    // its plain append landed
-  int plain_conflict = 0;  // its plain append got kSequenceConflict
-  int unexpected = 0;      // any other error (kept in `code`)
+  int resumed = 0;          // this process's EXECUTION_RESUMED landed
+  int resume_refused = 0;   // its resume append was refused (stale token / taken sequence)
+  int acquire_stale = 0;    // AcquireFenceIf answered stale
+  int plain_landed = 0;     // its plain append landed
+  int plain_conflict = 0;   // its plain append got kSequenceConflict
+  int body_fenced_out = 0;  // the winner's next append (its body running) was refused
+  int unexpected = 0;       // any other error (kept in `code`)
   int code = -1;
 };
 
@@ -69,9 +72,22 @@ bool Answered(EventStore& store, const std::string& id) {
   return tail && !tail->empty();
 }
 
+// The winner's body goes on under its token; the loser must never have
+// fenced it out (that is what the answering scan of AcquireFenceIf is for).
+void ContinueBody(EventStore& store, const std::string& id, int64_t token, Outcome& out) {
+  AppendRequest req{.execution_id = id,
+                    .expected_next = kParkSeq + 2,
+                    .events = {KernelEvent(KernelKind::kStepCompleted, {}, token)},
+                    .fence = token};
+  if (!store.Append(req)) ++out.body_fenced_out;
+}
+
 // Races to resume `id` the way the runtime does: acquire conditionally; when
 // stale and the park is still unanswered, retry with the token just seen.
-void RaceResume(EventStore& store, const std::string& id, Outcome& out) {
+// Random pauses widen the windows between a read and the write it decides.
+void Jitter(Rng& rng) { usleep(static_cast<useconds_t>(rng.Below(kJitterUsMax))); }
+
+void RaceResume(EventStore& store, const std::string& id, Rng& rng, Outcome& out) {
   int64_t expect = 0;
   for (int attempt = 0; attempt < kAttemptsMax; ++attempt) {
     auto acquired = store.AcquireFenceIf(id, {.fence = expect, .park_seq = kParkSeq});
@@ -80,16 +96,18 @@ void RaceResume(EventStore& store, const std::string& id, Outcome& out) {
       ++out.acquire_stale;
       if (Answered(store, id)) return;
       expect = acquired->fence;
+      Jitter(rng);
       continue;
     }
     AppendRequest req{.execution_id = id,
                       .expected_next = kParkSeq + 1,
                       .events = {KernelEvent(KernelKind::kExecutionResumed, {}, acquired->fence)},
                       .fence = acquired->fence};
+    Jitter(rng);
     auto head = store.Append(req);
     if (head) {
       ++out.resumed;
-      return;
+      return ContinueBody(store, id, acquired->fence, out);
     }
     ErrorCode code = head.error().code;
     if (code != ErrorCode::kStaleFence && code != ErrorCode::kSequenceConflict) {
@@ -122,10 +140,11 @@ void RacePlain(EventStore& store, const std::string& id, int process, Outcome& o
   options.busy_timeout = std::chrono::seconds(30);
   auto store = SqliteEventStore::Open(path, options);
   if (!store) _exit(2);
+  SeededRng rng(0x5eed + process);
   for (int r = 0; r < kRounds; ++r) {
     if (!Barrier(shared, r)) _exit(3);
     Outcome& out = shared.outcomes[process][r];
-    RaceResume(**store, ParkId(r), out);
+    RaceResume(**store, ParkId(r), rng, out);
     RacePlain(**store, PlainId(r), process, out);
   }
   store->reset();
@@ -179,6 +198,7 @@ TEST(SqliteTwoProcessRace, ExactlyOneResumePerRound) {
     const Outcome& b = shared->outcomes[1][r];
     SCOPED_TRACE("round " + std::to_string(r));
     EXPECT_EQ(a.unexpected + b.unexpected, 0) << a.code << " " << b.code;
+    EXPECT_EQ(a.body_fenced_out + b.body_fenced_out, 0);
     EXPECT_EQ(a.resumed + b.resumed, 1);
     EXPECT_EQ(a.plain_landed + b.plain_landed, 1);
     EXPECT_EQ(a.plain_conflict + b.plain_conflict, 1);
@@ -186,7 +206,7 @@ TEST(SqliteTwoProcessRace, ExactlyOneResumePerRound) {
       ++contended_rounds;
     }
     auto log = store->ReadRange(ParkId(r), 1).value();
-    ASSERT_EQ(log.size(), 3u);
+    ASSERT_EQ(log.size(), 4u);
     int resumes = 0;
     for (size_t i = 0; i < log.size(); ++i) {
       EXPECT_EQ(log[i].sequence, static_cast<int64_t>(i + 1));
@@ -195,6 +215,7 @@ TEST(SqliteTwoProcessRace, ExactlyOneResumePerRound) {
     EXPECT_EQ(resumes, 1);
     // The resume that landed carries the token that is still current.
     EXPECT_EQ(log[2].fence(), store->ReadFence(ParkId(r)).value());
+    EXPECT_TRUE(log[3].Is(KernelKind::kStepCompleted));
     EXPECT_EQ(store->Head(PlainId(r)).value(), 1);
   }
   // Every round both processes try; the loser is refused or sees the answer.
