@@ -1,0 +1,77 @@
+// File: committer.h
+//
+// Committer: group commit. Many threads (one per running execution) hand it
+// their appends; it writes them to the store in shared AppendBatch calls
+// (leader/follower: whoever finds no flush in flight leads the next one and
+// takes everything pending; those who arrive during a flush wait for the
+// next). Each caller gets its own result: a row refused by its fence or its
+// sequence fails only that caller.
+//
+//   Committer committer(store, {.flush_requests_min = 8, .linger_us_max = 200});
+//   Result<int64_t> head = committer.Commit(std::move(request));
+//
+// A flush takes at most `batch_executions_max` requests and never two for the
+// same execution (a later one waits for the next flush, keeping its order).
+// The leader may linger up to `linger_us_max` for `flush_requests_min`
+// requests to gather (0: never linger).
+//
+// Threads: Commit may be called from any number of threads; it blocks until
+// the request's flush is done. The store must outlive the committer.
+
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+
+#include "once/store/event_store.h"
+
+namespace once::runtime {
+
+struct CommitterOptions {
+  size_t batch_executions_max = 256;  // requests per AppendBatch
+  size_t flush_requests_min = 1;      // linger until this many are pending ...
+  int64_t linger_us_max = 0;          // ... or the leader has waited this long
+};
+
+struct CommitterStats {
+  uint64_t requests = 0;      // Commit calls
+  uint64_t store_writes = 0;  // Append + AppendBatch calls made
+};
+
+class Committer {
+ public:
+  Committer(store::EventStore& store, CommitterOptions options = {});
+  Committer(const Committer&) = delete;
+  Committer& operator=(const Committer&) = delete;
+
+  // Appends req (as EventStore::Append would) in some shared flush. Returns
+  // the new head, or this request's own error (kStaleFence,
+  // kSequenceConflict, ...), or the flush's outer error.
+  Result<int64_t> Commit(store::AppendRequest req);
+
+  CommitterStats stats() const;
+
+ private:
+  struct Slot {
+    store::AppendRequest* req;
+    Result<int64_t> result = 0;
+    bool done = false;
+  };
+  void LeadFlush(std::unique_lock<std::mutex>& lock);
+  void Linger(std::unique_lock<std::mutex>& lock);
+
+  store::EventStore& store_;
+  const CommitterOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable linger_cv_;  // wakes a lingering leader
+  std::deque<Slot*> queue_;            // GUARDED_BY(mu_)
+  bool flushing_ = false;              // GUARDED_BY(mu_)
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> store_writes_{0};
+};
+
+}  // namespace once::runtime

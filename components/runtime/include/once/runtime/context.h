@@ -1,0 +1,149 @@
+// File: context.h
+//
+// Context: what a workflow body sees. The body runs from the top on every
+// start, resume and recovery; each call consumes the next recorded event of
+// its kind from the log (replay) and only past the end of the log does
+// anything new (live). Bodies must therefore be deterministic apart from what
+// they do inside Step functions.
+//
+//   Result<Json> Order(Context& ctx, const Json& input) {
+//     ONCE_ASSIGN_OR_RETURN(Json charged, ctx.Step("charge", [&]() -> Result<Json> {
+//       return payments.Charge(input["amount"]);
+//     }));
+//     ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::hours(1)));
+//     ONCE_RETURN_IF_ERROR(ctx.StartChild("ship", "ship", input));
+//     ONCE_ASSIGN_OR_RETURN(Json shipped, ctx.AwaitChild("ship"));
+//     return Json{{"charged", charged}, {"shipped", shipped}};
+//   }
+//
+// Parking. Sleep, AwaitChild(ren) and Receive park the execution when their
+// answer is not in the log: the context records the park (one
+// EXECUTION_SUSPENDED naming every wait) and returns an error of code
+// kCancelled whose message starts with "parked". The body should return it
+// (ONCE_RETURN_IF_ERROR), but a park cannot be swallowed: from then on every
+// context call returns the same error without doing anything, and the runtime
+// ignores whatever the body returns. The same holds for a nondeterminism
+// error (kNondeterminism: the body's calls do not match its log) and for a
+// failed append (kStaleFence, kSequenceConflict, kUnavailable, ...): the run
+// ends with that error and nothing more is appended.
+//
+// Durability. Events of a run are buffered and appended at boundaries: before
+// a Step function runs everything buffered is made durable (so a step never
+// runs for an execution whose start or resume is not recorded), the step's
+// result is durable before Step returns, and a park or the end of the body
+// flushes the rest. A crash inside a Step function re-runs it on recovery
+// (at-least-once execution, exactly-once recording).
+//
+// Threads: a Context belongs to one run on one thread; it is not shareable.
+
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "once/base/clock.h"
+#include "once/base/result.h"
+#include "once/events/envelope.h"
+
+namespace once::runtime {
+
+using events::Json;
+class Runtime;
+namespace internal {
+struct RunState;
+}
+
+// A non-owning reference to a callable returning Result<Json> (no heap).
+class StepFnRef {
+ public:
+  template <class F>
+  StepFnRef(F& f)
+      : obj_(&f), call_([](void* o) -> Result<Json> { return (*static_cast<F*>(o))(); }) {}
+  Result<Json> operator()() const { return call_(obj_); }
+
+ private:
+  void* obj_;
+  Result<Json> (*call_)(void*);
+};
+
+class Context {
+ public:
+  Context(Runtime& runtime, internal::RunState& run);
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const std::string& execution_id() const;
+  const std::string& principal() const;
+
+  // Runs fn once and records STEP_COMPLETED {name, value} or STEP_FAILED
+  // {name, error}; on replay returns the recorded result without running fn.
+  template <class F>
+  Result<Json> Step(std::string_view name, F&& fn) {
+    static_assert(std::is_invocable_r_v<Result<Json>, F&>, "fn must return Result<Json>");
+    return StepImpl(name, StepFnRef(fn));
+  }
+
+  // Records an application event (kind must not be a kernel kind).
+  Status Emit(std::string_view kind, Json payload);
+
+  // Parks on a timer. On replay returns Ok once the recorded resume answered
+  // the timer; the wake time is taken from the clock only when first parked.
+  Status Sleep(Duration duration);
+  Status SleepUntil(TimePoint wake_at);
+
+  // Records CHILD_STARTED {key, workflow, child_id, group, input} and starts
+  // the child execution ChildExecutionId(id, key) with
+  // EXECUTION_STARTED.parent = {execution_id, key}. Idempotent on replay.
+  Status StartChild(std::string_view workflow, std::string_view key, Json input,
+                    std::string_view group = {});
+  // Parks until the child is terminal. Returns its value; a failed child
+  // returns its recorded error (a cancelled one, kCancelled).
+  Result<Json> AwaitChild(std::string_view key);
+  // Parks until every child started in `group` is terminal. Returns
+  // {key: ChildResult} for all of them (see log_view.h).
+  Result<Json> AwaitChildren(std::string_view group);
+
+  // Parks until a message on `topic` is delivered (Runtime::Deliver);
+  // returns the message.
+  Result<Json> Receive(std::string_view topic);
+
+  // Ends this execution with EXECUTION_CONTINUED {input, next} and starts
+  // `next` (this id with a "~N" generation suffix) with the same workflow.
+  // The body should return right after; the runtime ignores its result.
+  Status ContinueAsNew(Json input);
+
+  bool parked() const { return parked_; }
+
+ private:
+  friend class Runtime;
+  enum class Call { kSleep, kAwaitChild, kAwaitChildren, kReceive };
+
+  Result<Json> StepImpl(std::string_view name, StepFnRef fn);
+  Result<Json> AwaitImpl(Call call, Json waits, const Json& answer_wait, bool match_waits);
+  Status GoLiveForEffect();
+  const events::Envelope* NextBodyEvent();
+  std::unexpected<Error> Diverged(std::string what);
+  std::unexpected<Error> Park(Call call, Json waits, Json extra);
+  std::unexpected<Error> Latched() const { return std::unexpected(*latched_); }
+  std::unexpected<Error> Fail(Error e);
+
+  Runtime& runtime_;
+  internal::RunState& run_;
+  size_t cursor_ = 0;  // next index of run_.log to look at
+  bool live_ = false;  // past the end of the log
+  bool parked_ = false;
+  bool nondeterministic_ = false;
+  std::optional<Error> latched_;  // parked / nondeterminism / append failure
+  std::optional<Json> continue_input_;
+  std::map<std::string, std::vector<std::string>, std::less<>> groups_;  // group -> keys
+  std::optional<int64_t> recorded_wake_ms_;
+};
+
+}  // namespace once::runtime

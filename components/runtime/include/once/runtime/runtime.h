@@ -1,0 +1,235 @@
+// File: runtime.h
+//
+// Runtime: durable workflows over any EventStore. A workflow is a named body
+// (see context.h); an execution is one run of it with an id, recorded as an
+// event-sourced log. The runtime starts executions, replays them from their
+// logs, parks and resumes them, and takes fence tokens so that at most one
+// writer resumes a park (design record D2).
+//
+//   MemoryEventStore store;
+//   SystemClock clock;
+//   Runtime rt(store, clock, {.workers = 8});
+//   rt.Register("order", [](Context& ctx, const Json& in) -> Result<Json> {
+//     ONCE_ASSIGN_OR_RETURN(Json r, ctx.Step("charge", [&]() -> Result<Json> { return in; }));
+//     return r;
+//   });
+//   Result<RunOutcome> out = rt.Start("order", "order-7", Json{{"amount", 3}});
+//   // later, when a timer / child / message answers the park:
+//   rt.Resume("order-7", RunOptions{.fence_if_parked_at = out->park_seq});
+//
+// Resume under fences (RunOptions):
+//   * fence_if_parked_at (the park's sequence, from LocatePark /
+//     ParkedAtSequence) takes precedence: the park envelope is read (from the
+//     events in hand, else one range read), its metadata.fence (or 0) is the
+//     expected token, the acting principal is fixed, and the fence is taken
+//     LAST with AcquireFenceIf(id, {fence, park_seq}). On {stale, current} the
+//     park is re-read; if it is still the same unanswered park the acquire is
+//     retried with {current, park_seq}; after resume_attempts_max (3) stale
+//     answers the result is kResumeContended (retryable, detail attempts).
+//     A park that is gone, answered or not a park: kResumeRefused reason
+//     "not-suspended", nothing appended and no token taken. Under the token
+//     the tail is read, the resumable check re-run on the advanced view, and
+//     the body executes on that view. A store without AcquireFenceIf: plain
+//     AcquireFence. A store that does not fence: the options are ignored.
+//   * fence: resume under a token already held (no acquire).
+//   * neither: the run presents token 0 (an execution someone fenced refuses
+//     it with kStaleFence, which a caller may answer with fence_if_parked_at).
+//
+// Errors: kNotFound (unknown workflow), kResumeRefused{reason:
+// "unknown-execution" | "terminal" | "not-suspended"}, kResumeContended,
+// kNondeterminism, kStaleFence, kSequenceConflict, and the store's errors.
+// A body's own failure is not an error of the call: it is RunOutcome kFailed.
+//
+// Threads: Register before running anything; every other method may be
+// called from any thread. With workers == 0 the runtime is inline and
+// deterministic: children, parent notifications and continuations run on
+// the calling thread after the outermost call's own run, before it returns.
+
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "once/base/clock.h"
+#include "once/base/result.h"
+#include "once/runtime/committer.h"
+#include "once/runtime/context.h"
+#include "once/runtime/log_view.h"
+#include "once/runtime/worker_pool.h"
+#include "once/store/event_store.h"
+
+namespace once::runtime {
+
+using WorkflowFn = std::function<Result<Json>(Context&, const Json&)>;
+
+struct RuntimeOptions {
+  size_t workers = 0;                  // 0: inline (deterministic tests)
+  size_t queue_tasks_max = 1'000'000;  // tasks waiting for a worker
+  bool group_commit = true;            // appends go through a Committer
+  CommitterOptions committer;
+  int resume_attempts_max = 3;         // conditional acquires per resume
+  bool recover_acquires_fence = true;  // Recover takes a token per re-drive
+  // Failures of background work (child starts, parent notifications).
+  std::function<void(const Error&)> on_error;
+};
+
+// What answered a park: one of its waits (or {"type":"children","group":g})
+// and the value the waiting call returns.
+struct Answer {
+  Json wait;
+  Json value;
+};
+
+struct RunOptions {
+  std::optional<int64_t> fence;               // a token already held
+  std::optional<int64_t> fence_if_parked_at;  // the park's sequence
+  // What answers the park. When absent: the park's timer wait if it has one,
+  // else the children's results if they are all terminal, else nothing (the
+  // body re-parks).
+  std::optional<Answer> answer;
+};
+
+struct StartOptions {
+  std::string principal;
+  Json parent;  // {"execution_id", "key"} for a child
+  std::optional<int64_t> fence;
+  Json continued_from;  // the execution this one continues, or null
+};
+
+struct RunOutcome {
+  std::string execution_id;
+  ExecutionStatus status = ExecutionStatus::kUnknown;  // completed|failed|suspended|...
+  Json value;  // completed: the value; failed: {code, message}; continued: {next}
+  std::optional<int64_t> park_seq;  // suspended: the park's sequence
+};
+
+struct Park {
+  int64_t sequence = 0;
+  Envelope envelope;
+};
+
+struct RecoverReport {
+  size_t examined = 0;
+  size_t redriven = 0;  // running executions run again
+  size_t notified = 0;  // parked parents whose children were all done
+  std::vector<Error> errors;
+};
+
+class Runtime {
+ public:
+  // store and clock must outlive the runtime.
+  Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // kInvalidArgument for an empty or duplicate name.
+  Status Register(std::string name, WorkflowFn fn);
+
+  Result<RunOutcome> Start(std::string_view workflow, std::string_view id, Json input,
+                           StartOptions options = {});
+  Result<RunOutcome> Resume(std::string_view id, RunOptions options = {});
+  Result<RunOutcome> ResumeAs(std::string_view id, std::string_view principal,
+                              RunOptions options = {});
+  // Answers a Receive(topic) park with `message` ([MESSAGE_CONSUMED,
+  // EXECUTION_RESUMED] in one append). kResumeRefused "not-suspended" when
+  // the open park does not wait on the topic (no inbox yet).
+  Result<RunOutcome> Deliver(std::string_view id, std::string_view topic, Json message,
+                             RunOptions options = {});
+  // Appends EXECUTION_CANCELLED {reason} under options.fence (or 0).
+  Result<RunOutcome> Cancel(std::string_view id, std::string_view reason, RunOptions options = {});
+  // Re-drives every execution that is running (a crashed run), taking a
+  // fence first when the store fences and recover_acquires_fence; notifies
+  // parked parents whose awaited children are all terminal.
+  Result<RecoverReport> Recover();
+
+  // Appends EXECUTION_DENIED {principal, reason} WITHOUT a fence (an
+  // unguarded audit append: it never refuses, and never answers a park).
+  Result<int64_t> RecordExecutionDenied(std::string_view id, std::string_view principal,
+                                        std::string_view reason);
+  // Appends OUTCOME_RECORDED {outcome} to a terminal log (unguarded audit).
+  Result<int64_t> RecordOutcome(std::string_view id, Json outcome);
+
+  // The newest unanswered park, or nullopt.
+  Result<std::optional<Park>> LocatePark(std::string_view id);
+  Result<std::optional<int64_t>> ParkedAtSequence(std::string_view id);
+  Result<ExecutionState> Inspect(std::string_view id);
+
+  // Run on the pool (inline when workers == 0: the future is ready).
+  std::future<Result<RunOutcome>> StartAsync(std::string workflow, std::string id, Json input,
+                                             StartOptions options = {});
+  std::future<Result<RunOutcome>> ResumeAsync(std::string id, RunOptions options = {});
+
+  // Waits until no background task is queued or running.
+  void WaitIdle();
+  CommitterStats commit_stats() const;
+  store::EventStore& store() { return store_; }
+
+ private:
+  friend class Context;
+  struct Def {
+    WorkflowFn fn;
+  };
+  class Outermost;
+
+  struct ResumeExtras {
+    std::optional<std::string> topic;    // Deliver: the message's topic
+    Json message;                        // Deliver: the message
+    std::optional<int64_t> expect_park;  // refuse unless this park is the open one
+  };
+
+  Result<RunOutcome> StartImpl(std::string_view workflow, std::string_view id, Json input,
+                               StartOptions options);
+  Result<RunOutcome> ResumeImpl(std::string_view id, std::string_view principal,
+                                const RunOptions& options, const ResumeExtras& extras);
+  Status CheckResumable(std::string_view id, std::span<const Envelope> log,
+                        const RunOptions& options, const ResumeExtras& extras) const;
+  Result<int64_t> TakeFence(std::string_view id, std::vector<Envelope>& log,
+                            const RunOptions& options);
+  Result<int64_t> AcquireIfParked(std::string_view id, std::vector<Envelope>& log,
+                                  int64_t park_seq);
+  Result<RunOutcome> Redrive(std::string_view id, bool acquire_fence);
+  Result<RunOutcome> Execute(internal::RunState& run);
+  Result<RunOutcome> Finish(internal::RunState& run, Context& ctx, Result<Json> body_result);
+  Result<RunOutcome> FinishParked(internal::RunState& run);
+  Result<RunOutcome> FinishContinued(internal::RunState& run, Json input);
+  Status CreateChild(const internal::RunState& parent, std::string_view workflow,
+                     std::string_view key, const std::string& child_id, const Json& input);
+  Status CreateStarted(const std::string& id, Json payload);
+  Status Flush(internal::RunState& run);
+  Result<int64_t> Commit(store::AppendRequest req);
+  Result<int64_t> AppendAudit(std::string_view id, Envelope event);
+  Result<std::vector<Envelope>> ReadAll(std::string_view id, int64_t first);
+  Status ReadTail(std::string_view id, std::vector<Envelope>& log);
+  Result<std::optional<Answer>> ChildAnswer(std::string_view parent_id, const Envelope& park);
+  Result<Answer> DefaultAnswer(std::string_view id, const Envelope& park);
+  void AfterPark(const std::string& id, int64_t park_seq, const Envelope& park);
+  void NotifyParent(const Json& parent);
+  Status ResumeParked(const std::string& id, int64_t park_seq, Answer answer);
+  void ScheduleRedrive(std::string id);
+  void Schedule(std::function<void()> task);
+  void DrainDeferred();
+  void ReportError(const Error& e);
+  const Def* Find(std::string_view workflow) const;
+
+  store::EventStore& store_;
+  const Clock& clock_;
+  const RuntimeOptions options_;
+  std::map<std::string, Def, std::less<>> workflows_;  // written only before running
+  std::unique_ptr<Committer> committer_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::mutex deferred_mu_;
+  std::vector<std::function<void()>> deferred_;  // GUARDED_BY(deferred_mu_); inline mode
+};
+
+}  // namespace once::runtime

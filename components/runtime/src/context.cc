@@ -1,0 +1,231 @@
+#include "once/runtime/context.h"
+
+#include "once/runtime/runtime.h"
+#include "run_state.h"
+
+namespace once::runtime {
+
+using events::KernelKind;
+using internal::ErrorFromJson;
+using internal::ErrorToJson;
+using internal::IsBodyEvent;
+
+namespace {
+
+const Json& Member(const Json& j, const char* key) {
+  static const Json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+// True if every member of `want` is equal in `got` (got may carry more).
+bool Matches(const Json& got, const Json& want) {
+  if (!got.is_object()) return false;
+  for (auto it = want.begin(); it != want.end(); ++it) {
+    if (Member(got, it.key().c_str()) != it.value()) return false;
+  }
+  return true;
+}
+
+std::string Describe(const Envelope& e) {
+  std::string out = e.kind;
+  if (const Json& name = Member(e.payload, "name"); name.is_string()) {
+    out += " '" + name.get<std::string>() + "'";
+  } else if (const Json& call = Member(e.payload, "call"); call.is_string()) {
+    out += " (" + call.get<std::string>() + ")";
+  }
+  return out + " at sequence " + std::to_string(e.sequence);
+}
+
+std::string_view CallName(int call) {
+  static constexpr std::string_view kNames[] = {"sleep", "await_child", "await_children",
+                                                "receive"};
+  return kNames[call];
+}
+
+}  // namespace
+
+Context::Context(Runtime& runtime, internal::RunState& run) : runtime_(runtime), run_(run) {}
+
+const std::string& Context::execution_id() const { return run_.id; }
+const std::string& Context::principal() const { return run_.principal; }
+
+const Envelope* Context::NextBodyEvent() {
+  while (!live_ && cursor_ < run_.log.size()) {
+    const Envelope& e = run_.log[cursor_++];
+    if (IsBodyEvent(e)) return &e;
+  }
+  live_ = true;
+  return nullptr;
+}
+
+std::unexpected<Error> Context::Fail(Error e) {
+  latched_ = std::move(e);
+  return std::unexpected(*latched_);
+}
+
+std::unexpected<Error> Context::Diverged(std::string what) {
+  nondeterministic_ = true;
+  return Fail(
+      Error{ErrorCode::kNondeterminism, "replay diverged from the log: " + what, run_.id, {}});
+}
+
+Status Context::GoLiveForEffect() {
+  if (run_.pending.empty()) return Ok();
+  if (Status s = runtime_.Flush(run_); !s) return Fail(s.error());
+  return Ok();
+}
+
+Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
+  if (latched_) return Latched();
+  if (const Envelope* e = NextBodyEvent()) {
+    bool done = e->Is(KernelKind::kStepCompleted);
+    if ((!done && !e->Is(KernelKind::kStepFailed)) || Member(e->payload, "name") != name) {
+      return Diverged("step '" + std::string(name) + "' but the log has " + Describe(*e));
+    }
+    if (done) return Member(e->payload, "value");
+    return std::unexpected(ErrorFromJson(Member(e->payload, "error"), run_.id));
+  }
+  ONCE_RETURN_IF_ERROR(GoLiveForEffect());
+  Result<Json> r = fn();
+  if (r) {
+    run_.pending.push_back(
+        run_.Kernel(KernelKind::kStepCompleted, Json{{"name", name}, {"value", *r}}));
+  } else {
+    run_.pending.push_back(run_.Kernel(KernelKind::kStepFailed,
+                                       Json{{"name", name}, {"error", ErrorToJson(r.error())}}));
+  }
+  if (Status s = runtime_.Flush(run_); !s) return Fail(s.error());
+  return r;
+}
+
+Status Context::Emit(std::string_view kind, Json payload) {
+  if (latched_) return Latched();
+  if (events::ParseKernelKind(kind)) {
+    return MakeError(ErrorCode::kInvalidArgument, "Emit takes an application kind", run_.id);
+  }
+  if (const Envelope* e = NextBodyEvent()) {
+    if (e->kind != kind) {
+      return Diverged("emit '" + std::string(kind) + "' but the log has " + Describe(*e));
+    }
+    return Ok();
+  }
+  Envelope ev = events::AppEvent(std::string(kind), std::move(payload));
+  ev.metadata["emit"] = true;
+  if (run_.fence > 0) ev.metadata["fence"] = run_.fence;
+  run_.pending.push_back(std::move(ev));
+  return Ok();
+}
+
+std::unexpected<Error> Context::Park(Call call, Json waits, Json extra) {
+  Json payload = extra.is_object() ? std::move(extra) : Json::object();
+  payload["call"] = CallName(static_cast<int>(call));
+  payload["waits"] = std::move(waits);
+  run_.pending.push_back(run_.Kernel(KernelKind::kExecutionSuspended, std::move(payload)));
+  parked_ = true;
+  return Fail(Error{ErrorCode::kCancelled, "parked: return this error from the body", run_.id, {}});
+}
+
+// Replays a wait call: [SUSPENDED (call, waits), RESUMED (wait, value)]*
+// until a resume answers `answer_wait`; parks when the log ends first.
+Result<Json> Context::AwaitImpl(Call call, Json park, const Json& answer_wait, bool match_waits) {
+  if (latched_) return Latched();
+  std::string_view name = CallName(static_cast<int>(call));
+  for (;;) {
+    const Envelope* e = NextBodyEvent();
+    if (!e) {
+      Json waits = std::move(park["waits"]);
+      park.erase("waits");
+      return Park(call, std::move(waits), std::move(park));
+    }
+    if (!e->Is(KernelKind::kExecutionSuspended) || Member(e->payload, "call") != name ||
+        (match_waits && Member(e->payload, "waits") != park["waits"])) {
+      return Diverged(std::string(name) + " but the log has " + Describe(*e));
+    }
+    if (!match_waits) park = e->payload;  // re-park on the recorded wait (wake time)
+    const Envelope* r = NextBodyEvent();
+    if (!r) {  // the park is still open: stay parked, append nothing
+      parked_ = true;
+      return Fail(Error{ErrorCode::kCancelled, "parked: the park is still open", run_.id, {}});
+    }
+    if (!r->Is(KernelKind::kExecutionResumed)) {
+      return Diverged("a resume after the park but the log has " + Describe(*r));
+    }
+    if (Matches(Member(r->payload, "wait"), answer_wait)) return Member(r->payload, "value");
+  }
+}
+
+Status Context::Sleep(Duration duration) { return SleepUntil(runtime_.clock_.Now() + duration); }
+
+Status Context::SleepUntil(TimePoint wake_at) {
+  Json park{
+      {"waits", Json::array({Json{{"type", "timer"}, {"wake_at_ms", ToUnixMillis(wake_at)}}})}};
+  ONCE_RETURN_IF_ERROR(AwaitImpl(Call::kSleep, std::move(park), Json{{"type", "timer"}}, false));
+  return Ok();
+}
+
+Status Context::StartChild(std::string_view workflow, std::string_view key, Json input,
+                           std::string_view group) {
+  if (latched_) return Latched();
+  if (!group.empty()) groups_[std::string(group)].emplace_back(key);
+  if (const Envelope* e = NextBodyEvent()) {
+    if (!e->Is(KernelKind::kChildStarted) || Member(e->payload, "key") != key) {
+      return Diverged("child '" + std::string(key) + "' but the log has " + Describe(*e));
+    }
+    return Ok();
+  }
+  ONCE_RETURN_IF_ERROR(GoLiveForEffect());
+  std::string child_id = ChildExecutionId(run_.id, key);
+  Status started = runtime_.CreateChild(run_, workflow, key, child_id, input);
+  if (!started) return Fail(started.error());
+  Json payload{
+      {"key", key}, {"workflow", workflow}, {"child_id", child_id}, {"input", std::move(input)}};
+  if (!group.empty()) payload["group"] = group;
+  run_.pending.push_back(run_.Kernel(KernelKind::kChildStarted, std::move(payload)));
+  if (Status s = runtime_.Flush(run_); !s) return Fail(s.error());
+  runtime_.ScheduleRedrive(std::move(child_id));
+  return Ok();
+}
+
+Result<Json> Context::AwaitChild(std::string_view key) {
+  Json wait{{"type", "child"}, {"key", key}};
+  Json park{{"waits", Json::array({wait})}};
+  ONCE_ASSIGN_OR_RETURN(Json result, AwaitImpl(Call::kAwaitChild, std::move(park), wait, true));
+  const Json& status = Member(result, "status");
+  if (status == "completed") return Member(result, "value");
+  if (status == "failed") return std::unexpected(ErrorFromJson(Member(result, "error"), run_.id));
+  if (status == "cancelled") {
+    return MakeError(ErrorCode::kCancelled, "child '" + std::string(key) + "' was cancelled",
+                     run_.id);
+  }
+  return result;  // continued: {"status":"continued","next":id}
+}
+
+Result<Json> Context::AwaitChildren(std::string_view group) {
+  if (latched_) return Latched();
+  Json waits = Json::array();
+  if (auto it = groups_.find(group); it != groups_.end()) {
+    for (const std::string& key : it->second)
+      waits.push_back(Json{{"type", "child"}, {"key", key}});
+  }
+  if (waits.empty()) return Json::object();
+  Json park{{"group", group}, {"waits", std::move(waits)}};
+  return AwaitImpl(Call::kAwaitChildren, std::move(park),
+                   Json{{"type", "children"}, {"group", group}}, true);
+}
+
+Result<Json> Context::Receive(std::string_view topic) {
+  Json wait{{"type", "message"}, {"topic", topic}};
+  Json park{{"waits", Json::array({wait})}};
+  return AwaitImpl(Call::kReceive, std::move(park), wait, true);
+}
+
+Status Context::ContinueAsNew(Json input) {
+  if (latched_) return Latched();
+  continue_input_ = std::move(input);
+  latched_ = Error{ErrorCode::kCancelled, "continued as new: return from the body", run_.id, {}};
+  return Ok();
+}
+
+}  // namespace once::runtime

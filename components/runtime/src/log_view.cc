@@ -1,0 +1,162 @@
+#include "once/runtime/log_view.h"
+
+#include "run_state.h"
+
+namespace once::runtime {
+
+using events::KernelKind;
+
+std::string_view StatusName(ExecutionStatus s) {
+  switch (s) {
+    case ExecutionStatus::kUnknown:
+      return "unknown";
+    case ExecutionStatus::kRunning:
+      return "running";
+    case ExecutionStatus::kSuspended:
+      return "suspended";
+    case ExecutionStatus::kCompleted:
+      return "completed";
+    case ExecutionStatus::kFailed:
+      return "failed";
+    case ExecutionStatus::kCancelled:
+      return "cancelled";
+    case ExecutionStatus::kContinued:
+      return "continued";
+  }
+  return "unknown";
+}
+
+bool IsTerminal(ExecutionStatus s) {
+  return s == ExecutionStatus::kCompleted || s == ExecutionStatus::kFailed ||
+         s == ExecutionStatus::kCancelled || s == ExecutionStatus::kContinued;
+}
+
+namespace {
+
+void Apply(ExecutionState& st, const Envelope& e) {
+  auto kind = events::ParseKernelKind(e.kind);
+  if (!kind) return;
+  switch (*kind) {
+    case KernelKind::kExecutionStarted:
+      st.status = ExecutionStatus::kRunning;
+      st.workflow = e.payload.value("workflow", "");
+      st.input = e.payload.value("input", Json());
+      st.parent = e.payload.value("parent", Json());
+      break;
+    case KernelKind::kExecutionSuspended:
+      st.status = ExecutionStatus::kSuspended;
+      st.park_seq = e.sequence;
+      return;
+    case KernelKind::kExecutionResumed:
+      st.status = ExecutionStatus::kRunning;
+      break;
+    case KernelKind::kExecutionCompleted:
+      st.status = ExecutionStatus::kCompleted;
+      st.result = e.payload;
+      break;
+    case KernelKind::kExecutionFailed:
+      st.status = ExecutionStatus::kFailed;
+      st.result = e.payload;
+      break;
+    case KernelKind::kExecutionCancelled:
+      st.status = ExecutionStatus::kCancelled;
+      st.result = e.payload;
+      break;
+    case KernelKind::kExecutionContinued:
+      st.status = ExecutionStatus::kContinued;
+      st.result = e.payload;
+      break;
+    default:
+      return;
+  }
+  st.park_seq.reset();
+}
+
+}  // namespace
+
+ExecutionState Fold(std::span<const Envelope> events) {
+  ExecutionState st;
+  for (const Envelope& e : events) {
+    if (st.status == ExecutionStatus::kUnknown && !e.Is(KernelKind::kExecutionStarted)) {
+      st.status = ExecutionStatus::kRunning;  // a truncated prefix
+    }
+    if (!IsTerminal(st.status) || !e.answering()) Apply(st, e);
+    st.head = e.sequence;
+  }
+  return st;
+}
+
+const Envelope* FindOpenPark(std::span<const Envelope> events) {
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    if (!it->answering()) continue;
+    return it->Is(KernelKind::kExecutionSuspended) ? &*it : nullptr;
+  }
+  return nullptr;
+}
+
+bool AnsweredAfter(std::span<const Envelope> events, int64_t seq) {
+  for (auto it = events.rbegin(); it != events.rend() && it->sequence > seq; ++it) {
+    if (it->answering()) return true;
+  }
+  return false;
+}
+
+std::string ChildExecutionId(std::string_view parent_id, std::string_view key) {
+  std::string out(parent_id);
+  out += '/';
+  out += key;
+  return out;
+}
+
+std::optional<Json> ChildResult(const ExecutionState& child) {
+  switch (child.status) {
+    case ExecutionStatus::kCompleted:
+      return Json{{"status", "completed"}, {"value", child.result.value("value", Json())}};
+    case ExecutionStatus::kFailed:
+      return Json{{"status", "failed"}, {"error", child.result.value("error", Json())}};
+    case ExecutionStatus::kCancelled:
+      return Json{{"status", "cancelled"}};
+    case ExecutionStatus::kContinued:
+      return Json{{"status", "continued"}, {"next", child.result.value("next", Json())}};
+    default:
+      return std::nullopt;
+  }
+}
+
+namespace internal {
+
+bool IsBodyEvent(const Envelope& e) {
+  auto kind = events::ParseKernelKind(e.kind);
+  if (!kind) {
+    if (e.is_kernel()) return false;  // a newer node's kernel kind
+    auto it = e.metadata.is_object() ? e.metadata.find("emit") : e.metadata.end();
+    return it != e.metadata.end() && it->is_boolean() && it->get<bool>();
+  }
+  switch (*kind) {
+    case KernelKind::kStepCompleted:
+    case KernelKind::kStepFailed:
+    case KernelKind::kChildStarted:
+    case KernelKind::kExecutionSuspended:
+    case KernelKind::kExecutionResumed:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Error ErrorFromJson(const Json& j, std::string subject) {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string name = j.is_object() ? j.value("code", "") : "";
+  for (int c = 0; c <= static_cast<int>(ErrorCode::kInternal); ++c) {
+    if (ErrorCodeName(static_cast<ErrorCode>(c)) == name) code = static_cast<ErrorCode>(c);
+  }
+  std::string message = j.is_object() ? j.value("message", "") : "";
+  return Error{code, std::move(message), std::move(subject), {}};
+}
+
+Json ErrorToJson(const Error& e) {
+  return Json{{"code", std::string(ErrorCodeName(e.code))}, {"message", e.message}};
+}
+
+}  // namespace internal
+}  // namespace once::runtime

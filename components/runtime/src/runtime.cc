@@ -1,0 +1,476 @@
+#include "once/runtime/runtime.h"
+
+#include <charconv>
+
+#include "run_state.h"
+
+namespace once::runtime {
+
+using events::KernelKind;
+using internal::RunState;
+using store::AppendRequest;
+using store::Capability;
+
+namespace {
+
+constexpr int kAuditAppendAttemptsMax = 8;  // sequence races of an unguarded audit append
+
+std::unexpected<Error> Refused(std::string_view id, std::string reason) {
+  std::string message = "resume refused: " + reason;
+  return MakeError(ErrorCode::kResumeRefused, std::move(message), std::string(id),
+                   ResumeRefusedDetail{std::move(reason)});
+}
+
+const Json& Member(const Json& j, const char* key) {
+  static const Json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+// "a" -> "a~2", "a~2" -> "a~3".
+std::string NextGenerationId(std::string_view id) {
+  size_t tilde = id.rfind('~');
+  if (tilde != std::string_view::npos) {
+    int64_t n = 0;
+    auto digits = id.substr(tilde + 1);
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (ec == std::errc() && ptr == digits.data() + digits.size() && !digits.empty()) {
+      return std::string(id.substr(0, tilde)) + "~" + std::to_string(n + 1);
+    }
+  }
+  return std::string(id) + "~2";
+}
+
+}  // namespace
+
+Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions options)
+    : store_(store), clock_(clock), options_(std::move(options)) {
+  ONCE_CHECK(options_.resume_attempts_max > 0);
+  if (options_.group_commit) committer_ = std::make_unique<Committer>(store_, options_.committer);
+  if (options_.workers > 0) {
+    pool_ = std::make_unique<WorkerPool>(options_.workers, options_.queue_tasks_max);
+  }
+}
+
+Runtime::~Runtime() { WaitIdle(); }
+
+Status Runtime::Register(std::string name, WorkflowFn fn) {
+  if (name.empty() || !fn) {
+    return MakeError(ErrorCode::kInvalidArgument, "a workflow needs a name and a body");
+  }
+  if (!workflows_.emplace(std::move(name), Def{std::move(fn)}).second) {
+    return MakeError(ErrorCode::kInvalidArgument, "workflow already registered");
+  }
+  return Ok();
+}
+
+const Runtime::Def* Runtime::Find(std::string_view workflow) const {
+  auto it = workflows_.find(workflow);
+  return it == workflows_.end() ? nullptr : &it->second;
+}
+
+// ---- Start -------------------------------------------------------------------
+
+Result<RunOutcome> Runtime::Start(std::string_view workflow, std::string_view id, Json input,
+                                  StartOptions options) {
+  Outermost outermost(*this);
+  return StartImpl(workflow, id, std::move(input), std::move(options));
+}
+
+Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_view id, Json input,
+                                      StartOptions options) {
+  const Def* def = Find(workflow);
+  if (!def) return MakeError(ErrorCode::kNotFound, "unknown workflow", std::string(workflow));
+  RunState run;
+  run.id = id;
+  run.workflow = workflow;
+  run.fn = &def->fn;
+  run.principal = std::move(options.principal);
+  run.parent = std::move(options.parent);
+  run.fence = options.fence.value_or(0);
+  Json payload{{"workflow", workflow}, {"input", input}};
+  if (!run.parent.is_null()) payload["parent"] = run.parent;
+  if (!run.principal.empty()) payload["principal"] = run.principal;
+  if (!options.continued_from.is_null()) payload["continued_from"] = options.continued_from;
+  run.input = std::move(input);
+  run.pending.push_back(run.Kernel(KernelKind::kExecutionStarted, std::move(payload)));
+  return Execute(run);
+}
+
+// ---- Running a body ------------------------------------------------------------
+
+Result<RunOutcome> Runtime::Execute(RunState& run) {
+  Context ctx(*this, run);
+  Result<Json> result = [&]() -> Result<Json> {
+    try {
+      return (*run.fn)(ctx, run.input);
+    } catch (const std::exception& e) {
+      return MakeError(ErrorCode::kInternal, std::string("body threw: ") + e.what(), run.id);
+    } catch (...) {
+      return MakeError(ErrorCode::kInternal, "body threw", run.id);
+    }
+  }();
+  return Finish(run, ctx, std::move(result));
+}
+
+Result<RunOutcome> Runtime::Finish(RunState& run, Context& ctx, Result<Json> body_result) {
+  if (ctx.nondeterministic_) return std::unexpected(*ctx.latched_);
+  if (ctx.parked_) return FinishParked(run);
+  if (ctx.latched_ && !ctx.continue_input_) return std::unexpected(*ctx.latched_);
+  if (const Envelope* extra = ctx.NextBodyEvent()) {
+    return MakeError(ErrorCode::kNondeterminism,
+                     "replay diverged from the log: the body ended before its recorded " +
+                         extra->kind + " at sequence " + std::to_string(extra->sequence),
+                     run.id);
+  }
+  if (ctx.continue_input_) return FinishContinued(run, std::move(*ctx.continue_input_));
+  RunOutcome out{run.id, ExecutionStatus::kCompleted, Json(), std::nullopt};
+  if (body_result) {
+    out.value = std::move(*body_result);
+    run.pending.push_back(run.Kernel(KernelKind::kExecutionCompleted, Json{{"value", out.value}}));
+  } else {
+    out.status = ExecutionStatus::kFailed;
+    out.value = internal::ErrorToJson(body_result.error());
+    run.pending.push_back(run.Kernel(KernelKind::kExecutionFailed, Json{{"error", out.value}}));
+  }
+  ONCE_RETURN_IF_ERROR(Flush(run));
+  if (!run.parent.is_null()) {
+    Schedule([this, parent = run.parent] { NotifyParent(parent); });
+  }
+  return out;
+}
+
+Result<RunOutcome> Runtime::FinishParked(RunState& run) {
+  bool new_park = !run.pending.empty() && run.pending.back().Is(KernelKind::kExecutionSuspended);
+  Envelope park;
+  if (new_park) {
+    park = run.pending.back();
+  } else {
+    const Envelope* open = FindOpenPark(run.log);
+    ONCE_CHECK(open != nullptr);
+    park = *open;
+  }
+  ONCE_RETURN_IF_ERROR(Flush(run));
+  if (new_park) park.sequence = run.head;
+  AfterPark(run.id, park.sequence, park);
+  return RunOutcome{run.id, ExecutionStatus::kSuspended, Json(), park.sequence};
+}
+
+Result<RunOutcome> Runtime::FinishContinued(RunState& run, Json input) {
+  std::string next = NextGenerationId(run.id);
+  Json started{{"workflow", run.workflow}, {"input", input}, {"continued_from", run.id}};
+  if (!run.parent.is_null()) started["parent"] = run.parent;
+  ONCE_RETURN_IF_ERROR(CreateStarted(next, std::move(started)));
+  run.pending.push_back(run.Kernel(KernelKind::kExecutionContinued,
+                                   Json{{"next", next}, {"input", std::move(input)}}));
+  ONCE_RETURN_IF_ERROR(Flush(run));
+  ScheduleRedrive(next);
+  return RunOutcome{run.id, ExecutionStatus::kContinued, Json{{"next", next}}, std::nullopt};
+}
+
+// Appends EXECUTION_STARTED as the first event of `id`; an id that already
+// has it (a replay after a crash) is fine.
+Status Runtime::CreateStarted(const std::string& id, Json payload) {
+  AppendRequest req{.execution_id = id, .expected_next = 1};
+  req.events.push_back(events::KernelEvent(KernelKind::kExecutionStarted, std::move(payload)));
+  Result<int64_t> r = Commit(std::move(req));
+  if (r || r.error().code == ErrorCode::kSequenceConflict) return Ok();
+  return std::unexpected(r.error());
+}
+
+Status Runtime::CreateChild(const RunState& parent, std::string_view workflow, std::string_view key,
+                            const std::string& child_id, const Json& input) {
+  if (!Find(workflow)) return MakeError(ErrorCode::kNotFound, "unknown workflow", parent.id);
+  Json payload{{"workflow", workflow},
+               {"input", input},
+               {"parent", Json{{"execution_id", parent.id}, {"key", key}}}};
+  return CreateStarted(child_id, std::move(payload));
+}
+
+Status Runtime::Flush(RunState& run) {
+  if (run.pending.empty()) return Ok();
+  AppendRequest req{.execution_id = run.id,
+                    .expected_next = run.head + 1,
+                    .events = std::move(run.pending),
+                    .fence = run.fence};
+  run.pending.clear();
+  ONCE_ASSIGN_OR_RETURN(run.head, Commit(std::move(req)));
+  return Ok();
+}
+
+Result<int64_t> Runtime::Commit(AppendRequest req) {
+  if (committer_) return committer_->Commit(std::move(req));
+  return store_.Append(req);
+}
+
+// ---- Reading -------------------------------------------------------------------
+
+Result<std::vector<Envelope>> Runtime::ReadAll(std::string_view id, int64_t first) {
+  std::vector<Envelope> out;
+  for (;;) {
+    ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> page, store_.ReadRange(id, first, store::kToEnd));
+    if (page.empty()) break;
+    first = page.back().sequence + 1;
+    size_t n = page.size();
+    if (out.empty()) {
+      out = std::move(page);
+    } else {
+      out.insert(out.end(), std::make_move_iterator(page.begin()),
+                 std::make_move_iterator(page.end()));
+    }
+    if (n < store_.limits().read_events_max) break;
+  }
+  return out;
+}
+
+Status Runtime::ReadTail(std::string_view id, std::vector<Envelope>& log) {
+  int64_t first = log.empty() ? 1 : log.back().sequence + 1;
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> tail, ReadAll(id, first));
+  log.insert(log.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
+  return Ok();
+}
+
+Result<std::optional<Park>> Runtime::LocatePark(std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  const Envelope* park = FindOpenPark(log);
+  if (!park) return std::optional<Park>();
+  return std::optional<Park>(Park{park->sequence, *park});
+}
+
+Result<std::optional<int64_t>> Runtime::ParkedAtSequence(std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(std::optional<Park> park, LocatePark(id));
+  if (!park) return std::optional<int64_t>();
+  return std::optional<int64_t>(park->sequence);
+}
+
+Result<ExecutionState> Runtime::Inspect(std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  return Fold(log);
+}
+
+// ---- Audit appends -------------------------------------------------------------
+
+Result<int64_t> Runtime::AppendAudit(std::string_view id, Envelope event) {
+  for (int attempt = 0; attempt < kAuditAppendAttemptsMax; ++attempt) {
+    ONCE_ASSIGN_OR_RETURN(int64_t head, store_.Head(id));
+    if (head == 0) return MakeError(ErrorCode::kNotFound, "unknown execution", std::string(id));
+    AppendRequest req{.execution_id = std::string(id),
+                      .expected_next = head + 1,
+                      .events = {event},
+                      .fence = std::nullopt};
+    Result<int64_t> r = store_.Append(req);
+    if (r || r.error().code != ErrorCode::kSequenceConflict) return r;
+  }
+  return MakeError(ErrorCode::kBusy, "audit append kept losing its sequence", std::string(id));
+}
+
+Result<int64_t> Runtime::RecordExecutionDenied(std::string_view id, std::string_view principal,
+                                               std::string_view reason) {
+  return AppendAudit(id, events::KernelEvent(KernelKind::kExecutionDenied,
+                                             Json{{"principal", principal}, {"reason", reason}}));
+}
+
+Result<int64_t> Runtime::RecordOutcome(std::string_view id, Json outcome) {
+  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Inspect(id));
+  if (!IsTerminal(st.status)) {
+    return MakeError(ErrorCode::kInvalidArgument, "an outcome is recorded on a terminal log",
+                     std::string(id));
+  }
+  return AppendAudit(
+      id, events::KernelEvent(KernelKind::kOutcomeRecorded, Json{{"outcome", std::move(outcome)}}));
+}
+
+// ---- Recovery ------------------------------------------------------------------
+
+Result<RunOutcome> Runtime::Redrive(std::string_view id, bool acquire_fence) {
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  int64_t token = 0;
+  if (acquire_fence && store_.Supports(Capability::kAcquireFence)) {
+    ONCE_ASSIGN_OR_RETURN(token, store_.AcquireFence(id));
+    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+  }
+  ExecutionState st = Fold(log);
+  if (st.status != ExecutionStatus::kRunning) {
+    return RunOutcome{std::string(id), st.status, st.result, st.park_seq};
+  }
+  const Def* def = Find(st.workflow);
+  if (!def)
+    return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
+  RunState run;
+  run.id = id;
+  run.workflow = std::move(st.workflow);
+  run.fn = &def->fn;
+  run.input = std::move(st.input);
+  run.parent = std::move(st.parent);
+  run.head = st.head;
+  run.fence = token;
+  run.log = std::move(log);
+  return Execute(run);
+}
+
+Result<RecoverReport> Runtime::Recover() {
+  Outermost outermost(*this);
+  RecoverReport report;
+  std::string after;
+  for (;;) {
+    ONCE_ASSIGN_OR_RETURN(store::ExecutionPage page,
+                          store_.ListExecutions(after, store_.limits().list_page_executions_max));
+    for (const std::string& id : page.execution_ids) {
+      ++report.examined;
+      ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+      ExecutionState st = Fold(log);
+      if (st.status == ExecutionStatus::kRunning) {
+        Result<RunOutcome> r = Redrive(id, options_.recover_acquires_fence);
+        if (r)
+          ++report.redriven;
+        else
+          report.errors.push_back(r.error());
+      } else if (st.status == ExecutionStatus::kSuspended) {
+        const Envelope* park = FindOpenPark(log);
+        Result<std::optional<Answer>> answer = ChildAnswer(id, *park);
+        if (answer && *answer) {
+          ++report.notified;
+          Status s = ResumeParked(id, park->sequence, std::move(**answer));
+          if (!s) report.errors.push_back(s.error());
+        }
+      }
+    }
+    if (page.next_after.empty()) break;
+    after = page.next_after;
+  }
+  return report;
+}
+
+// ---- Children and background work ----------------------------------------------
+
+Result<std::optional<Answer>> Runtime::ChildAnswer(std::string_view parent_id,
+                                                   const Envelope& park) {
+  const Json& call = Member(park.payload, "call");
+  if (call != "await_child" && call != "await_children") return std::optional<Answer>();
+  Json results = Json::object();
+  for (const Json& wait : Member(park.payload, "waits")) {
+    std::string key = Member(wait, "key").get<std::string>();
+    ONCE_ASSIGN_OR_RETURN(ExecutionState child, Inspect(ChildExecutionId(parent_id, key)));
+    std::optional<Json> r = ChildResult(child);
+    if (!r) return std::optional<Answer>();
+    if (call == "await_child") return std::optional<Answer>(Answer{wait, std::move(*r)});
+    results[key] = std::move(*r);
+  }
+  Json wait{{"type", "children"}, {"group", Member(park.payload, "group")}};
+  return std::optional<Answer>(Answer{std::move(wait), std::move(results)});
+}
+
+void Runtime::AfterPark(const std::string& id, int64_t park_seq, const Envelope& park) {
+  Result<std::optional<Answer>> answer = ChildAnswer(id, park);
+  if (!answer) return ReportError(answer.error());
+  if (!*answer) return;
+  // The children finished before the park landed: resume ourselves.
+  Schedule([this, id, park_seq, a = std::move(**answer)]() mutable {
+    if (Status s = ResumeParked(id, park_seq, std::move(a)); !s) ReportError(s.error());
+  });
+}
+
+void Runtime::NotifyParent(const Json& parent) {
+  std::string pid = Member(parent, "execution_id").get<std::string>();
+  Result<std::optional<Park>> park = LocatePark(pid);
+  if (!park) return ReportError(park.error());
+  if (!*park) return;
+  Result<std::optional<Answer>> answer = ChildAnswer(pid, (*park)->envelope);
+  if (!answer) return ReportError(answer.error());
+  if (!*answer) return;
+  if (Status s = ResumeParked(pid, (*park)->sequence, std::move(**answer)); !s) {
+    ReportError(s.error());
+  }
+}
+
+// The supervisor's rule: an unfenced first try, then fence_if_parked_at on
+// kStaleFence. Losing to another resumer is not an error.
+Status Runtime::ResumeParked(const std::string& id, int64_t park_seq, Answer answer) {
+  RunOptions options{.answer = std::move(answer)};
+  ResumeExtras extras{.expect_park = park_seq};
+  Result<RunOutcome> r = ResumeImpl(id, "", options, extras);
+  if (!r && r.error().code == ErrorCode::kStaleFence) {
+    options.fence_if_parked_at = park_seq;
+    r = ResumeImpl(id, "", options, extras);
+  }
+  if (r || r.error().code == ErrorCode::kResumeRefused ||
+      r.error().code == ErrorCode::kSequenceConflict) {
+    return Ok();
+  }
+  return std::unexpected(r.error());
+}
+
+void Runtime::ScheduleRedrive(std::string id) {
+  Schedule([this, id = std::move(id)] {
+    if (Result<RunOutcome> r = Redrive(id, false); !r) ReportError(r.error());
+  });
+}
+
+void Runtime::Schedule(std::function<void()> task) {
+  if (pool_) {
+    if (Status s = pool_->Submit(std::move(task)); !s) ReportError(s.error());
+    return;
+  }
+  std::lock_guard lock(deferred_mu_);
+  deferred_.push_back(std::move(task));
+}
+
+void Runtime::DrainDeferred() {
+  for (;;) {
+    std::vector<std::function<void()>> tasks;
+    {
+      std::lock_guard lock(deferred_mu_);
+      tasks.swap(deferred_);
+    }
+    if (tasks.empty()) return;
+    for (auto& task : tasks) task();
+  }
+}
+
+void Runtime::WaitIdle() {
+  if (pool_) pool_->WaitIdle();
+  Outermost outermost(*this);
+}
+
+void Runtime::ReportError(const Error& e) {
+  if (options_.on_error) options_.on_error(e);
+}
+
+CommitterStats Runtime::commit_stats() const {
+  return committer_ ? committer_->stats() : CommitterStats{};
+}
+
+// ---- Async ---------------------------------------------------------------------
+
+namespace {
+template <class F>
+std::future<Result<RunOutcome>> RunOn(WorkerPool* pool, F&& fn) {
+  auto promise = std::make_shared<std::promise<Result<RunOutcome>>>();
+  std::future<Result<RunOutcome>> future = promise->get_future();
+  if (!pool) {
+    promise->set_value(fn());
+    return future;
+  }
+  Status s =
+      pool->Submit([promise, fn = std::forward<F>(fn)]() mutable { promise->set_value(fn()); });
+  if (!s) promise->set_value(std::unexpected(s.error()));
+  return future;
+}
+}  // namespace
+
+std::future<Result<RunOutcome>> Runtime::StartAsync(std::string workflow, std::string id,
+                                                    Json input, StartOptions options) {
+  return RunOn(pool_.get(), [this, workflow = std::move(workflow), id = std::move(id),
+                             input = std::move(input), options = std::move(options)]() mutable {
+    return Start(workflow, id, std::move(input), std::move(options));
+  });
+}
+
+std::future<Result<RunOutcome>> Runtime::ResumeAsync(std::string id, RunOptions options) {
+  return RunOn(pool_.get(), [this, id = std::move(id), options = std::move(options)] {
+    return Resume(id, options);
+  });
+}
+
+}  // namespace once::runtime
