@@ -102,6 +102,7 @@ Result<int64_t> MemoryEventStore::Head(std::string_view id) {
 }
 
 Result<ExecutionPage> MemoryEventStore::ListExecutions(std::string_view after, size_t limit) {
+  if (limit == 0) return MakeError(ErrorCode::kInvalidArgument, "limit must be >= 1");
   limit = std::min(limit, limits_.list_page_executions_max);
   ExecutionPage page;
   std::lock_guard<std::mutex> lock(mu_);

@@ -136,6 +136,7 @@ class EventStore {
 
   // Ids of executions with at least one event, ascending, strictly after
   // `after`, at most `limit` (capped by limits().list_page_executions_max).
+  // A limit of 0 is kInvalidArgument.
   virtual Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) = 0;
 
   // Removes the execution's events. Its fence token survives when it was ever
