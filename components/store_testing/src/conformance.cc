@@ -472,6 +472,11 @@ TEST_P(EventStoreConformance, ListExecutionsCapsTheLimit) {
   EXPECT_TRUE(rest->next_after.empty());
 }
 
+TEST_P(EventStoreConformance, ListExecutionsRefusesALimitOfZero) {
+  AppendOk(store(), Req("ex-1", 1, Steps(1)));
+  EXPECT_TRUE(Fails(store().ListExecutions("", 0), ErrorCode::kInvalidArgument));
+}
+
 TEST_P(EventStoreConformance, ListExecutionsShowsOnlyExecutionsWithEvents) {
   AppendOk(store(), Req("has-events", 1, Steps(1)));
   if (Supports(Capability::kAcquireFence)) {
