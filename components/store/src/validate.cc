@@ -1,5 +1,6 @@
 #include "once/store/validate.h"
 
+#include <limits>
 #include <unordered_set>
 
 namespace once::store {
@@ -175,8 +176,18 @@ Result<Envelope> DecodeRow(std::string_view execution_id, int64_t sequence, std:
   e.sequence = sequence;
   e.kind = std::move(kind);
   e.time_ms = time_ms;
-  e.payload = Json::parse(payload_json, nullptr, false);
-  e.metadata = Json::parse(metadata_json, nullptr, false);
+  // The parser reads a non-negative integer as number_unsigned; the writer
+  // most likely held a signed one (Json(17)). Read back what fits in int64_t
+  // as number_integer so a stored value round-trips with its type.
+  auto signed_ints = [](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::value && parsed.is_number_unsigned() &&
+        parsed.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      parsed = static_cast<int64_t>(parsed.get<uint64_t>());
+    }
+    return true;
+  };
+  e.payload = Json::parse(payload_json, signed_ints, false);
+  e.metadata = Json::parse(metadata_json, signed_ints, false);
   if (e.payload.is_discarded() || e.metadata.is_discarded()) {
     return MakeError(ErrorCode::kCorruption,
                      "stored event " + std::to_string(sequence) + " is not valid JSON",

@@ -65,5 +65,14 @@ TEST(ValidateTest, DecodeRowRejectsCorruptJson) {
   EXPECT_EQ(DecodeRow("x", 1, "K", "{", "{}", 5).error().code, ErrorCode::kCorruption);
 }
 
+TEST(ValidateTest, DecodeRowReadsIntegersBackSigned) {
+  auto e = DecodeRow("x", 1, "K", "[17, -2, 18446744073709551615]", "{\"fence\": 3}", 5).value();
+  EXPECT_EQ(e.payload[0].type(), Json(17).type());
+  EXPECT_EQ(e.payload[1].type(), Json(-2).type());
+  EXPECT_TRUE(e.payload[2].is_number_unsigned());  // does not fit in int64_t
+  EXPECT_EQ(e.metadata["fence"].type(), Json(3).type());
+  EXPECT_EQ(DecodeRow("x", 1, "K", "17", "{}", 5).value().payload.type(), Json(17).type());
+}
+
 }  // namespace
 }  // namespace once::store
