@@ -23,7 +23,7 @@ std::span<const uint8_t> AsBytes(std::string_view text) {
 
 Result<std::array<uint8_t, kId88Bytes>> ParseId88(std::string_view phrase) {
   ONCE_ASSIGN_OR_RETURN(Bytes raw, codephrase::DecodeBytes(phrase, kId88Bytes));
-  std::array<uint8_t, kId88Bytes> out;
+  std::array<uint8_t, kId88Bytes> out{};
   std::copy(raw.begin(), raw.end(), out.begin());
   return out;
 }

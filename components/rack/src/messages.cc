@@ -208,7 +208,8 @@ Result<Message> ReadEvent(Reader& r, uint8_t kind) {
       return JobStarted{baseboard, id};
     }
     case kJobStoppedKind: {
-      JobStopped m{baseboard};
+      JobStopped m;
+      m.baseboard = baseboard;
       ONCE_ASSIGN_OR_RETURN(m.job_id, ReadId<JobId>(r));
       ONCE_ASSIGN_OR_RETURN(m.outcome, ReadOutcome(r));
       ONCE_ASSIGN_OR_RETURN(m.stdout_summary, ReadSummary(r));
@@ -220,7 +221,8 @@ Result<Message> ReadEvent(Reader& r, uint8_t kind) {
       return JobCancelled{baseboard, id};
     }
     case kJobErrorKind: {
-      JobError m{baseboard};
+      JobError m;
+      m.baseboard = baseboard;
       ONCE_ASSIGN_OR_RETURN(m.job_id, ReadId<JobId>(r));
       ONCE_ASSIGN_OR_RETURN(uint8_t code, r.U8());
       if (code > static_cast<uint8_t>(ErrorCode::kInternal)) {
@@ -231,7 +233,8 @@ Result<Message> ReadEvent(Reader& r, uint8_t kind) {
       return m;
     }
     case kSledErrorKind: {
-      SledError m{baseboard};
+      SledError m;
+      m.baseboard = baseboard;
       ONCE_ASSIGN_OR_RETURN(uint8_t sled_kind, r.U8());
       if (sled_kind != static_cast<uint8_t>(SledErrorKind::kConcurrentSessions)) {
         return MakeError(ErrorCode::kInvalidArgument, "unknown sled error kind");
@@ -242,7 +245,8 @@ Result<Message> ReadEvent(Reader& r, uint8_t kind) {
       return m;
     }
     case kVersionKind: {
-      VersionAnnouncement m{baseboard};
+      VersionAnnouncement m;
+      m.baseboard = baseboard;
       ONCE_ASSIGN_OR_RETURN(m.cubby, r.U8());
       if (m.cubby > kCubbyMax && m.cubby != kCubbyUnknown) {
         return MakeError(ErrorCode::kInvalidArgument, "cubby out of range");

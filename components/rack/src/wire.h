@@ -74,7 +74,7 @@ class Reader {
   template <size_t N>
   Result<std::array<uint8_t, N>> Fixed() {
     ONCE_RETURN_IF_ERROR(Need(N));
-    std::array<uint8_t, N> out;
+    std::array<uint8_t, N> out{};
     for (size_t i = 0; i < N; ++i) out[i] = bytes_[pos_++];
     return out;
   }

@@ -96,6 +96,14 @@ struct ExitOutcome {
   friend bool operator==(const ExitOutcome&, const ExitOutcome&) = default;
 };
 
+// What an executor reports when a started job ends.
+struct ExitReport {
+  ExitOutcome outcome;
+  OutputSummary stdout_summary;
+  OutputSummary stderr_summary;
+  friend bool operator==(const ExitReport&, const ExitReport&) = default;
+};
+
 struct JobStarted {
   std::string baseboard;
   JobId job_id;

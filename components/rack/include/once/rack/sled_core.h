@@ -1,0 +1,265 @@
+// File: sled_core.h
+//
+// The sush sled core: a deterministic state machine, one per sled. No threads,
+// no I/O, no wall clock: everything arrives as an Input and everything it
+// wants done leaves as Outputs, so a simulator can run 32 sleds in one process
+// and replay a seed exactly. Randomness (server nonces) comes from an injected
+// Rng; the drives from an injected BoundaryStore.
+//
+//   MemoryBoundaryStore drives;
+//   SledCore core(SledConfig{{"913-0000019:BRM1", 3}, "once 0.1", trusted}, rng, drives);
+//   for (const Output& out : core.Handle(Delivered{version, payload_bytes})) {
+//     // Broadcast -> gossip send; StartProcess/StopProcess -> the executor;
+//     // Reply -> the HTTP client; JobStatusChanged/SessionChanged -> watchers.
+//   }
+//
+// Contract with the gossip layer: every message, including this sled's own
+// Broadcasts, comes back exactly once as Delivered, in causal order. Requests
+// take effect only when delivered; a client's Submit is checked and then
+// broadcast.
+//
+// The rules (seed 001, "Causal gossip and its consequences"):
+// - Sessions: a start strictly after the frontier supersedes the active one; a
+//   start concurrent with the active one annihilates both (ConcurrentSessions
+//   is gossiped; a new session is needed); anything else is absorbed. At most
+//   one session is active.
+// - Jobs: only trusted, well-signed, well-formed jobs of the active session
+//   run; everything else gets an Error status and never runs. A job starts
+//   only when it is the chain's next id (all predecessors known) and targets
+//   this sled; the chain advances either way. Non-concurrent jobs wait for
+//   running jobs to end; starts always follow chain order.
+// - Every process start passes through one function (the execution gate),
+//   which records the BoundaryStore entry first.
+//
+// Not thread-safe: one thread (or one simulated actor) owns a core.
+
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "once/base/clock.h"
+#include "once/base/result.h"
+#include "once/base/rng.h"
+#include "once/itc/version.h"
+#include "once/rack/boundary.h"
+#include "once/rack/ids.h"
+#include "once/rack/keys.h"
+#include "once/rack/messages.h"
+#include "once/rack/target.h"
+
+namespace once::rack {
+
+struct SledLimits {
+  // Jobs of the active session known but not yet passed by the chain.
+  size_t queued_jobs_per_session_max = 1000;
+  // Jobs remembered with their per-sled statuses (the causally oldest
+  // finished ones are evicted first; queued or running ones never).
+  size_t history_entries_max = 65536;
+  // Server nonces issued and not yet used by a session start.
+  size_t session_nonces_max = 64;
+  Duration session_nonce_ttl = std::chrono::minutes(10);
+  // Processes running at once on this sled.
+  size_t running_jobs_max = 256;
+  // Sleds remembered from version announcements.
+  size_t known_sleds_max = 64;
+};
+
+struct SledConfig {
+  SledIdentity identity;
+  std::string build_version;
+  TrustedKeys trusted;
+  SledLimits limits;
+};
+
+// ---- Inputs ----
+
+// A gossip delivery: a message and its causal version, in causal order.
+struct Delivered {
+  itc::Version version;
+  Bytes payload;
+};
+// A client posts an encoded SignedRequest message to this sled.
+struct ClientSubmit {
+  Bytes request;
+};
+// A client asks this sled for a server nonce to start a session with.
+struct IssueSessionNonce {};
+// The executor reports that a started job's process ended.
+struct ProcessExited {
+  JobId job_id;
+  ExitReport report;
+};
+// Time passes (expires nonces; the first tick announces this sled's version).
+struct TimerTick {
+  TimePoint now;
+};
+using Input = std::variant<Delivered, ClientSubmit, IssueSessionNonce, ProcessExited, TimerTick>;
+
+// ---- Outputs ----
+
+enum class JobState : uint8_t { kQueued, kStarted, kStopped, kCancelled, kError };
+std::string_view JobStateName(JobState state);
+
+struct JobStatus {
+  JobState state = JobState::kQueued;
+  ExitOutcome outcome;           // kStopped, and kError after a start
+  OutputSummary stdout_summary;  // kStopped, and kError after a start
+  OutputSummary stderr_summary;
+  ErrorCode error_code = ErrorCode::kInternal;  // kError
+  std::string error;                            // kError
+  bool terminal() const { return state != JobState::kQueued && state != JobState::kStarted; }
+  friend bool operator==(const JobStatus&, const JobStatus&) = default;
+};
+
+// Send these bytes to every peer (gossip).
+struct Broadcast {
+  Bytes payload;
+};
+// Run this job now (the executor). Only the execution gate emits it.
+struct StartProcess {
+  JobId job_id;
+  SessionId session_id;
+  std::string command;
+  Bytes request;  // the encoded signed request, for job.json
+};
+// Kill this job's process group.
+struct StopProcess {
+  JobId job_id;
+};
+// The answer to ClientSubmit or IssueSessionNonce.
+struct Reply {
+  Status status;
+  std::optional<Nonce> nonce;           // IssueSessionNonce
+  std::optional<SessionId> session_id;  // a submitted session start
+};
+// A sled's status for a job changed (this sled's or one learned by gossip).
+struct JobStatusChanged {
+  JobId job_id;
+  std::string baseboard;
+  JobStatus status;
+};
+enum class SessionEnd : uint8_t { kNone, kSuperseded, kAnnihilated, kStopped };
+struct SessionChanged {
+  std::optional<SessionId> active;
+  SessionEnd ended = SessionEnd::kNone;  // why the previous one ended, if one did
+};
+// A sled (this one or a peer) reported an error such as ConcurrentSessions.
+struct SledErrorSeen {
+  SledError error;
+};
+// Something was dropped (undecodable delivery, duplicate, bad request that is
+// not a job): for logs, never for control flow.
+struct Diagnostic {
+  Error error;
+};
+using Output = std::variant<Broadcast, StartProcess, StopProcess, Reply, JobStatusChanged,
+                            SessionChanged, SledErrorSeen, Diagnostic>;
+
+// A job this sled knows, with every sled's status for it.
+struct JobRecord {
+  JobStart job;
+  itc::Version version;
+  std::map<std::string, JobStatus> statuses;  // by baseboard
+};
+
+class SledCore {
+ public:
+  // `rng` and `boundary` must outlive the core.
+  SledCore(SledConfig config, Rng& rng, BoundaryStore& boundary);
+
+  // Applies one input; returns what to do, in order.
+  std::vector<Output> Handle(const Input& input);
+
+  const SledIdentity& identity() const { return config_.identity; }
+  std::optional<SessionId> active_session() const;
+  const itc::Version& frontier() const { return frontier_; }
+  const JobRecord* FindJob(const JobId& id) const;
+  const JobStatus* StatusOf(const JobId& id, const std::string& baseboard) const;
+  size_t history_size() const { return history_.size(); }
+  size_t queued_jobs() const;
+  size_t running_jobs() const { return running_.size(); }
+  // Processes started in this core's life.
+  uint64_t executions() const { return executions_; }
+  const std::map<std::string, VersionAnnouncement>& known_sleds() const { return sleds_; }
+
+ private:
+  struct PendingJob {
+    JobStart job;
+    Digest256 digest{};
+    Bytes request;
+    bool targeted = false;
+    bool cancelled = false;
+  };
+  struct Session {
+    SessionId id;
+    itc::Version start_version;
+    JobId next;
+    std::map<JobId, PendingJob> known;
+    std::set<JobId> skips;
+    std::set<JobId> stops;
+    std::set<JobId> passed;
+    std::deque<JobId> passed_order;
+  };
+  struct Running {
+    bool stop_requested = false;
+  };
+
+  void OnDelivered(const Delivered& input);
+  void OnSubmit(const ClientSubmit& input);
+  void OnIssueNonce();
+  void OnProcessExited(const ProcessExited& input);
+  void OnTick(const TimerTick& input);
+
+  void OnRequest(const itc::Version& version, const SignedRequest& request, const Bytes& raw);
+  void OnSessionStart(const itc::Version& version, const SessionStart& start);
+  void OnSessionStop(const itc::Version& version, const SessionStop& stop);
+  void OnSessionSkip(const SessionSkip& skip);
+  void OnJobStart(const itc::Version& version, const SignedRequest& request, const Bytes& raw);
+  void OnJobStop(const JobStop& stop);
+  void OnEvent(const Message& event);
+  Status CheckSubmitted(const RequestPayload& payload, std::optional<SessionId>& session_id);
+
+  void Activate(const SessionId& id, const itc::Version& version);
+  void EndSession(SessionEnd why);
+  void Advance();
+  void Pass(const JobId& id, const JobId& next);
+  // The execution gate: the only place a StartProcess is emitted.
+  void Execute(const PendingJob& pending);
+
+  void RefuseJob(const itc::Version& version, const JobStart& job, const Error& error);
+  void Cancel(PendingJob& pending);
+  void Report(const JobId& id, const JobStatus& status, Message event);
+  void SetStatus(const JobId& id, const std::string& baseboard, const JobStatus& status);
+  Status Remember(const itc::Version& version, const JobStart& job);
+  Status MakeRoomInHistory();
+  bool Evictable(const JobId& id, const JobRecord& record) const;
+  bool Targets(const JobStart& job) const;
+
+  void Send(const Message& message);
+  void Emit(Output output) { out_.push_back(std::move(output)); }
+
+  SledConfig config_;
+  Rng& rng_;
+  BoundaryStore& boundary_;
+  TimePoint now_{};
+  bool announced_ = false;
+  itc::Version frontier_;
+  std::optional<Session> active_;
+  std::map<JobId, Running> running_;
+  std::set<JobId> executed_;  // this life's starts (the gate's own guard)
+  std::deque<JobId> executed_order_;
+  uint64_t executions_ = 0;
+  std::map<JobId, JobRecord> history_;
+  std::map<Nonce, TimePoint> nonces_;  // issued, unused, with expiry
+  std::map<std::string, VersionAnnouncement> sleds_;
+  std::vector<Output> out_;
+};
+
+}  // namespace once::rack

@@ -1,0 +1,483 @@
+#include "once/rack/sled_core.h"
+
+#include <gtest/gtest.h>
+
+#include "rack_harness.h"
+
+namespace once::rack {
+namespace {
+
+using testing::ClientChain;
+using testing::Rack;
+
+constexpr size_t A = 0, B = 1, C = 2;
+
+TEST(SledCoreTest, SessionStartedOnAIsActiveOnB) {
+  Rack rack(2);
+  auto chain = rack.StartSession(A);
+  ASSERT_TRUE(chain.has_value());
+  EXPECT_EQ(rack.core(A).active_session(), chain->session);
+  EXPECT_EQ(rack.core(B).active_session(), std::nullopt);
+  rack.Sync(A, B);
+  EXPECT_EQ(rack.core(B).active_session(), chain->session);
+}
+
+TEST(SledCoreTest, JobSubmittedToARunsOnAAndBAndEachSeesTheOthersStopped) {
+  Rack rack(2);
+  auto chain = rack.StartSession(A);
+  rack.Sync(A, B);
+  SignedRequest job = rack.NextJob(*chain, "uptime");
+  JobId id = std::get<JobStart>(job.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, job).status.has_value());
+  EXPECT_TRUE(rack.Started(A, id));
+  EXPECT_FALSE(rack.Started(B, id));
+  rack.Sync(A, B);
+  EXPECT_TRUE(rack.Started(B, id));
+  rack.Exit(A, id, 0);
+  rack.Exit(B, id, 3);
+  rack.SyncAll();
+  for (size_t viewer : {A, B}) {
+    EXPECT_EQ(rack.State(viewer, id, A), JobState::kStopped);
+    EXPECT_EQ(rack.State(viewer, id, B), JobState::kStopped);
+    EXPECT_EQ(rack.Status(viewer, id, B)->outcome.code, 3);
+  }
+  EXPECT_EQ(rack.core(A).executions(), 1u);
+  EXPECT_EQ(rack.core(B).executions(), 1u);
+}
+
+TEST(SledCoreTest, ASessionStartedOnBAfterSeeingA_SupersedesA) {
+  Rack rack(2);
+  auto first = rack.StartSession(A);
+  rack.Sync(A, B);
+  auto second = rack.StartSession(B);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(rack.core(B).active_session(), second->session);
+  rack.Sync(B, A);
+  EXPECT_EQ(rack.core(A).active_session(), second->session);
+  // A job of the superseded session is refused everywhere it is targeted.
+  SignedRequest stale = rack.NextJob(*first, "true");
+  EXPECT_EQ(rack.Submit(A, stale).status.error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(rack.sled(A).sled_errors.empty());
+}
+
+TEST(SledCoreTest, SupersedingCancelsTheOldSessionsQueuedJobs) {
+  Rack rack(2);
+  auto first = rack.StartSession(A);
+  rack.NextJob(*first, "hole");  // never submitted: a hole
+  SignedRequest queued = rack.NextJob(*first, "true");
+  JobId id = std::get<JobStart>(queued.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, queued).status.has_value());
+  EXPECT_EQ(rack.State(A, id, A), JobState::kQueued);
+  rack.Sync(A, B);
+  rack.StartSession(B);
+  rack.Sync(B, A);
+  EXPECT_EQ(rack.State(A, id, A), JobState::kCancelled);
+  EXPECT_FALSE(rack.Started(A, id));
+}
+
+TEST(SledCoreTest, ConcurrentSessionStartsAnnihilateAndANewSessionIsNeeded) {
+  Rack rack(3);
+  auto on_a = rack.StartSession(A);
+  auto on_b = rack.StartSession(B);  // B has not heard of A's session
+  ASSERT_TRUE(on_a && on_b);
+  rack.SyncAll();
+  for (size_t i : {A, B, C}) {
+    EXPECT_EQ(rack.core(i).active_session(), std::nullopt) << i;
+    ASSERT_FALSE(rack.sled(i).sled_errors.empty()) << i;
+    EXPECT_EQ(rack.sled(i).sled_errors.front().kind, SledErrorKind::kConcurrentSessions);
+  }
+  // Neither old session accepts jobs any more.
+  EXPECT_FALSE(rack.Submit(A, rack.NextJob(*on_a, "true")).status.has_value());
+  // A new session, in both their futures, is active everywhere.
+  auto fresh = rack.StartSession(C);
+  ASSERT_TRUE(fresh.has_value());
+  rack.SyncAll();
+  for (size_t i : {A, B, C}) EXPECT_EQ(rack.core(i).active_session(), fresh->session);
+}
+
+TEST(SledCoreTest, AThirdConcurrentStartIsAbsorbedAfterAnnihilation) {
+  Rack rack(3);
+  for (size_t i : {A, B, C}) ASSERT_TRUE(rack.StartSession(i).has_value());
+  rack.SyncAll();
+  for (size_t i : {A, B, C}) EXPECT_EQ(rack.core(i).active_session(), std::nullopt) << i;
+  auto fresh = rack.StartSession(B);
+  rack.SyncAll();
+  for (size_t i : {A, B, C}) EXPECT_EQ(rack.core(i).active_session(), fresh->session) << i;
+}
+
+TEST(SledCoreTest, SessionStopEndsTheSessionAndCancelsItsQueue) {
+  Rack rack(2);
+  auto chain = rack.StartSession(A);
+  rack.NextJob(*chain, "hole");
+  SignedRequest queued = rack.NextJob(*chain, "true");
+  JobId id = std::get<JobStart>(queued.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, queued).status.has_value());
+  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(SessionStop{chain->session}, rack.support()))
+                  .status.has_value());
+  rack.SyncAll();
+  for (size_t i : {A, B}) {
+    EXPECT_EQ(rack.core(i).active_session(), std::nullopt);
+    EXPECT_EQ(rack.State(i, id, i), JobState::kCancelled);
+  }
+}
+
+// ---- refused jobs: table-driven ----
+
+struct RefusalCase {
+  const char* name;
+  ErrorCode code;
+  const char* message;
+  // Turns a good job request into a bad one.
+  std::function<SignedRequest(Rack&, ClientChain&)> make;
+};
+
+std::vector<RefusalCase> RefusalCases() {
+  return {
+      {"unsigned", ErrorCode::kPermissionDenied, "bad signature",
+       [](Rack& rack, ClientChain& chain) {
+         SignedRequest r = rack.NextJob(chain, "touch /tmp/pwned");
+         r.signature.fill(0);
+         return r;
+       }},
+      {"wrongly_signed", ErrorCode::kPermissionDenied, "bad signature",
+       [](Rack& rack, ClientChain& chain) {
+         SignedRequest r = rack.NextJob(chain, "true");
+         std::get<JobStart>(r.payload).command = "touch /tmp/pwned";
+         r.payload_bytes = *EncodePayload(r.payload);
+         return r;
+       }},
+      {"unknown_key", ErrorCode::kPermissionDenied, "unknown key",
+       [](Rack& rack, ClientChain& chain) {
+         KeyPair stranger = KeyPair::Generate(rack.rng());
+         SignedRequest r =
+             rack.SignOrDie(JobStart{chain.next, chain.session, "true", "*", false}, stranger);
+         return r;
+       }},
+      {"leading_dash", ErrorCode::kInvalidArgument, "command starts with '-'",
+       [](Rack& rack, ClientChain& chain) { return rack.NextJob(chain, "-c true"); }},
+      {"bad_target", ErrorCode::kInvalidArgument, "cubby out of range 0-31",
+       [](Rack& rack, ClientChain& chain) { return rack.NextJob(chain, "true", "1,99"); }},
+      {"inactive_session", ErrorCode::kNotFound, "session not active",
+       [](Rack& rack, ClientChain& chain) {
+         ClientChain other{SessionId{}, FirstJobId(SessionId{})};
+         return rack.NextJob(other, "true");
+       }},
+  };
+}
+
+class RefusalTest : public ::testing::TestWithParam<RefusalCase> {};
+
+TEST_P(RefusalTest, RefusedAtSubmitAndByGossipAndNeverRuns) {
+  const RefusalCase& c = GetParam();
+  Rack rack(2);
+  auto chain = rack.StartSession(A);
+  rack.Sync(A, B);
+  SignedRequest bad = c.make(rack, *chain);
+  JobId id = std::get<JobStart>(bad.payload).job_id;
+
+  Reply reply = rack.Submit(A, bad);
+  ASSERT_FALSE(reply.status.has_value());
+  EXPECT_EQ(reply.status.error().code, c.code);
+  EXPECT_EQ(reply.status.error().message, c.message);
+
+  // A sled that gossips it anyway (a buggy or hostile peer): every targeted
+  // sled records an Error status with the typed code, and nothing runs.
+  rack.Inject(B, *Encode(bad));
+  rack.SyncAll();
+  for (size_t i : {A, B}) {
+    EXPECT_FALSE(rack.Started(i, id));
+    const JobStatus* status = rack.Status(i, id, i);
+    ASSERT_NE(status, nullptr) << c.name;
+    EXPECT_EQ(status->state, JobState::kError);
+    EXPECT_EQ(status->error_code, c.code);
+    EXPECT_EQ(status->error, c.message);
+    EXPECT_EQ(rack.core(i).executions(), 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, RefusalTest, ::testing::ValuesIn(RefusalCases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(SledCoreTest, MalformedSubmissionsAndDeliveriesAreTypedErrors) {
+  Rack rack(1);
+  rack.StartSession(A);
+  EXPECT_EQ(rack.SubmitBytes(A, Bytes{1, 2, 3}).status.error().code, ErrorCode::kInvalidArgument);
+  auto event = Encode(JobStarted{"x", JobId{}});
+  EXPECT_EQ(rack.SubmitBytes(A, *event).status.error().message, "not a signed request");
+  size_t before = rack.sled(A).diagnostics.size();
+  rack.Inject(A, Bytes{1, 99});
+  EXPECT_EQ(rack.sled(A).diagnostics.size(), before + 1);
+}
+
+// ---- the chain ----
+
+TEST(SledCoreTest, JobsStartOnlyInChainOrderOnceThePredecessorIsKnown) {
+  Rack rack(1);
+  auto chain = rack.StartSession(A);
+  SignedRequest j1 = rack.NextJob(*chain, "one");
+  SignedRequest j2 = rack.NextJob(*chain, "two");
+  JobId id1 = std::get<JobStart>(j1.payload).job_id;
+  JobId id2 = std::get<JobStart>(j2.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, j2).status.has_value());
+  EXPECT_FALSE(rack.Started(A, id2));
+  EXPECT_EQ(rack.State(A, id2, A), JobState::kQueued);
+  ASSERT_TRUE(rack.Submit(A, j1).status.has_value());
+  EXPECT_TRUE(rack.Started(A, id1));
+  EXPECT_FALSE(rack.Started(A, id2));  // not concurrent: waits for one to end
+  rack.Exit(A, id1, 0);
+  ASSERT_EQ(rack.sled(A).started.size(), 2u);
+  EXPECT_EQ(rack.sled(A).started[1].job_id, id2);
+}
+
+TEST(SledCoreTest, QueuedJobBehindAHoleCanBeCancelledAndTheChainSkipsIt) {
+  Rack rack(2);
+  auto chain = rack.StartSession(A);
+  SignedRequest j1 = rack.NextJob(*chain, "one");
+  SignedRequest j2 = rack.NextJob(*chain, "two");
+  SignedRequest j3 = rack.NextJob(*chain, "three");
+  JobId id1 = std::get<JobStart>(j1.payload).job_id;
+  JobId id2 = std::get<JobStart>(j2.payload).job_id;
+  JobId id3 = std::get<JobStart>(j3.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, j2).status.has_value());
+  ASSERT_TRUE(rack.Submit(A, j3).status.has_value());
+  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(JobStop{id2}, rack.support())).status.has_value());
+  EXPECT_EQ(rack.State(A, id2, A), JobState::kCancelled);
+  rack.Sync(A, B);
+  EXPECT_EQ(rack.State(B, id2, B), JobState::kCancelled);
+  EXPECT_EQ(rack.State(B, id2, A), JobState::kCancelled);
+  ASSERT_TRUE(rack.Submit(A, j1).status.has_value());
+  rack.Exit(A, id1, 0);
+  rack.Sync(A, B);
+  rack.Exit(B, id1, 0);
+  for (size_t i : {A, B}) {
+    EXPECT_TRUE(rack.Started(i, id1));
+    EXPECT_FALSE(rack.Started(i, id2));
+    EXPECT_TRUE(rack.Started(i, id3));
+  }
+}
+
+TEST(SledCoreTest, StopBeforeTheJobArrivesCancelsItOnArrival) {
+  Rack rack(1);
+  auto chain = rack.StartSession(A);
+  SignedRequest j1 = rack.NextJob(*chain, "one");
+  JobId id1 = std::get<JobStart>(j1.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(JobStop{id1}, rack.support())).status.has_value());
+  ASSERT_TRUE(rack.Submit(A, j1).status.has_value());
+  EXPECT_FALSE(rack.Started(A, id1));
+  EXPECT_EQ(rack.State(A, id1, A), JobState::kCancelled);
+}
+
+TEST(SledCoreTest, SessionSkipBurnsAChainPosition) {
+  Rack rack(1);
+  auto chain = rack.StartSession(A);
+  SignedRequest lost = rack.NextJob(*chain, "lost");  // its bytes never reach the rack
+  JobId lost_id = std::get<JobStart>(lost.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(SessionSkip{chain->session, lost_id}, rack.support()))
+                  .status.has_value());
+  ClientChain after{chain->session, NextJobIdAfterBurned(lost_id)};
+  SignedRequest next = rack.NextJob(after, "next");
+  JobId next_id = std::get<JobStart>(next.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, next).status.has_value());
+  EXPECT_TRUE(rack.Started(A, next_id));
+  // The burned job arriving late never runs.
+  ASSERT_TRUE(rack.Submit(A, lost).status.has_value());
+  EXPECT_FALSE(rack.Started(A, lost_id));
+}
+
+TEST(SledCoreTest, StoppingARunningJobKillsItsProcess) {
+  Rack rack(1);
+  auto chain = rack.StartSession(A);
+  SignedRequest job = rack.NextJob(*chain, "sleep 10");
+  JobId id = std::get<JobStart>(job.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, job).status.has_value());
+  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(JobStop{id}, rack.support())).status.has_value());
+  ASSERT_EQ(rack.sled(A).stop_requests.size(), 1u);
+  EXPECT_EQ(rack.sled(A).stop_requests[0], id);
+  rack.Killed(A, id, 9);
+  const JobStatus* status = rack.Status(A, id, A);
+  EXPECT_EQ(status->state, JobState::kStopped);
+  EXPECT_EQ(status->outcome.kind, ExitOutcome::Kind::kSignaled);
+  EXPECT_EQ(status->outcome.code, 9);
+}
+
+TEST(SledCoreTest, ConcurrentJobsStartBeforeThePreviousEndsButInChainOrder) {
+  Rack rack(1);
+  auto chain = rack.StartSession(A);
+  SignedRequest j1 = rack.NextJob(*chain, "one");
+  SignedRequest j2 = rack.NextJob(*chain, "two", "*", /*concurrent=*/true);
+  SignedRequest j3 = rack.NextJob(*chain, "three");
+  SignedRequest j4 = rack.NextJob(*chain, "four", "*", true);
+  JobId id1 = std::get<JobStart>(j1.payload).job_id;
+  JobId id2 = std::get<JobStart>(j2.payload).job_id;
+  JobId id3 = std::get<JobStart>(j3.payload).job_id;
+  for (const auto& j : {j4, j3, j2, j1}) ASSERT_TRUE(rack.Submit(A, j).status.has_value());
+  ASSERT_EQ(rack.sled(A).started.size(), 2u);  // one, then two alongside it
+  EXPECT_EQ(rack.sled(A).started[0].job_id, id1);
+  EXPECT_EQ(rack.sled(A).started[1].job_id, id2);
+  rack.Exit(A, id1, 0);
+  EXPECT_EQ(rack.sled(A).started.size(), 2u);  // three waits for two as well
+  rack.Exit(A, id2, 0);
+  ASSERT_EQ(rack.sled(A).started.size(), 4u);  // three, then four alongside it
+  EXPECT_EQ(rack.sled(A).started[2].job_id, id3);
+}
+
+TEST(SledCoreTest, TargetsPickSledsAndTheChainAdvancesOnTheOthers) {
+  Rack rack(3);
+  auto chain = rack.StartSession(A);
+  rack.SyncAll();
+  SignedRequest only_b = rack.NextJob(*chain, "one", "1");
+  SignedRequest by_serial = rack.NextJob(*chain, "two", "BRM1002");
+  SignedRequest all = rack.NextJob(*chain, "three");
+  for (const auto& j : {only_b, by_serial, all}) ASSERT_TRUE(rack.Submit(A, j).status.has_value());
+  rack.SyncAll();
+  auto id = [](const SignedRequest& r) { return std::get<JobStart>(r.payload).job_id; };
+  EXPECT_FALSE(rack.Started(A, id(only_b)));
+  EXPECT_TRUE(rack.Started(B, id(only_b)));
+  EXPECT_FALSE(rack.Started(C, id(only_b)));
+  EXPECT_TRUE(rack.Started(C, id(by_serial)));
+  EXPECT_FALSE(rack.Started(B, id(by_serial)));
+  EXPECT_TRUE(rack.Started(A, id(all)));  // A was not targeted by one or two
+  EXPECT_EQ(rack.State(A, id(only_b), A), std::nullopt);
+}
+
+TEST(SledCoreTest, ABoundaryThatCannotBeRecordedMeansTheJobNeverRuns) {
+  Rack rack(1);
+  auto chain = rack.StartSession(A);
+  SignedRequest j1 = rack.NextJob(*chain, "one");
+  SignedRequest j2 = rack.NextJob(*chain, "two");
+  rack.sled(A).drives.FailNext(MakeError(ErrorCode::kUnavailable, "M.2 gone").error());
+  ASSERT_TRUE(rack.Submit(A, j1).status.has_value());
+  JobId id1 = std::get<JobStart>(j1.payload).job_id;
+  EXPECT_FALSE(rack.Started(A, id1));
+  EXPECT_EQ(rack.State(A, id1, A), JobState::kError);
+  EXPECT_EQ(rack.Status(A, id1, A)->error_code, ErrorCode::kUnavailable);
+  ASSERT_TRUE(rack.Submit(A, j2).status.has_value());  // the chain moved on
+  EXPECT_TRUE(rack.Started(A, std::get<JobStart>(j2.payload).job_id));
+  ASSERT_EQ(rack.sled(A).drives.records().size(), 1u);
+  EXPECT_EQ(rack.sled(A).drives.records()[0].last_executed, std::get<JobStart>(j2.payload).job_id);
+  EXPECT_EQ(rack.sled(A).drives.records()[0].next_job_id, chain->next);
+}
+
+// ---- session nonces ----
+
+TEST(SledCoreTest, SessionStartNeedsAFreshNonceOfTheAcceptingSled) {
+  Rack rack(2);
+  rack.Handle(A, IssueSessionNonce{});
+  Nonce nonce = *rack.sled(A).last_reply->nonce;
+  Nonce signer{};
+  SignedRequest start =
+      rack.SignOrDie(SessionStart{Rack::Baseboard(A), nonce, signer}, rack.support());
+  // Another sled refuses it: the session would not be bound to it.
+  EXPECT_EQ(rack.Submit(B, start).status.error().message, "session start names another sled");
+  ASSERT_TRUE(rack.Submit(A, start).status.has_value());
+  // The nonce is used up: the same signed start cannot make a second session.
+  EXPECT_EQ(rack.Submit(A, start).status.error().code, ErrorCode::kPermissionDenied);
+  // An invented nonce is refused.
+  SignedRequest invented =
+      rack.SignOrDie(SessionStart{Rack::Baseboard(A), Nonce{}, signer}, rack.support());
+  EXPECT_EQ(rack.Submit(A, invented).status.error().code, ErrorCode::kPermissionDenied);
+}
+
+TEST(SledCoreTest, NoncesExpireAndAreLimited) {
+  SledLimits limits;
+  limits.session_nonces_max = 2;
+  Rack rack(1, limits);
+  rack.Handle(A, IssueSessionNonce{});
+  Nonce first = *rack.sled(A).last_reply->nonce;
+  rack.Handle(A, IssueSessionNonce{});
+  rack.Handle(A, IssueSessionNonce{});
+  const Reply& refused = *rack.sled(A).last_reply;
+  ASSERT_FALSE(refused.status.has_value());
+  EXPECT_EQ(refused.status.error().As<LimitDetail>()->limit, "session_nonces_max");
+  rack.Handle(A, TimerTick{FromUnixMillis(1'700'000'000'000) + std::chrono::minutes(11)});
+  SignedRequest start =
+      rack.SignOrDie(SessionStart{Rack::Baseboard(A), first, Nonce{}}, rack.support());
+  EXPECT_EQ(rack.Submit(A, start).status.error().code, ErrorCode::kPermissionDenied);
+  rack.Handle(A, IssueSessionNonce{});
+  EXPECT_TRUE(rack.sled(A).last_reply->status.has_value());
+}
+
+// ---- limits ----
+
+TEST(SledCoreTest, QueuedJobsPerSessionAreLimited) {
+  SledLimits limits;
+  limits.queued_jobs_per_session_max = 3;
+  Rack rack(1, limits);
+  auto chain = rack.StartSession(A);
+  rack.NextJob(*chain, "hole");
+  std::vector<JobId> ids;
+  for (int i = 0; i < 4; ++i) {
+    SignedRequest j = rack.NextJob(*chain, "true");
+    ids.push_back(std::get<JobStart>(j.payload).job_id);
+    ASSERT_TRUE(rack.Submit(A, j).status.has_value());
+  }
+  EXPECT_EQ(rack.core(A).queued_jobs(), 3u);
+  const JobStatus* refused = rack.Status(A, ids[3], A);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(refused->state, JobState::kError);
+  EXPECT_EQ(refused->error_code, ErrorCode::kLimitExceeded);
+  EXPECT_NE(refused->error.find("queued_jobs_per_session_max"), std::string::npos);
+}
+
+TEST(SledCoreTest, HistoryEvictsTheCausallyOldestFinishedJobsFirst) {
+  SledLimits limits;
+  limits.history_entries_max = 3;
+  Rack rack(1, limits);
+  auto chain = rack.StartSession(A);
+  std::vector<JobId> ids;
+  for (int i = 0; i < 5; ++i) {
+    SignedRequest j = rack.NextJob(*chain, "true");
+    ids.push_back(std::get<JobStart>(j.payload).job_id);
+    ASSERT_TRUE(rack.Submit(A, j).status.has_value());
+    rack.Exit(A, ids.back(), 0);
+  }
+  EXPECT_EQ(rack.core(A).history_size(), 3u);
+  EXPECT_EQ(rack.core(A).FindJob(ids[0]), nullptr);
+  EXPECT_EQ(rack.core(A).FindJob(ids[1]), nullptr);
+  EXPECT_NE(rack.core(A).FindJob(ids[4]), nullptr);
+}
+
+TEST(SledCoreTest, HistoryNeverEvictsRunningJobs) {
+  SledLimits limits;
+  limits.history_entries_max = 2;
+  Rack rack(1, limits);
+  auto chain = rack.StartSession(A);
+  std::vector<JobId> ids;
+  for (int i = 0; i < 3; ++i) {
+    SignedRequest j = rack.NextJob(*chain, "sleep 100", "*", /*concurrent=*/true);
+    ids.push_back(std::get<JobStart>(j.payload).job_id);
+    ASSERT_TRUE(rack.Submit(A, j).status.has_value());
+  }
+  EXPECT_TRUE(rack.Started(A, ids[0]));
+  EXPECT_TRUE(rack.Started(A, ids[1]));
+  EXPECT_FALSE(rack.Started(A, ids[2]));
+  EXPECT_EQ(rack.core(A).history_size(), 2u);
+  const JobStatus* refused = rack.core(A).StatusOf(ids[2], Rack::Baseboard(A));
+  EXPECT_EQ(refused, nullptr);  // refused, and no room to remember it
+}
+
+TEST(SledCoreTest, SameSeedSameTrace) {
+  auto run = [](uint64_t seed) {
+    Rack rack(3, {}, seed);
+    rack.StartSession(A);
+    rack.StartSession(B);
+    rack.SyncAll();
+    auto fresh = rack.StartSession(C);
+    rack.SyncAll();
+    for (int i = 0; i < 5; ++i) rack.Submit(C, rack.NextJob(*fresh, "true", "*", i % 2 == 0));
+    rack.SyncAll();
+    return rack.TraceHash();
+  };
+  EXPECT_EQ(run(5), run(5));
+  EXPECT_NE(run(5), run(6));
+}
+
+TEST(SledCoreTest, VersionAnnouncementsAreLearned) {
+  Rack rack(2);
+  rack.SyncAll();
+  ASSERT_EQ(rack.core(A).known_sleds().size(), 2u);
+  EXPECT_EQ(rack.core(A).known_sleds().at(Rack::Baseboard(B)).cubby, 1);
+}
+
+}  // namespace
+}  // namespace once::rack
