@@ -1,0 +1,201 @@
+// D2: resume under fenceIfParkedAt, every case of the design record's tests.
+#include <gtest/gtest.h>
+
+#include "once/runtime/runtime.h"
+#include "once/store/memory_store.h"
+#include "test_stores.h"
+
+namespace once::runtime {
+namespace {
+
+using store::MemoryEventStore;
+using testing::HookStore;
+using testing::NoFenceIfStore;
+using testing::NonFencingStore;
+
+std::vector<Envelope> Log(store::EventStore& s, std::string_view id) {
+  return s.ReadRange(id, 1, store::kToEnd).value();
+}
+
+int Count(store::EventStore& s, std::string_view id, std::string_view kind) {
+  int n = 0;
+  for (const auto& e : Log(s, id)) n += e.kind == kind;
+  return n;
+}
+
+// sleep; step; sleep; step; complete. Parks twice.
+Status RegisterSleeper(Runtime& rt, int& steps) {
+  return rt.Register("sleeper", [&steps](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    ONCE_RETURN_IF_ERROR(ctx.Step("one", [&]() -> Result<Json> { return ++steps; }));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    ONCE_RETURN_IF_ERROR(ctx.Step("two", [&]() -> Result<Json> { return ++steps; }));
+    return "done";
+  });
+}
+
+class ResumeFenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(RegisterSleeper(rt_, steps_));
+    Result<RunOutcome> out = rt_.Start("sleeper", "ex", Json::object());
+    ASSERT_TRUE(out) << out.error().ToString();
+    ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+    park_seq_ = *out->park_seq;
+  }
+
+  ManualClock clock_;
+  MemoryEventStore memory_{store::Limits{}, clock_};
+  HookStore store_{memory_};
+  Runtime rt_{store_, clock_};
+  int steps_ = 0;
+  int64_t park_seq_ = 0;
+};
+
+TEST_F(ResumeFenceTest, DeadAcquirerThenResumeSucceedsViaTheCurrentTokenRetry) {
+  ASSERT_EQ(memory_.AcquireFence("ex").value(), 1);  // acquired, never appended
+  Result<RunOutcome> out = rt_.Resume("ex", {.fence_if_parked_at = park_seq_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);  // the second sleep
+  EXPECT_EQ(store_.acquire_if_calls, 2);                // {0, park} stale, then {1, park}
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 2);
+  auto log = Log(memory_, "ex");
+  EXPECT_EQ(log[park_seq_].kind, "EXECUTION_RESUMED");
+  EXPECT_EQ(log[park_seq_].fence(), 2);
+  EXPECT_EQ(log.back().fence(), 2);
+  EXPECT_EQ(steps_, 1);
+}
+
+TEST_F(ResumeFenceTest, ThreeDeadAcquirersIsContendedRetryableAndTheLogIsUntouched) {
+  auto before = Log(memory_, "ex");
+  store_.before_acquire_if = [&](int) { ASSERT_TRUE(memory_.AcquireFence("ex")); };
+  Result<RunOutcome> out = rt_.Resume("ex", {.fence_if_parked_at = park_seq_});
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::kResumeContended);
+  EXPECT_TRUE(out.error().retryable());
+  EXPECT_EQ(out.error().subject, "ex");
+  ASSERT_NE(out.error().As<ResumeContendedDetail>(), nullptr);
+  EXPECT_EQ(out.error().As<ResumeContendedDetail>()->attempts, 3);
+  EXPECT_EQ(out.error().As<ResumeRefusedDetail>(), nullptr);
+  EXPECT_EQ(Log(memory_, "ex"), before);
+  EXPECT_EQ(store_.acquire_if_calls, 3);
+
+  // The rivals gone, a retry succeeds.
+  store_.before_acquire_if = nullptr;
+  ASSERT_TRUE(rt_.Resume("ex", {.fence_if_parked_at = park_seq_}));
+}
+
+// The design record's round-3 interleaving: a dead acquirer leaves token 1;
+// A and B both resume; B's first acquire is stale, B re-reads the park
+// (unanswered); A's resume commits between B's re-read and B's retry.
+TEST_F(ResumeFenceTest, RivalResumeCommittingBeforeTheRetryLeavesTheLoserNotSuspended) {
+  ASSERT_EQ(memory_.AcquireFence("ex").value(), 1);
+  Result<RunOutcome> a_out;
+  store_.before_acquire_if = [&](int call) {
+    if (call != 2) return;  // B's retry, after B's re-read
+    store_.before_acquire_if = nullptr;
+    a_out = rt_.Resume("ex", {.fence_if_parked_at = park_seq_});  // A, start to finish
+  };
+  Result<RunOutcome> b_out = rt_.Resume("ex", {.fence_if_parked_at = park_seq_});
+  ASSERT_TRUE(a_out) << a_out.error().ToString();
+  EXPECT_EQ(a_out->status, ExecutionStatus::kSuspended);  // A's body ran and parked again
+  ASSERT_FALSE(b_out);
+  EXPECT_EQ(b_out.error().code, ErrorCode::kResumeRefused);
+  EXPECT_EQ(b_out.error().As<ResumeRefusedDetail>()->reason, "not-suspended");
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 2);  // B never acquired: A is not fenced out
+  EXPECT_EQ(steps_, 1);
+  // A's token still writes: the next resume of A's park succeeds from it.
+  Result<RunOutcome> next = rt_.Resume("ex", {.fence = 2});
+  ASSERT_TRUE(next) << next.error().ToString();
+  EXPECT_EQ(next->status, ExecutionStatus::kCompleted);
+}
+
+// P2-1: an ignorable append between the caller's fold and the acquire must
+// not make the run append at a stale sequence.
+TEST_F(ResumeFenceTest, IgnorableAppendsAfterTheParkDoNotRefuseOrDuplicate) {
+  ASSERT_TRUE(rt_.RecordExecutionDenied("ex", "eve", "before the resume"));
+  store_.before_acquire_if = [&](int call) {
+    if (call != 1) return;
+    ASSERT_TRUE(rt_.RecordExecutionDenied("ex", "eve", "between fold and acquire"));
+    int64_t head = memory_.Head("ex").value();
+    ASSERT_TRUE(memory_.Append({.execution_id = "ex",
+                                .expected_next = head + 1,
+                                .events = {events::AppEvent("sibling.output", Json(1))}}));
+  };
+  Result<RunOutcome> out = rt_.Resume("ex", {.fence_if_parked_at = park_seq_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
+  auto log = Log(memory_, "ex");
+  for (size_t i = 0; i < log.size(); ++i) EXPECT_EQ(log[i].sequence, static_cast<int64_t>(i + 1));
+  EXPECT_EQ(log[park_seq_ + 3].kind, "EXECUTION_RESUMED");
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 1);  // one token, not burned twice
+}
+
+TEST_F(ResumeFenceTest, AnsweredParkOrNonParkSequenceIsNotSuspendedAndTakesNoToken) {
+  ASSERT_TRUE(rt_.Resume("ex", {.fence_if_parked_at = park_seq_}));
+  auto before = Log(memory_, "ex");
+  int64_t token = memory_.ReadFence("ex").value();
+  for (int64_t seq : {park_seq_, int64_t{1}, int64_t{999}}) {
+    Result<RunOutcome> out = rt_.Resume("ex", {.fence_if_parked_at = seq});
+    ASSERT_FALSE(out) << seq;
+    EXPECT_EQ(out.error().code, ErrorCode::kResumeRefused);
+    EXPECT_EQ(out.error().As<ResumeRefusedDetail>()->reason, "not-suspended");
+    EXPECT_EQ(memory_.ReadFence("ex").value(), token);
+    EXPECT_EQ(Log(memory_, "ex"), before);
+  }
+}
+
+TEST_F(ResumeFenceTest, FenceIfParkedAtTakesPrecedenceOverFence) {
+  Result<RunOutcome> out = rt_.Resume("ex", {.fence = 7, .fence_if_parked_at = park_seq_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(Log(memory_, "ex")[park_seq_].fence(), 1);
+}
+
+TEST_F(ResumeFenceTest, ResumeUnderAHeldToken) {
+  int64_t held = memory_.AcquireFence("ex").value();
+  Result<RunOutcome> unfenced = rt_.Resume("ex");
+  ASSERT_FALSE(unfenced);
+  EXPECT_EQ(unfenced.error().code, ErrorCode::kStaleFence);
+  Result<RunOutcome> out = rt_.Resume("ex", {.fence = held});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(Log(memory_, "ex")[park_seq_].fence(), held);
+}
+
+TEST(ResumeFallbackTest, WithoutAcquireFenceIfFallsBackToAcquireFence) {
+  ManualClock clock;
+  MemoryEventStore memory(store::Limits{}, clock);
+  NoFenceIfStore store(memory);
+  Runtime rt(store, clock);
+  int steps = 0;
+  ASSERT_TRUE(RegisterSleeper(rt, steps));
+  Result<RunOutcome> out = rt.Start("sleeper", "ex", Json::object());
+  ASSERT_TRUE(out);
+  ASSERT_TRUE(memory.AcquireFence("ex"));  // a dead acquirer: the fallback does not care
+  Result<RunOutcome> resumed = rt.Resume("ex", {.fence_if_parked_at = out->park_seq});
+  ASSERT_TRUE(resumed) << resumed.error().ToString();
+  EXPECT_EQ(memory.ReadFence("ex").value(), 2);
+  EXPECT_EQ(Log(memory, "ex")[*out->park_seq].fence(), 2);
+}
+
+TEST(ResumeFallbackTest, ANonFencingStoreIgnoresTheOptions) {
+  ManualClock clock;
+  MemoryEventStore memory(store::Limits{}, clock);
+  NonFencingStore store(memory);
+  Runtime rt(store, clock);
+  int steps = 0;
+  ASSERT_TRUE(RegisterSleeper(rt, steps));
+  Result<RunOutcome> out = rt.Start("sleeper", "ex", Json::object());
+  ASSERT_TRUE(out);
+  Result<RunOutcome> first = rt.Resume("ex", {.fence_if_parked_at = out->park_seq});
+  ASSERT_TRUE(first) << first.error().ToString();
+  Result<RunOutcome> second = rt.Resume("ex", {.fence = 41});
+  ASSERT_TRUE(second) << second.error().ToString();
+  EXPECT_EQ(second->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(memory.ReadFence("ex").value(), 0);
+  for (const auto& e : Log(memory, "ex")) EXPECT_EQ(e.fence(), 0) << e.kind;
+}
+
+}  // namespace
+}  // namespace once::runtime

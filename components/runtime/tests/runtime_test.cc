@@ -1,0 +1,407 @@
+#include "once/runtime/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include "once/store/memory_store.h"
+#include "test_stores.h"
+
+namespace once::runtime {
+namespace {
+
+using events::KernelKind;
+using store::MemoryEventStore;
+using testing::HookStore;
+
+std::vector<std::string> Kinds(store::EventStore& s, std::string_view id) {
+  std::vector<std::string> out;
+  std::vector<Envelope> log = s.ReadRange(id, 1, store::kToEnd).value();
+  for (const auto& e : log) out.push_back(e.kind);
+  return out;
+}
+
+std::vector<Envelope> Log(store::EventStore& s, std::string_view id) {
+  return s.ReadRange(id, 1, store::kToEnd).value();
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  ManualClock clock_;
+  MemoryEventStore store_{store::Limits{}, clock_};
+  int a_calls_ = 0;
+  int b_calls_ = 0;
+
+  // step a, sleep 5s, step b; returns a + b.
+  WorkflowFn TwoStepsWithSleep() {
+    return [this](Context& ctx, const Json& in) -> Result<Json> {
+      ONCE_ASSIGN_OR_RETURN(Json a, ctx.Step("a", [&]() -> Result<Json> {
+        ++a_calls_;
+        return in.value("x", 0) + 1;
+      }));
+      ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(5)));
+      ONCE_ASSIGN_OR_RETURN(Json b, ctx.Step("b", [&]() -> Result<Json> {
+        ++b_calls_;
+        return 10;
+      }));
+      return a.get<int>() + b.get<int>();
+    };
+  }
+};
+
+TEST_F(RuntimeTest, StartStepCompleteRecordsKernelEvents) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("one", [](Context& ctx, const Json& in) -> Result<Json> {
+    ONCE_ASSIGN_OR_RETURN(
+        Json v, ctx.Step("double", [&]() -> Result<Json> { return in["n"].get<int>() * 2; }));
+    return v;
+  }));
+  Result<RunOutcome> out = rt.Start("one", "ex-1", Json{{"n", 21}});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(out->value, 42);
+  EXPECT_EQ(Kinds(store_, "ex-1"), (std::vector<std::string>{"EXECUTION_STARTED", "STEP_COMPLETED",
+                                                             "EXECUTION_COMPLETED"}));
+  for (const Envelope& e : Log(store_, "ex-1")) {
+    EXPECT_TRUE(e.is_kernel()) << e.kind;
+    EXPECT_EQ(e.fence(), 0);
+  }
+  auto log = Log(store_, "ex-1");
+  EXPECT_EQ(log[0].payload["workflow"], "one");
+  EXPECT_EQ(log[1].payload, (Json{{"name", "double"}, {"value", 42}}));
+  EXPECT_EQ(log[2].payload["value"], 42);
+}
+
+TEST_F(RuntimeTest, StartOfExistingIdRunsNoStepAndConflicts) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("w", TwoStepsWithSleep()));
+  ASSERT_TRUE(rt.Start("w", "dup", Json::object()));
+  Result<RunOutcome> again = rt.Start("w", "dup", Json::object());
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(a_calls_, 1);
+}
+
+TEST_F(RuntimeTest, ParkOnSleepThenResumeReplaysWithoutRerunningSteps) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("w", TwoStepsWithSleep()));
+  Result<RunOutcome> out = rt.Start("w", "ex", Json{{"x", 1}});
+  ASSERT_TRUE(out) << out.error().ToString();
+  ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(*out->park_seq, 3);
+  EXPECT_EQ(a_calls_, 1);
+  EXPECT_EQ(b_calls_, 0);
+  Envelope park = Log(store_, "ex")[2];
+  EXPECT_EQ(park.kind, "EXECUTION_SUSPENDED");
+  EXPECT_EQ(park.payload["call"], "sleep");
+  EXPECT_EQ(park.payload["waits"][0]["type"], "timer");
+  EXPECT_EQ(park.payload["waits"][0]["wake_at_ms"], clock_.NowUnixMillis() + 5000);
+
+  clock_.Advance(std::chrono::seconds(5));
+  Result<RunOutcome> done = rt.Resume("ex", RunOptions{.fence_if_parked_at = out->park_seq});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(done->value, 12);
+  EXPECT_EQ(a_calls_, 1);
+  EXPECT_EQ(b_calls_, 1);
+  auto log = Log(store_, "ex");
+  EXPECT_EQ(
+      Kinds(store_, "ex"),
+      (std::vector<std::string>{"EXECUTION_STARTED", "STEP_COMPLETED", "EXECUTION_SUSPENDED",
+                                "EXECUTION_RESUMED", "STEP_COMPLETED", "EXECUTION_COMPLETED"}));
+  EXPECT_EQ(log[3].payload["wait"]["type"], "timer");
+  EXPECT_EQ(log[3].payload["park_seq"], 3);
+  EXPECT_EQ(log[3].fence(), 1);  // the token the conditional acquire took
+}
+
+TEST_F(RuntimeTest, CrashMidwayThenRecoverDoesNotRerunRecordedSteps) {
+  HookStore faulty(store_);
+  {
+    Runtime crashed(faulty, clock_);
+    ASSERT_TRUE(crashed.Register("w", [this](Context& ctx, const Json&) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(ctx.Step("a", [&]() -> Result<Json> { return ++a_calls_; }));
+      ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> { return ++b_calls_; }));
+      return "done";
+    }));
+    faulty.writes_left = 2;  // STARTED, then STEP a; STEP b's append "crashes"
+    Result<RunOutcome> out = crashed.Start("w", "ex", Json::object());
+    ASSERT_FALSE(out);
+    EXPECT_EQ(out.error().code, ErrorCode::kUnavailable);
+  }
+  EXPECT_EQ(Kinds(store_, "ex"), (std::vector<std::string>{"EXECUTION_STARTED", "STEP_COMPLETED"}));
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("w", [this](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("a", [&]() -> Result<Json> { return ++a_calls_; }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> { return ++b_calls_; }));
+    return "done";
+  }));
+  Result<RecoverReport> report = rt.Recover();
+  ASSERT_TRUE(report) << report.error().ToString();
+  EXPECT_EQ(report->redriven, 1u);
+  EXPECT_TRUE(report->errors.empty());
+  EXPECT_EQ(a_calls_, 1);  // recorded: not re-run
+  EXPECT_EQ(b_calls_, 2);  // ran, crashed before its record: at-least-once
+  auto log = Log(store_, "ex");
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[3].kind, "EXECUTION_COMPLETED");
+  EXPECT_EQ(log[3].fence(), 1);  // Recover fenced out the crashed writer
+  EXPECT_EQ(store_.ReadFence("ex").value(), 1);
+}
+
+TEST_F(RuntimeTest, NondeterminismIsTypedAndLeavesTheLogUntouched) {
+  Runtime rt(store_, clock_);
+  std::string step_name = "a";
+  ASSERT_TRUE(rt.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step(step_name, [&]() -> Result<Json> { return 1; }));
+    ONCE_RETURN_IF_ERROR(ctx.Emit("note", Json{{"n", 1}}));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return 0;
+  }));
+  ASSERT_TRUE(rt.Start("w", "ex", Json::object()));
+  auto before = Log(store_, "ex");
+  step_name = "renamed";
+  Result<RunOutcome> out = rt.Resume("ex");
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::kNondeterminism);
+  EXPECT_EQ(Log(store_, "ex"), before);
+
+  // A body that ends before its log does is nondeterministic too.
+  step_name = "a";
+  ASSERT_TRUE(rt.Register("short", [](Context&, const Json&) -> Result<Json> { return 0; }));
+  MemoryEventStore other(store::Limits{}, clock_);
+  for (auto e : before) {
+    if (e.Is(KernelKind::kExecutionStarted)) e.payload["workflow"] = "short";
+    ASSERT_TRUE(other.Append({.execution_id = "ex", .expected_next = e.sequence, .events = {e}}));
+  }
+  Runtime rt2(other, clock_);
+  ASSERT_TRUE(rt2.Register("short", [](Context&, const Json&) -> Result<Json> { return 0; }));
+  Result<RunOutcome> short_out = rt2.Resume("ex");
+  ASSERT_FALSE(short_out);
+  EXPECT_EQ(short_out.error().code, ErrorCode::kNondeterminism);
+  EXPECT_EQ(Log(other, "ex").size(), before.size());
+}
+
+TEST_F(RuntimeTest, AParkCannotBeSwallowed) {
+  Runtime rt(store_, clock_);
+  int after_park_steps = 0;
+  ASSERT_TRUE(rt.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {
+    Status ignored = ctx.Sleep(std::chrono::seconds(1));  // the body ignores the park
+    EXPECT_FALSE(ignored);
+    Result<Json> s = ctx.Step("x", [&]() -> Result<Json> {
+      ++after_park_steps;
+      return 1;
+    });
+    EXPECT_FALSE(s);
+    return Json("pretend done");
+  }));
+  Result<RunOutcome> out = rt.Start("w", "ex", Json::object());
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(after_park_steps, 0);
+  EXPECT_EQ(Kinds(store_, "ex"),
+            (std::vector<std::string>{"EXECUTION_STARTED", "EXECUTION_SUSPENDED"}));
+}
+
+TEST_F(RuntimeTest, StepFailureIsRecordedAndReplayed) {
+  Runtime rt(store_, clock_);
+  int calls = 0;
+  ASSERT_TRUE(rt.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {
+    Result<Json> r = ctx.Step("flaky", [&]() -> Result<Json> {
+      ++calls;
+      return MakeError(ErrorCode::kUnavailable, "down");
+    });
+    EXPECT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return std::unexpected(r.error());
+  }));
+  ASSERT_TRUE(rt.Start("w", "ex", Json::object()));
+  Result<RunOutcome> out = rt.Resume("ex");
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kFailed);
+  EXPECT_EQ(out->value["code"], "Unavailable");
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(Kinds(store_, "ex")[1], "STEP_FAILED");
+  EXPECT_EQ(Kinds(store_, "ex").back(), "EXECUTION_FAILED");
+}
+
+TEST_F(RuntimeTest, ContinueAsNewStartsTheNextGeneration) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("loop", [](Context& ctx, const Json& in) -> Result<Json> {
+    int n = in.value("n", 0);
+    if (n < 2) {
+      ONCE_RETURN_IF_ERROR(ctx.ContinueAsNew(Json{{"n", n + 1}}));
+      return Json();
+    }
+    return n;
+  }));
+  Result<RunOutcome> out = rt.Start("loop", "c", Json{{"n", 0}});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kContinued);
+  EXPECT_EQ(out->value["next"], "c~2");
+  auto first = Log(store_, "c");
+  EXPECT_EQ(first.back().kind, "EXECUTION_CONTINUED");
+  EXPECT_EQ(first.back().payload["input"]["n"], 1);
+  ExecutionState second = rt.Inspect("c~2").value();
+  EXPECT_EQ(second.status, ExecutionStatus::kContinued);
+  ExecutionState third = rt.Inspect("c~3").value();
+  EXPECT_EQ(third.status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(third.result["value"], 2);
+  EXPECT_EQ(Log(store_, "c~3")[0].payload["continued_from"], "c~2");
+}
+
+class ChildrenTest : public RuntimeTest {
+ protected:
+  void RegisterChild(Runtime& rt) {
+    ASSERT_TRUE(rt.Register("child", [](Context& ctx, const Json& in) -> Result<Json> {
+      ONCE_ASSIGN_OR_RETURN(Json v, ctx.Step("work", [&]() -> Result<Json> {
+        if (in.value("fail", false)) return MakeError(ErrorCode::kInvalidArgument, "bad child");
+        return in["x"].get<int>() * 2;
+      }));
+      return v;
+    }));
+  }
+};
+
+TEST_F(ChildrenTest, AwaitChildParksAndTheChildsCompletionResumesTheParent) {
+  Runtime rt(store_, clock_);
+  RegisterChild(rt);
+  ASSERT_TRUE(rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.StartChild("child", "k", Json{{"x", 21}}));
+    ONCE_ASSIGN_OR_RETURN(Json v, ctx.AwaitChild("k"));
+    return v;
+  }));
+  Result<RunOutcome> out = rt.Start("parent", "p", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
+  // Inline mode: the child ran and the parent was resumed before Start returned.
+  auto child_log = Log(store_, "p/k");
+  ASSERT_FALSE(child_log.empty());
+  EXPECT_EQ(child_log[0].payload["parent"], (Json{{"execution_id", "p"}, {"key", "k"}}));
+  EXPECT_EQ(child_log.back().kind, "EXECUTION_COMPLETED");
+  EXPECT_EQ(Kinds(store_, "p"),
+            (std::vector<std::string>{"EXECUTION_STARTED", "CHILD_STARTED", "EXECUTION_SUSPENDED",
+                                      "EXECUTION_RESUMED", "EXECUTION_COMPLETED"}));
+  auto log = Log(store_, "p");
+  EXPECT_EQ(log[1].payload["child_id"], "p/k");
+  EXPECT_EQ(log[2].payload["waits"][0], (Json{{"type", "child"}, {"key", "k"}}));
+  EXPECT_EQ(log[4].payload["value"], 42);
+}
+
+TEST_F(ChildrenTest, AwaitChildrenWaitsForTheWholeGroup) {
+  Runtime rt(store_, clock_);
+  RegisterChild(rt);
+  ASSERT_TRUE(rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
+    for (int i = 0; i < 3; ++i) {
+      ONCE_RETURN_IF_ERROR(
+          ctx.StartChild("child", "c" + std::to_string(i), Json{{"x", i}, {"fail", i == 2}}, "g"));
+    }
+    ONCE_ASSIGN_OR_RETURN(Json all, ctx.AwaitChildren("g"));
+    return all;
+  }));
+  ASSERT_TRUE(rt.Start("parent", "p", Json::object()));
+  ExecutionState st = rt.Inspect("p").value();
+  ASSERT_EQ(st.status, ExecutionStatus::kCompleted);
+  Json v = st.result["value"];
+  EXPECT_EQ(v["c0"], (Json{{"status", "completed"}, {"value", 0}}));
+  EXPECT_EQ(v["c1"], (Json{{"status", "completed"}, {"value", 2}}));
+  EXPECT_EQ(v["c2"]["status"], "failed");
+  int resumes = 0;
+  for (const auto& k : Kinds(store_, "p")) resumes += k == "EXECUTION_RESUMED";
+  EXPECT_EQ(resumes, 1);  // parked once; earlier children's notices found it incomplete
+}
+
+TEST_F(RuntimeTest, ReceiveParksOnTheTopicUntilDelivered) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("inbox", [](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_ASSIGN_OR_RETURN(Json m, ctx.Receive("approve"));
+    return m;
+  }));
+  Result<RunOutcome> out = rt.Start("inbox", "i", Json::object());
+  ASSERT_TRUE(out);
+  ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(Log(store_, "i")[1].payload["waits"][0],
+            (Json{{"type", "message"}, {"topic", "approve"}}));
+  Result<RunOutcome> wrong = rt.Deliver("i", "other", Json("x"));
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().As<ResumeRefusedDetail>()->reason, "not-suspended");
+  Result<RunOutcome> done = rt.Deliver("i", "approve", Json{{"ok", true}});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->value, (Json{{"ok", true}}));
+  EXPECT_EQ(Kinds(store_, "i"), (std::vector<std::string>{
+                                    "EXECUTION_STARTED", "EXECUTION_SUSPENDED", "MESSAGE_CONSUMED",
+                                    "EXECUTION_RESUMED", "EXECUTION_COMPLETED"}));
+}
+
+TEST_F(RuntimeTest, RecordExecutionDeniedIsUnfenced) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("w", TwoStepsWithSleep()));
+  ASSERT_TRUE(rt.Start("w", "ex", Json::object()));
+  ASSERT_EQ(store_.AcquireFence("ex").value(), 1);
+  ASSERT_EQ(store_.AcquireFence("ex").value(), 2);
+  Result<int64_t> head = rt.RecordExecutionDenied("ex", "mallory", "no grant");
+  ASSERT_TRUE(head) << head.error().ToString();
+  Envelope denied = Log(store_, "ex").back();
+  EXPECT_EQ(denied.kind, "EXECUTION_DENIED");
+  EXPECT_TRUE(denied.is_kernel());
+  EXPECT_EQ(denied.fence(), 0);
+  EXPECT_EQ(denied.payload["principal"], "mallory");
+  // A runtime writer without the token is refused where the audit append was not.
+  Result<RunOutcome> unfenced = rt.Resume("ex");
+  ASSERT_FALSE(unfenced);
+  EXPECT_EQ(unfenced.error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(Log(store_, "ex").size(), 4u);
+}
+
+TEST_F(RuntimeTest, LocateParkAndParkedAtSequence) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("w", TwoStepsWithSleep()));
+  EXPECT_FALSE(rt.ParkedAtSequence("ex").value().has_value());
+  ASSERT_TRUE(rt.Start("w", "ex", Json::object()));
+  ASSERT_TRUE(rt.RecordExecutionDenied("ex", "p", "r"));  // ignorable: the park stays open
+  std::optional<Park> park = rt.LocatePark("ex").value();
+  ASSERT_TRUE(park);
+  EXPECT_EQ(park->sequence, 3);
+  EXPECT_EQ(park->envelope.kind, "EXECUTION_SUSPENDED");
+  EXPECT_EQ(rt.ParkedAtSequence("ex").value(), std::optional<int64_t>(3));
+  ASSERT_TRUE(rt.Resume("ex", {.fence_if_parked_at = 3}));
+  EXPECT_FALSE(rt.ParkedAtSequence("ex").value().has_value());
+  ASSERT_TRUE(rt.RecordOutcome("ex", Json{{"shipped", true}}));
+  EXPECT_EQ(Log(store_, "ex").back().kind, "OUTCOME_RECORDED");
+}
+
+TEST_F(RuntimeTest, EmittedEventsReplayWithoutDuplicates) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("w", [](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Emit("progress", Json{{"pct", 50}}));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    ONCE_RETURN_IF_ERROR(ctx.Emit("progress", Json{{"pct", 100}}));
+    return 0;
+  }));
+  ASSERT_TRUE(rt.Start("w", "ex", Json::object()));
+  ASSERT_TRUE(rt.Resume("ex"));
+  auto log = Log(store_, "ex");
+  int emitted = 0;
+  for (const auto& e : log) {
+    if (e.kind == "progress") {
+      ++emitted;
+      EXPECT_FALSE(e.is_kernel());
+      EXPECT_FALSE(e.answering());
+    }
+  }
+  EXPECT_EQ(emitted, 2);
+  EXPECT_EQ(log.back().kind, "EXECUTION_COMPLETED");
+}
+
+TEST_F(RuntimeTest, CancelEndsAParkedExecution) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("w", TwoStepsWithSleep()));
+  ASSERT_TRUE(rt.Start("w", "ex", Json::object()));
+  Result<RunOutcome> out = rt.Cancel("ex", "user");
+  ASSERT_TRUE(out);
+  EXPECT_EQ(rt.Inspect("ex")->status, ExecutionStatus::kCancelled);
+  Result<RunOutcome> again = rt.Resume("ex");
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().As<ResumeRefusedDetail>()->reason, "terminal");
+}
+
+}  // namespace
+}  // namespace once::runtime
