@@ -393,9 +393,9 @@ Result<int64_t> PostgresEventStore::Head(std::string_view id) {
 }
 
 Result<ExecutionPage> PostgresEventStore::ListExecutions(std::string_view after, size_t limit) {
+  if (limit == 0) return MakeError(ErrorCode::kInvalidArgument, "limit must be >= 1");
   limit = std::min(limit, limits().list_page_executions_max);
   ExecutionPage page;
-  if (limit == 0) return page;
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   ONCE_ASSIGN_OR_RETURN(
       PgResult res,
