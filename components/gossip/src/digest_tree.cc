@@ -1,0 +1,144 @@
+#include "digest_tree.h"
+
+#include "once/base/result.h"
+
+namespace once::gossip::internal {
+
+Summary View::summary() const {
+  if (inner) return inner->summary;
+  if (leaf) return Summary{leaf->path, 1};
+  return Summary{};
+}
+
+View View::Child(int depth, int nibble) const {
+  if (inner) {
+    const Slot& slot = inner->slots[nibble];
+    return View{slot.inner.get(), slot.leaf.get()};
+  }
+  if (leaf && depth < kDepthMax && Nibble(leaf->path, depth) == nibble) return View{nullptr, leaf};
+  return View{};
+}
+
+std::shared_ptr<Inner> NewRoot() { return std::make_shared<Inner>(); }
+
+namespace {
+
+// Makes `node` exclusively ours, cloning it if a snapshot shares it.
+Inner* Own(std::shared_ptr<Inner>& node) {
+  if (node.use_count() > 1) node = std::make_shared<Inner>(*node);
+  return node.get();
+}
+
+void AddLeafSummary(Inner& node, const Leaf& leaf) {
+  XorInto(node.summary.digest, leaf.path);
+  if (node.summary.count++ == 0) {
+    node.floor = leaf.version;
+    node.ceiling = leaf.version;
+  } else {
+    node.floor = itc::Meet(node.floor, leaf.version);
+    node.ceiling = itc::Join(node.ceiling, leaf.version);
+  }
+}
+
+void RecomputeBounds(Inner& node) {
+  bool first = true;
+  for (const Slot& slot : node.slots) {
+    if (slot.empty()) continue;
+    const itc::Version& lo = slot.leaf ? slot.leaf->version : slot.inner->floor;
+    const itc::Version& hi = slot.leaf ? slot.leaf->version : slot.inner->ceiling;
+    node.floor = first ? lo : itc::Meet(node.floor, lo);
+    node.ceiling = first ? hi : itc::Join(node.ceiling, hi);
+    first = false;
+  }
+  if (first) node.floor = node.ceiling = itc::Version{};
+}
+
+void InsertAt(std::shared_ptr<Inner>& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
+  Inner* node = Own(node_ptr);
+  AddLeafSummary(*node, *leaf);
+  Slot& slot = node->slots[Nibble(leaf->path, depth)];
+  if (slot.inner) return InsertAt(slot.inner, depth + 1, std::move(leaf));
+  if (!slot.leaf) {
+    slot.leaf = std::move(leaf);
+    return;
+  }
+  ONCE_CHECK(depth + 1 < kDepthMax);  // two distinct paths part before the end
+  auto child = std::make_shared<Inner>();
+  InsertAt(child, depth + 1, std::move(slot.leaf));
+  InsertAt(child, depth + 1, std::move(leaf));
+  slot.inner = std::move(child);
+}
+
+std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth,
+                                     const Path& path) {
+  Inner* node = Own(node_ptr);
+  Slot& slot = node->slots[Nibble(path, depth)];
+  std::shared_ptr<const Leaf> removed;
+  if (slot.leaf) {
+    removed = std::move(slot.leaf);
+  } else {
+    removed = RemoveAt(slot.inner, depth + 1, path);
+    if (slot.inner->summary.count == 1) {  // collapse a lone leaf upwards
+      for (Slot& s : slot.inner->slots) {
+        if (s.leaf) slot.leaf = s.leaf;
+      }
+      slot.inner.reset();
+    }
+  }
+  XorInto(node->summary.digest, path);
+  --node->summary.count;
+  RecomputeBounds(*node);
+  return removed;
+}
+
+}  // namespace
+
+const Leaf* Find(const Inner* root, const Path& path) {
+  View view{root, nullptr};
+  for (int depth = 0; view.inner; ++depth) view = view.Child(depth, Nibble(path, depth));
+  return view.leaf && view.leaf->path == path ? view.leaf : nullptr;
+}
+
+bool Insert(std::shared_ptr<Inner>& root, std::shared_ptr<const Leaf> leaf) {
+  if (Find(root.get(), leaf->path)) return false;
+  InsertAt(root, 0, std::move(leaf));
+  return true;
+}
+
+std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& path) {
+  if (!Find(root.get(), path)) return nullptr;
+  return RemoveAt(root, 0, path);
+}
+
+void CollectAll(View view, std::vector<const Leaf*>& out) {
+  if (view.leaf) {
+    out.push_back(view.leaf);
+    return;
+  }
+  if (!view.inner) return;
+  for (const Slot& slot : view.inner->slots)
+    CollectAll(View{slot.inner.get(), slot.leaf.get()}, out);
+}
+
+void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,
+           std::vector<const Leaf*>* seen_out) {
+  if (view.leaf) {
+    auto* out = itc::Leq(view.leaf->version, seen) ? seen_out : unseen;
+    if (out) out->push_back(view.leaf);
+    return;
+  }
+  if (!view.inner || view.inner->summary.count == 0) return;
+  if (itc::Leq(view.inner->ceiling, seen)) {
+    if (seen_out) CollectAll(view, *seen_out);
+    return;
+  }
+  if (!itc::Leq(view.inner->floor, seen)) {
+    if (unseen) CollectAll(view, *unseen);
+    return;
+  }
+  for (const Slot& slot : view.inner->slots) {
+    Sieve(View{slot.inner.get(), slot.leaf.get()}, seen, unseen, seen_out);
+  }
+}
+
+}  // namespace once::gossip::internal

@@ -1,0 +1,72 @@
+// The digest tree: a copy-on-write 16-ary radix trie over message paths.
+// Every inner node caches the XOR of its leaves' paths, their count, and the
+// meet (floor) and join (ceiling) of their versions, so that two replicas
+// compare level by level and the causal sieve can settle a whole subtree at
+// once. A node shared with a Snapshot is cloned before it is changed.
+
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "once/gossip/replica.h"
+
+namespace once::gossip::internal {
+
+inline constexpr int kFanout = 16;
+inline constexpr int kDepthMax = 32;  // nibbles in a Path
+
+struct Leaf {
+  Path path{};
+  itc::Version version;
+  Bytes payload;
+};
+
+struct Slot {
+  std::shared_ptr<Inner> inner;
+  std::shared_ptr<const Leaf> leaf;
+  bool empty() const { return !inner && !leaf; }
+};
+
+struct Inner {
+  std::array<Slot, kFanout> slots;
+  Summary summary;
+  itc::Version floor;    // meet of the leaves' versions (count > 0)
+  itc::Version ceiling;  // join of the leaves' versions (count > 0)
+};
+
+inline int Nibble(const Path& path, int depth) {
+  const uint8_t byte = path[depth / 2];
+  return depth % 2 == 0 ? byte >> 4 : byte & 0x0f;
+}
+
+inline void XorInto(Path& into, const Path& path) {
+  for (size_t i = 0; i < into.size(); ++i) into[i] ^= path[i];
+}
+
+// A read-only position in a tree: an inner node, a single leaf, or nothing.
+struct View {
+  const Inner* inner = nullptr;
+  const Leaf* leaf = nullptr;
+  bool empty() const { return !inner && !leaf; }
+  Summary summary() const;
+  // The child at `nibble` of a view at `depth`.
+  View Child(int depth, int nibble) const;
+};
+
+std::shared_ptr<Inner> NewRoot();
+// False (and no change) if the path is already present.
+bool Insert(std::shared_ptr<Inner>& root, std::shared_ptr<const Leaf> leaf);
+// Null (and no change) if absent.
+std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& path);
+const Leaf* Find(const Inner* root, const Path& path);
+
+// Every leaf under `view`.
+void CollectAll(View view, std::vector<const Leaf*>& out);
+// The causal sieve of `view` against `seen`: leaves whose version is not <=
+// `seen` go to `unseen`, the others to `seen_out` (either may be null).
+void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,
+           std::vector<const Leaf*>* seen_out);
+
+}  // namespace once::gossip::internal

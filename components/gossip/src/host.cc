@@ -1,0 +1,123 @@
+#include "once/gossip/session.h"
+
+namespace once::gossip {
+
+namespace {
+
+// The part of a bookmark that must be durable before events leave: the
+// network, the party and the party's own region of the version.
+bool Covers(const std::optional<Bookmark>& persisted, const Bookmark& now) {
+  if (!persisted || persisted->network != now.network || persisted->party != now.party) {
+    return false;
+  }
+  if (!now.party) return true;
+  return itc::Leq(Restrict(now.version, *now.party), persisted->version);
+}
+
+}  // namespace
+
+Host::Host(Replica replica, BookmarkStore* store, ResetCallback on_reset)
+    : replica_(std::move(replica)), store_(store), on_reset_(std::move(on_reset)) {}
+
+Status Host::PersistLocked() {
+  if (!store_) return Ok();
+  Bookmark now = replica_.MakeBookmark();
+  if (Covers(persisted_, now)) return Ok();
+  ONCE_RETURN_IF_ERROR(store_->Save(now));
+  persisted_ = std::move(now);
+  return Ok();
+}
+
+Result<itc::Version> Host::Send(Bytes payload) {
+  std::lock_guard lock(mu_);
+  return replica_.Send(std::move(payload));
+}
+
+Status Host::Redact(const itc::Version& target) {
+  std::lock_guard lock(mu_);
+  return replica_.Redact(target);
+}
+
+Result<std::vector<itc::Version>> Host::Apply(std::span<const Op> ops) {
+  std::lock_guard lock(mu_);
+  return replica_.Apply(ops);
+}
+
+Observation Host::Observe(const itc::Version& checkpoint) const {
+  std::lock_guard lock(mu_);
+  return replica_.Observe(checkpoint);
+}
+
+Snapshot Host::Snap() const {
+  std::lock_guard lock(mu_);
+  return replica_.Snap();
+}
+
+NetworkId Host::network() const {
+  std::lock_guard lock(mu_);
+  return replica_.network();
+}
+
+Result<Host::Begun> Host::Begin() {
+  std::lock_guard lock(mu_);
+  ONCE_RETURN_IF_ERROR(PersistLocked());
+  return Begun{replica_.Snap(), generation_};
+}
+
+Status Host::Commit(const Begun& begun, std::span<const Message> received,
+                    std::span<const Path> deleted, const itc::Version& peer_ceiling) {
+  std::lock_guard lock(mu_);
+  if (begun.generation != generation_) {
+    return MakeError(ErrorCode::kCancelled, "the replica changed universe during the session");
+  }
+  replica_.CommitJoin(received, deleted, peer_ceiling);
+  return Ok();
+}
+
+Result<itc::Party> Host::Grant() {
+  std::lock_guard lock(mu_);
+  ONCE_ASSIGN_OR_RETURN(itc::Party granted, replica_.ForkParty());
+  if (auto saved = PersistLocked(); !saved) {
+    (void)replica_.JoinParty(std::move(granted));  // undo: the halves are disjoint
+    return std::unexpected(saved.error());
+  }
+  return granted;
+}
+
+Status Host::Adopt(Replica replica) {
+  NetworkId old_network, new_network;
+  {
+    std::lock_guard lock(mu_);
+    if (store_) {
+      Bookmark next = replica.MakeBookmark();
+      ONCE_RETURN_IF_ERROR(store_->Save(next));
+      persisted_ = std::move(next);
+    }
+    old_network = replica_.network();
+    new_network = replica.network();
+    replica_ = std::move(replica);
+    ++generation_;
+  }
+  if (on_reset_) on_reset_(old_network, new_network);
+  return Ok();
+}
+
+Result<itc::Party> Host::Donate() {
+  std::lock_guard lock(mu_);
+  if (!replica_.party()) return MakeError(ErrorCode::kUnsupported, "no party to donate");
+  if (store_) {
+    Bookmark retired = replica_.MakeBookmark();
+    retired.party.reset();
+    ONCE_RETURN_IF_ERROR(store_->Save(retired));
+    persisted_ = std::move(retired);
+  }
+  return std::move(*replica_.TakeParty());
+}
+
+Status Host::TakeDonation(itc::Party party) {
+  std::lock_guard lock(mu_);
+  ONCE_RETURN_IF_ERROR(replica_.JoinParty(std::move(party)));
+  return PersistLocked();
+}
+
+}  // namespace once::gossip

@@ -1,0 +1,260 @@
+#include "once/gossip/replica.h"
+
+#include <sodium.h>
+
+#include <algorithm>
+
+#include "digest_tree.h"
+#include "once/gossip/limits.h"
+
+namespace once::gossip {
+
+using internal::Leaf;
+using internal::View;
+
+NetworkId NetworkId::Random(Rng& rng) {
+  NetworkId id;
+  do {
+    rng.Fill(id.bytes.data(), id.bytes.size());
+  } while (id.bootstrapping());
+  return id;
+}
+
+Path PathOf(const itc::Version& version) {
+  static const int init = sodium_init();
+  (void)init;
+  const Bytes bytes = version.Encode();
+  Path path{};
+  crypto_generichash(path.data(), path.size(), bytes.data(), bytes.size(), nullptr, 0);
+  return path;
+}
+
+namespace {
+
+Message ToMessage(const Leaf& leaf) { return Message{leaf.path, leaf.version, leaf.payload}; }
+
+std::vector<Message> ToMessages(const std::vector<const Leaf*>& leaves) {
+  std::vector<Message> out;
+  out.reserve(leaves.size());
+  for (const Leaf* leaf : leaves) out.push_back(ToMessage(*leaf));
+  return out;
+}
+
+void RestrictAt(std::span<const itc::EventNode> v, size_t& iv, std::span<const itc::IdNode> p,
+                size_t& ip, uint64_t inherited, bool inherit, std::vector<itc::EventNode>& out) {
+  const itc::IdNode id = p[ip++];
+  if (id == itc::IdNode::kZero || id == itc::IdNode::kOne) {
+    const bool owned = id == itc::IdNode::kOne;
+    if (inherit) {
+      out.push_back(itc::EventNode{owned ? inherited : 0, true});
+      return;
+    }
+    const size_t start = iv;
+    size_t pending = 1;
+    while (pending > 0) pending += v[iv++].leaf ? -1 : 1;
+    if (!owned) {
+      out.push_back(itc::EventNode{0, true});
+      return;
+    }
+    out.insert(out.end(), v.begin() + start, v.begin() + iv);
+    return;
+  }
+  out.push_back(itc::EventNode{0, false});
+  if (!inherit && v[iv].leaf) {
+    inherit = true;
+    inherited = v[iv++].height;
+  } else if (!inherit) {
+    ++iv;
+  }
+  RestrictAt(v, iv, p, ip, inherited, inherit, out);
+  RestrictAt(v, iv, p, ip, inherited, inherit, out);
+}
+
+}  // namespace
+
+itc::Version Restrict(const itc::Version& version, const itc::Party& party) {
+  std::vector<itc::EventNode> out;
+  size_t iv = 0, ip = 0;
+  RestrictAt(version.nodes(), iv, party.nodes(), ip, 0, false, out);
+  auto restricted = itc::Version::FromNodes(out);
+  ONCE_CHECK(restricted.has_value());
+  return std::move(*restricted);
+}
+
+// ---- Snapshot ----
+
+Snapshot::Snapshot() : root_(internal::NewRoot()) {}
+
+uint64_t Snapshot::size() const { return root_->summary.count; }
+Summary Snapshot::summary() const { return root_->summary; }
+
+std::optional<Message> Snapshot::Find(const Path& path) const {
+  const Leaf* leaf = internal::Find(root_.get(), path);
+  if (!leaf) return std::nullopt;
+  return ToMessage(*leaf);
+}
+
+std::vector<Message> Snapshot::Messages() const {
+  std::vector<const Leaf*> leaves;
+  internal::CollectAll(View{root_.get(), nullptr}, leaves);
+  std::vector<Message> out = ToMessages(leaves);
+  std::sort(out.begin(), out.end(),
+            [](const Message& a, const Message& b) { return a.path < b.path; });
+  return out;
+}
+
+bool SameState(const Snapshot& a, const Snapshot& b) {
+  return a.network_ == b.network_ && a.ceiling_ == b.ceiling_ && a.summary() == b.summary() &&
+         a.Messages() == b.Messages();
+}
+
+Snapshot Merge(const Snapshot& a, const Snapshot& b) {
+  auto root = a.root_;
+  std::vector<const Leaf*> a_all, b_all;
+  internal::CollectAll(View{a.root_.get(), nullptr}, a_all);
+  internal::CollectAll(View{b.root_.get(), nullptr}, b_all);
+  for (const Leaf* leaf : a_all) {
+    if (!internal::Find(b.root_.get(), leaf->path) && itc::Leq(leaf->version, b.ceiling_)) {
+      internal::Remove(root, leaf->path);
+    }
+  }
+  for (const Leaf* leaf : b_all) {
+    if (!internal::Find(a.root_.get(), leaf->path) && !itc::Leq(leaf->version, a.ceiling_)) {
+      internal::Insert(root, std::make_shared<const Leaf>(*leaf));
+    }
+  }
+  return Snapshot(a.network_, itc::Join(a.ceiling_, b.ceiling_), std::move(root));
+}
+
+// ---- Replica ----
+
+Replica::Replica(NetworkId network, std::optional<itc::Party> party)
+    : network_(network), party_(std::move(party)), root_(internal::NewRoot()) {}
+
+Replica Replica::Seed(Rng& rng) { return Replica(NetworkId::Random(rng), itc::Party::Seed()); }
+
+Replica Replica::Fresh(NetworkId network, itc::Party party) {
+  return Replica(network, std::move(party));
+}
+
+Replica Replica::Reclaim(Bookmark bookmark) {
+  Replica replica(bookmark.network, std::move(bookmark.party));
+  if (replica.party_) replica.tick_floor_ = Restrict(bookmark.version, *replica.party_);
+  return replica;
+}
+
+uint64_t Replica::size() const { return root_->summary.count; }
+
+Result<itc::Version> Replica::Send(Bytes payload) {
+  std::vector<Op> ops;
+  ops.push_back(Op::Send(std::move(payload)));
+  ONCE_ASSIGN_OR_RETURN(auto versions, Apply(ops));
+  return std::move(versions.front());
+}
+
+Status Replica::Redact(const itc::Version& target) {
+  const Op op = Op::Redact(target);
+  ONCE_RETURN_IF_ERROR(Apply(std::span<const Op>(&op, 1)));
+  return Ok();
+}
+
+Result<std::vector<itc::Version>> Replica::Apply(std::span<const Op> ops) {
+  if (ops.size() > kBatchOpsMax) {
+    return LimitError("batch_ops_max", static_cast<int64_t>(ops.size()), kBatchOpsMax);
+  }
+  if (!party_) return MakeError(ErrorCode::kUnsupported, "replica has no party (retired)");
+  // Work on copies; swap in only when every operation succeeded.
+  itc::Version ceiling = tick_floor_ ? itc::Join(ceiling_, *tick_floor_) : ceiling_;
+  std::shared_ptr<internal::Inner> root = root_;
+  std::vector<itc::Version> sent;
+  bool ticked = false;
+  for (const Op& op : ops) {
+    if (op.kind == Op::Kind::kRedact && !internal::Find(root.get(), PathOf(op.target))) continue;
+    ticked = true;
+    if (op.kind == Op::Kind::kSend && op.payload.size() > kPayloadBytesMax) {
+      return LimitError("payload_bytes_max", static_cast<int64_t>(op.payload.size()),
+                        kPayloadBytesMax);
+    }
+    ONCE_ASSIGN_OR_RETURN(ceiling, itc::Tick(ceiling, *party_));
+    if (op.kind == Op::Kind::kRedact) {
+      internal::Remove(root, PathOf(op.target));
+      continue;
+    }
+    const size_t version_bytes = ceiling.Encode().size();
+    if (version_bytes > kVersionBytesMax) {
+      return LimitError("version_bytes_max", static_cast<int64_t>(version_bytes), kVersionBytesMax);
+    }
+    auto leaf = std::make_shared<const Leaf>(Leaf{PathOf(ceiling), ceiling, op.payload});
+    ONCE_CHECK(internal::Insert(root, std::move(leaf)));
+    sent.push_back(ceiling);
+  }
+  if (!ticked) return sent;
+  tick_floor_.reset();
+  ceiling_ = std::move(ceiling);
+  root_ = std::move(root);
+  return sent;
+}
+
+std::optional<Message> Replica::Find(const Path& path) const {
+  const Leaf* leaf = internal::Find(root_.get(), path);
+  if (!leaf) return std::nullopt;
+  return ToMessage(*leaf);
+}
+
+Observation Replica::Observe(const itc::Version& checkpoint) const {
+  std::vector<const Leaf*> unseen;
+  internal::Sieve(View{root_.get(), nullptr}, checkpoint, &unseen, nullptr);
+  Observation out;
+  out.messages = ToMessages(unseen);
+  std::sort(out.messages.begin(), out.messages.end(), [](const Message& a, const Message& b) {
+    return itc::TotalOrder(a.version, b.version) < 0;
+  });
+  out.checkpoint = itc::Join(checkpoint, ceiling_);
+  return out;
+}
+
+Snapshot Replica::Snap() const { return Snapshot(network_, ceiling_, root_); }
+
+Bookmark Replica::MakeBookmark() const {
+  Bookmark bookmark;
+  bookmark.network = network_;
+  if (party_) {
+    bookmark.party =
+        itc::Party::FromNodes({party_->nodes().begin(), party_->nodes().end()}).value();
+  }
+  bookmark.version = tick_floor_ ? itc::Join(ceiling_, *tick_floor_) : ceiling_;
+  return bookmark;
+}
+
+void Replica::CommitJoin(std::span<const Message> received, std::span<const Path> deleted,
+                         const itc::Version& peer_ceiling) {
+  for (const Path& path : deleted) internal::Remove(root_, path);
+  for (const Message& m : received) {
+    if (itc::Leq(m.version, ceiling_)) continue;  // seen here already (and so deleted)
+    internal::Insert(root_, std::make_shared<const Leaf>(Leaf{m.path, m.version, m.payload}));
+  }
+  ceiling_ = itc::Join(ceiling_, peer_ceiling);
+}
+
+Result<itc::Party> Replica::ForkParty() {
+  if (!party_) return MakeError(ErrorCode::kUnsupported, "replica has no party to fork");
+  return party_->Fork();
+}
+
+std::optional<itc::Party> Replica::TakeParty() {
+  std::optional<itc::Party> out = std::move(party_);
+  party_.reset();
+  return out;
+}
+
+Status Replica::JoinParty(itc::Party&& donated) {
+  if (!party_) {
+    party_ = std::move(donated);
+    return Ok();
+  }
+  auto joined = party_->Join(std::move(donated));
+  if (!joined) return std::unexpected(joined.error().error);
+  return Ok();
+}
+
+}  // namespace once::gossip

@@ -1,0 +1,454 @@
+#include "once/gossip/session.h"
+
+#include <cstring>
+#include <deque>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "digest_tree.h"
+#include "wire.h"
+
+namespace once::gossip {
+
+using internal::Leaf;
+using internal::View;
+using wire::Data;
+using wire::Frame;
+using wire::FrameBuilder;
+using wire::Hello;
+using wire::Kind;
+using wire::NodeKey;
+using wire::Record;
+
+bool LocalWins(uint64_t local_min_ticks, const NetworkId& local, uint64_t peer_min_ticks,
+               const NetworkId& peer) {
+  return std::tie(local_min_ticks, local) > std::tie(peer_min_ticks, peer);
+}
+
+namespace {
+
+std::unexpected<Error> Hostile(const std::string& what) {
+  return MakeError(ErrorCode::kCorruption, "gossip peer: " + what);
+}
+
+struct PathHash {
+  size_t operator()(const Path& p) const {
+    size_t h;
+    std::memcpy(&h, p.data(), sizeof(h));
+    return h;
+  }
+};
+
+// One side's half of the digest tree comparison: which nodes are in dispute,
+// what to list and ship next, and what was learned (received, deleted).
+class Reconciler {
+ public:
+  Reconciler(const Snapshot& mine, itc::Version peer_ceiling, Summary peer_root,
+             const SessionOptions& options)
+      : mine_(mine),
+        peer_ceiling_(std::move(peer_ceiling)),
+        peer_root_(peer_root),
+        options_(options) {}
+
+  // The root is in dispute iff the summaries differ; the initiator proposed it.
+  bool OpenRoot(bool proposed) {
+    const View root{mine_.root().get(), nullptr};
+    if (root.summary() == peer_root_) return false;
+    open_.emplace(NodeKey{}, OpenNode{peer_root_, root, proposed});
+    return true;
+  }
+
+  Status OnData(const Data& data) {
+    for (const Record& rec : data.records) ONCE_RETURN_IF_ERROR(OnRecord(rec));
+    for (const Message& m : data.messages) ONCE_RETURN_IF_ERROR(OnMessage(m));
+    return Ok();
+  }
+
+  // Fills a frame from the queues; returns true iff the frame is idle.
+  bool Fill(FrameBuilder& fb) {
+    bool any_record = false;
+    while (!records_.empty() && fb.AddRecord(records_.front())) {
+      records_.pop_front();
+      any_record = true;
+    }
+    while (!ship_.empty() && fb.AddMessage(*ship_.front())) {
+      ship_.pop_front();
+      ++sent_;
+    }
+    return !any_record && records_.empty() && ship_.empty();
+  }
+
+  bool Settled() const { return open_.empty() && records_.empty() && ship_.empty(); }
+  const std::vector<Message>& received() const { return received_; }
+  const std::vector<Path>& deleted() const { return deleted_; }
+  uint64_t sent() const { return sent_; }
+
+ private:
+  struct OpenNode {
+    Summary expected;  // the peer's summary of this node
+    View mine;
+    bool mine_sent = false;
+  };
+
+  Record MakeRecord(const NodeKey& key, View view) const {
+    Record rec;
+    rec.key = key;
+    for (int c = 0; c < internal::kFanout; ++c) {
+      const View child = view.Child(key.depth, c);
+      if (child.empty()) continue;
+      rec.present |= static_cast<uint16_t>(1u << c);
+      rec.children[c] = child.summary();
+    }
+    return rec;
+  }
+
+  Status Open(const NodeKey& key, Summary expected, View mine, bool propose) {
+    if (key.depth >= internal::kDepthMax) return Hostile("a full path in dispute");
+    if (open_.size() >= options_.session_nodes_max) {
+      return LimitError("session_nodes_max", static_cast<int64_t>(open_.size() + 1),
+                        static_cast<int64_t>(options_.session_nodes_max));
+    }
+    open_.emplace(key, OpenNode{expected, mine, propose});
+    if (propose) records_.push_back(MakeRecord(key, mine));
+    return Ok();
+  }
+
+  Status OnRecord(const Record& rec) {
+    auto it = open_.find(rec.key);
+    if (it == open_.end()) return Hostile("a record for a node not in dispute");
+    if (rec.Total() != it->second.expected) {
+      return Hostile("a record whose children do not add up to its declared summary");
+    }
+    const OpenNode node = it->second;
+    open_.erase(it);
+    const bool replier = !node.mine_sent;
+    if (replier) records_.push_back(MakeRecord(rec.key, node.mine));
+    return Resolve(rec.key, node.mine, rec, replier);
+  }
+
+  // Both listings of `key` are known: settle, sieve or open each child. The
+  // side that replied to `key` proposes its disputed children.
+  Status Resolve(const NodeKey& key, View mine, const Record& peer, bool replier) {
+    for (int c = 0; c < internal::kFanout; ++c) {
+      const View child = mine.Child(key.depth, c);
+      if (child.empty()) continue;
+      if (!peer.Has(c)) {
+        SieveOwn(child);
+        continue;
+      }
+      const Summary ours = child.summary();
+      const Summary theirs = peer.children[c];
+      if (ours == theirs) continue;
+      if (ours.count == 1 && theirs.count == 1) {
+        SieveOwn(child);
+        continue;
+      }
+      ONCE_RETURN_IF_ERROR(Open(key.Child(c), theirs, child, replier));
+    }
+    return Ok();
+  }
+
+  // A subtree the peer lacks: ship what it has not seen, delete what it has.
+  void SieveOwn(View view) {
+    std::vector<const Leaf*> unseen, seen;
+    internal::Sieve(view, peer_ceiling_, &unseen, &seen);
+    for (const Leaf* leaf : unseen) ship_.push_back(leaf);
+    for (const Leaf* leaf : seen) deleted_.push_back(leaf->path);
+  }
+
+  Status OnMessage(const Message& m) {
+    if (received_.size() >= options_.session_messages_max) {
+      return LimitError("session_messages_max", static_cast<int64_t>(received_.size() + 1),
+                        static_cast<int64_t>(options_.session_messages_max));
+    }
+    if (received_.size() >= peer_root_.count) {
+      return Hostile("more messages than the declared set size");
+    }
+    payload_bytes_ += m.payload.size();
+    if (payload_bytes_ > options_.session_payload_bytes_max) {
+      return LimitError("session_payload_bytes_max", static_cast<int64_t>(payload_bytes_),
+                        static_cast<int64_t>(options_.session_payload_bytes_max));
+    }
+    if (PathOf(m.version) != m.path) return Hostile("a path that is not its version's hash");
+    if (!itc::Leq(m.version, peer_ceiling_)) return Hostile("a version above its ceiling");
+    if (itc::Leq(m.version, mine_.ceiling())) return Hostile("a message this side has seen");
+    if (!received_paths_.insert(m.path).second) return Hostile("a message shipped twice");
+    received_.push_back(m);
+    return Ok();
+  }
+
+  const Snapshot& mine_;
+  const itc::Version peer_ceiling_;
+  const Summary peer_root_;
+  const SessionOptions& options_;
+  std::unordered_map<NodeKey, OpenNode, wire::NodeKeyHash> open_;
+  std::deque<Record> records_;
+  std::deque<const Leaf*> ship_;
+  std::vector<Message> received_;
+  std::unordered_set<Path, PathHash> received_paths_;
+  std::vector<Path> deleted_;
+  uint64_t payload_bytes_ = 0;
+  uint64_t sent_ = 0;
+};
+
+// Frame I/O with the session's budget, deadline and counters.
+class Wire {
+ public:
+  Wire(Stream& stream, const SessionOptions& options, Deadline deadline, SessionReport& report)
+      : stream_(stream), options_(options), deadline_(deadline), report_(report) {}
+
+  Status Send(const Bytes& frame) {
+    ONCE_RETURN_IF_ERROR(CountFrame(frame.size()));
+    return stream_.Write(frame, deadline_);
+  }
+
+  Result<Frame> Recv() {
+    uint8_t header[wire::kFrameHeaderBytes];
+    ONCE_RETURN_IF_ERROR(stream_.Read(header, deadline_));
+    const uint32_t size = uint32_t{header[0]} << 24 | uint32_t{header[1]} << 16 |
+                          uint32_t{header[2]} << 8 | header[3];
+    if (size > options_.frame_bytes_max) {
+      return LimitError("frame_bytes_max", size, static_cast<int64_t>(options_.frame_bytes_max));
+    }
+    ONCE_RETURN_IF_ERROR(CountFrame(size + wire::kFrameHeaderBytes));
+    Bytes body(size);
+    ONCE_RETURN_IF_ERROR(stream_.Read(body, deadline_));
+    ONCE_ASSIGN_OR_RETURN(Frame frame, wire::Decode(body));
+    if (frame.kind == Kind::kRefuse) {
+      return MakeError(ErrorCode::kUnsupported, "gossip peer refused: " + frame.reason);
+    }
+    return frame;
+  }
+
+  Result<Frame> Expect(Kind kind) {
+    ONCE_ASSIGN_OR_RETURN(Frame frame, Recv());
+    if (frame.kind != kind) return Hostile("an unexpected frame kind");
+    return frame;
+  }
+
+  Status Refuse(const std::string& reason) {
+    FrameBuilder fb(Kind::kRefuse, options_.frame_bytes_max);
+    fb.PutReason(reason);
+    return Send(fb.Finish(false));
+  }
+
+  size_t budget() const { return options_.frame_bytes_max; }
+
+ private:
+  Status CountFrame(size_t bytes) {
+    if (++report_.frames > options_.session_frames_max) {
+      return LimitError("session_frames_max", static_cast<int64_t>(report_.frames),
+                        static_cast<int64_t>(options_.session_frames_max));
+    }
+    report_.bytes += bytes;
+    return Ok();
+  }
+
+  Stream& stream_;
+  const SessionOptions& options_;
+  Deadline deadline_;
+  SessionReport& report_;
+};
+
+Status CheckOptions(const SessionOptions& options) {
+  if (options.frame_bytes_max < kFrameBytesMin || options.frame_bytes_max > kFrameBytesMax) {
+    return MakeError(ErrorCode::kInvalidArgument, "frame_bytes_max outside its bounds");
+  }
+  return Ok();
+}
+
+// Alternating data frames until two consecutive ones are idle.
+Status Converse(Wire& io, Reconciler& rec, bool my_turn, bool sent_idle, bool recv_idle) {
+  for (;;) {
+    if (my_turn) {
+      FrameBuilder fb(Kind::kData, io.budget());
+      sent_idle = rec.Fill(fb);
+      ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(sent_idle)));
+      if (sent_idle && recv_idle) break;
+    } else {
+      ONCE_ASSIGN_OR_RETURN(Frame frame, io.Expect(Kind::kData));
+      ONCE_RETURN_IF_ERROR(rec.OnData(frame.data));
+      recv_idle = frame.data.idle;
+      if (sent_idle && recv_idle) break;
+    }
+    my_turn = !my_turn;
+  }
+  if (!rec.Settled()) return Hostile("the session ended with nodes in dispute");
+  return Ok();
+}
+
+Hello MakeHello(Mode mode, const Snapshot& mine) {
+  Hello hello;
+  hello.mode = mode;
+  hello.network = mine.network();
+  hello.ceiling = mine.ceiling();
+  hello.root = mine.summary();
+  return hello;
+}
+
+uint64_t MinTicksOr0(const itc::Version& v) {
+  auto n = itc::MinTicks(v);
+  return n ? *n : UINT64_MAX;
+}
+
+SessionReport::Outcome Mismatch(const Snapshot& mine, const Hello& peer) {
+  return LocalWins(MinTicksOr0(mine.ceiling()), mine.network(), MinTicksOr0(peer.ceiling),
+                   peer.network)
+             ? SessionReport::Outcome::kLocalWins
+             : SessionReport::Outcome::kPeerWins;
+}
+
+void Tally(SessionReport& report, const Reconciler& rec) {
+  report.sent = rec.sent();
+  report.received = rec.received().size();
+  report.deleted = rec.deleted().size();
+}
+
+Status RetireAsInitiator(Wire& io, Host& host) {
+  ONCE_ASSIGN_OR_RETURN(itc::Party party, host.Donate());
+  FrameBuilder fb(Kind::kDonate, io.budget());
+  fb.PutParty(party.Encode());
+  ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(false)));
+  ONCE_RETURN_IF_ERROR(io.Expect(Kind::kAck));
+  return Ok();
+}
+
+Status RetireAsResponder(Wire& io, Host& host) {
+  ONCE_ASSIGN_OR_RETURN(Frame frame, io.Expect(Kind::kDonate));
+  ONCE_ASSIGN_OR_RETURN(itc::Party party, itc::Party::Decode(frame.party));
+  if (auto taken = host.TakeDonation(std::move(party)); !taken) {
+    (void)io.Refuse(taken.error().message);
+    return taken;
+  }
+  return io.Send(FrameBuilder(Kind::kAck, io.budget()).Finish(false));
+}
+
+}  // namespace
+
+Result<SessionReport> Initiate(Stream& stream, Host& host, Mode mode, const SessionOptions& options,
+                               Deadline deadline) {
+  ONCE_RETURN_IF_ERROR(CheckOptions(options));
+  SessionReport report;
+  Wire io(stream, options, deadline, report);
+  Host::Begun begun;
+  if (mode != Mode::kBootstrap) {
+    ONCE_ASSIGN_OR_RETURN(begun, host.Begin());
+  }
+  const Snapshot& mine = begun.snapshot;  // empty for a newcomer
+  {
+    FrameBuilder fb(Kind::kHello, io.budget());
+    fb.PutHello(MakeHello(mode, mine));
+    Record root;  // the root listing, proposed speculatively
+    for (int c = 0; c < internal::kFanout; ++c) {
+      const View child = View{mine.root().get(), nullptr}.Child(0, c);
+      if (child.empty()) continue;
+      root.present |= static_cast<uint16_t>(1u << c);
+      root.children[c] = child.summary();
+    }
+    fb.AddRecord(root);
+    ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(false)));
+  }
+  ONCE_ASSIGN_OR_RETURN(Frame reply, io.Expect(Kind::kHello));
+  const Hello& peer = reply.hello;
+  report.peer_network = peer.network;
+  if (peer.mode != mode) return Hostile("a greeting in another mode");
+  std::optional<itc::Party> granted;
+  Snapshot fresh;
+  if (mode == Mode::kBootstrap) {
+    if (!peer.party) return Hostile("a bootstrap greeting without a party");
+    ONCE_ASSIGN_OR_RETURN(itc::Party party, itc::Party::Decode(*peer.party));
+    granted = std::move(party);
+  } else if (peer.network != mine.network()) {
+    report.outcome = Mismatch(mine, peer);
+    return report;
+  }
+  Reconciler rec(mine, peer.ceiling, peer.root, options);
+  if (!peer.converged) {
+    rec.OpenRoot(/*proposed=*/true);
+    ONCE_RETURN_IF_ERROR(rec.OnData(reply.data));
+    ONCE_RETURN_IF_ERROR(Converse(io, rec, true, false, reply.data.idle));
+  } else if (peer.ceiling != mine.ceiling()) {
+    return Hostile("a converged greeting with another ceiling");
+  }
+  Tally(report, rec);
+  if (mode == Mode::kBootstrap) {
+    Replica adopted = Replica::Fresh(peer.network, std::move(*granted));
+    adopted.CommitJoin(rec.received(), {}, peer.ceiling);
+    ONCE_RETURN_IF_ERROR(host.Adopt(std::move(adopted)));
+    report.outcome = SessionReport::Outcome::kBootstrapped;
+    return report;
+  }
+  if (!peer.converged) {
+    ONCE_RETURN_IF_ERROR(host.Commit(begun, rec.received(), rec.deleted(), peer.ceiling));
+  }
+  report.outcome =
+      peer.converged ? SessionReport::Outcome::kConverged : SessionReport::Outcome::kSynced;
+  if (mode == Mode::kRetire) {
+    ONCE_RETURN_IF_ERROR(RetireAsInitiator(io, host));
+    report.outcome = SessionReport::Outcome::kRetired;
+  }
+  return report;
+}
+
+Result<SessionReport> Respond(Stream& stream, Host& host, const SessionOptions& options,
+                              Deadline deadline) {
+  ONCE_RETURN_IF_ERROR(CheckOptions(options));
+  SessionReport report;
+  Wire io(stream, options, deadline, report);
+  ONCE_ASSIGN_OR_RETURN(Frame first, io.Expect(Kind::kHello));
+  Hello& peer = first.hello;
+  report.peer_network = peer.network;
+  if (peer.party) return Hostile("an initiator's greeting with a party");
+  if (!first.data.messages.empty()) return Hostile("an initiator's greeting with messages");
+  std::optional<itc::Party> granted;
+  if (peer.mode == Mode::kBootstrap) {
+    if (!peer.network.bootstrapping() || peer.root.count != 0 || peer.ceiling != itc::Version{}) {
+      return Hostile("a newcomer's greeting that is not empty");
+    }
+    auto party = host.Grant();
+    if (!party) {
+      (void)io.Refuse(party.error().message);
+      return std::unexpected(party.error());
+    }
+    granted = std::move(*party);
+  } else if (peer.network.bootstrapping()) {
+    return Hostile("a sync greeting from the bootstrapping network");
+  }
+  ONCE_ASSIGN_OR_RETURN(Host::Begun begun, host.Begin());
+  const Snapshot& mine = begun.snapshot;
+  Hello hello = MakeHello(peer.mode, mine);
+  if (granted) hello.party = granted->Encode();
+  if (!granted && peer.network != mine.network()) {
+    FrameBuilder fb(Kind::kHello, io.budget());
+    fb.PutHello(hello);
+    ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(true)));
+    report.outcome = Mismatch(mine, peer);
+    return report;
+  }
+  hello.converged = peer.ceiling == mine.ceiling();
+  Reconciler rec(mine, peer.ceiling, peer.root, options);
+  FrameBuilder fb(Kind::kHello, io.budget());
+  fb.PutHello(hello);
+  if (hello.converged) {
+    ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(true)));
+  } else {
+    if (!rec.OpenRoot(/*proposed=*/false)) first.data.records.clear();
+    ONCE_RETURN_IF_ERROR(rec.OnData(first.data));
+    const bool idle = rec.Fill(fb);
+    ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(idle)));
+    ONCE_RETURN_IF_ERROR(Converse(io, rec, false, idle, false));
+    ONCE_RETURN_IF_ERROR(host.Commit(begun, rec.received(), rec.deleted(), peer.ceiling));
+  }
+  Tally(report, rec);
+  report.outcome =
+      hello.converged ? SessionReport::Outcome::kConverged : SessionReport::Outcome::kSynced;
+  if (granted) report.outcome = SessionReport::Outcome::kGranted;
+  if (peer.mode == Mode::kRetire) {
+    ONCE_RETURN_IF_ERROR(RetireAsResponder(io, host));
+    report.outcome = SessionReport::Outcome::kTookDonation;
+  }
+  return report;
+}
+
+}  // namespace once::gossip

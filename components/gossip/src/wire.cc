@@ -1,0 +1,317 @@
+#include "wire.h"
+
+#include <cstring>
+
+namespace once::gossip::wire {
+namespace {
+
+constexpr size_t kVarintBytesMax = 10;
+constexpr size_t kDataOverheadBytes = 1 + 2 * kVarintBytesMax;
+
+void PutVarint(Bytes& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<uint8_t>(v) | 0x80);
+    v >>= 7;
+  }
+  out.push_back(static_cast<uint8_t>(v));
+}
+
+size_t VarintBytes(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) v >>= 7, ++n;
+  return n;
+}
+
+void PutBytes(Bytes& out, std::span<const uint8_t> bytes) {
+  out.insert(out.end(), bytes.begin(), bytes.end());
+}
+
+void PutBlob(Bytes& out, std::span<const uint8_t> bytes) {
+  PutVarint(out, bytes.size());
+  PutBytes(out, bytes);
+}
+
+size_t PrefixBytes(uint8_t depth) { return (depth + 1) / 2; }
+
+std::unexpected<Error> Malformed(const std::string& what) {
+  return MakeError(ErrorCode::kInvalidArgument, "gossip frame: " + what);
+}
+
+// A cursor over untrusted bytes.
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+  size_t left() const { return bytes_.size() - pos_; }
+
+  Result<uint8_t> U8() {
+    if (left() < 1) return Malformed("truncated");
+    return bytes_[pos_++];
+  }
+  Result<std::span<const uint8_t>> Take(size_t n) {
+    if (left() < n) return Malformed("truncated");
+    auto out = bytes_.subspan(pos_, n);
+    pos_ += n;
+    return out;
+  }
+  Result<uint64_t> Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      ONCE_ASSIGN_OR_RETURN(uint8_t b, U8());
+      if (shift == 63 && b > 1) return Malformed("varint overflows 64 bits");
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) {
+        if (b == 0 && shift > 0) return Malformed("varint not minimal");
+        return v;
+      }
+    }
+    return Malformed("varint too long");
+  }
+  // A length-prefixed blob of at most `max` bytes.
+  Result<std::span<const uint8_t>> Blob(const char* limit, size_t max) {
+    ONCE_ASSIGN_OR_RETURN(uint64_t n, Varint());
+    if (n > max) return LimitError(limit, static_cast<int64_t>(n), static_cast<int64_t>(max));
+    return Take(static_cast<size_t>(n));
+  }
+  template <size_t N>
+  Status Array(std::array<uint8_t, N>& out) {
+    ONCE_ASSIGN_OR_RETURN(auto bytes, Take(N));
+    std::memcpy(out.data(), bytes.data(), N);
+    return Ok();
+  }
+
+ private:
+  std::span<const uint8_t> bytes_;
+  size_t pos_ = 0;
+};
+
+Result<Summary> ReadSummary(Reader& r) {
+  Summary s;
+  ONCE_RETURN_IF_ERROR(r.Array(s.digest));
+  ONCE_ASSIGN_OR_RETURN(s.count, r.Varint());
+  return s;
+}
+
+Result<Record> ReadRecord(Reader& r) {
+  Record rec;
+  ONCE_ASSIGN_OR_RETURN(rec.key.depth, r.U8());
+  if (rec.key.depth >= internal::kDepthMax) return Malformed("record deeper than a path");
+  ONCE_ASSIGN_OR_RETURN(auto prefix, r.Take(PrefixBytes(rec.key.depth)));
+  std::memcpy(rec.key.prefix.data(), prefix.data(), prefix.size());
+  if (rec.key.depth % 2 == 1 && (rec.key.prefix[rec.key.depth / 2] & 0x0f) != 0) {
+    return Malformed("record prefix has bits past its depth");
+  }
+  ONCE_ASSIGN_OR_RETURN(uint8_t hi, r.U8());
+  ONCE_ASSIGN_OR_RETURN(uint8_t lo, r.U8());
+  rec.present = static_cast<uint16_t>(hi << 8 | lo);
+  for (int c = 0; c < internal::kFanout; ++c) {
+    if (!rec.Has(c)) continue;
+    ONCE_ASSIGN_OR_RETURN(rec.children[c], ReadSummary(r));
+    if (rec.children[c].count == 0) return Malformed("record lists an empty child");
+  }
+  return rec;
+}
+
+Result<Message> ReadMessage(Reader& r) {
+  Message m;
+  ONCE_RETURN_IF_ERROR(r.Array(m.path));
+  ONCE_ASSIGN_OR_RETURN(auto version, r.Blob("version_bytes_max", kVersionBytesMax));
+  ONCE_ASSIGN_OR_RETURN(m.version, itc::Version::Decode(version));
+  ONCE_ASSIGN_OR_RETURN(auto payload, r.Blob("payload_bytes_max", kPayloadBytesMax));
+  m.payload.assign(payload.begin(), payload.end());
+  return m;
+}
+
+Result<Data> ReadData(Reader& r) {
+  Data data;
+  ONCE_ASSIGN_OR_RETURN(uint8_t flags, r.U8());
+  if (flags > 1) return Malformed("unknown data flags");
+  data.idle = flags == 1;
+  ONCE_ASSIGN_OR_RETURN(uint64_t records, r.Varint());
+  // Each record takes at least 3 bytes: a larger count is a lie.
+  if (records > r.left() / 3) return Malformed("more records declared than bytes");
+  data.records.reserve(records);
+  for (uint64_t i = 0; i < records; ++i) {
+    ONCE_ASSIGN_OR_RETURN(Record rec, ReadRecord(r));
+    data.records.push_back(std::move(rec));
+  }
+  ONCE_ASSIGN_OR_RETURN(uint64_t messages, r.Varint());
+  if (messages > r.left() / 19) return Malformed("more messages declared than bytes");
+  data.messages.reserve(messages);
+  for (uint64_t i = 0; i < messages; ++i) {
+    ONCE_ASSIGN_OR_RETURN(Message m, ReadMessage(r));
+    data.messages.push_back(std::move(m));
+  }
+  if (data.idle && !data.records.empty()) return Malformed("idle frame carries records");
+  return data;
+}
+
+Result<Hello> ReadHello(Reader& r) {
+  Hello h;
+  ONCE_ASSIGN_OR_RETURN(uint8_t mode, r.U8());
+  if (mode < 1 || mode > 3) return Malformed("unknown mode");
+  h.mode = static_cast<Mode>(mode);
+  ONCE_ASSIGN_OR_RETURN(uint8_t flags, r.U8());
+  if (flags > 3) return Malformed("unknown hello flags");
+  h.converged = flags & 1;
+  ONCE_RETURN_IF_ERROR(r.Array(h.network.bytes));
+  ONCE_ASSIGN_OR_RETURN(auto ceiling, r.Blob("ceiling_bytes_max", kCeilingBytesMax));
+  ONCE_ASSIGN_OR_RETURN(h.ceiling, itc::Version::Decode(ceiling));
+  ONCE_ASSIGN_OR_RETURN(h.root, ReadSummary(r));
+  if (flags & 2) {
+    ONCE_ASSIGN_OR_RETURN(auto party, r.Blob("ceiling_bytes_max", kCeilingBytesMax));
+    h.party = Bytes(party.begin(), party.end());
+  }
+  return h;
+}
+
+}  // namespace
+
+NodeKey NodeKey::Child(int nibble) const {
+  NodeKey child = *this;
+  child.depth = static_cast<uint8_t>(depth + 1);
+  uint8_t& byte = child.prefix[depth / 2];
+  byte = depth % 2 == 0 ? static_cast<uint8_t>(nibble << 4) : static_cast<uint8_t>(byte | nibble);
+  return child;
+}
+
+size_t NodeKeyHash::operator()(const NodeKey& k) const {
+  uint64_t h = k.depth;
+  for (int i = 0; i < 8; ++i) h = h * 131 + k.prefix[i];
+  return static_cast<size_t>(h * 0x9e3779b97f4a7c15ULL);
+}
+
+Summary Record::Total() const {
+  Summary total;
+  for (int c = 0; c < internal::kFanout; ++c) {
+    if (!Has(c)) continue;
+    internal::XorInto(total.digest, children[c].digest);
+    total.count += children[c].count;  // each count was bounded by the decoder's varint
+  }
+  return total;
+}
+
+FrameBuilder::FrameBuilder(Kind kind, size_t budget)
+    : budget_(budget), has_data_(kind == Kind::kHello || kind == Kind::kData) {
+  head_.push_back(kProtocolVersion);
+  head_.push_back(static_cast<uint8_t>(kind));
+}
+
+void FrameBuilder::PutHello(const Hello& hello) {
+  head_.push_back(static_cast<uint8_t>(hello.mode));
+  head_.push_back(static_cast<uint8_t>((hello.converged ? 1 : 0) | (hello.party ? 2 : 0)));
+  PutBytes(head_, hello.network.bytes);
+  PutBlob(head_, hello.ceiling.Encode());
+  PutBytes(head_, hello.root.digest);
+  PutVarint(head_, hello.root.count);
+  if (hello.party) PutBlob(head_, *hello.party);
+}
+
+void FrameBuilder::PutParty(const Bytes& party) { PutBlob(head_, party); }
+void FrameBuilder::PutReason(const std::string& reason) {
+  PutBlob(head_, std::span(reinterpret_cast<const uint8_t*>(reason.data()), reason.size()));
+}
+
+size_t FrameBuilder::RecordBytes(const Record& record) const {
+  size_t n = 1 + PrefixBytes(record.key.depth) + 2;
+  for (int c = 0; c < internal::kFanout; ++c) {
+    if (record.Has(c)) n += 16 + VarintBytes(record.children[c].count);
+  }
+  return n;
+}
+
+size_t FrameBuilder::MessageBytes(const internal::Leaf& leaf) const {
+  const size_t v = leaf.version.Encode().size();
+  return 16 + VarintBytes(v) + v + VarintBytes(leaf.payload.size()) + leaf.payload.size();
+}
+
+size_t FrameBuilder::room() const {
+  const size_t used = head_.size() + records_.size() + messages_.size() + kDataOverheadBytes;
+  return used >= budget_ ? 0 : budget_ - used;
+}
+
+bool FrameBuilder::AddRecord(const Record& record) {
+  if (RecordBytes(record) > room()) return false;
+  records_.push_back(record.key.depth);
+  records_.insert(records_.end(), record.key.prefix.begin(),
+                  record.key.prefix.begin() + PrefixBytes(record.key.depth));
+  records_.push_back(static_cast<uint8_t>(record.present >> 8));
+  records_.push_back(static_cast<uint8_t>(record.present));
+  for (int c = 0; c < internal::kFanout; ++c) {
+    if (!record.Has(c)) continue;
+    PutBytes(records_, record.children[c].digest);
+    PutVarint(records_, record.children[c].count);
+  }
+  ++record_count_;
+  return true;
+}
+
+bool FrameBuilder::AddMessage(const internal::Leaf& leaf) {
+  const Bytes version = leaf.version.Encode();
+  const size_t n = 16 + VarintBytes(version.size()) + version.size() +
+                   VarintBytes(leaf.payload.size()) + leaf.payload.size();
+  if (n > room()) return false;
+  PutBytes(messages_, leaf.path);
+  PutBlob(messages_, version);
+  PutBlob(messages_, leaf.payload);
+  ++message_count_;
+  return true;
+}
+
+Bytes FrameBuilder::Finish(bool idle) {
+  Bytes out;
+  out.reserve(kFrameHeaderBytes + head_.size() + records_.size() + messages_.size() +
+              kDataOverheadBytes);
+  out.resize(kFrameHeaderBytes);
+  PutBytes(out, head_);
+  if (has_data_) {
+    out.push_back(idle ? 1 : 0);
+    PutVarint(out, record_count_);
+    PutBytes(out, records_);
+    PutVarint(out, message_count_);
+    PutBytes(out, messages_);
+  }
+  const uint32_t body = static_cast<uint32_t>(out.size() - kFrameHeaderBytes);
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(body >> (24 - 8 * i));
+  return out;
+}
+
+Result<Frame> Decode(std::span<const uint8_t> body) {
+  Reader r(body);
+  ONCE_ASSIGN_OR_RETURN(uint8_t version, r.U8());
+  if (version != kProtocolVersion) {
+    return MakeError(ErrorCode::kUnsupported,
+                     "gossip frame: protocol version " + std::to_string(version));
+  }
+  ONCE_ASSIGN_OR_RETURN(uint8_t kind, r.U8());
+  Frame f;
+  f.kind = static_cast<Kind>(kind);
+  switch (f.kind) {
+    case Kind::kHello: {
+      ONCE_ASSIGN_OR_RETURN(f.hello, ReadHello(r));
+      ONCE_ASSIGN_OR_RETURN(f.data, ReadData(r));
+      break;
+    }
+    case Kind::kData: {
+      ONCE_ASSIGN_OR_RETURN(f.data, ReadData(r));
+      break;
+    }
+    case Kind::kDonate: {
+      ONCE_ASSIGN_OR_RETURN(auto party, r.Blob("ceiling_bytes_max", kCeilingBytesMax));
+      f.party.assign(party.begin(), party.end());
+      break;
+    }
+    case Kind::kAck:
+      break;
+    case Kind::kRefuse: {
+      ONCE_ASSIGN_OR_RETURN(auto reason, r.Blob("reason_bytes_max", 4096));
+      f.reason.assign(reason.begin(), reason.end());
+      break;
+    }
+    default:
+      return Malformed("unknown frame kind " + std::to_string(kind));
+  }
+  if (r.left() != 0) return Malformed("trailing bytes");
+  return f;
+}
+
+}  // namespace once::gossip::wire

@@ -1,0 +1,95 @@
+// Frame codec of the gossip protocol (docs/gossip-protocol.md). Decoding
+// takes untrusted bytes and returns typed errors, never crashes, and never
+// allocates more than the bytes it was given justify.
+
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "digest_tree.h"
+#include "once/gossip/session.h"
+
+namespace once::gossip::wire {
+
+inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr size_t kFrameHeaderBytes = 4;
+
+enum class Kind : uint8_t { kHello = 1, kData = 2, kDonate = 3, kAck = 4, kRefuse = 5 };
+
+// A digest tree node: `depth` nibbles of `prefix` (the rest zero).
+struct NodeKey {
+  uint8_t depth = 0;
+  Path prefix{};
+  friend bool operator==(const NodeKey&, const NodeKey&) = default;
+  NodeKey Child(int nibble) const;
+};
+struct NodeKeyHash {
+  size_t operator()(const NodeKey& k) const;
+};
+
+// One side's listing of a node: the summary of each present child.
+struct Record {
+  NodeKey key;
+  uint16_t present = 0;  // bit c: child c is present
+  std::array<Summary, internal::kFanout> children{};
+  bool Has(int c) const { return (present >> c) & 1; }
+  Summary Total() const;
+};
+
+struct Data {
+  bool idle = false;
+  std::vector<Record> records;
+  std::vector<Message> messages;
+};
+
+struct Hello {
+  Mode mode = Mode::kSync;
+  bool converged = false;
+  NetworkId network;
+  itc::Version ceiling;
+  Summary root;
+  std::optional<Bytes> party;  // granted (responder, kBootstrap)
+};
+
+struct Frame {
+  Kind kind = Kind::kData;
+  Hello hello;         // kHello
+  Data data;           // kHello, kData
+  Bytes party;         // kDonate
+  std::string reason;  // kRefuse
+};
+
+// Builds one frame body within a byte budget.
+class FrameBuilder {
+ public:
+  FrameBuilder(Kind kind, size_t budget);
+  void PutHello(const Hello& hello);
+  void PutParty(const Bytes& party);
+  void PutReason(const std::string& reason);
+  size_t RecordBytes(const Record& record) const;
+  size_t MessageBytes(const internal::Leaf& leaf) const;
+  size_t room() const;
+  // Adds if it fits (false otherwise).
+  bool AddRecord(const Record& record);
+  bool AddMessage(const internal::Leaf& leaf);
+  // The length-prefixed frame, data section last.
+  Bytes Finish(bool idle);
+
+ private:
+  size_t budget_;
+  Bytes head_;
+  Bytes records_;
+  Bytes messages_;
+  uint64_t record_count_ = 0;
+  uint64_t message_count_ = 0;
+  bool has_data_;
+};
+
+// Decodes one frame body (without its length prefix).
+Result<Frame> Decode(std::span<const uint8_t> body);
+
+}  // namespace once::gossip::wire

@@ -1,0 +1,159 @@
+// Random schedules of sends, redactions, partitions, joins and sessions (some
+// cut at random byte offsets) among 2-8 replicas, then gossip to quiescence:
+// every replica equals a plain map model, ceilings are equal, parties are
+// pairwise disjoint and together still the seed.
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <map>
+
+#include "harness.h"
+
+namespace once::gossip {
+namespace {
+
+using testing::Payload;
+using testing::RunPair;
+
+struct Step {
+  int kind = 0;  // 0-3 send, 4 redact, 5-7 session, 8 partition, 9 heal, 10 join
+  int a = 0;
+  int b = 0;
+  int cut = 0;  // 0: no cut; otherwise a byte offset
+};
+
+itc::Party CopyParty(const itc::Party& p) { return itc::Party::Decode(p.Encode()).value(); }
+
+class World {
+ public:
+  World(uint64_t seed, int count) : rng_(seed) {
+    auto hosts = testing::MakeUniverse(rng_, count);
+    for (auto& h : hosts) hosts_.push_back(std::move(h));
+    side_.assign(hosts_.size(), 0);
+  }
+
+  void Run(const Step& step) {
+    const int n = static_cast<int>(hosts_.size());
+    const int a = step.a % n, b = step.b % n;
+    if (step.kind <= 3) return Send(a);
+    if (step.kind == 4) return Redact(a, step.b);
+    if (step.kind <= 7) return Session(a, b, step.cut);
+    if (step.kind == 8) {
+      for (int i = 0; i < n; ++i) side_[i] = (step.b >> (i % 16)) & 1;
+      return;
+    }
+    if (step.kind == 9) return std::fill(side_.begin(), side_.end(), 0);
+    if (step.kind == 10 && n < 8) return Join(a);
+  }
+
+  // Gossip among all pairs until nothing changes.
+  void Quiesce() {
+    std::fill(side_.begin(), side_.end(), 0);
+    for (int pass = 0; pass < 4; ++pass) {
+      for (size_t i = 0; i < hosts_.size(); ++i) {
+        for (size_t j = i + 1; j < hosts_.size(); ++j) Session(i, j, 0);
+      }
+    }
+  }
+
+  void CheckConverged() {
+    const Snapshot first = hosts_[0]->Snap();
+    for (auto& h : hosts_) RC_ASSERT(SameState(first, h->Snap()));
+    std::map<Path, Bytes> held;
+    for (const Message& m : first.Messages()) held[m.path] = m.payload;
+    RC_ASSERT(held == model_);
+    for (const Path& p : redacted_) RC_ASSERT(!first.Find(p));
+    itc::Version ceiling;
+    for (const auto& v : sent_) ceiling = itc::Join(ceiling, v);
+    RC_ASSERT(itc::Leq(ceiling, first.ceiling()));
+  }
+
+  void CheckIdentity() {
+    std::vector<itc::Party> parties;
+    for (auto& h : hosts_) {
+      h->Read([&](const Replica& r) { parties.push_back(CopyParty(*r.party())); });
+    }
+    for (size_t i = 0; i < parties.size(); ++i) {
+      for (size_t j = i + 1; j < parties.size(); ++j) RC_ASSERT(Disjoint(parties[i], parties[j]));
+    }
+    itc::Party all = std::move(parties[0]);
+    for (size_t i = 1; i < parties.size(); ++i)
+      RC_ASSERT(all.Join(std::move(parties[i])).has_value());
+    RC_ASSERT(all == itc::Party::Seed());
+  }
+
+ private:
+  void Send(int a) {
+    Bytes payload = Payload("m" + std::to_string(counter_++));
+    auto v = hosts_[a]->Send(payload);
+    RC_ASSERT(v.has_value());
+    model_[PathOf(*v)] = payload;
+    sent_.push_back(*v);
+  }
+
+  void Redact(int a, int pick) {
+    const auto messages = hosts_[a]->Snap().Messages();
+    if (messages.empty()) return;
+    const Message& m = messages[pick % messages.size()];
+    RC_ASSERT(hosts_[a]->Redact(m.version).has_value());
+    model_.erase(m.path);
+    redacted_.push_back(m.path);
+  }
+
+  void Session(int a, int b, int cut) {
+    if (a == b || side_[a] != side_[b]) return;
+    const Snapshot sa = hosts_[a]->Snap(), sb = hosts_[b]->Snap();
+    const Snapshot joined = Merge(sa, sb);
+    PipeFaults ab, ba;
+    if (cut > 0) (cut % 2 ? ab : ba).cut_after_bytes = static_cast<uint64_t>(cut / 2);
+    auto r = RunPair(*hosts_[a], *hosts_[b], Mode::kSync, ab, ba);
+    if (cut == 0) {
+      RC_ASSERT(r.initiator.has_value());
+      RC_ASSERT(r.responder.has_value());
+    }
+    // Each side is either untouched or holds exactly the join.
+    RC_ASSERT(SameState(hosts_[a]->Snap(), r.initiator ? joined : sa));
+    RC_ASSERT(SameState(hosts_[b]->Snap(), r.responder ? joined : sb));
+  }
+
+  void Join(int sponsor) {
+    auto newcomer = std::make_unique<Host>(Replica::Seed(rng_));
+    auto r = RunPair(*newcomer, *hosts_[sponsor], Mode::kBootstrap);
+    RC_ASSERT(r.initiator.has_value());
+    RC_ASSERT(SameState(newcomer->Snap(), hosts_[sponsor]->Snap()));
+    hosts_.push_back(std::move(newcomer));
+    side_.push_back(side_[sponsor]);
+  }
+
+  SeededRng rng_;
+  std::vector<std::unique_ptr<Host>> hosts_;
+  std::vector<int> side_;
+  std::map<Path, Bytes> model_;
+  std::vector<Path> redacted_;
+  std::vector<itc::Version> sent_;
+  int counter_ = 0;
+};
+
+rc::Gen<Step> GenStep() {
+  return rc::gen::build<Step>(rc::gen::set(&Step::kind, rc::gen::inRange(0, 11)),
+                              rc::gen::set(&Step::a, rc::gen::inRange(0, 8)),
+                              rc::gen::set(&Step::b, rc::gen::inRange(0, 1 << 16)),
+                              rc::gen::set(&Step::cut, rc::gen::weightedOneOf<int>({
+                                                           {3, rc::gen::just(0)},
+                                                           {1, rc::gen::inRange(1, 4000)},
+                                                       })));
+}
+
+RC_GTEST_PROP(GossipPropertyTest, RandomSchedulesConvergeToTheModel, ()) {
+  const int count = *rc::gen::inRange(2, 9);
+  const auto steps = *rc::gen::container<std::vector<Step>>(GenStep());
+  World world(*rc::gen::arbitrary<uint64_t>(), count);
+  for (const Step& step : steps) world.Run(step);
+  world.Quiesce();
+  world.CheckConverged();
+  world.CheckIdentity();
+}
+
+}  // namespace
+}  // namespace once::gossip

@@ -1,0 +1,156 @@
+#include "once/gossip/replica.h"
+
+#include <gtest/gtest.h>
+
+#include "harness.h"
+#include "once/itc/text.h"
+
+namespace once::gossip {
+namespace {
+
+using testing::Payload;
+
+TEST(ReplicaTest, SeedStartsEmptyWithARandomNetwork) {
+  SeededRng rng(1);
+  Replica a = Replica::Seed(rng);
+  Replica b = Replica::Seed(rng);
+  EXPECT_NE(a.network(), b.network());
+  EXPECT_FALSE(a.network().bootstrapping());
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.ceiling(), itc::Version{});
+  EXPECT_TRUE(a.party().has_value());
+}
+
+TEST(ReplicaTest, SendTicksAndStoresUnderTheHashOfTheVersion) {
+  SeededRng rng(2);
+  Replica a = Replica::Seed(rng);
+  auto v1 = a.Send(Payload("one"));
+  ASSERT_TRUE(v1);
+  EXPECT_EQ(a.ceiling(), *v1);
+  auto v2 = a.Send(Payload("two"));
+  ASSERT_TRUE(v2);
+  EXPECT_TRUE(itc::Leq(*v1, *v2));
+  EXPECT_NE(*v1, *v2);
+  ASSERT_EQ(a.size(), 2u);
+  auto m = a.Find(PathOf(*v1));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->payload, Payload("one"));
+  EXPECT_EQ(m->version, *v1);
+}
+
+TEST(ReplicaTest, RedactTicksAndRemovesButIgnoresWhatIsNotHeld) {
+  SeededRng rng(3);
+  Replica a = Replica::Seed(rng);
+  auto v = a.Send(Payload("x"));
+  ASSERT_TRUE(v);
+  const itc::Version before = a.ceiling();
+  ASSERT_TRUE(a.Redact(*v));
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_TRUE(itc::Leq(before, a.ceiling()));
+  EXPECT_NE(before, a.ceiling());
+  const itc::Version after = a.ceiling();
+  ASSERT_TRUE(a.Redact(*v));  // no longer held: a no-op, no tick
+  EXPECT_EQ(a.ceiling(), after);
+}
+
+TEST(ReplicaTest, BatchIsAllOrNothing) {
+  SeededRng rng(4);
+  Replica a = Replica::Seed(rng);
+  auto v = a.Send(Payload("keep"));
+  ASSERT_TRUE(v);
+  const itc::Version before = a.ceiling();
+  std::vector<Op> ops;
+  ops.push_back(Op::Redact(*v));
+  ops.push_back(Op::Send(Payload("new")));
+  ops.push_back(Op::Send(Bytes(kPayloadBytesMax + 1, 'x')));
+  auto r = a.Apply(ops);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kLimitExceeded);
+  ASSERT_NE(r.error().As<LimitDetail>(), nullptr);
+  EXPECT_EQ(r.error().As<LimitDetail>()->limit, "payload_bytes_max");
+  EXPECT_EQ(a.ceiling(), before);
+  EXPECT_EQ(a.size(), 1u);
+  ops.pop_back();
+  auto ok = a.Apply(ops);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->size(), 1u);
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_FALSE(a.Holds(*v));
+  EXPECT_TRUE(a.Holds(ok->front()));
+}
+
+TEST(ReplicaTest, ObserveDeliversInCausalOrderAndResumes) {
+  SeededRng rng(5);
+  auto hosts = testing::MakeUniverse(rng, 2);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(hosts[0]->Send(Payload("a" + std::to_string(i))));
+    ASSERT_TRUE(hosts[1]->Send(Payload("b" + std::to_string(i))));
+  }
+  ASSERT_TRUE(testing::RunPair(*hosts[0], *hosts[1]).initiator);
+  Observation first = hosts[0]->Observe(itc::Version{});
+  ASSERT_EQ(first.messages.size(), 10u);
+  for (size_t i = 1; i < first.messages.size(); ++i) {
+    EXPECT_TRUE(itc::TotalOrder(first.messages[i - 1].version, first.messages[i].version) < 0);
+    // Nothing delivered later happened before something delivered earlier.
+    EXPECT_FALSE(itc::Leq(first.messages[i].version, first.messages[i - 1].version));
+  }
+  auto v = hosts[0]->Send(Payload("late"));
+  ASSERT_TRUE(v);
+  Observation second = hosts[0]->Observe(first.checkpoint);
+  ASSERT_EQ(second.messages.size(), 1u);
+  EXPECT_EQ(second.messages[0].version, *v);
+  ASSERT_TRUE(hosts[0]->Redact(*v));
+  EXPECT_TRUE(hosts[0]->Observe(first.checkpoint).messages.empty());
+}
+
+TEST(ReplicaTest, RestrictKeepsOnlyThePartysRegion) {
+  auto v = itc::ParseVersion("(1,2,(0,3,1))");
+  auto p = itc::ParseParty("(0,(1,0))");
+  ASSERT_TRUE(v && p);
+  EXPECT_EQ(itc::FormatVersion(Restrict(*v, *p)), "(0,0,(0,4,0))");
+  EXPECT_EQ(Restrict(*v, itc::Party::Seed()), *v);
+}
+
+TEST(ReplicaTest, ReclaimTicksAboveEverythingTheIdentityShipped) {
+  SeededRng rng(6);
+  Replica a = Replica::Seed(rng);
+  std::vector<itc::Version> shipped;
+  for (int i = 0; i < 4; ++i) shipped.push_back(*a.Send(Payload("m")));
+  Bookmark bookmark = a.MakeBookmark();
+  Replica back = Replica::Reclaim(std::move(bookmark));
+  EXPECT_EQ(back.network(), a.network());
+  EXPECT_EQ(back.size(), 0u);
+  auto v = back.Send(Payload("after restart"));
+  ASSERT_TRUE(v);
+  for (const auto& old : shipped) {
+    EXPECT_FALSE(itc::Leq(*v, old));
+    EXPECT_NE(PathOf(*v), PathOf(old));
+  }
+}
+
+TEST(ReplicaTest, RetiredReplicaRefusesToSend) {
+  SeededRng rng(7);
+  Replica a = Replica::Seed(rng);
+  ASSERT_TRUE(a.TakeParty());
+  auto r = a.Send(Payload("x"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
+}
+
+TEST(ReplicaTest, SnapshotIsUnchangedByLaterWrites) {
+  SeededRng rng(8);
+  Replica a = Replica::Seed(rng);
+  std::vector<itc::Version> vs;
+  for (int i = 0; i < 200; ++i) vs.push_back(*a.Send(Payload(std::to_string(i))));
+  Snapshot snap = a.Snap();
+  const auto before = snap.Messages();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(a.Redact(vs[i]));
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(a.Send(Payload("n")));
+  EXPECT_EQ(snap.Messages(), before);
+  EXPECT_EQ(snap.size(), 200u);
+  EXPECT_EQ(a.size(), 150u);
+  EXPECT_EQ(a.Snap().Messages().size(), 150u);
+}
+
+}  // namespace
+}  // namespace once::gossip
