@@ -456,6 +456,7 @@ Status ListInto(Connection& c, Sql which, std::string_view after, int64_t limit,
 }  // namespace
 
 Result<ExecutionPage> SqliteEventStore::ListExecutions(std::string_view after, size_t limit) {
+  if (limit == 0) return MakeError(ErrorCode::kInvalidArgument, "limit must be >= 1");
   limit = std::min(limit, limits().list_page_executions_max);
   // One more than the page, to know whether another page follows.
   auto fetch = static_cast<int64_t>(limit) + 1;
