@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "counting_vfs.h"
 #include "test_support.h"
 
 namespace once::store {
@@ -193,6 +194,49 @@ TEST(SqliteEventStore, GroupCommitIsOneTransaction) {
   EXPECT_EQ(store->write_transactions(), before + 1);
   for (const auto& r : *results) EXPECT_EQ(r.value(), 1);
   EXPECT_EQ(store->ListExecutions("", 1000).value().execution_ids.size(), 64u);
+}
+
+TEST(SqliteEventStore, GroupCommitOfSixtyFourExecutionsIsOneFsync) {
+  testing::RegisterCountingVfs();
+  TempDir dir;
+  SqliteOptions options;
+  options.vfs = testing::kCountingVfsName;
+  auto store = OpenOrDie(dir.File("a.db"), options);
+  ASSERT_TRUE(store->Append(Req("warm-up", 1, {events::AppEvent("k", {})})).has_value());
+  auto batch_of = [](int first) {
+    std::vector<AppendRequest> batch;
+    for (int i = first; i < first + 64; ++i) {
+      batch.push_back(Req("ex-" + std::to_string(i), 1,
+                          {KernelEvent(KernelKind::kExecutionStarted, {{"i", i}})}));
+    }
+    return batch;
+  };
+  uint64_t wal_before = testing::WalSyncs();
+  uint64_t db_before = testing::DatabaseSyncs();
+  auto results = store->AppendBatch(batch_of(0));
+  ASSERT_TRUE(results.has_value()) << results.error().ToString();
+  EXPECT_EQ(testing::WalSyncs() - wal_before, 1u);
+  EXPECT_EQ(testing::DatabaseSyncs() - db_before, 0u);
+  // The same 64 appends one by one cost one fsync each.
+  wal_before = testing::WalSyncs();
+  for (const AppendRequest& req : batch_of(64)) ASSERT_TRUE(store->Append(req).has_value());
+  EXPECT_EQ(testing::WalSyncs() - wal_before, 64u);
+}
+
+TEST(SqliteEventStore, NormalDurabilityDoesNotFsyncACommit) {
+  testing::RegisterCountingVfs();
+  TempDir dir;
+  SqliteOptions options;
+  options.vfs = testing::kCountingVfsName;
+  options.durability = Durability::kNormal;
+  auto store = OpenOrDie(dir.File("a.db"), options);
+  ASSERT_TRUE(store->Append(Req("warm-up", 1, {events::AppEvent("k", {})})).has_value());
+  uint64_t wal_before = testing::WalSyncs();
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(
+        store->Append(Req("ex-" + std::to_string(i), 1, {events::AppEvent("k", {})})).has_value());
+  }
+  EXPECT_EQ(testing::WalSyncs() - wal_before, 0u);
 }
 
 TEST(SqliteEventStore, RefusedRequestFailsAloneInABatch) {
