@@ -1,0 +1,168 @@
+// The runtime's core scenarios over a real backend: SQLite (a temp file) or
+// PostgreSQL (ONCE_TEST_POSTGRES_URL; skipped when unset unless CI=true),
+// chosen at compile time (ONCE_RT_BACKEND_SQLITE / ONCE_RT_BACKEND_POSTGRES).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "once/runtime/runtime.h"
+#include "test_stores.h"
+
+#if defined(ONCE_RT_BACKEND_SQLITE)
+#include "once/store_sqlite/sqlite_event_store.h"
+#elif defined(ONCE_RT_BACKEND_POSTGRES)
+#include "../../store_postgres/tests/test_database.h"
+#endif
+
+namespace once::runtime {
+namespace {
+
+using testing::HookStore;
+
+std::vector<Envelope> Log(store::EventStore& s, std::string_view id) {
+  return s.ReadRange(id, 1, store::kToEnd).value();
+}
+
+class BackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#if defined(ONCE_RT_BACKEND_SQLITE)
+    path_ = std::filesystem::temp_directory_path() /
+            ("once_rt_" + std::to_string(std::random_device{}()) + ".db");
+    store::SqliteOptions options;
+    options.clock = &clock_;
+    auto opened = store::SqliteEventStore::Open(path_.string(), options);
+    ASSERT_TRUE(opened) << opened.error().ToString();
+    store_ = std::move(*opened);
+#elif defined(ONCE_RT_BACKEND_POSTGRES)
+    std::string url = store::testing::TestPostgresUrl();
+    if (url.empty()) {
+      if (store::testing::InCi()) FAIL() << "ONCE_TEST_POSTGRES_URL is unset under CI";
+      GTEST_SKIP() << "ONCE_TEST_POSTGRES_URL is unset";
+    }
+    schema_ = std::make_unique<store::testing::TestSchema>(url);
+    auto opened = store::PostgresEventStore::Open(schema_->Options(), clock_);
+    ASSERT_TRUE(opened) << opened.error().ToString();
+    store_ = std::move(*opened);
+#endif
+    hooked_ = std::make_unique<HookStore>(*store_);
+  }
+  void TearDown() override {
+    hooked_.reset();
+    store_.reset();
+#if defined(ONCE_RT_BACKEND_SQLITE)
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::filesystem::remove(path_.string() + suffix, ec);
+    }
+#elif defined(ONCE_RT_BACKEND_POSTGRES)
+    schema_.reset();
+#endif
+  }
+
+  Status RegisterSleeper(Runtime& rt) {
+    return rt.Register("sleeper", [this](Context& ctx, const Json&) -> Result<Json> {
+      ONCE_ASSIGN_OR_RETURN(Json a, ctx.Step("a", [&]() -> Result<Json> { return ++steps_; }));
+      ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+      ONCE_ASSIGN_OR_RETURN(Json b, ctx.Step("b", [&]() -> Result<Json> { return ++steps_; }));
+      return a.get<int>() + b.get<int>();
+    });
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<store::EventStore> store_;
+  std::unique_ptr<HookStore> hooked_;
+  std::atomic<int> steps_{0};
+#if defined(ONCE_RT_BACKEND_SQLITE)
+  std::filesystem::path path_;
+#elif defined(ONCE_RT_BACKEND_POSTGRES)
+  std::unique_ptr<store::testing::TestSchema> schema_;
+#endif
+};
+
+TEST_F(BackendTest, ParkResumeAfterADeadAcquirerAndAnIgnorableAppend) {
+  Runtime rt(*hooked_, clock_);
+  ASSERT_TRUE(RegisterSleeper(rt));
+  Result<RunOutcome> out = rt.Start("sleeper", "ex", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+  ASSERT_TRUE(store_->AcquireFence("ex"));  // dead acquirer
+  hooked_->before_acquire_if = [&](int call) {
+    if (call == 1) ASSERT_TRUE(rt.RecordExecutionDenied("ex", "eve", "between"));
+  };
+  Result<RunOutcome> done = rt.Resume("ex", {.fence_if_parked_at = out->park_seq});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(done->value, 3);
+  EXPECT_EQ(steps_, 2);
+  auto log = Log(*store_, "ex");
+  for (size_t i = 0; i < log.size(); ++i) EXPECT_EQ(log[i].sequence, static_cast<int64_t>(i + 1));
+  EXPECT_EQ(log[*out->park_seq].kind, "EXECUTION_DENIED");
+  EXPECT_EQ(log[*out->park_seq + 1].kind, "EXECUTION_RESUMED");
+  EXPECT_EQ(store_->ReadFence("ex").value(), 2);
+}
+
+TEST_F(BackendTest, ThreeDeadAcquirersIsContended) {
+  Runtime rt(*hooked_, clock_);
+  ASSERT_TRUE(RegisterSleeper(rt));
+  Result<RunOutcome> out = rt.Start("sleeper", "ex", Json::object());
+  ASSERT_TRUE(out);
+  auto before = Log(*store_, "ex");
+  hooked_->before_acquire_if = [&](int) { ASSERT_TRUE(store_->AcquireFence("ex")); };
+  Result<RunOutcome> r = rt.Resume("ex", {.fence_if_parked_at = out->park_seq});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kResumeContended);
+  EXPECT_EQ(r.error().As<ResumeContendedDetail>()->attempts, 3);
+  EXPECT_EQ(Log(*store_, "ex"), before);
+}
+
+TEST_F(BackendTest, ChildrenAndRecover) {
+  {
+    Runtime crashed(*hooked_, clock_);
+    ASSERT_TRUE(RegisterSleeper(crashed));
+    hooked_->writes_left = 1;  // STARTED lands, STEP a's append "crashes"
+    ASSERT_FALSE(crashed.Start("sleeper", "crash", Json::object()));
+    hooked_->writes_left = -1;
+  }
+  Runtime rt(*store_, clock_);
+  ASSERT_TRUE(RegisterSleeper(rt));
+  ASSERT_TRUE(rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.StartChild("sleeper", "k", Json::object()));
+    ONCE_ASSIGN_OR_RETURN(Json v, ctx.AwaitChild("k"));
+    return v;
+  }));
+  Result<RecoverReport> report = rt.Recover();
+  ASSERT_TRUE(report) << report.error().ToString();
+  EXPECT_EQ(report->redriven, 1u);
+  EXPECT_EQ(rt.Inspect("crash")->status, ExecutionStatus::kSuspended);
+  ASSERT_TRUE(rt.Start("parent", "p", Json::object()));
+  ASSERT_EQ(rt.Inspect("p/k")->status, ExecutionStatus::kSuspended);
+  ASSERT_TRUE(rt.Resume("p/k", {.fence_if_parked_at = rt.ParkedAtSequence("p/k").value()}));
+  ExecutionState parent = rt.Inspect("p").value();
+  ASSERT_EQ(parent.status, ExecutionStatus::kCompleted);
+}
+
+TEST_F(BackendTest, GroupCommitWithManyConcurrentExecutions) {
+  Runtime rt(*hooked_, clock_, {.workers = 64});
+  ASSERT_TRUE(rt.Register("order", [](Context& ctx, const Json& in) -> Result<Json> {
+    return ctx.Step("charge", [&]() -> Result<Json> { return in["n"]; });
+  }));
+  constexpr int kExecutions = 500;
+  std::vector<std::future<Result<RunOutcome>>> futures;
+  for (int i = 0; i < kExecutions; ++i) {
+    futures.push_back(rt.StartAsync("order", "o-" + std::to_string(i), Json{{"n", i}}));
+  }
+  for (int i = 0; i < kExecutions; ++i) {
+    Result<RunOutcome> out = futures[i].get();
+    ASSERT_TRUE(out) << out.error().ToString();
+    EXPECT_EQ(out->value, i);
+  }
+  CommitterStats stats = rt.commit_stats();
+  EXPECT_EQ(stats.requests, 3u * kExecutions);
+  EXPECT_LT(stats.store_writes, stats.requests);
+  EXPECT_EQ(Log(*store_, "o-7").back().kind, "EXECUTION_COMPLETED");
+}
+
+}  // namespace
+}  // namespace once::runtime
