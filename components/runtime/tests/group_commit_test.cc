@@ -134,3 +134,24 @@ TEST(GroupCommitTest, ChildrenAndParentsOnThePool) {
 
 }  // namespace
 }  // namespace once::runtime
+
+#include "once/runtime/throughput.h"
+
+namespace once::runtime {
+namespace {
+
+TEST(ThroughputTest, TheBenchEntryPointRunsEveryExecution) {
+  store::MemoryEventStore memory;
+  SystemClock clock;
+  Result<ThroughputReport> r = MeasureThroughput(memory, clock, {.executions = 5'000});
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_EQ(r->executions, 5'000u);
+  EXPECT_EQ(r->failures, 0u);
+  EXPECT_EQ(r->commits.requests, 15'000u);
+  EXPECT_EQ(memory.ReadRange("bench-4999", 1, store::kToEnd)->size(), 3u);
+  std::printf("memory: %.0f exec/s, %.1f requests per store write\n", r->executions_per_second,
+              double(r->commits.requests) / double(r->commits.store_writes));
+}
+
+}  // namespace
+}  // namespace once::runtime
