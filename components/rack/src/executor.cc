@@ -151,6 +151,7 @@ struct ProcessExecutor::Job {
   uint64_t bytes[2] = {0, 0};
   std::optional<int> wait_status;  // once the leader is reaped
   std::string failure;             // why the executor killed it, if it did
+  ErrorCode failure_code = ErrorCode::kInternal;
 };
 
 Result<ExecutorConfig> CompleteExecutorConfig(ExecutorConfig config) {
@@ -317,12 +318,14 @@ void ProcessExecutor::ReadAvailable(Job& job) {
       if (take > 0 && job.failure.empty()) {
         if (auto w = WriteAll(job.files[s].get(), buffer.data(), take); !w) {
           job.failure = w.error().message;
+          job.failure_code = w.error().code;
           ::kill(-job.pid, SIGKILL);
         }
         crypto_generichash_update(&job.hashes[s], buffer.data(), take);
         job.bytes[s] += take;
       }
       if (take < static_cast<size_t>(n) && job.failure.empty()) {
+        job.failure_code = ErrorCode::kLimitExceeded;
         job.failure = "output_bytes_max exceeded: more than " +
                       std::to_string(config_.output_bytes_max) + " bytes";
         ::kill(-job.pid, SIGKILL);
@@ -374,8 +377,8 @@ std::vector<ProcessExited> ProcessExecutor::Poll(std::chrono::milliseconds timeo
       report.outcome = ExitOutcome{ExitOutcome::Kind::kSignaled, WTERMSIG(status), ""};
     }
     if (!job.failure.empty()) {
-      report.outcome.kind = ExitOutcome::Kind::kFailed;
-      report.outcome.error = job.failure;
+      report.outcome = ExitOutcome{ExitOutcome::Kind::kFailed,
+                                   static_cast<int32_t>(job.failure_code), job.failure};
     }
     OutputSummary* summaries[2] = {&report.stdout_summary, &report.stderr_summary};
     for (int s = 0; s < 2; ++s) {

@@ -55,7 +55,9 @@ JobStatus StatusFromStop(const JobStopped& stopped) {
   status.stdout_summary = stopped.stdout_summary;
   status.stderr_summary = stopped.stderr_summary;
   if (failed) {
-    status.error_code = ErrorCode::kLimitExceeded;
+    bool known = stopped.outcome.code >= 0 &&
+                 stopped.outcome.code <= static_cast<int32_t>(ErrorCode::kInternal);
+    status.error_code = known ? static_cast<ErrorCode>(stopped.outcome.code) : ErrorCode::kInternal;
     status.error = stopped.outcome.error;
   }
   return status;

@@ -168,6 +168,7 @@ TEST_F(ExecutorTest, OutputOverTheLimitStopsTheJobWithAnError) {
   auto [id, report] = Run("head -c 100000 /dev/zero; sleep 10");
   EXPECT_EQ(report.outcome.kind, ExitOutcome::Kind::kFailed);
   EXPECT_NE(report.outcome.error.find("output_bytes_max"), std::string::npos);
+  EXPECT_EQ(report.outcome.code, static_cast<int32_t>(ErrorCode::kLimitExceeded));
   EXPECT_EQ(report.stdout_summary.bytes, 1000u);
   EXPECT_EQ(Read(id, "stdout").size(), 1000u);
 }

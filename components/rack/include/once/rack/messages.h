@@ -91,7 +91,7 @@ struct OutputSummary {
 struct ExitOutcome {
   enum class Kind : uint8_t { kExited = 1, kSignaled = 2, kFailed = 3 };
   Kind kind = Kind::kExited;
-  int32_t code = 0;   // exit status or signal number
+  int32_t code = 0;   // exit status, signal number, or for kFailed a once::ErrorCode
   std::string error;  // for kFailed
   friend bool operator==(const ExitOutcome&, const ExitOutcome&) = default;
 };

@@ -1,0 +1,139 @@
+// One sled with real processes: the core, the ProcessExecutor and a loopback
+// gossip layer that stamps each send with an ITC version and delivers it back.
+
+#include "once/rack/sled.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <fstream>
+#include <sstream>
+
+#include "once/itc/clock.h"
+#include "once/rack/chain.h"
+
+namespace once::rack {
+namespace {
+
+class LoopbackGossip final : public GossipSender {
+ public:
+  Status Send(Bytes payload) override {
+    ONCE_ASSIGN_OR_RETURN(itc::Version version, clock_.Send());
+    queue_.push_back(Delivered{version, std::move(payload)});
+    return Ok();
+  }
+  bool Empty() const { return queue_.empty(); }
+  Delivered Pop() {
+    Delivered d = std::move(queue_.front());
+    queue_.pop_front();
+    return d;
+  }
+
+ private:
+  itc::Clock clock_ = itc::Clock::Seed();
+  std::deque<Delivered> queue_;
+};
+
+class SledTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/rack-sled-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    root_ = pattern;
+    std::filesystem::create_directories(root_ / "home");
+    ExecutorConfig config;
+    config.base_dir = root_ / "base";
+    config.home = (root_ / "home").string();
+    auto executor = ProcessExecutor::Create(config);
+    ASSERT_TRUE(executor.has_value());
+    executor_ = std::move(*executor);
+    TrustedKeys trusted;
+    ASSERT_TRUE(trusted.Add(support_.public_key).has_value());
+    core_ = std::make_unique<SledCore>(
+        SledConfig{SledIdentity{"913-0000019:BRM1", 0}, "test", trusted, {}}, rng_, drives_);
+    sled_ = std::make_unique<Sled>(*core_, *executor_, gossip_);
+    Pump(sled_->Handle(TimerTick{FromUnixMillis(1'700'000'000'000)}));
+  }
+  void TearDown() override {
+    sled_.reset();
+    executor_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  // Delivers everything gossiped, collecting what the sled hands back.
+  void Pump(std::vector<Output> outputs) {
+    for (auto& o : outputs) rest_.push_back(std::move(o));
+    while (!gossip_.Empty()) {
+      for (auto& o : sled_->Handle(gossip_.Pop())) rest_.push_back(std::move(o));
+    }
+  }
+  Reply Call(const Input& input) {
+    rest_.clear();
+    Pump(sled_->Handle(input));
+    for (const auto& o : rest_) {
+      if (const auto* reply = std::get_if<Reply>(&o)) return *reply;
+    }
+    ADD_FAILURE() << "no reply";
+    return Reply{};
+  }
+  SignedRequest SignOrDie(const RequestPayload& payload) { return *Sign(payload, support_); }
+  const JobStatus* RunUntilTerminal(const JobId& id) {
+    for (int i = 0; i < 200; ++i) {
+      Pump(sled_->PollProcesses(std::chrono::milliseconds(50)));
+      const JobStatus* status = core_->StatusOf(id, "913-0000019:BRM1");
+      if (status != nullptr && status->terminal()) return status;
+    }
+    return core_->StatusOf(id, "913-0000019:BRM1");
+  }
+
+  std::filesystem::path root_;
+  SeededRng rng_{3};
+  KeyPair support_ = KeyPair::Generate(rng_);
+  MemoryBoundaryStore drives_;
+  LoopbackGossip gossip_;
+  std::unique_ptr<ProcessExecutor> executor_;
+  std::unique_ptr<SledCore> core_;
+  std::unique_ptr<Sled> sled_;
+  std::vector<Output> rest_;
+};
+
+TEST_F(SledTest, ASignedJobRunsAsARealProcessAndItsStatusIsGossiped) {
+  Reply nonce = Call(IssueSessionNonce{});
+  ASSERT_TRUE(nonce.nonce.has_value());
+  Reply session = Call(
+      ClientSubmit{*Encode(SignOrDie(SessionStart{"913-0000019:BRM1", *nonce.nonce, Nonce{}}))});
+  ASSERT_TRUE(session.session_id.has_value());
+  JobId id = FirstJobId(*session.session_id);
+  SignedRequest job = SignOrDie(JobStart{id, *session.session_id, "echo hi; exit 4", "*", false});
+  ASSERT_TRUE(Call(ClientSubmit{*Encode(job)}).status.has_value());
+  const JobStatus* status = RunUntilTerminal(id);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(status->state, JobState::kStopped);
+  EXPECT_EQ(status->outcome.code, 4);
+  EXPECT_EQ(status->stdout_summary.bytes, 3u);
+  std::ifstream out(executor_->JobDir(id) / "stdout");
+  std::stringstream text;
+  text << out.rdbuf();
+  EXPECT_EQ(text.str(), "hi\n");
+  EXPECT_EQ(drives_.records().size(), 1u);
+}
+
+TEST_F(SledTest, AJobWhoseOutputFolderExistsIsAnErrorAndDoesNotRun) {
+  Reply nonce = Call(IssueSessionNonce{});
+  Reply session = Call(
+      ClientSubmit{*Encode(SignOrDie(SessionStart{"913-0000019:BRM1", *nonce.nonce, Nonce{}}))});
+  JobId id = FirstJobId(*session.session_id);
+  std::filesystem::create_directories(executor_->JobDir(id));  // "a previous life ran it"
+  SignedRequest job = SignOrDie(JobStart{id, *session.session_id, "touch ran", "*", false});
+  ASSERT_TRUE(Call(ClientSubmit{*Encode(job)}).status.has_value());
+  const JobStatus* status = core_->StatusOf(id, "913-0000019:BRM1");
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(status->state, JobState::kError);
+  EXPECT_NE(status->error.find("folder exists"), std::string::npos);
+  EXPECT_EQ(status->error_code, ErrorCode::kPermissionDenied);
+  EXPECT_FALSE(std::filesystem::exists(root_ / "home" / "ran"));
+  EXPECT_EQ(core_->running_jobs(), 0u);
+}
+
+}  // namespace
+}  // namespace once::rack
