@@ -243,7 +243,7 @@ void SledCore::OnRequest(const itc::Version& version, const SignedRequest& reque
   }
   std::visit(Overloaded{
                  [&](const SessionStart& p) { OnSessionStart(version, p); },
-                 [&](const SessionStop& p) { OnSessionStop(version, p); },
+                 [&](const SessionStop& p) { OnSessionStop(p); },
                  [&](const SessionSkip& p) { OnSessionSkip(p); },
                  [&](const JobStart&) { OnJobStart(version, request, raw); },
                  [&](const JobStop& p) { OnJobStop(p); },
@@ -270,9 +270,10 @@ void SledCore::OnSessionStart(const itc::Version& version, const SessionStart& s
   // Otherwise stale: absorbed into the frontier.
 }
 
-void SledCore::OnSessionStop(const itc::Version& version, const SessionStop& stop) {
+void SledCore::OnSessionStop(const SessionStop& stop) {
+  // The frontier joins session starts only: a start that saw this session
+  // but not its stop must still supersede it, whichever arrives first.
   if (!active_ || active_->id != stop.session_id) return;
-  frontier_ = itc::Join(frontier_, version);
   EndSession(SessionEnd::kStopped);
 }
 

@@ -121,6 +121,19 @@ TEST(SledCoreTest, SessionStopEndsTheSessionAndCancelsItsQueue) {
   }
 }
 
+TEST(SledCoreTest, AStartThatSawTheSessionButNotItsStopSupersedesInEitherOrder) {
+  Rack rack(3);
+  auto first = rack.StartSession(A);
+  rack.SyncAll();
+  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(SessionStop{first->session}, rack.support()))
+                  .status.has_value());
+  auto second = rack.StartSession(B);  // B has not heard of the stop
+  ASSERT_TRUE(second.has_value());
+  rack.Sync(A, C);  // C: the stop first, then the start
+  rack.SyncAll();
+  for (size_t i : {A, B, C}) EXPECT_EQ(rack.core(i).active_session(), second->session) << i;
+}
+
 // ---- refused jobs: table-driven ----
 
 struct RefusalCase {

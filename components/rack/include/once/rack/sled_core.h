@@ -179,6 +179,7 @@ class SledCore {
 
   const SledIdentity& identity() const { return config_.identity; }
   std::optional<SessionId> active_session() const;
+  // The join of the versions of every session start delivered so far.
   const itc::Version& frontier() const { return frontier_; }
   const JobRecord* FindJob(const JobId& id) const;
   const JobStatus* StatusOf(const JobId& id, const std::string& baseboard) const;
@@ -219,7 +220,7 @@ class SledCore {
 
   void OnRequest(const itc::Version& version, const SignedRequest& request, const Bytes& raw);
   void OnSessionStart(const itc::Version& version, const SessionStart& start);
-  void OnSessionStop(const itc::Version& version, const SessionStop& stop);
+  void OnSessionStop(const SessionStop& stop);
   void OnSessionSkip(const SessionSkip& skip);
   void OnJobStart(const itc::Version& version, const SignedRequest& request, const Bytes& raw);
   void OnJobStop(const JobStop& stop);
