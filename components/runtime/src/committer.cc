@@ -1,5 +1,6 @@
 #include "once/runtime/committer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string_view>
 #include <unordered_set>
@@ -42,15 +43,17 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   Linger(lock);
   std::vector<Slot*> taken;
   std::vector<store::AppendRequest> batch;
-  std::unordered_set<std::string_view> ids;
+  std::unordered_set<std::string_view> ids;  // views into batch: reserved, never moved
+  batch.reserve(std::min(queue_.size(), options_.batch_executions_max));
   for (auto it = queue_.begin();
        it != queue_.end() && taken.size() < options_.batch_executions_max;) {
-    if (!ids.insert((*it)->req->execution_id).second) {
+    if (ids.contains((*it)->req->execution_id)) {
       ++it;  // a second request for one execution waits for the next flush
       continue;
     }
     taken.push_back(*it);
     batch.push_back(std::move(*(*it)->req));
+    ids.insert(batch.back().execution_id);
     it = queue_.erase(it);
   }
   lock.unlock();
