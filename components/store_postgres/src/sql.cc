@@ -53,26 +53,27 @@ std::string BackfillBatchSql() {
 // a MATERIALIZED CTE with FOR <strength> OF f: a LEFT JOIN cannot lock its
 // nullable side, and the locked read returns the row version current after
 // the wait (a plain read in this statement would use its older snapshot).
-// Requests that do not lock read the row plainly.
+// Requests that do not lock read the row plainly. Both reads are index
+// probes per request (= ANY, correlated subqueries), whatever the statistics.
 std::string AppendSql(std::string_view lock_strength) {
   return R"(WITH req AS (
   SELECT * FROM unnest($1::text[], $2::int8[], $3::bool[], $4::bool[], $5::int8[], $6::bool[])
     WITH ORDINALITY AS r(execution_id, fence, exact, lock, expected_next, suspends, ord)
 ), locked AS MATERIALIZED (
   SELECT f.execution_id, f.token FROM fences f
-  WHERE f.execution_id IN (SELECT q.execution_id FROM req q WHERE q.lock)
+  WHERE f.execution_id = ANY (ARRAY(SELECT q.execution_id FROM req q WHERE q.lock))
   ORDER BY f.execution_id
   FOR )" +
          std::string(lock_strength) +
          R"( OF f
 ), verdict AS (
   SELECT r.ord, r.execution_id, r.suspends, r.fence, r.exact, r.expected_next,
-    COALESCE(l.token, p.token, 0) AS token,
+    COALESCE(l.token, (SELECT p.token FROM fences p WHERE p.execution_id = r.execution_id), 0)
+      AS token,
     COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0)
       AS head
   FROM req r
   LEFT JOIN locked l ON l.execution_id = r.execution_id
-  LEFT JOIN fences p ON p.execution_id = r.execution_id
 ), accepted AS (
   SELECT v.ord, v.execution_id, v.suspends FROM verdict v
   WHERE v.expected_next = v.head + 1
