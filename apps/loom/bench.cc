@@ -1,0 +1,203 @@
+// loom bench: the throughput table of the design record, on this machine.
+//
+// An execution is start, one step, complete; the park/resume cases add a
+// park (Sleep) and a resume. Each case runs `executions` executions with
+// `concurrency` of them in flight (one client thread each), `runs` times on
+// a fresh store, and reports the median executions/s and the median of the
+// runs' p50 latency (start call to completion).
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "loom_app.h"
+#include "once/runtime/runtime.h"
+#include "once/store_decorators/profiling_store.h"
+
+namespace once::loom_app {
+namespace {
+
+using runtime::Context;
+using runtime::Json;
+using runtime::RunOptions;
+using runtime::Runtime;
+using runtime::StartOptions;
+using Steady = std::chrono::steady_clock;
+
+const std::vector<std::string> kCases = {"unfenced", "fenced", "park_resume", "park_resume_fence",
+                                         "park_resume_if"};
+
+bool Parks(const std::string& c) { return c.rfind("park", 0) == 0; }
+
+void RegisterWorkflows(Runtime& rt) {
+  (void)rt.Register("one_step", [](Context& ctx, const Json& in) -> Result<Json> {
+    ONCE_ASSIGN_OR_RETURN(Json v, ctx.Step("work", [&]() -> Result<Json> { return in; }));
+    return v;
+  });
+  (void)rt.Register("park_once", [](Context& ctx, const Json& in) -> Result<Json> {
+    ONCE_ASSIGN_OR_RETURN(Json v, ctx.Step("work", [&]() -> Result<Json> { return in; }));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::milliseconds(0)));
+    return v;
+  });
+}
+
+// One execution of a case, synchronously on the calling thread.
+Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
+  store::EventStore& store = rt.store();
+  StartOptions start;
+  if (c == "fenced") {
+    ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
+    start.fence = token;
+  }
+  ONCE_ASSIGN_OR_RETURN(auto out,
+                        rt.Start(Parks(c) ? "park_once" : "one_step", id, Json{{"n", 1}}, start));
+  if (!Parks(c)) {
+    if (out.status != runtime::ExecutionStatus::kCompleted) {
+      return MakeError(ErrorCode::kInternal, "execution did not complete", id);
+    }
+    return Ok();
+  }
+  if (!out.park_seq) return MakeError(ErrorCode::kInternal, "execution did not park", id);
+  RunOptions resume;
+  if (c == "park_resume_fence") {
+    ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
+    resume.fence = token;
+  } else if (c == "park_resume_if") {
+    resume.fence_if_parked_at = *out.park_seq;
+  }
+  ONCE_ASSIGN_OR_RETURN(auto done, rt.Resume(id, resume));
+  if (done.status != runtime::ExecutionStatus::kCompleted) {
+    return MakeError(ErrorCode::kInternal, "resumed execution did not complete", id);
+  }
+  return Ok();
+}
+
+struct RunFigures {
+  double wf_per_s = 0;
+  double p50_ms = 0;
+  double round_trips = 0;  // store calls per execution (only when counted)
+  double commits = 0;      // store writes per execution (only when counted)
+  std::string error;
+};
+
+RunFigures RunCase(store::EventStore& store, const std::string& c, int executions, int concurrency,
+                   const std::string& tag) {
+  SystemClock clock;
+  Runtime rt(store, clock, {.workers = 0});
+  RegisterWorkflows(rt);
+  std::atomic<int> next{0};
+  std::vector<std::vector<double>> latencies(concurrency);
+  std::mutex error_mu;
+  std::string first_error;
+  auto worker = [&](int w) {
+    for (int i = next.fetch_add(1); i < executions; i = next.fetch_add(1)) {
+      auto t0 = Steady::now();
+      Status s = RunOne(rt, c, fmt::format("{}-{}", tag, i));
+      latencies[w].push_back(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
+      if (!s) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (first_error.empty()) first_error = s.error().ToString();
+      }
+    }
+  };
+  auto start = Steady::now();
+  std::vector<std::thread> threads;
+  for (int w = 0; w < concurrency; ++w) threads.emplace_back(worker, w);
+  for (auto& t : threads) t.join();
+  double seconds = std::chrono::duration<double>(Steady::now() - start).count();
+  std::vector<double> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  RunFigures f;
+  f.wf_per_s = executions / seconds;
+  f.p50_ms = all.empty() ? 0 : all[all.size() / 2];
+  f.error = first_error;
+  return f;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int RunBench(const BenchOptions& options) {
+  std::vector<std::string> cases = options.cases.empty() ? kCases : options.cases;
+  SystemClock clock;
+  int failures = 0;
+  fmt::print("loom bench: {} executions per run, {} in flight, median of {} runs\n",
+             options.executions, options.concurrency, options.runs);
+  fmt::print("{:<10} {:<18} {:>12} {:>8} {:>12} {:>10}\n", "backend", "case", "exec/s", "p50 ms",
+             "calls/exec", "commits/exec");
+  for (const auto& backend : options.backends) {
+    for (const auto& c : cases) {
+      std::vector<double> rates, p50s;
+      for (int run = 0; run < options.runs; ++run) {
+        BackendSpec spec{.backend = backend, .url = options.url};
+        std::string tag = fmt::format("{}-{}-{}", c, run, clock.NowUnixMillis());
+        spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
+        auto store = OpenBackend(spec, clock);
+        if (!store) {
+          fmt::print(stderr, "loom bench: {}: {}\n", backend, store.error().ToString());
+          ++failures;
+          break;
+        }
+        RunFigures f = RunCase(**store, c, options.executions, options.concurrency, tag);
+        if (!f.error.empty()) {
+          fmt::print(stderr, "loom bench: {} {}: {}\n", backend, c, f.error);
+          ++failures;
+        }
+        rates.push_back(f.wf_per_s);
+        p50s.push_back(f.p50_ms);
+        store->reset();
+        if (backend == "sqlite") {
+          std::error_code ec;
+          for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
+        }
+      }
+      if (rates.empty()) continue;
+      double calls = 0, commits = 0;
+      if (options.count_round_trips) {
+        // A separate, small run through the profiling decorator: its
+        // bookkeeping would distort the timed runs.
+        BackendSpec spec{.backend = backend, .url = options.url};
+        std::string tag = fmt::format("{}-count-{}", c, clock.NowUnixMillis());
+        spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
+        if (auto store = OpenBackend(spec, clock)) {
+          store::ProfilingStore profiled(**store, clock);
+          const int n = 64;
+          RunCase(profiled, c, n, 1, tag);
+          for (const auto& [method, s] : profiled.Snapshot()) {
+            calls += s.calls;
+            if (method != "ReadRange" && method != "Head" && method != "ReadFence" &&
+                method != "ListExecutions") {
+              commits += s.calls;
+            }
+          }
+          calls /= n;
+          commits /= n;
+          store->reset();
+          std::error_code ec;
+          for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
+        }
+      }
+      double rate = Median(rates), p50 = Median(p50s);
+      fmt::print("{:<10} {:<18} {:>12.0f} {:>8.2f} {:>12.2f} {:>10.2f}\n", backend, c, rate, p50,
+                 calls, commits);
+      fmt::print(
+          "loom-bench backend={} case={} wf_per_s={:.0f} p50_ms={:.2f} calls_per_exec={:.2f} "
+          "commits_per_exec_unbatched={:.2f}\n",
+          backend, c, rate, p50, calls, commits);
+      std::fflush(stdout);
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace once::loom_app

@@ -1,0 +1,48 @@
+// The loom command: subcommands share these entry points.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "once/base/clock.h"
+#include "once/base/result.h"
+#include "once/store/event_store.h"
+
+namespace once::loom_app {
+
+struct BackendSpec {
+  std::string backend = "sqlite";  // memory | sqlite | postgres
+  std::string path;                // sqlite file
+  std::string url;                 // postgres conninfo
+  std::string schema;              // postgres schema ("" = a fresh random one)
+};
+
+// Opens the store a spec names. Memory is fresh each time; a postgres spec
+// without a schema gets a fresh random schema.
+Result<std::unique_ptr<store::EventStore>> OpenBackend(const BackendSpec& spec, const Clock& clock);
+
+struct BenchOptions {
+  std::vector<std::string> backends = {"memory", "sqlite", "postgres"};
+  std::vector<std::string> cases;  // empty: all five
+  std::string url;                 // postgres
+  std::string dir = "/tmp";        // sqlite files
+  int executions = 3000;
+  int concurrency = 64;
+  int runs = 5;
+  bool count_round_trips = true;
+};
+int RunBench(const BenchOptions& options);
+
+struct DemoOptions {
+  std::string db = "loom-demo.db";
+  std::string crash_after;  // "charge": SIGKILL this process right after the charge step
+  std::string order = "order-1";
+};
+int RunDemo(const DemoOptions& options);
+int RunStoreDemo(const std::string& db);
+
+int RunInspect(const std::string& db, const std::string& execution_id);
+// Prints one execution's log as a table.
+void PrintLog(store::EventStore& store, const std::string& execution_id);
+
+}  // namespace once::loom_app
