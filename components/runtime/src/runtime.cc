@@ -362,6 +362,7 @@ Result<std::optional<Answer>> Runtime::ChildAnswer(std::string_view parent_id,
 }
 
 void Runtime::AfterPark(const std::string& id, int64_t park_seq, const Envelope& park) {
+  if (options_.on_park) options_.on_park(id, park_seq, park);
   Result<std::optional<Answer>> answer = ChildAnswer(id, park);
   if (!answer) return ReportError(answer.error());
   if (!*answer) return;
@@ -372,6 +373,7 @@ void Runtime::AfterPark(const std::string& id, int64_t park_seq, const Envelope&
 }
 
 void Runtime::NotifyParent(const Json& parent) {
+  if (options_.on_child_settled) return options_.on_child_settled(parent);
   std::string pid = Member(parent, "execution_id").get<std::string>();
   Result<std::optional<Park>> park = LocatePark(pid);
   if (!park) return ReportError(park.error());

@@ -81,6 +81,14 @@ struct RuntimeOptions {
   bool recover_acquires_fence = true;  // Recover takes a token per re-drive
   // Failures of background work (child starts, parent notifications).
   std::function<void(const Error&)> on_error;
+  // Optional listeners (orchestration wires them; unset = no-op / built-in).
+  // on_park: after a park is durable, with its sequence and envelope, on the
+  // thread that ran the body (timer rows, inbox messages that came early).
+  std::function<void(const std::string& id, int64_t park_seq, const Envelope& park)> on_park;
+  // on_child_settled: a child became terminal; called (as background work)
+  // with its EXECUTION_STARTED.parent {execution_id, key} INSTEAD of the
+  // runtime's own parent notification, so a ChildSupervisor takes it over.
+  std::function<void(const Json& parent)> on_child_settled;
 };
 
 // What answered a park: one of its waits (or {"type":"children","group":g})
