@@ -5,7 +5,8 @@
 // factory, so all of them are held to the same cases (event_store.h is the
 // spec; the AcquireFenceIf cases are ADR 0118 D1's "Tests" list).
 //
-// A backend's test file:
+// A backend's test file (real ones: components/store_sqlite/tests/conformance_test.cc,
+// components/store_postgres/tests/conformance_test.cc):
 //
 //   #include "once/store_testing/conformance.h"
 //
