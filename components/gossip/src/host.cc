@@ -64,24 +64,25 @@ Result<Host::Begun> Host::Begin() {
   return Begun{replica_.Snap(), generation_};
 }
 
-Status Host::Commit(const Begun& begun, std::span<const Message> received,
-                    std::span<const Path> deleted, const itc::Version& peer_ceiling) {
+Status Host::Commit(Begun&& begun, std::vector<Message>&& received, std::span<const Path> deleted,
+                    const itc::Version& peer_ceiling) {
+  begun.snapshot = Snapshot();
   std::lock_guard lock(mu_);
   if (begun.generation != generation_) {
     return MakeError(ErrorCode::kCancelled, "the replica changed universe during the session");
   }
-  replica_.CommitJoin(received, deleted, peer_ceiling);
+  replica_.CommitJoin(std::move(received), deleted, peer_ceiling);
   return Ok();
 }
 
-Result<itc::Party> Host::Grant() {
+Result<Host::Granted> Host::Grant() {
   std::lock_guard lock(mu_);
   ONCE_ASSIGN_OR_RETURN(itc::Party granted, replica_.ForkParty());
   if (auto saved = PersistLocked(); !saved) {
     (void)replica_.JoinParty(std::move(granted));  // undo: the halves are disjoint
     return std::unexpected(saved.error());
   }
-  return granted;
+  return Granted{std::move(granted), Begun{replica_.Snap(), generation_}};
 }
 
 Status Host::Adopt(Replica replica) {

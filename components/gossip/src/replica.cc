@@ -163,35 +163,45 @@ Result<std::vector<itc::Version>> Replica::Apply(std::span<const Op> ops) {
     return LimitError("batch_ops_max", static_cast<int64_t>(ops.size()), kBatchOpsMax);
   }
   if (!party_) return MakeError(ErrorCode::kUnsupported, "replica has no party (retired)");
-  // Work on copies; swap in only when every operation succeeded.
+  // Validate and tick on the side; touch the tree only when all succeeded.
   itc::Version ceiling = tick_floor_ ? itc::Join(ceiling_, *tick_floor_) : ceiling_;
-  std::shared_ptr<internal::Inner> root = root_;
+  std::vector<std::shared_ptr<const Leaf>> added;
+  std::vector<Path> removed;
   std::vector<itc::Version> sent;
-  bool ticked = false;
   for (const Op& op : ops) {
-    if (op.kind == Op::Kind::kRedact && !internal::Find(root.get(), PathOf(op.target))) continue;
-    ticked = true;
-    if (op.kind == Op::Kind::kSend && op.payload.size() > kPayloadBytesMax) {
+    if (op.kind == Op::Kind::kRedact) {
+      const Path path = PathOf(op.target);
+      auto in_batch = std::find_if(added.begin(), added.end(),
+                                   [&](const auto& leaf) { return leaf->path == path; });
+      const bool held = in_batch != added.end() ||
+                        (internal::Find(root_.get(), path) &&
+                         std::find(removed.begin(), removed.end(), path) == removed.end());
+      if (!held) continue;
+      ONCE_ASSIGN_OR_RETURN(ceiling, itc::Tick(ceiling, *party_));
+      if (in_batch != added.end()) {
+        added.erase(in_batch);
+      } else {
+        removed.push_back(path);
+      }
+      continue;
+    }
+    if (op.payload.size() > kPayloadBytesMax) {
       return LimitError("payload_bytes_max", static_cast<int64_t>(op.payload.size()),
                         kPayloadBytesMax);
     }
     ONCE_ASSIGN_OR_RETURN(ceiling, itc::Tick(ceiling, *party_));
-    if (op.kind == Op::Kind::kRedact) {
-      internal::Remove(root, PathOf(op.target));
-      continue;
-    }
     const size_t version_bytes = ceiling.Encode().size();
     if (version_bytes > kVersionBytesMax) {
       return LimitError("version_bytes_max", static_cast<int64_t>(version_bytes), kVersionBytesMax);
     }
-    auto leaf = std::make_shared<const Leaf>(Leaf{PathOf(ceiling), ceiling, op.payload});
-    ONCE_CHECK(internal::Insert(root, std::move(leaf)));
+    added.push_back(std::make_shared<const Leaf>(Leaf{PathOf(ceiling), ceiling, op.payload}));
     sent.push_back(ceiling);
   }
-  if (!ticked) return sent;
+  if (added.empty() && removed.empty()) return sent;  // only no-op redactions: no tick
+  for (const Path& path : removed) internal::Remove(root_, path);
+  for (auto& leaf : added) ONCE_CHECK(internal::Insert(root_, std::move(leaf)));
   tick_floor_.reset();
   ceiling_ = std::move(ceiling);
-  root_ = std::move(root);
   return sent;
 }
 
@@ -226,12 +236,13 @@ Bookmark Replica::MakeBookmark() const {
   return bookmark;
 }
 
-void Replica::CommitJoin(std::span<const Message> received, std::span<const Path> deleted,
+void Replica::CommitJoin(std::vector<Message>&& received, std::span<const Path> deleted,
                          const itc::Version& peer_ceiling) {
   for (const Path& path : deleted) internal::Remove(root_, path);
-  for (const Message& m : received) {
+  for (Message& m : received) {
     if (itc::Leq(m.version, ceiling_)) continue;  // seen here already (and so deleted)
-    internal::Insert(root_, std::make_shared<const Leaf>(Leaf{m.path, m.version, m.payload}));
+    internal::Insert(root_, std::make_shared<const Leaf>(
+                                Leaf{m.path, std::move(m.version), std::move(m.payload)}));
   }
   ceiling_ = itc::Join(ceiling_, peer_ceiling);
 }

@@ -59,9 +59,9 @@ class Reconciler {
     return true;
   }
 
-  Status OnData(const Data& data) {
+  Status OnData(Data&& data) {
     for (const Record& rec : data.records) ONCE_RETURN_IF_ERROR(OnRecord(rec));
-    for (const Message& m : data.messages) ONCE_RETURN_IF_ERROR(OnMessage(m));
+    for (Message& m : data.messages) ONCE_RETURN_IF_ERROR(OnMessage(std::move(m)));
     return Ok();
   }
 
@@ -81,6 +81,7 @@ class Reconciler {
 
   bool Settled() const { return open_.empty() && records_.empty() && ship_.empty(); }
   const std::vector<Message>& received() const { return received_; }
+  std::vector<Message> TakeReceived() { return std::move(received_); }
   const std::vector<Path>& deleted() const { return deleted_; }
   uint64_t sent() const { return sent_; }
 
@@ -157,7 +158,7 @@ class Reconciler {
     for (const Leaf* leaf : seen) deleted_.push_back(leaf->path);
   }
 
-  Status OnMessage(const Message& m) {
+  Status OnMessage(Message&& m) {
     if (received_.size() >= options_.session_messages_max) {
       return LimitError("session_messages_max", static_cast<int64_t>(received_.size() + 1),
                         static_cast<int64_t>(options_.session_messages_max));
@@ -174,7 +175,7 @@ class Reconciler {
     if (!itc::Leq(m.version, peer_ceiling_)) return Hostile("a version above its ceiling");
     if (itc::Leq(m.version, mine_.ceiling())) return Hostile("a message this side has seen");
     if (!received_paths_.insert(m.path).second) return Hostile("a message shipped twice");
-    received_.push_back(m);
+    received_.push_back(std::move(m));
     return Ok();
   }
 
@@ -268,7 +269,7 @@ Status Converse(Wire& io, Reconciler& rec, bool my_turn, bool sent_idle, bool re
       if (sent_idle && recv_idle) break;
     } else {
       ONCE_ASSIGN_OR_RETURN(Frame frame, io.Expect(Kind::kData));
-      ONCE_RETURN_IF_ERROR(rec.OnData(frame.data));
+      ONCE_RETURN_IF_ERROR(rec.OnData(std::move(frame.data)));
       recv_idle = frame.data.idle;
       if (sent_idle && recv_idle) break;
     }
@@ -366,7 +367,7 @@ Result<SessionReport> Initiate(Stream& stream, Host& host, Mode mode, const Sess
   Reconciler rec(mine, peer.ceiling, peer.root, options);
   if (!peer.converged) {
     rec.OpenRoot(/*proposed=*/true);
-    ONCE_RETURN_IF_ERROR(rec.OnData(reply.data));
+    ONCE_RETURN_IF_ERROR(rec.OnData(std::move(reply.data)));
     ONCE_RETURN_IF_ERROR(Converse(io, rec, true, false, reply.data.idle));
   } else if (peer.ceiling != mine.ceiling()) {
     return Hostile("a converged greeting with another ceiling");
@@ -374,13 +375,14 @@ Result<SessionReport> Initiate(Stream& stream, Host& host, Mode mode, const Sess
   Tally(report, rec);
   if (mode == Mode::kBootstrap) {
     Replica adopted = Replica::Fresh(peer.network, std::move(*granted));
-    adopted.CommitJoin(rec.received(), {}, peer.ceiling);
+    adopted.CommitJoin(rec.TakeReceived(), {}, peer.ceiling);
     ONCE_RETURN_IF_ERROR(host.Adopt(std::move(adopted)));
     report.outcome = SessionReport::Outcome::kBootstrapped;
     return report;
   }
   if (!peer.converged) {
-    ONCE_RETURN_IF_ERROR(host.Commit(begun, rec.received(), rec.deleted(), peer.ceiling));
+    ONCE_RETURN_IF_ERROR(
+        host.Commit(std::move(begun), rec.TakeReceived(), rec.deleted(), peer.ceiling));
   }
   report.outcome =
       peer.converged ? SessionReport::Outcome::kConverged : SessionReport::Outcome::kSynced;
@@ -402,20 +404,23 @@ Result<SessionReport> Respond(Stream& stream, Host& host, const SessionOptions& 
   if (peer.party) return Hostile("an initiator's greeting with a party");
   if (!first.data.messages.empty()) return Hostile("an initiator's greeting with messages");
   std::optional<itc::Party> granted;
+  Host::Begun begun;
   if (peer.mode == Mode::kBootstrap) {
     if (!peer.network.bootstrapping() || peer.root.count != 0 || peer.ceiling != itc::Version{}) {
       return Hostile("a newcomer's greeting that is not empty");
     }
-    auto party = host.Grant();
-    if (!party) {
-      (void)io.Refuse(party.error().message);
-      return std::unexpected(party.error());
+    auto grant = host.Grant();
+    if (!grant) {
+      (void)io.Refuse(grant.error().message);
+      return std::unexpected(grant.error());
     }
-    granted = std::move(*party);
+    granted = std::move(grant->party);
+    begun = std::move(grant->begun);
   } else if (peer.network.bootstrapping()) {
     return Hostile("a sync greeting from the bootstrapping network");
+  } else {
+    ONCE_ASSIGN_OR_RETURN(begun, host.Begin());
   }
-  ONCE_ASSIGN_OR_RETURN(Host::Begun begun, host.Begin());
   const Snapshot& mine = begun.snapshot;
   Hello hello = MakeHello(peer.mode, mine);
   if (granted) hello.party = granted->Encode();
@@ -434,13 +439,14 @@ Result<SessionReport> Respond(Stream& stream, Host& host, const SessionOptions& 
     ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(true)));
   } else {
     if (!rec.OpenRoot(/*proposed=*/false)) first.data.records.clear();
-    ONCE_RETURN_IF_ERROR(rec.OnData(first.data));
+    ONCE_RETURN_IF_ERROR(rec.OnData(std::move(first.data)));
     const bool idle = rec.Fill(fb);
     ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(idle)));
     ONCE_RETURN_IF_ERROR(Converse(io, rec, false, idle, false));
-    ONCE_RETURN_IF_ERROR(host.Commit(begun, rec.received(), rec.deleted(), peer.ceiling));
+    Tally(report, rec);
+    ONCE_RETURN_IF_ERROR(
+        host.Commit(std::move(begun), rec.TakeReceived(), rec.deleted(), peer.ceiling));
   }
-  Tally(report, rec);
   report.outcome =
       hello.converged ? SessionReport::Outcome::kConverged : SessionReport::Outcome::kSynced;
   if (granted) report.outcome = SessionReport::Outcome::kGranted;

@@ -175,7 +175,7 @@ class Replica {
   // For the session layer: the join with a peer's state learned in a session.
   // Inserts `received` (unless held or already seen), removes `deleted` (the
   // peer saw them and deleted them), then joins `peer_ceiling` in.
-  void CommitJoin(std::span<const Message> received, std::span<const Path> deleted,
+  void CommitJoin(std::vector<Message>&& received, std::span<const Path> deleted,
                   const itc::Version& peer_ceiling);
   // Identity moves (for bootstrap and retire; the caller persists first).
   Result<itc::Party> ForkParty();

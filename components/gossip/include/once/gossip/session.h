@@ -78,10 +78,17 @@ class Host {
   Result<Begun> Begin();
   // The join with what a session learned. kCancelled (and no change) if the
   // replica changed universe since Begin.
-  Status Commit(const Begun& begun, std::span<const Message> received,
-                std::span<const Path> deleted, const itc::Version& peer_ceiling);
-  // Forks the party for a newcomer; the kept half is persisted first.
-  Result<itc::Party> Grant();
+  // The snapshot is released first, so the tree is changed in place.
+  Status Commit(Begun&& begun, std::vector<Message>&& received, std::span<const Path> deleted,
+                const itc::Version& peer_ceiling);
+  // Forks the party for a newcomer (the kept half is persisted first) and
+  // takes the snapshot to reconcile with it, atomically, so the grant and the
+  // greeting are of one universe.
+  struct Granted {
+    itc::Party party;
+    Begun begun;
+  };
+  Result<Granted> Grant();
   // Drops this universe for `replica` (persisted first), then calls on_reset.
   Status Adopt(Replica replica);
   // Gives the party away (persisted as retired first).

@@ -1,0 +1,215 @@
+// gossip_bench: one reconciliation session over an in-memory pipe, for the
+// shapes (common, differing per side, redacted per side) of the published
+// figures in the rumors notes. Prints a markdown table (BENCHMARKS.md).
+//
+//   gossip_bench [repetitions-scale]
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+#include "once/gossip/session.h"
+
+namespace {
+
+using namespace once;
+using namespace once::gossip;
+
+// CPU time of the calling thread, in microseconds.
+double ThreadCpuUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+struct Shape {
+  int common, differing, redacted;
+  const char* published;
+  int repetitions;
+};
+
+// A responder thread that serves one session each time it is handed a pipe
+// end (so thread start-up is not timed).
+class Responder {
+ public:
+  Responder() : thread_([this] { Loop(); }) {}
+  ~Responder() {
+    {
+      std::lock_guard lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Serve(Stream* stream, Host* host) {
+    std::lock_guard lock(mu_);
+    stream_ = stream;
+    host_ = host;
+    done_ = false;
+    cv_.notify_all();
+  }
+  Result<SessionReport> Wait(double* cpu_us = nullptr) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    if (cpu_us) *cpu_us = cpu_us_;
+    return result_;
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || stream_ != nullptr; });
+      if (quit_) return;
+      Stream* stream = stream_;
+      Host* host = host_;
+      stream_ = nullptr;
+      lock.unlock();
+      const double cpu0 = ThreadCpuUs();
+      auto r = Respond(*stream, *host, {}, DeadlineIn(std::chrono::seconds(60)));
+      const double cpu = ThreadCpuUs() - cpu0;
+      lock.lock();
+      cpu_us_ = cpu;
+      result_ = std::move(r);
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Stream* stream_ = nullptr;
+  Host* host_ = nullptr;
+  bool done_ = false;
+  bool quit_ = false;
+  double cpu_us_ = 0;
+  Result<SessionReport> result_;
+  std::thread thread_;
+};
+
+Bytes Unit() { return Bytes{1}; }
+
+// Two hosts of one universe in the shape, fresh for each repetition.
+std::pair<std::unique_ptr<Host>, std::unique_ptr<Host>> Build(const Shape& s, Responder& responder,
+                                                              uint64_t seed) {
+  SeededRng rng(seed);
+  Replica seed_replica = Replica::Seed(rng);
+  const NetworkId network = seed_replica.network();
+  itc::Party pa = std::move(*seed_replica.TakeParty());
+  itc::Party pb = *pa.Fork();
+  auto a = std::make_unique<Host>(Replica::Fresh(network, std::move(pa)));
+  auto b = std::make_unique<Host>(Replica::Fresh(network, std::move(pb)));
+  std::vector<itc::Version> common;
+  for (int i = 0; i < s.common; ++i) common.push_back(*a->Send(Unit()));
+  if (s.common > 0) {
+    auto [sa, sb] = MakePipe();
+    responder.Serve(sb.get(), b.get());
+    (void)Initiate(*sa, *a, Mode::kSync, {}, DeadlineIn(std::chrono::seconds(60)));
+    (void)responder.Wait();
+  }
+  for (int i = 0; i < s.differing; ++i) {
+    (void)a->Send(Unit());
+    (void)b->Send(Unit());
+  }
+  for (int i = 0; i < s.redacted; ++i) {
+    (void)a->Redact(common[i]);
+    (void)b->Redact(common[s.redacted + i]);
+  }
+  return {std::move(a), std::move(b)};
+}
+
+struct Measured {
+  double median_us = 0;
+  double cpu_median_us = 0;
+  SessionReport report;
+  bool ok = true;
+};
+
+Measured Measure(const Shape& s, Responder& responder) {
+  std::vector<double> times, cpu_times;
+  Measured m;
+  for (int rep = 0; rep < s.repetitions; ++rep) {
+    auto [a, b] = Build(s, responder, 100 + rep);
+    auto [sa, sb] = MakePipe();
+    // Consolidate what the previous repetition freed now, not inside the
+    // timed session (glibc defers it to the next large allocation).
+    malloc_trim(0);
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu0 = ThreadCpuUs();
+    responder.Serve(sb.get(), b.get());
+    auto r = Initiate(*sa, *a, Mode::kSync, {}, DeadlineIn(std::chrono::seconds(60)));
+    const double cpu_initiator = ThreadCpuUs() - cpu0;
+    double cpu_responder = 0;
+    auto rb = responder.Wait(&cpu_responder);
+    const auto end = std::chrono::steady_clock::now();
+    cpu_times.push_back(cpu_initiator + cpu_responder);
+    if (!r || !rb) {
+      std::fprintf(stderr, "session failed: %s\n",
+                   (!r ? r.error() : rb.error()).ToString().c_str());
+      m.ok = false;
+      return m;
+    }
+    const uint64_t expect = s.common - 2 * s.redacted + 2 * s.differing;
+    if (a->Snap().size() != expect || !SameState(a->Snap(), b->Snap())) {
+      std::fprintf(stderr, "session did not converge\n");
+      m.ok = false;
+      return m;
+    }
+    m.report = *r;
+    times.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  m.median_us = times[times.size() / 2];
+  std::sort(cpu_times.begin(), cpu_times.end());
+  m.cpu_median_us = cpu_times[cpu_times.size() / 2];
+  return m;
+}
+
+std::string Pretty(double us) {
+  char buf[32];
+  if (us >= 1000) {
+    std::snprintf(buf, sizeof(buf), "%.2f ms", us / 1000);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f us", us);
+  }
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double scale = argc > 1 ? std::atof(argv[1]) : 1.0;
+  const int only = argc > 2 ? std::atoi(argv[2]) : -1;  // one shape, by index
+  const Shape shapes[] = {
+      {0, 0, 0, "(converged)", 200},    {0, 1, 0, "34.5 us", 200},      {0, 1000, 0, "2.98 ms", 20},
+      {10000, 0, 1, "155 us", 5},       {10000, 1000, 0, "7.99 ms", 5}, {100000, 1, 0, "320 us", 3},
+      {100000, 0, 10000, "4.12 ms", 3},
+  };
+  Responder responder;
+  std::printf(
+      "| common | differing/side | redacted/side | published | wall (median) | "
+      "cpu, both sides (median) | frames | bytes | cpu per disputed msg/side |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  bool ok = true;
+  for (int index = 0; index < static_cast<int>(std::size(shapes)); ++index) {
+    if (only >= 0 && index != only) continue;
+    Shape s = shapes[index];
+    s.repetitions = std::max(1, static_cast<int>(s.repetitions * scale));
+    const Measured m = Measure(s, responder);
+    ok = ok && m.ok;
+    const int disputed = s.differing + s.redacted;
+    std::string per = disputed > 0 ? Pretty(m.cpu_median_us / 2 / disputed) : "-";
+    std::printf("| %d | %d | %d | %s | %s | %s | %llu | %llu | %s |\n", s.common, s.differing,
+                s.redacted, s.published, Pretty(m.median_us).c_str(),
+                Pretty(m.cpu_median_us).c_str(), static_cast<unsigned long long>(m.report.frames),
+                static_cast<unsigned long long>(m.report.bytes), per.c_str());
+    std::fflush(stdout);
+  }
+  return ok ? 0 : 1;
+}

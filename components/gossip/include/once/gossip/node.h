@@ -1,0 +1,91 @@
+// File: node.h
+//
+// A gossip Node: a Host on TCP. It listens on 127.0.0.1:port, and every
+// gossip interval runs one push-pull session with a random peer from its
+// list over a cached outbound link (reconnecting after any failure). Inbound
+// links are served by one thread each. Universes meet without consensus:
+// every node starts as its own seed (or reclaims its bookmark); when a
+// session finds another network, the side that loses the (min_ticks, network
+// id) game bootstraps into the winner's universe at once and the
+// application's on_reset callback runs.
+//
+//   NodeOptions options;
+//   options.port = 7000;
+//   options.peers = {{"127.0.0.1", 7001}, {"127.0.0.1", 7002}};
+//   options.bookmark_path = "/var/lib/node/bookmark";
+//   ONCE_ASSIGN_OR_RETURN(std::unique_ptr<Node> node, Node::Start(std::move(options)));
+//   ONCE_RETURN_IF_ERROR(node->host().Send(payload));
+//   ...
+//   node->Stop();
+//
+// Threads: Start spawns the accept thread, the gossip thread and one thread
+// per inbound link (at most inbound_links_max); Stop joins them all. host()
+// and stats() may be called from any thread. Errors: Start fails with
+// kUnavailable if the port cannot be bound, and with the bookmark's errors if
+// a persisted bookmark cannot be read. Session failures are counted, never
+// fatal.
+
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "once/gossip/bookmark.h"
+#include "once/gossip/session.h"
+
+namespace once::gossip {
+
+struct PeerAddress {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+};
+
+struct NodeOptions {
+  uint16_t port = 0;  // 0: any free port (see Node::port)
+  std::vector<PeerAddress> peers;
+  std::chrono::milliseconds gossip_interval_ms{100};
+  std::chrono::milliseconds connect_timeout_ms{500};
+  std::chrono::milliseconds session_timeout_ms{5000};
+  // An inbound link with no session for this long is closed.
+  std::chrono::milliseconds link_idle_timeout_ms{30000};
+  size_t inbound_links_max = 256;
+  std::string bookmark_path;  // empty: no persistence
+  SessionOptions session;
+  ResetCallback on_reset;
+  uint64_t rng_seed = 0;  // 0: seeded from the operating system
+};
+
+struct NodeStats {
+  uint64_t rounds = 0;           // gossip rounds run
+  uint64_t sessions_ok = 0;      // sessions that completed (both roles)
+  uint64_t sessions_failed = 0;  // sessions that failed (both roles)
+  uint64_t bootstraps = 0;       // universes adopted
+  uint64_t connects_failed = 0;  // outbound connects that failed
+};
+
+class Node {
+ public:
+  static Result<std::unique_ptr<Node>> Start(NodeOptions options);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  Host& host();
+  uint16_t port() const;
+  NodeStats stats() const;
+  // Runs a gossip round now instead of at the next interval.
+  void Nudge();
+  void Stop();
+
+  struct Impl;
+
+ private:
+  explicit Node(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace once::gossip

@@ -1,0 +1,132 @@
+#include "once/gossip/node.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "harness.h"
+#include "once/gossip/bookmark.h"
+
+namespace once::gossip {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Payload;
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("gossip-" + name + "-" + std::to_string(::getpid())))
+      .string();
+}
+
+TEST(BookmarkTest, RoundTripsAndRejectsCorruption) {
+  SeededRng rng(51);
+  Replica r = Replica::Seed(rng);
+  ASSERT_TRUE(r.Send(Payload("x")));
+  const Bookmark b = r.MakeBookmark();
+  const Bytes bytes = EncodeBookmark(b);
+  auto back = DecodeBookmark(bytes);
+  ASSERT_TRUE(back) << back.error().ToString();
+  EXPECT_EQ(back->network, b.network);
+  EXPECT_EQ(back->party, b.party);
+  EXPECT_EQ(back->version, b.version);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    Bytes bad = bytes;
+    bad[i] ^= 0x10;
+    auto d = DecodeBookmark(bad);
+    ASSERT_FALSE(d) << i;
+    EXPECT_EQ(d.error().code, ErrorCode::kCorruption);
+  }
+  EXPECT_FALSE(DecodeBookmark(std::span(bytes).first(bytes.size() - 1)));
+}
+
+TEST(BookmarkTest, FileStoreReplacesAtomically) {
+  const std::string path = TempPath("bookmark");
+  std::filesystem::remove(path);
+  FileBookmarkStore store(path);
+  auto none = store.Load();
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->has_value());
+  SeededRng rng(52);
+  Replica r = Replica::Seed(rng);
+  ASSERT_TRUE(store.Save(r.MakeBookmark()));
+  ASSERT_TRUE(r.Send(Payload("y")));
+  ASSERT_TRUE(store.Save(r.MakeBookmark()));
+  auto loaded = store.Load();
+  ASSERT_TRUE(loaded && loaded->has_value());
+  EXPECT_EQ((*loaded)->version, r.ceiling());
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  std::filesystem::remove(path);
+}
+
+std::vector<std::unique_ptr<Node>> StartNodes(int count, const std::string& name) {
+  std::vector<uint16_t> ports;
+  std::vector<std::unique_ptr<TcpListener>> held;
+  for (int i = 0; i < count; ++i) {
+    held.push_back(std::move(*TcpListener::Listen(0)));
+    ports.push_back(held.back()->port());
+  }
+  held.clear();
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int i = 0; i < count; ++i) {
+    NodeOptions o;
+    o.port = ports[i];
+    for (int j = 0; j < count; ++j) {
+      if (j != i) o.peers.push_back(PeerAddress{"127.0.0.1", ports[j]});
+    }
+    o.gossip_interval_ms = 20ms;
+    o.bookmark_path = TempPath(name + std::to_string(i));
+    std::filesystem::remove(o.bookmark_path);
+    o.rng_seed = 1000 + i;
+    auto node = Node::Start(std::move(o));
+    EXPECT_TRUE(node) << node.error().ToString();
+    nodes.push_back(std::move(*node));
+  }
+  return nodes;
+}
+
+bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+TEST(NodeTest, UniversesMergeAndMessagesSpreadOverTcp) {
+  auto nodes = StartNodes(5, "node");
+  ASSERT_TRUE(Eventually([&] {
+    for (auto& n : nodes) {
+      if (n->host().network() != nodes[0]->host().network()) return false;
+    }
+    return true;
+  })) << "5 universes did not become one";
+  auto v = nodes[2]->host().Send(Payload("over tcp"));
+  ASSERT_TRUE(v);
+  EXPECT_TRUE(Eventually([&] {
+    for (auto& n : nodes) {
+      if (!n->host().Snap().Find(PathOf(*v))) return false;
+    }
+    return true;
+  }));
+  uint64_t bootstraps = 0;
+  for (auto& n : nodes) bootstraps += n->stats().bootstraps;
+  EXPECT_GE(bootstraps, 4u);
+  // Parties stayed disjoint through every bootstrap.
+  std::vector<Bytes> parties;
+  for (auto& n : nodes) {
+    parties.push_back(n->host().Read([](const Replica& r) { return r.party()->Encode(); }));
+  }
+  for (size_t i = 0; i < parties.size(); ++i) {
+    for (size_t j = i + 1; j < parties.size(); ++j) {
+      EXPECT_TRUE(Disjoint(*itc::Party::Decode(parties[i]), *itc::Party::Decode(parties[j])));
+    }
+  }
+  for (auto& n : nodes) n->Stop();
+}
+
+}  // namespace
+}  // namespace once::gossip
