@@ -4,7 +4,7 @@
 //
 // stdin (one command a line):   stdout (one event a line):
 //   send TEXT                     sent PATHHEX
-//   status                        status NETWORKHEX SIZE MINTICKS ROUNDS BOOTSTRAPS
+//   status                        status NETWORKHEX SIZE MINTICKS ROUNDS BOOTSTRAPS PARTYHEX
 //   quit                          recv PATHHEX STEADY_NS   (each message observed)
 //                                 reset OLDHEX NEWHEX      (universe dropped)
 //                                 ready PORT               (once, at start)
@@ -109,13 +109,14 @@ int main(int argc, char** argv) {
       auto v = host.Send(Bytes(line.begin() + 5, line.end()));
       Emit(v ? "sent " + HexEncode(PathOf(*v)) : "error " + v.error().ToString());
     } else if (line == "status") {
-      const auto [network, size, min_ticks] = host.Read([](const Replica& r) {
-        return std::tuple(r.network(), r.size(), itc::MinTicks(r.ceiling()).value_or(0));
+      const auto [network, size, min_ticks, party] = host.Read([](const Replica& r) {
+        return std::tuple(r.network(), r.size(), itc::MinTicks(r.ceiling()).value_or(0),
+                          r.party() ? HexEncode(r.party()->Encode()) : std::string("-"));
       });
       const NodeStats stats = (*node)->stats();
       Emit("status " + network.ToHex() + " " + std::to_string(size) + " " +
            std::to_string(min_ticks) + " " + std::to_string(stats.rounds) + " " +
-           std::to_string(stats.bootstraps));
+           std::to_string(stats.bootstraps) + " " + party);
     } else if (line == "quit") {
       break;
     }

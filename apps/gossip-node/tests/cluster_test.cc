@@ -20,7 +20,9 @@
 #include <sstream>
 #include <thread>
 
+#include "once/base/hex.h"
 #include "once/gossip/stream.h"
+#include "once/itc/party.h"
 
 namespace {
 
@@ -190,6 +192,26 @@ class Cluster {
     return out;
   }
 
+  // Every node's party, decoded from its status line.
+  std::vector<once::itc::Party> Parties() {
+    Networks(Range(0, kNodes));
+    std::vector<once::itc::Party> out;
+    std::lock_guard lock(board_.mu);
+    for (auto& [i, line] : board_.status) {
+      std::istringstream in(line);
+      std::string kind, network, party;
+      uint64_t skip = 0;
+      in >> kind >> network >> skip >> skip >> skip >> skip >> party;
+      auto bytes = once::HexDecode(party);
+      EXPECT_TRUE(bytes) << line;
+      if (!bytes) continue;
+      auto decoded = once::itc::Party::Decode(*bytes);
+      EXPECT_TRUE(decoded) << line;
+      if (decoded) out.push_back(std::move(*decoded));
+    }
+    return out;
+  }
+
   std::string StatusOf(int i) {
     Networks({i});
     std::lock_guard lock(board_.mu);
@@ -265,6 +287,15 @@ TEST(GossipClusterTest, ColdStartSpreadAndAReplacedNode) {
   ASSERT_FALSE(network.empty()) << "32 universes did not converge";
   std::printf("cold start: 32 universes -> one in %.2f s\n",
               std::chrono::duration<double>(Clock::now() - t0).count());
+
+  // Every bootstrap forked a member's party: identities stayed disjoint.
+  const auto parties = cluster.Parties();
+  ASSERT_EQ(parties.size(), static_cast<size_t>(kNodes));
+  for (size_t i = 0; i < parties.size(); ++i) {
+    for (size_t j = i + 1; j < parties.size(); ++j) {
+      EXPECT_TRUE(Disjoint(parties[i], parties[j])) << i << " and " << j << " overlap";
+    }
+  }
 
   std::vector<double> rounds;
   for (int trial = 0; trial < 20; ++trial) {
