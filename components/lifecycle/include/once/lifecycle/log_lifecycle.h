@@ -1,0 +1,100 @@
+// File: log_lifecycle.h
+//
+// LogLifecycle: retention for execution logs. A run pages over
+// ListExecutions and, for every TERMINAL execution whose terminal event
+// (EXECUTION_COMPLETED / FAILED / CANCELLED / CONTINUED) is at least
+// policy.age_ms_min old by the injected clock, either archives it (copies the
+// whole log to the archive EventStore, same sequences, kinds, payloads,
+// metadata and times, then deletes it from the source) or deletes it.
+// An execution the pin predicate names is left exactly where it is. The pin
+// is consulted ONLY for executions that are otherwise eligible (a pin may
+// read other logs, so it must not run for every id).
+//
+//   MemoryEventStore archive;
+//   LogLifecycle lifecycle(store, clock, {.policy = {.age_ms_min = 7 * 86'400'000,
+//                                                    .mode = RetentionMode::kArchive},
+//                                         .archive = &archive,
+//                                         .pinned = PinParkedChildren(supervisor)});
+//   ONCE_ASSIGN_OR_RETURN(RetentionReport report, lifecycle.ApplyRetention());
+//
+// Errors. A read or write failure of the store, the archive or the pin
+// predicate ends the run with that error (visibly: nothing is swallowed);
+// the execution being handled is kept (an archive copy is made before the
+// delete, so a failure leaves the log in the source, possibly also in the
+// archive: the next run finds the identical copy there and only deletes).
+// An archive holding a DIFFERENT log of that id is kCorruption, and the
+// source is kept. Executions already handled by a failed run stay handled.
+// Residual: an unfenced audit append (OUTCOME_RECORDED) landing between the
+// copy and the delete is lost with the source; retention runs on old logs.
+//
+// Threads: one ApplyRetention at a time per instance; the stores and the pin
+// predicate must be thread-safe if other threads use them meanwhile.
+
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "once/base/clock.h"
+#include "once/base/result.h"
+#include "once/store/event_store.h"
+
+namespace once::lifecycle {
+
+// True: leave this execution exactly where it is. An error fails the run.
+using PinPredicate = std::function<Result<bool>(std::string_view execution_id)>;
+
+// A predicate true when any of `a`, `b` is (nullptr members are skipped);
+// the first error wins.
+PinPredicate AnyPin(PinPredicate a, PinPredicate b);
+
+enum class RetentionMode { kArchive, kDelete };
+
+struct RetentionPolicy {
+  int64_t age_ms_min = 30LL * 24 * 3600 * 1000;  // terminal event at least this old
+  RetentionMode mode = RetentionMode::kDelete;
+  size_t page_executions = 256;  // ids per ListExecutions page (capped by the store)
+};
+
+struct LogLifecycleOptions {
+  RetentionPolicy policy;
+  store::EventStore* archive = nullptr;  // required for kArchive; must outlive
+  PinPredicate pinned;                   // may be empty
+};
+
+struct RetentionReport {
+  size_t examined = 0;  // executions listed
+  size_t eligible = 0;  // terminal and old enough (pin not yet consulted)
+  size_t pinned = 0;    // eligible but pinned: left in place
+  size_t archived = 0;
+  size_t deleted = 0;  // deleted without an archive copy (kDelete)
+};
+
+class LogLifecycle {
+ public:
+  // `store` and `clock` must outlive the lifecycle.
+  LogLifecycle(store::EventStore& store, const Clock& clock, LogLifecycleOptions options);
+
+  // One retention pass over every execution. kInvalidArgument when the mode
+  // is kArchive without an archive store.
+  Result<RetentionReport> ApplyRetention();
+
+  // Replaces the pin predicate (App::Supervise composes one in). Not
+  // concurrently with ApplyRetention.
+  void set_pinned(PinPredicate pinned) { options_.pinned = std::move(pinned); }
+  const PinPredicate& pinned() const { return options_.pinned; }
+  const RetentionPolicy& policy() const { return options_.policy; }
+
+ private:
+  Status Handle(const std::string& id, RetentionReport& report);
+  Status Archive(const std::string& id, const std::vector<store::Envelope>& log);
+
+  store::EventStore& store_;
+  const Clock& clock_;
+  LogLifecycleOptions options_;
+};
+
+}  // namespace once::lifecycle
