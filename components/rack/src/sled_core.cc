@@ -38,6 +38,7 @@ JobStatus ErrorStatus(ErrorCode code, std::string message) {
   status.state = JobState::kError;
   status.error_code = code;
   status.error = std::move(message);
+  status.refused = true;
   return status;
 }
 
@@ -235,7 +236,7 @@ void SledCore::OnRequest(const itc::Version& version, const SignedRequest& reque
   auto payload = Verify(request, config_.trusted);
   if (!payload) {
     if (const JobStart* job = AsJobStart(request); job != nullptr) {
-      RefuseJob(version, *job, payload.error());
+      RefuseJob(version, *job, payload.error(), /*verified=*/false);
     } else {
       Emit(Diagnostic{payload.error()});
     }
@@ -293,9 +294,10 @@ void SledCore::OnSessionSkip(const SessionSkip& skip) {
 void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& request,
                           const Bytes& raw) {
   const JobStart& job = *AsJobStart(request);
-  if (auto valid = ValidateJob(job); !valid) return RefuseJob(version, job, valid.error());
+  if (auto valid = ValidateJob(job); !valid) return RefuseJob(version, job, valid.error(), true);
   if (!active_ || active_->id != job.session_id) {
-    return RefuseJob(version, job, MakeError(ErrorCode::kNotFound, "session not active").error());
+    return RefuseJob(version, job, MakeError(ErrorCode::kNotFound, "session not active").error(),
+                     true);
   }
   Session& session = *active_;
   if (session.known.contains(job.job_id) || session.passed.contains(job.job_id)) {
@@ -310,9 +312,12 @@ void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& requ
         version, job,
         LimitError("queued_jobs_per_session_max", static_cast<int64_t>(session.known.size() + 1),
                    static_cast<int64_t>(queue_max))
-            .error());
+            .error(),
+        true);
   }
-  if (auto room = Remember(version, job); !room) return RefuseJob(version, job, room.error());
+  if (auto room = Remember(version, job, true); !room) {
+    return RefuseJob(version, job, room.error(), true);
+  }
   PendingJob pending{job, ToBeSignedDigest(request), raw, Targets(job), false};
   if (pending.targeted) SetStatus(job.job_id, config_.identity.baseboard, {});
   auto [it, inserted] = session.known.emplace(job.job_id, std::move(pending));
@@ -351,15 +356,13 @@ void SledCore::OnEvent(const Message& event) {
       Overloaded{
           [&](const SignedRequest&) {},
           [&](const JobStarted& e) {
-            SetStatus(e.job_id, e.baseboard, SimpleStatus(JobState::kStarted));
+            Learn(e.job_id, e.baseboard, SimpleStatus(JobState::kStarted));
           },
-          [&](const JobStopped& e) { SetStatus(e.job_id, e.baseboard, StatusFromStop(e)); },
+          [&](const JobStopped& e) { Learn(e.job_id, e.baseboard, StatusFromStop(e)); },
           [&](const JobCancelled& e) {
-            SetStatus(e.job_id, e.baseboard, SimpleStatus(JobState::kCancelled));
+            Learn(e.job_id, e.baseboard, SimpleStatus(JobState::kCancelled));
           },
-          [&](const JobError& e) {
-            SetStatus(e.job_id, e.baseboard, ErrorStatus(e.code, e.message));
-          },
+          [&](const JobError& e) { Learn(e.job_id, e.baseboard, ErrorStatus(e.code, e.message)); },
           [&](const SledError& e) { Emit(SledErrorSeen{e}); },
           [&](const VersionAnnouncement& e) {
             if (sleds_.contains(e.baseboard) || sleds_.size() < config_.limits.known_sleds_max) {
@@ -368,6 +371,14 @@ void SledCore::OnEvent(const Message& event) {
           },
       },
       event);
+}
+
+// A status learned from gossip. This sled's own statuses are set where they
+// happen (Report); gossip about this baseboard only fills a gap (e.g. events
+// of a previous life), so a late echo never overrides newer local knowledge.
+void SledCore::Learn(const JobId& id, const std::string& baseboard, const JobStatus& status) {
+  if (baseboard == config_.identity.baseboard && StatusOf(id, baseboard) != nullptr) return;
+  SetStatus(id, baseboard, status);
 }
 
 // ---- sessions and the chain ----
@@ -459,13 +470,17 @@ void SledCore::Execute(const PendingJob& pending) {
 
 // ---- statuses and history ----
 
-void SledCore::RefuseJob(const itc::Version& version, const JobStart& job, const Error& error) {
+void SledCore::RefuseJob(const itc::Version& version, const JobStart& job, const Error& error,
+                         bool verified) {
   auto target = Target::Parse(job.target);
-  if (target && !target->Matches(config_.identity)) {
+  const JobStatus* mine = StatusOf(job.job_id, config_.identity.baseboard);
+  if ((target && !target->Matches(config_.identity)) || mine != nullptr) {
+    // Not ours, or this id already has a status here (a genuine job, or an
+    // earlier refusal): a forgery reusing its id must not change it.
     Emit(Diagnostic{error});
     return;
   }
-  (void)Remember(version, job);  // a full history only costs the local record
+  (void)Remember(version, job, verified);  // a full history only costs the local record
   std::string message = Truncated(error.message, kErrorTextBytesMax);
   Report(job.job_id, ErrorStatus(error.code, message),
          JobError{config_.identity.baseboard, job.job_id, error.code, message});
@@ -488,16 +503,26 @@ void SledCore::SetStatus(const JobId& id, const std::string& baseboard, const Jo
   if (record == history_.end()) return;
   auto& statuses = record->second.statuses;
   auto it = statuses.find(baseboard);
-  if (it != statuses.end() && Rank(status.state) <= Rank(it->second.state)) return;
+  if (it != statuses.end() && Rank(status.state) <= Rank(it->second.state) &&
+      !(it->second.refused && status.state != JobState::kError)) {
+    return;
+  }
   if (it == statuses.end() && statuses.size() >= config_.limits.known_sleds_max) return;
   statuses[baseboard] = status;
   Emit(JobStatusChanged{id, baseboard, status});
 }
 
-Status SledCore::Remember(const itc::Version& version, const JobStart& job) {
-  if (history_.contains(job.job_id)) return Ok();
+Status SledCore::Remember(const itc::Version& version, const JobStart& job, bool verified) {
+  if (auto it = history_.find(job.job_id); it != history_.end()) {
+    if (verified && !it->second.verified) {  // the genuine job replaces a forgery's record
+      it->second.job = job;
+      it->second.version = version;
+      it->second.verified = true;
+    }
+    return Ok();
+  }
   ONCE_RETURN_IF_ERROR(MakeRoomInHistory());
-  history_.emplace(job.job_id, JobRecord{job, version, {}});
+  history_.emplace(job.job_id, JobRecord{job, version, verified, {}});
   return Ok();
 }
 

@@ -222,6 +222,32 @@ TEST(SledCoreTest, MalformedSubmissionsAndDeliveriesAreTypedErrors) {
   EXPECT_EQ(rack.sled(A).diagnostics.size(), before + 1);
 }
 
+TEST(SledCoreTest, HostileDeliveriesNeverCrashOrRunAnything) {
+  Rack rack(2);
+  auto chain = rack.StartSession(A);
+  rack.SyncAll();
+  SignedRequest job = rack.NextJob(*chain, "true");
+  Bytes good = *Encode(job);
+  SeededRng rng(11);
+  for (int round = 0; round < 1000; ++round) {
+    Bytes bad = good;
+    for (uint64_t flips = 1 + rng.Below(4); flips > 0; --flips) {
+      bad[rng.Below(bad.size())] = static_cast<uint8_t>(rng.Next());
+    }
+    if (rng.Below(4) == 0) bad.resize(rng.Below(bad.size()));
+    if (bad == good) continue;  // the flips happened to restore the genuine job
+    rack.Inject(B, bad);
+  }
+  rack.SyncAll();
+  EXPECT_EQ(rack.core(A).executions() + rack.core(B).executions(), 0u);
+  EXPECT_EQ(rack.core(A).active_session(), chain->session);
+  // The genuine job still runs, and the forgeries did not touch its status.
+  ASSERT_TRUE(rack.Submit(A, job).status.has_value());
+  JobId id = std::get<JobStart>(job.payload).job_id;
+  EXPECT_TRUE(rack.Started(A, id));
+  EXPECT_EQ(rack.State(A, id, A), JobState::kStarted);
+}
+
 // ---- the chain ----
 
 TEST(SledCoreTest, JobsStartOnlyInChainOrderOnceThePredecessorIsKnown) {

@@ -114,6 +114,10 @@ struct JobStatus {
   OutputSummary stderr_summary;
   ErrorCode error_code = ErrorCode::kInternal;  // kError
   std::string error;                            // kError
+  // kError for a job request this sled refused (it never ran). Later evidence
+  // that a genuine job holds this id (Queued, Started, ...) overrides it, so
+  // a forgery delivered first cannot mask the real job's status.
+  bool refused = false;
   bool terminal() const { return state != JobState::kQueued && state != JobState::kStarted; }
   friend bool operator==(const JobStatus&, const JobStatus&) = default;
 };
@@ -166,6 +170,7 @@ using Output = std::variant<Broadcast, StartProcess, StopProcess, Reply, JobStat
 struct JobRecord {
   JobStart job;
   itc::Version version;
+  bool verified = false;                      // `job` is a trusted, well-signed request
   std::map<std::string, JobStatus> statuses;  // by baseboard
 };
 
@@ -234,11 +239,13 @@ class SledCore {
   // The execution gate: the only place a StartProcess is emitted.
   void Execute(const PendingJob& pending);
 
-  void RefuseJob(const itc::Version& version, const JobStart& job, const Error& error);
+  void RefuseJob(const itc::Version& version, const JobStart& job, const Error& error,
+                 bool verified);
   void Cancel(PendingJob& pending);
   void Report(const JobId& id, const JobStatus& status, Message event);
+  void Learn(const JobId& id, const std::string& baseboard, const JobStatus& status);
   void SetStatus(const JobId& id, const std::string& baseboard, const JobStatus& status);
-  Status Remember(const itc::Version& version, const JobStart& job);
+  Status Remember(const itc::Version& version, const JobStart& job, bool verified);
   Status MakeRoomInHistory();
   bool Evictable(const JobId& id, const JobRecord& record) const;
   bool Targets(const JobStart& job) const;
