@@ -464,8 +464,10 @@ void SledCore::Execute(const PendingJob& pending) {
   }
   running_[id] = Running{};
   ++executions_;
-  Emit(StartProcess{id, pending.job.session_id, pending.job.command, pending.request});
+  // Started is gossiped before the process is asked for, so that a start the
+  // executor then fails is followed, not preceded, by its Error.
   Report(id, SimpleStatus(JobState::kStarted), JobStarted{config_.identity.baseboard, id});
+  Emit(StartProcess{id, pending.job.session_id, pending.job.command, pending.request});
 }
 
 // ---- statuses and history ----
