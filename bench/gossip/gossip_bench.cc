@@ -124,6 +124,12 @@ std::pair<std::unique_ptr<Host>, std::unique_ptr<Host>> Build(const Shape& s, Re
   return {std::move(a), std::move(b)};
 }
 
+// glibc defers sorting freed chunks to the next allocation it cannot serve
+// from its caches; settle what setup and checks freed before timing starts.
+void SettleAllocator() {
+  if (std::getenv("GOSSIP_BENCH_TRIM")) malloc_trim(0);
+}
+
 struct Measured {
   double median_us = 0;
   double cpu_median_us = 0;
@@ -137,9 +143,7 @@ Measured Measure(const Shape& s, Responder& responder) {
   for (int rep = 0; rep < s.repetitions; ++rep) {
     auto [a, b] = Build(s, responder, 100 + rep);
     auto [sa, sb] = MakePipe();
-    // Consolidate what the previous repetition freed now, not inside the
-    // timed session (glibc defers it to the next large allocation).
-    malloc_trim(0);
+    SettleAllocator();
     const auto start = std::chrono::steady_clock::now();
     const double cpu0 = ThreadCpuUs();
     responder.Serve(sb.get(), b.get());
@@ -167,6 +171,41 @@ Measured Measure(const Shape& s, Responder& responder) {
   std::sort(times.begin(), times.end());
   m.median_us = times[times.size() / 2];
   std::sort(cpu_times.begin(), cpu_times.end());
+  m.cpu_median_us = cpu_times[cpu_times.size() / 2];
+  return m;
+}
+
+// Repeated sessions on one pair holding `common` messages, each after one new
+// message per side: what a node pays per gossip round in steady state.
+Measured Steady(int common, int sessions, Responder& responder) {
+  Shape s{common, 0, 0, "", 1};
+  auto [a, b] = Build(s, responder, 7);
+  std::vector<double> times, cpu_times;
+  Measured m;
+  for (int i = 0; i < sessions; ++i) {
+    (void)a->Send(Unit());
+    (void)b->Send(Unit());
+    auto [sa, sb] = MakePipe();
+    SettleAllocator();
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu0 = ThreadCpuUs();
+    responder.Serve(sb.get(), b.get());
+    auto r = Initiate(*sa, *a, Mode::kSync, {}, DeadlineIn(std::chrono::seconds(60)));
+    const double cpu_initiator = ThreadCpuUs() - cpu0;
+    double cpu_responder = 0;
+    auto rb = responder.Wait(&cpu_responder);
+    const auto end = std::chrono::steady_clock::now();
+    if (!r || !rb || (i == sessions - 1 && !SameState(a->Snap(), b->Snap()))) {
+      m.ok = false;
+      return m;
+    }
+    m.report = *r;
+    times.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    cpu_times.push_back(cpu_initiator + cpu_responder);
+  }
+  std::sort(times.begin(), times.end());
+  std::sort(cpu_times.begin(), cpu_times.end());
+  m.median_us = times[times.size() / 2];
   m.cpu_median_us = cpu_times[cpu_times.size() / 2];
   return m;
 }
@@ -210,6 +249,19 @@ int main(int argc, char** argv) {
                 Pretty(m.cpu_median_us).c_str(), static_cast<unsigned long long>(m.report.frames),
                 static_cast<unsigned long long>(m.report.bytes), per.c_str());
     std::fflush(stdout);
+  }
+  if (only < 0) {
+    std::printf("\nSteady state: repeated sessions on one pair, one new message per side each\n\n");
+    std::printf(
+        "| common | sessions | wall (median) | cpu, both sides (median) | frames | bytes |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|\n");
+    for (int common : {10000, 100000}) {
+      const Measured m = Steady(common, 30, responder);
+      ok = ok && m.ok;
+      std::printf("| %d | 30 | %s | %s | %llu | %llu |\n", common, Pretty(m.median_us).c_str(),
+                  Pretty(m.cpu_median_us).c_str(), static_cast<unsigned long long>(m.report.frames),
+                  static_cast<unsigned long long>(m.report.bytes));
+    }
   }
   return ok ? 0 : 1;
 }
