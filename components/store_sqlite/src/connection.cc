@@ -1,6 +1,12 @@
 #include "connection.h"
 
 namespace once::store::sqlite_internal {
+namespace {
+
+constexpr int kWalAttemptsMax = 100;
+constexpr int kWalRetrySleepMs = 10;
+
+}  // namespace
 
 ErrorCode MapResultCode(int rc, std::string_view message) {
   switch (rc & 0xff) {
@@ -41,6 +47,12 @@ Statement::~Statement() {
 
 Status Statement::Bind(int index, std::string_view text) {
   int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_STATIC, SQLITE_UTF8);
+  if (rc != SQLITE_OK) return SqliteFailure(db_, rc, "bind");
+  return Ok();
+}
+
+Status Statement::BindNull(int index) {
+  int rc = sqlite3_bind_null(stmt_, index);
   if (rc != SQLITE_OK) return SqliteFailure(db_, rc, "bind");
   return Ok();
 }
@@ -133,6 +145,22 @@ Result<std::string> Connection::QueryText(const std::string& sql) {
   if (rc != SQLITE_ROW) return SqliteFailure(db_, rc, sql);
   const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(raw, 0));
   return std::string(text == nullptr ? "" : text);
+}
+
+Status EnableWal(Connection& c) {
+  // Switching a fresh file to WAL needs a moment alone with it; another
+  // process opening the same new file may hold it.
+  for (int attempt = 1;; ++attempt) {
+    Result<std::string> mode = c.QueryText("PRAGMA journal_mode=WAL");
+    if (mode && *mode == "wal") return Ok();
+    if (mode) {
+      return MakeError(ErrorCode::kUnavailable, "sqlite: journal mode is " + *mode + ", not wal");
+    }
+    if (mode.error().code != ErrorCode::kBusy || attempt == kWalAttemptsMax) {
+      return std::unexpected(mode.error());
+    }
+    sqlite3_sleep(kWalRetrySleepMs);
+  }
 }
 
 }  // namespace once::store::sqlite_internal

@@ -41,6 +41,7 @@ class Statement {
   // Bind parameters are 1-based, as in SQL (?1).
   Status Bind(int index, std::string_view text);
   Status Bind(int index, int64_t value);
+  Status BindNull(int index);
   // True: a row is ready to read; false: done.
   Result<bool> Step();
   // Steps to completion, ignoring rows.
@@ -89,5 +90,9 @@ class Connection {
   std::span<const std::string> sql_;
   std::vector<sqlite3_stmt*> cache_;
 };
+
+// Switches the file to WAL journaling, retrying while another connection
+// (another process opening the same new file) holds it.
+Status EnableWal(Connection& c);
 
 }  // namespace once::store::sqlite_internal

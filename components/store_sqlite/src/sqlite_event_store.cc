@@ -8,11 +8,13 @@
 #include "connection.h"
 #include "once/events/kinds.h"
 #include "once/store/validate.h"
+#include "write_group.h"
 
 namespace once::store {
 namespace {
 
 using sqlite_internal::Connection;
+using sqlite_internal::EnableWal;
 using sqlite_internal::Statement;
 
 // Statement ids; SqlText() holds their text in the same order.
@@ -20,6 +22,9 @@ enum Sql : size_t {
   kBegin,
   kCommit,
   kRollback,
+  kSavepoint,
+  kRelease,
+  kRollbackTo,
   kHead,
   kFence,
   kInsertEvent,
@@ -56,6 +61,9 @@ std::vector<std::string> BuildSql() {
   sql[kBegin] = "BEGIN IMMEDIATE";
   sql[kCommit] = "COMMIT";
   sql[kRollback] = "ROLLBACK";
+  sql[kSavepoint] = "SAVEPOINT op";
+  sql[kRelease] = "RELEASE op";
+  sql[kRollbackTo] = "ROLLBACK TO op";
   // A log emptied by TruncatePrefixKeeping keeps its head in kept_heads.
   sql[kHead] =
       "SELECT COALESCE((SELECT sequence FROM events WHERE execution_id = ?1 "
@@ -127,9 +135,6 @@ constexpr Migration kMigrations[] = {
 };
 static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
 
-constexpr int kWalAttemptsMax = 100;
-constexpr int kWalRetrySleepMs = 10;
-
 Status Run(Connection& c, Sql id) {
   ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(id));
   return s.Run();
@@ -194,22 +199,6 @@ Result<bool> AnsweringPast(Connection& c, std::string_view id, int64_t park_seq)
   return s.Step();
 }
 
-Status EnableWal(Connection& c) {
-  // Switching a fresh file to WAL needs a moment alone with it; another
-  // process opening the same new file may hold it.
-  for (int attempt = 1;; ++attempt) {
-    Result<std::string> mode = c.QueryText("PRAGMA journal_mode=WAL");
-    if (mode && *mode == "wal") return Ok();
-    if (mode) {
-      return MakeError(ErrorCode::kUnavailable, "sqlite: journal mode is " + *mode + ", not wal");
-    }
-    if (mode.error().code != ErrorCode::kBusy || attempt == kWalAttemptsMax) {
-      return std::unexpected(mode.error());
-    }
-    sqlite3_sleep(kWalRetrySleepMs);
-  }
-}
-
 Status MigrateLocked(Connection& c) {
   ONCE_ASSIGN_OR_RETURN(std::string text, c.QueryText("PRAGMA user_version"));
   int version = std::stoi(text.empty() ? "0" : text);
@@ -245,31 +234,19 @@ struct SqliteEventStore::Impl {
 
   std::mutex writer_mu;
   std::unique_ptr<Connection> writer;  // GUARDED_BY(writer_mu)
-  std::atomic<uint64_t> write_transactions{0};
+  std::unique_ptr<sqlite_internal::WriteGroup> group;
 
   std::mutex readers_mu;
   std::condition_variable reader_returned;
   std::vector<std::unique_ptr<Connection>> idle_readers;  // GUARDED_BY(readers_mu)
   size_t readers_open = 0;                                // GUARDED_BY(readers_mu)
 
-  // Runs body(writer) inside BEGIN IMMEDIATE ... COMMIT; an error from the
-  // body rolls back.
+  // Runs body(writer) inside a group transaction (see write_group.h): its
+  // error rolls back its own writes; its result is returned once the group
+  // has committed.
   template <class F>
-  auto Write(F&& body) -> decltype(body(std::declval<Connection&>())) {
-    std::lock_guard<std::mutex> lock(writer_mu);
-    Connection& c = *writer;
-    if (Status s = Run(c, kBegin); !s) return std::unexpected(s.error());
-    auto result = body(c);
-    if (!result) {
-      Rollback(c);
-      return result;
-    }
-    if (Status s = Run(c, kCommit); !s) {
-      Rollback(c);
-      return std::unexpected(s.error());
-    }
-    write_transactions.fetch_add(1, std::memory_order_relaxed);
-    return result;
+  auto Write(size_t bytes, F&& body) -> decltype(body(std::declval<Connection&>())) {
+    return group->Run(bytes, std::forward<F>(body));
   }
 
   // Runs body(reader) on a pooled reader connection.
@@ -326,6 +303,7 @@ Result<std::unique_ptr<SqliteEventStore>> SqliteEventStore::Open(const std::stri
   impl->path = path;
   impl->options = std::move(options);
   impl->options.reader_connections_max = std::max<size_t>(1, impl->options.reader_connections_max);
+  impl->options.group_operations_max = std::max<size_t>(1, impl->options.group_operations_max);
   if (impl->options.clock == nullptr) {
     impl->owned_clock = std::make_unique<SystemClock>();
     impl->clock = impl->owned_clock.get();
@@ -339,13 +317,26 @@ Result<std::unique_ptr<SqliteEventStore>> SqliteEventStore::Open(const std::stri
   ONCE_ASSIGN_OR_RETURN(impl->writer, Connection::Open(path, co, SqlText()));
   ONCE_RETURN_IF_ERROR(EnableWal(*impl->writer));
   ONCE_RETURN_IF_ERROR(Migrate(*impl->writer));
+  impl->group = std::make_unique<sqlite_internal::WriteGroup>(
+      *impl->writer, impl->writer_mu,
+      sqlite_internal::TransactionSql{.begin = kBegin,
+                                      .commit = kCommit,
+                                      .rollback = kRollback,
+                                      .savepoint = kSavepoint,
+                                      .release = kRelease,
+                                      .rollback_to = kRollbackTo},
+      sqlite_internal::WriteGroupLimits{.ops_max = impl->options.group_operations_max,
+                                        .bytes_max = impl->options.group_bytes_max});
   return std::unique_ptr<SqliteEventStore>(new SqliteEventStore(std::move(impl)));
 }
 
 const Limits& SqliteEventStore::limits() const { return impl_->options.limits; }
 
-uint64_t SqliteEventStore::write_transactions() const {
-  return impl_->write_transactions.load(std::memory_order_relaxed);
+uint64_t SqliteEventStore::write_transactions() const { return impl_->group->stats().commits; }
+
+SqliteGroupStats SqliteEventStore::GroupStats() const {
+  auto s = impl_->group->stats();
+  return {.commits = s.commits, .operations = s.operations, .largest_group = s.largest};
 }
 
 Result<SqliteSettings> SqliteEventStore::Settings() {
@@ -364,13 +355,15 @@ Result<SqliteSettings> SqliteEventStore::Settings() {
 
 Result<int64_t> SqliteEventStore::Append(const AppendRequest& req) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), *impl_->clock));
-  return impl_->Write([&](Connection& c) { return AppendOn(c, req, enc, GuardKind::kFence, 0); });
+  return impl_->Write(enc.bytes,
+                      [&](Connection& c) { return AppendOn(c, req, enc, GuardKind::kFence, 0); });
 }
 
 Result<int64_t> SqliteEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), *impl_->clock));
-  return impl_->Write(
-      [&](Connection& c) { return AppendOn(c, req, enc, GuardKind::kIfUnchanged, observed); });
+  return impl_->Write(enc.bytes, [&](Connection& c) {
+    return AppendOn(c, req, enc, GuardKind::kIfUnchanged, observed);
+  });
 }
 
 Result<std::vector<Result<int64_t>>> SqliteEventStore::AppendBatch(
@@ -409,7 +402,7 @@ Result<std::vector<Result<int64_t>>> SqliteEventStore::AppendBatch(
     return out;
   };
   if (!any_valid) return append_all(nullptr);
-  return impl_->Write([&](Connection& c) { return append_all(&c); });
+  return impl_->Write(bytes, [&](Connection& c) { return append_all(&c); });
 }
 
 Result<std::vector<Envelope>> SqliteEventStore::ReadRange(std::string_view id, int64_t first,
@@ -482,7 +475,7 @@ Result<ExecutionPage> SqliteEventStore::ListExecutions(std::string_view after, s
 
 Status SqliteEventStore::DeleteExecution(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
-  return impl_->Write([&](Connection& c) -> Status {
+  return impl_->Write(0, [&](Connection& c) -> Status {
     for (Sql which : {kDeleteEvents, kDeleteZeroFence, kDeleteKeptHead}) {
       ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(which));
       ONCE_RETURN_IF_ERROR(s.Bind(1, id));
@@ -494,7 +487,7 @@ Status SqliteEventStore::DeleteExecution(std::string_view id) {
 
 Result<int64_t> SqliteEventStore::AcquireFence(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
-  return impl_->Write([&](Connection& c) -> Result<int64_t> {
+  return impl_->Write(0, [&](Connection& c) -> Result<int64_t> {
     ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kAcquireFence));
     ONCE_RETURN_IF_ERROR(s.Bind(1, id));
     ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
@@ -518,7 +511,7 @@ Result<ConditionalAcquire> SqliteEventStore::AcquireFenceIf(std::string_view id,
                      std::string(id));
   }
   // Compare, scan and bump in one BEGIN IMMEDIATE: no append can land between.
-  return impl_->Write([&](Connection& c) -> Result<ConditionalAcquire> {
+  return impl_->Write(0, [&](Connection& c) -> Result<ConditionalAcquire> {
     ONCE_ASSIGN_OR_RETURN(int64_t current, FenceOn(c, id));
     if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
     ONCE_ASSIGN_OR_RETURN(bool answered, AnsweringPast(c, id, expect.park_seq));
@@ -535,7 +528,7 @@ Status SqliteEventStore::CopyPrefix(std::string_view from, std::string_view to, 
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(from, limits()));
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(to, limits()));
   if (through < 1) return MakeError(ErrorCode::kInvalidArgument, "through must be >= 1");
-  return impl_->Write([&](Connection& c) -> Status {
+  return impl_->Write(0, [&](Connection& c) -> Status {
     ONCE_ASSIGN_OR_RETURN(Statement count, c.Prepare(kCountPrefix));
     ONCE_RETURN_IF_ERROR(count.Bind(1, from));
     ONCE_RETURN_IF_ERROR(count.Bind(2, through));
@@ -559,7 +552,7 @@ Status SqliteEventStore::CopyPrefix(std::string_view from, std::string_view to, 
 Status SqliteEventStore::TruncatePrefixKeeping(std::string_view id, int64_t first_kept) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
   if (first_kept < 1) return MakeError(ErrorCode::kInvalidArgument, "first_kept must be >= 1");
-  return impl_->Write([&](Connection& c) -> Status {
+  return impl_->Write(0, [&](Connection& c) -> Status {
     ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(c, id));
     if (head > 0 && first_kept > head) {
       // Every event goes: remember the head so appends continue after it.

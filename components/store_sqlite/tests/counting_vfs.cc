@@ -5,12 +5,15 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 namespace once::store::testing {
 namespace {
 
 std::atomic<uint64_t> wal_syncs{0};
 std::atomic<uint64_t> db_syncs{0};
+std::atomic<int64_t> wal_sync_delay_us{0};
+std::atomic<int> wal_syncs_to_fail{0};
 
 struct CountingFile {
   sqlite3_file base;
@@ -31,7 +34,17 @@ int Write(sqlite3_file* f, const void* b, int n, sqlite3_int64 o) {
 int Truncate(sqlite3_file* f, sqlite3_int64 s) { return R(f)->pMethods->xTruncate(R(f), s); }
 int Sync(sqlite3_file* f, int flags) {
   int open_flags = reinterpret_cast<CountingFile*>(f)->open_flags;
-  if (open_flags & SQLITE_OPEN_WAL) ++wal_syncs;
+  if (open_flags & SQLITE_OPEN_WAL) {
+    ++wal_syncs;
+    // Decided before the delay: a failure armed during a slow sync hits the next one.
+    int left = wal_syncs_to_fail.load();
+    while (left > 0 && !wal_syncs_to_fail.compare_exchange_weak(left, left - 1)) {
+    }
+    if (int64_t us = wal_sync_delay_us.load(); us > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
+    if (left > 0) return SQLITE_IOERR_FSYNC;
+  }
   if (open_flags & SQLITE_OPEN_MAIN_DB) ++db_syncs;
   return R(f)->pMethods->xSync(R(f), flags);
 }
@@ -133,5 +146,7 @@ void RegisterCountingVfs() {
 
 uint64_t WalSyncs() { return wal_syncs.load(); }
 uint64_t DatabaseSyncs() { return db_syncs.load(); }
+void SetWalSyncDelay(std::chrono::microseconds delay) { wal_sync_delay_us = delay.count(); }
+void FailNextWalSyncs(int count) { wal_syncs_to_fail = count; }
 
 }  // namespace once::store::testing

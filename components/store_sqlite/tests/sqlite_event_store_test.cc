@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "counting_vfs.h"
@@ -399,6 +400,194 @@ TEST(SqliteEventStore, FullTruncationKeepsHeadAndListing) {
   EXPECT_EQ(store->Head("a").value(), 0);
   ASSERT_TRUE(store->CopyPrefix("b", "a", 2).has_value());
   EXPECT_EQ(store->ReadRange("a", 1).value().size(), 2u);
+}
+
+// ---- Group commit ----------------------------------------------------------
+
+// Makes every WAL fsync slow for the scope (a real disk), so concurrent
+// writers pile up behind one commit; restored on exit.
+class SlowWalSyncs {
+ public:
+  explicit SlowWalSyncs(std::chrono::microseconds delay) { testing::SetWalSyncDelay(delay); }
+  ~SlowWalSyncs() {
+    testing::SetWalSyncDelay(std::chrono::microseconds(0));
+    testing::FailNextWalSyncs(0);
+  }
+};
+
+// Runs fn(0..n-1) on n threads released together.
+void RunTogether(int n, const std::function<void(int)>& fn) {
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      fn(i);
+    });
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+}
+
+// Waits until a WAL fsync has started since `before` (a leader is committing).
+bool AwaitWalSync(uint64_t before) {
+  for (int i = 0; i < 5000; ++i) {
+    if (testing::WalSyncs() > before) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+std::unique_ptr<SqliteEventStore> OpenCounting(const std::string& path) {
+  testing::RegisterCountingVfs();
+  SqliteOptions options;
+  options.vfs = testing::kCountingVfsName;
+  auto store = OpenOrDie(path, options);
+  if (store) {
+    EXPECT_TRUE(store->Append(Req("warm-up", 1, {events::AppEvent("k", {})})));
+  }
+  return store;
+}
+
+TEST(SqliteGroupCommit, SixtyFourConcurrentAcquiresShareFsyncs) {
+  TempDir dir;
+  auto store = OpenCounting(dir.File("a.db"));
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 64;
+  SlowWalSyncs slow(std::chrono::milliseconds(2));
+  std::vector<Result<int64_t>> first(kThreads), second(kThreads);
+  uint64_t wal_before = testing::WalSyncs();
+  uint64_t commits_before = store->write_transactions();
+  RunTogether(kThreads, [&](int i) {
+    first[i] = store->AcquireFence("ex-" + std::to_string(i));
+    second[i] = store->AcquireFence("ex-" + std::to_string(i));
+  });
+  uint64_t syncs = testing::WalSyncs() - wal_before;
+  uint64_t commits = store->write_transactions() - commits_before;
+  std::printf("%d threads x 2 AcquireFence: %llu WAL fsyncs, %llu commits, largest group %llu\n",
+              kThreads, static_cast<unsigned long long>(syncs),
+              static_cast<unsigned long long>(commits),
+              static_cast<unsigned long long>(store->GroupStats().largest_group));
+  EXPECT_LT(syncs, static_cast<uint64_t>(kThreads / 4));
+  EXPECT_LE(commits, syncs);
+  for (int i = 0; i < kThreads; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(first[i].has_value()) << first[i].error().ToString();
+    ASSERT_TRUE(second[i].has_value()) << second[i].error().ToString();
+    EXPECT_EQ(*first[i], 1);
+    EXPECT_EQ(*second[i], 2);
+    EXPECT_EQ(store->ReadFence("ex-" + std::to_string(i)).value(), 2);
+  }
+}
+
+TEST(SqliteGroupCommit, FailingOperationFailsAloneInItsGroup) {
+  TempDir dir;
+  auto store = OpenCounting(dir.File("a.db"));
+  ASSERT_NE(store, nullptr);
+  Park(*store, "fenced");
+  Park(*store, "parked");
+  ASSERT_EQ(store->AcquireFence("fenced").value(), 1);
+  auto resumed = [] { return std::vector{KernelEvent(KernelKind::kExecutionResumed, {})}; };
+
+  SlowWalSyncs slow(std::chrono::milliseconds(300));
+  uint64_t commits_before = store->write_transactions();
+  uint64_t wal_before = testing::WalSyncs();
+  // The leader holds the writer in its slow fsync while the others queue.
+  std::thread leader(
+      [&] { EXPECT_EQ(store->Append(Req("lead", 1, {events::AppEvent("k", {})})).value(), 1); });
+  EXPECT_TRUE(AwaitWalSync(wal_before));
+  Result<int64_t> stale, acquired, appended, unchanged;
+  Result<ConditionalAcquire> conditional;
+  RunTogether(5, [&](int i) {
+    switch (i) {
+      case 0:
+        stale = store->Append(Req("fenced", 3, resumed(), 0));
+        break;
+      case 1:
+        acquired = store->AcquireFence("fresh");
+        break;
+      case 2:
+        appended = store->Append(Req("plain", 1, {events::AppEvent("k", {})}));
+        break;
+      case 3:
+        conditional = store->AcquireFenceIf("parked", {.fence = 0, .park_seq = 2});
+        break;
+      case 4:
+        unchanged = store->AppendIfUnchanged(Req("fenced", 3, resumed()), 0);
+        break;
+    }
+  });
+  leader.join();
+  EXPECT_EQ(store->write_transactions() - commits_before, 2u);  // the leader's, then the five
+  EXPECT_EQ(store->GroupStats().largest_group, 5u);
+
+  ASSERT_FALSE(stale.has_value());
+  EXPECT_EQ(stale.error().code, ErrorCode::kStaleFence);
+  ASSERT_NE(stale.error().As<StaleFenceDetail>(), nullptr);
+  EXPECT_EQ(stale.error().As<StaleFenceDetail>()->current, 1);
+  ASSERT_FALSE(unchanged.has_value());
+  EXPECT_EQ(unchanged.error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(acquired.value(), 1);
+  EXPECT_EQ(appended.value(), 1);
+  ASSERT_TRUE(conditional.has_value()) << conditional.error().ToString();
+  EXPECT_FALSE(conditional->stale);
+  EXPECT_EQ(conditional->fence, 1);
+  // The refused ones wrote nothing; the others are durable.
+  EXPECT_EQ(store->Head("fenced").value(), 2);
+  EXPECT_EQ(store->ReadFence("fenced").value(), 1);
+  EXPECT_EQ(store->ReadFence("fresh").value(), 1);
+  EXPECT_EQ(store->Head("plain").value(), 1);
+  EXPECT_EQ(store->ReadFence("parked").value(), 1);
+  auto reopened = OpenOrDie(dir.File("a.db"));
+  EXPECT_EQ(reopened->Head("plain").value(), 1);
+  EXPECT_EQ(reopened->ReadFence("fresh").value(), 1);
+}
+
+TEST(SqliteGroupCommit, FailedCommitFailsEveryOperationOfTheGroup) {
+  TempDir dir;
+  auto store = OpenCounting(dir.File("a.db"));
+  ASSERT_NE(store, nullptr);
+  SlowWalSyncs slow(std::chrono::milliseconds(300));
+  uint64_t wal_before = testing::WalSyncs();
+  std::thread leader(
+      [&] { EXPECT_EQ(store->Append(Req("lead", 1, {events::AppEvent("k", {})})).value(), 1); });
+  EXPECT_TRUE(AwaitWalSync(wal_before));
+  testing::FailNextWalSyncs(1);  // the next group's COMMIT
+  std::vector<Result<int64_t>> results(4);
+  RunTogether(4, [&](int i) {
+    std::string id = "ex-" + std::to_string(i);
+    results[i] = i % 2 == 0 ? store->AcquireFence(id)
+                            : store->Append(Req(id, 1, {events::AppEvent("k", {})}));
+  });
+  leader.join();
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_FALSE(results[i].has_value());
+    EXPECT_EQ(results[i].error().code, ErrorCode::kUnavailable) << results[i].error().ToString();
+    EXPECT_EQ(store->ReadFence("ex-" + std::to_string(i)).value(), 0);
+    EXPECT_EQ(store->Head("ex-" + std::to_string(i)).value(), 0);
+  }
+  // The store goes on, and nothing of the failed group surfaces later.
+  EXPECT_EQ(store->AcquireFence("ex-0").value(), 1);
+  EXPECT_EQ(store->Append(Req("ex-1", 1, {events::AppEvent("k", {})})).value(), 1);
+  auto reopened = OpenOrDie(dir.File("a.db"));
+  EXPECT_EQ(reopened->ReadFence("ex-2").value(), 0);
+  EXPECT_EQ(reopened->Head("ex-3").value(), 0);
+  EXPECT_EQ(reopened->Head("lead").value(), 1);
+}
+
+TEST(SqliteGroupCommit, GroupsAreCappedAtTheOperationLimit) {
+  testing::RegisterCountingVfs();
+  TempDir dir;
+  SqliteOptions options;
+  options.vfs = testing::kCountingVfsName;
+  options.group_operations_max = 4;
+  auto store = OpenOrDie(dir.File("a.db"), options);
+  SlowWalSyncs slow(std::chrono::milliseconds(2));
+  RunTogether(32,
+              [&](int i) { EXPECT_EQ(store->AcquireFence("ex-" + std::to_string(i)).value(), 1); });
+  EXPECT_LE(store->GroupStats().largest_group, 4u);
+  EXPECT_EQ(store->GroupStats().operations, 32u);
 }
 
 }  // namespace

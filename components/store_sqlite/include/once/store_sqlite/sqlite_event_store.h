@@ -13,15 +13,26 @@
 //
 // Atomicity. Every write (Append, AppendBatch, AcquireFence, AcquireFenceIf,
 // AppendIfUnchanged, CopyPrefix, TruncatePrefixKeeping, DeleteExecution) is
-// ONE `BEGIN IMMEDIATE` transaction: the guard checks (fence token, head,
-// answering events past a park) and the writes cannot interleave with any
-// other writer, in this process or another. AppendBatch is one transaction
-// and, with Durability::kFull, one WAL fsync for all of its requests (group
-// commit); a request refused by its own guard or sequence writes nothing and
-// the others commit.
+// atomic and serial: its guard checks (fence token, head, answering events
+// past a park) and its writes cannot interleave with any other writer, in
+// this process or another (other processes are kept out by BEGIN IMMEDIATE
+// and wait up to busy_timeout). A refused write writes nothing.
+//
+// Group commit. Concurrent writes of one store object share a transaction:
+// callers queue their operation; one of them (the leader) opens one
+// BEGIN IMMEDIATE, runs the queued operations in order, each under its own
+// SAVEPOINT (an operation that fails is rolled back alone and the others
+// commit), COMMITs once (one WAL fsync under Durability::kFull) and answers
+// every caller. Each operation sees the effects of those before it, exactly as
+// if each were its own transaction in that order; a caller gets its answer
+// only after the commit. If the BEGIN or the COMMIT fails, every operation of
+// the group gets that error and none of them was durable. A group holds at
+// most group_operations_max operations and about group_bytes_max bytes. An
+// AppendBatch is one operation: its requests commit together, and a request
+// refused by its own guard or sequence writes nothing while the others commit.
 //
 // Threads. Every method may be called from any thread. Writes go through one
-// writer connection under a mutex; reads (ReadRange, Head, ReadFence,
+// writer connection, used by the group leader of the moment; reads (ReadRange, Head, ReadFence,
 // ListExecutions) use a small pool of reader connections and run
 // concurrently with the writer (WAL snapshot reads).
 //
@@ -65,6 +76,17 @@ struct SqliteOptions {
   const Clock* clock = nullptr;
   // A registered SQLite VFS name (tests count fsyncs with one); empty: default.
   std::string vfs;
+  // Group commit: operations in one transaction at most, and the bytes they
+  // write about at most (the first operation of a group always fits).
+  size_t group_operations_max = 1'024;
+  size_t group_bytes_max = 16u << 20;
+};
+
+// Group commit counters of one store object; for diagnostics and tests.
+struct SqliteGroupStats {
+  uint64_t commits = 0;        // transactions committed
+  uint64_t operations = 0;     // write operations those transactions held
+  uint64_t largest_group = 0;  // operations in the largest of them
 };
 
 // What the writer connection reports; for diagnostics and tests.
@@ -109,8 +131,9 @@ class SqliteEventStore final : public EventStore {
   // and schema version.
   Result<SqliteSettings> Settings();
   // Write transactions committed by this store object so far (one per
-  // write call that reached the database; AppendBatch counts once).
+  // group; a write refused alone in a group of one commits nothing).
   uint64_t write_transactions() const;
+  SqliteGroupStats GroupStats() const;
 
  private:
   struct Impl;
