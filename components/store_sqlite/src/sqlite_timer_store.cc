@@ -1,0 +1,271 @@
+#include "once/store_sqlite/sqlite_timer_store.h"
+
+#include <algorithm>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "connection.h"
+#include "once/events/envelope.h"
+
+namespace once::store {
+namespace {
+
+using sqlite_internal::Connection;
+using sqlite_internal::Statement;
+using timers::ClaimRequest;
+using timers::Redrive;
+using timers::TimerKey;
+using timers::TimerRow;
+
+enum TimerSql : size_t {
+  kBegin,
+  kCommit,
+  kRollback,
+  kSchedule,
+  kDue,
+  kClaim,
+  kComplete,
+  kDefer,
+  kRowsOf,
+  kTimerSqlCount,
+};
+
+const std::vector<std::string>& TimerSqlText() {
+  static const std::vector<std::string> sql = [] {
+    std::vector<std::string> s(kTimerSqlCount);
+    s[kBegin] = "BEGIN IMMEDIATE";
+    s[kCommit] = "COMMIT";
+    s[kRollback] = "ROLLBACK";
+    s[kSchedule] =
+        "INSERT INTO timers(execution_id, wake_at_ms, redrive) VALUES (?1, ?2, ?3) "
+        "ON CONFLICT(execution_id, wake_at_ms) DO UPDATE SET "
+        "redrive = COALESCE(excluded.redrive, timers.redrive)";
+    // ?3 = include_redrive: re-drive rows go in the WHERE, before the LIMIT.
+    s[kDue] =
+        "SELECT execution_id, wake_at_ms, redrive FROM timers "
+        "WHERE wake_at_ms <= ?1 AND (?2 OR redrive IS NULL) "
+        "ORDER BY wake_at_ms, execution_id LIMIT ?3";
+    // A row under a live lease is skipped, whoever holds it.
+    s[kClaim] =
+        "UPDATE timers SET lease_owner = ?4, lease_until_ms = ?5 "
+        "WHERE (execution_id, wake_at_ms) IN ("
+        "  SELECT execution_id, wake_at_ms FROM timers "
+        "  WHERE wake_at_ms <= ?1 AND (?2 OR redrive IS NULL) "
+        "    AND COALESCE(lease_until_ms, 0) <= ?1 "
+        "  ORDER BY wake_at_ms, execution_id LIMIT ?3) "
+        "RETURNING execution_id, wake_at_ms, redrive";
+    s[kComplete] = "DELETE FROM timers WHERE execution_id = ?1 AND wake_at_ms = ?2";
+    s[kDefer] =
+        "UPDATE timers SET lease_until_ms = ?3 "
+        "WHERE execution_id = ?1 AND wake_at_ms = ?2 AND lease_owner = ?4";
+    s[kRowsOf] =
+        "SELECT execution_id, wake_at_ms, redrive FROM timers WHERE execution_id = ?1 "
+        "ORDER BY wake_at_ms";
+    return s;
+  }();
+  return sql;
+}
+
+// The current shape. An older table lacks some of kAddedColumns.
+constexpr const char* kCreateTable =
+    "CREATE TABLE IF NOT EXISTS timers ("
+    "  execution_id TEXT NOT NULL, wake_at_ms INTEGER NOT NULL, redrive TEXT,"
+    "  lease_owner TEXT, lease_until_ms INTEGER,"
+    "  PRIMARY KEY (execution_id, wake_at_ms))";
+constexpr const char* kCreateIndex =
+    "CREATE INDEX IF NOT EXISTS timers_by_wake ON timers(wake_at_ms, execution_id)";
+struct AddedColumn {
+  const char* name;
+  const char* type;
+};
+constexpr AddedColumn kAddedColumns[] = {
+    {"redrive", "TEXT"}, {"lease_owner", "TEXT"}, {"lease_until_ms", "INTEGER"}};
+
+Result<std::set<std::string>> ColumnsOf(Connection& c, const char* table) {
+  sqlite3_stmt* raw = nullptr;
+  std::string sql = std::string("PRAGMA table_info(") + table + ")";
+  int rc = sqlite3_prepare_v2(c.db(), sql.c_str(), -1, &raw, nullptr);
+  if (rc != SQLITE_OK) return sqlite_internal::SqliteFailure(c.db(), rc, sql);
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, sqlite3_finalize);
+  Statement s(c.db(), raw);
+  std::set<std::string> out;
+  while (true) {
+    ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    out.emplace(s.Text(1));  // cid, name, type, ...
+  }
+}
+
+Status MigrateLocked(Connection& c) {
+  ONCE_RETURN_IF_ERROR(c.Exec(kCreateTable));
+  ONCE_ASSIGN_OR_RETURN(std::set<std::string> columns, ColumnsOf(c, "timers"));
+  for (const AddedColumn& col : kAddedColumns) {
+    if (columns.contains(col.name)) continue;
+    Status added =
+        c.Exec(std::string("ALTER TABLE timers ADD COLUMN ") + col.name + " " + col.type);
+    // Another process added it first: what we wanted.
+    if (!added && added.error().message.find("duplicate column name") == std::string::npos) {
+      return added;
+    }
+  }
+  return c.Exec(kCreateIndex);
+}
+
+Status Run(Connection& c, TimerSql id) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(id));
+  return s.Run();
+}
+
+void Rollback(Connection& c) {
+  if (c.InTransaction()) (void)Run(c, kRollback);
+}
+
+// Runs body() inside BEGIN IMMEDIATE ... COMMIT; an error rolls back.
+template <class F>
+auto InTransaction(Connection& c, F&& body) -> decltype(body()) {
+  if (Status s = Run(c, kBegin); !s) return std::unexpected(s.error());
+  auto result = body();
+  if (result) {
+    if (Status s = Run(c, kCommit); !s) {
+      Rollback(c);
+      return std::unexpected(s.error());
+    }
+    return result;
+  }
+  Rollback(c);
+  return result;
+}
+
+std::string EncodeRedrive(const Redrive& r) { return events::Json{{"attempt", r.attempt}}.dump(); }
+
+Result<std::optional<Redrive>> DecodeRedrive(const Statement& s, int column, std::string_view id) {
+  if (s.IsNull(column)) return std::nullopt;
+  events::Json j = events::Json::parse(s.Text(column), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("attempt") ||
+      !j["attempt"].is_number_integer() || j["attempt"].get<int64_t>() < 0 ||
+      j["attempt"].get<int64_t>() > std::numeric_limits<int>::max()) {
+    return MakeError(ErrorCode::kCorruption,
+                     "sqlite: timer redrive is not {\"attempt\":n}: " + std::string(s.Text(column)),
+                     std::string(id));
+  }
+  return Redrive{.attempt = j["attempt"].get<int>()};
+}
+
+// Reads (execution_id, wake_at_ms, redrive) rows to the end.
+Result<std::vector<TimerRow>> ReadRows(Statement& s) {
+  std::vector<TimerRow> out;
+  while (true) {
+    ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    TimerRow r{.execution_id = std::string(s.Text(0)), .wake_at_ms = s.Int(1)};
+    ONCE_ASSIGN_OR_RETURN(r.redrive, DecodeRedrive(s, 2, r.execution_id));
+    out.push_back(std::move(r));
+  }
+}
+
+}  // namespace
+
+struct SqliteTimerStore::Impl {
+  SqliteTimerOptions options;
+  std::mutex mu;
+  std::unique_ptr<Connection> conn;  // GUARDED_BY(mu)
+};
+
+SqliteTimerStore::SqliteTimerStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SqliteTimerStore::~SqliteTimerStore() = default;
+
+Result<std::unique_ptr<SqliteTimerStore>> SqliteTimerStore::Open(const std::string& path,
+                                                                 SqliteTimerOptions options) {
+  if (path.empty() || path == ":memory:" || path.starts_with("file::memory:")) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "sqlite: the timer store needs a database file, not an in-memory database",
+                     path);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  sqlite_internal::ConnectionOptions co;
+  co.busy_timeout = impl->options.busy_timeout;
+  co.synchronous = impl->options.durability == Durability::kFull ? 2 : 1;
+  co.vfs = impl->options.vfs;
+  ONCE_ASSIGN_OR_RETURN(impl->conn, Connection::Open(path, co, TimerSqlText()));
+  ONCE_RETURN_IF_ERROR(sqlite_internal::EnableWal(*impl->conn));
+  ONCE_RETURN_IF_ERROR(InTransaction(*impl->conn, [&] { return MigrateLocked(*impl->conn); }));
+  return std::unique_ptr<SqliteTimerStore>(new SqliteTimerStore(std::move(impl)));
+}
+
+const timers::TimerLimits& SqliteTimerStore::limits() const { return impl_->options.limits; }
+
+Status SqliteTimerStore::Schedule(const TimerRow& row) {
+  ONCE_RETURN_IF_ERROR(timers::ValidateTimerRow(row));
+  std::string redrive = row.redrive ? EncodeRedrive(*row.redrive) : "";
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kSchedule));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, row.execution_id));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, row.wake_at_ms));
+  ONCE_RETURN_IF_ERROR(row.redrive ? s.Bind(3, redrive) : s.BindNull(3));
+  return s.Run();
+}
+
+Result<std::vector<TimerRow>> SqliteTimerStore::Due(int64_t now_ms, size_t limit,
+                                                    bool include_redrive) {
+  auto capped = static_cast<int64_t>(std::min(limit, limits().claim_rows_max));
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kDue));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, now_ms));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, int64_t{include_redrive ? 1 : 0}));
+  ONCE_RETURN_IF_ERROR(s.Bind(3, capped));
+  return ReadRows(s);
+}
+
+Result<std::vector<TimerRow>> SqliteTimerStore::Claim(const ClaimRequest& req) {
+  ONCE_RETURN_IF_ERROR(timers::ValidateClaim(req));
+  auto capped = static_cast<int64_t>(std::min(req.limit, limits().claim_rows_max));
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Connection& c = *impl_->conn;
+  // Select and lease in one BEGIN IMMEDIATE: no other claimer (thread or
+  // process) can take the same rows in between.
+  auto claimed = InTransaction(c, [&]() -> Result<std::vector<TimerRow>> {
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kClaim));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, req.now_ms));
+    ONCE_RETURN_IF_ERROR(s.Bind(2, int64_t{req.include_redrive ? 1 : 0}));
+    ONCE_RETURN_IF_ERROR(s.Bind(3, capped));
+    ONCE_RETURN_IF_ERROR(s.Bind(4, req.owner));
+    ONCE_RETURN_IF_ERROR(s.Bind(5, req.now_ms + req.lease_ms));
+    return ReadRows(s);
+  });
+  if (!claimed) return claimed;
+  // RETURNING has no order; the contract's is oldest first.
+  std::sort(claimed->begin(), claimed->end(), [](const TimerRow& a, const TimerRow& b) {
+    return std::tie(a.wake_at_ms, a.execution_id) < std::tie(b.wake_at_ms, b.execution_id);
+  });
+  return claimed;
+}
+
+Status SqliteTimerStore::Complete(const TimerKey& key) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kComplete));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, key.execution_id));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, key.wake_at_ms));
+  return s.Run();
+}
+
+Status SqliteTimerStore::Defer(const TimerKey& key, std::string_view owner, int64_t until_ms) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kDefer));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, key.execution_id));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, key.wake_at_ms));
+  ONCE_RETURN_IF_ERROR(s.Bind(3, until_ms));
+  ONCE_RETURN_IF_ERROR(s.Bind(4, owner));
+  return s.Run();
+}
+
+Result<std::vector<TimerRow>> SqliteTimerStore::RowsOf(std::string_view execution_id) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kRowsOf));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, execution_id));
+  return ReadRows(s);
+}
+
+}  // namespace once::store
