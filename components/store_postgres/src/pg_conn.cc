@@ -1,5 +1,6 @@
 #include "pg_conn.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -8,13 +9,37 @@ namespace once::store::pg {
 Params& Params::Text(std::string v) {
   values_.push_back(std::move(v));
   nulls_.push_back(false);
+  binary_.push_back(false);
+  return *this;
+}
+
+Params& Params::Binary(std::string v) {
+  values_.push_back(std::move(v));
+  nulls_.push_back(false);
+  binary_.push_back(true);
+  any_binary_ = true;
   return *this;
 }
 
 Params& Params::Null() {
   values_.emplace_back();
   nulls_.push_back(true);
+  binary_.push_back(false);
   return *this;
+}
+
+std::vector<int> Params::Lengths() const {
+  std::vector<int> out;
+  out.reserve(values_.size());
+  for (const auto& v : values_) out.push_back(static_cast<int>(v.size()));
+  return out;
+}
+
+std::vector<int> Params::Formats() const {
+  std::vector<int> out;
+  out.reserve(values_.size());
+  for (bool b : binary_) out.push_back(b ? 1 : 0);
+  return out;
 }
 
 std::vector<const char*> Params::Pointers() const {
@@ -62,6 +87,69 @@ std::string BoolArray(const std::vector<bool>& items) {
     out.push_back(items[i] ? 't' : 'f');
   }
   out.push_back('}');
+  return out;
+}
+
+namespace {
+
+// Type oids (pg_type.h); array_recv checks the element type against them.
+constexpr uint32_t kBoolOid = 16;
+constexpr uint32_t kInt8Oid = 20;
+constexpr uint32_t kTextOid = 25;
+
+void PutU32(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
+}
+
+void PutU64(std::string& out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
+}
+
+// ndim 1, the null flag, the element type, then (size, lower bound 1).
+std::string ArrayHeader(size_t n, bool has_null, uint32_t element_oid, size_t body_bytes) {
+  std::string out;
+  out.reserve(20 + body_bytes);
+  PutU32(out, 1);
+  PutU32(out, has_null ? 1 : 0);
+  PutU32(out, element_oid);
+  PutU32(out, static_cast<uint32_t>(n));
+  PutU32(out, 1);
+  return out;
+}
+
+}  // namespace
+
+std::string TextArrayBinary(const std::vector<std::string_view>& items) {
+  size_t body = 0;
+  for (auto s : items) body += 4 + s.size();
+  std::string out = ArrayHeader(items.size(), false, kTextOid, body);
+  for (auto s : items) {
+    PutU32(out, static_cast<uint32_t>(s.size()));
+    out.append(s);
+  }
+  return out;
+}
+
+std::string IntArrayBinary(const std::vector<std::optional<int64_t>>& items) {
+  bool has_null = std::any_of(items.begin(), items.end(), [](auto& v) { return !v; });
+  std::string out = ArrayHeader(items.size(), has_null, kInt8Oid, items.size() * 12);
+  for (const auto& v : items) {
+    if (!v) {
+      PutU32(out, 0xffffffffu);  // length -1: NULL
+      continue;
+    }
+    PutU32(out, 8);
+    PutU64(out, static_cast<uint64_t>(*v));
+  }
+  return out;
+}
+
+std::string BoolArrayBinary(const std::vector<bool>& items) {
+  std::string out = ArrayHeader(items.size(), false, kBoolOid, items.size() * 5);
+  for (bool b : items) {
+    PutU32(out, 1);
+    out.push_back(b ? 1 : 0);
+  }
   return out;
 }
 
@@ -149,7 +237,14 @@ Result<PgResult> Conn::Prepare(const char* name, const std::string& sql) {
 
 Result<PgResult> Conn::Prepared(const char* name, const Params& params) {
   auto ptrs = params.Pointers();
-  return Check(PQexecPrepared(raw_, name, params.size(), ptrs.data(), nullptr, nullptr, 0), name);
+  if (!params.any_binary()) {
+    return Check(PQexecPrepared(raw_, name, params.size(), ptrs.data(), nullptr, nullptr, 0), name);
+  }
+  auto lengths = params.Lengths();
+  auto formats = params.Formats();
+  return Check(
+      PQexecPrepared(raw_, name, params.size(), ptrs.data(), lengths.data(), formats.data(), 0),
+      name);
 }
 
 Result<PgResult> Conn::ExecParams(const std::string& sql, const Params& params) {

@@ -23,25 +23,40 @@ struct ResultDeleter {
 };
 using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
 
-// Positional text parameters; a null entry binds SQL NULL.
+// Positional parameters; a null entry binds SQL NULL. Text() binds the
+// text form; Binary() binds bytes in the type's binary (send/recv) form, as
+// built by the *ArrayBinary helpers below, and skips the server's text parse.
 class Params {
  public:
   Params& Text(std::string v);
+  Params& Binary(std::string v);
   Params& Int(int64_t v) { return Text(std::to_string(v)); }
   Params& Bool(bool v) { return Text(v ? "t" : "f"); }
   Params& Null();
   std::vector<const char*> Pointers() const;
+  std::vector<int> Lengths() const;
+  std::vector<int> Formats() const;
+  bool any_binary() const { return any_binary_; }
   int size() const { return static_cast<int>(values_.size()); }
 
  private:
   std::vector<std::string> values_;
   std::vector<bool> nulls_;
+  std::vector<bool> binary_;
+  bool any_binary_ = false;
 };
 
 // Array literals for text-format parameters.
 std::string TextArray(const std::vector<std::string_view>& items);
 std::string IntArray(const std::vector<std::optional<int64_t>>& items);
 std::string BoolArray(const std::vector<bool>& items);
+
+// One-dimensional arrays in the binary format (array_recv): text[], int8[]
+// (a nullopt element is NULL) and bool[]. Elements are raw bytes, so text
+// needs no escaping and the server no array literal parse.
+std::string TextArrayBinary(const std::vector<std::string_view>& items);
+std::string IntArrayBinary(const std::vector<std::optional<int64_t>>& items);
+std::string BoolArrayBinary(const std::vector<bool>& items);
 
 // A quoted SQL identifier ("a""b").
 std::string QuoteIdentifier(std::string_view name);

@@ -80,11 +80,14 @@ Params AppendParams(std::span<const Item> items) {
       times.push_back(e.time_ms);
     }
   }
+  // Binary arrays: no escaping here, no array literal parse on the server.
   Params p;
-  p.Text(pg::TextArray(ids)).Text(pg::IntArray(fences)).Text(pg::BoolArray(exact));
-  p.Text(pg::BoolArray(lock)).Text(pg::IntArray(expected)).Text(pg::BoolArray(suspends));
-  p.Text(pg::IntArray(ev_req)).Text(pg::IntArray(seqs)).Text(pg::TextArray(kinds));
-  p.Text(pg::TextArray(payloads)).Text(pg::TextArray(metadata)).Text(pg::IntArray(times));
+  p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(fences));
+  p.Binary(pg::BoolArrayBinary(exact)).Binary(pg::BoolArrayBinary(lock));
+  p.Binary(pg::IntArrayBinary(expected)).Binary(pg::BoolArrayBinary(suspends));
+  p.Binary(pg::IntArrayBinary(ev_req)).Binary(pg::IntArrayBinary(seqs));
+  p.Binary(pg::TextArrayBinary(kinds)).Binary(pg::TextArrayBinary(payloads));
+  p.Binary(pg::TextArrayBinary(metadata)).Binary(pg::IntArrayBinary(times));
   return p;
 }
 
@@ -203,7 +206,16 @@ std::vector<Statement> Statements() {
   };
 }
 
+// Every statement here is index probes keyed by its arguments, so the
+// generic plan is always right; the default (custom plans until the generic
+// one looks no worse) re-planned the append on every call, because the
+// planner prices an unnest by its array's actual length. A generic plan is
+// made once per connection, from the statistics of that moment: a table that
+// was small then (a new fences table) would keep a sequential scan per probe
+// for as long as the connection lives, hence enable_seqscan = off.
 Status PrepareAll(Conn& conn) {
+  ONCE_RETURN_IF_ERROR(
+      conn.Exec("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off"));
   for (const auto& s : Statements()) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
   return Ok();
 }

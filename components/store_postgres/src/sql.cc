@@ -55,6 +55,14 @@ std::string BackfillBatchSql() {
 // the wait (a plain read in this statement would use its older snapshot).
 // Requests that do not lock read the row plainly. Both reads are index
 // probes per request (= ANY, correlated subqueries), whatever the statistics.
+//
+// The head check never walks the log: the probe reads the execution's rows
+// from expected_next - 1 up, at most 2, and an append that fits finds exactly
+// its predecessor (or, at 1, nothing), so head = expected_next - 1. Only a
+// request that does not fit pays for max(sequence), the head its
+// SequenceConflict reports. (A backward scan for the newest row reads the
+// whole leaf page of the execution's keys before returning the first one:
+// that cost more than the insert on long logs.)
 std::string AppendSql(std::string_view lock_strength) {
   return R"(WITH req AS (
   SELECT * FROM unnest($1::text[], $2::int8[], $3::bool[], $4::bool[], $5::int8[], $6::bool[])
@@ -70,10 +78,18 @@ std::string AppendSql(std::string_view lock_strength) {
   SELECT r.ord, r.execution_id, r.suspends, r.fence, r.exact, r.expected_next,
     COALESCE(l.token, (SELECT p.token FROM fences p WHERE p.execution_id = r.execution_id), 0)
       AS token,
-    COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0)
-      AS head
+    CASE WHEN (h.n = 1 AND h.top = r.expected_next - 1) OR (h.n = 0 AND r.expected_next = 1)
+      THEN r.expected_next - 1
+      ELSE COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0)
+    END AS head
   FROM req r
   LEFT JOIN locked l ON l.execution_id = r.execution_id
+  CROSS JOIN LATERAL (
+    SELECT count(*) AS n, max(t.sequence) AS top FROM (
+      SELECT e.sequence FROM events e
+      WHERE e.execution_id = r.execution_id AND e.sequence >= r.expected_next - 1
+      ORDER BY e.sequence LIMIT 2) t
+  ) h
 ), accepted AS (
   SELECT v.ord, v.execution_id, v.suspends FROM verdict v
   WHERE v.expected_next = v.head + 1

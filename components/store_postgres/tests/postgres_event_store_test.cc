@@ -278,6 +278,44 @@ TEST_F(PostgresStoreTest, CopyPrefixAndTruncate) {
   EXPECT_EQ(store_->Head("src").value(), 3);  // the newest event is kept
 }
 
+// The append's head check probes from expected_next - 1 and falls back to
+// max(sequence) only for a request that does not fit: every verdict (fit,
+// duplicate, gap, start over) must still report the true head, also after a
+// truncated prefix (the predecessor is the kept newest event) and on a log
+// long enough to span several index leaf pages.
+TEST_F(PostgresStoreTest, HeadCheckReportsTheTrueHeadInEveryCase) {
+  for (int64_t seq = 1; seq <= 600; ++seq) {
+    ASSERT_TRUE(store_->Append(Req("long", seq, {AppEvent("a", seq)})));
+  }
+  auto expect_conflict = [&](std::string id, int64_t next, int64_t head) {
+    auto res = store_->Append(Req(id, next, {AppEvent("a", 0)}));
+    ASSERT_FALSE(res) << id << " " << next;
+    EXPECT_EQ(res.error().code, ErrorCode::kSequenceConflict);
+    EXPECT_EQ(store_->Head(id).value(), head);
+    std::vector<AppendRequest> reqs = {Req(id, next, {AppEvent("a", 0)}), Req("other", 1, {})};
+    auto batch = store_->AppendBatch(reqs);
+    ASSERT_TRUE(batch);
+    EXPECT_EQ((*batch)[0].error().code, ErrorCode::kSequenceConflict) << id << " " << next;
+  };
+  expect_conflict("long", 1, 600);    // start over
+  expect_conflict("long", 300, 600);  // duplicate, deep in the log
+  expect_conflict("long", 600, 600);  // duplicate of the head
+  expect_conflict("long", 602, 600);  // gap
+  expect_conflict("new", 2, 0);       // gap on an empty log
+  ASSERT_TRUE(store_->TruncatePrefixKeeping("long", 1'000));
+  EXPECT_EQ(store_->Head("long").value(), 600);
+  expect_conflict("long", 1, 600);  // rows 1.. are gone, the head is not
+  expect_conflict("long", 600, 600);
+  std::vector<AppendRequest> reqs = {Req("long", 601, {AppEvent("a", 1), AppEvent("a", 2)}),
+                                     Req("new", 1, {Started()})};
+  auto batch = store_->AppendBatch(reqs);
+  ASSERT_TRUE(batch);
+  EXPECT_EQ((*batch)[0].value(), 602);
+  EXPECT_EQ((*batch)[1].value(), 1);
+  ASSERT_TRUE(store_->DeleteExecution("long"));
+  EXPECT_EQ(store_->Append(Req("long", 1, {Started()})).value(), 1);
+}
+
 TEST_F(PostgresStoreTest, ListExecutionsPagesInByteOrder) {
   for (std::string id : {"b", "a", "B", "\u00e9", "c"}) {
     ASSERT_TRUE(store_->Append(Req(id, 1, {Started()})));
