@@ -1,0 +1,75 @@
+// File: runtime_waker.h
+//
+// The timer half of orchestration: RuntimeWaker fires plain timer rows into a
+// Runtime, and ParkTimers writes those rows when an execution parks.
+//
+// RuntimeWaker::Wake(row) (the TimerService's Waker):
+//   * reads the open park (Runtime::LocatePark). No unanswered park, or a
+//     park that does not wait on THIS timer ({"type":"timer","wake_at_ms"}
+//     equal to row.wake_at_ms): kObsolete (the service retires the row);
+//   * otherwise resumes with fence_if_parked_at = the park's sequence and the
+//     timer wait as the answer: success kResumed; kResumeRefused (the park
+//     was answered or replaced meanwhile) kObsolete; kResumeContended, and a
+//     kStaleFence / kSequenceConflict of the run after the acquire (a rival
+//     took the park in between), kContended (the service backs off in
+//     process and never retires it for that). Other errors are returned.
+//   On a store that does not fence the fence option is ignored.
+//
+// ParkTimers (scheduling; DECIDED: a park hook plus a boot sweep). OnPark is
+// wired as RuntimeOptions::on_park: after a park is durable, every timer
+// wait of it becomes a row (execution id, wake_at_ms); Schedule is an
+// idempotent upsert, so a replayed park writes nothing new. A crash between
+// the durable park and the row leaves a park with no row: Sweep() (run at
+// boot, paged over ListExecutions) writes the row of every open timer park.
+// A park scan alone was rejected: it costs a full pass per interval and
+// makes every timer late by up to that interval.
+//
+//   RuntimeWaker waker(rt);
+//   ParkTimers park_timers(store, timers, on_error);
+//   options.on_park = [&](auto& id, int64_t seq, auto& park) { park_timers.OnPark(id, seq, park);
+//   }; TimerService service(timers, waker, clock, rng, {.owner = "node-a"});
+//
+// Threads: both are thread-safe when the runtime and stores are.
+
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "once/runtime/runtime.h"
+#include "once/timers/timer_service.h"
+#include "once/timers/timer_store.h"
+
+namespace once::orchestration {
+
+class RuntimeWaker final : public timers::Waker {
+ public:
+  // `runtime` must outlive the waker.
+  explicit RuntimeWaker(runtime::Runtime& runtime) : runtime_(runtime) {}
+  Result<timers::WakeVerdict> Wake(const timers::TimerRow& row) override;
+
+ private:
+  runtime::Runtime& runtime_;
+};
+
+class ParkTimers {
+ public:
+  // References must outlive this. on_error receives failed row writes.
+  ParkTimers(store::EventStore& store, timers::TimerStore& timers,
+             std::function<void(const Error&)> on_error = nullptr)
+      : store_(store), timers_(timers), on_error_(std::move(on_error)) {}
+
+  // The on_park listener.
+  void OnPark(const std::string& id, int64_t park_seq, const store::Envelope& park);
+  // Writes the rows of `park`'s timer waits; returns how many it wrote.
+  Result<size_t> Schedule(const std::string& id, const store::Envelope& park);
+  // Writes the row of every open timer park in the store. Returns rows written.
+  Result<size_t> Sweep();
+
+ private:
+  store::EventStore& store_;
+  timers::TimerStore& timers_;
+  std::function<void(const Error&)> on_error_;
+};
+
+}  // namespace once::orchestration

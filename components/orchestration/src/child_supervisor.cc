@@ -1,0 +1,244 @@
+#include "once/orchestration/child_supervisor.h"
+
+#include "log_read.h"
+
+namespace once::orchestration {
+
+using events::Json;
+using events::KernelKind;
+using internal::Member;
+using internal::ReadLog;
+using runtime::ExecutionStatus;
+
+namespace {
+
+bool IsChildPark(const store::Envelope& park) {
+  const Json& call = Member(park.payload, "call");
+  return call == "await_child" || call == "await_children";
+}
+
+bool Shredded(const Error& e) { return e.code == ErrorCode::kPayloadShredded; }
+
+}  // namespace
+
+ChildSupervisor::ChildSupervisor(runtime::Runtime& runtime, const Clock& clock, Rng& rng,
+                                 ChildSupervisorOptions options)
+    : runtime_(runtime), clock_(clock), rng_(rng), options_(std::move(options)) {
+  ONCE_CHECK(options_.conditional_resumes_max > 0);
+  ONCE_CHECK(options_.acquisitions_max_without_fence_if > 0);
+  if (options_.redrive) {
+    ONCE_CHECK(options_.redrive->timers != nullptr && options_.redrive->service != nullptr);
+    options_.redrive->service->AddRedriver(this);
+  }
+}
+
+void ChildSupervisor::ReportError(const Error& e) const {
+  if (options_.on_error) options_.on_error(e);
+}
+
+void ChildSupervisor::Count(int64_t ChildSupervisorStats::*field) {
+  std::lock_guard lock(mu_);
+  stats_.*field += 1;
+}
+
+ChildSupervisorStats ChildSupervisor::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void ChildSupervisor::Remember(std::string child_id, Edge edge) {
+  std::lock_guard lock(mu_);
+  edges_.insert_or_assign(std::move(child_id), std::move(edge));
+}
+
+std::optional<ChildSupervisor::Edge> ChildSupervisor::Recall(std::string_view child_id) const {
+  std::lock_guard lock(mu_);
+  auto it = edges_.find(child_id);
+  if (it == edges_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ChildSupervisor::OnChildSettled(const Json& parent) {
+  const Json& pid = Member(parent, "execution_id");
+  const Json& key = Member(parent, "key");
+  if (!pid.is_string() || !key.is_string()) {
+    return ReportError(Error{ErrorCode::kInvalidArgument, "a child's parent is malformed", ""});
+  }
+  std::string parent_id = pid.get<std::string>();
+  Remember(runtime::ChildExecutionId(parent_id, key.get<std::string>()),
+           Edge{parent_id, key.get<std::string>()});
+  (void)ResumeParent(parent_id);  // errors were reported
+}
+
+// True when the open park waits on children that are all terminal.
+Result<bool> ChildSupervisor::ChildrenSettled(std::string_view parent_id) {
+  ONCE_ASSIGN_OR_RETURN(std::optional<runtime::Park> park, runtime_.LocatePark(parent_id));
+  if (!park || !IsChildPark(park->envelope)) return false;
+  for (const Json& wait : Member(park->envelope.payload, "waits")) {
+    if (Member(wait, "type") != "child" || !Member(wait, "key").is_string()) continue;
+    std::string key = Member(wait, "key").get<std::string>();
+    std::string child_id = runtime::ChildExecutionId(parent_id, key);
+    Remember(child_id, Edge{std::string(parent_id), key});
+    ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState child, runtime_.Inspect(child_id));
+    if (!runtime::ChildResult(child)) return false;
+  }
+  return true;
+}
+
+Result<SuperviseVerdict> ChildSupervisor::TryResume(std::string_view parent_id) {
+  ONCE_ASSIGN_OR_RETURN(bool settled, ChildrenSettled(parent_id));
+  if (!settled) return SuperviseVerdict::kNoop;
+  // 1. Unfenced.
+  Result<runtime::RunOutcome> r = runtime_.Resume(parent_id);
+  if (r) return SuperviseVerdict::kResumed;
+  if (r.error().code == ErrorCode::kResumeRefused) return SuperviseVerdict::kNoop;
+  if (r.error().code != ErrorCode::kStaleFence && r.error().code != ErrorCode::kSequenceConflict) {
+    return std::unexpected(r.error());
+  }
+  // 2. Conditional, bounded.
+  bool conditional = runtime_.store().Supports(store::Capability::kAcquireFenceIf);
+  int tries =
+      conditional ? options_.conditional_resumes_max : options_.acquisitions_max_without_fence_if;
+  for (int i = 0; i < tries; ++i) {
+    ONCE_ASSIGN_OR_RETURN(std::optional<int64_t> park_seq, runtime_.ParkedAtSequence(parent_id));
+    if (!park_seq) return SuperviseVerdict::kNoop;
+    Count(&ChildSupervisorStats::conditional_resumes);
+    r = runtime_.Resume(parent_id, {.fence_if_parked_at = *park_seq});
+    if (r) return SuperviseVerdict::kResumed;
+    switch (r.error().code) {
+      case ErrorCode::kResumeRefused:
+        return SuperviseVerdict::kNoop;
+      case ErrorCode::kStaleFence:        // a rival fenced between our acquire and append
+      case ErrorCode::kSequenceConflict:  // a rival appended first
+      case ErrorCode::kResumeContended:   // the runtime's own conditional tries lost
+        continue;
+      default:
+        return std::unexpected(r.error());
+    }
+  }
+  return SuperviseVerdict::kContended;
+}
+
+Result<SuperviseVerdict> ChildSupervisor::ResumeParent(std::string_view parent_id) {
+  Result<SuperviseVerdict> verdict = TryResume(parent_id);
+  if (!verdict) {
+    ReportError(verdict.error());
+    return verdict;
+  }
+  switch (*verdict) {
+    case SuperviseVerdict::kResumed:
+      Count(&ChildSupervisorStats::resumed);
+      return verdict;
+    case SuperviseVerdict::kNoop:
+      Count(&ChildSupervisorStats::noop);
+      return verdict;
+    case SuperviseVerdict::kContended:
+      break;
+  }
+  Count(&ChildSupervisorStats::contended);
+  int attempts = runtime_.store().Supports(store::Capability::kAcquireFenceIf)
+                     ? options_.conditional_resumes_max
+                     : options_.acquisitions_max_without_fence_if;
+  if (!options_.redrive) {
+    ReportError(Error{ErrorCode::kResumeContended,
+                      "parent resume contended; left to Recover() (redrive is off)",
+                      std::string(parent_id), ResumeContendedDetail{attempts}});
+    return verdict;
+  }
+  int64_t delay_ms;
+  {
+    std::lock_guard lock(mu_);
+    delay_ms = options_.backoff.DelayMs(0, rng_);
+  }
+  timers::TimerRow row{std::string(parent_id), clock_.NowUnixMillis() + delay_ms,
+                       timers::Redrive{0}};
+  if (Status s = options_.redrive->timers->Schedule(row); !s) {
+    ReportError(s.error());
+    return std::unexpected(s.error());
+  }
+  Count(&ChildSupervisorStats::redrive_rows_written);
+  return verdict;
+}
+
+Result<timers::RedriveAnswer> ChildSupervisor::Redrive(const timers::TimerRow& row) {
+  ONCE_ASSIGN_OR_RETURN(SuperviseVerdict v, TryResume(row.execution_id));
+  switch (v) {
+    case SuperviseVerdict::kResumed:
+      Count(&ChildSupervisorStats::resumed);
+      return timers::RedriveAnswer::kDone;
+    case SuperviseVerdict::kNoop:
+      return timers::RedriveAnswer::kNoop;
+    case SuperviseVerdict::kContended:
+      break;
+  }
+  Count(&ChildSupervisorStats::contended);
+  return timers::RedriveAnswer::kContended;
+}
+
+Result<size_t> ChildSupervisor::Rebuild() {
+  store::EventStore& s = runtime_.store();
+  std::string after;
+  for (;;) {
+    ONCE_ASSIGN_OR_RETURN(store::ExecutionPage page,
+                          s.ListExecutions(after, s.limits().list_page_executions_max));
+    for (const std::string& id : page.execution_ids) {
+      Result<std::vector<store::Envelope>> log = ReadLog(s, id);
+      if (!log) {
+        if (Shredded(log.error())) continue;
+        return std::unexpected(log.error());
+      }
+      for (const store::Envelope& e : *log) {
+        if (!e.Is(KernelKind::kChildStarted)) continue;
+        const Json& key = Member(e.payload, "key");
+        const Json& child = Member(e.payload, "child_id");
+        if (!key.is_string()) continue;
+        std::string child_id = child.is_string()
+                                   ? child.get<std::string>()
+                                   : runtime::ChildExecutionId(id, key.get<std::string>());
+        Remember(std::move(child_id), Edge{id, key.get<std::string>()});
+      }
+    }
+    if (page.next_after.empty()) break;
+    after = page.next_after;
+  }
+  std::lock_guard lock(mu_);
+  return edges_.size();
+}
+
+Result<bool> ChildSupervisor::ParkedOnChild(std::string_view child_id) {
+  store::EventStore& s = runtime_.store();
+  Result<std::vector<store::Envelope>> first = s.ReadRange(child_id, 1, 1);
+  if (!first) {
+    if (Shredded(first.error())) return false;
+    return std::unexpected(first.error());
+  }
+  std::optional<Edge> edge;
+  if (!first->empty()) {
+    const Json& parent = Member(first->front().payload, "parent");
+    const Json& pid = Member(parent, "execution_id");
+    const Json& key = Member(parent, "key");
+    if (pid.is_string() && key.is_string()) {
+      edge = Edge{pid.get<std::string>(), key.get<std::string>()};
+    }
+  }
+  if (!edge) edge = Recall(child_id);
+  if (!edge) return false;
+  Result<std::vector<store::Envelope>> log = ReadLog(s, edge->parent_id);
+  if (!log) {
+    if (Shredded(log.error())) return false;
+    return std::unexpected(log.error());
+  }
+  if (runtime::IsTerminal(runtime::Fold(*log).status)) return false;
+  const store::Envelope* park = runtime::FindOpenPark(*log);
+  if (!park || !IsChildPark(*park)) return false;
+  for (const Json& wait : Member(park->payload, "waits")) {
+    if (Member(wait, "type") == "child" && Member(wait, "key") == edge->key) return true;
+  }
+  return false;
+}
+
+lifecycle::PinPredicate PinParkedChildren(ChildSupervisor& supervisor) {
+  return [&supervisor](std::string_view id) { return supervisor.ParkedOnChild(id); };
+}
+
+}  // namespace once::orchestration

@@ -1,0 +1,78 @@
+#include "once/orchestration/runtime_waker.h"
+
+#include "log_read.h"
+
+namespace once::orchestration {
+
+using internal::Member;
+using timers::WakeVerdict;
+
+namespace {
+
+const events::Json* TimerWait(const store::Envelope& park, int64_t wake_at_ms) {
+  for (const events::Json& wait : Member(park.payload, "waits")) {
+    if (Member(wait, "type") == "timer" && Member(wait, "wake_at_ms") == wake_at_ms) return &wait;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Result<WakeVerdict> RuntimeWaker::Wake(const timers::TimerRow& row) {
+  ONCE_ASSIGN_OR_RETURN(std::optional<runtime::Park> park, runtime_.LocatePark(row.execution_id));
+  if (!park) return WakeVerdict::kObsolete;
+  const events::Json* wait = TimerWait(park->envelope, row.wake_at_ms);
+  if (!wait) return WakeVerdict::kObsolete;
+  runtime::RunOptions options{.fence_if_parked_at = park->sequence,
+                              .answer = runtime::Answer{*wait, events::Json()}};
+  Result<runtime::RunOutcome> r = runtime_.Resume(row.execution_id, options);
+  if (r) return WakeVerdict::kResumed;
+  switch (r.error().code) {
+    case ErrorCode::kResumeRefused:
+      return WakeVerdict::kObsolete;
+    case ErrorCode::kResumeContended:
+    case ErrorCode::kStaleFence:
+    case ErrorCode::kSequenceConflict:
+      return WakeVerdict::kContended;
+    default:
+      return std::unexpected(r.error());
+  }
+}
+
+Result<size_t> ParkTimers::Schedule(const std::string& id, const store::Envelope& park) {
+  size_t written = 0;
+  for (const events::Json& wait : Member(park.payload, "waits")) {
+    if (Member(wait, "type") != "timer") continue;
+    const events::Json& wake = Member(wait, "wake_at_ms");
+    if (!wake.is_number_integer()) continue;
+    ONCE_RETURN_IF_ERROR(timers_.Schedule({id, wake.get<int64_t>(), std::nullopt}));
+    ++written;
+  }
+  return written;
+}
+
+void ParkTimers::OnPark(const std::string& id, int64_t, const store::Envelope& park) {
+  Result<size_t> r = Schedule(id, park);
+  if (!r && on_error_) on_error_(r.error());
+}
+
+Result<size_t> ParkTimers::Sweep() {
+  size_t written = 0;
+  std::string after;
+  for (;;) {
+    ONCE_ASSIGN_OR_RETURN(store::ExecutionPage page,
+                          store_.ListExecutions(after, store_.limits().list_page_executions_max));
+    for (const std::string& id : page.execution_ids) {
+      ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log, internal::ReadLog(store_, id));
+      const store::Envelope* park = runtime::FindOpenPark(log);
+      if (!park) continue;
+      ONCE_ASSIGN_OR_RETURN(size_t n, Schedule(id, *park));
+      written += n;
+    }
+    if (page.next_after.empty()) break;
+    after = page.next_after;
+  }
+  return written;
+}
+
+}  // namespace once::orchestration
