@@ -1,0 +1,252 @@
+#include "once/store_postgres/postgres_timer_store.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <tuple>
+
+#include "pg_conn.h"
+
+namespace once::store {
+
+using pg::Conn;
+using pg::Params;
+using pg::PgResult;
+using timers::TimerKey;
+using timers::TimerRow;
+
+namespace {
+
+// Ids compare in byte order (COLLATE "C"), as in the events table.
+constexpr char kCreateTimers[] = R"(CREATE TABLE IF NOT EXISTS timers (
+  execution_id text COLLATE "C" NOT NULL,
+  wake_at_ms bigint NOT NULL,
+  redrive jsonb NULL,
+  lease_owner text NOT NULL DEFAULT '',
+  lease_until_ms bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (execution_id, wake_at_ms)
+))";
+
+// The columns an older table may lack, with their definitions. Defaults are
+// constants, so ADD COLUMN does not rewrite the table.
+struct Column {
+  const char* name;
+  const char* definition;
+};
+constexpr Column kLateColumns[] = {
+    {"redrive", "redrive jsonb NULL"},
+    {"lease_owner", "lease_owner text NOT NULL DEFAULT ''"},
+    {"lease_until_ms", "lease_until_ms bigint NOT NULL DEFAULT 0"},
+};
+constexpr char kWakeIndex[] = "timers_wake_at_ms";
+
+// The selected columns of a row: id, wake, has re-drive, attempt.
+constexpr char kRowColumns[] =
+    "execution_id, wake_at_ms, redrive IS NOT NULL, COALESCE((redrive->>'attempt')::int8, 0)";
+
+struct Statement {
+  const char* name;
+  std::string sql;
+};
+
+std::vector<Statement> Statements() {
+  const std::string cols = kRowColumns;
+  return {
+      {"schedule",
+       "INSERT INTO timers (execution_id, wake_at_ms, redrive) VALUES ($1::text, $2::int8, "
+       "$3::jsonb) ON CONFLICT (execution_id, wake_at_ms) "
+       "DO UPDATE SET redrive = COALESCE(EXCLUDED.redrive, timers.redrive)"},
+      {"due", "SELECT " + cols +
+                  " FROM timers WHERE wake_at_ms <= $1::int8 AND ($3::bool OR redrive IS NULL) "
+                  "ORDER BY wake_at_ms, execution_id LIMIT $2::int8"},
+      // MATERIALIZED: the locking pick runs exactly once, whatever the plan
+      // (a re-scanned LIMIT ... SKIP LOCKED could lock a different set).
+      {"claim",
+       "WITH pick AS MATERIALIZED (SELECT execution_id, wake_at_ms FROM timers "
+       "WHERE wake_at_ms <= $1::int8 AND lease_until_ms <= $1::int8 "
+       "AND ($3::bool OR redrive IS NULL) "
+       "ORDER BY wake_at_ms, execution_id LIMIT $2::int8 FOR UPDATE SKIP LOCKED) "
+       "UPDATE timers SET lease_owner = $4::text, lease_until_ms = $1::int8 + $5::int8 "
+       "WHERE (execution_id, wake_at_ms) IN (SELECT execution_id, wake_at_ms FROM pick) "
+       "RETURNING " +
+           cols},
+      {"complete", "DELETE FROM timers WHERE execution_id = $1::text AND wake_at_ms = $2::int8"},
+      {"defer",
+       "UPDATE timers SET lease_until_ms = $4::int8 WHERE execution_id = $1::text "
+       "AND wake_at_ms = $2::int8 AND lease_owner = $3::text"},
+      {"rows_of",
+       "SELECT " + cols + " FROM timers WHERE execution_id = $1::text ORDER BY wake_at_ms"},
+  };
+}
+
+Status PrepareAll(Conn& conn) {
+  for (const auto& s : Statements()) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
+  return Ok();
+}
+
+int64_t IntAt(const PGresult* res, int row, int col) {
+  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
+}
+
+std::vector<TimerRow> Rows(const PGresult* res) {
+  std::vector<TimerRow> out;
+  out.reserve(PQntuples(res));
+  for (int i = 0; i < PQntuples(res); ++i) {
+    TimerRow row{PQgetvalue(res, i, 0), IntAt(res, i, 1), std::nullopt};
+    if (PQgetvalue(res, i, 2)[0] == 't') {
+      row.redrive = timers::Redrive{static_cast<int>(IntAt(res, i, 3))};
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+// Everything after the advisory lock, inside the migration transaction.
+Status MigrateLocked(Conn& conn, const PostgresTimerOptions& options) {
+  ONCE_RETURN_IF_ERROR(
+      conn.Exec("CREATE SCHEMA IF NOT EXISTS " + pg::QuoteIdentifier(options.schema)));
+  // On an existing table this only finds the name: no lock on the table.
+  ONCE_RETURN_IF_ERROR(conn.Exec(kCreateTimers));
+  ONCE_ASSIGN_OR_RETURN(PgResult cols, conn.ExecParams("SELECT column_name::text FROM "
+                                                       "information_schema.columns WHERE "
+                                                       "table_schema = $1 AND table_name = "
+                                                       "'timers'",
+                                                       Params().Text(options.schema)));
+  std::set<std::string> present;
+  for (int i = 0; i < PQntuples(cols.get()); ++i) present.insert(PQgetvalue(cols.get(), i, 0));
+  for (const Column& c : kLateColumns) {
+    if (present.contains(c.name)) continue;
+    // ACCESS EXCLUSIVE, under lock_timeout: only when the column is missing.
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string("ALTER TABLE timers ADD COLUMN ") + c.definition));
+  }
+  ONCE_ASSIGN_OR_RETURN(
+      PgResult index,
+      conn.ExecParams("SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = $2",
+                      Params().Text(options.schema).Text(kWakeIndex)));
+  if (PQntuples(index.get()) == 0) {
+    ONCE_RETURN_IF_ERROR(
+        conn.Exec(std::string("CREATE INDEX ") + kWakeIndex + " ON timers (wake_at_ms)"));
+  }
+  return Ok();
+}
+
+Status Migrate(const PostgresTimerOptions& options) {
+  ONCE_ASSIGN_OR_RETURN(auto conn, pg::Connect(options.conninfo, options.schema));
+  ONCE_RETURN_IF_ERROR(conn->Exec("BEGIN"));
+  Status st = [&]() -> Status {
+    ONCE_RETURN_IF_ERROR(conn->Exec(
+        "SET LOCAL lock_timeout = '" + std::to_string(options.migration_lock_timeout_ms) +
+        "ms'; SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(" +
+        std::to_string(kMigrationLockKey) + ")"));
+    return MigrateLocked(*conn, options);
+  }();
+  if (!st) {
+    conn->ResetTransaction();  // nothing of this boot stays; the next retries
+    return st;
+  }
+  ONCE_RETURN_IF_ERROR(conn->Exec("COMMIT"));
+  return Ok();
+}
+
+// An id no valid row can have: Complete / Defer / RowsOf have nothing to do.
+bool Unstorable(std::string_view id) {
+  return !timers::ValidateTimerRow(TimerRow{std::string(id), 0, std::nullopt});
+}
+
+}  // namespace
+
+PostgresTimerStore::PostgresTimerStore(PostgresTimerOptions options,
+                                       std::unique_ptr<pg::ConnectionPool> pool)
+    : options_(std::move(options)), pool_(std::move(pool)) {}
+
+PostgresTimerStore::~PostgresTimerStore() = default;
+
+Result<std::unique_ptr<PostgresTimerStore>> PostgresTimerStore::Open(
+    const PostgresTimerOptions& options) {
+  if (options.schema.empty() || options.connections_max == 0 || options.checkout_timeout_ms < 0 ||
+      options.migration_lock_timeout_ms < 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "PostgresTimerOptions: schema must be set, connections_max > 0, "
+                     "timeouts >= 0");
+  }
+  ONCE_RETURN_IF_ERROR(Migrate(options));
+  auto pool = std::make_unique<pg::ConnectionPool>(pg::PoolOptions{
+      .conninfo = options.conninfo,
+      .schema = options.schema,
+      .connections_max = options.connections_max,
+      .checkout_timeout_ms = options.checkout_timeout_ms,
+      .on_connect = PrepareAll,
+  });
+  { ONCE_ASSIGN_OR_RETURN(pg::Lease lease, pool->Checkout()); }
+  return std::unique_ptr<PostgresTimerStore>(new PostgresTimerStore(options, std::move(pool)));
+}
+
+Status PostgresTimerStore::Schedule(const TimerRow& row) {
+  ONCE_RETURN_IF_ERROR(timers::ValidateTimerRow(row));
+  Params p;
+  p.Text(row.execution_id).Int(row.wake_at_ms);
+  if (row.redrive) {
+    p.Text("{\"attempt\":" + std::to_string(row.redrive->attempt) + "}");
+  } else {
+    p.Null();
+  }
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_RETURN_IF_ERROR(conn->Prepared("schedule", p));
+  return Ok();
+}
+
+Result<std::vector<TimerRow>> PostgresTimerStore::Due(int64_t now_ms, size_t limit,
+                                                      bool include_redrive) {
+  limit = std::min(limit, options_.limits.claim_rows_max);
+  if (limit == 0) return std::vector<TimerRow>{};
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(
+      PgResult res,
+      conn->Prepared("due",
+                     Params().Int(now_ms).Int(static_cast<int64_t>(limit)).Bool(include_redrive)));
+  return Rows(res.get());
+}
+
+Result<std::vector<TimerRow>> PostgresTimerStore::Claim(const timers::ClaimRequest& req) {
+  ONCE_RETURN_IF_ERROR(timers::ValidateClaim(req));
+  size_t limit = std::min(req.limit, options_.limits.claim_rows_max);
+  if (limit == 0) return std::vector<TimerRow>{};
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  Params p;
+  p.Int(req.now_ms).Int(static_cast<int64_t>(limit)).Bool(req.include_redrive);
+  p.Text(req.owner).Int(req.lease_ms);
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("claim", p));
+  std::vector<TimerRow> rows = Rows(res.get());
+  // RETURNING has no order: oldest first, as Due.
+  std::sort(rows.begin(), rows.end(), [](const TimerRow& a, const TimerRow& b) {
+    return std::tie(a.wake_at_ms, a.execution_id) < std::tie(b.wake_at_ms, b.execution_id);
+  });
+  return rows;
+}
+
+Status PostgresTimerStore::Complete(const TimerKey& key) {
+  if (Unstorable(key.execution_id)) return Ok();
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_RETURN_IF_ERROR(
+      conn->Prepared("complete", Params().Text(key.execution_id).Int(key.wake_at_ms)));
+  return Ok();
+}
+
+Status PostgresTimerStore::Defer(const TimerKey& key, std::string_view owner, int64_t until_ms) {
+  if (Unstorable(key.execution_id) || owner.find('\0') != std::string_view::npos) return Ok();
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  Params p;
+  p.Text(key.execution_id).Int(key.wake_at_ms).Text(std::string(owner)).Int(until_ms);
+  ONCE_RETURN_IF_ERROR(conn->Prepared("defer", p));
+  return Ok();
+}
+
+Result<std::vector<TimerRow>> PostgresTimerStore::RowsOf(std::string_view execution_id) {
+  if (Unstorable(execution_id)) return std::vector<TimerRow>{};
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(PgResult res,
+                        conn->Prepared("rows_of", Params().Text(std::string(execution_id))));
+  return Rows(res.get());
+}
+
+}  // namespace once::store

@@ -1,0 +1,126 @@
+// PostgresTimerStore cases beyond the conformance kit: the migration of an
+// older timers table, a boot that times out on the table lock, and two
+// stores (two pools, two connections) claiming from one table.
+
+#include "once/store_postgres/postgres_timer_store.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "test_database.h"
+
+namespace once::store {
+namespace {
+
+using testing::PostgresTest;
+using timers::ClaimRequest;
+using timers::Redrive;
+using timers::TimerRow;
+
+// The shape before re-drive rows and leases.
+constexpr char kOldShape[] =
+    "CREATE TABLE timers (execution_id text NOT NULL, wake_at_ms bigint NOT NULL, "
+    "PRIMARY KEY (execution_id, wake_at_ms)); "
+    "INSERT INTO timers VALUES ('old', 10)";
+
+class PostgresTimerTest : public PostgresTest {
+ protected:
+  PostgresTimerOptions Options() const {
+    PostgresTimerOptions o;
+    o.conninfo = schema_->Options().conninfo;
+    o.schema = schema_->name();
+    return o;
+  }
+  std::unique_ptr<PostgresTimerStore> Open(const PostgresTimerOptions& o) {
+    auto store = PostgresTimerStore::Open(o);
+    EXPECT_TRUE(store.has_value()) << (store ? "" : store.error().ToString());
+    return store ? std::move(*store) : nullptr;
+  }
+  bool HasColumn(const std::string& column) {
+    return schema_->Sql("SELECT count(*) FROM information_schema.columns WHERE table_schema = '" +
+                        schema_->name() + "' AND table_name = 'timers' AND column_name = '" +
+                        column + "'") == "1";
+  }
+};
+
+TEST_F(PostgresTimerTest, OlderTableGainsTheColumnsAndKeepsItsRows) {
+  schema_->Sql(kOldShape);
+  ASSERT_FALSE(HasColumn("redrive"));
+  auto timers = Open(Options());
+  ASSERT_NE(timers, nullptr);
+  for (const char* c : {"redrive", "lease_owner", "lease_until_ms"}) EXPECT_TRUE(HasColumn(c)) << c;
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + schema_->name() +
+                         "' AND indexname = 'timers_wake_at_ms'"),
+            "1");
+  // The old row reads as a plain wake and can be claimed.
+  EXPECT_EQ(timers->RowsOf("old").value(), (std::vector<TimerRow>{{"old", 10, std::nullopt}}));
+  ASSERT_TRUE(timers->Schedule({"r", 20, Redrive{3}}));
+  ASSERT_TRUE(timers->Schedule({"r", 20, std::nullopt}));  // never downgraded
+  EXPECT_EQ(timers->RowsOf("r").value(), (std::vector<TimerRow>{{"r", 20, Redrive{3}}}));
+  auto claimed = timers->Claim({.now_ms = 100, .owner = "n1", .lease_ms = 1000}).value();
+  EXPECT_EQ(claimed, (std::vector<TimerRow>{{"old", 10, std::nullopt}, {"r", 20, Redrive{3}}}));
+  // A second boot finds nothing to do.
+  timers.reset();
+  ASSERT_NE(Open(Options()), nullptr);
+}
+
+TEST_F(PostgresTimerTest, LockTimeoutFailsTheBootCleanlyAndTheNextBootMigrates) {
+  schema_->Sql(kOldShape);
+  // An open transaction that has read timers holds ACCESS SHARE: ALTER TABLE
+  // has to wait for it.
+  schema_->Sql("BEGIN; SELECT count(*) FROM timers");
+  PostgresTimerOptions o = Options();
+  o.migration_lock_timeout_ms = 200;
+  auto failed = PostgresTimerStore::Open(o);
+  ASSERT_FALSE(failed.has_value());
+  EXPECT_EQ(failed.error().code, ErrorCode::kTimeout) << failed.error().ToString();
+  schema_->Sql("COMMIT");
+  EXPECT_FALSE(HasColumn("redrive"));  // the failed boot left nothing behind
+  auto timers = Open(o);
+  ASSERT_NE(timers, nullptr);
+  EXPECT_TRUE(HasColumn("redrive"));
+  // Migrated, a boot takes no table lock: an open transaction does not stop it.
+  schema_->Sql("BEGIN; SELECT count(*) FROM timers");
+  EXPECT_NE(Open(o), nullptr);
+  schema_->Sql("COMMIT");
+}
+
+TEST_F(PostgresTimerTest, TwoNodesClaimingOneTableNeverShareARow) {
+  PostgresTimerOptions o = Options();
+  o.connections_max = 1;
+  auto a = Open(o);
+  auto b = Open(o);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  constexpr int kRows = 300;
+  for (int i = 0; i < kRows; ++i) ASSERT_TRUE(a->Schedule({"e" + std::to_string(i), i % 7, {}}));
+  std::vector<TimerRow> got[2];
+  auto claim = [&](PostgresTimerStore* store, std::string owner, std::vector<TimerRow>* out) {
+    for (int empty = 0; empty < 3;) {
+      auto rows = store->Claim({.now_ms = 100, .limit = 5, .owner = owner, .lease_ms = 100'000});
+      ASSERT_TRUE(rows.has_value()) << rows.error().ToString();
+      empty = rows->empty() ? empty + 1 : 0;
+      out->insert(out->end(), rows->begin(), rows->end());
+    }
+  };
+  std::thread ta(claim, a.get(), "node-a", &got[0]);
+  std::thread tb(claim, b.get(), "node-b", &got[1]);
+  ta.join();
+  tb.join();
+  std::set<std::string> seen;
+  for (auto& rows : got) {
+    for (auto& r : rows) EXPECT_TRUE(seen.insert(r.execution_id).second) << r.execution_id;
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kRows));
+  EXPECT_GT(got[0].size(), 0u);
+  EXPECT_GT(got[1].size(), 0u);
+  // Each row is leased to whoever returned it.
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM timers WHERE lease_owner NOT IN ('node-a', "
+                         "'node-b') OR lease_until_ms <> 100100"),
+            "0");
+}
+
+}  // namespace
+}  // namespace once::store
