@@ -85,8 +85,13 @@ struct Node::Impl {
         nudged = false;
       }
       if (stopping || options.peers.empty()) continue;
+      const size_t peer = rng().Below(options.peers.size());
+      if (options.peer_allowed && !options.peer_allowed(peer)) {
+        DropLink(peer);
+        continue;
+      }
       Count(&NodeStats::rounds);
-      Round(rng().Below(options.peers.size()));
+      Round(peer);
     }
   }
 

@@ -128,5 +128,32 @@ TEST(NodeTest, UniversesMergeAndMessagesSpreadOverTcp) {
   for (auto& n : nodes) n->Stop();
 }
 
+TEST(NodeTest, APeerFilterKeepsTwoNodesApartUntilItAllowsThem) {
+  std::atomic<bool> allowed{false};
+  std::vector<uint16_t> ports;
+  {
+    auto a = TcpListener::Listen(0), b = TcpListener::Listen(0);
+    ports = {(*a)->port(), (*b)->port()};
+  }
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    NodeOptions o;
+    o.port = ports[i];
+    o.peers.push_back(PeerAddress{"127.0.0.1", ports[1 - i]});
+    o.gossip_interval_ms = 20ms;
+    o.rng_seed = 2000 + i;
+    o.peer_allowed = [&allowed](size_t peer) { return peer == 0 && allowed.load(); };
+    auto node = Node::Start(std::move(o));
+    ASSERT_TRUE(node) << node.error().ToString();
+    nodes.push_back(std::move(*node));
+  }
+  std::this_thread::sleep_for(300ms);
+  EXPECT_NE(nodes[0]->host().network(), nodes[1]->host().network());
+  EXPECT_EQ(nodes[0]->stats().rounds + nodes[1]->stats().rounds, 0u);
+  allowed = true;
+  EXPECT_TRUE(Eventually([&] { return nodes[0]->host().network() == nodes[1]->host().network(); }));
+  for (auto& n : nodes) n->Stop();
+}
+
 }  // namespace
 }  // namespace once::gossip

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,11 @@ struct NodeOptions {
   SessionOptions session;
   ResetCallback on_reset;
   uint64_t rng_seed = 0;  // 0: seeded from the operating system
+  // If set, consulted (from the gossip thread) before each round: a peer it
+  // refuses (by index into `peers`) is skipped and its cached link dropped.
+  // Only outbound rounds are filtered; a partition is symmetric when both
+  // sides refuse each other (tests use it to cut real processes apart).
+  std::function<bool(size_t peer)> peer_allowed;
 };
 
 struct NodeStats {
