@@ -1,5 +1,7 @@
 #include "once/events/envelope.h"
 
+#include <limits>
+
 namespace once::events {
 
 int64_t Envelope::fence() const {
@@ -27,7 +29,17 @@ Envelope AppEvent(std::string kind, Json payload) {
 }
 
 Result<Json> ParseJson(std::string_view text) {
-  Json out = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // The parser reads a non-negative integer as number_unsigned; a writer most
+  // likely held a signed one (Json(17)). What fits in int64_t reads back as
+  // number_integer, so values round-trip with their type.
+  auto signed_ints = [](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::value && parsed.is_number_unsigned() &&
+        parsed.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      parsed = static_cast<int64_t>(parsed.get<uint64_t>());
+    }
+    return true;
+  };
+  Json out = Json::parse(text, signed_ints, /*allow_exceptions=*/false);
   if (out.is_discarded()) {
     return MakeError(ErrorCode::kInvalidArgument, "malformed JSON");
   }

@@ -24,6 +24,9 @@ TEST(EnvelopeTest, AppEventIsNotStamped) {
 
 TEST(EnvelopeTest, ParseJsonRejectsMalformedText) {
   EXPECT_EQ(ParseJson("{\"a\":1}").value()["a"], 1);
+  EXPECT_TRUE(ParseJson("17").value().is_number_integer());
+  EXPECT_TRUE(ParseJson("18446744073709551615").value().is_number_unsigned());
+  EXPECT_EQ(ParseJson("17").value(), Json(17));
   auto bad = ParseJson("{\"a\":");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);

@@ -116,19 +116,32 @@ Status MemoryKeyVault::Shred(std::string_view execution_id) {
   return Ok();
 }
 
-CryptoStore::CryptoStore(EventStore& target, KeyVault& vault)
+CryptoStore::CryptoStore(EventStore& target, KeyVault& vault, std::optional<Limits> limits)
     : EventStoreWrapper(target), vault_(vault) {
   ONCE_CHECK(sodium_init() >= 0);
-  limits_ = target.limits();
-  limits_.event_bytes_max = PlainBytesFor(limits_.event_bytes_max);
-  limits_.batch_bytes_max = PlainBytesFor(limits_.batch_bytes_max);
+  if (limits) {
+    limits_ = *limits;
+  } else {
+    limits_ = target.limits();
+    limits_.event_bytes_max = PlainBytesFor(limits_.event_bytes_max);
+    limits_.batch_bytes_max = PlainBytesFor(limits_.batch_bytes_max);
+  }
 }
 
-Result<AppendRequest> CryptoStore::Seal(const AppendRequest& req) {
-  // Validate against the decorator's (smaller) limits first, so an oversized
-  // payload gets the same typed error as on an unwrapped store.
+Limits CryptoStore::SealedLimitsFor(const Limits& plain) {
+  auto sealed = [](size_t n) { return (n + kNonceBytes + kTagBytes + 2) / 3 * 4 + 16; };
+  Limits out = plain;
+  out.event_bytes_max = sealed(plain.event_bytes_max);
+  out.batch_bytes_max = sealed(plain.batch_bytes_max) * 2;  // per-event wrappers add up
+  return out;
+}
+
+Result<AppendRequest> CryptoStore::Seal(const AppendRequest& req, size_t* bytes) {
+  // Validate against the decorator's (plaintext) limits first, so an
+  // oversized payload gets the same typed error as on an unwrapped store.
   SystemClock clock;
-  ONCE_RETURN_IF_ERROR(EncodeAppend(req, limits_, clock));
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend plain, EncodeAppend(req, limits_, clock));
+  *bytes += plain.bytes;
   ONCE_ASSIGN_OR_RETURN(ExecutionKey key, vault_.KeyFor(req.execution_id));
   AppendRequest sealed = req;
   for (size_t i = 0; i < sealed.events.size(); ++i) {
@@ -152,7 +165,8 @@ Result<Envelope> CryptoStore::Open(Envelope sealed, const std::optional<Executio
 }
 
 Result<int64_t> CryptoStore::Append(const AppendRequest& req) {
-  ONCE_ASSIGN_OR_RETURN(AppendRequest sealed, Seal(req));
+  size_t bytes = 0;
+  ONCE_ASSIGN_OR_RETURN(AppendRequest sealed, Seal(req, &bytes));
   return target().Append(sealed);
 }
 
@@ -162,8 +176,9 @@ Result<std::vector<Result<int64_t>>> CryptoStore::AppendBatch(
   std::vector<AppendRequest> sealed;
   std::vector<size_t> positions;
   std::vector<Result<int64_t>> out(requests.size(), 0);
+  size_t bytes = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
-    auto s = Seal(requests[i]);
+    auto s = Seal(requests[i], &bytes);
     if (!s) {
       out[i] = std::unexpected(s.error());  // fails alone, like any refused request
       continue;
@@ -171,6 +186,7 @@ Result<std::vector<Result<int64_t>>> CryptoStore::AppendBatch(
     sealed.push_back(std::move(*s));
     positions.push_back(i);
   }
+  ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits_));
   if (sealed.empty()) return out;
   ONCE_ASSIGN_OR_RETURN(auto results, target().AppendBatch(sealed));
   for (size_t k = 0; k < positions.size(); ++k) out[positions[k]] = std::move(results[k]);
@@ -189,7 +205,8 @@ Result<std::vector<Envelope>> CryptoStore::ReadRange(std::string_view id, int64_
 }
 
 Result<int64_t> CryptoStore::CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed) {
-  ONCE_ASSIGN_OR_RETURN(AppendRequest sealed, Seal(req));
+  size_t bytes = 0;
+  ONCE_ASSIGN_OR_RETURN(AppendRequest sealed, Seal(req, &bytes));
   return target().AppendIfUnchanged(sealed, observed);
 }
 

@@ -26,6 +26,13 @@ Result<int64_t> ShardedStore::Append(const AppendRequest& req) {
 Result<std::vector<Result<int64_t>>> ShardedStore::AppendBatch(
     std::span<const AppendRequest> requests) {
   ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits()));
+  // The batch's byte limit holds for the whole batch, not per shard.
+  SystemClock clock;
+  size_t bytes = 0;
+  for (const auto& r : requests) {
+    if (auto enc = EncodeAppend(r, limits(), clock)) bytes += enc->bytes;
+  }
+  ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits()));
   std::vector<std::vector<AppendRequest>> per_shard(shards_.size());
   std::vector<std::vector<size_t>> positions(shards_.size());
   for (size_t i = 0; i < requests.size(); ++i) {

@@ -17,7 +17,8 @@ bool ValidTenant(std::string_view t) {
 
 }  // namespace
 
-Result<std::unique_ptr<TenantStore>> TenantStore::Create(EventStore& target, std::string tenant) {
+Result<std::unique_ptr<TenantStore>> TenantStore::Create(EventStore& target, std::string tenant,
+                                                         std::optional<Limits> limits) {
   if (!ValidTenant(tenant)) {
     return MakeError(ErrorCode::kInvalidArgument, "tenant names are 1..64 bytes of [A-Za-z0-9_-]",
                      tenant);
@@ -25,14 +26,26 @@ Result<std::unique_ptr<TenantStore>> TenantStore::Create(EventStore& target, std
   if (tenant.size() + 2 > target.limits().execution_id_bytes_max) {
     return MakeError(ErrorCode::kInvalidArgument, "tenant name leaves no room for ids", tenant);
   }
-  return std::unique_ptr<TenantStore>(new TenantStore(target, std::move(tenant)));
+  size_t prefix_bytes = tenant.size() + 1;
+  Limits seen = target.limits();
+  seen.execution_id_bytes_max -= prefix_bytes;
+  if (limits) {
+    if (limits->execution_id_bytes_max > seen.execution_id_bytes_max) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "ids of " + std::to_string(limits->execution_id_bytes_max) +
+                           " bytes do not fit the wrapped store with the tenant prefix",
+                       tenant);
+    }
+    seen = *limits;
+  }
+  return std::unique_ptr<TenantStore>(new TenantStore(target, std::move(tenant), seen));
 }
 
-TenantStore::TenantStore(EventStore& target, std::string tenant)
-    : EventStoreWrapper(target), tenant_(std::move(tenant)), prefix_(tenant_ + ":") {
-  limits_ = target.limits();
-  limits_.execution_id_bytes_max -= prefix_.size();
-}
+TenantStore::TenantStore(EventStore& target, std::string tenant, Limits limits)
+    : EventStoreWrapper(target),
+      tenant_(std::move(tenant)),
+      prefix_(tenant_ + ":"),
+      limits_(limits) {}
 
 Result<std::string> TenantStore::Scope(std::string_view id) const {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
@@ -97,6 +110,7 @@ Result<int64_t> TenantStore::Head(std::string_view id) {
 }
 
 Result<ExecutionPage> TenantStore::ListExecutions(std::string_view after, size_t limit) {
+  if (limit == 0) return MakeError(ErrorCode::kInvalidArgument, "ListExecutions limit must be > 0");
   limit = std::min(limit, limits_.list_page_executions_max);
   std::string cursor = prefix_ + std::string(after);
   ExecutionPage page;

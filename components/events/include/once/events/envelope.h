@@ -46,7 +46,9 @@ Envelope KernelEvent(KernelKind kind, Json payload, int64_t fence = 0);
 // Builds an application event (no kernel stamp).
 Envelope AppEvent(std::string kind, Json payload);
 
-// Parses JSON text; malformed text is kInvalidArgument with the parser's position.
+// Parses JSON text; malformed text is kInvalidArgument. Non-negative integers
+// that fit in int64_t come back signed (number_integer), as a writer of
+// Json(17) had them.
 Result<Json> ParseJson(std::string_view text);
 
 }  // namespace once::events

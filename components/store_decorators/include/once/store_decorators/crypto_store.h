@@ -15,11 +15,12 @@
 //
 // The sealed payload binds (execution id, sequence, kind) as associated data,
 // so a ciphertext moved to another event does not open (kCorruption).
-// Limits seen through the decorator: event_bytes_max and batch_bytes_max are
-// the wrapped store's, less the sealing overhead (base64 grows 4/3, plus a
-// 24-byte nonce and a 16-byte tag). CopyPrefix is refused: a copy would need
-// the source key for another execution (read and re-append instead).
-// Thread-safe when the vault is.
+// Limits seen through the decorator: by default event_bytes_max and
+// batch_bytes_max are the wrapped store's, less the sealing overhead (base64
+// grows 4/3, plus a 24-byte nonce and a 16-byte tag); or pass the plaintext
+// limits explicitly (the wrapped store must then admit their sealed size). CopyPrefix is refused: a
+// copy would need the source key for another execution (read and re-append instead). Thread-safe
+// when the vault is.
 
 #pragma once
 
@@ -70,8 +71,12 @@ struct CryptoDecisions {
 
 class CryptoStore final : public EventStoreWrapper<CryptoStore, CryptoDecisions> {
  public:
-  // `target` and `vault` must outlive the decorator.
-  CryptoStore(EventStore& target, KeyVault& vault);
+  // `target` and `vault` must outlive the decorator. `limits`: the plaintext
+  // limits callers see (default: derived from the wrapped store's).
+  CryptoStore(EventStore& target, KeyVault& vault, std::optional<Limits> limits = std::nullopt);
+
+  // The wrapped limits a store needs for these plaintext limits.
+  static Limits SealedLimitsFor(const Limits& plain);
 
   Result<int64_t> Append(const AppendRequest& req) override;
   Result<std::vector<Result<int64_t>>> AppendBatch(
@@ -86,7 +91,8 @@ class CryptoStore final : public EventStoreWrapper<CryptoStore, CryptoDecisions>
   std::string_view name() const override { return "CryptoStore"; }
 
  private:
-  Result<AppendRequest> Seal(const AppendRequest& req);
+  // Seals one request; adds its plaintext bytes to *bytes.
+  Result<AppendRequest> Seal(const AppendRequest& req, size_t* bytes);
   Result<Envelope> Open(Envelope sealed, const std::optional<ExecutionKey>& key);
 
   KeyVault& vault_;

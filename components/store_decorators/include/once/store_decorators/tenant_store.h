@@ -19,6 +19,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "once/store/wrapper.h"
@@ -37,8 +38,12 @@ class TenantStore final : public EventStoreWrapper<TenantStore, TenantDecisions>
  public:
   static constexpr size_t kTenantBytesMax = 64;
 
-  // kInvalidArgument for a tenant name outside the alphabet or length.
-  static Result<std::unique_ptr<TenantStore>> Create(EventStore& target, std::string tenant);
+  // kInvalidArgument for a tenant name outside the alphabet or length, or
+  // explicit limits whose ids do not fit the wrapped store with the prefix.
+  // `limits`: what callers see (default: the wrapped store's, ids shortened
+  // by the prefix).
+  static Result<std::unique_ptr<TenantStore>> Create(EventStore& target, std::string tenant,
+                                                     std::optional<Limits> limits = std::nullopt);
 
   Result<int64_t> Append(const AppendRequest& req) override;
   Result<std::vector<Result<int64_t>>> AppendBatch(
@@ -63,7 +68,7 @@ class TenantStore final : public EventStoreWrapper<TenantStore, TenantDecisions>
   std::string_view name() const override { return "TenantStore"; }
 
  private:
-  TenantStore(EventStore& target, std::string tenant);
+  TenantStore(EventStore& target, std::string tenant, Limits limits);
   // Validates the unscoped id against the decorator's limits, then scopes it.
   Result<std::string> Scope(std::string_view id) const;
   Result<AppendRequest> ScopeRequest(const AppendRequest& req) const;
