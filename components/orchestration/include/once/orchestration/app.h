@@ -1,0 +1,103 @@
+// File: app.h
+//
+// App: one configuration object builds the Runtime, the TimerService (with a
+// RuntimeWaker and park-time timer rows), a ChildSupervisor, the Inbox and
+// the LogLifecycle, and wires them together.
+//
+//   AppConfig config{.store = &store, .timers = &timers, .clock = &clock, .rng = &rng};
+//   config.features.redrive = true;  // only once EVERY node runs this version
+//   config.retention = RetentionPolicy{.age_ms_min = 7 * 86'400'000};
+//   ONCE_ASSIGN_OR_RETURN(std::unique_ptr<App> app, App::Create(std::move(config)));
+//   app->runtime().Register("order", Order);
+//   app->timer_service()->Start();
+//
+// kernel.features.redrive (AppConfig::features.redrive) is OFF by default: an
+// older node's TimerService judges every row by the park and would retire a
+// re-drive row as obsolete, silently. Off: nothing writes re-drive rows and
+// a contended resume goes to on_error (Recover() re-drives). On, with timers
+// configured: Redrive() hands out the wiring and the built-in supervisor and
+// inbox use it (and register as re-drivers).
+//
+// Supervise(s) routes the runtime's child-settled notifications to `s` too
+// and ORs PinParkedChildren(s) into the lifecycle's pin (with config.pinned),
+// so retention never deletes a child its parent is parked on. The built-in
+// supervisor is supervised at Create.
+//
+// Threads: build and wire (Create, Supervise, Register) before running
+// anything; the parts are then as thread-safe as documented on each.
+
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "once/base/clock.h"
+#include "once/base/rng.h"
+#include "once/lifecycle/log_lifecycle.h"
+#include "once/orchestration/child_supervisor.h"
+#include "once/orchestration/inbox.h"
+#include "once/orchestration/redrive.h"
+#include "once/orchestration/runtime_waker.h"
+#include "once/runtime/runtime.h"
+#include "once/timers/timer_service.h"
+
+namespace once::orchestration {
+
+struct AppFeatures {
+  bool redrive = false;  // kernel.features.redrive
+};
+
+struct AppConfig {
+  store::EventStore* store = nullptr;    // required
+  timers::TimerStore* timers = nullptr;  // optional: no TimerService without it
+  const Clock* clock = nullptr;          // required
+  Rng* rng = nullptr;                    // required
+  runtime::RuntimeOptions runtime;       // its on_park / on_child_settled are chained
+  timers::TimerServiceOptions timer_service;
+  AppFeatures features;
+  std::optional<lifecycle::RetentionPolicy> retention;  // no lifecycle without it
+  store::EventStore* archive = nullptr;                 // for RetentionMode::kArchive
+  lifecycle::PinPredicate pinned;                       // the app's own pins
+  InboxStore* inbox = nullptr;                          // optional: no Inbox without it
+};
+
+class App {
+ public:
+  // kInvalidArgument when a required member is missing, or archive
+  // retention has no archive store. Every pointer must outlive the App.
+  static Result<std::unique_ptr<App>> Create(AppConfig config);
+  ~App();
+
+  runtime::Runtime& runtime() { return *runtime_; }
+  timers::TimerService* timer_service() { return service_.get(); }
+  ParkTimers* park_timers() { return park_timers_.get(); }
+  ChildSupervisor& supervisor() { return *supervisor_; }
+  Inbox* inbox() { return inbox_.get(); }
+  lifecycle::LogLifecycle* lifecycle() { return lifecycle_.get(); }
+
+  // See above. `supervisor` must outlive the App.
+  void Supervise(ChildSupervisor& supervisor);
+  // The re-drive wiring: kUnsupported when features.redrive is off,
+  // kNotFound when no timers are configured.
+  Result<RedriveWiring> Redrive() const;
+
+ private:
+  explicit App(AppConfig config);
+  void OnPark(const std::string& id, int64_t seq, const store::Envelope& park);
+  void OnChildSettled(const events::Json& parent);
+
+  AppConfig config_;
+  std::function<void(const std::string&, int64_t, const store::Envelope&)> user_on_park_;
+  std::function<void(const events::Json&)> user_on_child_settled_;
+  std::unique_ptr<runtime::Runtime> runtime_;
+  std::unique_ptr<RuntimeWaker> waker_;
+  std::unique_ptr<ParkTimers> park_timers_;
+  std::unique_ptr<timers::TimerService> service_;
+  std::unique_ptr<ChildSupervisor> supervisor_;
+  std::unique_ptr<Inbox> inbox_;
+  std::unique_ptr<lifecycle::LogLifecycle> lifecycle_;
+  std::vector<ChildSupervisor*> supervised_;
+};
+
+}  // namespace once::orchestration

@@ -1,0 +1,87 @@
+#include "once/orchestration/app.h"
+
+namespace once::orchestration {
+
+App::App(AppConfig config) : config_(std::move(config)) {}
+
+App::~App() {
+  if (service_) service_->Stop();
+  if (runtime_) runtime_->WaitIdle();
+}
+
+Result<std::unique_ptr<App>> App::Create(AppConfig config) {
+  if (!config.store || !config.clock || !config.rng) {
+    return MakeError(ErrorCode::kInvalidArgument, "AppConfig needs a store, a clock and an rng");
+  }
+  if (config.retention && config.retention->mode == lifecycle::RetentionMode::kArchive &&
+      !config.archive) {
+    return MakeError(ErrorCode::kInvalidArgument, "archive retention needs an archive store");
+  }
+  std::unique_ptr<App> app(new App(std::move(config)));
+  AppConfig& c = app->config_;
+  App* self = app.get();
+  runtime::RuntimeOptions rt_options = c.runtime;
+  self->user_on_park_ = std::move(rt_options.on_park);
+  self->user_on_child_settled_ = std::move(rt_options.on_child_settled);
+  rt_options.on_park = [self](const std::string& id, int64_t seq, const store::Envelope& park) {
+    self->OnPark(id, seq, park);
+  };
+  rt_options.on_child_settled = [self](const events::Json& parent) {
+    self->OnChildSettled(parent);
+  };
+  self->runtime_ = std::make_unique<runtime::Runtime>(*c.store, *c.clock, std::move(rt_options));
+  if (c.timers) {
+    self->waker_ = std::make_unique<RuntimeWaker>(*self->runtime_);
+    self->park_timers_ = std::make_unique<ParkTimers>(*c.store, *c.timers, c.runtime.on_error);
+    self->service_ = std::make_unique<timers::TimerService>(*c.timers, *self->waker_, *c.clock,
+                                                            *c.rng, c.timer_service);
+  }
+  std::optional<RedriveWiring> wiring;
+  if (Result<RedriveWiring> w = self->Redrive(); w) wiring = *w;
+  self->supervisor_ = std::make_unique<ChildSupervisor>(
+      *self->runtime_, *c.clock, *c.rng,
+      ChildSupervisorOptions{.redrive = wiring, .on_error = c.runtime.on_error});
+  if (c.inbox) {
+    self->inbox_ =
+        std::make_unique<Inbox>(*self->runtime_, *c.inbox, *c.clock, *c.rng,
+                                InboxOptions{.redrive = wiring, .on_error = c.runtime.on_error});
+  }
+  if (c.retention) {
+    self->lifecycle_ = std::make_unique<lifecycle::LogLifecycle>(
+        *c.store, *c.clock,
+        lifecycle::LogLifecycleOptions{
+            .policy = *c.retention, .archive = c.archive, .pinned = c.pinned});
+  }
+  self->Supervise(*self->supervisor_);
+  return app;
+}
+
+void App::Supervise(ChildSupervisor& supervisor) {
+  supervised_.push_back(&supervisor);
+  if (lifecycle_) {
+    lifecycle_->set_pinned(lifecycle::AnyPin(lifecycle_->pinned(), PinParkedChildren(supervisor)));
+  }
+}
+
+Result<RedriveWiring> App::Redrive() const {
+  if (!config_.features.redrive) {
+    return MakeError(ErrorCode::kUnsupported, "kernel.features.redrive is off");
+  }
+  if (!config_.timers || !service_) {
+    return MakeError(ErrorCode::kNotFound, "re-drive needs timers configured");
+  }
+  return RedriveWiring{config_.timers, service_.get()};
+}
+
+void App::OnPark(const std::string& id, int64_t seq, const store::Envelope& park) {
+  if (park_timers_) park_timers_->OnPark(id, seq, park);
+  if (inbox_) inbox_->OnPark(id, seq, park);
+  if (user_on_park_) user_on_park_(id, seq, park);
+}
+
+void App::OnChildSettled(const events::Json& parent) {
+  for (ChildSupervisor* s : supervised_) s->OnChildSettled(parent);
+  if (user_on_child_settled_) user_on_child_settled_(parent);
+}
+
+}  // namespace once::orchestration

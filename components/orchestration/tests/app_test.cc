@@ -1,0 +1,92 @@
+// App: one config wires runtime, timers, supervisor, inbox and lifecycle.
+#include "once/orchestration/app.h"
+
+#include <gtest/gtest.h>
+
+#include "once/store/memory_store.h"
+#include "once/timers/memory_timer_store.h"
+#include "test_support.h"
+
+namespace once::orchestration {
+namespace {
+
+using events::Json;
+
+struct AppFixture {
+  ManualClock clock;
+  SeededRng rng{5};
+  store::MemoryEventStore store{store::Limits{}, clock};
+  store::MemoryEventStore archive{store::Limits{}, clock};
+  timers::MemoryTimerStore timers;
+  MemoryInboxStore inbox;
+  AppConfig Config() {
+    return AppConfig{
+        .store = &store, .timers = &timers, .clock = &clock, .rng = &rng, .inbox = &inbox};
+  }
+};
+
+TEST(AppTest, CreateRefusesAMissingStoreOrAnArchiveLessArchivePolicy) {
+  AppFixture f;
+  AppConfig c = f.Config();
+  c.store = nullptr;
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+  c = f.Config();
+  c.retention = lifecycle::RetentionPolicy{.mode = lifecycle::RetentionMode::kArchive};
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(AppTest, RedriveIsHandedOutOnlyWithTheFlagOnAndTimers) {
+  AppFixture f;
+  auto off = App::Create(f.Config()).value();
+  EXPECT_EQ(off->Redrive().error().code, ErrorCode::kUnsupported);  // default OFF
+  AppConfig c = f.Config();
+  c.features.redrive = true;
+  c.timers = nullptr;
+  EXPECT_EQ(App::Create(c).value()->Redrive().error().code, ErrorCode::kNotFound);
+  c = f.Config();
+  c.features.redrive = true;
+  auto on = App::Create(c).value();
+  RedriveWiring w = on->Redrive().value();
+  EXPECT_EQ(w.timers, &f.timers);
+  EXPECT_EQ(w.service, on->timer_service());
+}
+
+TEST(AppTest, TimersSupervisorAndInboxAreWiredEndToEnd) {
+  AppFixture f;
+  auto app = App::Create(f.Config()).value();
+  testing::RegisterWorkflows(app->runtime());
+  // A parent whose child sleeps: the timer wakes the child, the supervisor
+  // resumes the parent.
+  ASSERT_TRUE(app->runtime().Start("parent", "p", 9));
+  for (int i = 0; i < 10; ++i) {
+    f.clock.Advance(std::chrono::milliseconds(500));
+    ASSERT_TRUE(app->timer_service()->PollOnce());
+  }
+  EXPECT_EQ(app->runtime().Inspect("p").value().status, runtime::ExecutionStatus::kCompleted);
+  EXPECT_EQ(app->supervisor().stats().resumed, 1);
+  // The inbox: a message sent before the start is delivered at the park.
+  ASSERT_TRUE(app->inbox()->Send("r", "approve", "ok"));
+  ASSERT_TRUE(app->runtime().Start("receiver", "r", Json()));
+  EXPECT_EQ(app->runtime().Inspect("r").value().result["value"], "ok");
+}
+
+TEST(AppTest, SuperviseOrsTheParkedChildPinIntoRetention) {
+  AppFixture f;
+  AppConfig c = f.Config();
+  c.retention = lifecycle::RetentionPolicy{.age_ms_min = 1000};
+  c.pinned = [](std::string_view id) -> Result<bool> { return id == "kept"; };
+  auto app = App::Create(c).value();
+  testing::RegisterWorkflows(app->runtime());
+  ASSERT_TRUE(app->runtime().Start("group", "p", 1));  // children c1, c2 sleep
+  ASSERT_TRUE(app->runtime().Resume(runtime::ChildExecutionId("p", "c1")));
+  ASSERT_TRUE(app->runtime().Start("receiver", "kept", Json()));
+  ASSERT_TRUE(app->runtime().Cancel("kept", "done"));
+  f.clock.Advance(std::chrono::seconds(2));
+  lifecycle::RetentionReport r = app->lifecycle()->ApplyRetention().value();
+  EXPECT_EQ(r.eligible, 2u);  // c1 (finished, awaited) and "kept"
+  EXPECT_EQ(r.pinned, 2u);    // one by the app's pin, one by the supervisor's
+  EXPECT_EQ(r.deleted, 0u);
+}
+
+}  // namespace
+}  // namespace once::orchestration
