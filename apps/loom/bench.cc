@@ -5,6 +5,36 @@
 // `concurrency` of them in flight (one client thread each), `runs` times on
 // a fresh store, and reports the median executions/s and the median of the
 // runs' p50 latency (start call to completion).
+//
+// Store round trips and commits per execution (runtime as of the
+// one-append-per-boundary change; for BENCHMARKS.md). A boundary is where a
+// step's result must be durable before a later effect (context.h):
+//
+//   case               round trips                                   commits
+//   unfenced           Append{STARTED,STEP,COMPLETED}                      1
+//   fenced             AcquireFence, Append{...}                           2
+//   park_resume        Append{STARTED,STEP,SUSPENDED}, ReadRange(log),     2
+//                      Append{RESUMED,COMPLETED}                  (3 trips)
+//   park_resume_fence  Append{..park}, AcquireFence, ReadRange(log),      3
+//                      Append{RESUMED,COMPLETED}                  (4 trips)
+//   park_resume_if     Append{..park}, ReadRange(log), AcquireFenceIf,    3
+//                      ReadRange(tail), Append{RESUMED,COMPLETED} (5 trips)
+//
+// (Before: the start was flushed before the step and the step's result after
+// it, so 3 appends per start; a resume re-read the tail even under a held
+// token: unfenced 1->3 commits, park_resume_if 7 trips / 5 commits.)
+// Why this is the minimum: Start must not return before its events are
+// durable (one commit); a park must be durable before Start returns, so the
+// resume is a second commit; the resume must read the log it replays (the
+// runtime does not keep logs between calls); a fence is its own write
+// (AcquireFence / AcquireFenceIf bump a token the append is then guarded by,
+// so they cannot share the append's commit). The conditional resume's extra
+// read is the tail under the new token (design record review round 1 P2-1:
+// an ignorable append between the read and the acquire must not make the
+// run append at a stale sequence); it is a read, not a commit. With group
+// commit the commits of concurrent executions share store writes (SQL
+// backends); the in-memory store has no durable write to share, so the
+// runtime appends on the calling thread without a Committer.
 
 #include <fmt/format.h>
 
@@ -80,8 +110,9 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
 struct RunFigures {
   double wf_per_s = 0;
   double p50_ms = 0;
-  double round_trips = 0;  // store calls per execution (only when counted)
-  double commits = 0;      // store writes per execution (only when counted)
+  double round_trips = 0;                // store calls per execution (only when counted)
+  double commits = 0;                    // store writes per execution (only when counted)
+  runtime::CommitterStats group_commit;  // the runtime's appends and store writes
   std::string error;
 };
 
@@ -117,6 +148,7 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   f.wf_per_s = executions / seconds;
   f.p50_ms = all.empty() ? 0 : all[all.size() / 2];
   f.error = first_error;
+  f.group_commit = rt.commit_stats();
   return f;
 }
 
@@ -152,6 +184,12 @@ int RunBench(const BenchOptions& options) {
         if (!f.error.empty()) {
           fmt::print(stderr, "loom bench: {} {}: {}\n", backend, c, f.error);
           ++failures;
+        }
+        if (f.group_commit.store_writes > 0) {
+          fmt::print(stderr,
+                     "loom bench: {} {} run {}: {} appends in {} store writes ({:.1f}/write)\n",
+                     backend, c, run, f.group_commit.requests, f.group_commit.store_writes,
+                     double(f.group_commit.requests) / double(f.group_commit.store_writes));
         }
         rates.push_back(f.wf_per_s);
         p50s.push_back(f.p50_ms);

@@ -71,8 +71,8 @@ std::unexpected<Error> Context::Diverged(std::string what) {
       Error{ErrorCode::kNondeterminism, "replay diverged from the log: " + what, run_.id, {}});
 }
 
-Status Context::GoLiveForEffect() {
-  if (run_.pending.empty()) return Ok();
+Status Context::FlushBeforeEffect(bool everything) {
+  if (run_.pending.empty() || (!everything && !run_.step_result_pending)) return Ok();
   if (Status s = runtime_.Flush(run_); !s) return Fail(s.error());
   return Ok();
 }
@@ -87,7 +87,10 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
     if (done) return Member(e->payload, "value");
     return std::unexpected(ErrorFromJson(Member(e->payload, "error"), run_.id));
   }
-  ONCE_RETURN_IF_ERROR(GoLiveForEffect());
+  // The previous step's result is made durable before this fn runs; the
+  // run's own EXECUTION_STARTED / EXECUTION_RESUMED need not be (a crash
+  // here re-runs the fn, the same window as a crash inside it).
+  ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/false));
   Result<Json> r = fn();
   if (r) {
     run_.pending.push_back(
@@ -96,7 +99,7 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
     run_.pending.push_back(run_.Kernel(KernelKind::kStepFailed,
                                        Json{{"name", name}, {"error", ErrorToJson(r.error())}}));
   }
-  if (Status s = runtime_.Flush(run_); !s) return Fail(s.error());
+  run_.step_result_pending = true;  // appended with the next boundary
   return r;
 }
 
@@ -175,7 +178,9 @@ Status Context::StartChild(std::string_view workflow, std::string_view key, Json
     }
     return Ok();
   }
-  ONCE_RETURN_IF_ERROR(GoLiveForEffect());
+  // The child's log names this execution as its parent: everything
+  // buffered (the start included) is durable before the child exists.
+  ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/true));
   std::string child_id = ChildExecutionId(run_.id, key);
   Status started = runtime_.CreateChild(run_, workflow, key, child_id, input);
   if (!started) return Fail(started.error());

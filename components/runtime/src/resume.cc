@@ -81,18 +81,28 @@ Status Runtime::CheckResumable(std::string_view id, std::span<const Envelope> lo
 
 Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view principal,
                                        const RunOptions& options, const ResumeExtras& extras) {
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  std::vector<Envelope> log;
+  if (extras.log_in_hand) {
+    log = std::move(*extras.log_in_hand);
+  } else {
+    ONCE_ASSIGN_OR_RETURN(log, ReadAll(id, 1));
+  }
   ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, extras));
   ExecutionState st = Fold(log);
   const Def* def = Find(st.workflow);
   if (!def)
     return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
   std::string actor(principal);  // fixed before the acquire: the fence is the last step
+  const bool acquires = options.fence_if_parked_at && store_.Supports(Capability::kAcquireFence);
   ONCE_ASSIGN_OR_RETURN(int64_t token, TakeFence(id, log, options));
-  // Under the token: advance the view by the tail and re-check on it, so the
-  // run appends after whatever (ignorable) landed since the first read.
-  ONCE_RETURN_IF_ERROR(ReadTail(id, log));
-  ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, extras));
+  if (acquires || extras.log_in_hand) {
+    // Under the new token (or on a view read earlier): advance the view by
+    // the tail and re-check on it, so the run appends after whatever
+    // (ignorable) landed since the first read. A held token or none was
+    // taken before the read above: that view is already fresh.
+    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+    ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, extras));
+  }
   const Envelope park = *FindOpenPark(log);
 
   Answer answer;

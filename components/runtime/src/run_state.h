@@ -25,6 +25,9 @@ struct RunState {
   int64_t head = 0;               // the durable head
   int64_t fence = 0;              // the token this run presents (0: none held)
   std::vector<Envelope> pending;  // appended at the next boundary
+  // pending holds a step result: it must be durable before the next effect
+  // (a step fn, a child start, a park, the end, the call returning).
+  bool step_result_pending = false;
 
   Envelope Kernel(KernelKind kind, Json payload) const {
     return events::KernelEvent(kind, std::move(payload), fence);

@@ -47,7 +47,12 @@ std::string NextGenerationId(std::string_view id) {
 Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions options)
     : store_(store), clock_(clock), options_(std::move(options)) {
   ONCE_CHECK(options_.resume_attempts_max > 0);
-  if (options_.group_commit) committer_ = std::make_unique<Committer>(store_, options_.committer);
+  memory_ = dynamic_cast<store::MemoryEventStore*>(&store_);
+  // Group commit shares a durable write; an in-memory store has none to
+  // share, and the hand-off would only add contention.
+  if (options_.group_commit && !memory_) {
+    committer_ = std::make_unique<Committer>(store_, options_.committer);
+  }
   if (options_.workers > 0) {
     pool_ = std::make_unique<WorkerPool>(options_.workers, options_.queue_tasks_max);
   }
@@ -158,6 +163,8 @@ Result<RunOutcome> Runtime::FinishParked(RunState& run) {
 }
 
 Result<RunOutcome> Runtime::FinishContinued(RunState& run, Json input) {
+  // Starting the next generation is an effect: buffered step results first.
+  if (run.step_result_pending) ONCE_RETURN_IF_ERROR(Flush(run));
   std::string next = NextGenerationId(run.id);
   Json started{{"workflow", run.workflow}, {"input", input}, {"continued_from", run.id}};
   if (!run.parent.is_null()) started["parent"] = run.parent;
@@ -195,12 +202,15 @@ Status Runtime::Flush(RunState& run) {
                     .events = std::move(run.pending),
                     .fence = run.fence};
   run.pending.clear();
+  run.step_result_pending = false;
   ONCE_ASSIGN_OR_RETURN(run.head, Commit(std::move(req)));
   return Ok();
 }
 
 Result<int64_t> Runtime::Commit(AppendRequest req) {
   if (committer_) return committer_->Commit(std::move(req));
+  direct_commits_.fetch_add(1, std::memory_order_relaxed);
+  if (memory_) return memory_->Append(std::move(req));  // moves the events in
   return store_.Append(req);
 }
 
@@ -283,11 +293,19 @@ Result<int64_t> Runtime::RecordOutcome(std::string_view id, Json outcome) {
 
 // ---- Recovery ------------------------------------------------------------------
 
-Result<RunOutcome> Runtime::Redrive(std::string_view id, bool acquire_fence) {
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+Result<RunOutcome> Runtime::Redrive(std::string_view id, bool acquire_fence,
+                                    std::vector<Envelope>* log_in_hand) {
+  std::vector<Envelope> log;
+  if (log_in_hand) {
+    log = std::move(*log_in_hand);
+  } else {
+    ONCE_ASSIGN_OR_RETURN(log, ReadAll(id, 1));
+  }
   int64_t token = 0;
   if (acquire_fence && store_.Supports(Capability::kAcquireFence)) {
     ONCE_ASSIGN_OR_RETURN(token, store_.AcquireFence(id));
+    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+  } else if (log_in_hand) {
     ONCE_RETURN_IF_ERROR(ReadTail(id, log));
   }
   ExecutionState st = Fold(log);
@@ -321,7 +339,7 @@ Result<RecoverReport> Runtime::Recover() {
       ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
       ExecutionState st = Fold(log);
       if (st.status == ExecutionStatus::kRunning) {
-        Result<RunOutcome> r = Redrive(id, options_.recover_acquires_fence);
+        Result<RunOutcome> r = Redrive(id, options_.recover_acquires_fence, &log);
         if (r)
           ++report.redriven;
         else
@@ -331,7 +349,8 @@ Result<RecoverReport> Runtime::Recover() {
         Result<std::optional<Answer>> answer = ChildAnswer(id, *park);
         if (answer && *answer) {
           ++report.notified;
-          Status s = ResumeParked(id, park->sequence, std::move(**answer));
+          int64_t park_seq = park->sequence;
+          Status s = ResumeParked(id, park_seq, std::move(**answer), &log);
           if (!s) report.errors.push_back(s.error());
         }
       }
@@ -375,25 +394,29 @@ void Runtime::AfterPark(const std::string& id, int64_t park_seq, const Envelope&
 void Runtime::NotifyParent(const Json& parent) {
   if (options_.on_child_settled) return options_.on_child_settled(parent);
   std::string pid = Member(parent, "execution_id").get<std::string>();
-  Result<std::optional<Park>> park = LocatePark(pid);
-  if (!park) return ReportError(park.error());
-  if (!*park) return;
-  Result<std::optional<Answer>> answer = ChildAnswer(pid, (*park)->envelope);
+  Result<std::vector<Envelope>> log = ReadAll(pid, 1);
+  if (!log) return ReportError(log.error());
+  const Envelope* park = FindOpenPark(*log);
+  if (!park) return;
+  Result<std::optional<Answer>> answer = ChildAnswer(pid, *park);
   if (!answer) return ReportError(answer.error());
   if (!*answer) return;
-  if (Status s = ResumeParked(pid, (*park)->sequence, std::move(**answer)); !s) {
+  int64_t park_seq = park->sequence;
+  if (Status s = ResumeParked(pid, park_seq, std::move(**answer), &*log); !s) {
     ReportError(s.error());
   }
 }
 
 // The supervisor's rule: an unfenced first try, then fence_if_parked_at on
 // kStaleFence. Losing to another resumer is not an error.
-Status Runtime::ResumeParked(const std::string& id, int64_t park_seq, Answer answer) {
+Status Runtime::ResumeParked(const std::string& id, int64_t park_seq, Answer answer,
+                             std::vector<Envelope>* log_in_hand) {
   RunOptions options{.answer = std::move(answer)};
-  ResumeExtras extras{.expect_park = park_seq};
+  ResumeExtras extras{.expect_park = park_seq, .log_in_hand = log_in_hand};
   Result<RunOutcome> r = ResumeImpl(id, "", options, extras);
   if (!r && r.error().code == ErrorCode::kStaleFence) {
     options.fence_if_parked_at = park_seq;
+    extras.log_in_hand = nullptr;  // taken by the first try
     r = ResumeImpl(id, "", options, extras);
   }
   if (r || r.error().code == ErrorCode::kResumeRefused ||
@@ -440,7 +463,9 @@ void Runtime::ReportError(const Error& e) {
 }
 
 CommitterStats Runtime::commit_stats() const {
-  return committer_ ? committer_->stats() : CommitterStats{};
+  if (committer_) return committer_->stats();
+  uint64_t n = direct_commits_.load(std::memory_order_relaxed);
+  return CommitterStats{.requests = n, .store_writes = n};
 }
 
 // ---- Async ---------------------------------------------------------------------

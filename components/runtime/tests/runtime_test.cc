@@ -70,14 +70,48 @@ TEST_F(RuntimeTest, StartStepCompleteRecordsKernelEvents) {
   EXPECT_EQ(log[2].payload["value"], 42);
 }
 
-TEST_F(RuntimeTest, StartOfExistingIdRunsNoStepAndConflicts) {
+// The start is not made durable on its own before the first step: it rides
+// in the append with that step's result (one commit per execution). So a
+// Start of an id that exists runs its first step (at-least-once execution,
+// like a crash inside it) and records nothing: the append conflicts.
+TEST_F(RuntimeTest, StartOfExistingIdConflictsAndRecordsNothing) {
   Runtime rt(store_, clock_);
   ASSERT_TRUE(rt.Register("w", TwoStepsWithSleep()));
   ASSERT_TRUE(rt.Start("w", "dup", Json::object()));
+  auto before = Log(store_, "dup");
   Result<RunOutcome> again = rt.Start("w", "dup", Json::object());
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().code, ErrorCode::kSequenceConflict);
-  EXPECT_EQ(a_calls_, 1);
+  EXPECT_EQ(Log(store_, "dup"), before);
+  EXPECT_EQ(a_calls_, 2);
+}
+
+// One append per boundary: start + step + park is one write, the resume's
+// {resumed, step, complete} one more; a step result is durable before the
+// next step runs.
+TEST_F(RuntimeTest, AppendsOnlyAtBoundaries) {
+  HookStore counted(store_);
+  Runtime rt(counted, clock_, {.group_commit = false});
+  ASSERT_TRUE(rt.Register("w", TwoStepsWithSleep()));
+  Result<RunOutcome> out = rt.Start("w", "ex", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(counted.appends, 1);
+  ASSERT_TRUE(rt.Resume("ex", {.fence_if_parked_at = out->park_seq}));
+  EXPECT_EQ(counted.appends, 2);
+  EXPECT_EQ(rt.commit_stats().store_writes, 2u);
+
+  int durable_before_b = 0;
+  ASSERT_TRUE(rt.Register("two", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("a", [&]() -> Result<Json> { return 1; }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> {
+      durable_before_b = static_cast<int>(Log(store_, "two").size());
+      return 2;
+    }));
+    return 3;
+  }));
+  ASSERT_TRUE(rt.Start("two", "two", Json::object()));
+  EXPECT_EQ(durable_before_b, 2);  // STARTED and step a's result
+  EXPECT_EQ(counted.appends, 4);
 }
 
 TEST_F(RuntimeTest, ParkOnSleepThenResumeReplaysWithoutRerunningSteps) {
@@ -121,7 +155,7 @@ TEST_F(RuntimeTest, CrashMidwayThenRecoverDoesNotRerunRecordedSteps) {
       ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> { return ++b_calls_; }));
       return "done";
     }));
-    faulty.writes_left = 2;  // STARTED, then STEP a; STEP b's append "crashes"
+    faulty.writes_left = 1;  // {STARTED, STEP a} before b runs; {STEP b, ...} "crashes"
     Result<RunOutcome> out = crashed.Start("w", "ex", Json::object());
     ASSERT_FALSE(out);
     EXPECT_EQ(out.error().code, ErrorCode::kUnavailable);

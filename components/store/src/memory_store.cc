@@ -19,8 +19,9 @@ int64_t MemoryEventStore::FenceLocked(std::string_view id) const {
   return it == fences_.end() ? 0 : it->second;
 }
 
-Result<int64_t> MemoryEventStore::AppendLocked(const AppendRequest& req, const EncodedAppend& enc,
-                                               GuardKind guard, int64_t token) {
+Result<int64_t> MemoryEventStore::AppendLocked(const AppendRequest& req,
+                                               const CheckedAppend& checked, GuardKind guard,
+                                               int64_t token, bool movable) {
   int64_t current = FenceLocked(req.execution_id);
   if (guard == GuardKind::kIfUnchanged) {
     if (current != token) return StaleFence(req.execution_id, token, current);
@@ -34,44 +35,52 @@ Result<int64_t> MemoryEventStore::AppendLocked(const AppendRequest& req, const E
   }
   if (it == logs_.end()) it = logs_.emplace(req.execution_id, Log{}).first;
   Log& log = it->second;
+  log.events.reserve(log.events.size() + req.events.size());
   for (size_t i = 0; i < req.events.size(); ++i) {
-    Envelope e = req.events[i];
-    e.execution_id = req.execution_id;
-    e.sequence = enc.events[i].sequence;
-    e.time_ms = enc.events[i].time_ms;
+    auto& source = const_cast<Envelope&>(req.events[i]);
+    Envelope& e =
+        movable ? log.events.emplace_back(std::move(source)) : log.events.emplace_back(source);
+    if (e.execution_id != req.execution_id) e.execution_id = req.execution_id;
+    e.sequence = req.expected_next + static_cast<int64_t>(i);
+    if (e.time_ms == 0) e.time_ms = checked.now_ms;
     if (e.metadata.is_null()) e.metadata = Json::object();
-    log.events.push_back(std::move(e));
   }
   log.head = req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
   return log.head;
 }
 
 Result<int64_t> MemoryEventStore::Append(const AppendRequest& req) {
-  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits_, clock_));
+  ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
   std::lock_guard<std::mutex> lock(mu_);
-  return AppendLocked(req, enc, GuardKind::kFence, 0);
+  return AppendLocked(req, checked, GuardKind::kFence, 0);
+}
+
+Result<int64_t> MemoryEventStore::Append(AppendRequest&& req) {
+  ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return AppendLocked(req, checked, GuardKind::kFence, 0, /*movable=*/true);
 }
 
 Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
     std::span<const AppendRequest> requests) {
   ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits_));
-  // Encode outside the lock; a request that fails its own checks fails alone.
-  std::vector<Result<EncodedAppend>> encoded;
-  encoded.reserve(requests.size());
+  // Check outside the lock; a request that fails its own checks fails alone.
+  std::vector<Result<CheckedAppend>> checked;
+  checked.reserve(requests.size());
   size_t bytes = 0;
   for (const auto& r : requests) {
-    encoded.push_back(EncodeAppend(r, limits_, clock_));
-    if (encoded.back()) bytes += encoded.back()->bytes;
+    checked.push_back(CheckAppend(r, limits_, clock_));
+    if (checked.back()) bytes += checked.back()->bytes;
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits_));
   std::vector<Result<int64_t>> out;
   out.reserve(requests.size());
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (!encoded[i]) {
-      out.push_back(std::unexpected(encoded[i].error()));
+    if (!checked[i]) {
+      out.push_back(std::unexpected(checked[i].error()));
     } else {
-      out.push_back(AppendLocked(requests[i], *encoded[i], GuardKind::kFence, 0));
+      out.push_back(AppendLocked(requests[i], *checked[i], GuardKind::kFence, 0));
     }
   }
   return out;
@@ -162,9 +171,9 @@ Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
 }
 
 Result<int64_t> MemoryEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
-  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits_, clock_));
+  ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
   std::lock_guard<std::mutex> lock(mu_);
-  return AppendLocked(req, enc, GuardKind::kIfUnchanged, observed);
+  return AppendLocked(req, checked, GuardKind::kIfUnchanged, observed);
 }
 
 Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, int64_t through) {

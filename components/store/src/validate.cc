@@ -34,7 +34,174 @@ bool IsCleanUtf8(std::string_view s) {
   return true;
 }
 
+// Length of s as a JSON string literal (quotes and escapes; UTF-8 kept),
+// or nullopt when s is not valid UTF-8 (nlohmann's strict check: no
+// overlong forms, no surrogates, nothing above U+10FFFF, nothing cut off).
+std::optional<size_t> StringLiteralSize(std::string_view s) {
+  size_t n = 2;
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c == '"' || c == '\\') {
+        n += 2;
+      } else if (c < 0x20) {
+        n += (c == '\b' || c == '\t' || c == '\n' || c == '\f' || c == '\r') ? 2 : 6;
+      } else {
+        n += 1;
+      }
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
+    if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    } else {
+      return std::nullopt;
+    }
+    if (i + len > s.size()) return std::nullopt;
+    auto c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return std::nullopt;
+    for (size_t k = 2; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return std::nullopt;
+    }
+    n += len;
+    i += len;
+  }
+  return n;
+}
+
+size_t DecimalDigits(uint64_t v) {
+  size_t n = 1;
+  while (v >= 10) {
+    v /= 10;
+    ++n;
+  }
+  return n;
+}
+
+// Validates one event's place, id, kind and metadata shape (EncodeAppend's
+// per-event checks before serialization).
+Status CheckEventShape(const AppendRequest& req, size_t i, int64_t seq, const Limits& limits) {
+  const Envelope& e = req.events[i];
+  if (e.sequence != 0 && e.sequence != seq) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "event " + std::to_string(i) + " carries sequence " +
+                         std::to_string(e.sequence) + ", its place is " + std::to_string(seq),
+                     req.execution_id);
+  }
+  if (!e.execution_id.empty() && e.execution_id != req.execution_id) {
+    return MakeError(ErrorCode::kInvalidArgument, "event names another execution",
+                     req.execution_id);
+  }
+  ONCE_RETURN_IF_ERROR(ValidateKind(e.kind, limits));
+  if (!e.metadata.is_null() && !e.metadata.is_object()) {
+    return MakeError(ErrorCode::kInvalidArgument, "metadata must be a JSON object",
+                     req.execution_id);
+  }
+  return Ok();
+}
+
+// The request-level checks both EncodeAppend and CheckAppend start with.
+Status CheckRequestShape(const AppendRequest& req, const Limits& limits) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(req.execution_id, limits));
+  if (req.events.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "append has no events", req.execution_id);
+  }
+  if (req.events.size() > limits.batch_events_max) {
+    return LimitError("batch_events_max", static_cast<int64_t>(req.events.size()),
+                      static_cast<int64_t>(limits.batch_events_max), req.execution_id);
+  }
+  if (req.expected_next < 1) {
+    return MakeError(ErrorCode::kInvalidArgument, "expected_next must be >= 1", req.execution_id);
+  }
+  if (req.fence && *req.fence < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "fence must be >= 0", req.execution_id);
+  }
+  return Ok();
+}
+
 }  // namespace
+
+std::optional<size_t> SerializedJsonSize(const Json& json) {
+  switch (json.type()) {
+    case Json::value_t::null:
+      return 4;
+    case Json::value_t::boolean:
+      return json.get<bool>() ? 4 : 5;
+    case Json::value_t::number_integer: {
+      int64_t v = json.get<int64_t>();
+      uint64_t magnitude = v < 0 ? ~static_cast<uint64_t>(v) + 1 : static_cast<uint64_t>(v);
+      return DecimalDigits(magnitude) + (v < 0 ? 1 : 0);
+    }
+    case Json::value_t::number_unsigned:
+      return DecimalDigits(json.get<uint64_t>());
+    case Json::value_t::string:
+      return StringLiteralSize(json.get_ref<const std::string&>());
+    case Json::value_t::array: {
+      size_t n = 2 + (json.empty() ? 0 : json.size() - 1);  // brackets, commas
+      for (const Json& v : json) {
+        std::optional<size_t> m = SerializedJsonSize(v);
+        if (!m) return std::nullopt;
+        n += *m;
+      }
+      return n;
+    }
+    case Json::value_t::object: {
+      size_t n = 2 + (json.empty() ? 0 : json.size() - 1);  // braces, commas
+      for (auto it = json.begin(); it != json.end(); ++it) {
+        std::optional<size_t> k = StringLiteralSize(it.key());
+        std::optional<size_t> m = SerializedJsonSize(it.value());
+        if (!k || !m) return std::nullopt;
+        n += *k + 1 + *m;  // key, colon, value
+      }
+      return n;
+    }
+    default:
+      break;  // floats (shortest round-trip form), binary, discarded: rare
+  }
+  try {
+    return json.dump().size();
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits,
+                                  const Clock& clock) {
+  ONCE_RETURN_IF_ERROR(CheckRequestShape(req, limits));
+  CheckedAppend out;
+  for (size_t i = 0; i < req.events.size(); ++i) {
+    const Envelope& e = req.events[i];
+    ONCE_RETURN_IF_ERROR(
+        CheckEventShape(req, i, req.expected_next + static_cast<int64_t>(i), limits));
+    std::optional<size_t> payload = SerializedJsonSize(e.payload);
+    std::optional<size_t> metadata =
+        e.metadata.is_null() ? std::optional<size_t>(2) : SerializedJsonSize(e.metadata);
+    if (!payload || !metadata) {
+      return MakeError(ErrorCode::kInvalidArgument, "unserializable JSON: a string is not UTF-8",
+                       req.execution_id);
+    }
+    size_t bytes = *payload + *metadata;
+    if (bytes > limits.event_bytes_max) {
+      return LimitError("event_bytes_max", static_cast<int64_t>(bytes),
+                        static_cast<int64_t>(limits.event_bytes_max), req.execution_id);
+    }
+    out.bytes += bytes;
+    if (e.time_ms == 0 && out.now_ms == 0) out.now_ms = clock.NowUnixMillis();
+  }
+  ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
+  return out;
+}
 
 Status ValidateExecutionId(std::string_view id, const Limits& limits) {
   if (id.empty()) return MakeError(ErrorCode::kInvalidArgument, "execution id is empty");
@@ -71,41 +238,14 @@ Status ValidateKind(std::string_view kind, const Limits& limits) {
 
 Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limits,
                                    const Clock& clock) {
-  ONCE_RETURN_IF_ERROR(ValidateExecutionId(req.execution_id, limits));
-  if (req.events.empty()) {
-    return MakeError(ErrorCode::kInvalidArgument, "append has no events", req.execution_id);
-  }
-  if (req.events.size() > limits.batch_events_max) {
-    return LimitError("batch_events_max", static_cast<int64_t>(req.events.size()),
-                      static_cast<int64_t>(limits.batch_events_max), req.execution_id);
-  }
-  if (req.expected_next < 1) {
-    return MakeError(ErrorCode::kInvalidArgument, "expected_next must be >= 1", req.execution_id);
-  }
-  if (req.fence && *req.fence < 0) {
-    return MakeError(ErrorCode::kInvalidArgument, "fence must be >= 0", req.execution_id);
-  }
+  ONCE_RETURN_IF_ERROR(CheckRequestShape(req, limits));
   EncodedAppend out;
   out.events.reserve(req.events.size());
   int64_t now_ms = 0;
   for (size_t i = 0; i < req.events.size(); ++i) {
     const Envelope& e = req.events[i];
     int64_t seq = req.expected_next + static_cast<int64_t>(i);
-    if (e.sequence != 0 && e.sequence != seq) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "event " + std::to_string(i) + " carries sequence " +
-                           std::to_string(e.sequence) + ", its place is " + std::to_string(seq),
-                       req.execution_id);
-    }
-    if (!e.execution_id.empty() && e.execution_id != req.execution_id) {
-      return MakeError(ErrorCode::kInvalidArgument, "event names another execution",
-                       req.execution_id);
-    }
-    ONCE_RETURN_IF_ERROR(ValidateKind(e.kind, limits));
-    if (!e.metadata.is_null() && !e.metadata.is_object()) {
-      return MakeError(ErrorCode::kInvalidArgument, "metadata must be a JSON object",
-                       req.execution_id);
-    }
+    ONCE_RETURN_IF_ERROR(CheckEventShape(req, i, seq, limits));
     EncodedEvent enc;
     enc.sequence = seq;
     enc.kind = e.kind;

@@ -27,12 +27,22 @@
 // failed append (kStaleFence, kSequenceConflict, kUnavailable, ...): the run
 // ends with that error and nothing more is appended.
 //
-// Durability. Events of a run are buffered and appended at boundaries: before
-// a Step function runs everything buffered is made durable (so a step never
-// runs for an execution whose start or resume is not recorded), the step's
-// result is durable before Step returns, and a park or the end of the body
-// flushes the rest. A crash inside a Step function re-runs it on recovery
-// (at-least-once execution, exactly-once recording).
+// Durability. Events of a run are buffered and appended together at the
+// boundaries, one append each. The rule: a step's recorded result is durable
+// before any LATER effect can happen: the next Step function runs, a child
+// starts, a continuation starts, the body parks or ends, or the Start /
+// Resume call returns. So Step returns its result before it is durable, and
+// the run's own EXECUTION_STARTED / EXECUTION_RESUMED ride along with the
+// first boundary: start + one step + complete is ONE append, a resume's
+// {EXECUTION_RESUMED, ..., the park or the end} one more. A crash (or a
+// refused append: a rival's fence, a duplicate start) before a boundary
+// loses what was buffered and re-runs those Step functions on the next run,
+// the same window as a crash inside a Step function: steps are executed at
+// least once and recorded exactly once. A Step function may therefore run
+// for an execution whose start or resume is never recorded (e.g. a Start of
+// an id that already exists: its first step runs, the append is refused
+// with kSequenceConflict and nothing is recorded). A child start first makes
+// everything buffered durable (the child's log names this execution).
 //
 // Threads: a Context belongs to one run on one thread; it is not shareable.
 
@@ -127,7 +137,7 @@ class Context {
 
   Result<Json> StepImpl(std::string_view name, StepFnRef fn);
   Result<Json> AwaitImpl(Call call, Json waits, const Json& answer_wait, bool match_waits);
-  Status GoLiveForEffect();
+  Status FlushBeforeEffect(bool everything);
   const events::Envelope* NextBodyEvent();
   std::unexpected<Error> Diverged(std::string what);
   std::unexpected<Error> Park(Call call, Json waits, Json extra);

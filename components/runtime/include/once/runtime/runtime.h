@@ -67,6 +67,7 @@
 #include "once/runtime/log_view.h"
 #include "once/runtime/worker_pool.h"
 #include "once/store/event_store.h"
+#include "once/store/memory_store.h"
 
 namespace once::runtime {
 
@@ -75,7 +76,10 @@ using WorkflowFn = std::function<Result<Json>(Context&, const Json&)>;
 struct RuntimeOptions {
   size_t workers = 0;                  // 0: inline (deterministic tests)
   size_t queue_tasks_max = 1'000'000;  // tasks waiting for a worker
-  bool group_commit = true;            // appends go through a Committer
+  // Appends go through a Committer. Ignored (off) when the store is a
+  // MemoryEventStore: there is no durable write to share, and the runtime
+  // moves its events straight into the store on the calling thread.
+  bool group_commit = true;
   CommitterOptions committer;
   int resume_attempts_max = 3;         // conditional acquires per resume
   bool recover_acquires_fence = true;  // Recover takes a token per re-drive
@@ -180,6 +184,7 @@ class Runtime {
 
   // Waits until no background task is queued or running.
   void WaitIdle();
+  // The Committer's figures; without one, every append is its own write.
   CommitterStats commit_stats() const;
   store::EventStore& store() { return store_; }
 
@@ -191,9 +196,10 @@ class Runtime {
   class Outermost;
 
   struct ResumeExtras {
-    std::optional<std::string> topic;    // Deliver: the message's topic
-    Json message;                        // Deliver: the message
-    std::optional<int64_t> expect_park;  // refuse unless this park is the open one
+    std::optional<std::string> topic;              // Deliver: the message's topic
+    Json message;                                  // Deliver: the message
+    std::optional<int64_t> expect_park;            // refuse unless this park is the open one
+    std::vector<Envelope>* log_in_hand = nullptr;  // a read of the log (taken over)
   };
 
   Result<RunOutcome> StartImpl(std::string_view workflow, std::string_view id, Json input,
@@ -206,7 +212,8 @@ class Runtime {
                             const RunOptions& options);
   Result<int64_t> AcquireIfParked(std::string_view id, std::vector<Envelope>& log,
                                   int64_t park_seq);
-  Result<RunOutcome> Redrive(std::string_view id, bool acquire_fence);
+  Result<RunOutcome> Redrive(std::string_view id, bool acquire_fence,
+                             std::vector<Envelope>* log_in_hand = nullptr);
   Result<RunOutcome> Execute(internal::RunState& run);
   Result<RunOutcome> Finish(internal::RunState& run, Context& ctx, Result<Json> body_result);
   Result<RunOutcome> FinishParked(internal::RunState& run);
@@ -223,7 +230,8 @@ class Runtime {
   Result<Answer> DefaultAnswer(std::string_view id, const Envelope& park);
   void AfterPark(const std::string& id, int64_t park_seq, const Envelope& park);
   void NotifyParent(const Json& parent);
-  Status ResumeParked(const std::string& id, int64_t park_seq, Answer answer);
+  Status ResumeParked(const std::string& id, int64_t park_seq, Answer answer,
+                      std::vector<Envelope>* log_in_hand = nullptr);
   void ScheduleRedrive(std::string id);
   void Schedule(std::function<void()> task);
   void DrainDeferred();
@@ -234,7 +242,9 @@ class Runtime {
   const Clock& clock_;
   const RuntimeOptions options_;
   std::map<std::string, Def, std::less<>> workflows_;  // written only before running
+  store::MemoryEventStore* memory_ = nullptr;          // store_, when it is one
   std::unique_ptr<Committer> committer_;
+  std::atomic<uint64_t> direct_commits_{0};  // appends made without the Committer
   std::unique_ptr<WorkerPool> pool_;
   std::mutex deferred_mu_;
   std::vector<std::function<void()>> deferred_;  // GUARDED_BY(deferred_mu_); inline mode

@@ -21,7 +21,7 @@
 
 namespace once::store {
 
-struct EncodedAppend;  // validate.h
+struct CheckedAppend;  // validate.h
 
 class MemoryEventStore final : public EventStore {
  public:
@@ -31,6 +31,9 @@ class MemoryEventStore final : public EventStore {
   ~MemoryEventStore() override;
 
   Result<int64_t> Append(const AppendRequest& req) override;
+  // The same append, moving the events into the log instead of copying
+  // them (the runtime's path when it runs on a MemoryEventStore).
+  Result<int64_t> Append(AppendRequest&& req);
   Result<std::vector<Result<int64_t>>> AppendBatch(
       std::span<const AppendRequest> requests) override;
   Result<std::vector<Envelope>> ReadRange(std::string_view id, int64_t first,
@@ -55,9 +58,10 @@ class MemoryEventStore final : public EventStore {
   };
   enum class GuardKind { kFence, kIfUnchanged };
 
-  // Requires mu_. `enc` is EncodeAppend(req).
-  Result<int64_t> AppendLocked(const AppendRequest& req, const EncodedAppend& enc, GuardKind guard,
-                               int64_t token);
+  // Requires mu_. `checked` is CheckAppend(req). Copies the events, or moves
+  // them when `movable` (req is then left with moved-from events).
+  Result<int64_t> AppendLocked(const AppendRequest& req, const CheckedAppend& checked,
+                               GuardKind guard, int64_t token, bool movable = false);
   int64_t FenceLocked(std::string_view id) const;
 
   Limits limits_;

@@ -9,6 +9,7 @@
 
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,23 @@ struct EncodedAppend {
 // clock.Now().
 Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limits,
                                    const Clock& clock);
+
+// What CheckAppend learns about a valid request, without encoding it.
+struct CheckedAppend {
+  size_t bytes = 0;    // sum of payload and metadata bytes, exactly as EncodeAppend counts
+  int64_t now_ms = 0;  // the time for events whose time_ms is 0 (0 when none has)
+};
+
+// EncodeAppend's checks, with the same errors in the same order, for a
+// backend that keeps the Envelopes themselves (MemoryEventStore): sizes are
+// computed by SerializedJsonSize, so nothing is serialized or allocated.
+Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits,
+                                  const Clock& clock);
+
+// The exact length of json.dump() (compact, UTF-8 kept as is), computed
+// without serializing. nullopt when dump() would throw (a string that is not
+// valid UTF-8).
+std::optional<size_t> SerializedJsonSize(const Json& json);
 
 // Validates a batch's shape: count, distinct executions, total bytes.
 Status ValidateBatchShape(std::span<const AppendRequest> requests, const Limits& limits);
