@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "once/itc/version.h"
 #include "tree.h"
@@ -92,6 +93,7 @@ struct Grower {
   Ids i;
   Events e;
   std::vector<uint8_t> go_right;  // per id node: the side grow takes
+  uint64_t amount = 1;            // how far the grown leaf rises
   bool overflow = false;
 
   // Pass 1: the cheapest cost under id node `ii` over event node `ie` (or a
@@ -130,8 +132,8 @@ struct Grower {
     if (i[ii] == IdNode::kOne) {
       ++ii;
       if (!expanded) ++ie;
-      if (h == std::numeric_limits<uint64_t>::max()) overflow = true;
-      out.Leaf(EventNode{h + 1, true});
+      if (h > std::numeric_limits<uint64_t>::max() - amount) overflow = true;
+      out.Leaf(EventNode{h + amount, true});
       return;
     }
     const size_t node = ii++;
@@ -154,21 +156,9 @@ struct Grower {
   }
 };
 
-}  // namespace
-
-Result<Version> Tick(const Version& version, const Party& party) {
-  const Ids i = party.nodes();
-  const Events e = version.nodes();
-  ONCE_CHECK_MSG(!i.empty(), "use of a moved-from Party");
-  {
-    Builder filled;
-    size_t ii = 0, ie = 0;
-    Fill(i, ii, e, ie, filled);
-    if (!std::equal(filled.nodes().begin(), filled.nodes().end(), e.begin(), e.end())) {
-      return VersionAccess::Make(std::move(filled.nodes()));
-    }
-  }
-  Grower g{i, e, std::vector<uint8_t>(i.size(), 0)};
+// Grows the cheapest leaf of `e` (a fixpoint of fill under `i`) by `amount`.
+Result<Version> Grow(Ids i, Events e, uint64_t amount) {
+  Grower g{i, e, std::vector<uint8_t>(i.size(), 0), amount};
   size_t ii = 0, ie = 0;
   g.Price(ii, ie, false);
   Builder grown;
@@ -178,21 +168,39 @@ Result<Version> Tick(const Version& version, const Party& party) {
   return VersionAccess::Make(std::move(grown.nodes()));
 }
 
+// fill(i, e), or nullopt when it changes nothing.
+std::optional<Version> FillChanged(Ids i, Events e) {
+  Builder filled;
+  size_t ii = 0, ie = 0;
+  Fill(i, ii, e, ie, filled);
+  if (std::equal(filled.nodes().begin(), filled.nodes().end(), e.begin(), e.end())) {
+    return std::nullopt;
+  }
+  return VersionAccess::Make(std::move(filled.nodes()));
+}
+
+}  // namespace
+
+Result<Version> Tick(const Version& version, const Party& party) {
+  ONCE_CHECK_MSG(!party.nodes().empty(), "use of a moved-from Party");
+  if (auto filled = FillChanged(party.nodes(), version.nodes())) return *std::move(filled);
+  return Grow(party.nodes(), version.nodes(), 1);
+}
+
+// k ticks in O(n): fill is idempotent, so at most the first tick fills; every
+// later tick grows. Grow's choice depends only on the shapes of the two trees,
+// and it only ever descends to the owned side of a node whose other side is
+// not owned, so the leaf it raises stays a fixpoint of fill, never merges with
+// a sibling (fill already lifted it to at least its unowned sibling) and needs
+// no second expansion: the next grow picks the same leaf. So k - j grows raise
+// one leaf by k - j, which is one grow by k - j.
 Result<Version> Ticks(const Version& version, const Party& party, uint64_t count) {
-  const std::span<const IdNode> i = party.nodes();
-  if (i.size() == 1 && version.nodes().size() == 1 && count > 0) {
-    // The seed over a flat version: every tick raises the one leaf.
-    const uint64_t h = version.nodes()[0].height;
-    if (h > std::numeric_limits<uint64_t>::max() - count) {
-      return MakeError(ErrorCode::kLimitExceeded, "version ticks: height past 2^64-1");
-    }
-    return VersionAccess::Make({EventNode{h + count, true}});
-  }
-  Version v = version;
-  for (uint64_t k = 0; k < count; ++k) {
-    ONCE_ASSIGN_OR_RETURN(v, Tick(v, party));
-  }
-  return v;
+  ONCE_CHECK_MSG(!party.nodes().empty(), "use of a moved-from Party");
+  if (count == 0) return version;
+  std::optional<Version> filled = FillChanged(party.nodes(), version.nodes());
+  if (filled && count == 1) return *std::move(filled);
+  const Version& base = filled ? *filled : version;
+  return Grow(party.nodes(), base.nodes(), filled ? count - 1 : count);
 }
 
 }  // namespace once::itc

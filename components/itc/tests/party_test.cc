@@ -23,6 +23,8 @@ TEST(Party, SeedForkJoin) {
   EXPECT_EQ(FormatParty(a), "(1,0)");
   EXPECT_EQ(FormatParty(*b), "(0,1)");
   EXPECT_TRUE(Disjoint(a, *b));
+  EXPECT_TRUE(itc::Disjoint(a, *b));  // callable qualified, not only by ADL
+  EXPECT_FALSE(itc::Covers(a, *b));
   ASSERT_TRUE(a.Join(std::move(*b)));
   EXPECT_EQ(a, Party::Seed());
 }

@@ -154,13 +154,57 @@ RC_GTEST_PROP(Version, TicksEqualsRepeatedTick,
               (const std::vector<uint8_t>& x, const std::vector<uint8_t>& y)) {
   const Version v = VersionFromProgram(x, 6, 4);
   const Party p = PartyFromProgram(y);
-  const uint64_t k = *rc::gen::inRange<uint64_t>(0, 20);
+  const uint64_t k = *rc::gen::inRange<uint64_t>(0, 64);
   Version step = v;
   for (uint64_t i = 0; i < k; ++i) step = *Tick(step, p);
   auto bulk = Ticks(v, p, k);
   RC_ASSERT(bulk.has_value());
   RC_ASSERT(bulk->Encode() == step.Encode());
   RC_ASSERT(*MinTicks(step) <= *MinTicks(v) + k);
+}
+
+// Ticks is linear in its inputs, not in `count`: a million events split at any
+// point give the same bytes as all at once.
+RC_GTEST_PROP(Version, TicksOfAMillionSplitAnywhere,
+              (const std::vector<uint8_t>& x, const std::vector<uint8_t>& y)) {
+  const Version v = VersionFromProgram(x, 6, 4);
+  const Party p = PartyFromProgram(y);
+  constexpr uint64_t kCount = 1'000'000;
+  const uint64_t split = *rc::gen::inRange<uint64_t>(0, kCount + 1);
+  auto whole = Ticks(v, p, kCount);
+  RC_ASSERT(whole.has_value());
+  auto first = Ticks(v, p, split);
+  RC_ASSERT(first.has_value());
+  auto rest = Ticks(*first, p, kCount - split);
+  RC_ASSERT(rest.has_value());
+  RC_ASSERT(rest->Encode() == whole->Encode());
+  RC_ASSERT(*MinTicks(*whole) <= *MinTicks(v) + kCount);
+}
+
+TEST(Version, TicksOfAMillionEqualAMillionTicks) {
+  auto parts = Party::Forks(Party::Seed(), 5);
+  ASSERT_TRUE(parts.has_value());
+  Version v = *Tick(Version(), (*parts)[1]);
+  v = *Tick(v, (*parts)[4]);
+  v = *Tick(v, (*parts)[2]);
+  for (size_t which : {size_t{0}, size_t{3}}) {
+    const Party& p = (*parts)[which];
+    Version step = v;
+    for (int i = 0; i < 1'000'000; ++i) step = *Tick(step, p);
+    auto bulk = Ticks(v, p, 1'000'000);
+    ASSERT_TRUE(bulk.has_value());
+    EXPECT_EQ(bulk->Encode(), step.Encode());
+  }
+  // 2^40 events on a split party: immediate, and it overflows exactly as
+  // single ticks would.
+  auto huge = Ticks(v, (*parts)[3], uint64_t{1} << 40);
+  ASSERT_TRUE(huge.has_value());
+  EXPECT_LE(*MinTicks(*huge), *MinTicks(v) + (uint64_t{1} << 40));
+  EXPECT_GT(*MinTicks(*huge), *MinTicks(v) + (uint64_t{1} << 39));
+  auto halves = Ticks(*Ticks(v, (*parts)[3], uint64_t{1} << 39), (*parts)[3], uint64_t{1} << 39);
+  ASSERT_TRUE(halves.has_value());
+  EXPECT_EQ(halves->Encode(), huge->Encode());
+  EXPECT_FALSE(Ticks(*huge, (*parts)[3], ~uint64_t{0}).has_value());
 }
 
 }  // namespace

@@ -106,4 +106,9 @@ class Party {
   std::vector<IdNode> nodes_;
 };
 
+// Namespace-scope declarations of the friends above, so that qualified calls
+// (itc::Disjoint(a, b)) find them too, not only argument-dependent lookup.
+bool Disjoint(const Party& a, const Party& b);
+bool Covers(const Party& a, const Party& b);
+
 }  // namespace once::itc
