@@ -26,6 +26,12 @@
 // (EXECUTION_SUSPENDED) creates the execution's token-0 row so that there is
 // a row to lock before anyone answers or acquires.
 //
+// Plans. The pool's connections run with plan_cache_mode =
+// force_generic_plan and enable_seqscan = off: every statement is index probes
+// keyed by its parameters, planned once per connection. The append binds its
+// arrays in binary form; its head check probes from expected_next - 1 and
+// reads max(sequence) only for a request that does not fit.
+//
 // Errors. A lost connection is kUnavailable and the connection is discarded;
 // serialization failures and deadlocks (40001, 40P01) are kBusy; lock and
 // statement timeouts (55P03, 57014) are kTimeout; data the server refuses
