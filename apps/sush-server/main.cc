@@ -1,0 +1,133 @@
+// sush-server: one sled of a sush rack (docs/sush.md).
+//
+//   sush-server --baseboard 913-0000019:SLED00000 --cubby 0 --data-dir /var/lib/sush
+//               --http 127.0.0.1:7100 --gossip 127.0.0.1:7200
+//               --peer 127.0.0.1:7201 --peer 127.0.0.1:7202 --trusted-key operator.pub
+//   sush-server --config sled.json     # the same keys in JSON; flags given too override it
+//
+// Prints "ready HTTP_PORT GOSSIP_PORT" on stdout once both ports serve.
+// SIGTERM or SIGINT: drains (kDrainBudget) and exits 0.
+
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "sled_server.h"
+
+namespace {
+
+using namespace once;
+using nlohmann::json;
+
+Status ApplyConfigFile(const std::string& path, sush::ServerConfig& config,
+                       std::vector<std::string>& peers, std::vector<std::string>& keys,
+                       std::string& http, std::string& gossip) {
+  std::ifstream in(path);
+  if (!in) return MakeError(ErrorCode::kNotFound, "no config file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  json body = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return MakeError(ErrorCode::kInvalidArgument, "config is not a JSON object: " + path);
+  }
+  try {
+    if (body.contains("baseboard")) config.baseboard = body["baseboard"].get<std::string>();
+    if (body.contains("cubby")) config.cubby = body["cubby"].get<int>();
+    if (body.contains("data_dir")) config.data_dir = body["data_dir"].get<std::string>();
+    if (body.contains("http")) http = body["http"].get<std::string>();
+    if (body.contains("gossip")) gossip = body["gossip"].get<std::string>();
+    if (body.contains("peers")) peers = body["peers"].get<std::vector<std::string>>();
+    if (body.contains("trusted_keys")) keys = body["trusted_keys"].get<std::vector<std::string>>();
+    if (body.contains("gossip_interval_ms")) {
+      config.gossip_interval_ms = std::chrono::milliseconds(body["gossip_interval_ms"].get<int>());
+    }
+    if (body.contains("home")) config.home = body["home"].get<std::string>();
+    if (body.contains("test_admin")) config.test_admin = body["test_admin"].get<bool>();
+  } catch (const json::exception& e) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string("config: ") + e.what());
+  }
+  return Ok();
+}
+
+int Fail(const Error& error) {
+  std::fprintf(stderr, "sush-server: %s\n", error.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sush-server: one sled of a sush rack"};
+  sush::ServerConfig config;
+  std::string config_file, http, gossip, data_dir;
+  std::vector<std::string> peers, keys;
+  int interval_ms = 0;
+  uint64_t cpu_seconds = 0, output_bytes_max = 0;
+  app.add_option("--config", config_file, "JSON configuration file");
+  app.add_option("--baseboard", config.baseboard, "baseboard id PART:SERIAL");
+  app.add_option("--cubby", config.cubby, "cubby number 0-31");
+  app.add_option("--data-dir", data_dir, "output storage and the gossip bookmark");
+  app.add_option("--http", http, "HTTP API address 127.0.0.1:PORT");
+  app.add_option("--gossip", gossip, "gossip address 127.0.0.1:PORT");
+  app.add_option("--peer", peers, "another sled's gossip address (repeatable)");
+  app.add_option("--trusted-key", keys, "a trusted public key file (repeatable)");
+  app.add_option("--gossip-interval-ms", interval_ms, "gossip round interval");
+  app.add_option("--home", config.home, "jobs' HOME and working directory");
+  app.add_option("--cpu-seconds", cpu_seconds, "a job's CPU limit");
+  app.add_option("--output-bytes-max", output_bytes_max, "a job's stdout+stderr limit");
+  app.add_flag("--test-admin", config.test_admin, "enable POST /admin/partition (tests only)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!config_file.empty()) {
+    std::vector<std::string> file_peers, file_keys;
+    std::string file_http, file_gossip;
+    if (auto applied =
+            ApplyConfigFile(config_file, config, file_peers, file_keys, file_http, file_gossip);
+        !applied) {
+      return Fail(applied.error());
+    }
+    if (peers.empty()) peers = file_peers;
+    if (keys.empty()) keys = file_keys;
+    if (http.empty()) http = file_http;
+    if (gossip.empty()) gossip = file_gossip;
+  }
+  if (!data_dir.empty()) config.data_dir = data_dir;
+  if (interval_ms > 0) config.gossip_interval_ms = std::chrono::milliseconds(interval_ms);
+  if (cpu_seconds > 0) config.limits.cpu_seconds = cpu_seconds;
+  if (output_bytes_max > 0) config.output_bytes_max = output_bytes_max;
+  for (const auto& [text, out] : {std::pair{&http, &config.http}, {&gossip, &config.gossip}}) {
+    if (text->empty()) continue;
+    auto address = sush_net::ParseAddress(*text);
+    if (!address) return Fail(address.error());
+    *out = *address;
+  }
+  for (const std::string& peer : peers) {
+    auto address = sush_net::ParseAddress(peer);
+    if (!address) return Fail(address.error());
+    config.peers.push_back(*address);
+  }
+  for (const std::string& key : keys) config.trusted_key_files.emplace_back(key);
+
+  // Every thread inherits the blocked set; only sigwait below takes them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto server = sush::SledServer::Start(std::move(config));
+  if (!server) return Fail(server.error());
+  std::printf("ready %u %u\n", (*server)->http_port(), (*server)->gossip_port());
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "sush-server: signal %d, draining\n", signal_number);
+  (*server)->Stop();
+  std::fprintf(stderr, "sush-server: stopped\n");
+  return 0;
+}

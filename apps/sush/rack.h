@@ -1,0 +1,71 @@
+// File: rack.h
+//
+// A local rack for demos and tests: `sush rack up N --dir DIR` starts N
+// sush-server processes on loopback ports (cubbies 0..N-1, baseboards
+// 913-0000019:SLED0000i), all peers of one another, trusting a fresh key
+// DIR/keys/operator.key (0600; DIR/keys/operator.pub is what the sleds
+// load), and writes DIR/rack.json. `sush rack down --dir DIR` SIGTERMs the
+// pids of DIR/rack.json that are still ours (their /proc/PID/cmdline names
+// sush-server and DIR), waits, and SIGKILLs stragglers.
+//
+//   ONCE_ASSIGN_OR_RETURN(RackFile rack, RackUp(RackUpOptions{4, "/tmp/rack"}));
+//   ONCE_ASSIGN_OR_RETURN(RackFile again, LoadRack("/tmp/rack"));
+//   ONCE_RETURN_IF_ERROR(RackDown("/tmp/rack"));
+
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "once/base/result.h"
+#include "once/sush_net/api.h"
+
+namespace once::sush {
+
+// Most sleds `rack up` starts (a rack has 32 cubbies).
+inline constexpr int kRackSledsMax = 32;
+// How long `rack up` waits for every sled's HTTP answer and one universe.
+inline constexpr auto kRackUpWait = std::chrono::milliseconds(30000);
+// How long `rack down` waits after SIGTERM before SIGKILL.
+inline constexpr auto kRackDownWait = std::chrono::milliseconds(6000);
+
+struct RackSled {
+  int cubby = 0;
+  std::string baseboard;
+  sush_net::Address http;
+  sush_net::Address gossip;
+  int pid = 0;
+  std::filesystem::path data_dir;
+};
+
+struct RackFile {
+  std::filesystem::path dir;
+  std::filesystem::path key;          // the operator's key pair
+  std::filesystem::path trusted_key;  // its public half, loaded by the sleds
+  std::vector<RackSled> sleds;
+};
+
+struct RackUpOptions {
+  int sleds = 4;
+  std::filesystem::path dir;
+  std::filesystem::path server_binary;  // empty: found next to this program or on PATH
+  int gossip_interval_ms = 50;
+  bool test_admin = false;
+};
+
+nlohmann::json RackToJson(const RackFile& rack);
+Result<RackFile> LoadRack(const std::filesystem::path& dir);
+// kInvalidArgument for a count outside 1..kRackSledsMax; kPermissionDenied
+// if DIR already has a rack with live servers; kUnavailable/kTimeout if a
+// server does not come up (the started ones are stopped again).
+Result<RackFile> RackUp(const RackUpOptions& options);
+// Returns the pids stopped.
+Result<std::vector<int>> RackDown(const std::filesystem::path& dir);
+// The sush-server binary: $SUSH_SERVER, next to this program, in the build
+// tree's apps/sush-server, or on PATH.
+std::filesystem::path FindServerBinary();
+
+}  // namespace once::sush

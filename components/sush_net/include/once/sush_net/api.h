@@ -1,0 +1,149 @@
+// File: api.h
+//
+// The sush HTTP+JSON API shared by `sush-server`, the `sush` client and the
+// multi-process tests: the endpoint names, the request limits, the JSON views
+// of sled state, key files, addresses, and a small blocking client.
+//
+//   SushClient sled(*ParseAddress("127.0.0.1:7100"));
+//   ONCE_ASSIGN_OR_RETURN(KeyPair keys, LoadKeyPair("rack/keys/operator.key"));
+//   ONCE_ASSIGN_OR_RETURN(SessionId session, sled.StartSession(keys));
+//   ONCE_ASSIGN_OR_RETURN(JobId job, sled.StartJob(keys, "uptime", "*", false));
+//   ONCE_ASSIGN_OR_RETURN(nlohmann::json view, sled.Job(job));   // statuses by baseboard
+//
+// Endpoints (every body is JSON unless said otherwise; errors answer
+// {"error": {"code": "PermissionDenied", "message": "..."}} with a 4xx/5xx):
+//   GET  /v1/info                  this sled: baseboard, cubby, build, network, known sleds
+//   GET  /v1/session               {"active": id|null, "next_job_id": id|null}
+//   POST /v1/session/nonce         {"nonce": id}   a server nonce for a session start
+//   POST /v1/submit                {"request": hex of an encoded signed request}
+//                                  -> {"session_id": id} for a session start, else {}
+//   GET  /v1/jobs?offset=N&limit=N the history, newest first: {"jobs": [job view...]}
+//   GET  /v1/jobs/ID               one job view
+//   GET  /v1/jobs/ID/stdout|stderr this sled's output bytes (application/octet-stream)
+//   POST /admin/partition          {"peers": ["127.0.0.1:PORT", ...]} gossip addresses to
+//                                  stop gossiping with ([] heals); only with --test-admin
+//
+// Ids are codephrases (8 words), accepted in any case. The client is
+// thread-compatible (one per thread); every call is bounded by its timeout.
+
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "once/base/result.h"
+#include "once/rack/keys.h"
+#include "once/rack/messages.h"
+#include "once/rack/sled_core.h"
+
+namespace once::sush_net {
+
+// Largest HTTP request body a server reads (a signed request is at most
+// rack::kRequestBytesMax, hex doubles it).
+inline constexpr size_t kRequestBodyBytesMax = 64 * 1024;
+// Most history entries one /v1/jobs page returns.
+inline constexpr size_t kHistoryPageEntriesMax = 1000;
+// Most output bytes one /v1/jobs/ID/stdout answer carries (the rest is cut;
+// "X-Sush-Truncated: 1" says so).
+inline constexpr size_t kOutputAnswerBytesMax = size_t{16} << 20;
+// Longest key file a loader reads.
+inline constexpr size_t kKeyFileBytesMax = 4096;
+
+// ---- Addresses ----
+
+struct Address {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string ToString() const { return host + ":" + std::to_string(port); }
+  friend bool operator==(const Address&, const Address&) = default;
+};
+// "HOST:PORT" or "http://HOST:PORT" (a trailing '/' is ignored).
+// kInvalidArgument otherwise.
+Result<Address> ParseAddress(std::string_view text);
+
+// ---- Key files ----
+// JSON {"name", "key_id" (codephrase), "public_key" (hex), "secret_key" (hex)}
+// written with mode 0600 (the file must not exist yet: kPermissionDenied if
+// it does). A public key file has no "secret_key".
+
+Status SaveKeyPair(const std::filesystem::path& path, const std::string& name,
+                   const rack::KeyPair& keys);
+Status SavePublicKey(const std::filesystem::path& path, const std::string& name,
+                     const rack::PublicKey& public_key);
+// kNotFound, kInvalidArgument (malformed), kLimitExceeded (kKeyFileBytesMax),
+// kPermissionDenied (a secret key file readable by group or others).
+Result<rack::KeyPair> LoadKeyPair(const std::filesystem::path& path);
+// Reads the public key of a key pair file or of a public key file.
+Result<rack::PublicKey> LoadPublicKey(const std::filesystem::path& path);
+
+// ---- JSON views ----
+
+std::string ExitKindName(rack::ExitOutcome::Kind kind);
+nlohmann::json StatusToJson(const rack::JobStatus& status);
+nlohmann::json JobToJson(const rack::JobRecord& record);
+nlohmann::json ErrorToJson(const Error& error);
+// The error of a JSON error answer (kInternal for an unknown code name).
+Error ErrorFromJson(const nlohmann::json& body, int http_status);
+// The HTTP status an error code is answered with.
+int HttpStatusOf(ErrorCode code);
+
+// ---- Client ----
+
+struct ClientOptions {
+  std::chrono::milliseconds timeout_ms{5000};
+};
+
+class SushClient {
+ public:
+  explicit SushClient(Address address, ClientOptions options = {});
+
+  const Address& address() const { return address_; }
+
+  // Raw calls: the JSON answer, or the answer's error (kUnavailable when
+  // the server cannot be reached, kTimeout when it does not answer in time).
+  Result<nlohmann::json> Get(const std::string& path) const;
+  Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body) const;
+  Result<std::string> GetBytes(const std::string& path) const;
+
+  Result<nlohmann::json> Info() const;
+  Result<nlohmann::json> Session() const;
+  Result<nlohmann::json> Job(const rack::JobId& id) const;
+  Result<nlohmann::json> History(size_t offset, size_t limit) const;
+  // "stdout" or "stderr".
+  Result<std::string> Output(const rack::JobId& id, const std::string& stream) const;
+  Result<nlohmann::json> Submit(const rack::RequestPayload& payload,
+                                const rack::KeyPair& keys) const;
+  // Submits already encoded bytes (tests use it for forged requests).
+  Result<nlohmann::json> SubmitBytes(std::span<const uint8_t> request) const;
+
+  // Asks this sled for a nonce and signs a session start it accepts.
+  Result<rack::SessionId> StartSession(const rack::KeyPair& keys) const;
+  // Stops the active session (kNotFound if there is none).
+  Result<rack::SessionId> StopSession(const rack::KeyPair& keys) const;
+  // Signs the job at the active session's next chain position.
+  // kNotFound if there is no active session.
+  Result<rack::JobId> StartJob(const rack::KeyPair& keys, const std::string& command,
+                               const std::string& target, bool concurrent) const;
+  Status StopJob(const rack::KeyPair& keys, const rack::JobId& id) const;
+
+ private:
+  Address address_;
+  ClientOptions options_;
+};
+
+// Parses a codephrase id field of a JSON answer (null or absent: nullopt).
+template <class Id>
+Result<std::optional<Id>> IdField(const nlohmann::json& body, const char* field) {
+  if (!body.contains(field) || body[field].is_null()) return std::optional<Id>{};
+  if (!body[field].is_string()) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string(field) + " is not a string");
+  }
+  ONCE_ASSIGN_OR_RETURN(Id id, Id::Parse(body[field].get<std::string>()));
+  return std::optional<Id>{id};
+}
+
+}  // namespace once::sush_net

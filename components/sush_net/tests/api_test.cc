@@ -1,0 +1,99 @@
+#include "once/sush_net/api.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace once::sush_net {
+namespace {
+
+std::filesystem::path TempDir() {
+  char pattern[] = "/tmp/sush-net-XXXXXX";
+  EXPECT_NE(::mkdtemp(pattern), nullptr);
+  return pattern;
+}
+
+TEST(AddressTest, ParsesHostPortAndUrls) {
+  EXPECT_EQ(*ParseAddress("127.0.0.1:7100"), (Address{"127.0.0.1", 7100}));
+  EXPECT_EQ(*ParseAddress("http://127.0.0.1:7100/"), (Address{"127.0.0.1", 7100}));
+  EXPECT_FALSE(ParseAddress("127.0.0.1"));
+  EXPECT_FALSE(ParseAddress("127.0.0.1:0"));
+  EXPECT_FALSE(ParseAddress("127.0.0.1:70000"));
+  EXPECT_FALSE(ParseAddress("127.0.0.1:7x"));
+}
+
+TEST(KeyFileTest, AKeyPairRoundTripsInAPrivateFileThatIsNeverOverwritten) {
+  const auto dir = TempDir();
+  const rack::KeyPair keys = rack::KeyPair::GenerateFromOs();
+  ASSERT_TRUE(SaveKeyPair(dir / "keys" / "op.key", "op", keys));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "keys" / "op.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto back = LoadKeyPair(dir / "keys" / "op.key");
+  ASSERT_TRUE(back) << back.error().ToString();
+  EXPECT_EQ(back->public_key, keys.public_key);
+  EXPECT_EQ(back->secret_key, keys.secret_key);
+  EXPECT_EQ(*LoadPublicKey(dir / "keys" / "op.key"), keys.public_key);
+
+  auto again = SaveKeyPair(dir / "keys" / "op.key", "op", rack::KeyPair::GenerateFromOs());
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(LoadKeyPair(dir / "keys" / "op.key")->public_key, keys.public_key);
+
+  ASSERT_TRUE(SavePublicKey(dir / "op.pub", "op", keys.public_key));
+  EXPECT_EQ(*LoadPublicKey(dir / "op.pub"), keys.public_key);
+  EXPECT_EQ(LoadKeyPair(dir / "op.pub").error().code, ErrorCode::kInvalidArgument);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(KeyFileTest, ASecretKeyReadableByOthersIsRefused) {
+  const auto dir = TempDir();
+  ASSERT_TRUE(SaveKeyPair(dir / "op.key", "op", rack::KeyPair::GenerateFromOs()));
+  ASSERT_EQ(::chmod((dir / "op.key").c_str(), 0644), 0);
+  auto loaded = LoadKeyPair(dir / "op.key");
+  ASSERT_FALSE(loaded);
+  EXPECT_EQ(loaded.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(LoadKeyPair(dir / "missing.key").error().code, ErrorCode::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(KeyFileTest, AnOversizedKeyFileIsALimitError) {
+  const auto dir = TempDir();
+  {
+    std::FILE* f = std::fopen((dir / "big.key").c_str(), "w");
+    std::string junk(kKeyFileBytesMax + 1, ' ');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  auto loaded = LoadPublicKey(dir / "big.key");
+  ASSERT_FALSE(loaded);
+  EXPECT_EQ(loaded.error().code, ErrorCode::kLimitExceeded);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(JsonTest, ErrorsRoundTripThroughTheirJsonAnswer) {
+  Error error{ErrorCode::kPermissionDenied, "unknown key", "", {}};
+  Error back = ErrorFromJson(ErrorToJson(error), 403);
+  EXPECT_EQ(back.code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(back.message, "unknown key");
+  EXPECT_EQ(HttpStatusOf(ErrorCode::kPermissionDenied), 403);
+  EXPECT_EQ(ErrorFromJson(nlohmann::json::object(), 500).code, ErrorCode::kInternal);
+}
+
+TEST(JsonTest, AStoppedStatusShowsItsExitAndOutputLengths) {
+  rack::JobStatus status;
+  status.state = rack::JobState::kStopped;
+  status.outcome = rack::ExitOutcome{rack::ExitOutcome::Kind::kSignaled, 9, ""};
+  status.stdout_summary.bytes = 3;
+  auto j = StatusToJson(status);
+  EXPECT_EQ(j["state"], "Stopped");
+  EXPECT_EQ(j["terminal"], true);
+  EXPECT_EQ(j["exit"]["kind"], "signaled");
+  EXPECT_EQ(j["exit"]["code"], 9);
+  EXPECT_EQ(j["stdout_bytes"], 3);
+}
+
+}  // namespace
+}  // namespace once::sush_net
