@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "once/timers/memory_timer_store.h"
 
@@ -174,6 +179,103 @@ TEST(TimerServiceTest, BackoffMapIsBounded) {
   }
   ASSERT_TRUE(service.PollOnce());
   EXPECT_EQ(service.backoff_entries(), 10u);
+}
+
+// Counts concurrent Wake calls; each call waits (up to 5 s) until `gate`
+// calls have been inside at once, so a service that fires one at a time
+// shows max_in_flight 1.
+class GatedWaker final : public Waker {
+ public:
+  explicit GatedWaker(int gate) : gate_(gate) {}
+  Result<WakeVerdict> Wake(const TimerRow& row) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++in_flight_;
+    max_in_flight = std::max(max_in_flight, in_flight_);
+    if (in_flight_ >= gate_) opened_ = true;
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return opened_; });
+    threads[row.execution_id].push_back(std::this_thread::get_id());
+    order.push_back(row);
+    --in_flight_;
+    return WakeVerdict::kResumed;
+  }
+  size_t calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return order.size();
+  }
+  int max_in_flight = 0;
+  std::map<std::string, std::vector<std::thread::id>> threads;
+  std::vector<TimerRow> order;
+
+ private:
+  int gate_;
+  int in_flight_ = 0;
+  bool opened_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+TEST(TimerServiceTest, FireConcurrencyFiresOnePollsRowsAtOnce) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(5);
+  MemoryTimerStore timers;
+  GatedWaker waker(4);
+  TimerService service(timers, waker, clock, rng,
+                       {.owner = "n", .claim_rows_max = 100, .fire_concurrency = 4});
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(timers.Schedule({"e" + std::to_string(i), clock.NowUnixMillis() - 1, {}}));
+  }
+  EXPECT_EQ(service.PollOnce().value(), 12u);  // returns once every row is fired
+  EXPECT_EQ(waker.max_in_flight, 4);           // never more than fire_concurrency
+  EXPECT_EQ(waker.order.size(), 12u);
+  EXPECT_EQ(service.stats().resumed, 12);
+  EXPECT_EQ(service.stats().fired, 12);
+  EXPECT_TRUE(timers.Due(clock.NowUnixMillis(), 100, true).value().empty());
+}
+
+TEST(TimerServiceTest, FireConcurrencyKeepsOneExecutionsRowsOnOneThreadInOrder) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(6);
+  MemoryTimerStore timers;
+  GatedWaker waker(2);
+  TimerService service(timers, waker, clock, rng,
+                       {.owner = "n", .claim_rows_max = 100, .fire_concurrency = 8});
+  int64_t now = clock.NowUnixMillis();
+  ASSERT_TRUE(timers.Schedule({"a", now - 3, {}}));
+  ASSERT_TRUE(timers.Schedule({"a", now - 1, {}}));
+  ASSERT_TRUE(timers.Schedule({"b", now - 2, {}}));
+  EXPECT_EQ(service.PollOnce().value(), 3u);
+  ASSERT_EQ(waker.threads["a"].size(), 2u);
+  EXPECT_EQ(waker.threads["a"][0], waker.threads["a"][1]);
+  std::vector<int64_t> a_wakes;
+  for (const TimerRow& r : waker.order) {
+    if (r.execution_id == "a") a_wakes.push_back(r.wake_at_ms);
+  }
+  EXPECT_EQ(a_wakes, (std::vector<int64_t>{now - 3, now - 1}));
+  EXPECT_EQ(waker.max_in_flight, 2);  // "a" and "b" at once
+}
+
+TEST(TimerServiceTest, RepollWhenFullDrainsABacklogWithoutWaitingAnInterval) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(7);
+  MemoryTimerStore timers;
+  GatedWaker waker(1);
+  TimerService service(
+      timers, waker, clock, rng,
+      {.owner = "n", .poll_interval_ms = 600'000, .claim_rows_max = 2, .repoll_when_full = true});
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(timers.Schedule({"e" + std::to_string(i), clock.NowUnixMillis() - 1, {}}));
+  }
+  service.Start();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waker.calls() < 7 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  service.Stop();
+  // 2 + 2 + 2 + 1: the short fourth batch ends the burst; without the option
+  // the second batch would wait for the 10-minute interval.
+  EXPECT_EQ(waker.calls(), 7u);
+  EXPECT_EQ(service.stats().fired, 7);
 }
 
 }  // namespace

@@ -32,6 +32,16 @@
 //   service.Stop();
 //   // Or, in deterministic tests: service.PollOnce();
 //
+// Firing many rows due at once (fire_concurrency, repoll_when_full; both off
+// by default): with fire_concurrency = n > 1, one poll's rows are fired on up
+// to n threads started for that poll (the rows of one execution stay on one
+// thread, in order), and PollOnce returns when all of them are fired; the
+// Waker and the Redrivers must then be callable from several threads at once
+// (RuntimeWaker, ChildSupervisor and Inbox are). With repoll_when_full, a
+// poll that claimed a full batch (claim_rows_max, or the store's own cap)
+// is followed by the next one at once instead of after poll_interval_ms: a
+// full batch means more rows may be due.
+//
 // Threads: PollOnce must not run concurrently with itself; Start runs it on
 // one background thread. AddRedriver before Start.
 
@@ -83,10 +93,14 @@ struct TimerServiceOptions {
   std::string owner = "node";  // the lease owner name; unique per node
   int64_t poll_interval_ms = 250;
   size_t claim_rows_max = 256;  // rows claimed per poll
+  size_t fire_concurrency = 1;  // rows of one poll fired at once (1: in order, on the poll thread)
+  bool repoll_when_full = false;  // a full batch is followed by the next poll at once
   int64_t lease_ms = 30'000;
   size_t backoff_entries_max = 1'024;
   BackoffPolicy backoff;
-  std::function<void(const Error&)> on_error;  // RedriveExhausted and store errors
+  // RedriveExhausted and store errors; called from the firing threads when
+  // fire_concurrency > 1.
+  std::function<void(const Error&)> on_error;
 };
 
 struct TimerServiceStats {
@@ -123,6 +137,10 @@ class TimerService {
   void ReportError(Error e);
   void Count(int64_t TimerServiceStats::*field);
   void RememberBackoff(const std::string& id, int attempt, int64_t next_ms);
+  int64_t DelayMs(int attempt);
+  void Forget(const std::string& id);
+  void FireConcurrently(const std::vector<TimerRow>& rows);
+  size_t FullBatch() const;
 
   TimerStore& timers_;
   Waker& waker_;
@@ -135,7 +153,8 @@ class TimerService {
     int attempts = 0;
     int64_t next_try_ms = 0;
   };
-  std::map<std::string, Backoff> backoff_;  // only the poll thread touches it
+  mutable std::mutex backoff_mu_;           // the firing threads share the map and the rng
+  std::map<std::string, Backoff> backoff_;  // GUARDED_BY(backoff_mu_)
   mutable std::mutex stats_mu_;
   TimerServiceStats stats_;
 
