@@ -8,6 +8,7 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "once/gossip/replica.h"
@@ -34,6 +35,8 @@ struct Inner {
   Summary summary;
   itc::Version floor;    // meet of the leaves' versions (count > 0)
   itc::Version ceiling;  // join of the leaves' versions (count > 0)
+  // floor and ceiling are out of date (only inside a batch; see RemoveBatch).
+  bool bounds_stale = false;
 };
 
 inline int Nibble(const Path& path, int depth) {
@@ -60,6 +63,10 @@ std::shared_ptr<Inner> NewRoot();
 bool Insert(std::shared_ptr<Inner>& root, std::shared_ptr<const Leaf> leaf);
 // Null (and no change) if absent.
 std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& path);
+// Removes every path present (absent ones are skipped), then recomputes the
+// floor and ceiling of each node it touched once, bottom-up: a removal costs
+// one Meet and one Join per touched child instead of 16 per level.
+void RemoveBatch(std::shared_ptr<Inner>& root, std::span<const Path> paths);
 const Leaf* Find(const Inner* root, const Path& path);
 
 // Every leaf under `view`.

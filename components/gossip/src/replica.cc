@@ -238,7 +238,7 @@ Bookmark Replica::MakeBookmark() const {
 
 void Replica::CommitJoin(std::vector<Message>&& received, std::span<const Path> deleted,
                          const itc::Version& peer_ceiling) {
-  for (const Path& path : deleted) internal::Remove(root_, path);
+  internal::RemoveBatch(root_, deleted);
   for (Message& m : received) {
     if (itc::Leq(m.version, ceiling_)) continue;  // seen here already (and so deleted)
     internal::Insert(root_, std::make_shared<const Leaf>(

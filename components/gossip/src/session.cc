@@ -54,6 +54,7 @@ class Reconciler {
   // The root is in dispute iff the summaries differ; the initiator proposed it.
   bool OpenRoot(bool proposed) {
     const View root{mine_.root().get(), nullptr};
+    root_bounded_ = !proposed;  // the initiator's speculative root record is not
     if (root.summary() == peer_root_) return false;
     open_.emplace(NodeKey{}, OpenNode{peer_root_, root, proposed});
     return true;
@@ -92,17 +93,44 @@ class Reconciler {
     bool mine_sent = false;
   };
 
-  Record MakeRecord(const NodeKey& key, View view) const {
+  // A bounded record of `view`: each child's summary and its unseen part.
+  Record MakeRecord(const NodeKey& key, View view) {
     Record rec;
     rec.key = key;
+    rec.bounded = true;
     for (int c = 0; c < internal::kFanout; ++c) {
       const View child = view.Child(key.depth, c);
       if (child.empty()) continue;
       rec.present |= static_cast<uint16_t>(1u << c);
       rec.children[c] = child.summary();
+      rec.unseen[c] = Unseen(child);
     }
     return rec;
   }
+
+  // The summary of the messages under `view` that are not <= the peer's
+  // ceiling. The floor and ceiling of each node settle most subtrees at once;
+  // the rest is memoised, so a session visits each node at most once.
+  Summary Unseen(View view) {
+    if (view.leaf) {
+      return itc::Leq(view.leaf->version, peer_ceiling_) ? Summary{} : Summary{view.leaf->path, 1};
+    }
+    if (!view.inner || view.inner->summary.count == 0) return Summary{};
+    if (itc::Leq(view.inner->ceiling, peer_ceiling_)) return Summary{};
+    if (!itc::Leq(view.inner->floor, peer_ceiling_)) return view.inner->summary;
+    if (auto it = unseen_.find(view.inner); it != unseen_.end()) return it->second;
+    Summary total;
+    for (const internal::Slot& slot : view.inner->slots) {
+      const Summary part = Unseen(View{slot.inner.get(), slot.leaf.get()});
+      internal::XorInto(total.digest, part.digest);
+      total.count += part.count;
+    }
+    unseen_.emplace(view.inner, total);
+    return total;
+  }
+
+  // This side's record of `key` was bounded (all but the initiator's root).
+  bool MineBounded(const NodeKey& key) const { return key.depth > 0 || root_bounded_; }
 
   Status Open(const NodeKey& key, Summary expected, View mine, bool propose) {
     if (key.depth >= internal::kDepthMax) return Hostile("a full path in dispute");
@@ -145,6 +173,19 @@ class Reconciler {
         SieveOwn(child);
         continue;
       }
+      if (peer.bounded && MineBounded(key)) {
+        // If what each side holds of the other's past is the same set, no
+        // message here was deleted on one side only: each side ships the part
+        // the other has never seen, and the child is settled.
+        Summary seen = ours;
+        const Summary unseen = Unseen(child);
+        internal::XorInto(seen.digest, unseen.digest);
+        seen.count -= unseen.count;
+        if (seen == peer.Seen(c)) {
+          ShipUnseen(child);
+          continue;
+        }
+      }
       ONCE_RETURN_IF_ERROR(Open(key.Child(c), theirs, child, replier));
     }
     return Ok();
@@ -156,6 +197,13 @@ class Reconciler {
     internal::Sieve(view, peer_ceiling_, &unseen, &seen);
     for (const Leaf* leaf : unseen) ship_.push_back(leaf);
     for (const Leaf* leaf : seen) deleted_.push_back(leaf->path);
+  }
+
+  // Ships what the peer has never seen under `view`; deletes nothing.
+  void ShipUnseen(View view) {
+    std::vector<const Leaf*> unseen;
+    internal::Sieve(view, peer_ceiling_, &unseen, nullptr);
+    for (const Leaf* leaf : unseen) ship_.push_back(leaf);
   }
 
   Status OnMessage(Message&& m) {
@@ -184,6 +232,8 @@ class Reconciler {
   const Summary peer_root_;
   const SessionOptions& options_;
   std::unordered_map<NodeKey, OpenNode, wire::NodeKeyHash> open_;
+  std::unordered_map<const internal::Inner*, Summary> unseen_;
+  bool root_bounded_ = true;
   std::deque<Record> records_;
   std::deque<const Leaf*> ship_;
   std::vector<Message> received_;

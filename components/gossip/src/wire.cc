@@ -33,6 +33,17 @@ void PutBlob(Bytes& out, std::span<const uint8_t> bytes) {
 
 size_t PrefixBytes(uint8_t depth) { return (depth + 1) / 2; }
 
+// The high bit of a record's depth byte: the record is bounded.
+constexpr uint8_t kRecordBounded = 0x80;
+
+uint16_t UnseenMask(const Record& record) {
+  uint16_t mask = 0;
+  for (int c = 0; c < internal::kFanout; ++c) {
+    if (record.Has(c) && record.unseen[c].count > 0) mask |= static_cast<uint16_t>(1u << c);
+  }
+  return mask;
+}
+
 std::unexpected<Error> Malformed(const std::string& what) {
   return MakeError(ErrorCode::kInvalidArgument, "gossip frame: " + what);
 }
@@ -93,7 +104,9 @@ Result<Summary> ReadSummary(Reader& r) {
 
 Result<Record> ReadRecord(Reader& r) {
   Record rec;
-  ONCE_ASSIGN_OR_RETURN(rec.key.depth, r.U8());
+  ONCE_ASSIGN_OR_RETURN(uint8_t depth_byte, r.U8());
+  rec.bounded = (depth_byte & kRecordBounded) != 0;
+  rec.key.depth = depth_byte & ~kRecordBounded;
   if (rec.key.depth >= internal::kDepthMax) return Malformed("record deeper than a path");
   ONCE_ASSIGN_OR_RETURN(auto prefix, r.Take(PrefixBytes(rec.key.depth)));
   std::memcpy(rec.key.prefix.data(), prefix.data(), prefix.size());
@@ -107,6 +120,18 @@ Result<Record> ReadRecord(Reader& r) {
     if (!rec.Has(c)) continue;
     ONCE_ASSIGN_OR_RETURN(rec.children[c], ReadSummary(r));
     if (rec.children[c].count == 0) return Malformed("record lists an empty child");
+  }
+  if (!rec.bounded) return rec;
+  ONCE_ASSIGN_OR_RETURN(uint8_t uhi, r.U8());
+  ONCE_ASSIGN_OR_RETURN(uint8_t ulo, r.U8());
+  const auto unseen = static_cast<uint16_t>(uhi << 8 | ulo);
+  if ((unseen & ~rec.present) != 0) return Malformed("record has unseen parts of absent children");
+  for (int c = 0; c < internal::kFanout; ++c) {
+    if (!((unseen >> c) & 1)) continue;
+    ONCE_ASSIGN_OR_RETURN(rec.unseen[c], ReadSummary(r));
+    if (rec.unseen[c].count == 0 || rec.unseen[c].count > rec.children[c].count) {
+      return Malformed("record has an unseen part outside its child");
+    }
   }
   return rec;
 }
@@ -180,6 +205,13 @@ size_t NodeKeyHash::operator()(const NodeKey& k) const {
   return static_cast<size_t>(h * 0x9e3779b97f4a7c15ULL);
 }
 
+Summary Record::Seen(int c) const {
+  Summary seen = children[c];
+  internal::XorInto(seen.digest, unseen[c].digest);
+  seen.count -= unseen[c].count;  // the decoder keeps unseen within the child
+  return seen;
+}
+
 Summary Record::Total() const {
   Summary total;
   for (int c = 0; c < internal::kFanout; ++c) {
@@ -216,6 +248,11 @@ size_t FrameBuilder::RecordBytes(const Record& record) const {
   for (int c = 0; c < internal::kFanout; ++c) {
     if (record.Has(c)) n += 16 + VarintBytes(record.children[c].count);
   }
+  if (!record.bounded) return n;
+  n += 2;
+  for (int c = 0; c < internal::kFanout; ++c) {
+    if (record.Has(c) && record.unseen[c].count > 0) n += 16 + VarintBytes(record.unseen[c].count);
+  }
   return n;
 }
 
@@ -231,7 +268,8 @@ size_t FrameBuilder::room() const {
 
 bool FrameBuilder::AddRecord(const Record& record) {
   if (RecordBytes(record) > room()) return false;
-  records_.push_back(record.key.depth);
+  records_.push_back(
+      static_cast<uint8_t>(record.key.depth | (record.bounded ? kRecordBounded : 0)));
   records_.insert(records_.end(), record.key.prefix.begin(),
                   record.key.prefix.begin() + PrefixBytes(record.key.depth));
   records_.push_back(static_cast<uint8_t>(record.present >> 8));
@@ -240,6 +278,16 @@ bool FrameBuilder::AddRecord(const Record& record) {
     if (!record.Has(c)) continue;
     PutBytes(records_, record.children[c].digest);
     PutVarint(records_, record.children[c].count);
+  }
+  if (record.bounded) {
+    const uint16_t mask = UnseenMask(record);
+    records_.push_back(static_cast<uint8_t>(mask >> 8));
+    records_.push_back(static_cast<uint8_t>(mask));
+    for (int c = 0; c < internal::kFanout; ++c) {
+      if (!((mask >> c) & 1)) continue;
+      PutBytes(records_, record.unseen[c].digest);
+      PutVarint(records_, record.unseen[c].count);
+    }
   }
   ++record_count_;
   return true;

@@ -31,13 +31,20 @@ struct NodeKeyHash {
   size_t operator()(const NodeKey& k) const;
 };
 
-// One side's listing of a node: the summary of each present child.
+// One side's listing of a node: the summary of each present child. A bounded
+// record also lists, per child, the summary of the child's messages that are
+// not <= the receiver's ceiling (the part the receiver has never seen; count 0
+// if none), which lets both sides settle a child without descending into it.
 struct Record {
   NodeKey key;
   uint16_t present = 0;  // bit c: child c is present
   std::array<Summary, internal::kFanout> children{};
+  bool bounded = false;
+  std::array<Summary, internal::kFanout> unseen{};  // bounded only
   bool Has(int c) const { return (present >> c) & 1; }
   Summary Total() const;
+  // The summary of child c's messages that the receiver has seen (bounded).
+  Summary Seen(int c) const;
 };
 
 struct Data {

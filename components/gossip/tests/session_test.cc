@@ -76,6 +76,48 @@ TEST(SessionTest, ResultEqualsTheInMemoryJoin) {
   EXPECT_TRUE(SameState(hosts[2]->Snap(), expected));
 }
 
+// Bounded records settle pure transfer at the first bounded level, however
+// deep the differences sit in the trie.
+TEST(SessionTest, PureTransferAtScaleSettlesWithoutDescending) {
+  SeededRng rng(16);
+  auto hosts = MakeUniverse(rng, 2);
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(hosts[i % 2]->Send(Payload(std::to_string(i))));
+  ASSERT_TRUE(RunPair(*hosts[0], *hosts[1]).initiator);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(hosts[0]->Send(Payload("a" + std::to_string(i))));
+    ASSERT_TRUE(hosts[1]->Send(Payload("b" + std::to_string(i))));
+  }
+  const Snapshot expected = Merge(hosts[0]->Snap(), hosts[1]->Snap());
+  auto r = RunPair(*hosts[0], *hosts[1]);
+  ASSERT_TRUE(r.initiator) << r.initiator.error().ToString();
+  EXPECT_EQ(r.initiator->sent, 200u);
+  EXPECT_EQ(r.initiator->received, 200u);
+  EXPECT_LE(r.initiator->frames, 6u);  // root, one bounded level, shipments, idle
+  EXPECT_TRUE(SameState(hosts[0]->Snap(), expected));
+  EXPECT_TRUE(SameState(hosts[1]->Snap(), expected));
+}
+
+// New messages and redactions on both sides, scattered over a deep trie: the
+// bounded rule settles only the children without one-sided deletions.
+TEST(SessionTest, MixedTransferAndRedactionAtScaleEqualsTheJoin) {
+  SeededRng rng(17);
+  auto hosts = MakeUniverse(rng, 2);
+  std::vector<itc::Version> vs;
+  for (int i = 0; i < 3000; ++i) vs.push_back(*hosts[i % 2]->Send(Payload(std::to_string(i))));
+  ASSERT_TRUE(RunPair(*hosts[0], *hosts[1]).initiator);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(hosts[0]->Redact(vs[7 * i]));
+    ASSERT_TRUE(hosts[1]->Redact(vs[7 * i + 3]));
+    ASSERT_TRUE(hosts[i % 2]->Send(Payload("n" + std::to_string(i))));
+  }
+  const Snapshot expected = Merge(hosts[0]->Snap(), hosts[1]->Snap());
+  auto r = RunPair(*hosts[1], *hosts[0]);
+  ASSERT_TRUE(r.initiator) << r.initiator.error().ToString();
+  EXPECT_EQ(expected.size(), 3000u - 600u + 300u);
+  EXPECT_TRUE(SameState(hosts[0]->Snap(), expected));
+  EXPECT_TRUE(SameState(hosts[1]->Snap(), expected));
+}
+
 TEST(SessionTest, LocalSendsDuringASessionSurvive) {
   SeededRng rng(15);
   auto hosts = MakeUniverse(rng, 2);

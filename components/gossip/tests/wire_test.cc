@@ -209,6 +209,52 @@ TEST(WireTest, RoundTripsAFrame) {
   EXPECT_EQ(f->data.messages[0].version, v);
 }
 
+TEST(WireTest, BoundedRecordsRoundTripAndRejectUnseenOutsideTheChild) {
+  wire::Record rec;
+  rec.key = wire::NodeKey{}.Child(3);
+  rec.bounded = true;
+  rec.present = (1 << 2) | (1 << 11);
+  rec.children[2] = Summary{Path{1}, 5};
+  rec.children[11] = Summary{Path{2}, 1};
+  rec.unseen[2] = Summary{Path{3}, 2};
+  wire::FrameBuilder fb(wire::Kind::kData, kFrameBytesMax);
+  ASSERT_TRUE(fb.AddRecord(rec));
+  const Bytes bytes = fb.Finish(false);
+  auto f = wire::Decode(std::span(bytes).subspan(4));
+  ASSERT_TRUE(f) << f.error().ToString();
+  ASSERT_EQ(f->data.records.size(), 1u);
+  const wire::Record& got = f->data.records[0];
+  EXPECT_TRUE(got.bounded);
+  EXPECT_EQ(got.key, rec.key);
+  EXPECT_EQ(got.unseen[2], rec.unseen[2]);
+  EXPECT_EQ(got.unseen[11].count, 0u);
+  EXPECT_EQ(got.Seen(2).count, 3u);
+  EXPECT_EQ(got.Seen(11), rec.children[11]);
+
+  // An unseen part larger than its child, or of an absent child, is refused.
+  for (auto mutate : {+[](wire::Record& r) {
+                        r.unseen[11] = Summary{Path{4}, 2};
+                      },
+                      +[](wire::Record& r) {
+                        r.unseen[11] = Summary{Path{4}, 1}, r.present &= ~(1 << 11);
+                      }}) {
+    wire::Record bad = rec;
+    mutate(bad);
+    // Encode by hand what the builder would refuse to describe honestly.
+    wire::FrameBuilder b(wire::Kind::kData, kFrameBytesMax);
+    ASSERT_TRUE(b.AddRecord(bad));
+    const Bytes raw = b.Finish(false);
+    auto d = wire::Decode(std::span(raw).subspan(4));
+    if (bad.Has(11)) {
+      ASSERT_FALSE(d);
+      EXPECT_EQ(d.error().code, ErrorCode::kInvalidArgument);
+    } else {
+      ASSERT_TRUE(d);  // the builder drops unseen parts of absent children
+      EXPECT_EQ(d->data.records[0].unseen[11].count, 0u);
+    }
+  }
+}
+
 TEST(WireTest, RandomAndBitFlippedBytesNeverCrash) {
   SeededRng rng(42);
   Replica r = Replica::Seed(rng);
