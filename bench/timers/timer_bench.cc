@@ -1,0 +1,335 @@
+// timer_bench: do timers fire on time? N executions (10,000 by default) each
+// park on SleepUntil(T) for ONE common instant T; a TimerService with a
+// RuntimeWaker (real time, SystemClock) fires them. Lateness of an execution
+// = the moment its resume is durable (Waker::Wake returned kResumed, seen by
+// a decorator of the RuntimeWaker, before the row is retired) - T. Reports
+// p50 / p99 / max lateness, fired/s (N / (last resume - T)) and how many
+// executions completed (read back from the log: must be N). The log's
+// EXECUTION_COMPLETED time_ms gives a second lateness figure (stamped when
+// the event is made, before its append is durable).
+//
+//   timer_bench --backend memory
+//   timer_bench --backend sqlite --dir /tmp/tb
+//   timer_bench --backend postgres --url postgresql://postgres@127.0.0.1:5432/postgres
+//
+// T is chosen from a pilot: pilot executions (1% of N, at least 50, parked a
+// day ahead so they never fire) time the setup, and T = the start of the real
+// setup + 1.5 x the extrapolated setup time + --slack-ms. If the setup still
+// runs past T the line says so (setup_overran=1): the lateness then includes
+// setup time and the figure is not valid.
+//
+// Output: one machine-readable line
+//   timer-bench backend=... timers=... p50_ms=... p99_ms=... max_ms=... fired_per_s=...
+//   completed=... ...
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "once/base/clock.h"
+#include "once/base/rng.h"
+#include "once/orchestration/runtime_waker.h"
+#include "once/runtime/runtime.h"
+#include "once/store/memory_store.h"
+#include "once/store_postgres/postgres_event_store.h"
+#include "once/store_postgres/postgres_timer_store.h"
+#include "once/store_sqlite/sqlite_event_store.h"
+#include "once/store_sqlite/sqlite_timer_store.h"
+#include "once/timers/memory_timer_store.h"
+#include "once/timers/timer_service.h"
+
+namespace once::bench {
+namespace {
+
+using runtime::Context;
+using runtime::Json;
+using runtime::Runtime;
+
+struct Options {
+  std::string backend = "memory";
+  std::string dir;
+  std::string url;
+  size_t timers = 10'000;
+  size_t workers = 16;  // runtime workers (the setup's concurrent starts)
+  int64_t poll_interval_ms = 250;
+  size_t claim_rows_max = 1'000;
+  size_t fire_concurrency = 1;
+  bool repoll_when_full = false;
+  int64_t slack_ms = 2'000;
+  int64_t wait_ms_max = 900'000;  // give up on stragglers after T + this
+};
+
+struct Stores {
+  std::unique_ptr<store::EventStore> events;
+  std::unique_ptr<timers::TimerStore> timers;
+};
+
+Result<Stores> OpenStores(const Options& o, const Clock& clock) {
+  Stores s;
+  timers::TimerLimits limits{.claim_rows_max = std::max<size_t>(o.claim_rows_max, 1'000)};
+  if (o.backend == "memory") {
+    s.events = std::make_unique<store::MemoryEventStore>();
+    s.timers = std::make_unique<timers::MemoryTimerStore>(limits);
+    return s;
+  }
+  if (o.backend == "sqlite") {
+    // One file each: the timer store's connection never waits on the event
+    // store's write lock. Durability FULL on both (the defaults).
+    std::string dir = o.dir.empty() ? "/tmp" : o.dir;
+    std::filesystem::create_directories(dir);
+    std::string stem = dir + "/timer-bench-" + std::to_string(getpid());
+    for (const char* suffix : {"-events.db", "-timers.db"}) {
+      for (const char* extra : {"", "-wal", "-shm"}) {
+        std::filesystem::remove(stem + suffix + extra);
+      }
+    }
+    ONCE_ASSIGN_OR_RETURN(auto events, store::SqliteEventStore::Open(stem + "-events.db"));
+    ONCE_ASSIGN_OR_RETURN(auto timers,
+                          store::SqliteTimerStore::Open(stem + "-timers.db", {.limits = limits}));
+    s.events = std::move(events);
+    s.timers = std::move(timers);
+    return s;
+  }
+  if (o.backend == "postgres") {
+    std::string schema = "timer_bench_" + std::to_string(getpid());
+    store::PostgresOptions po{.conninfo = o.url,
+                              .schema = schema,
+                              .connections_max = std::max<size_t>(16, o.fire_concurrency)};
+    ONCE_ASSIGN_OR_RETURN(auto events, store::PostgresEventStore::Open(po, clock));
+    store::PostgresTimerOptions to{.conninfo = o.url,
+                                   .schema = schema,
+                                   .connections_max = std::max<size_t>(4, o.fire_concurrency),
+                                   .limits = limits};
+    ONCE_ASSIGN_OR_RETURN(auto timers, store::PostgresTimerStore::Open(to));
+    s.events = std::move(events);
+    s.timers = std::move(timers);
+    return s;
+  }
+  return MakeError(ErrorCode::kInvalidArgument, "unknown backend " + o.backend);
+}
+
+// Records when each resume became durable (before the service retires the row).
+class TimingWaker final : public timers::Waker {
+ public:
+  TimingWaker(timers::Waker& inner, const Clock& clock) : inner_(inner), clock_(clock) {}
+
+  Result<timers::WakeVerdict> Wake(const timers::TimerRow& row) override {
+    Result<timers::WakeVerdict> v = inner_.Wake(row);
+    int64_t now_ms = clock_.NowUnixMillis();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (v && *v == timers::WakeVerdict::kResumed) {
+      resumed_ms_.push_back(now_ms);
+    } else {
+      ++not_resumed_;
+    }
+    resumed_count_.store(resumed_ms_.size(), std::memory_order_release);
+    return v;
+  }
+
+  size_t resumed() const { return resumed_count_.load(std::memory_order_acquire); }
+  std::vector<int64_t> resumed_ms() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return resumed_ms_;
+  }
+  size_t not_resumed() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return not_resumed_;
+  }
+
+ private:
+  timers::Waker& inner_;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  std::vector<int64_t> resumed_ms_;  // GUARDED_BY(mu_)
+  size_t not_resumed_ = 0;           // GUARDED_BY(mu_)
+  std::atomic<size_t> resumed_count_{0};
+};
+
+int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return -1;
+  size_t i = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+double LoadAverage1() {
+  double load = -1;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = -1;
+    std::fclose(f);
+  }
+  return load;
+}
+
+// Starts executions [first, first + count) parked until wake_at_ms; returns
+// how many parked. Up to `in_flight` starts are outstanding at once.
+size_t StartParked(Runtime& rt, const std::string& prefix, size_t count, int64_t wake_at_ms,
+                   size_t in_flight) {
+  size_t parked = 0;
+  std::vector<std::future<Result<runtime::RunOutcome>>> pending;
+  auto drain = [&](size_t keep) {
+    while (pending.size() > keep) {
+      Result<runtime::RunOutcome> r = pending.front().get();
+      pending.erase(pending.begin());
+      if (r && r->status == runtime::ExecutionStatus::kSuspended) {
+        ++parked;
+      } else if (!r) {
+        std::fprintf(stderr, "timer-bench: start failed: %s\n", r.error().message.c_str());
+      }
+    }
+  };
+  for (size_t i = 0; i < count; ++i) {
+    pending.push_back(
+        rt.StartAsync("sleep_until", prefix + std::to_string(i), Json{{"wake_at_ms", wake_at_ms}}));
+    if (pending.size() >= in_flight) drain(in_flight / 2);
+  }
+  drain(0);
+  return parked;
+}
+
+int Run(const Options& o) {
+  SystemClock clock;
+  SystemRng rng;
+  Result<Stores> stores = OpenStores(o, clock);
+  if (!stores) {
+    std::fprintf(stderr, "timer-bench: %s\n", stores.error().message.c_str());
+    return 1;
+  }
+  std::atomic<size_t> errors{0};
+  auto on_error = [&](const Error& e) {
+    if (errors.fetch_add(1) < 5)
+      std::fprintf(stderr, "timer-bench: error: %s\n", e.message.c_str());
+  };
+  orchestration::ParkTimers park_timers(*stores->events, *stores->timers, on_error);
+  runtime::RuntimeOptions rt_options{.workers = o.workers, .on_error = on_error};
+  rt_options.on_park = [&](const std::string& id, int64_t seq, const store::Envelope& park) {
+    park_timers.OnPark(id, seq, park);
+  };
+  Runtime rt(*stores->events, clock, rt_options);
+  // Sleeps until the input's instant; records nothing else; completes.
+  (void)rt.Register("sleep_until", [](Context& ctx, const Json& in) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.SleepUntil(FromUnixMillis(in["wake_at_ms"].get<int64_t>())));
+    return Json();
+  });
+  orchestration::RuntimeWaker runtime_waker(rt);
+  TimingWaker waker(runtime_waker, clock);
+  timers::TimerServiceOptions service_options{.owner = "timer-bench",
+                                              .poll_interval_ms = o.poll_interval_ms,
+                                              .claim_rows_max = o.claim_rows_max,
+                                              .on_error = on_error};
+  service_options.fire_concurrency = o.fire_concurrency;
+  service_options.repoll_when_full = o.repoll_when_full;
+  timers::TimerService service(*stores->timers, waker, clock, rng, service_options);
+  service.Start();  // polling all along, as in production
+
+  size_t in_flight = std::max<size_t>(o.workers * 4, 64);
+  // Pilot: time the setup on executions that never fire in this run.
+  size_t pilot = std::max<size_t>(o.timers / 100, 50);
+  auto pilot_start = std::chrono::steady_clock::now();
+  StartParked(rt, "pilot-", pilot, clock.NowUnixMillis() + 86'400'000, in_flight);
+  double pilot_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - pilot_start).count();
+  double setup_estimate_s = pilot_s * static_cast<double>(o.timers) / static_cast<double>(pilot);
+
+  int64_t setup_start_ms = clock.NowUnixMillis();
+  int64_t t_ms = setup_start_ms + static_cast<int64_t>(setup_estimate_s * 1'500) + o.slack_ms;
+  size_t parked = StartParked(rt, "t-", o.timers, t_ms, in_flight);
+  int64_t parked_ms = clock.NowUnixMillis();
+  double load_at_t = -1;
+  while (clock.NowUnixMillis() < t_ms) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  load_at_t = LoadAverage1();
+  int64_t deadline_ms = t_ms + o.wait_ms_max;
+  while (waker.resumed() < parked && clock.NowUnixMillis() < deadline_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  double load_after = LoadAverage1();
+  service.Stop();
+  rt.WaitIdle();
+  timers::TimerServiceStats stats = service.stats();
+
+  std::vector<int64_t> lateness;
+  for (int64_t ms : waker.resumed_ms()) lateness.push_back(ms - t_ms);
+  std::sort(lateness.begin(), lateness.end());
+
+  // Read back: completed count, and the EXECUTION_COMPLETED stamps.
+  size_t completed = 0;
+  std::vector<int64_t> stamped;
+  for (size_t i = 0; i < o.timers; ++i) {
+    auto log = stores->events->ReadRange("t-" + std::to_string(i), 1, store::kToEnd);
+    if (!log) continue;
+    for (const store::Envelope& e : *log) {
+      if (e.Is(events::KernelKind::kExecutionCompleted)) {
+        ++completed;
+        stamped.push_back(e.time_ms - t_ms);
+      }
+    }
+  }
+  std::sort(stamped.begin(), stamped.end());
+  int64_t last_ms = lateness.empty() ? 0 : lateness.back();
+  double fired_per_s =
+      last_ms > 0 ? static_cast<double>(lateness.size()) * 1'000.0 / static_cast<double>(last_ms)
+                  : 0;
+  std::printf(
+      "timer-bench backend=%s timers=%zu parked=%zu completed=%zu resumed=%zu p50_ms=%lld "
+      "p99_ms=%lld max_ms=%lld min_ms=%lld fired_per_s=%.0f log_p50_ms=%lld log_p99_ms=%lld "
+      "log_max_ms=%lld setup_s=%.1f margin_ms=%lld setup_overran=%d workers=%zu "
+      "poll_interval_ms=%lld claim_rows_max=%zu fire_concurrency=%zu repoll_when_full=%d "
+      "service_fired=%lld "
+      "obsolete=%lld contended=%lld errors=%zu load_at_t=%.2f load_after=%.2f\n",
+      o.backend.c_str(), o.timers, parked, completed, lateness.size(),
+      static_cast<long long>(Percentile(lateness, 0.50)),
+      static_cast<long long>(Percentile(lateness, 0.99)),
+      static_cast<long long>(lateness.empty() ? -1 : lateness.back()),
+      static_cast<long long>(lateness.empty() ? -1 : lateness.front()), fired_per_s,
+      static_cast<long long>(Percentile(stamped, 0.50)),
+      static_cast<long long>(Percentile(stamped, 0.99)),
+      static_cast<long long>(stamped.empty() ? -1 : stamped.back()),
+      static_cast<double>(parked_ms - setup_start_ms) / 1'000.0,
+      static_cast<long long>(t_ms - parked_ms), parked_ms > t_ms ? 1 : 0, o.workers,
+      static_cast<long long>(o.poll_interval_ms), o.claim_rows_max, o.fire_concurrency,
+      o.repoll_when_full ? 1 : 0, static_cast<long long>(stats.fired),
+      static_cast<long long>(stats.obsolete), static_cast<long long>(stats.contended),
+      errors.load(), load_at_t, load_after);
+  return completed == o.timers && parked_ms <= t_ms ? 0 : 3;
+}
+
+}  // namespace
+}  // namespace once::bench
+
+int main(int argc, char** argv) {
+  once::bench::Options o;
+  CLI::App app{"timer_bench: lateness of timers due at one instant"};
+  app.add_option("--backend", o.backend, "memory | sqlite | postgres")
+      ->check(CLI::IsMember({"memory", "sqlite", "postgres"}));
+  app.add_option("--dir", o.dir, "SQLite: folder for the database files (default /tmp)");
+  app.add_option("--url", o.url, "PostgreSQL: connection URL (default $ONCE_TEST_POSTGRES_URL)");
+  app.add_option("--timers", o.timers, "executions parked on the one instant");
+  app.add_option("--workers", o.workers, "runtime workers");
+  app.add_option("--poll-interval-ms", o.poll_interval_ms, "TimerService poll interval");
+  app.add_option("--claim-rows-max", o.claim_rows_max, "rows claimed per poll");
+  app.add_option("--fire-concurrency", o.fire_concurrency,
+                 "rows fired at once (TimerServiceOptions::fire_concurrency)");
+  app.add_flag("--repoll-when-full", o.repoll_when_full,
+               "TimerServiceOptions::repoll_when_full: a full batch is followed by a poll at once");
+  app.add_option("--slack-ms", o.slack_ms, "added to 1.5 x the estimated setup time for T");
+  app.add_option("--wait-ms-max", o.wait_ms_max, "give up this long after T");
+  CLI11_PARSE(app, argc, argv);
+  if (o.backend == "postgres" && o.url.empty()) {
+    if (const char* env = std::getenv("ONCE_TEST_POSTGRES_URL")) o.url = env;
+    if (o.url.empty()) {
+      std::fprintf(stderr, "timer-bench: postgres needs --url or ONCE_TEST_POSTGRES_URL\n");
+      return 2;
+    }
+  }
+  return once::bench::Run(o);
+}
