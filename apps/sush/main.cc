@@ -195,11 +195,19 @@ json Outputs(const Context& ctx, const sush_net::SushClient& sled, const json& j
              const std::string& stream, const std::string& only) {
   json out = json::object();
   auto id = rack::JobId::Parse(job.value("job_id", std::string()));
+  std::map<std::string, uint8_t> cubbies;  // -T by cubby needs the sleds' announcements
+  if (auto info = sled.Info()) {
+    for (const json& s : (*info)["sleds"]) {
+      if (s["cubby"].is_number()) cubbies[s["baseboard"]] = s["cubby"].get<uint8_t>();
+    }
+  }
   for (const auto& [baseboard, status] : job["statuses"].items()) {
     if (!status.contains("exit")) continue;
     if (!only.empty()) {
       auto target = rack::Target::Parse(only);
-      if (!target || !target->Matches(rack::SledIdentity{baseboard, std::nullopt})) continue;
+      rack::SledIdentity identity{baseboard, std::nullopt};
+      if (auto it = cubbies.find(baseboard); it != cubbies.end()) identity.cubby = it->second;
+      if (!target || !target->Matches(identity)) continue;
     }
     std::optional<sush_net::Address> address = ctx.AddressOf(baseboard);
     if (!address && ctx.globals.server.empty()) continue;
@@ -344,6 +352,13 @@ int JobOutput(const Context& ctx, const std::string& id_text, const std::string&
     std::cout << outputs.begin()->get<std::string>() << std::flush;  // raw, for pipes
     return 0;
   }
+  if (outputs.empty()) {
+    return Fail(
+        ctx, Error{ErrorCode::kNotFound,
+                   "no " + stream + " of " + id.ToString() + " on the sleds asked (still running?)",
+                   "",
+                   {}});
+  }
   Print(ctx, json{{"job_id", id.ToString()}, {stream, outputs}}, OutputText(outputs, job));
   return 0;
 }
@@ -376,7 +391,14 @@ int Version(const Context& ctx) {
               "\nserver unreachable: " + sled.error().message + "\n");
     return 0;
   }
-  SUSH_TRY(json info, sled->Info());
+  auto answered = sled->Info();
+  if (!answered) {
+    Print(ctx, body,
+          std::string("client ") + kClientVersion +
+              "\nserver unreachable: " + answered.error().message + "\n");
+    return 0;
+  }
+  json info = std::move(*answered);
   body["server"] = json{{"baseboard", info["baseboard"]}, {"build_version", info["build_version"]}};
   body["sleds"] = info["sleds"];
   std::map<int, json> by_cubby;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The sush client end to end on a 2-sled rack: keys new (0600), --json on
+# commands, job output by cubby target, history, the REPL prompt, rack down.
+#   apps/sush/cli_test.sh path/to/sush
+set -euo pipefail
+sush="$1"
+dir="$(mktemp -d /tmp/sush-cli-XXXXXX)"
+trap '"$sush" rack down --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+fail() { echo "cli_test: $*" >&2; exit 1; }
+json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+
+"$sush" rack up 2 --dir "$dir" --json | json '["sleds"][1]["cubby"]' | grep -qx 1 || fail "rack up"
+"$sush" --rack "$dir" keys new alice >/dev/null
+[[ "$(stat -c %a "$dir/keys/alice.key")" == 600 ]] || fail "key file mode"
+"$sush" --rack "$dir" keys new alice >/dev/null 2>&1 && fail "a key file was overwritten"
+session="$("$sush" --rack "$dir" --json session start | json '["session_id"]')"
+[[ "$("$sush" --rack "$dir" session show --json | json '["active"]')" == "$session" ]] ||
+  fail "session show"
+job="$("$sush" --rack "$dir" --json job start -T 1 'echo out; echo err >&2' | json '["job_id"]')"
+"$sush" --rack "$dir" --json job status "${job^^}" -w | json '["statuses"]["913-0000019:SLED00001"]["state"]' |
+  grep -qx Stopped || fail "job status -w"
+[[ "$("$sush" --rack "$dir" job output "$job" stderr -T 1)" == err ]] || fail "job output stderr"
+"$sush" --rack "$dir" job output "$job" -T 0 >/dev/null 2>&1 && fail "cubby 0 has no output"
+"$sush" --rack "$dir" job history | grep -q "$job" || fail "history"
+repl="$(printf 'session show\nversion\nexit\n' | "$sush" --rack "$dir")"
+grep -q '^sush# session '"$session" <<<"$repl" || fail "REPL: $repl"
+grep -q 'SLED00001' <<<"$repl" || fail "REPL version"
+"$sush" rack down --dir "$dir" --json | json '["stopped"].__len__()' | grep -qx 2 || fail "rack down"
+echo "cli_test: ok"
