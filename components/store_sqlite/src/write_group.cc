@@ -39,7 +39,10 @@ void WriteGroup::Submit(Op& op) {
   }
   std::lock_guard<std::mutex> lock(queue_mu_);
   // Notified under the lock: a follower cannot return (and destroy its Op)
-  // before the notify is done.
+  // before the notify is done. The next leader is woken last, on purpose:
+  // the callers just answered re-enqueue their next write before it takes the
+  // queue, so groups are larger (measured: waking it first gave 32 operations
+  // a commit instead of 43-51 and fewer executions/s; the fsync is the cost).
   for (Op* o : group) {
     o->done = true;
     if (o != &op) o->cv.notify_one();
