@@ -5,8 +5,8 @@
 // SIGTERM drains within 5 s. Each test kills only the pids it started.
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -327,6 +327,24 @@ TEST_F(RackTest, UnsignedWronglySignedOrUnknownKeyJobsNeverRun) {
   ASSERT_TRUE(genuine);
   EXPECT_EQ(*genuine, id);
   EXPECT_TRUE(Eventually([&] { return StateOn(a, id, sleds_[1].baseboard) == "Stopped"; }));
+}
+
+TEST_F(RackTest, RequestsPastTheirLimitsAreRefusedAsLimitErrors) {
+  StartRack(1);
+  const SushClient a = sleds_[0].client();
+  // Past kRequestBodyBytesMax: the HTTP layer refuses the body.
+  auto body =
+      a.Post("/v1/submit", json{{"request", std::string(sush_net::kRequestBodyBytesMax, 'a')}});
+  ASSERT_FALSE(body);
+  EXPECT_EQ(body.error().code, ErrorCode::kLimitExceeded) << body.error().ToString();
+  // Within it but past rack::kRequestBytesMax once decoded.
+  auto request = a.SubmitBytes(Bytes(rack::kRequestBytesMax + 1, 0x01));
+  ASSERT_FALSE(request);
+  EXPECT_EQ(request.error().code, ErrorCode::kLimitExceeded) << request.error().ToString();
+  EXPECT_NE(request.error().message.find("request_bytes_max"), std::string::npos);
+  auto unknown = a.Get("/v1/jobs/abandon-abandon");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, ErrorCode::kInvalidArgument);
 }
 
 TEST_F(RackTest, ARunningJobIsStoppedBySigkillWithinOneSecond) {

@@ -192,7 +192,11 @@ json ErrorToJson(const Error& error) {
 
 Error ErrorFromJson(const json& body, int http_status) {
   if (!body.is_object() || !body.contains("error") || !body["error"].is_object()) {
-    return Error{ErrorCode::kInternal, "HTTP " + std::to_string(http_status) + " without error"};
+    // The HTTP layer itself refused (e.g. a body past the server's limit).
+    const ErrorCode code = http_status == 413   ? ErrorCode::kLimitExceeded
+                           : http_status == 404 ? ErrorCode::kNotFound
+                                                : ErrorCode::kInternal;
+    return Error{code, "HTTP " + std::to_string(http_status) + " without error", "", {}};
   }
   const json& e = body["error"];
   Error error{ErrorCode::kInternal, e.value("message", std::string("")), "", {}};

@@ -80,6 +80,7 @@ TEST(JsonTest, ErrorsRoundTripThroughTheirJsonAnswer) {
   EXPECT_EQ(back.message, "unknown key");
   EXPECT_EQ(HttpStatusOf(ErrorCode::kPermissionDenied), 403);
   EXPECT_EQ(ErrorFromJson(nlohmann::json::object(), 500).code, ErrorCode::kInternal);
+  EXPECT_EQ(ErrorFromJson(nlohmann::json(), 413).code, ErrorCode::kLimitExceeded);
 }
 
 TEST(JsonTest, AStoppedStatusShowsItsExitAndOutputLengths) {
