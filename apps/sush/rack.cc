@@ -109,6 +109,21 @@ int Spawn(const std::filesystem::path& binary, const std::vector<std::string>& a
   ::_exit(127);
 }
 
+// Stops the servers this process spawned (its children, so no pid reuse).
+void StopSpawned(const RackFile& rack) {
+  for (const RackSled& sled : rack.sleds) {
+    if (sled.pid > 0) ::kill(sled.pid, SIGTERM);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kRackDownWait;
+  for (const RackSled& sled : rack.sleds) {
+    while (sled.pid > 0 && Alive(sled.pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);
+    }
+    if (sled.pid > 0 && Alive(sled.pid)) ::kill(sled.pid, SIGKILL);
+    if (sled.pid > 0) ::waitpid(sled.pid, nullptr, 0);
+  }
+}
+
 }  // namespace
 
 std::filesystem::path FindServerBinary() {
@@ -261,14 +276,14 @@ Result<RackFile> RackUp(const RackUpOptions& options) {
     if (networks.size() == 1 && converged == rack.sleds.size()) break;
     for (const RackSled& sled : rack.sleds) {
       if (!Alive(sled.pid)) {
-        (void)RackDown(dir);
+        StopSpawned(rack);
         return MakeError(ErrorCode::kUnavailable,
                          "sush-server " + sled.baseboard + " exited; see " +
                              (sled.data_dir.parent_path() / "server.log").string());
       }
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      (void)RackDown(dir);
+      StopSpawned(rack);
       return MakeError(ErrorCode::kTimeout, "the rack did not converge in time");
     }
     std::this_thread::sleep_for(100ms);
