@@ -37,8 +37,9 @@ void AddLeafSummary(Inner& node, const Leaf& leaf) {
     node.floor = leaf.version;
     node.ceiling = leaf.version;
   } else {
-    node.floor = itc::Meet(node.floor, leaf.version);
-    node.ceiling = itc::Join(node.ceiling, leaf.version);
+    // Leq does not allocate; most inserts move only one of the two bounds.
+    if (!itc::Leq(node.floor, leaf.version)) node.floor = itc::Meet(node.floor, leaf.version);
+    if (!itc::Leq(leaf.version, node.ceiling)) node.ceiling = itc::Join(node.ceiling, leaf.version);
   }
 }
 
@@ -48,9 +49,14 @@ void RecomputeBounds(Inner& node) {
     if (slot.empty()) continue;
     const itc::Version& lo = slot.leaf ? slot.leaf->version : slot.inner->floor;
     const itc::Version& hi = slot.leaf ? slot.leaf->version : slot.inner->ceiling;
-    node.floor = first ? lo : itc::Meet(node.floor, lo);
-    node.ceiling = first ? hi : itc::Join(node.ceiling, hi);
-    first = false;
+    if (first) {
+      node.floor = lo;
+      node.ceiling = hi;
+      first = false;
+      continue;
+    }
+    if (!itc::Leq(node.floor, lo)) node.floor = itc::Meet(node.floor, lo);
+    if (!itc::Leq(hi, node.ceiling)) node.ceiling = itc::Join(node.ceiling, hi);
   }
   if (first) node.floor = node.ceiling = itc::Version{};
 }
