@@ -1,9 +1,13 @@
 #include "once/runtime/context.h"
 
+#include "json_access.h"
 #include "once/runtime/runtime.h"
 #include "run_state.h"
 
 namespace once::runtime {
+
+using internal::Member;
+using internal::Refused;
 
 using events::KernelKind;
 using internal::ErrorFromJson;
@@ -11,13 +15,6 @@ using internal::ErrorToJson;
 using internal::IsBodyEvent;
 
 namespace {
-
-const Json& Member(const Json& j, const char* key) {
-  static const Json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
 
 // True if every member of `want` is equal in `got` (got may carry more).
 bool Matches(const Json& got, const Json& want) {

@@ -1,10 +1,14 @@
 // Resume: D2 of the design record (acquire-if-parked, the fence taken last).
 #include <algorithm>
 
+#include "json_access.h"
 #include "once/runtime/runtime.h"
 #include "run_state.h"
 
 namespace once::runtime {
+
+using internal::Member;
+using internal::Refused;
 
 using events::KernelKind;
 using internal::RunState;
@@ -12,19 +16,6 @@ using store::AppendRequest;
 using store::Capability;
 
 namespace {
-
-std::unexpected<Error> Refused(std::string_view id, std::string reason) {
-  std::string message = "resume refused: " + reason;
-  return MakeError(ErrorCode::kResumeRefused, std::move(message), std::string(id),
-                   ResumeRefusedDetail{std::move(reason)});
-}
-
-const Json& Member(const Json& j, const char* key) {
-  static const Json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
 
 const Json* FindWait(const Envelope& park, std::string_view type, const char* key = nullptr,
                      std::string_view value = {}) {

@@ -2,9 +2,13 @@
 
 #include <charconv>
 
+#include "json_access.h"
 #include "run_state.h"
 
 namespace once::runtime {
+
+using internal::Member;
+using internal::Refused;
 
 using events::KernelKind;
 using internal::RunState;
@@ -14,19 +18,6 @@ using store::Capability;
 namespace {
 
 constexpr int kAuditAppendAttemptsMax = 8;  // sequence races of an unguarded audit append
-
-std::unexpected<Error> Refused(std::string_view id, std::string reason) {
-  std::string message = "resume refused: " + reason;
-  return MakeError(ErrorCode::kResumeRefused, std::move(message), std::string(id),
-                   ResumeRefusedDetail{std::move(reason)});
-}
-
-const Json& Member(const Json& j, const char* key) {
-  static const Json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
 
 // "a" -> "a~2", "a~2" -> "a~3".
 std::string NextGenerationId(std::string_view id) {

@@ -1,0 +1,27 @@
+// Small helpers the runtime's sources share (internal).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "once/base/result.h"
+#include "once/events/envelope.h"
+
+namespace once::runtime::internal {
+
+// j[key] when j is an object holding key, else a null Json (never throws).
+inline const events::Json& Member(const events::Json& j, const char* key) {
+  static const events::Json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+// kResumeRefused with its typed reason ("not-suspended", "terminal", ...).
+inline std::unexpected<Error> Refused(std::string_view id, std::string reason) {
+  std::string message = "resume refused: " + reason;
+  return MakeError(ErrorCode::kResumeRefused, std::move(message), std::string(id),
+                   ResumeRefusedDetail{std::move(reason)});
+}
+
+}  // namespace once::runtime::internal
