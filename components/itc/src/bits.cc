@@ -4,29 +4,28 @@
 
 namespace once::itc::internal {
 
-void BitWriter::Put(bool bit) {
-  if (used_ == 8) {
-    bytes_.push_back(0);
-    used_ = 0;
-  }
-  if (bit) bytes_.back() |= static_cast<uint8_t>(0x80u >> used_);
-  ++used_;
-}
-
 void BitWriter::PutBits(unsigned __int128 value, int count) {
-  for (int i = count - 1; i >= 0; --i) Put(((value >> i) & 1) != 0);
+  constexpr int kChunk = 48;
+  while (count > kChunk) {
+    count -= kChunk;
+    PutSmall(static_cast<uint64_t>(value >> count) & ((uint64_t{1} << kChunk) - 1), kChunk);
+  }
+  if (count > 0) {
+    PutSmall(static_cast<uint64_t>(value) & ((uint64_t{1} << count) - 1), count);
+  }
 }
 
 void BitWriter::PutGamma(unsigned __int128 n) {
   const unsigned __int128 code = n + 1;
   int width = 0;  // floor(log2(code))
   while ((code >> (width + 1)) != 0) ++width;
-  for (int i = 0; i < width; ++i) Put(false);
+  PutBits(0, width);
   PutBits(code, width + 1);
 }
 
 Bytes BitWriter::Finish() && {
   Put(true);
+  if (pending_bits_ > 0) bytes_.push_back(static_cast<uint8_t>(pending_ << (8 - pending_bits_)));
   return std::move(bytes_);
 }
 
@@ -44,17 +43,19 @@ Result<bool> BitReader::Get() {
 
 Result<unsigned __int128> BitReader::GetGamma() {
   constexpr int kWidthMax = 66;  // enough for zigzag deltas of 64-bit heights
+  const size_t total = bytes_.size() * 8;
   int width = 0;
   while (true) {
-    ONCE_ASSIGN_OR_RETURN(bool bit, Get());
-    if (bit) break;
+    if (bit_ >= total) return Fail(ErrorCode::kInvalidArgument, "truncated");
+    if (BitAt(bit_++)) break;
     if (++width > kWidthMax) return Fail(ErrorCode::kInvalidArgument, "gamma code too long");
   }
-  unsigned __int128 code = 1;
-  for (int i = 0; i < width; ++i) {
-    ONCE_ASSIGN_OR_RETURN(bool bit, Get());
-    code = (code << 1) | (bit ? 1 : 0);
+  if (total - bit_ < static_cast<size_t>(width)) {
+    bit_ = total;
+    return Fail(ErrorCode::kInvalidArgument, "truncated");
   }
+  unsigned __int128 code = 1;
+  for (int i = 0; i < width; ++i) code = (code << 1) | (BitAt(bit_++) ? 1 : 0);
   return code - 1;
 }
 

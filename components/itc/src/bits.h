@@ -15,7 +15,7 @@ namespace once::itc::internal {
 
 class BitWriter {
  public:
-  void Put(bool bit);
+  void Put(bool bit) { PutSmall(bit ? 1 : 0, 1); }
   void PutBits(unsigned __int128 value, int count);  // low `count` bits, MSB first
   // Elias gamma of n + 1 (n may be up to 2^65).
   void PutGamma(unsigned __int128 n);
@@ -23,8 +23,20 @@ class BitWriter {
   Bytes Finish() &&;
 
  private:
+  // Appends the low `count` <= 56 bits of `value` (which has no higher bits).
+  void PutSmall(uint64_t value, int count) {
+    pending_ = (pending_ << count) | value;
+    pending_bits_ += count;
+    while (pending_bits_ >= 8) {
+      pending_bits_ -= 8;
+      bytes_.push_back(static_cast<uint8_t>(pending_ >> pending_bits_));
+    }
+    pending_ &= (uint64_t{1} << pending_bits_) - 1;
+  }
+
   Bytes bytes_;
-  int used_ = 8;  // bits used in the last byte
+  uint64_t pending_ = 0;  // the last pending_bits_ (< 8) bits written, not yet a byte
+  int pending_bits_ = 0;
 };
 
 class BitReader {
@@ -32,6 +44,7 @@ class BitReader {
   // `what` names the value in error messages ("party", "version").
   BitReader(std::span<const uint8_t> bytes, const char* what) : bytes_(bytes), what_(what) {}
   Result<bool> Get();
+  bool BitAt(size_t bit) const { return (bytes_[bit / 8] >> (7 - bit % 8)) & 1; }
   // Elias gamma: returns n where the code is of n + 1; n < 2^66.
   Result<unsigned __int128> GetGamma();
   // Checks the marker and the zero padding; returns the bytes consumed.
