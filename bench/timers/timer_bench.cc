@@ -22,6 +22,7 @@
 //   timer-bench backend=... timers=... p50_ms=... p99_ms=... max_ms=... fired_per_s=...
 //   completed=... ...
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -66,6 +67,7 @@ struct Options {
   size_t claim_rows_max = 1'000;
   size_t fire_concurrency = 1;
   bool repoll_when_full = false;
+  bool timers_synchronous_normal = false;  // SQLite diagnosis: timer commits without fsync
   int64_t slack_ms = 2'000;
   int64_t wait_ms_max = 900'000;  // give up on stragglers after T + this
 };
@@ -95,8 +97,12 @@ Result<Stores> OpenStores(const Options& o, const Clock& clock) {
       }
     }
     ONCE_ASSIGN_OR_RETURN(auto events, store::SqliteEventStore::Open(stem + "-events.db"));
-    ONCE_ASSIGN_OR_RETURN(auto timers,
-                          store::SqliteTimerStore::Open(stem + "-timers.db", {.limits = limits}));
+    ONCE_ASSIGN_OR_RETURN(
+        auto timers, store::SqliteTimerStore::Open(
+                         stem + "-timers.db",
+                         {.durability = o.timers_synchronous_normal ? store::Durability::kNormal
+                                                                    : store::Durability::kFull,
+                          .limits = limits}));
     s.events = std::move(events);
     s.timers = std::move(timers);
     return s;
@@ -125,8 +131,12 @@ class TimingWaker final : public timers::Waker {
   TimingWaker(timers::Waker& inner, const Clock& clock) : inner_(inner), clock_(clock) {}
 
   Result<timers::WakeVerdict> Wake(const timers::TimerRow& row) override {
+    auto begin = std::chrono::steady_clock::now();
     Result<timers::WakeVerdict> v = inner_.Wake(row);
     int64_t now_ms = clock_.NowUnixMillis();
+    wake_us_.fetch_add(std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - begin)
+                           .count());
     std::lock_guard<std::mutex> lock(mu_);
     if (v && *v == timers::WakeVerdict::kResumed) {
       resumed_ms_.push_back(now_ms);
@@ -138,6 +148,7 @@ class TimingWaker final : public timers::Waker {
   }
 
   size_t resumed() const { return resumed_count_.load(std::memory_order_acquire); }
+  int64_t wake_us() const { return wake_us_.load(); }
   std::vector<int64_t> resumed_ms() const {
     std::lock_guard<std::mutex> lock(mu_);
     return resumed_ms_;
@@ -154,12 +165,63 @@ class TimingWaker final : public timers::Waker {
   std::vector<int64_t> resumed_ms_;  // GUARDED_BY(mu_)
   size_t not_resumed_ = 0;           // GUARDED_BY(mu_)
   std::atomic<size_t> resumed_count_{0};
+  std::atomic<int64_t> wake_us_{0};  // summed time inside Wake
+};
+
+// Times Claim and Complete (the service's own store writes).
+class TimingTimerStore final : public timers::TimerStore {
+ public:
+  explicit TimingTimerStore(timers::TimerStore& inner) : inner_(inner) {}
+  Status Schedule(const timers::TimerRow& row) override { return inner_.Schedule(row); }
+  Result<std::vector<timers::TimerRow>> Due(int64_t now_ms, size_t limit,
+                                            bool include_redrive) override {
+    return inner_.Due(now_ms, limit, include_redrive);
+  }
+  Result<std::vector<timers::TimerRow>> Claim(const timers::ClaimRequest& req) override {
+    auto begin = std::chrono::steady_clock::now();
+    auto r = inner_.Claim(req);
+    if (r && !r->empty()) claim_us_.fetch_add(Since(begin));
+    return r;
+  }
+  Status Complete(const timers::TimerKey& key) override {
+    auto begin = std::chrono::steady_clock::now();
+    Status s = inner_.Complete(key);
+    complete_us_.fetch_add(Since(begin));
+    return s;
+  }
+  Status Defer(const timers::TimerKey& key, std::string_view owner, int64_t until_ms) override {
+    return inner_.Defer(key, owner, until_ms);
+  }
+  Result<std::vector<timers::TimerRow>> RowsOf(std::string_view execution_id) override {
+    return inner_.RowsOf(execution_id);
+  }
+  const timers::TimerLimits& limits() const override { return inner_.limits(); }
+  int64_t claim_us() const { return claim_us_.load(); }
+  int64_t complete_us() const { return complete_us_.load(); }
+
+ private:
+  static int64_t Since(std::chrono::steady_clock::time_point begin) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                 begin)
+        .count();
+  }
+  timers::TimerStore& inner_;
+  std::atomic<int64_t> claim_us_{0};     // summed, claims that returned rows
+  std::atomic<int64_t> complete_us_{0};  // summed
 };
 
 int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
   if (sorted.empty()) return -1;
   size_t i = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
   return sorted[std::min(i, sorted.size() - 1)];
+}
+
+// This process's user + system CPU time so far.
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
 }
 
 double LoadAverage1() {
@@ -229,7 +291,8 @@ int Run(const Options& o) {
                                               .on_error = on_error};
   service_options.fire_concurrency = o.fire_concurrency;
   service_options.repoll_when_full = o.repoll_when_full;
-  timers::TimerService service(*stores->timers, waker, clock, rng, service_options);
+  TimingTimerStore timed_timers(*stores->timers);
+  timers::TimerService service(timed_timers, waker, clock, rng, service_options);
   service.Start();  // polling all along, as in production
 
   size_t in_flight = std::max<size_t>(o.workers * 4, 64);
@@ -279,27 +342,54 @@ int Run(const Options& o) {
   double fired_per_s =
       last_ms > 0 ? static_cast<double>(lateness.size()) * 1'000.0 / static_cast<double>(last_ms)
                   : 0;
-  std::printf(
-      "timer-bench backend=%s timers=%zu parked=%zu completed=%zu resumed=%zu p50_ms=%lld "
-      "p99_ms=%lld max_ms=%lld min_ms=%lld fired_per_s=%.0f log_p50_ms=%lld log_p99_ms=%lld "
-      "log_max_ms=%lld setup_s=%.1f margin_ms=%lld setup_overran=%d workers=%zu "
-      "poll_interval_ms=%lld claim_rows_max=%zu fire_concurrency=%zu repoll_when_full=%d "
-      "service_fired=%lld "
-      "obsolete=%lld contended=%lld errors=%zu load_at_t=%.2f load_after=%.2f\n",
-      o.backend.c_str(), o.timers, parked, completed, lateness.size(),
-      static_cast<long long>(Percentile(lateness, 0.50)),
-      static_cast<long long>(Percentile(lateness, 0.99)),
-      static_cast<long long>(lateness.empty() ? -1 : lateness.back()),
-      static_cast<long long>(lateness.empty() ? -1 : lateness.front()), fired_per_s,
-      static_cast<long long>(Percentile(stamped, 0.50)),
-      static_cast<long long>(Percentile(stamped, 0.99)),
-      static_cast<long long>(stamped.empty() ? -1 : stamped.back()),
-      static_cast<double>(parked_ms - setup_start_ms) / 1'000.0,
-      static_cast<long long>(t_ms - parked_ms), parked_ms > t_ms ? 1 : 0, o.workers,
-      static_cast<long long>(o.poll_interval_ms), o.claim_rows_max, o.fire_concurrency,
-      o.repoll_when_full ? 1 : 0, static_cast<long long>(stats.fired),
-      static_cast<long long>(stats.obsolete), static_cast<long long>(stats.contended),
-      errors.load(), load_at_t, load_after);
+  auto ms = [](const std::vector<int64_t>& v, double p) {
+    return std::to_string(Percentile(v, p));
+  };
+  auto fixed = [](double x, int digits) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+    return std::string(buf);
+  };
+  double per_row = std::max<double>(1, static_cast<double>(stats.fired));
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"backend", o.backend},
+      {"timers", std::to_string(o.timers)},
+      {"parked", std::to_string(parked)},
+      {"completed", std::to_string(completed)},
+      {"resumed", std::to_string(lateness.size())},
+      {"p50_ms", ms(lateness, 0.50)},
+      {"p99_ms", ms(lateness, 0.99)},
+      {"max_ms", ms(lateness, 1.0)},
+      {"min_ms", ms(lateness, 0.0)},
+      {"fired_per_s", fixed(fired_per_s, 0)},
+      {"log_p50_ms", ms(stamped, 0.50)},
+      {"log_p99_ms", ms(stamped, 0.99)},
+      {"log_max_ms", ms(stamped, 1.0)},
+      {"setup_s", fixed(static_cast<double>(parked_ms - setup_start_ms) / 1'000.0, 1)},
+      {"margin_ms", std::to_string(t_ms - parked_ms)},
+      {"setup_overran", parked_ms > t_ms ? "1" : "0"},
+      {"workers", std::to_string(o.workers)},
+      {"poll_interval_ms", std::to_string(o.poll_interval_ms)},
+      {"claim_rows_max", std::to_string(o.claim_rows_max)},
+      {"fire_concurrency", std::to_string(o.fire_concurrency)},
+      {"repoll_when_full", o.repoll_when_full ? "1" : "0"},
+      {"sqlite_timers_normal", o.timers_synchronous_normal ? "1" : "0"},
+      {"wake_ms_avg", fixed(static_cast<double>(waker.wake_us()) / 1e3 / per_row, 2)},
+      {"complete_ms_avg",
+       fixed(static_cast<double>(timed_timers.complete_us()) / 1e3 / per_row, 2)},
+      {"claim_ms_total", std::to_string(timed_timers.claim_us() / 1'000)},
+      {"service_fired", std::to_string(stats.fired)},
+      {"service_resumed", std::to_string(stats.resumed)},
+      {"obsolete", std::to_string(stats.obsolete)},
+      {"contended", std::to_string(stats.contended)},
+      {"errors", std::to_string(errors.load())},
+      {"client_cpu_s", fixed(CpuSeconds(), 2)},
+      {"load_at_t", fixed(load_at_t, 2)},
+      {"load_after", fixed(load_after, 2)},
+  };
+  std::string line = "timer-bench";
+  for (const auto& [key, value] : fields) line += " " + key + "=" + value;
+  std::printf("%s\n", line.c_str());
   return completed == o.timers && parked_ms <= t_ms ? 0 : 3;
 }
 
@@ -321,6 +411,8 @@ int main(int argc, char** argv) {
                  "rows fired at once (TimerServiceOptions::fire_concurrency)");
   app.add_flag("--repoll-when-full", o.repoll_when_full,
                "TimerServiceOptions::repoll_when_full: a full batch is followed by a poll at once");
+  app.add_flag("--sqlite-timers-normal", o.timers_synchronous_normal,
+               "diagnosis: the SQLite timer store at synchronous=NORMAL (no fsync per commit)");
   app.add_option("--slack-ms", o.slack_ms, "added to 1.5 x the estimated setup time for T");
   app.add_option("--wait-ms-max", o.wait_ms_max, "give up this long after T");
   CLI11_PARSE(app, argc, argv);
