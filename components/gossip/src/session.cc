@@ -49,7 +49,9 @@ class Reconciler {
       : mine_(mine),
         peer_ceiling_(std::move(peer_ceiling)),
         peer_root_(peer_root),
-        options_(options) {}
+        options_(options),
+        all_seen_(mine.root() && mine.root()->summary.count > 0 &&
+                  itc::Leq(mine.root()->ceiling, peer_ceiling_)) {}
 
   // The root is in dispute iff the summaries differ; the initiator proposed it.
   bool OpenRoot(bool proposed) {
@@ -112,6 +114,7 @@ class Reconciler {
   // ceiling. The floor and ceiling of each node settle most subtrees at once;
   // the rest is memoised, so a session visits each node at most once.
   Summary Unseen(View view) {
+    if (all_seen_) return Summary{};
     if (view.leaf) {
       return itc::Leq(view.leaf->version, peer_ceiling_) ? Summary{} : Summary{view.leaf->path, 1};
     }
@@ -193,6 +196,12 @@ class Reconciler {
 
   // A subtree the peer lacks: ship what it has not seen, delete what it has.
   void SieveOwn(View view) {
+    if (all_seen_) {  // the peer has seen everything here: it deleted what it lacks
+      std::vector<const Leaf*> seen;
+      internal::CollectAll(view, seen);
+      for (const Leaf* leaf : seen) deleted_.push_back(leaf->path);
+      return;
+    }
     std::vector<const Leaf*> unseen, seen;
     internal::Sieve(view, peer_ceiling_, &unseen, &seen);
     for (const Leaf* leaf : unseen) ship_.push_back(leaf);
@@ -231,6 +240,9 @@ class Reconciler {
   const itc::Version peer_ceiling_;
   const Summary peer_root_;
   const SessionOptions& options_;
+  // Every message held here is <= the peer's ceiling: nothing to ship, and
+  // the sieve needs no comparisons.
+  const bool all_seen_;
   std::unordered_map<NodeKey, OpenNode, wire::NodeKeyHash> open_;
   std::unordered_map<const internal::Inner*, Summary> unseen_;
   bool root_bounded_ = true;
