@@ -1,10 +1,11 @@
 // loom demo: a small but real workflow application on embedded SQLite.
 //
 // An order charges a card (a side effect written to a file beside the
-// database), sleeps, ships through a child workflow and completes. Run it
-// with --crash-after charge and the process kills itself with SIGKILL right
-// after the charge is recorded; run it again and it recovers from the log:
-// the charge is replayed from its recorded result, not performed again.
+// database), reserves stock, sleeps, ships through a child workflow and
+// completes. Run it with --crash-after charge and the process kills itself
+// with SIGKILL inside the reserve step, once the charge is recorded; run it
+// again and it recovers from the log: the charge is replayed from its
+// recorded result, not performed again.
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -50,11 +51,18 @@ void RegisterDemo(Runtime& rt, const DemoOptions& options, const std::string& le
     ONCE_ASSIGN_OR_RETURN(Json charged, ctx.Step("charge", [&]() -> Result<Json> {
       return Charge(ledger, ctx.execution_id(), in.value("cents", 0));
     }));
-    if (options.crash_after == "charge") {
-      fmt::print("demo: the charge is recorded; killing this process (SIGKILL)\n");
-      std::fflush(stdout);
-      ::kill(::getpid(), SIGKILL);
-    }
+    // The charge's result is durable before the next step's function runs
+    // (context.h): crashing inside that function shows the charge replayed
+    // from the log, not performed again.
+    ONCE_ASSIGN_OR_RETURN(Json reserved, ctx.Step("reserve", [&]() -> Result<Json> {
+      if (options.crash_after == "charge") {
+        fmt::print("demo: the charge is recorded; killing this process (SIGKILL)\n");
+        std::fflush(stdout);
+        ::kill(::getpid(), SIGKILL);
+      }
+      return Json{{"reserved", true}};
+    }));
+    (void)reserved;
     ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::milliseconds(500)));
     ONCE_RETURN_IF_ERROR(ctx.StartChild("ship", "ship", Json{{"order", ctx.execution_id()}}));
     ONCE_ASSIGN_OR_RETURN(Json shipped, ctx.AwaitChild("ship"));
@@ -114,7 +122,8 @@ int RunDemo(const DemoOptions& options) {
   }
   auto head = (*store)->Head(options.order);
   if (head && *head == 0) {
-    fmt::print("demo: starting {} (charge 1999 cents, sleep, ship, complete)\n", options.order);
+    fmt::print("demo: starting {} (charge 1999 cents, reserve, sleep, ship, complete)\n",
+               options.order);
     auto out = rt.Start("order", options.order, Json{{"cents", 1999}});
     if (!out) fmt::print("demo: start: {}\n", out.error().ToString());
   }
