@@ -31,9 +31,7 @@ Inner* Own(std::shared_ptr<Inner>& node) {
 
 void AddLeafSummary(Inner& node, const Leaf& leaf) {
   XorInto(node.summary.digest, leaf.path);
-  if (node.bounds_stale) {
-    ++node.summary.count;
-  } else if (node.summary.count++ == 0) {
+  if (node.summary.count++ == 0) {
     node.floor = leaf.version;
     node.ceiling = leaf.version;
   } else {
@@ -78,14 +76,14 @@ void InsertAt(std::shared_ptr<Inner>& node_ptr, int depth, std::shared_ptr<const
 }
 
 std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth, const Path& path,
-                                     bool defer) {
+                                     bool keep_bounds) {
   Inner* node = Own(node_ptr);
   Slot& slot = node->slots[Nibble(path, depth)];
   std::shared_ptr<const Leaf> removed;
   if (slot.leaf) {
     removed = std::move(slot.leaf);
   } else {
-    removed = RemoveAt(slot.inner, depth + 1, path, defer);
+    removed = RemoveAt(slot.inner, depth + 1, path, keep_bounds);
     if (slot.inner->summary.count == 1) {  // collapse a lone leaf upwards
       for (Slot& s : slot.inner->slots) {
         if (s.leaf) slot.leaf = s.leaf;
@@ -95,23 +93,8 @@ std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth
   }
   XorInto(node->summary.digest, path);
   --node->summary.count;
-  if (defer) {
-    node->bounds_stale = true;
-  } else {
-    RecomputeBounds(*node);
-  }
+  if (!keep_bounds) RecomputeBounds(*node);
   return removed;
-}
-
-// Recomputes the bounds of every stale node under `node`, children first.
-// Stale nodes were cloned by Own in this batch, so they are ours to change.
-void RefreshBounds(Inner& node) {
-  if (!node.bounds_stale) return;
-  for (Slot& slot : node.slots) {
-    if (slot.inner) RefreshBounds(*slot.inner);
-  }
-  RecomputeBounds(node);
-  node.bounds_stale = false;
 }
 
 }  // namespace
@@ -135,9 +118,8 @@ std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& pat
 
 void RemoveBatch(std::shared_ptr<Inner>& root, std::span<const Path> paths) {
   for (const Path& path : paths) {
-    if (Find(root.get(), path)) RemoveAt(root, 0, path, true);
+    if (Find(root.get(), path)) RemoveAt(root, 0, path, /*keep_bounds=*/true);
   }
-  RefreshBounds(*root);
 }
 
 void CollectAll(View view, std::vector<const Leaf*>& out) {

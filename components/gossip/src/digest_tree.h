@@ -1,8 +1,12 @@
 // The digest tree: a copy-on-write 16-ary radix trie over message paths.
-// Every inner node caches the XOR of its leaves' paths, their count, and the
-// meet (floor) and join (ceiling) of their versions, so that two replicas
-// compare level by level and the causal sieve can settle a whole subtree at
-// once. A node shared with a Snapshot is cloned before it is changed.
+// Every inner node caches the XOR of its leaves' paths, their count, and
+// bounds on their versions: a floor <= their meet and a ceiling >= their join,
+// so that two replicas compare level by level and the causal sieve can settle
+// a whole subtree at once. Inserts and single removals keep the bounds exact
+// (given exact children); a batch of removals leaves them as they were, which
+// are still bounds (the sieve only needs bounds to be correct, and exact
+// bounds to be quick). A node shared with a Snapshot is cloned before it is
+// changed.
 
 #pragma once
 
@@ -33,10 +37,8 @@ struct Slot {
 struct Inner {
   std::array<Slot, kFanout> slots;
   Summary summary;
-  itc::Version floor;    // meet of the leaves' versions (count > 0)
-  itc::Version ceiling;  // join of the leaves' versions (count > 0)
-  // floor and ceiling are out of date (only inside a batch; see RemoveBatch).
-  bool bounds_stale = false;
+  itc::Version floor;    // <= the meet of the leaves' versions (count > 0)
+  itc::Version ceiling;  // >= the join of the leaves' versions (count > 0)
 };
 
 inline int Nibble(const Path& path, int depth) {
@@ -63,9 +65,10 @@ std::shared_ptr<Inner> NewRoot();
 bool Insert(std::shared_ptr<Inner>& root, std::shared_ptr<const Leaf> leaf);
 // Null (and no change) if absent.
 std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& path);
-// Removes every path present (absent ones are skipped), then recomputes the
-// floor and ceiling of each node it touched once, bottom-up: a removal costs
-// one Meet and one Join per touched child instead of 16 per level.
+// Removes every path present (absent ones are skipped) and leaves the floors
+// and ceilings as they were: removing a version keeps them bounds, and
+// recomputing them would read every sibling's version (most of a session
+// commit's cost when thousands of messages were deleted).
 void RemoveBatch(std::shared_ptr<Inner>& root, std::span<const Path> paths);
 const Leaf* Find(const Inner* root, const Path& path);
 
