@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <memory>
@@ -69,7 +70,9 @@ struct Options {
   bool repoll_when_full = false;
   bool timers_synchronous_normal = false;  // SQLite diagnosis: timer commits without fsync
   int64_t slack_ms = 2'000;
-  int64_t wait_ms_max = 900'000;  // give up on stragglers after T + this
+  int64_t wait_ms_max = 900'000;
+  int server_pid = 0;  // PostgreSQL postmaster: its tree's CPU over the firing  // give up on
+                       // stragglers after T + this
 };
 
 struct Stores {
@@ -224,6 +227,43 @@ double CpuSeconds() {
   return s(u.ru_utime) + s(u.ru_stime);
 }
 
+// CPU seconds of a process tree one level deep: `pid` (with its reaped
+// children) plus its live children (a PostgreSQL postmaster and its backends).
+double TreeCpuSeconds(int pid) {
+  if (pid <= 0) return 0;
+  double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  auto read = [&](const std::filesystem::path& stat, int* ppid, bool reaped) -> double {
+    FILE* f = std::fopen(stat.c_str(), "r");
+    if (!f) return 0;
+    char buf[1024];
+    size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    const char* rest = std::strrchr(buf, ')');  // after "pid (comm)"
+    if (!rest) return 0;
+    char state;
+    long long pp, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, ut, st, cut, cst;
+    if (std::sscanf(
+            rest + 1,
+            " %c %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld",
+            &state, &pp, &f4, &f5, &f6, &f7, &f8, &f9, &f10, &f11, &f12, &f13, &ut, &st, &cut,
+            &cst) != 16) {
+      return 0;
+    }
+    *ppid = static_cast<int>(pp);
+    return static_cast<double>(ut + st + (reaped ? cut + cst : 0)) / hz;
+  };
+  int ppid = 0;
+  double total = read("/proc/" + std::to_string(pid) + "/stat", &ppid, true);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    double cpu = read(entry.path() / "stat", &ppid, false);
+    if (ppid == pid) total += cpu;
+  }
+  return total;
+}
+
 double LoadAverage1() {
   double load = -1;
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
@@ -311,11 +351,15 @@ int Run(const Options& o) {
   double load_at_t = -1;
   while (clock.NowUnixMillis() < t_ms) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   load_at_t = LoadAverage1();
+  double client_cpu_at_t = CpuSeconds();
+  double server_cpu_at_t = TreeCpuSeconds(o.server_pid);
   int64_t deadline_ms = t_ms + o.wait_ms_max;
   while (waker.resumed() < parked && clock.NowUnixMillis() < deadline_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   double load_after = LoadAverage1();
+  double client_fire_cpu_s = CpuSeconds() - client_cpu_at_t;
+  double server_fire_cpu_s = TreeCpuSeconds(o.server_pid) - server_cpu_at_t;
   service.Stop();
   rt.WaitIdle();
   timers::TimerServiceStats stats = service.stats();
@@ -384,6 +428,8 @@ int Run(const Options& o) {
       {"contended", std::to_string(stats.contended)},
       {"errors", std::to_string(errors.load())},
       {"client_cpu_s", fixed(CpuSeconds(), 2)},
+      {"client_fire_cpu_s", fixed(client_fire_cpu_s, 2)},
+      {"server_fire_cpu_s", o.server_pid > 0 ? fixed(server_fire_cpu_s, 2) : "none"},
       {"load_at_t", fixed(load_at_t, 2)},
       {"load_after", fixed(load_after, 2)},
   };
@@ -413,6 +459,8 @@ int main(int argc, char** argv) {
                "TimerServiceOptions::repoll_when_full: a full batch is followed by a poll at once");
   app.add_flag("--sqlite-timers-normal", o.timers_synchronous_normal,
                "diagnosis: the SQLite timer store at synchronous=NORMAL (no fsync per commit)");
+  app.add_option("--server-pid", o.server_pid,
+                 "PostgreSQL postmaster pid: report the server's CPU over the firing");
   app.add_option("--slack-ms", o.slack_ms, "added to 1.5 x the estimated setup time for T");
   app.add_option("--wait-ms-max", o.wait_ms_max, "give up this long after T");
   CLI11_PARSE(app, argc, argv);
