@@ -353,6 +353,7 @@ int Run(const Options& o) {
   load_at_t = LoadAverage1();
   double client_cpu_at_t = CpuSeconds();
   double server_cpu_at_t = TreeCpuSeconds(o.server_pid);
+  runtime::CommitterStats commits_at_t = rt.commit_stats();
   int64_t deadline_ms = t_ms + o.wait_ms_max;
   while (waker.resumed() < parked && clock.NowUnixMillis() < deadline_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -360,6 +361,7 @@ int Run(const Options& o) {
   double load_after = LoadAverage1();
   double client_fire_cpu_s = CpuSeconds() - client_cpu_at_t;
   double server_fire_cpu_s = TreeCpuSeconds(o.server_pid) - server_cpu_at_t;
+  runtime::CommitterStats commits_after = rt.commit_stats();
   service.Stop();
   rt.WaitIdle();
   timers::TimerServiceStats stats = service.stats();
@@ -422,6 +424,10 @@ int Run(const Options& o) {
       {"complete_ms_avg",
        fixed(static_cast<double>(timed_timers.complete_us()) / 1e3 / per_row, 2)},
       {"claim_ms_total", std::to_string(timed_timers.claim_us() / 1'000)},
+      // Over the firing: appends handed to the runtime's Committer, and the
+      // store writes (Append / AppendBatch calls) they shared.
+      {"fire_appends", std::to_string(commits_after.requests - commits_at_t.requests)},
+      {"fire_store_writes", std::to_string(commits_after.store_writes - commits_at_t.store_writes)},
       {"service_fired", std::to_string(stats.fired)},
       {"service_resumed", std::to_string(stats.resumed)},
       {"obsolete", std::to_string(stats.obsolete)},
