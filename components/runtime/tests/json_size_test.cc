@@ -41,7 +41,7 @@ TEST(SerializedJsonSizeTest, EqualsDumpForEveryKind) {
                         Json(""),
                         Json("plain"),
                         Json("q\"b\\s/"),
-                        Json(std::string("\x00\x01\b\t\n\f\r\x1f\x7f", 11)),
+                        Json(std::string("\x00\x01\b\t\n\f\r\x1f\x7f", 9)),
                         Json("é€𝄞"),
                         Json::array(),
                         Json::object(),
