@@ -137,22 +137,40 @@ struct Measured {
   bool ok = true;
 };
 
+// One session initiated by `a` against `b` over a fresh in-memory pipe, timed:
+// wall time and both sides' thread CPU.
+struct Timed {
+  Result<SessionReport> initiator;
+  Result<SessionReport> responder;
+  double wall_us = 0;
+  double cpu_us = 0;
+};
+
+Timed TimedSession(Host& a, Host& b, Responder& responder) {
+  auto [sa, sb] = MakePipe();
+  SettleAllocator();
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu0 = ThreadCpuUs();
+  responder.Serve(sb.get(), &b);
+  Timed t{Initiate(*sa, a, Mode::kSync, {}, DeadlineIn(std::chrono::seconds(60))), SessionReport{}};
+  const double cpu_initiator = ThreadCpuUs() - cpu0;
+  double cpu_responder = 0;
+  t.responder = responder.Wait(&cpu_responder);
+  t.wall_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  t.cpu_us = cpu_initiator + cpu_responder;
+  return t;
+}
+
 Measured Measure(const Shape& s, Responder& responder) {
   std::vector<double> times, cpu_times;
   Measured m;
   for (int rep = 0; rep < s.repetitions; ++rep) {
     auto [a, b] = Build(s, responder, 100 + rep);
-    auto [sa, sb] = MakePipe();
-    SettleAllocator();
-    const auto start = std::chrono::steady_clock::now();
-    const double cpu0 = ThreadCpuUs();
-    responder.Serve(sb.get(), b.get());
-    auto r = Initiate(*sa, *a, Mode::kSync, {}, DeadlineIn(std::chrono::seconds(60)));
-    const double cpu_initiator = ThreadCpuUs() - cpu0;
-    double cpu_responder = 0;
-    auto rb = responder.Wait(&cpu_responder);
-    const auto end = std::chrono::steady_clock::now();
-    cpu_times.push_back(cpu_initiator + cpu_responder);
+    Timed t = TimedSession(*a, *b, responder);
+    const auto& r = t.initiator;
+    const auto& rb = t.responder;
+    cpu_times.push_back(t.cpu_us);
     if (!r || !rb) {
       std::fprintf(stderr, "session failed: %s\n",
                    (!r ? r.error() : rb.error()).ToString().c_str());
@@ -166,7 +184,7 @@ Measured Measure(const Shape& s, Responder& responder) {
       return m;
     }
     m.report = *r;
-    times.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    times.push_back(t.wall_us);
   }
   std::sort(times.begin(), times.end());
   m.median_us = times[times.size() / 2];
@@ -185,23 +203,16 @@ Measured Steady(int common, int sessions, Responder& responder) {
   for (int i = 0; i < sessions; ++i) {
     (void)a->Send(Unit());
     (void)b->Send(Unit());
-    auto [sa, sb] = MakePipe();
-    SettleAllocator();
-    const auto start = std::chrono::steady_clock::now();
-    const double cpu0 = ThreadCpuUs();
-    responder.Serve(sb.get(), b.get());
-    auto r = Initiate(*sa, *a, Mode::kSync, {}, DeadlineIn(std::chrono::seconds(60)));
-    const double cpu_initiator = ThreadCpuUs() - cpu0;
-    double cpu_responder = 0;
-    auto rb = responder.Wait(&cpu_responder);
-    const auto end = std::chrono::steady_clock::now();
+    Timed t = TimedSession(*a, *b, responder);
+    const auto& r = t.initiator;
+    const auto& rb = t.responder;
     if (!r || !rb || (i == sessions - 1 && !SameState(a->Snap(), b->Snap()))) {
       m.ok = false;
       return m;
     }
     m.report = *r;
-    times.push_back(std::chrono::duration<double, std::micro>(end - start).count());
-    cpu_times.push_back(cpu_initiator + cpu_responder);
+    times.push_back(t.wall_us);
+    cpu_times.push_back(t.cpu_us);
   }
   std::sort(times.begin(), times.end());
   std::sort(cpu_times.begin(), cpu_times.end());

@@ -140,7 +140,7 @@ Result<AppendRequest> CryptoStore::Seal(const AppendRequest& req, size_t* bytes)
   // Validate against the decorator's (plaintext) limits first, so an
   // oversized payload gets the same typed error as on an unwrapped store.
   SystemClock clock;
-  ONCE_ASSIGN_OR_RETURN(EncodedAppend plain, EncodeAppend(req, limits_, clock));
+  ONCE_ASSIGN_OR_RETURN(CheckedAppend plain, CheckAppend(req, limits_, clock));
   *bytes += plain.bytes;
   ONCE_ASSIGN_OR_RETURN(ExecutionKey key, vault_.KeyFor(req.execution_id));
   AppendRequest sealed = req;

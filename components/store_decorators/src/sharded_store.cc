@@ -30,7 +30,7 @@ Result<std::vector<Result<int64_t>>> ShardedStore::AppendBatch(
   SystemClock clock;
   size_t bytes = 0;
   for (const auto& r : requests) {
-    if (auto enc = EncodeAppend(r, limits(), clock)) bytes += enc->bytes;
+    if (auto checked = CheckAppend(r, limits(), clock)) bytes += checked->bytes;
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits()));
   std::vector<std::vector<AppendRequest>> per_shard(shards_.size());
