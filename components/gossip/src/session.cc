@@ -1,7 +1,9 @@
 #include "once/gossip/session.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
+#include <memory_resource>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -58,6 +60,7 @@ class Reconciler {
     const View root{mine_.root().get(), nullptr};
     root_bounded_ = !proposed;  // the initiator's speculative root record is not
     if (root.summary() == peer_root_) return false;
+    open_.reserve(4096);
     open_.emplace(NodeKey{}, OpenNode{peer_root_, root, proposed});
     return true;
   }
@@ -71,8 +74,14 @@ class Reconciler {
   // Fills a frame from the queues; returns true iff the frame is idle.
   bool Fill(FrameBuilder& fb) {
     bool any_record = false;
-    while (!records_.empty() && fb.AddRecord(records_.front())) {
-      records_.pop_front();
+    // Records are built as they go out, so a queued one costs a few words.
+    while (records_head_ < records_.size()) {
+      BuildRecord(records_[records_head_], scratch_);
+      if (!fb.AddRecord(scratch_)) break;
+      if (++records_head_ == records_.size()) {  // drained: reuse the storage
+        records_.clear();
+        records_head_ = 0;
+      }
       any_record = true;
     }
     while (!ship_.empty() && fb.AddMessage(*ship_.front())) {
@@ -89,17 +98,56 @@ class Reconciler {
   uint64_t sent() const { return sent_; }
 
  private:
+  // This side's leaves under a listed node, sorted by fingerprint: a slice
+  // of `listed_`, gathered once per node (each leaf is in at most one).
+  struct Slice {
+    uint32_t begin = 0;
+    uint32_t size = 0;
+  };
+
   struct OpenNode {
     Summary expected;  // the peer's summary of this node
     View mine;
     bool mine_sent = false;
+    bool listed = false;  // both sides send listings of this node
+    Slice leaves;         // listed only
   };
 
+  // A record of this side's listing of a node, built when a frame has room.
+  struct Pending {
+    NodeKey key;
+    View view;
+    bool listed;
+    Slice leaves;  // listed only
+  };
+
+  void BuildRecord(const Pending& p, Record& rec) {
+    rec.key = p.key;
+    rec.listing = p.listed;
+    rec.bounded = !p.listed;
+    rec.present = 0;
+    rec.fingerprints.clear();
+    if (!p.listed) return MakeRecord(p.view, rec);
+    for (const internal::Tagged& t : Leaves(p.leaves)) rec.fingerprints.push_back(t.fingerprint);
+  }
+
+  Slice GatherLeaves(View view) {
+    const size_t begin = listed_.size();
+    internal::CollectTagged(view, listed_);
+    std::sort(listed_.begin() + static_cast<ptrdiff_t>(begin), listed_.end(),
+              [](const internal::Tagged& a, const internal::Tagged& b) {
+                return a.fingerprint < b.fingerprint;
+              });
+    return Slice{static_cast<uint32_t>(begin), static_cast<uint32_t>(listed_.size() - begin)};
+  }
+
+  std::span<const internal::Tagged> Leaves(Slice s) const {
+    return std::span(listed_).subspan(s.begin, s.size);
+  }
+
   // A bounded record of `view`: each child's summary and its unseen part.
-  Record MakeRecord(const NodeKey& key, View view) {
-    Record rec;
-    rec.key = key;
-    rec.bounded = true;
+  void MakeRecord(View view, Record& rec) {
+    const NodeKey& key = rec.key;
     for (int c = 0; c < internal::kFanout; ++c) {
       const View child = view.Child(key.depth, c);
       if (child.empty()) continue;
@@ -107,7 +155,6 @@ class Reconciler {
       rec.children[c] = child.summary();
       rec.unseen[c] = Unseen(child);
     }
-    return rec;
   }
 
   // The summary of the messages under `view` that are not <= the peer's
@@ -141,22 +188,49 @@ class Reconciler {
       return LimitError("session_nodes_max", static_cast<int64_t>(open_.size() + 1),
                         static_cast<int64_t>(options_.session_nodes_max));
     }
-    open_.emplace(key, OpenNode{expected, mine, propose});
-    if (propose) records_.push_back(MakeRecord(key, mine));
+    // Both sides know both counts, so they agree on which nodes are listed.
+    const bool listed = std::max(expected.count, mine.summary().count) <= wire::kListingLeavesMax;
+    const Slice leaves = listed ? GatherLeaves(mine) : Slice{};
+    if (propose) records_.push_back(Pending{key, mine, listed, leaves});
+    open_.emplace(key, OpenNode{expected, mine, propose, listed, leaves});
     return Ok();
   }
 
   Status OnRecord(const Record& rec) {
     auto it = open_.find(rec.key);
     if (it == open_.end()) return Hostile("a record for a node not in dispute");
-    if (rec.Total() != it->second.expected) {
+    if (rec.listing != it->second.listed) return Hostile("a record of the wrong form");
+    if (rec.listing ? rec.fingerprints.size() != it->second.expected.count
+                    : rec.Total() != it->second.expected) {
       return Hostile("a record whose children do not add up to its declared summary");
     }
     const OpenNode node = it->second;
     open_.erase(it);
     const bool replier = !node.mine_sent;
-    if (replier) records_.push_back(MakeRecord(rec.key, node.mine));
+    if (replier) records_.push_back(Pending{rec.key, node.mine, node.listed, node.leaves});
+    if (node.listed) {
+      ResolveListing(Leaves(node.leaves), rec.fingerprints);
+      return Ok();
+    }
     return Resolve(rec.key, node.mine, rec, replier);
+  }
+
+  // Both listings of a node are known: every leaf here that the peer does not
+  // list goes through the sieve. Nothing below is in dispute any more.
+  void ResolveListing(std::span<const internal::Tagged> mine, std::span<const uint64_t> peer) {
+    auto it = peer.begin();  // both sorted: one merge pass
+    for (const internal::Tagged& t : mine) {
+      while (it != peer.end() && *it < t.fingerprint) ++it;
+      if (it == peer.end() || *it != t.fingerprint) SieveLeaf(*t.leaf);
+    }
+  }
+
+  void SieveLeaf(const Leaf& leaf) {
+    if (all_seen_ || itc::Leq(leaf.version, peer_ceiling_)) {
+      deleted_.push_back(leaf.path);
+    } else {
+      ship_.push_back(&leaf);
+    }
   }
 
   // Both listings of `key` are known: settle, sieve or open each child. The
@@ -243,11 +317,17 @@ class Reconciler {
   // Every message held here is <= the peer's ceiling: nothing to ship, and
   // the sieve needs no comparisons.
   const bool all_seen_;
-  std::unordered_map<NodeKey, OpenNode, wire::NodeKeyHash> open_;
-  std::unordered_map<const internal::Inner*, Summary> unseen_;
+  // Thousands of nodes open and close in a session: their map entries come
+  // from a pool that recycles them instead of from the global heap.
+  std::pmr::unsynchronized_pool_resource pool_;
+  std::pmr::unordered_map<NodeKey, OpenNode, wire::NodeKeyHash> open_{&pool_};
+  std::pmr::unordered_map<const internal::Inner*, Summary> unseen_{&pool_};
   bool root_bounded_ = true;
-  std::deque<Record> records_;
+  std::vector<Pending> records_;  // a queue: records_[records_head_] is next
+  size_t records_head_ = 0;
+  Record scratch_;
   std::deque<const Leaf*> ship_;
+  std::vector<internal::Tagged> listed_;
   std::vector<Message> received_;
   std::unordered_set<Path, PathHash> received_paths_;
   std::vector<Path> deleted_;
