@@ -19,12 +19,13 @@ namespace {
 constexpr uint8_t kLinkMagic[4] = {'G', 'L', 'N', 'K'};
 constexpr uint8_t kLinkVersion = 1;
 constexpr size_t kLinkGreetingBytes = 4 + 1 + 8 + 2;
-// Between sessions, a side asks for the turn with kOpen and gets it with
-// kGrant; then it runs one session as the initiator.
+// Between sessions, a side opens one as the initiator with kOpen (sent with
+// its greeting frame) and the peer grants it with kGrant (sent before its
+// reply), so a converged pair still settles in one round trip.
 constexpr uint8_t kOpen = 'O';
 constexpr uint8_t kGrant = 'G';
-// Collisions in a row a side that yields will sit through before giving up
-// its round (each one serves a whole session of the peer's).
+// Collisions in a row a side that yields sits through before giving up its
+// round (each one serves a whole session of the peer's).
 constexpr int kTurnAttemptsMax = 4;
 
 std::array<uint8_t, kLinkGreetingBytes> EncodeGreeting(uint64_t node_id, uint16_t port) {
@@ -54,6 +55,69 @@ Result<Greeting> DecodeGreeting(std::span<const uint8_t, kLinkGreetingBytes> in)
   return g;
 }
 
+// The initiator's view of a link for one session: its first write is
+// prefixed with kOpen (so opening costs no round trip), and its first read
+// expects kGrant. If the peer opened at the same time (kOpen instead), the
+// side with priority discards the peer's greeting frame and waits for the
+// grant; the other fails the session as `yielded` and then serves the peer's
+// session, whose greeting follows on the stream. Both sides see every such
+// collision, so they can pass the priority back and forth in step.
+class TurnStream final : public Stream {
+ public:
+  TurnStream(TcpStream& link, bool priority, size_t frame_bytes_max)
+      : link_(link), priority_(priority), frame_bytes_max_(frame_bytes_max) {}
+  Status Write(std::span<const uint8_t> bytes, Deadline deadline) override {
+    if (opened_) return link_.Write(bytes, deadline);
+    opened_ = true;
+    Bytes first;
+    first.reserve(bytes.size() + 1);
+    first.push_back(kOpen);
+    first.insert(first.end(), bytes.begin(), bytes.end());
+    return link_.Write(first, deadline);
+  }
+  Status Read(std::span<uint8_t> out, Deadline deadline) override {
+    if (!granted_) ONCE_RETURN_IF_ERROR(AwaitGrant(deadline));
+    return link_.Read(out, deadline);
+  }
+  void Close() override { link_.Close(); }
+  bool yielded() const { return yielded_; }
+  bool collided() const { return collided_; }
+
+ private:
+  Status AwaitGrant(Deadline deadline) {
+    uint8_t byte = 0;
+    ONCE_RETURN_IF_ERROR(link_.Read(std::span(&byte, 1), deadline));
+    collided_ = byte == kOpen;
+    if (byte == kOpen && !priority_) {
+      yielded_ = true;
+      return MakeError(ErrorCode::kUnavailable, "gossip link: yielded the turn");
+    }
+    if (byte == kOpen) {  // the peer yields: skip its greeting, then its grant
+      uint8_t header[4];
+      ONCE_RETURN_IF_ERROR(link_.Read(header, deadline));
+      const uint32_t size = uint32_t{header[0]} << 24 | uint32_t{header[1]} << 16 |
+                            uint32_t{header[2]} << 8 | header[3];
+      if (size > frame_bytes_max_) {
+        return LimitError("frame_bytes_max", size, static_cast<int64_t>(frame_bytes_max_));
+      }
+      Bytes skipped(size);
+      ONCE_RETURN_IF_ERROR(link_.Read(skipped, deadline));
+      ONCE_RETURN_IF_ERROR(link_.Read(std::span(&byte, 1), deadline));
+    }
+    if (byte != kGrant) return MakeError(ErrorCode::kCorruption, "gossip link: unexpected byte");
+    granted_ = true;
+    return Ok();
+  }
+
+  TcpStream& link_;
+  const bool priority_;
+  const size_t frame_bytes_max_;
+  bool collided_ = false;
+  bool opened_ = false;
+  bool granted_ = false;
+  bool yielded_ = false;
+};
+
 bool SameAddress(const PeerAddress& a, const PeerAddress& b) {
   return a.port == b.port && a.host == b.host;
 }
@@ -76,6 +140,9 @@ struct Link {
   bool exited = false;
   bool round_wanted = false;
   uint64_t rounds_done = 0;
+  // Both sides opened at once this many times (the link thread's own): the
+  // dialler has priority after an even count, the other side after an odd.
+  uint64_t collisions = 0;
 
   ~Link() {
     if (wake_fd >= 0) ::close(wake_fd);
@@ -267,41 +334,34 @@ struct Node::Impl {
     return true;
   }
 
-  // Takes the turn: kOpen, then kGrant. When both sides open at once, the
-  // side that dialled the link goes first and the other serves it, then asks
-  // again.
-  Status TakeTurn(Link& link) {
+  // One session as the initiator on the link: when both sides opened at once
+  // and the other has priority, serves the peer's session and asks again.
+  // False if the link is unusable; `report` holds the session's.
+  bool InitiateOn(Link& link, Mode mode, Result<SessionReport>& report) {
     for (int attempt = 0; attempt < kTurnAttemptsMax; ++attempt) {
-      const Deadline deadline = DeadlineIn(options.session_timeout_ms);
-      ONCE_RETURN_IF_ERROR(link.stream->Write(std::span(&kOpen, 1), deadline));
-      uint8_t byte = 0;
-      ONCE_RETURN_IF_ERROR(link.stream->Read(std::span(&byte, 1), deadline));
-      if (byte == kOpen && link.dialed) {
-        ONCE_RETURN_IF_ERROR(link.stream->Read(std::span(&byte, 1), deadline));
-      } else if (byte == kOpen) {
-        if (!Serve(link)) return MakeError(ErrorCode::kUnavailable, "gossip link: lost");
-        continue;
+      const bool priority = link.dialed == (link.collisions % 2 == 0);
+      TurnStream turn(*link.stream, priority, options.session.frame_bytes_max);
+      report = Initiate(turn, *host, mode, options.session, DeadlineIn(options.session_timeout_ms));
+      if (turn.collided()) ++link.collisions;
+      if (report || !turn.yielded()) {
+        CountSession(report.has_value());
+        return report.has_value();
       }
-      if (byte != kGrant) return MakeError(ErrorCode::kCorruption, "gossip link: unexpected byte");
-      return Ok();
+      Count(&NodeStats::turns_yielded);
+      if (!Serve(link)) return false;
     }
-    return MakeError(ErrorCode::kUnavailable, "gossip link: the peer kept the turn");
+    report = MakeError(ErrorCode::kUnavailable, "gossip link: the peer kept the turn");
+    CountSession(false);
+    return false;
   }
 
   // A sync session as the initiator, and a bootstrap if this side lost.
   // False if the link is unusable.
   bool RunRound(Link& link) {
-    if (!TakeTurn(link)) return false;
-    auto report = Initiate(*link.stream, *host, Mode::kSync, options.session,
-                           DeadlineIn(options.session_timeout_ms));
-    CountSession(report.has_value());
-    if (!report) return false;
+    Result<SessionReport> report;
+    if (!InitiateOn(link, Mode::kSync, report)) return false;
     if (report->outcome != Outcome::kPeerWins) return true;
-    if (!TakeTurn(link)) return false;
-    auto boot = Initiate(*link.stream, *host, Mode::kBootstrap, options.session,
-                         DeadlineIn(options.session_timeout_ms));
-    CountSession(boot.has_value());
-    if (!boot) return false;
+    if (!InitiateOn(link, Mode::kBootstrap, report)) return false;
     Count(&NodeStats::bootstraps);
     return true;
   }

@@ -205,6 +205,40 @@ TEST(NodeTest, APairSharesOneTcpLinkAlsoAfterAPeerRestarts) {
   for (auto& n : nodes) n->Stop();
 }
 
+// Two nodes gossiping every millisecond open sessions on their one link at
+// the same time again and again: the side that did not dial yields each time,
+// and no session is lost to it.
+TEST(NodeTest, SessionsOpenedAtOnceOnOneLinkTakeTurns) {
+  const std::vector<uint16_t> ports = FreePorts(2);
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (size_t i = 0; i < 2; ++i) {
+    NodeOptions o = MeshOptions(ports, i, "turns");
+    std::filesystem::remove(o.bookmark_path);
+    o.gossip_interval_ms = 1ms;
+    auto node = Node::Start(std::move(o));
+    ASSERT_TRUE(node) << node.error().ToString();
+    nodes.push_back(std::move(*node));
+  }
+  // The start may cut a few sessions (a duplicate link closed, a universe
+  // adopted mid-session); count from a settled pair on.
+  ASSERT_TRUE(Eventually([&] { return OneUniverse(nodes) && OneLinkPerPair(nodes, ports); }));
+  const uint64_t failed_before =
+      nodes[0]->stats().sessions_failed + nodes[1]->stats().sessions_failed;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(nodes[i % 2]->host().Send(Payload(std::to_string(i))));
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_TRUE(Eventually([&] {
+    return OneUniverse(nodes) && nodes[0]->host().Snap().size() == 200 &&
+           OneLinkPerPair(nodes, ports) &&
+           nodes[0]->stats().turns_yielded + nodes[1]->stats().turns_yielded > 0;
+  })) << "yielded "
+      << nodes[0]->stats().turns_yielded + nodes[1]->stats().turns_yielded;
+  const uint64_t failed = nodes[0]->stats().sessions_failed + nodes[1]->stats().sessions_failed;
+  EXPECT_EQ(failed, failed_before);
+  for (auto& n : nodes) n->Stop();
+}
+
 TEST(NodeTest, APeerFilterKeepsTwoNodesApartUntilItAllowsThem) {
   std::atomic<bool> allowed{false};
   std::vector<uint16_t> ports;

@@ -77,6 +77,7 @@ struct NodeStats {
   uint64_t connects_failed = 0;  // outbound connects that failed
   uint64_t links_opened = 0;     // links that completed the link greeting
   uint64_t links_duplicate = 0;  // links closed because the pair had another
+  uint64_t turns_yielded = 0;    // own sessions dropped to serve the peer's (both opened)
 };
 
 // One live link: the peer's listening address and who dialled.
