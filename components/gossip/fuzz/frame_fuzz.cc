@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const wire::Record& rec : frame->data.records) {
     Check(rec.key.depth < internal::kDepthMax);
     if (rec.listing) {
-      Check(!rec.bounded && !rec.fingerprints.empty());
+      Check(!rec.bounded && (rec.lacking || !rec.fingerprints.empty()));
       Check(rec.fingerprints.size() <= wire::kListingLeavesMax);
       Check(std::is_sorted(rec.fingerprints.begin(), rec.fingerprints.end()));
       continue;

@@ -104,6 +104,13 @@ std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth
   return removed;
 }
 
+// The first 8 bytes of a path as a big-endian integer (path order).
+uint64_t Prefix64(const Path& path) {
+  uint64_t v = 0;
+  for (size_t b = 0; b < 8; ++b) v = v << 8 | path[b];
+  return v;
+}
+
 // RemoveAt for a path that may be absent, in one walk; leaves the bounds.
 bool RemoveIfPresent(std::shared_ptr<Inner>& node_ptr, int depth, const Path& path) {
   const Slot& peek = node_ptr->slots[Nibble(path, depth)];
@@ -150,7 +157,9 @@ std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& pat
 void RemoveBatch(std::shared_ptr<Inner>& root, std::span<const Path> paths) {
   // In path order, consecutive removals walk the same upper nodes.
   std::vector<Path> sorted(paths.begin(), paths.end());
-  std::sort(sorted.begin(), sorted.end());
+  std::sort(sorted.begin(), sorted.end(), [](const Path& a, const Path& b) {
+    return Prefix64(a) != Prefix64(b) ? Prefix64(a) < Prefix64(b) : a < b;
+  });
   for (const Path& path : sorted) (void)RemoveIfPresent(root, 0, path);
 }
 

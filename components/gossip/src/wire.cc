@@ -33,9 +33,11 @@ void PutBlob(Bytes& out, std::span<const uint8_t> bytes) {
 
 size_t PrefixBytes(uint8_t depth) { return (depth + 1) / 2; }
 
-// The high bits of a record's depth byte: the record is bounded, or a listing.
+// The high bits of a record's depth byte: the record is bounded, or a
+// listing, or (both) a lacking listing.
 constexpr uint8_t kRecordBounded = 0x80;
 constexpr uint8_t kRecordListing = 0x40;
+constexpr uint8_t kRecordLacking = kRecordBounded | kRecordListing;
 
 uint16_t UnseenMask(const Record& record) {
   uint16_t mask = 0;
@@ -105,7 +107,9 @@ Result<Summary> ReadSummary(Reader& r) {
 
 Status ReadListing(Reader& r, Record& rec) {
   ONCE_ASSIGN_OR_RETURN(uint64_t count, r.Varint());
-  if (count == 0 || count > kListingLeavesMax) return Malformed("listing count out of bounds");
+  if ((count == 0 && !rec.lacking) || count > kListingLeavesMax) {
+    return Malformed("listing count out of bounds");
+  }
   ONCE_ASSIGN_OR_RETURN(auto bytes, r.Take(static_cast<size_t>(count) * 8));
   rec.fingerprints.resize(static_cast<size_t>(count));
   for (size_t i = 0; i < rec.fingerprints.size(); ++i) {
@@ -122,7 +126,10 @@ Result<Record> ReadRecord(Reader& r) {
   ONCE_ASSIGN_OR_RETURN(uint8_t depth_byte, r.U8());
   rec.bounded = (depth_byte & kRecordBounded) != 0;
   rec.listing = (depth_byte & kRecordListing) != 0;
-  if (rec.bounded && rec.listing) return Malformed("a listing record marked bounded");
+  if (rec.bounded && rec.listing) {  // both bits: a lacking listing
+    rec.bounded = false;
+    rec.lacking = true;
+  }
   rec.key.depth = depth_byte & ~(kRecordBounded | kRecordListing);
   if (rec.key.depth >= internal::kDepthMax) return Malformed("record deeper than a path");
   ONCE_ASSIGN_OR_RETURN(auto prefix, r.Take(PrefixBytes(rec.key.depth)));
@@ -293,7 +300,9 @@ size_t FrameBuilder::room() const {
 
 bool FrameBuilder::AddRecord(const Record& record) {
   if (RecordBytes(record) > room()) return false;
-  const uint8_t flag = record.listing ? kRecordListing : record.bounded ? kRecordBounded : 0;
+  const uint8_t flag = record.listing   ? (record.lacking ? kRecordLacking : kRecordListing)
+                       : record.bounded ? kRecordBounded
+                                        : 0;
   records_.push_back(static_cast<uint8_t>(record.key.depth | flag));
   records_.insert(records_.end(), record.key.prefix.begin(),
                   record.key.prefix.begin() + PrefixBytes(record.key.depth));

@@ -47,8 +47,11 @@ struct Record {
   std::array<Summary, internal::kFanout> unseen{};  // bounded only
   // A listing names every leaf under the node by its fingerprint, in
   // non-decreasing order, instead of summarising children (present, children,
-  // bounded and unseen are unused).
+  // bounded and unseen are unused). A lacking listing answers the peer's
+  // listing: only the fingerprints of the peer's listing that this side does
+  // not hold (possibly none).
   bool listing = false;
+  bool lacking = false;  // listing only
   std::vector<uint64_t> fingerprints;
   bool Has(int c) const { return (present >> c) & 1; }
   Summary Total() const;

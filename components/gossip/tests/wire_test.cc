@@ -167,6 +167,19 @@ TEST_F(HostileTest, ListingWhereChildrenAreDue) {
   EXPECT_NE(e.message.find("wrong form"), std::string::npos) << e.message;
 }
 
+TEST_F(HostileTest, LackingListingForANodeNotInDispute) {
+  Error e = AgainstHostile(*hosts_[0], [&](const wire::Frame& f) {
+    wire::Record rec;
+    rec.key = wire::NodeKey{}.Child(1);
+    rec.listing = rec.lacking = true;
+    wire::FrameBuilder fb(wire::Kind::kHello, kFrameBytesMax);
+    fb.PutHello(HelloLike(f, evil_version_, Summary{PathOf(evil_version_), 1}));
+    fb.AddRecord(rec);
+    return fb.Finish(false);
+  });
+  EXPECT_EQ(e.code, ErrorCode::kCorruption);
+}
+
 TEST_F(HostileTest, EndingWithNodesInDispute) {
   Error e = AgainstHostile(*hosts_[0], [&](const wire::Frame& f) {
     wire::FrameBuilder fb(wire::Kind::kHello, kFrameBytesMax);
@@ -285,8 +298,8 @@ TEST(WireTest, ListingRecordsRoundTripAndRejectWhatIsNotCanonical) {
   EXPECT_EQ(f->data.records[0].key, rec.key);
   EXPECT_EQ(f->data.records[0].fingerprints, rec.fingerprints);
 
-  // At the limit it decodes; past it, out of order, empty or also marked
-  // bounded, it is malformed.
+  // At the limit it decodes; past it, out of order or empty, it is malformed
+  // (a lacking listing may be empty).
   std::vector<uint64_t> full(wire::kListingLeavesMax);
   for (size_t i = 0; i < full.size(); ++i) full[i] = i;
   std::vector<uint64_t> over = full;
@@ -305,11 +318,21 @@ TEST(WireTest, ListingRecordsRoundTripAndRejectWhatIsNotCanonical) {
       EXPECT_EQ(d.error().code, ErrorCode::kInvalidArgument);
     }
   }
-  Bytes both(bytes.begin() + 4, bytes.end());
-  both[4] |= 0x80;  // version, kind, flags, record count, then the depth byte
-  auto d = wire::Decode(both);
-  ASSERT_FALSE(d);
-  EXPECT_EQ(d.error().code, ErrorCode::kInvalidArgument);
+  for (const auto& [fps, ok] : std::vector<std::pair<std::vector<uint64_t>, bool>>{
+           {{}, true}, {full, true}, {over, false}, {{3, 1}, false}}) {
+    wire::Record r = rec;
+    r.lacking = true;
+    r.fingerprints = fps;
+    wire::FrameBuilder b(wire::Kind::kData, kFrameBytesMax);
+    ASSERT_TRUE(b.AddRecord(r));
+    const Bytes raw = b.Finish(false);
+    auto d = wire::Decode(std::span(raw).subspan(4));
+    ASSERT_EQ(d.has_value(), ok) << fps.size();
+    if (ok) {
+      EXPECT_TRUE(d->data.records[0].lacking);
+      EXPECT_EQ(d->data.records[0].fingerprints, fps);
+    }
+  }
 }
 
 TEST(WireTest, RandomAndBitFlippedBytesNeverCrash) {
