@@ -32,11 +32,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kNodes = 32;
 constexpr auto kInterval = 100ms;
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
 // What all children report, shared with their reader threads.
 struct Board {
   std::mutex mu;

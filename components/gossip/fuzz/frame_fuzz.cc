@@ -3,6 +3,7 @@
 // refused with a typed error or decode to a frame whose re-encoding is exactly
 // the input: the decoder accepts only canonical bytes.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -62,6 +63,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(Reencode(*frame) == Bytes(body.begin(), body.end()));
   for (const wire::Record& rec : frame->data.records) {
     Check(rec.key.depth < internal::kDepthMax);
+    if (rec.listing) {
+      Check(!rec.bounded && (rec.lacking || !rec.fingerprints.empty()));
+      Check(rec.fingerprints.size() <= wire::kListingLeavesMax);
+      Check(std::is_sorted(rec.fingerprints.begin(), rec.fingerprints.end()));
+      continue;
+    }
     for (int c = 0; c < internal::kFanout; ++c) Check(!rec.Has(c) || rec.children[c].count > 0);
     (void)rec.Total();
   }

@@ -135,8 +135,11 @@ Result<std::optional<Bookmark>> FileBookmarkStore::Load() const {
                         kBookmarkBytesMax);
     }
   }
-  ONCE_ASSIGN_OR_RETURN(Bookmark b, DecodeBookmark(bytes));
-  return std::optional<Bookmark>(std::move(b));
+  // Moved out of the result in place (not through a local Bookmark), which
+  // keeps g++ 12 from a false maybe-uninitialized warning on the party.
+  Result<Bookmark> decoded = DecodeBookmark(bytes);
+  if (!decoded) return std::unexpected(std::move(decoded.error()));
+  return std::optional<Bookmark>(std::move(*decoded));
 }
 
 }  // namespace once::gossip

@@ -1,5 +1,9 @@
 #include "digest_tree.h"
 
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+
 #include "once/base/result.h"
 
 namespace once::gossip::internal {
@@ -65,7 +69,8 @@ void InsertAt(std::shared_ptr<Inner>& node_ptr, int depth, std::shared_ptr<const
   Slot& slot = node->slots[Nibble(leaf->path, depth)];
   if (slot.inner) return InsertAt(slot.inner, depth + 1, std::move(leaf));
   if (!slot.leaf) {
-    slot.leaf = std::move(leaf);
+    node->occupied |= static_cast<uint16_t>(1u << Nibble(leaf->path, depth));
+    slot.SetLeaf(std::move(leaf));
     return;
   }
   ONCE_CHECK(depth + 1 < kDepthMax);  // two distinct paths part before the end
@@ -75,6 +80,7 @@ void InsertAt(std::shared_ptr<Inner>& node_ptr, int depth, std::shared_ptr<const
   slot.inner = std::move(child);
 }
 
+// The caller has checked that `path` is present under `node_ptr`.
 std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth, const Path& path,
                                      bool keep_bounds) {
   Inner* node = Own(node_ptr);
@@ -82,11 +88,12 @@ std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth
   std::shared_ptr<const Leaf> removed;
   if (slot.leaf) {
     removed = std::move(slot.leaf);
+    node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
   } else {
     removed = RemoveAt(slot.inner, depth + 1, path, keep_bounds);
     if (slot.inner->summary.count == 1) {  // collapse a lone leaf upwards
       for (Slot& s : slot.inner->slots) {
-        if (s.leaf) slot.leaf = s.leaf;
+        if (s.leaf) slot.SetLeaf(s.leaf);
       }
       slot.inner.reset();
     }
@@ -95,6 +102,37 @@ std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth
   --node->summary.count;
   if (!keep_bounds) RecomputeBounds(*node);
   return removed;
+}
+
+// The first 8 bytes of a path as a big-endian integer (path order).
+uint64_t Prefix64(const Path& path) {
+  uint64_t v = 0;
+  for (size_t b = 0; b < 8; ++b) v = v << 8 | path[b];
+  return v;
+}
+
+// RemoveAt for a path that may be absent, in one walk; leaves the bounds.
+bool RemoveIfPresent(std::shared_ptr<Inner>& node_ptr, int depth, const Path& path) {
+  const Slot& peek = node_ptr->slots[Nibble(path, depth)];
+  if (peek.leaf ? peek.leaf->path != path : !peek.inner) return false;
+  if (peek.inner &&
+      !RemoveIfPresent(Own(node_ptr)->slots[Nibble(path, depth)].inner, depth + 1, path)) {
+    return false;
+  }
+  Inner* node = Own(node_ptr);
+  Slot& slot = node->slots[Nibble(path, depth)];
+  if (slot.leaf) {
+    slot.leaf.reset();
+    node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
+  } else if (slot.inner->summary.count == 1) {  // collapse a lone leaf upwards
+    for (Slot& s : slot.inner->slots) {
+      if (s.leaf) slot.SetLeaf(s.leaf);
+    }
+    slot.inner.reset();
+  }
+  XorInto(node->summary.digest, path);
+  --node->summary.count;
+  return true;
 }
 
 }  // namespace
@@ -117,9 +155,12 @@ std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& pat
 }
 
 void RemoveBatch(std::shared_ptr<Inner>& root, std::span<const Path> paths) {
-  for (const Path& path : paths) {
-    if (Find(root.get(), path)) RemoveAt(root, 0, path, /*keep_bounds=*/true);
-  }
+  // In path order, consecutive removals walk the same upper nodes.
+  std::vector<Path> sorted(paths.begin(), paths.end());
+  std::sort(sorted.begin(), sorted.end(), [](const Path& a, const Path& b) {
+    return Prefix64(a) != Prefix64(b) ? Prefix64(a) < Prefix64(b) : a < b;
+  });
+  for (const Path& path : sorted) (void)RemoveIfPresent(root, 0, path);
 }
 
 void CollectAll(View view, std::vector<const Leaf*>& out) {
@@ -128,8 +169,35 @@ void CollectAll(View view, std::vector<const Leaf*>& out) {
     return;
   }
   if (!view.inner) return;
-  for (const Slot& slot : view.inner->slots)
+  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+    const Slot& slot = view.inner->slots[std::countr_zero(m)];
     CollectAll(View{slot.inner.get(), slot.leaf.get()}, out);
+  }
+}
+
+void CollectTagged(View view, std::vector<Tagged>& out) {
+  if (view.leaf) {
+    out.push_back(Tagged{Fingerprint(view.leaf->path), view.leaf});
+    return;
+  }
+  if (!view.inner) return;
+  // A deep subtree is mostly cache misses: ask for every inner child at once
+  // so that their loads overlap instead of following one another.
+  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+    if (!slot.inner) continue;
+    const char* bytes = reinterpret_cast<const char*>(slot.inner.get());
+    for (size_t line = 0; line < offsetof(Inner, floor); line += 64)
+      __builtin_prefetch(bytes + line);
+  }
+  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+    if (slot.leaf) {
+      out.push_back(Tagged{slot.fingerprint, slot.leaf.get()});
+    } else {
+      CollectTagged(View{slot.inner.get(), nullptr}, out);
+    }
+  }
 }
 
 void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,
@@ -148,7 +216,8 @@ void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen
     if (unseen) CollectAll(view, *unseen);
     return;
   }
-  for (const Slot& slot : view.inner->slots) {
+  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+    const Slot& slot = view.inner->slots[std::countr_zero(m)];
     Sieve(View{slot.inner.get(), slot.leaf.get()}, seen, unseen, seen_out);
   }
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
@@ -28,15 +29,33 @@ struct Leaf {
   Bytes payload;
 };
 
+// A leaf's fingerprint: path bytes 8..15, big-endian. Leaves under one node
+// differ there unless their paths collide in 64 bits.
+inline uint64_t Fingerprint(const Path& path) {
+  uint64_t fp = 0;
+  for (size_t b = 8; b < 16; ++b) fp = fp << 8 | path[b];
+  return fp;
+}
+
 struct Slot {
   std::shared_ptr<Inner> inner;
   std::shared_ptr<const Leaf> leaf;
+  // The leaf's Fingerprint, kept beside the pointer so that listing a
+  // subtree does not touch every leaf (leaf slots only).
+  uint64_t fingerprint = 0;
   bool empty() const { return !inner && !leaf; }
+  void SetLeaf(std::shared_ptr<const Leaf> l) {
+    fingerprint = Fingerprint(l->path);
+    leaf = std::move(l);
+  }
 };
 
 struct Inner {
-  std::array<Slot, kFanout> slots;
+  // Bit c: slots[c] is not empty. Read first, so that a walk touches only
+  // the occupied slots (most nodes deep in a large tree hold two or three).
+  uint16_t occupied = 0;
   Summary summary;
+  std::array<Slot, kFanout> slots;
   itc::Version floor;    // <= the meet of the leaves' versions (count > 0)
   itc::Version ceiling;  // >= the join of the leaves' versions (count > 0)
 };
@@ -74,6 +93,13 @@ const Leaf* Find(const Inner* root, const Path& path);
 
 // Every leaf under `view`.
 void CollectAll(View view, std::vector<const Leaf*>& out);
+struct Tagged {
+  uint64_t fingerprint;
+  const Leaf* leaf;
+};
+// Every leaf under `view` with its fingerprint, reading no leaf that sits in a
+// slot (only a lone leaf `view` is read).
+void CollectTagged(View view, std::vector<Tagged>& out);
 // The causal sieve of `view` against `seen`: leaves whose version is not <=
 // `seen` go to `unseen`, the others to `seen_out` (either may be null).
 void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,

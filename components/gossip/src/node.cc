@@ -1,5 +1,8 @@
 #include "once/gossip/node.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <list>
 #include <mutex>
@@ -9,6 +12,151 @@ namespace once::gossip {
 
 using Outcome = SessionReport::Outcome;
 
+namespace {
+
+// The link greeting, sent by each end once after connecting: magic, link
+// protocol version, node id (8 bytes, big-endian), listening port (2 bytes).
+constexpr uint8_t kLinkMagic[4] = {'G', 'L', 'N', 'K'};
+constexpr uint8_t kLinkVersion = 1;
+constexpr size_t kLinkGreetingBytes = 4 + 1 + 8 + 2;
+// Between sessions, a side opens one as the initiator with kOpen (sent with
+// its greeting frame) and the peer grants it with kGrant (sent before its
+// reply), so a converged pair still settles in one round trip.
+constexpr uint8_t kOpen = 'O';
+constexpr uint8_t kGrant = 'G';
+// Collisions in a row a side that yields sits through before giving up its
+// round (each one serves a whole session of the peer's).
+constexpr int kTurnAttemptsMax = 4;
+
+std::array<uint8_t, kLinkGreetingBytes> EncodeGreeting(uint64_t node_id, uint16_t port) {
+  std::array<uint8_t, kLinkGreetingBytes> out{};
+  std::copy(std::begin(kLinkMagic), std::end(kLinkMagic), out.begin());
+  out[4] = kLinkVersion;
+  for (int i = 0; i < 8; ++i) out[5 + i] = static_cast<uint8_t>(node_id >> (56 - 8 * i));
+  out[13] = static_cast<uint8_t>(port >> 8);
+  out[14] = static_cast<uint8_t>(port);
+  return out;
+}
+
+struct Greeting {
+  uint64_t node_id = 0;
+  uint16_t port = 0;
+};
+
+Result<Greeting> DecodeGreeting(std::span<const uint8_t, kLinkGreetingBytes> in) {
+  if (!std::equal(std::begin(kLinkMagic), std::end(kLinkMagic), in.begin()) ||
+      in[4] != kLinkVersion) {
+    return MakeError(ErrorCode::kCorruption, "gossip link: not a link greeting");
+  }
+  Greeting g;
+  for (int i = 0; i < 8; ++i) g.node_id = g.node_id << 8 | in[5 + i];
+  g.port = static_cast<uint16_t>(in[13] << 8 | in[14]);
+  if (g.node_id == 0) return MakeError(ErrorCode::kCorruption, "gossip link: node id 0");
+  return g;
+}
+
+// The initiator's view of a link for one session: its first write is
+// prefixed with kOpen (so opening costs no round trip), and its first read
+// expects kGrant. If the peer opened at the same time (kOpen instead), the
+// side with priority discards the peer's greeting frame and waits for the
+// grant; the other fails the session as `yielded` and then serves the peer's
+// session, whose greeting follows on the stream. Both sides see every such
+// collision, so they can pass the priority back and forth in step.
+class TurnStream final : public Stream {
+ public:
+  TurnStream(TcpStream& link, bool priority, size_t frame_bytes_max)
+      : link_(link), priority_(priority), frame_bytes_max_(frame_bytes_max) {}
+  Status Write(std::span<const uint8_t> bytes, Deadline deadline) override {
+    if (opened_) return link_.Write(bytes, deadline);
+    opened_ = true;
+    Bytes first;
+    first.reserve(bytes.size() + 1);
+    first.push_back(kOpen);
+    first.insert(first.end(), bytes.begin(), bytes.end());
+    return link_.Write(first, deadline);
+  }
+  Status Read(std::span<uint8_t> out, Deadline deadline) override {
+    if (!granted_) ONCE_RETURN_IF_ERROR(AwaitGrant(deadline));
+    return link_.Read(out, deadline);
+  }
+  void Close() override { link_.Close(); }
+  bool yielded() const { return yielded_; }
+  bool collided() const { return collided_; }
+
+ private:
+  Status AwaitGrant(Deadline deadline) {
+    uint8_t byte = 0;
+    ONCE_RETURN_IF_ERROR(link_.Read(std::span(&byte, 1), deadline));
+    collided_ = byte == kOpen;
+    if (byte == kOpen && !priority_) {
+      yielded_ = true;
+      return MakeError(ErrorCode::kUnavailable, "gossip link: yielded the turn");
+    }
+    if (byte == kOpen) {  // the peer yields: skip its greeting, then its grant
+      uint8_t header[4];
+      ONCE_RETURN_IF_ERROR(link_.Read(header, deadline));
+      const uint32_t size = uint32_t{header[0]} << 24 | uint32_t{header[1]} << 16 |
+                            uint32_t{header[2]} << 8 | header[3];
+      if (size > frame_bytes_max_) {
+        return LimitError("frame_bytes_max", size, static_cast<int64_t>(frame_bytes_max_));
+      }
+      Bytes skipped(size);
+      ONCE_RETURN_IF_ERROR(link_.Read(skipped, deadline));
+      ONCE_RETURN_IF_ERROR(link_.Read(std::span(&byte, 1), deadline));
+    }
+    if (byte != kGrant) return MakeError(ErrorCode::kCorruption, "gossip link: unexpected byte");
+    granted_ = true;
+    return Ok();
+  }
+
+  TcpStream& link_;
+  const bool priority_;
+  const size_t frame_bytes_max_;
+  bool collided_ = false;
+  bool opened_ = false;
+  bool granted_ = false;
+  bool yielded_ = false;
+};
+
+bool SameAddress(const PeerAddress& a, const PeerAddress& b) {
+  return a.port == b.port && a.host == b.host;
+}
+
+}  // namespace
+
+// One TCP link to one peer, served by its own thread, which does all the
+// link's I/O: it answers the peer's kOpen and runs the rounds the gossip
+// thread asks for.
+struct Link {
+  std::unique_ptr<TcpStream> stream;
+  bool dialed = false;
+  int wake_fd = -1;  // an eventfd: the gossip thread posted a round, or the link closed
+  std::thread thread;
+  // Guarded by Impl::mu.
+  PeerAddress peer;
+  uint64_t peer_id = 0;
+  bool registered = false;
+  bool closed = false;
+  bool exited = false;
+  bool round_wanted = false;
+  uint64_t rounds_done = 0;
+  // Both sides opened at once this many times (the link thread's own): the
+  // dialler has priority after an even count, the other side after an odd.
+  uint64_t collisions = 0;
+
+  ~Link() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+  void Wake() const {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd, &one, sizeof(one));
+  }
+  void DrainWake() const {
+    uint64_t n;
+    (void)!::read(wake_fd, &n, sizeof(n));
+  }
+};
+
 struct Node::Impl {
   NodeOptions options;
   SystemRng system_rng;
@@ -16,13 +164,14 @@ struct Node::Impl {
   std::unique_ptr<FileBookmarkStore> store;
   std::unique_ptr<Host> host;
   std::unique_ptr<TcpListener> listener;
+  uint64_t node_id = 0;
 
   std::atomic<bool> stopping{false};
-  std::mutex mu;  // guards the fields below
+  mutable std::mutex mu;  // guards the fields below and every Link's guarded fields
   std::condition_variable wake;
+  std::condition_variable round_finished;
   bool nudged = false;
-  std::vector<std::unique_ptr<TcpStream>> outbound;  // by peer index
-  std::list<std::pair<std::thread, std::shared_ptr<TcpStream>>> inbound;
+  std::list<std::shared_ptr<Link>> links;
   NodeStats stats;
 
   std::thread accept_thread;
@@ -37,38 +186,244 @@ struct Node::Impl {
 
   void CountSession(bool ok) { Count(ok ? &NodeStats::sessions_ok : &NodeStats::sessions_failed); }
 
-  void AcceptLoop() {
-    while (!stopping) {
-      auto stream = listener->Accept(DeadlineIn(std::chrono::milliseconds(200)));
-      if (!stream) continue;
-      std::shared_ptr<TcpStream> link = std::move(*stream);
-      std::lock_guard lock(mu);
-      ReapInbound();
-      if (inbound.size() >= options.inbound_links_max || stopping) continue;  // dropped: closed
-      inbound.emplace_back(std::thread([this, link] { ServeLoop(*link); }), link);
-    }
+  // --- links -------------------------------------------------------------
+
+  std::shared_ptr<Link> NewLink(std::unique_ptr<TcpStream> stream, bool dialed) {
+    auto link = std::make_shared<Link>();
+    link->stream = std::move(stream);
+    link->dialed = dialed;
+    link->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (link->wake_fd < 0) return nullptr;  // out of descriptors: the stream closes
+    return link;
   }
 
-  // Joins finished inbound threads (called under mu).
-  void ReapInbound() {
-    for (auto it = inbound.begin(); it != inbound.end();) {
-      if (it->second.use_count() == 1 && it->first.joinable()) {
-        it->first.join();
-        it = inbound.erase(it);
+  // Under mu. The link's thread notices and exits; a session on it fails.
+  void CloseLocked(Link& link) {
+    if (link.closed) return;
+    link.closed = true;
+    link.stream->Close();
+    link.Wake();
+    round_finished.notify_all();
+  }
+
+  // Joins the threads of links that have exited (under mu).
+  void ReapLocked() {
+    for (auto it = links.begin(); it != links.end();) {
+      if ((*it)->exited && (*it)->thread.joinable()) {
+        (*it)->thread.join();
+        it = links.erase(it);
       } else {
         ++it;
       }
     }
   }
 
-  void ServeLoop(TcpStream& link) {
-    while (!stopping) {
-      auto report = Respond(link, *host, options.session, DeadlineIn(options.link_idle_timeout_ms));
-      CountSession(report.has_value());
-      if (!report) break;
-      if (report->outcome == Outcome::kPeerWins) Nudge();  // go and lose as the initiator
+  // Exchanges link greetings. The acceptor learns the peer's listening
+  // address from the peer's host and announced port.
+  Status Greet(Link& link, const PeerAddress* dialed_peer) {
+    const Deadline deadline = DeadlineIn(options.connect_timeout_ms);
+    const auto mine = EncodeGreeting(node_id, listener->port());
+    ONCE_RETURN_IF_ERROR(link.stream->Write(mine, deadline));
+    std::array<uint8_t, kLinkGreetingBytes> theirs{};
+    ONCE_RETURN_IF_ERROR(link.stream->Read(theirs, deadline));
+    ONCE_ASSIGN_OR_RETURN(Greeting g, DecodeGreeting(theirs));
+    if (g.node_id == node_id) return MakeError(ErrorCode::kInvalidArgument, "a link to itself");
+    std::lock_guard lock(mu);
+    link.peer_id = g.node_id;
+    link.peer = dialed_peer ? *dialed_peer : PeerAddress{link.stream->PeerHost(), g.port};
+    return Ok();
+  }
+
+  // Registers a greeted link; with another live link to the same peer, keeps
+  // one: the newer if the peer restarted (another node id), else the one
+  // dialled by the smaller node id (both ends decide alike), else (both
+  // dialled the same way) the newer. False if `link` itself was closed.
+  bool RegisterLocked(const std::shared_ptr<Link>& link) {
+    for (const auto& other : links) {
+      if (other == link || !other->registered || other->closed) continue;
+      if (!SameAddress(other->peer, link->peer)) continue;
+      bool keep_new = true;
+      if (other->peer_id == link->peer_id && other->dialed != link->dialed) {
+        const bool keep_dialed = node_id < link->peer_id;
+        keep_new = link->dialed == keep_dialed;
+      }
+      ++stats.links_duplicate;
+      if (!keep_new) {
+        CloseLocked(*link);
+        return false;
+      }
+      CloseLocked(*other);
     }
-    link.Close();
+    link->registered = true;
+    ++stats.links_opened;
+    return true;
+  }
+
+  std::shared_ptr<Link> FindLocked(const PeerAddress& peer) {
+    for (const auto& link : links) {
+      if (link->registered && !link->closed && SameAddress(link->peer, peer)) return link;
+    }
+    return nullptr;
+  }
+
+  size_t LiveLocked() const {
+    size_t n = 0;
+    for (const auto& link : links) n += link->closed ? 0 : 1;
+    return n;
+  }
+
+  void DropLink(const PeerAddress& peer) {
+    std::lock_guard lock(mu);
+    if (auto link = FindLocked(peer)) CloseLocked(*link);
+  }
+
+  // The link thread: greets (accepted links), then serves until the link
+  // closes, idles out or the node stops.
+  void LinkLoop(std::shared_ptr<Link> link) {
+    bool ok = link->dialed;  // a dialled link was greeted and registered by Dial
+    if (!ok && Greet(*link, nullptr)) {
+      std::lock_guard lock(mu);
+      ok = !link->closed && RegisterLocked(link);
+    }
+    while (ok && !stopping) ok = ServeOnce(*link);
+    std::lock_guard lock(mu);
+    CloseLocked(*link);
+    link->exited = true;
+    round_finished.notify_all();
+  }
+
+  // One step of a link: a requested round, or the peer's kOpen, or waiting.
+  // False when the link is done.
+  bool ServeOnce(Link& link) {
+    bool wanted = false;
+    {
+      std::lock_guard lock(mu);
+      if (link.closed) return false;
+      wanted = link.round_wanted;
+      link.round_wanted = false;
+    }
+    if (wanted) {
+      const bool ok = RunRound(link);
+      std::lock_guard lock(mu);
+      ++link.rounds_done;
+      round_finished.notify_all();
+      return ok;
+    }
+    auto ready =
+        link.stream->WaitReadableOr(link.wake_fd, DeadlineIn(options.link_idle_timeout_ms));
+    if (!ready) return false;  // idle for too long
+    if (!*ready) {
+      link.DrainWake();
+      return true;
+    }
+    uint8_t byte = 0;
+    if (!link.stream->Read(std::span(&byte, 1), DeadlineIn(options.session_timeout_ms))) {
+      return false;
+    }
+    return byte == kOpen && Serve(link);
+  }
+
+  // Grants the peer the turn and answers its session.
+  bool Serve(Link& link) {
+    const Deadline deadline = DeadlineIn(options.session_timeout_ms);
+    if (!link.stream->Write(std::span(&kGrant, 1), deadline)) return false;
+    auto report = Respond(*link.stream, *host, options.session, deadline);
+    CountSession(report.has_value());
+    if (!report) return false;
+    if (report->outcome == Outcome::kPeerWins) Nudge();  // go and lose as the initiator
+    return true;
+  }
+
+  // One session as the initiator on the link: when both sides opened at once
+  // and the other has priority, serves the peer's session and asks again.
+  // False if the link is unusable; `report` holds the session's.
+  bool InitiateOn(Link& link, Mode mode, Result<SessionReport>& report) {
+    for (int attempt = 0; attempt < kTurnAttemptsMax; ++attempt) {
+      const bool priority = link.dialed == (link.collisions % 2 == 0);
+      TurnStream turn(*link.stream, priority, options.session.frame_bytes_max);
+      report = Initiate(turn, *host, mode, options.session, DeadlineIn(options.session_timeout_ms));
+      if (turn.collided()) ++link.collisions;
+      if (report || !turn.yielded()) {
+        CountSession(report.has_value());
+        return report.has_value();
+      }
+      Count(&NodeStats::turns_yielded);
+      if (!Serve(link)) return false;
+    }
+    report = MakeError(ErrorCode::kUnavailable, "gossip link: the peer kept the turn");
+    CountSession(false);
+    return false;
+  }
+
+  // A sync session as the initiator, and a bootstrap if this side lost.
+  // False if the link is unusable.
+  bool RunRound(Link& link) {
+    Result<SessionReport> report;
+    if (!InitiateOn(link, Mode::kSync, report)) return false;
+    if (report->outcome != Outcome::kPeerWins) return true;
+    if (!InitiateOn(link, Mode::kBootstrap, report)) return false;
+    Count(&NodeStats::bootstraps);
+    return true;
+  }
+
+  void StartThread(const std::shared_ptr<Link>& link) {
+    link->thread = std::thread([this, link] { LinkLoop(link); });
+  }
+
+  // A link to `peer`: the live one, or a new dialled one.
+  std::shared_ptr<Link> Dial(const PeerAddress& peer) {
+    {
+      std::lock_guard lock(mu);
+      ReapLocked();
+      if (auto link = FindLocked(peer)) return link;
+    }
+    auto stream = TcpStream::Connect(peer.host, peer.port, DeadlineIn(options.connect_timeout_ms));
+    if (!stream) {
+      Count(&NodeStats::connects_failed);
+      return nullptr;
+    }
+    auto link = NewLink(std::move(*stream), /*dialed=*/true);
+    if (!link || !Greet(*link, &peer)) {
+      Count(&NodeStats::connects_failed);
+      return nullptr;
+    }
+    std::lock_guard lock(mu);
+    if (stopping) return nullptr;
+    links.push_back(link);
+    const bool kept = RegisterLocked(link);
+    StartThread(link);  // a closed one exits at once
+    return kept ? link : FindLocked(peer);
+  }
+
+  // Asks the link's thread for one round and waits for it.
+  void Round(const PeerAddress& peer) {
+    std::shared_ptr<Link> link = Dial(peer);
+    if (!link) return;
+    std::unique_lock lock(mu);
+    const uint64_t ticket = link->rounds_done;
+    link->round_wanted = true;
+    link->Wake();
+    // A round is one or two sessions plus the turn: bounded by their timeouts.
+    const auto bound = options.session_timeout_ms * (2 * kTurnAttemptsMax + 2);
+    round_finished.wait_for(lock, bound, [&] {
+      return link->rounds_done != ticket || link->exited || stopping.load();
+    });
+  }
+
+  // --- loops -------------------------------------------------------------
+
+  void AcceptLoop() {
+    while (!stopping) {
+      auto stream = listener->Accept(DeadlineIn(std::chrono::milliseconds(200)));
+      if (!stream) continue;
+      auto link = NewLink(std::move(*stream), /*dialed=*/false);
+      if (!link) continue;
+      std::lock_guard lock(mu);
+      ReapLocked();
+      if (LiveLocked() >= options.links_max || stopping) continue;  // dropped: closed
+      links.push_back(link);
+      StartThread(link);
+    }
   }
 
   void Nudge() {
@@ -87,49 +442,12 @@ struct Node::Impl {
       if (stopping || options.peers.empty()) continue;
       const size_t peer = rng().Below(options.peers.size());
       if (options.peer_allowed && !options.peer_allowed(peer)) {
-        DropLink(peer);
+        DropLink(options.peers[peer]);
         continue;
       }
       Count(&NodeStats::rounds);
-      Round(peer);
+      Round(options.peers[peer]);
     }
-  }
-
-  Result<TcpStream*> Link(size_t peer) {
-    std::unique_ptr<TcpStream> cached;
-    {
-      std::lock_guard lock(mu);
-      if (outbound[peer]) return outbound[peer].get();
-    }
-    const PeerAddress& addr = options.peers[peer];
-    auto stream = TcpStream::Connect(addr.host, addr.port, DeadlineIn(options.connect_timeout_ms));
-    if (!stream) {
-      Count(&NodeStats::connects_failed);
-      return std::unexpected(stream.error());
-    }
-    std::lock_guard lock(mu);
-    outbound[peer] = std::move(*stream);
-    return outbound[peer].get();
-  }
-
-  void DropLink(size_t peer) {
-    std::lock_guard lock(mu);
-    outbound[peer].reset();
-  }
-
-  void Round(size_t peer) {
-    auto link = Link(peer);
-    if (!link) return;
-    auto report = Initiate(**link, *host, Mode::kSync, options.session,
-                           DeadlineIn(options.session_timeout_ms));
-    CountSession(report.has_value());
-    if (!report) return DropLink(peer);
-    if (report->outcome != Outcome::kPeerWins) return;
-    auto boot = Initiate(**link, *host, Mode::kBootstrap, options.session,
-                         DeadlineIn(options.session_timeout_ms));
-    CountSession(boot.has_value());
-    if (!boot) return DropLink(peer);
-    Count(&NodeStats::bootstraps);
   }
 
   void Stop() {
@@ -138,21 +456,19 @@ struct Node::Impl {
     listener->Close();
     {
       std::lock_guard lock(mu);
-      for (auto& link : outbound) {
-        if (link) link->Close();  // wakes a session in flight
-      }
+      for (auto& link : links) CloseLocked(*link);  // wakes a session in flight
     }
     if (accept_thread.joinable()) accept_thread.join();
     if (gossip_thread.joinable()) gossip_thread.join();
-    std::list<std::pair<std::thread, std::shared_ptr<TcpStream>>> links;
+    std::list<std::shared_ptr<Link>> all;
     {
       std::lock_guard lock(mu);
-      links.swap(inbound);
-      for (auto& [thread, link] : links) link->Close();
+      all.swap(links);
+      for (auto& link : all) CloseLocked(*link);
     }
-    for (auto& [thread, link] : links) thread.join();
-    std::lock_guard lock(mu);
-    outbound.clear();
+    for (auto& link : all) {
+      if (link->thread.joinable()) link->thread.join();
+    }
   }
 };
 
@@ -169,10 +485,11 @@ Result<std::unique_ptr<Node>> Node::Start(NodeOptions options) {
     if (saved) replica.emplace(Replica::Reclaim(std::move(*saved)));
   }
   if (!replica) replica.emplace(Replica::Seed(impl->rng()));
+  // A fresh id per start (a restarted node is a new link peer); never 0.
+  while (impl->node_id == 0) impl->node_id = impl->system_rng.Next();
   impl->host =
       std::make_unique<Host>(std::move(*replica), impl->store.get(), impl->options.on_reset);
   ONCE_ASSIGN_OR_RETURN(impl->listener, TcpListener::Listen(impl->options.port));
-  impl->outbound.resize(impl->options.peers.size());
   Impl* raw = impl.get();
   impl->accept_thread = std::thread([raw] { raw->AcceptLoop(); });
   impl->gossip_thread = std::thread([raw] { raw->GossipLoop(); });
@@ -189,6 +506,15 @@ void Node::Stop() { impl_->Stop(); }
 NodeStats Node::stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->stats;
+}
+
+std::vector<LinkInfo> Node::links() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<LinkInfo> out;
+  for (const auto& link : impl_->links) {
+    if (link->registered && !link->closed) out.push_back(LinkInfo{link->peer, link->dialed});
+  }
+  return out;
 }
 
 }  // namespace once::gossip

@@ -1,10 +1,13 @@
 #include "once/gossip/session.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
+#include <memory_resource>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "digest_tree.h"
 #include "wire.h"
@@ -40,6 +43,76 @@ struct PathHash {
   }
 };
 
+// The nodes in dispute, by key: an open-addressing table (linear probing,
+// tombstones), because thousands open and close in one session and a node
+// per heap allocation was a tenth of its time.
+template <typename Value>
+class NodeTable {
+ public:
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+  Value* Find(const NodeKey& key) {
+    Entry* e = FindEntry(key);
+    return e ? &e->value : nullptr;
+  }
+
+  // Inserts or replaces.
+  void Put(const NodeKey& key, Value value) {
+    if ((size_ + tombstones_ + 1) * 2 > table_.size()) Grow();
+    if (Value* found = Find(key)) {
+      *found = std::move(value);
+      return;
+    }
+    for (size_t i = Home(key);; i = (i + 1) & Mask()) {
+      Entry& e = table_[i];
+      if (e.state == kFull) continue;
+      if (e.state == kTombstone) --tombstones_;
+      e = Entry{key, std::move(value), kFull};
+      ++size_;
+      return;
+    }
+  }
+
+  void Erase(const NodeKey& key) {
+    Entry* e = FindEntry(key);
+    if (!e) return;
+    e->state = kTombstone;
+    --size_;
+    ++tombstones_;
+  }
+
+ private:
+  static constexpr uint8_t kEmpty = 0, kFull = 1, kTombstone = 2;
+  struct Entry {
+    NodeKey key;
+    Value value;
+    uint8_t state = kEmpty;
+  };
+  Entry* FindEntry(const NodeKey& key) {
+    if (table_.empty()) return nullptr;
+    for (size_t i = Home(key);; i = (i + 1) & Mask()) {
+      Entry& e = table_[i];
+      if (e.state == kEmpty) return nullptr;
+      if (e.state == kFull && e.key == key) return &e;
+    }
+  }
+  size_t Mask() const { return table_.size() - 1; }
+  size_t Home(const NodeKey& key) const { return wire::NodeKeyHash{}(key)&Mask(); }
+  void Grow() {
+    size_t capacity = 64;
+    while (capacity < 4 * (size_ + 1)) capacity *= 2;
+    std::vector<Entry> old = std::exchange(table_, std::vector<Entry>(capacity));
+    size_ = tombstones_ = 0;
+    for (Entry& e : old) {
+      if (e.state == kFull) Put(e.key, std::move(e.value));
+    }
+  }
+  std::vector<Entry> table_;  // a power of two entries, at most half full
+  size_t size_ = 0;
+  size_t tombstones_ = 0;
+};
+
 // One side's half of the digest tree comparison: which nodes are in dispute,
 // what to list and ship next, and what was learned (received, deleted).
 class Reconciler {
@@ -58,7 +131,7 @@ class Reconciler {
     const View root{mine_.root().get(), nullptr};
     root_bounded_ = !proposed;  // the initiator's speculative root record is not
     if (root.summary() == peer_root_) return false;
-    open_.emplace(NodeKey{}, OpenNode{peer_root_, root, proposed});
+    open_.Put(NodeKey{}, OpenNode{peer_root_, root, proposed});
     return true;
   }
 
@@ -71,8 +144,14 @@ class Reconciler {
   // Fills a frame from the queues; returns true iff the frame is idle.
   bool Fill(FrameBuilder& fb) {
     bool any_record = false;
-    while (!records_.empty() && fb.AddRecord(records_.front())) {
-      records_.pop_front();
+    // Records are built as they go out, so a queued one costs a few words.
+    while (records_head_ < records_.size()) {
+      BuildRecord(records_[records_head_], scratch_);
+      if (!fb.AddRecord(scratch_)) break;
+      if (++records_head_ == records_.size()) {  // drained: reuse the storage
+        records_.clear();
+        records_head_ = 0;
+      }
       any_record = true;
     }
     while (!ship_.empty() && fb.AddMessage(*ship_.front())) {
@@ -89,17 +168,65 @@ class Reconciler {
   uint64_t sent() const { return sent_; }
 
  private:
+  // This side's leaves under a listed node, sorted by fingerprint: a slice
+  // of `listed_`, gathered once per node (each leaf is in at most one).
+  struct Slice {
+    uint32_t begin = 0;
+    uint32_t size = 0;
+  };
+
   struct OpenNode {
     Summary expected;  // the peer's summary of this node
     View mine;
     bool mine_sent = false;
+    bool listed = false;  // settled by a listing and the answer to it
+    Slice leaves;         // listed only
   };
 
+  // A record of this side's listing of a node, built when a frame has room.
+  struct Pending {
+    NodeKey key;
+    View view;
+    bool listed;
+    Slice leaves;  // listed only
+    // A lacking listing: a slice of `lacking_` instead of `leaves`.
+    bool lacking = false;
+    Slice lacked;
+  };
+
+  void BuildRecord(const Pending& p, Record& rec) {
+    rec.key = p.key;
+    rec.listing = p.listed;
+    rec.lacking = p.lacking;
+    rec.bounded = !p.listed;
+    rec.present = 0;
+    rec.fingerprints.clear();
+    if (!p.listed) return MakeRecord(p.view, rec);
+    if (p.lacking) {
+      const auto lacked = std::span(lacking_).subspan(p.lacked.begin, p.lacked.size);
+      rec.fingerprints.assign(lacked.begin(), lacked.end());
+      return;
+    }
+    for (const internal::Tagged& t : Leaves(p.leaves)) rec.fingerprints.push_back(t.fingerprint);
+  }
+
+  Slice GatherLeaves(View view) {
+    const size_t begin = listed_.size();
+    internal::CollectTagged(view, listed_);
+    std::sort(listed_.begin() + static_cast<ptrdiff_t>(begin), listed_.end(),
+              [](const internal::Tagged& a, const internal::Tagged& b) {
+                return a.fingerprint < b.fingerprint;
+              });
+    return Slice{static_cast<uint32_t>(begin), static_cast<uint32_t>(listed_.size() - begin)};
+  }
+
+  std::span<const internal::Tagged> Leaves(Slice s) const {
+    return std::span(listed_).subspan(s.begin, s.size);
+  }
+
   // A bounded record of `view`: each child's summary and its unseen part.
-  Record MakeRecord(const NodeKey& key, View view) {
-    Record rec;
-    rec.key = key;
-    rec.bounded = true;
+  void MakeRecord(View view, Record& rec) {
+    const NodeKey& key = rec.key;
     for (int c = 0; c < internal::kFanout; ++c) {
       const View child = view.Child(key.depth, c);
       if (child.empty()) continue;
@@ -107,7 +234,6 @@ class Reconciler {
       rec.children[c] = child.summary();
       rec.unseen[c] = Unseen(child);
     }
-    return rec;
   }
 
   // The summary of the messages under `view` that are not <= the peer's
@@ -141,22 +267,80 @@ class Reconciler {
       return LimitError("session_nodes_max", static_cast<int64_t>(open_.size() + 1),
                         static_cast<int64_t>(options_.session_nodes_max));
     }
-    open_.emplace(key, OpenNode{expected, mine, propose});
-    if (propose) records_.push_back(MakeRecord(key, mine));
+    // Both sides know both counts, so they agree on which nodes are listed.
+    const bool listed = std::max(expected.count, mine.summary().count) <= wire::kListingLeavesMax;
+    const Slice leaves = listed ? GatherLeaves(mine) : Slice{};
+    if (propose) records_.push_back(Pending{key, mine, listed, leaves});
+    open_.Put(key, OpenNode{expected, mine, propose, listed, leaves});
     return Ok();
   }
 
   Status OnRecord(const Record& rec) {
-    auto it = open_.find(rec.key);
-    if (it == open_.end()) return Hostile("a record for a node not in dispute");
-    if (rec.Total() != it->second.expected) {
+    OpenNode* open = open_.Find(rec.key);
+    if (!open) return Hostile("a record for a node not in dispute");
+    // A listed node: the proposer sends its listing, the replier answers with
+    // what it lacks of it.
+    const bool replier = !open->mine_sent;
+    if (rec.listing != open->listed || (rec.listing && rec.lacking == replier)) {
+      return Hostile("a record of the wrong form");
+    }
+    if (rec.lacking   ? rec.fingerprints.size() > open->leaves.size
+        : rec.listing ? rec.fingerprints.size() != open->expected.count
+                      : rec.Total() != open->expected) {
       return Hostile("a record whose children do not add up to its declared summary");
     }
-    const OpenNode node = it->second;
-    open_.erase(it);
-    const bool replier = !node.mine_sent;
-    if (replier) records_.push_back(MakeRecord(rec.key, node.mine));
+    const OpenNode node = *open;  // Resolve may open more and move the table
+    open_.Erase(rec.key);
+    if (rec.lacking) return SieveLacked(Leaves(node.leaves), rec.fingerprints);
+    if (node.listed) {
+      ResolveListing(rec.key, Leaves(node.leaves), rec.fingerprints);
+      return Ok();
+    }
+    if (replier) records_.push_back(Pending{rec.key, node.mine, false, {}});
     return Resolve(rec.key, node.mine, rec, replier);
+  }
+
+  // The peer's listing of a node is known: every leaf here that it does not
+  // list goes through the sieve, and the fingerprints of its listing that are
+  // not here go back to it. Nothing below is in dispute any more.
+  void ResolveListing(const NodeKey& key, std::span<const internal::Tagged> mine,
+                      std::span<const uint64_t> peer) {
+    const size_t begin = lacking_.size();
+    auto it = mine.begin();  // both sorted: one merge pass
+    for (const uint64_t fp : peer) {
+      for (; it != mine.end() && it->fingerprint < fp; ++it) SieveLeaf(*it->leaf);
+      if (it != mine.end() && it->fingerprint == fp) {
+        ++it;
+      } else {
+        lacking_.push_back(fp);
+      }
+    }
+    for (; it != mine.end(); ++it) SieveLeaf(*it->leaf);
+    const Slice lacked{static_cast<uint32_t>(begin),
+                       static_cast<uint32_t>(lacking_.size() - begin)};
+    records_.push_back(Pending{key, View{}, true, {}, true, lacked});
+  }
+
+  // The peer lacks these fingerprints of this side's listing: sieve those.
+  Status SieveLacked(std::span<const internal::Tagged> mine, std::span<const uint64_t> lacked) {
+    auto it = mine.begin();  // both sorted
+    for (const uint64_t fp : lacked) {
+      while (it != mine.end() && it->fingerprint < fp) ++it;
+      if (it == mine.end() || it->fingerprint != fp) {
+        return Hostile("a lacking listing names a leaf this side did not list");
+      }
+      SieveLeaf(*it->leaf);
+      ++it;
+    }
+    return Ok();
+  }
+
+  void SieveLeaf(const Leaf& leaf) {
+    if (all_seen_ || itc::Leq(leaf.version, peer_ceiling_)) {
+      deleted_.push_back(leaf.path);
+    } else {
+      ship_.push_back(&leaf);
+    }
   }
 
   // Both listings of `key` are known: settle, sieve or open each child. The
@@ -243,11 +427,17 @@ class Reconciler {
   // Every message held here is <= the peer's ceiling: nothing to ship, and
   // the sieve needs no comparisons.
   const bool all_seen_;
-  std::unordered_map<NodeKey, OpenNode, wire::NodeKeyHash> open_;
-  std::unordered_map<const internal::Inner*, Summary> unseen_;
+  // Memoised unseen parts: their map entries come from a pool, not the heap.
+  std::pmr::unsynchronized_pool_resource pool_;
+  NodeTable<OpenNode> open_;
+  std::pmr::unordered_map<const internal::Inner*, Summary> unseen_{&pool_};
   bool root_bounded_ = true;
-  std::deque<Record> records_;
+  std::vector<Pending> records_;  // a queue: records_[records_head_] is next
+  size_t records_head_ = 0;
+  Record scratch_;
   std::deque<const Leaf*> ship_;
+  std::vector<internal::Tagged> listed_;
+  std::vector<uint64_t> lacking_;  // the fingerprints of lacking listings sent
   std::vector<Message> received_;
   std::unordered_set<Path, PathHash> received_paths_;
   std::vector<Path> deleted_;

@@ -52,6 +52,25 @@ Status TcpStream::Wait(short events, Deadline deadline) {
   }
 }
 
+Result<bool> TcpStream::WaitReadableOr(int wake_fd, Deadline deadline) {
+  for (;;) {
+    pollfd pfds[2] = {{fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int rc = ::poll(pfds, 2, MillisUntil(deadline));
+    if (rc > 0) return (pfds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    if (rc == 0) return MakeError(ErrorCode::kTimeout, "tcp deadline passed");
+    if (errno != EINTR) return Errno("poll");
+  }
+}
+
+std::string TcpStream::PeerHost() const {
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "";
+  char text[INET_ADDRSTRLEN] = {};
+  if (!::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text))) return "";
+  return text;
+}
+
 Result<std::unique_ptr<TcpStream>> TcpStream::Connect(const std::string& host, uint16_t port,
                                                       Deadline deadline) {
   sockaddr_in addr{};

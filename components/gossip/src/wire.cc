@@ -33,8 +33,11 @@ void PutBlob(Bytes& out, std::span<const uint8_t> bytes) {
 
 size_t PrefixBytes(uint8_t depth) { return (depth + 1) / 2; }
 
-// The high bit of a record's depth byte: the record is bounded.
+// The high bits of a record's depth byte: the record is bounded, or a
+// listing, or (both) a lacking listing.
 constexpr uint8_t kRecordBounded = 0x80;
+constexpr uint8_t kRecordListing = 0x40;
+constexpr uint8_t kRecordLacking = kRecordBounded | kRecordListing;
 
 uint16_t UnseenMask(const Record& record) {
   uint16_t mask = 0;
@@ -102,16 +105,41 @@ Result<Summary> ReadSummary(Reader& r) {
   return s;
 }
 
+Status ReadListing(Reader& r, Record& rec) {
+  ONCE_ASSIGN_OR_RETURN(uint64_t count, r.Varint());
+  if ((count == 0 && !rec.lacking) || count > kListingLeavesMax) {
+    return Malformed("listing count out of bounds");
+  }
+  ONCE_ASSIGN_OR_RETURN(auto bytes, r.Take(static_cast<size_t>(count) * 8));
+  rec.fingerprints.resize(static_cast<size_t>(count));
+  for (size_t i = 0; i < rec.fingerprints.size(); ++i) {
+    uint64_t fp = 0;
+    for (size_t b = 0; b < 8; ++b) fp = fp << 8 | bytes[i * 8 + b];
+    if (i > 0 && fp < rec.fingerprints[i - 1]) return Malformed("listing out of order");
+    rec.fingerprints[i] = fp;
+  }
+  return Ok();
+}
+
 Result<Record> ReadRecord(Reader& r) {
   Record rec;
   ONCE_ASSIGN_OR_RETURN(uint8_t depth_byte, r.U8());
   rec.bounded = (depth_byte & kRecordBounded) != 0;
-  rec.key.depth = depth_byte & ~kRecordBounded;
+  rec.listing = (depth_byte & kRecordListing) != 0;
+  if (rec.bounded && rec.listing) {  // both bits: a lacking listing
+    rec.bounded = false;
+    rec.lacking = true;
+  }
+  rec.key.depth = depth_byte & ~(kRecordBounded | kRecordListing);
   if (rec.key.depth >= internal::kDepthMax) return Malformed("record deeper than a path");
   ONCE_ASSIGN_OR_RETURN(auto prefix, r.Take(PrefixBytes(rec.key.depth)));
   std::memcpy(rec.key.prefix.data(), prefix.data(), prefix.size());
   if (rec.key.depth % 2 == 1 && (rec.key.prefix[rec.key.depth / 2] & 0x0f) != 0) {
     return Malformed("record prefix has bits past its depth");
+  }
+  if (rec.listing) {
+    ONCE_RETURN_IF_ERROR(ReadListing(r, rec));
+    return rec;
   }
   ONCE_ASSIGN_OR_RETURN(uint8_t hi, r.U8());
   ONCE_ASSIGN_OR_RETURN(uint8_t lo, r.U8());
@@ -244,6 +272,10 @@ void FrameBuilder::PutReason(const std::string& reason) {
 }
 
 size_t FrameBuilder::RecordBytes(const Record& record) const {
+  if (record.listing) {
+    return 1 + PrefixBytes(record.key.depth) + VarintBytes(record.fingerprints.size()) +
+           8 * record.fingerprints.size();
+  }
   size_t n = 1 + PrefixBytes(record.key.depth) + 2;
   for (int c = 0; c < internal::kFanout; ++c) {
     if (record.Has(c)) n += 16 + VarintBytes(record.children[c].count);
@@ -268,10 +300,20 @@ size_t FrameBuilder::room() const {
 
 bool FrameBuilder::AddRecord(const Record& record) {
   if (RecordBytes(record) > room()) return false;
-  records_.push_back(
-      static_cast<uint8_t>(record.key.depth | (record.bounded ? kRecordBounded : 0)));
+  const uint8_t flag = record.listing   ? (record.lacking ? kRecordLacking : kRecordListing)
+                       : record.bounded ? kRecordBounded
+                                        : 0;
+  records_.push_back(static_cast<uint8_t>(record.key.depth | flag));
   records_.insert(records_.end(), record.key.prefix.begin(),
                   record.key.prefix.begin() + PrefixBytes(record.key.depth));
+  ++record_count_;
+  if (record.listing) {
+    PutVarint(records_, record.fingerprints.size());
+    for (uint64_t fp : record.fingerprints) {
+      for (int b = 7; b >= 0; --b) records_.push_back(static_cast<uint8_t>(fp >> (8 * b)));
+    }
+    return true;
+  }
   records_.push_back(static_cast<uint8_t>(record.present >> 8));
   records_.push_back(static_cast<uint8_t>(record.present));
   for (int c = 0; c < internal::kFanout; ++c) {
@@ -289,7 +331,6 @@ bool FrameBuilder::AddRecord(const Record& record) {
       PutVarint(records_, record.unseen[c].count);
     }
   }
-  ++record_count_;
   return true;
 }
 

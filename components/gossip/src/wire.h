@@ -15,7 +15,11 @@
 
 namespace once::gossip::wire {
 
-inline constexpr uint8_t kProtocolVersion = 1;
+// 2: listing records (a disputed node with few leaves lists their fingerprints).
+inline constexpr uint8_t kProtocolVersion = 2;
+// Leaves in one listing record: a disputed node is listed instead of split
+// into children iff neither side holds more leaves than this under it.
+inline constexpr size_t kListingLeavesMax = 64;
 inline constexpr size_t kFrameHeaderBytes = 4;
 
 enum class Kind : uint8_t { kHello = 1, kData = 2, kDonate = 3, kAck = 4, kRefuse = 5 };
@@ -41,11 +45,24 @@ struct Record {
   std::array<Summary, internal::kFanout> children{};
   bool bounded = false;
   std::array<Summary, internal::kFanout> unseen{};  // bounded only
+  // A listing names every leaf under the node by its fingerprint, in
+  // non-decreasing order, instead of summarising children (present, children,
+  // bounded and unseen are unused). A lacking listing answers the peer's
+  // listing: only the fingerprints of the peer's listing that this side does
+  // not hold (possibly none).
+  bool listing = false;
+  bool lacking = false;  // listing only
+  std::vector<uint64_t> fingerprints;
   bool Has(int c) const { return (present >> c) & 1; }
   Summary Total() const;
   // The summary of child c's messages that the receiver has seen (bounded).
   Summary Seen(int c) const;
 };
+
+// A leaf's fingerprint in a listing (internal::Fingerprint): path bytes 8..15,
+// big-endian. Two leaves under one node that collide there are taken one for
+// the other (a 2^-64 chance per pair of leaves).
+using internal::Fingerprint;
 
 struct Data {
   bool idle = false;

@@ -153,6 +153,33 @@ TEST_F(HostileTest, RecordThatDoesNotAddUp) {
   EXPECT_NE(e.message.find("add up"), std::string::npos) << e.message;
 }
 
+TEST_F(HostileTest, ListingWhereChildrenAreDue) {
+  Error e = AgainstHostile(*hosts_[0], [&](const wire::Frame& f) {
+    wire::Record rec;  // the root is never listed
+    rec.listing = true;
+    rec.fingerprints = {wire::Fingerprint(PathOf(evil_version_))};
+    wire::FrameBuilder fb(wire::Kind::kHello, kFrameBytesMax);
+    fb.PutHello(HelloLike(f, evil_version_, Summary{PathOf(evil_version_), 1}));
+    fb.AddRecord(rec);
+    return fb.Finish(false);
+  });
+  EXPECT_EQ(e.code, ErrorCode::kCorruption);
+  EXPECT_NE(e.message.find("wrong form"), std::string::npos) << e.message;
+}
+
+TEST_F(HostileTest, LackingListingForANodeNotInDispute) {
+  Error e = AgainstHostile(*hosts_[0], [&](const wire::Frame& f) {
+    wire::Record rec;
+    rec.key = wire::NodeKey{}.Child(1);
+    rec.listing = rec.lacking = true;
+    wire::FrameBuilder fb(wire::Kind::kHello, kFrameBytesMax);
+    fb.PutHello(HelloLike(f, evil_version_, Summary{PathOf(evil_version_), 1}));
+    fb.AddRecord(rec);
+    return fb.Finish(false);
+  });
+  EXPECT_EQ(e.code, ErrorCode::kCorruption);
+}
+
 TEST_F(HostileTest, EndingWithNodesInDispute) {
   Error e = AgainstHostile(*hosts_[0], [&](const wire::Frame& f) {
     wire::FrameBuilder fb(wire::Kind::kHello, kFrameBytesMax);
@@ -251,6 +278,59 @@ TEST(WireTest, BoundedRecordsRoundTripAndRejectUnseenOutsideTheChild) {
     } else {
       ASSERT_TRUE(d);  // the builder drops unseen parts of absent children
       EXPECT_EQ(d->data.records[0].unseen[11].count, 0u);
+    }
+  }
+}
+
+TEST(WireTest, ListingRecordsRoundTripAndRejectWhatIsNotCanonical) {
+  wire::Record rec;
+  rec.key = wire::NodeKey{}.Child(3).Child(12).Child(1);
+  rec.listing = true;
+  rec.fingerprints = {7, 7, 0x0102030405060708ULL, UINT64_MAX};
+  wire::FrameBuilder fb(wire::Kind::kData, kFrameBytesMax);
+  ASSERT_TRUE(fb.AddRecord(rec));
+  const Bytes bytes = fb.Finish(false);
+  auto f = wire::Decode(std::span(bytes).subspan(4));
+  ASSERT_TRUE(f) << f.error().ToString();
+  ASSERT_EQ(f->data.records.size(), 1u);
+  EXPECT_TRUE(f->data.records[0].listing);
+  EXPECT_FALSE(f->data.records[0].bounded);
+  EXPECT_EQ(f->data.records[0].key, rec.key);
+  EXPECT_EQ(f->data.records[0].fingerprints, rec.fingerprints);
+
+  // At the limit it decodes; past it, out of order or empty, it is malformed
+  // (a lacking listing may be empty).
+  std::vector<uint64_t> full(wire::kListingLeavesMax);
+  for (size_t i = 0; i < full.size(); ++i) full[i] = i;
+  std::vector<uint64_t> over = full;
+  over.push_back(full.size());
+  const std::vector<std::pair<std::vector<uint64_t>, bool>> cases = {
+      {full, true}, {over, false}, {{9, 8}, false}, {{}, false}};
+  for (const auto& [fps, ok] : cases) {
+    wire::Record r = rec;
+    r.fingerprints = fps;
+    wire::FrameBuilder b(wire::Kind::kData, kFrameBytesMax);
+    ASSERT_TRUE(b.AddRecord(r));
+    const Bytes raw = b.Finish(false);
+    auto d = wire::Decode(std::span(raw).subspan(4));
+    EXPECT_EQ(d.has_value(), ok) << fps.size();
+    if (!ok && !d) {
+      EXPECT_EQ(d.error().code, ErrorCode::kInvalidArgument);
+    }
+  }
+  for (const auto& [fps, ok] : std::vector<std::pair<std::vector<uint64_t>, bool>>{
+           {{}, true}, {full, true}, {over, false}, {{3, 1}, false}}) {
+    wire::Record r = rec;
+    r.lacking = true;
+    r.fingerprints = fps;
+    wire::FrameBuilder b(wire::Kind::kData, kFrameBytesMax);
+    ASSERT_TRUE(b.AddRecord(r));
+    const Bytes raw = b.Finish(false);
+    auto d = wire::Decode(std::span(raw).subspan(4));
+    ASSERT_EQ(d.has_value(), ok) << fps.size();
+    if (ok) {
+      EXPECT_TRUE(d->data.records[0].lacking);
+      EXPECT_EQ(d->data.records[0].fingerprints, fps);
     }
   }
 }

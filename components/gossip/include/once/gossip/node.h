@@ -2,8 +2,11 @@
 //
 // A gossip Node: a Host on TCP. It listens on 127.0.0.1:port, and every
 // gossip interval runs one push-pull session with a random peer from its
-// list over a cached outbound link (reconnecting after any failure). Inbound
-// links are served by one thread each. Universes meet without consensus:
+// list. A pair of nodes shares one full-duplex TCP link, whoever dialled it:
+// sessions in either direction take turns on it (docs/gossip-protocol.md,
+// "Node"). When both dial at once, the link dialled by the node with the
+// smaller node id is kept and the other closed; a dropped link is redialled
+// at the next round that needs it. Universes meet without consensus:
 // every node starts as its own seed (or reclaims its bookmark); when a
 // session finds another network, the side that loses the (min_ticks, network
 // id) game bootstraps into the winner's universe at once and the
@@ -19,7 +22,7 @@
 //   node->Stop();
 //
 // Threads: Start spawns the accept thread, the gossip thread and one thread
-// per inbound link (at most inbound_links_max); Stop joins them all. host()
+// per link (at most links_max); Stop joins them all. host()
 // and stats() may be called from any thread. Errors: Start fails with
 // kUnavailable if the port cannot be bound, and with the bookmark's errors if
 // a persisted bookmark cannot be read. Session failures are counted, never
@@ -51,9 +54,10 @@ struct NodeOptions {
   std::chrono::milliseconds gossip_interval_ms{100};
   std::chrono::milliseconds connect_timeout_ms{500};
   std::chrono::milliseconds session_timeout_ms{5000};
-  // An inbound link with no session for this long is closed.
+  // A link with no session in either direction for this long is closed.
   std::chrono::milliseconds link_idle_timeout_ms{30000};
-  size_t inbound_links_max = 256;
+  // Links held at once (one per peer); an accepted link past it is closed.
+  size_t links_max = 256;
   std::string bookmark_path;  // empty: no persistence
   SessionOptions session;
   ResetCallback on_reset;
@@ -71,6 +75,15 @@ struct NodeStats {
   uint64_t sessions_failed = 0;  // sessions that failed (both roles)
   uint64_t bootstraps = 0;       // universes adopted
   uint64_t connects_failed = 0;  // outbound connects that failed
+  uint64_t links_opened = 0;     // links that completed the link greeting
+  uint64_t links_duplicate = 0;  // links closed because the pair had another
+  uint64_t turns_yielded = 0;    // own sessions dropped to serve the peer's (both opened)
+};
+
+// One live link: the peer's listening address and who dialled.
+struct LinkInfo {
+  PeerAddress peer;
+  bool dialed = false;  // this node dialled it
 };
 
 class Node {
@@ -83,6 +96,8 @@ class Node {
   Host& host();
   uint16_t port() const;
   NodeStats stats() const;
+  // The live links (at most one per peer).
+  std::vector<LinkInfo> links() const;
   // Runs a gossip round now instead of at the next interval.
   void Nudge();
   void Stop();

@@ -68,6 +68,14 @@ class TcpStream final : public Stream {
   Status Write(std::span<const uint8_t> bytes, Deadline deadline) override;
   void Close() override;
 
+  // Waits until this socket can be read (bytes, or the peer closed it) or
+  // `wake_fd` can be read. True: the socket; false: the wake fd. kTimeout
+  // past the deadline. For one thread that serves a link and must also
+  // notice local requests.
+  Result<bool> WaitReadableOr(int wake_fd, Deadline deadline);
+  // The remote end's numeric IPv4 address ("" if unknown).
+  std::string PeerHost() const;
+
  private:
   Status Wait(short events, Deadline deadline);
   int fd_;
