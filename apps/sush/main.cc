@@ -4,6 +4,7 @@
 //   sush --rack /tmp/rack session start
 //   sush --rack /tmp/rack job start -w 'echo hello from $SUSH_JOB_ID'
 //   sush --rack /tmp/rack job status WORD-WORD-... --full
+//   sush --rack /tmp/rack session skip WORD-WORD-...   # burn a cancelled job's position
 //   sush --rack /tmp/rack                   # the REPL (prompt "sush# ")
 //   sush rack down --dir /tmp/rack
 //
@@ -107,7 +108,10 @@ std::string StatusText(const json& status) {
     const json& exit = status["exit"];
     const std::string kind = exit.value("kind", std::string());
     if (kind == "exited") text += " exit " + std::to_string(exit.value("code", 0));
-    if (kind == "signaled") text += " signal " + std::to_string(exit.value("code", 0));
+    if (kind == "signaled") {
+      text += " signal " + std::to_string(exit.value("code", 0)) + " (" +
+              exit.value("signal", std::string("?")) + ")";
+    }
     if (kind == "failed") text += " failed: " + exit.value("error", std::string());
     text += "  out " + std::to_string(status.value("stdout_bytes", uint64_t{0})) + " B, err " +
             std::to_string(status.value("stderr_bytes", uint64_t{0})) + " B";
@@ -257,7 +261,8 @@ int KeysNew(const Context& ctx, const std::string& name, const std::string& out)
   return 0;
 }
 
-int SessionCommand(const Context& ctx, const std::string& action) {
+// start | stop | show | skip (job_id: the cancelled chain position to burn).
+int SessionCommand(const Context& ctx, const std::string& action, const std::string& job_id = "") {
   SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
   if (action == "show") {
     SUSH_TRY(json session, sled.Session());
@@ -275,6 +280,17 @@ int SessionCommand(const Context& ctx, const std::string& action) {
     return 0;
   }
   SUSH_TRY(rack::KeyPair keys, ctx.Key());
+  if (action == "skip") {
+    SUSH_TRY(rack::JobId id, rack::JobId::Parse(job_id));
+    SUSH_TRY(json answer, sled.SkipJob(keys, id));
+    const std::string next = answer.value("next_job_id", json(nullptr)).is_string()
+                                 ? answer["next_job_id"].get<std::string>()
+                                 : "";
+    Print(ctx, answer,
+          "chain position " + id.ToString() + " burned\n" +
+              (next.empty() ? std::string() : "  next job " + next + "\n"));
+    return 0;
+  }
   if (action == "start") {
     SUSH_TRY(rack::SessionId id, sled.StartSession(keys));
     Print(ctx, json{{"session_id", id.ToString()}, {"sled", sled.address().ToString()}},
@@ -497,6 +513,13 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, bool in_re
     sub->callback(
         [&action, verb] { action = [verb](const Context& c) { return SessionCommand(c, verb); }; });
   }
+  std::string skip_id;
+  auto* skip = session->add_subcommand(
+      "skip", "burn a cancelled job's chain position, so the chain moves on");
+  skip->add_option("JOB_ID", skip_id, "the cancelled job (codephrase, any case)")->required();
+  skip->add_flag("--json", globals.json_output);
+  skip->callback(
+      [&] { action = [&](const Context& c) { return SessionCommand(c, "skip", skip_id); }; });
 
   auto* job = app.add_subcommand("job", "jobs")->require_subcommand(1);
   bool wait = false, concurrent = false, full = false;

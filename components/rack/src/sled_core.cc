@@ -130,6 +130,48 @@ const JobStatus* SledCore::StatusOf(const JobId& id, const std::string& baseboar
 
 size_t SledCore::queued_jobs() const { return active_ ? active_->known.size() : 0; }
 
+std::optional<JobId> SledCore::next_free_job_id() const {
+  if (!active_) return std::nullopt;
+  const Session& session = *active_;
+  JobId tip = session.next;
+  // Each step consumes a distinct known job or skip: the walk is bounded.
+  for (size_t step = 0; step <= session.known.size() + session.skips.size(); ++step) {
+    if (session.skips.contains(tip)) {
+      tip = NextJobIdAfterBurned(tip);
+    } else if (auto it = session.known.find(tip); it != session.known.end()) {
+      tip = NextJobId(it->second.digest);
+    } else {
+      break;
+    }
+  }
+  return tip;
+}
+
+Status SledCore::CheckSkip(const SessionSkip& skip) const {
+  if (!active_ || active_->id != skip.session_id) {
+    return MakeError(ErrorCode::kNotFound, "session not active", skip.session_id.ToString());
+  }
+  const Session& session = *active_;
+  const std::string id = skip.job_id.ToString();
+  if (session.passed.contains(skip.job_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "chain position already passed: nothing to skip",
+                     id);
+  }
+  if (session.skips.contains(skip.job_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "chain position already skipped", id);
+  }
+  auto known = session.known.find(skip.job_id);
+  const bool stopped = session.stops.contains(skip.job_id) ||
+                       (known != session.known.end() && known->second.stopped);
+  if (!stopped) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "chain position not cancelled: only a cancelled job can be skipped "
+                     "(sush job stop it first)",
+                     id);
+  }
+  return Ok();
+}
+
 // ---- inputs ----
 
 void SledCore::OnDelivered(const Delivered& input) {
@@ -179,6 +221,7 @@ Status SledCore::CheckSubmitted(const RequestPayload& payload,
     session_id = DeriveSessionId(start->baseboard, start->server_nonce, start->signer_nonce);
     return Ok();
   }
+  if (const auto* skip = std::get_if<SessionSkip>(&payload)) return CheckSkip(*skip);
   if (const auto* job = std::get_if<JobStart>(&payload)) {
     ONCE_RETURN_IF_ERROR(ValidateJob(*job));
     if (!active_ || active_->id != job->session_id) {
@@ -279,7 +322,10 @@ void SledCore::OnSessionStop(const SessionStop& stop) {
 }
 
 void SledCore::OnSessionSkip(const SessionSkip& skip) {
-  if (!active_ || active_->id != skip.session_id) return;
+  if (auto allowed = CheckSkip(skip); !allowed) {
+    Emit(Diagnostic{allowed.error()});
+    return;
+  }
   if (active_->skips.size() >= config_.limits.queued_jobs_per_session_max) {
     Emit(Diagnostic{LimitError("queued_jobs_per_session_max",
                                static_cast<int64_t>(active_->skips.size() + 1),
@@ -318,10 +364,13 @@ void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& requ
   if (auto room = Remember(version, job, true); !room) {
     return RefuseJob(version, job, room.error(), true);
   }
-  PendingJob pending{job, ToBeSignedDigest(request), raw, Targets(job), false};
+  PendingJob pending{job, ToBeSignedDigest(request), raw, Targets(job), false, false};
   if (pending.targeted) SetStatus(job.job_id, config_.identity.baseboard, {});
   auto [it, inserted] = session.known.emplace(job.job_id, std::move(pending));
-  if (session.stops.erase(job.job_id) > 0 && it->second.targeted) Cancel(it->second);
+  if (session.stops.erase(job.job_id) > 0) {
+    it->second.stopped = true;
+    if (it->second.targeted) Cancel(it->second);
+  }
   Advance();
 }
 
@@ -335,6 +384,7 @@ void SledCore::OnJobStop(const JobStop& stop) {
   }
   if (!active_) return;
   if (auto it = active_->known.find(stop.job_id); it != active_->known.end()) {
+    it->second.stopped = true;
     if (it->second.targeted && !it->second.cancelled) Cancel(it->second);
     return;
   }

@@ -28,6 +28,12 @@
 //   only when it is the chain's next id (all predecessors known) and targets
 //   this sled; the chain advances either way. Non-concurrent jobs wait for
 //   running jobs to end; starts always follow chain order.
+// - Skips: a session skip burns a *cancelled* chain position (one a job stop
+//   named before the chain passed it), so a chain stuck at a hole whose job
+//   never arrives moves on to H("Burned" || id). A skip of a position that is
+//   not cancelled is refused (typed error at submission, a Diagnostic when
+//   delivered): a stop is causally before any skip a sled accepted, so every
+//   sled that delivers the skip has seen the stop.
 // - Every process start passes through one function (the execution gate),
 //   which records the BoundaryStore entry first.
 //
@@ -190,6 +196,15 @@ class SledCore {
   const JobStatus* StatusOf(const JobId& id, const std::string& baseboard) const;
   size_t history_size() const { return history_.size(); }
   size_t queued_jobs() const;
+  // The active session's next free chain position: from the chain's head,
+  // past every known job (H("Some" || its digest)) and every burned position
+  // (H("Burned" || id)). What a client signs its next job at; nullopt
+  // without an active session.
+  std::optional<JobId> next_free_job_id() const;
+  // Whether a session skip of `skip.job_id` would be applied now: kNotFound
+  // (session not active), kInvalidArgument (position passed, already burned,
+  // or not cancelled by a job stop).
+  Status CheckSkip(const SessionSkip& skip) const;
   size_t running_jobs() const { return running_.size(); }
   // Processes started in this core's life.
   uint64_t executions() const { return executions_; }
@@ -201,7 +216,8 @@ class SledCore {
     Digest256 digest{};
     Bytes request;
     bool targeted = false;
-    bool cancelled = false;
+    bool cancelled = false;  // this sled's Cancelled status was reported
+    bool stopped = false;    // a job stop named it (targeted here or not)
   };
   struct Session {
     SessionId id;
@@ -209,7 +225,7 @@ class SledCore {
     JobId next;
     std::map<JobId, PendingJob> known;
     std::set<JobId> skips;
-    std::set<JobId> stops;
+    std::set<JobId> stops;  // job stops of jobs not known yet
     std::set<JobId> passed;
     std::deque<JobId> passed_order;
   };
