@@ -245,6 +245,7 @@ void SledServer::ResetLocked(const gossip::NetworkId& network) {
   checkpoint_ = itc::Version{};
   tracked_.clear();
   job_order_.clear();
+  sled_errors_.clear();
   ++resets_;
 }
 
@@ -270,6 +271,8 @@ void SledServer::Consume(std::vector<rack::Output> outputs) {
       Log("diagnostic: " + diagnostic->error.ToString());
     } else if (const auto* seen = std::get_if<rack::SledErrorSeen>(&output)) {
       Log("sled error from " + seen->error.baseboard + ": " + seen->error.message);
+      sled_errors_.push_back(seen->error);
+      if (sled_errors_.size() > kSledErrorsKept) sled_errors_.pop_front();
     } else if (const auto* changed = std::get_if<rack::SessionChanged>(&output)) {
       Log("session now " + (changed->active ? changed->active->ToString() : std::string("none")));
     }
@@ -308,9 +311,14 @@ void SledServer::Route() {
     std::lock_guard lock(mu_);
     const auto active = core_->active_session();
     const auto next = core_->next_free_job_id();
+    json errors = json::array();
+    for (const rack::SledError& error : sled_errors_) {
+      errors.push_back(sush_net::SledErrorToJson(error));
+    }
     Answer(res, json{{"active", active ? json(active->ToString()) : json(nullptr)},
                      {"next_job_id", next ? json(next->ToString()) : json(nullptr)},
-                     {"baseboard", config_.baseboard}});
+                     {"baseboard", config_.baseboard},
+                     {"errors", errors}});
   });
 
   http.Post("/v1/session/nonce", [this](const httplib::Request&, httplib::Response& res) {

@@ -58,6 +58,8 @@ inline constexpr auto kDrainBudget = std::chrono::milliseconds(5000);
 inline constexpr auto kDrainGossipGrace = std::chrono::milliseconds(300);
 // Signed jobs remembered for the history listing (delivery order).
 inline constexpr size_t kTrackedJobsMax = 65536;
+// Sled errors (ConcurrentSessions, ...) kept for GET /v1/session, newest last.
+inline constexpr size_t kSledErrorsKept = 16;
 // Most --peer addresses (a rack has 32 sleds).
 inline constexpr size_t kPeersMax = 64;
 
@@ -122,8 +124,9 @@ class SledServer {
   std::unique_ptr<rack::Sled> sled_;
   gossip::NetworkId network_;
   itc::Version checkpoint_;
-  std::set<rack::JobId> tracked_;      // the ids in job_order_
-  std::deque<rack::JobId> job_order_;  // trusted job starts in delivery order, oldest first
+  std::set<rack::JobId> tracked_;            // the ids in job_order_
+  std::deque<rack::JobId> job_order_;        // trusted job starts in delivery order, oldest first
+  std::deque<rack::SledError> sled_errors_;  // the latest kSledErrorsKept, oldest first
   uint64_t resets_ = 0;
 
   std::mutex partition_mu_;

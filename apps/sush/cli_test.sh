@@ -46,6 +46,9 @@ ran="$("$sush" --rack "$dir" --json job start -w --concurrent 'echo burned')"
 [[ "$(json '["job"]["job_id"]' <<<"$ran")" == "$after" ]] || fail "next job not at the burned successor"
 [[ "$(json '["job"]["concurrent"]' <<<"$ran")" == True ]] || fail "--concurrent"
 [[ "$(json '["stdout"]["913-0000019:SLED00000"]' <<<"$ran")" == burned ]] || fail "job after skip: $ran"
+# A target no known sled matches: -w has nothing to wait for.
+none="$(timeout 20 "$sush" --rack "$dir" --json job start -w -T 7 true)" || fail "-w -T 7 hung"
+[[ "$(json '["job"]["statuses"].__len__()' <<<"$none")" == 0 ]] || fail "-T 7 ran: $none"
 "$sush" --rack "$dir" --json session stop | json '["stopped"]' | grep -qx True || fail "session stop"
 for _ in $(seq 50); do
   [[ "$("$sush" --rack "$dir" --json session show | json '["active"]')" == None ]] && break

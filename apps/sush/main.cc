@@ -171,7 +171,13 @@ Result<json> WaitForJob(const Context& ctx, const sush_net::SushClient& sled, co
   while (true) {
     ONCE_ASSIGN_OR_RETURN(json info, sled.Info());
     ONCE_ASSIGN_OR_RETURN(json job, sled.Job(id));
-    const auto rows = TargetedSleds(info, job.value("target", std::string("*")));
+    const std::string target = job.value("target", std::string("*"));
+    const auto rows = TargetedSleds(info, target);
+    if (rows.empty()) {  // an unknown cubby, serial or baseboard targets nothing
+      if (!ctx.globals.json_output)
+        std::cout << "no known sled is targeted by '" << target << "'\n";
+      return job;
+    }
     if (!ctx.globals.json_output) {
       if (tty) {
         if (drawn > 0) std::cout << "\033[" << drawn << "A";
@@ -186,7 +192,7 @@ Result<json> WaitForJob(const Context& ctx, const sush_net::SushClient& sled, co
       }
       std::cout << std::flush;
     }
-    if (!rows.empty() && AllTerminal(rows, job)) return job;
+    if (AllTerminal(rows, job)) return job;
     if (std::chrono::steady_clock::now() > deadline) {
       return MakeError(ErrorCode::kTimeout, "job " + id.ToString() + " still running");
     }
@@ -261,6 +267,19 @@ int KeysNew(const Context& ctx, const std::string& name, const std::string& out)
   return 0;
 }
 
+// The sled errors a /v1/session answer carries, one line each.
+std::string SledErrorsText(const json& session) {
+  std::string text;
+  if (!session.contains("errors") || !session["errors"].is_array()) return text;
+  for (const json& e : session["errors"]) {
+    text += "  " + e.value("kind", std::string("?")) + " reported by " +
+            e.value("baseboard", std::string("?")) + ": " + e.value("message", std::string()) +
+            " (" + e.value("first", std::string()) + " met " + e.value("second", std::string()) +
+            ")\n";
+  }
+  return text;
+}
+
 // start | stop | show | skip (job_id: the cancelled chain position to burn).
 int SessionCommand(const Context& ctx, const std::string& action, const std::string& job_id = "") {
   SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
@@ -276,7 +295,7 @@ int SessionCommand(const Context& ctx, const std::string& action, const std::str
               (session["next_job_id"].is_null()
                    ? std::string()
                    : "  next job " + session["next_job_id"].get<std::string>() + "\n") +
-              "  seen by " + info["baseboard"].get<std::string>() + "\n");
+              "  seen by " + info["baseboard"].get<std::string>() + "\n" + SledErrorsText(session));
     return 0;
   }
   SUSH_TRY(rack::KeyPair keys, ctx.Key());

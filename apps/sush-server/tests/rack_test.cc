@@ -413,6 +413,22 @@ TEST_F(RackTest, TwoSessionsStartedInAPartitionAnnihilateWhenItHeals) {
   for (const Sled& sled : sleds_) {
     EXPECT_TRUE(Eventually([&] { return !ActiveSession(sled).has_value(); })) << sled.baseboard;
   }
+  // Each sled says why: the ConcurrentSessions errors gossiped by both.
+  const std::set<std::string> both{on_a->ToString(), on_b->ToString()};
+  for (const Sled& sled : sleds_) {
+    std::set<std::string> reporters;
+    EXPECT_TRUE(Eventually([&] {
+      auto session = sled.client().Session();
+      if (!session) return false;
+      for (const json& e : (*session)["errors"]) {
+        EXPECT_EQ(e["kind"], "ConcurrentSessions");
+        EXPECT_EQ((std::set<std::string>{e["first"], e["second"]}), both) << e.dump();
+        reporters.insert(e["baseboard"].get<std::string>());
+      }
+      return reporters.size() == 2;
+    })) << sled.baseboard
+        << " does not show both sleds' ConcurrentSessions errors";
+  }
   // A job of either dead session never runs.
   auto job = a.client().StartJob(operator_, "true", "*", false);
   EXPECT_FALSE(job);
@@ -823,6 +839,64 @@ TEST_F(RackTest, AStaggeredStartConvergesAndEarlyWorkRunsOnLateSledsExactlyOnce)
   }
   // The first sled's universe won: it never reset (and so never lost its session).
   EXPECT_EQ((*first.client().Info())["universe_resets"], 0);
+}
+
+TEST_F(RackTest, AConcurrentJobStartsBesideARunningOneButStartsStayInChainOrder) {
+  StartRack(1);
+  WriteRackFile();
+  const Sled& a = sleds_[0];
+  ASSERT_EQ(Sush({"session", "start"}).code, 0);
+  auto running = a.client().StartJob(operator_, "sleep 30", "*", false);
+  ASSERT_TRUE(running) << running.error().ToString();
+  ASSERT_TRUE(Eventually([&] { return StateOn(a, *running, a.baseboard) == "Started"; }));
+
+  ClientRun beside = Sush({"--json", "job", "start", "-w", "--concurrent", "echo beside"});
+  ASSERT_EQ(beside.code, 0) << beside.err;
+  EXPECT_EQ(beside.Json()["job"]["concurrent"], true);
+  EXPECT_EQ(beside.Json()["stdout"][a.baseboard], "beside\n");
+  EXPECT_EQ(StateOn(a, *running, a.baseboard), "Started");
+
+  // A plain job waits for the running one; a concurrent job behind it waits too.
+  auto waits = a.client().StartJob(operator_, "echo waited", "*", false);
+  auto behind = a.client().StartJob(operator_, "echo behind", "*", true);
+  ASSERT_TRUE(waits && behind);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(StateOn(a, *waits, a.baseboard), "Queued");
+  EXPECT_EQ(StateOn(a, *behind, a.baseboard), "Queued") << "a start jumped the chain";
+
+  ASSERT_TRUE(a.client().StopJob(operator_, *running));
+  for (const rack::JobId& id : {*waits, *behind}) {
+    EXPECT_TRUE(Eventually([&] { return StateOn(a, id, a.baseboard) == "Stopped"; }));
+  }
+}
+
+TEST_F(RackTest, TheAcceptingSledChecksASessionStartsNonceAndBaseboard) {
+  StartRack(2);
+  ASSERT_TRUE(Eventually([&] { return Converged(); }));
+  const SushClient a = sleds_[0].client();
+  auto issued = a.Post("/v1/session/nonce", json::object());
+  ASSERT_TRUE(issued) << issued.error().ToString();
+  auto nonce = sush_net::IdField<rack::Nonce>(*issued, "nonce");
+  ASSERT_TRUE(nonce && nonce->has_value());
+  const rack::SessionStart start{sleds_[0].baseboard, **nonce, rack::Nonce{}};
+
+  // Another sled refuses a start that names A; a nonce A never issued is refused.
+  auto elsewhere = sleds_[1].client().Submit(start, operator_);
+  ASSERT_FALSE(elsewhere);
+  EXPECT_EQ(elsewhere.error().code, ErrorCode::kInvalidArgument) << elsewhere.error().ToString();
+  auto invented =
+      a.Submit(rack::SessionStart{sleds_[0].baseboard, rack::Nonce{}, rack::Nonce{}}, operator_);
+  ASSERT_FALSE(invented);
+  EXPECT_EQ(invented.error().code, ErrorCode::kPermissionDenied);
+  // A's own nonce works once.
+  auto accepted = a.Submit(start, operator_);
+  ASSERT_TRUE(accepted) << accepted.error().ToString();
+  EXPECT_EQ(
+      (*accepted)["session_id"],
+      rack::DeriveSessionId(start.baseboard, start.server_nonce, start.signer_nonce).ToString());
+  auto again = a.Submit(start, operator_);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kPermissionDenied) << again.error().ToString();
 }
 
 }  // namespace

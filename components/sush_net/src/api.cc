@@ -191,6 +191,16 @@ json JobToJson(const rack::JobRecord& record) {
               {"statuses", statuses}};
 }
 
+json SledErrorToJson(const rack::SledError& error) {
+  const std::string kind =
+      error.kind == rack::SledErrorKind::kConcurrentSessions ? "ConcurrentSessions" : "Unknown";
+  return json{{"kind", kind},
+              {"baseboard", error.baseboard},
+              {"first", error.first.ToString()},
+              {"second", error.second.ToString()},
+              {"message", error.message}};
+}
+
 json ErrorToJson(const Error& error) {
   json out{{"code", std::string(ErrorCodeName(error.code))}, {"message", error.message}};
   if (const auto* limit = error.As<LimitDetail>()) {

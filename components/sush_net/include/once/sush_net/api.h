@@ -13,7 +13,8 @@
 // Endpoints (every body is JSON unless said otherwise; errors answer
 // {"error": {"code": "PermissionDenied", "message": "..."}} with a 4xx/5xx):
 //   GET  /v1/info                  this sled: baseboard, cubby, build, network, known sleds
-//   GET  /v1/session               {"active": id|null, "next_job_id": id|null}
+//   GET  /v1/session               {"active": id|null, "next_job_id": id|null,
+//                                   "errors": [the latest sled errors, e.g. ConcurrentSessions]}
 //   POST /v1/session/nonce         {"nonce": id}   a server nonce for a session start
 //   POST /v1/submit                {"request": hex of an encoded signed request: session
 //                                  start/stop/skip, job start/stop}
@@ -94,6 +95,8 @@ std::string SignalName(int signal);
 // "error_code", "error" and "refused" (it never ran here).
 nlohmann::json StatusToJson(const rack::JobStatus& status);
 nlohmann::json JobToJson(const rack::JobRecord& record);
+// {"kind": "ConcurrentSessions", "baseboard", "first", "second", "message"}.
+nlohmann::json SledErrorToJson(const rack::SledError& error);
 nlohmann::json ErrorToJson(const Error& error);
 // The error of a JSON error answer (kInternal for an unknown code name).
 Error ErrorFromJson(const nlohmann::json& body, int http_status);
