@@ -46,6 +46,12 @@ ran="$("$sush" --rack "$dir" --json job start -w --concurrent 'echo burned')"
 [[ "$(json '["job"]["job_id"]' <<<"$ran")" == "$after" ]] || fail "next job not at the burned successor"
 [[ "$(json '["job"]["concurrent"]' <<<"$ran")" == True ]] || fail "--concurrent"
 [[ "$(json '["stdout"]["913-0000019:SLED00000"]' <<<"$ran")" == burned ]] || fail "job after skip: $ran"
+# Usage errors and limits answer typed JSON errors too.
+[[ "$("$sush" --rack "$dir" --json job stop | json '["error"]["code"]')" == InvalidArgument ]] ||
+  fail "usage error as JSON"
+long="$(head -c 9000 /dev/zero | tr '\0' x)"
+[[ "$("$sush" --rack "$dir" --json job start "$long" | json '["error"]["code"]')" == \
+  LimitExceeded ]] || fail "a command past command_bytes_max"
 # A target no known sled matches: -w has nothing to wait for.
 none="$(timeout 20 "$sush" --rack "$dir" --json job start -w -T 7 true)" || fail "-w -T 7 hung"
 [[ "$(json '["job"]["statuses"].__len__()' <<<"$none")" == 0 ]] || fail "-T 7 ran: $none"

@@ -616,6 +616,12 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, bool in_re
   try {
     parse(app);
   } catch (const CLI::ParseError& e) {
+    if (globals.json_output && e.get_exit_code() != 0) {  // a usage error, as JSON too
+      std::cout
+          << sush_net::ErrorToJson(Error{ErrorCode::kInvalidArgument, e.what(), "", {}}).dump()
+          << std::endl;
+      return e.get_exit_code();
+    }
     return app.exit(e);
   }
   Context ctx{globals, std::nullopt};

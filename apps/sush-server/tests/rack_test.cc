@@ -899,5 +899,29 @@ TEST_F(RackTest, TheAcceptingSledChecksASessionStartsNonceAndBaseboard) {
   EXPECT_EQ(again.error().code, ErrorCode::kPermissionDenied) << again.error().ToString();
 }
 
+TEST_F(RackTest, TheThousandAndFirstQueuedJobOfASessionIsALimitError) {
+  StartRack(1);
+  const Sled& a = sleds_[0];
+  auto session = a.client().StartSession(operator_);
+  ASSERT_TRUE(session) << session.error().ToString();
+  // Behind a hole nothing runs: every submitted job stays queued.
+  rack::SignedRequest previous = SignJob(NextJobId(a), *session, "true");
+  rack::JobId last;
+  for (size_t i = 0; i < 1000; ++i) {
+    previous = SignJob(rack::NextJobId(rack::ToBeSignedDigest(previous)), *session, "true");
+    last = std::get<rack::JobStart>(previous.payload).job_id;
+    auto submitted = SubmitSigned(a, previous);
+    ASSERT_TRUE(submitted) << i << ": " << submitted.error().ToString();
+  }
+  EXPECT_EQ(StateOn(a, last, a.baseboard), "Queued");
+  const rack::SignedRequest past =
+      SignJob(rack::NextJobId(rack::ToBeSignedDigest(previous)), *session, "true");
+  auto refused = SubmitSigned(a, past);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kLimitExceeded) << refused.error().ToString();
+  EXPECT_NE(refused.error().message.find("queued_jobs_per_session_max"), std::string::npos);
+  EXPECT_EQ((*a.client().Info())["executions"], 0);
+}
+
 }  // namespace
 }  // namespace once::sush

@@ -227,6 +227,12 @@ Status SledCore::CheckSubmitted(const RequestPayload& payload,
     if (!active_ || active_->id != job->session_id) {
       return MakeError(ErrorCode::kNotFound, "session not active", job->session_id.ToString());
     }
+    const size_t queued = active_->known.size();
+    if (queued >= config_.limits.queued_jobs_per_session_max) {
+      return LimitError("queued_jobs_per_session_max", static_cast<int64_t>(queued + 1),
+                        static_cast<int64_t>(config_.limits.queued_jobs_per_session_max),
+                        job->job_id.ToString());
+    }
   }
   return Ok();
 }

@@ -533,11 +533,24 @@ TEST(SledCoreTest, QueuedJobsPerSessionAreLimited) {
   auto chain = rack.StartSession(A);
   rack.NextJob(*chain, "hole");
   std::vector<JobId> ids;
+  std::vector<SignedRequest> jobs;
   for (int i = 0; i < 4; ++i) {
-    SignedRequest j = rack.NextJob(*chain, "true");
-    ids.push_back(std::get<JobStart>(j.payload).job_id);
-    ASSERT_TRUE(rack.Submit(A, j).status.has_value());
+    jobs.push_back(rack.NextJob(*chain, "true"));
+    ids.push_back(std::get<JobStart>(jobs.back().payload).job_id);
   }
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(rack.Submit(A, jobs[i]).status.has_value());
+  EXPECT_EQ(rack.core(A).queued_jobs(), 3u);
+  // At the limit the accepting sled refuses the next one with a typed error...
+  auto past = rack.Submit(A, jobs[3]).status;
+  ASSERT_FALSE(past.has_value());
+  EXPECT_EQ(past.error().code, ErrorCode::kLimitExceeded);
+  ASSERT_NE(past.error().As<LimitDetail>(), nullptr);
+  EXPECT_EQ(past.error().As<LimitDetail>()->limit, "queued_jobs_per_session_max");
+  EXPECT_EQ(rack.Status(A, ids[3], A), nullptr);
+  // ...and a core that is delivered one anyway gives it an Error status.
+  auto wire = Encode(jobs[3]);
+  ASSERT_TRUE(wire.has_value());
+  rack.Inject(A, *wire);
   EXPECT_EQ(rack.core(A).queued_jobs(), 3u);
   const JobStatus* refused = rack.Status(A, ids[3], A);
   ASSERT_NE(refused, nullptr);
