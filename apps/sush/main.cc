@@ -352,7 +352,9 @@ int JobStatus(const Context& ctx, const std::string& id_text, bool wait, bool fu
   if (full) {
     text += "  session " + job["session_id"].get<std::string>() + "\n  command " +
             job["command"].get<std::string>() + "\n  target " + job["target"].get<std::string>() +
-            (job.value("concurrent", false) ? " (concurrent)" : "") + "\n";
+            (job.value("concurrent", false) ? " (concurrent)" : "") + "\n  signed by " +
+            job.value("key_id", std::string("?")) +
+            (job.value("verified", false) ? "" : " (not verified: refused)") + "\n";
   }
   for (const auto& [baseboard, status] : job["statuses"].items()) {
     text += "  " + baseboard + "  " + StatusText(status) + "\n";

@@ -607,9 +607,12 @@ TEST_F(RackTest, TrueFalseAndEchoOfTheJobIdAsStoredAndAsJobOutputPrintsThem) {
   EXPECT_EQ(view["job"]["statuses"][b.baseboard]["exit"]["code"], 1) << view.dump();
   EXPECT_FALSE(view["job"]["statuses"].contains(a.baseboard)) << "TEST0 was not targeted";
   EXPECT_FALSE(std::filesystem::exists(JobDir(a, *false_id)));
-  ClientRun status = Sush({"job", "status", Upper(false_id->ToString())});
+  ClientRun status = Sush({"job", "status", Upper(false_id->ToString()), "--full"});
   ASSERT_EQ(status.code, 0) << status.err;
   EXPECT_NE(status.out.find(b.baseboard + "  Stopped exit 1"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("signed by " + operator_.id().ToString() + "\n"), std::string::npos)
+      << status.out;
+  EXPECT_EQ(view["job"]["key_id"], operator_.id().ToString()) << "attributed to its signer";
 
   // echo $SUSH_JOB_ID on both, named by baseboard id and by cubby.
   ran = Sush({"job", "start", "-T", a.baseboard + ",1", "echo $SUSH_JOB_ID"});

@@ -285,7 +285,7 @@ void SledCore::OnRequest(const itc::Version& version, const SignedRequest& reque
   auto payload = Verify(request, config_.trusted);
   if (!payload) {
     if (const JobStart* job = AsJobStart(request); job != nullptr) {
-      RefuseJob(version, *job, payload.error(), /*verified=*/false);
+      RefuseJob(version, request, payload.error(), /*verified=*/false);
     } else {
       Emit(Diagnostic{payload.error()});
     }
@@ -346,10 +346,11 @@ void SledCore::OnSessionSkip(const SessionSkip& skip) {
 void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& request,
                           const Bytes& raw) {
   const JobStart& job = *AsJobStart(request);
-  if (auto valid = ValidateJob(job); !valid) return RefuseJob(version, job, valid.error(), true);
+  if (auto valid = ValidateJob(job); !valid)
+    return RefuseJob(version, request, valid.error(), true);
   if (!active_ || active_->id != job.session_id) {
-    return RefuseJob(version, job, MakeError(ErrorCode::kNotFound, "session not active").error(),
-                     true);
+    return RefuseJob(version, request,
+                     MakeError(ErrorCode::kNotFound, "session not active").error(), true);
   }
   Session& session = *active_;
   if (session.known.contains(job.job_id) || session.passed.contains(job.job_id)) {
@@ -361,14 +362,14 @@ void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& requ
   size_t queue_max = config_.limits.queued_jobs_per_session_max;
   if (session.known.size() >= queue_max) {
     return RefuseJob(
-        version, job,
+        version, request,
         LimitError("queued_jobs_per_session_max", static_cast<int64_t>(session.known.size() + 1),
                    static_cast<int64_t>(queue_max))
             .error(),
         true);
   }
-  if (auto room = Remember(version, job, true); !room) {
-    return RefuseJob(version, job, room.error(), true);
+  if (auto room = Remember(version, request, true); !room) {
+    return RefuseJob(version, request, room.error(), true);
   }
   PendingJob pending{job, ToBeSignedDigest(request), raw, Targets(job), false, false};
   if (pending.targeted) SetStatus(job.job_id, config_.identity.baseboard, {});
@@ -528,8 +529,9 @@ void SledCore::Execute(const PendingJob& pending) {
 
 // ---- statuses and history ----
 
-void SledCore::RefuseJob(const itc::Version& version, const JobStart& job, const Error& error,
-                         bool verified) {
+void SledCore::RefuseJob(const itc::Version& version, const SignedRequest& request,
+                         const Error& error, bool verified) {
+  const JobStart& job = *AsJobStart(request);
   auto target = Target::Parse(job.target);
   const JobStatus* mine = StatusOf(job.job_id, config_.identity.baseboard);
   if ((target && !target->Matches(config_.identity)) || mine != nullptr) {
@@ -538,7 +540,7 @@ void SledCore::RefuseJob(const itc::Version& version, const JobStart& job, const
     Emit(Diagnostic{error});
     return;
   }
-  (void)Remember(version, job, verified);  // a full history only costs the local record
+  (void)Remember(version, request, verified);  // a full history only costs the local record
   std::string message = Truncated(error.message, kErrorTextBytesMax);
   Report(job.job_id, ErrorStatus(error.code, message),
          JobError{config_.identity.baseboard, job.job_id, error.code, message});
@@ -570,17 +572,20 @@ void SledCore::SetStatus(const JobId& id, const std::string& baseboard, const Jo
   Emit(JobStatusChanged{id, baseboard, status});
 }
 
-Status SledCore::Remember(const itc::Version& version, const JobStart& job, bool verified) {
+Status SledCore::Remember(const itc::Version& version, const SignedRequest& request,
+                          bool verified) {
+  const JobStart& job = *AsJobStart(request);
   if (auto it = history_.find(job.job_id); it != history_.end()) {
     if (verified && !it->second.verified) {  // the genuine job replaces a forgery's record
       it->second.job = job;
+      it->second.key_id = request.key_id;
       it->second.version = version;
       it->second.verified = true;
     }
     return Ok();
   }
   ONCE_RETURN_IF_ERROR(MakeRoomInHistory());
-  history_.emplace(job.job_id, JobRecord{job, version, verified, {}});
+  history_.emplace(job.job_id, JobRecord{job, request.key_id, version, verified, {}});
   return Ok();
 }
 

@@ -205,6 +205,8 @@ TEST_P(RefusalTest, RefusedAtSubmitAndByGossipAndNeverRuns) {
     EXPECT_EQ(status->error_code, c.code);
     EXPECT_EQ(status->error, c.message);
     EXPECT_EQ(rack.core(i).executions(), 0u);
+    // The record names the key the request claims.
+    EXPECT_EQ(rack.core(i).FindJob(id)->key_id, bad.key_id);
   }
 }
 

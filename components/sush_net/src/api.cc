@@ -187,6 +187,7 @@ json JobToJson(const rack::JobRecord& record) {
               {"command", record.job.command},
               {"target", record.job.target},
               {"concurrent", record.job.concurrent},
+              {"key_id", record.key_id.ToString()},
               {"verified", record.verified},
               {"statuses", statuses}};
 }

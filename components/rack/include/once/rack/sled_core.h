@@ -175,6 +175,7 @@ using Output = std::variant<Broadcast, StartProcess, StopProcess, Reply, JobStat
 // A job this sled knows, with every sled's status for it.
 struct JobRecord {
   JobStart job;
+  KeyId key_id;  // the key that signed it (claimed, unless verified)
   itc::Version version;
   bool verified = false;                      // `job` is a trusted, well-signed request
   std::map<std::string, JobStatus> statuses;  // by baseboard
@@ -255,13 +256,14 @@ class SledCore {
   // The execution gate: the only place a StartProcess is emitted.
   void Execute(const PendingJob& pending);
 
-  void RefuseJob(const itc::Version& version, const JobStart& job, const Error& error,
+  // `request` carries a JobStart.
+  void RefuseJob(const itc::Version& version, const SignedRequest& request, const Error& error,
                  bool verified);
   void Cancel(PendingJob& pending);
   void Report(const JobId& id, const JobStatus& status, Message event);
   void Learn(const JobId& id, const std::string& baseboard, const JobStatus& status);
   void SetStatus(const JobId& id, const std::string& baseboard, const JobStatus& status);
-  Status Remember(const itc::Version& version, const JobStart& job, bool verified);
+  Status Remember(const itc::Version& version, const SignedRequest& request, bool verified);
   Status MakeRoomInHistory();
   bool Evictable(const JobId& id, const JobRecord& record) const;
   bool Targets(const JobStart& job) const;
