@@ -299,6 +299,21 @@ class RackTest : public ::testing::Test {
     return next && next->has_value() ? **next : rack::JobId{};
   }
 
+  // Two converged sleds reachable by `sush --rack`, a session started on
+  // the first and active on both.
+  std::optional<rack::SessionId> TwoSledsWithASession() {
+    StartRack(2);
+    EXPECT_TRUE(Eventually([&] { return Converged(); }));
+    WriteRackFile();
+    auto session = sleds_[0].client().StartSession(operator_);
+    if (!session) {
+      ADD_FAILURE() << session.error().ToString();
+      return std::nullopt;
+    }
+    EXPECT_TRUE(Eventually([&] { return ActiveSession(sleds_[1]) == session->ToString(); }));
+    return *session;
+  }
+
   rack::SignedRequest SignJob(const rack::JobId& id, const rack::SessionId& session,
                               const std::string& command) {
     auto request = rack::Sign(rack::JobStart{id, session, command, "*", false}, operator_);
@@ -649,14 +664,10 @@ TEST_F(RackTest, TrueFalseAndEchoOfTheJobIdAsStoredAndAsJobOutputPrintsThem) {
 }
 
 TEST_F(RackTest, AQueuedJobBehindAHoleInTheChainIsCancelledByJobStop) {
-  StartRack(2);
-  ASSERT_TRUE(Eventually([&] { return Converged(); }));
-  WriteRackFile();
+  const std::optional<rack::SessionId> session = TwoSledsWithASession();
+  ASSERT_TRUE(session.has_value());
   const Sled& a = sleds_[0];
   const Sled& b = sleds_[1];
-  auto session = a.client().StartSession(operator_);
-  ASSERT_TRUE(session) << session.error().ToString();
-  ASSERT_TRUE(Eventually([&] { return ActiveSession(b) == session->ToString(); }));
 
   // The hole: a job signed at the chain's head but not submitted (yet).
   const rack::SignedRequest hole = SignJob(NextJobId(a), *session, "echo filled");
@@ -688,14 +699,10 @@ TEST_F(RackTest, AQueuedJobBehindAHoleInTheChainIsCancelledByJobStop) {
 }
 
 TEST_F(RackTest, SessionSkipBurnsACancelledPositionAndTheJobQueuedBehindItRuns) {
-  StartRack(2);
-  ASSERT_TRUE(Eventually([&] { return Converged(); }));
-  WriteRackFile();
+  const std::optional<rack::SessionId> session = TwoSledsWithASession();
+  ASSERT_TRUE(session.has_value());
   const Sled& a = sleds_[0];
   const Sled& b = sleds_[1];
-  auto session = a.client().StartSession(operator_);
-  ASSERT_TRUE(session) << session.error().ToString();
-  ASSERT_TRUE(Eventually([&] { return ActiveSession(b) == session->ToString(); }));
 
   // A job lost between signing and the rack: `job stop` cancels its position,
   // but the chain cannot pass a position whose job it never saw.
