@@ -761,11 +761,17 @@ TEST_F(RackTest, SessionSkipBurnsACancelledPositionAndTheJobQueuedBehindItRuns) 
   EXPECT_EQ(refused.Json()["error"]["code"], "NotFound") << refused.out;
 }
 
-TEST_F(RackTest, TheCpuLimitEndsAJobBySigxcpuAndTheOutputLimitByAnError) {
-  StartRack(1, {"--cpu-seconds", "1", "--output-bytes-max", "4096"});
+TEST_F(RackTest, TheConfiguredLimitsApplyCpuGivesSigxcpuAndOutputGivesAnError) {
+  StartRack(1, {"--cpu-seconds", "1", "--output-bytes-max", "4096", "--memory-bytes", "2147483648",
+                "--file-bytes", "1048576"});
   WriteRackFile();
   const Sled& a = sleds_[0];
   ASSERT_EQ(Sush({"session", "start"}).code, 0);
+
+  // The configured limits are the job's rlimits (bash: KiB, KiB blocks, seconds).
+  ClientRun limits = Sush({"--json", "job", "start", "-w", "ulimit -v; ulimit -f; ulimit -t"});
+  ASSERT_EQ(limits.code, 0) << limits.err;
+  EXPECT_EQ(limits.Json()["stdout"][a.baseboard], "2097152\n1024\n1\n") << limits.out;
 
   ClientRun spin =
       Sush({"--json", "job", "start", "-w", "--timeout-s", "50", "while :; do :; done"});
