@@ -46,6 +46,15 @@ Status ApplyConfigFile(const std::string& path, sush::ServerConfig& config,
     }
     if (body.contains("home")) config.home = body["home"].get<std::string>();
     if (body.contains("test_admin")) config.test_admin = body["test_admin"].get<bool>();
+    if (body.contains("cpu_seconds"))
+      config.limits.cpu_seconds = body["cpu_seconds"].get<uint64_t>();
+    if (body.contains("memory_bytes")) {
+      config.limits.memory_bytes = body["memory_bytes"].get<uint64_t>();
+    }
+    if (body.contains("file_bytes")) config.limits.file_bytes = body["file_bytes"].get<uint64_t>();
+    if (body.contains("output_bytes_max")) {
+      config.output_bytes_max = body["output_bytes_max"].get<uint64_t>();
+    }
   } catch (const json::exception& e) {
     return MakeError(ErrorCode::kInvalidArgument, std::string("config: ") + e.what());
   }
@@ -65,7 +74,7 @@ int main(int argc, char** argv) {
   std::string config_file, http, gossip, data_dir;
   std::vector<std::string> peers, keys;
   int interval_ms = 0;
-  uint64_t cpu_seconds = 0, output_bytes_max = 0;
+  uint64_t cpu_seconds = 0, memory_bytes = 0, file_bytes = 0, output_bytes_max = 0;
   app.add_option("--config", config_file, "JSON configuration file");
   app.add_option("--baseboard", config.baseboard, "baseboard id PART:SERIAL");
   app.add_option("--cubby", config.cubby, "cubby number 0-31");
@@ -76,8 +85,12 @@ int main(int argc, char** argv) {
   app.add_option("--trusted-key", keys, "a trusted public key file (repeatable)");
   app.add_option("--gossip-interval-ms", interval_ms, "gossip round interval");
   app.add_option("--home", config.home, "jobs' HOME and working directory");
-  app.add_option("--cpu-seconds", cpu_seconds, "a job's CPU limit");
-  app.add_option("--output-bytes-max", output_bytes_max, "a job's stdout+stderr limit");
+  app.add_option("--cpu-seconds", cpu_seconds, "a job's CPU limit (RLIMIT_CPU; default 3600)");
+  app.add_option("--memory-bytes", memory_bytes,
+                 "a job's address space (RLIMIT_AS; default 8 GiB)");
+  app.add_option("--file-bytes", file_bytes, "a job's largest file (RLIMIT_FSIZE; default 10 GiB)");
+  app.add_option("--output-bytes-max", output_bytes_max,
+                 "a job's stdout+stderr limit (default 1 GiB)");
   app.add_flag("--test-admin", config.test_admin, "enable POST /admin/partition (tests only)");
   CLI11_PARSE(app, argc, argv);
 
@@ -97,6 +110,8 @@ int main(int argc, char** argv) {
   if (!data_dir.empty()) config.data_dir = data_dir;
   if (interval_ms > 0) config.gossip_interval_ms = std::chrono::milliseconds(interval_ms);
   if (cpu_seconds > 0) config.limits.cpu_seconds = cpu_seconds;
+  if (memory_bytes > 0) config.limits.memory_bytes = memory_bytes;
+  if (file_bytes > 0) config.limits.file_bytes = file_bytes;
   if (output_bytes_max > 0) config.output_bytes_max = output_bytes_max;
   for (const auto& [text, out] : {std::pair{&http, &config.http}, {&gossip, &config.gossip}}) {
     if (text->empty()) continue;

@@ -39,6 +39,15 @@ Result<json> ParseBody(const httplib::Request& req) {
   return body;
 }
 
+// The session skip an encoded signed request carries, if it is one.
+std::optional<rack::SessionSkip> SkipIn(const Bytes& request) {
+  auto message = rack::Decode(request);
+  const auto* signed_request = message ? std::get_if<rack::SignedRequest>(&*message) : nullptr;
+  if (signed_request == nullptr) return std::nullopt;
+  const auto* skip = std::get_if<rack::SessionSkip>(&signed_request->payload);
+  return skip == nullptr ? std::nullopt : std::optional<rack::SessionSkip>(*skip);
+}
+
 size_t QueryNumber(const httplib::Request& req, const char* name, size_t fallback) {
   if (!req.has_param(name)) return fallback;
   const std::string text = req.get_param_value(name);
@@ -234,47 +243,26 @@ void SledServer::ResetLocked(const gossip::NetworkId& network) {
   sled_ = std::make_unique<rack::Sled>(*core_, *executor_, *sender_);
   network_ = network;
   checkpoint_ = itc::Version{};
-  job_digests_.clear();
-  skips_.clear();
+  tracked_.clear();
   job_order_.clear();
+  sled_errors_.clear();
   ++resets_;
 }
 
-// Remembers trusted job starts and skips so the server can tell a client the
-// active session's next chain position, and list the history in order.
+// Remembers the order in which trusted job starts were delivered, for the
+// history listing (the core keeps the jobs themselves).
 void SledServer::TrackLocked(const Bytes& payload) {
   auto message = rack::Decode(payload);
   if (!message) return;
   const auto* request = std::get_if<rack::SignedRequest>(&*message);
   if (request == nullptr || !rack::Verify(*request, trusted_)) return;
-  if (const auto* skip = std::get_if<rack::SessionSkip>(&request->payload)) {
-    skips_.insert(skip->job_id);
-    return;
-  }
   const rack::JobStart* job = rack::AsJobStart(*request);
-  if (job == nullptr || job_digests_.contains(job->job_id)) return;
-  job_digests_.emplace(job->job_id, rack::ToBeSignedDigest(*request));
+  if (job == nullptr || !tracked_.insert(job->job_id).second) return;
   job_order_.push_back(job->job_id);
   while (job_order_.size() > kTrackedJobsMax) {
-    job_digests_.erase(job_order_.front());
+    tracked_.erase(job_order_.front());
     job_order_.pop_front();
   }
-}
-
-std::optional<rack::JobId> SledServer::NextJobIdLocked() const {
-  const auto active = core_->active_session();
-  if (!active) return std::nullopt;
-  rack::JobId tip = rack::FirstJobId(*active);
-  for (size_t step = 0; step <= job_digests_.size() + skips_.size(); ++step) {
-    if (auto it = job_digests_.find(tip); it != job_digests_.end()) {
-      tip = rack::NextJobId(it->second);
-    } else if (skips_.contains(tip)) {
-      tip = rack::NextJobIdAfterBurned(tip);
-    } else {
-      break;
-    }
-  }
-  return tip;
 }
 
 void SledServer::Consume(std::vector<rack::Output> outputs) {
@@ -283,6 +271,8 @@ void SledServer::Consume(std::vector<rack::Output> outputs) {
       Log("diagnostic: " + diagnostic->error.ToString());
     } else if (const auto* seen = std::get_if<rack::SledErrorSeen>(&output)) {
       Log("sled error from " + seen->error.baseboard + ": " + seen->error.message);
+      sled_errors_.push_back(seen->error);
+      if (sled_errors_.size() > kSledErrorsKept) sled_errors_.pop_front();
     } else if (const auto* changed = std::get_if<rack::SessionChanged>(&output)) {
       Log("session now " + (changed->active ? changed->active->ToString() : std::string("none")));
     }
@@ -320,10 +310,15 @@ void SledServer::Route() {
   http.Get("/v1/session", [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard lock(mu_);
     const auto active = core_->active_session();
-    const auto next = NextJobIdLocked();
+    const auto next = core_->next_free_job_id();
+    json errors = json::array();
+    for (const rack::SledError& error : sled_errors_) {
+      errors.push_back(sush_net::SledErrorToJson(error));
+    }
     Answer(res, json{{"active", active ? json(active->ToString()) : json(nullptr)},
                      {"next_job_id", next ? json(next->ToString()) : json(nullptr)},
-                     {"baseboard", config_.baseboard}});
+                     {"baseboard", config_.baseboard},
+                     {"errors", errors}});
   });
 
   http.Post("/v1/session/nonce", [this](const httplib::Request&, httplib::Response& res) {
@@ -350,6 +345,7 @@ void SledServer::Route() {
                                          rack::kRequestBytesMax)
                                   .error());
     }
+    const std::optional<rack::SessionSkip> skip = SkipIn(*bytes);
     std::lock_guard lock(mu_);
     std::optional<rack::Reply> reply;
     std::vector<rack::Output> outputs = sled_->Handle(rack::ClientSubmit{std::move(*bytes)});
@@ -364,6 +360,12 @@ void SledServer::Route() {
     if (!reply->status) return AnswerError(res, reply->status.error());
     json answer = json::object();
     if (reply->session_id) answer["session_id"] = reply->session_id->ToString();
+    if (skip) {
+      const auto next = core_->next_free_job_id();
+      answer["session_id"] = skip->session_id.ToString();
+      answer["job_id"] = skip->job_id.ToString();
+      answer["next_job_id"] = next ? json(next->ToString()) : json(nullptr);
+    }
     Answer(res, answer);
   });
 

@@ -9,8 +9,8 @@
 //   every kTickPeriod -> TimerTick; every kLoopPeriod -> PollProcesses
 //   the node dropped its universe for another's -> a fresh core
 //
-// One mutex (mu_) guards the Sled, its core, the executor and the chain
-// tracker: the serving loop and the HTTP handlers take it; the gossip node
+// One mutex (mu_) guards the Sled, its core, the executor and the history
+// order: the serving loop and the HTTP handlers take it; the gossip node
 // has its own lock and never calls back into the sled.
 //
 //   ONCE_ASSIGN_OR_RETURN(auto server, SledServer::Start(config));
@@ -56,8 +56,10 @@ inline constexpr auto kTickPeriod = std::chrono::milliseconds(100);
 inline constexpr auto kDrainBudget = std::chrono::milliseconds(5000);
 // How long a drain lets gossip carry the last events out.
 inline constexpr auto kDrainGossipGrace = std::chrono::milliseconds(300);
-// Signed jobs remembered for the chain's next id and the history listing.
+// Signed jobs remembered for the history listing (delivery order).
 inline constexpr size_t kTrackedJobsMax = 65536;
+// Sled errors (ConcurrentSessions, ...) kept for GET /v1/session, newest last.
+inline constexpr size_t kSledErrorsKept = 16;
 // Most --peer addresses (a rack has 32 sleds).
 inline constexpr size_t kPeersMax = 64;
 
@@ -100,7 +102,6 @@ class SledServer {
   void DeliverLocked();
   void ResetLocked(const gossip::NetworkId& network);
   void TrackLocked(const Bytes& payload);
-  std::optional<rack::JobId> NextJobIdLocked() const;
   void Consume(std::vector<rack::Output> outputs);
   void Route();
   bool PeerAllowed(size_t peer);
@@ -123,9 +124,9 @@ class SledServer {
   std::unique_ptr<rack::Sled> sled_;
   gossip::NetworkId network_;
   itc::Version checkpoint_;
-  std::map<rack::JobId, rack::Digest256> job_digests_;  // verified job starts
-  std::set<rack::JobId> skips_;
-  std::deque<rack::JobId> job_order_;  // delivery order, oldest first
+  std::set<rack::JobId> tracked_;            // the ids in job_order_
+  std::deque<rack::JobId> job_order_;        // trusted job starts in delivery order, oldest first
+  std::deque<rack::SledError> sled_errors_;  // the latest kSledErrorsKept, oldest first
   uint64_t resets_ = 0;
 
   std::mutex partition_mu_;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The sush client end to end on a 2-sled rack: keys new (0600), --json on
-# commands, job output by cubby target, history, the REPL prompt, rack down.
+# commands, job output by cubby target, history, the REPL prompt, version as
+# 16 rows x 2 cubbies, job stop + session skip of the chain's next position,
+# --concurrent, session stop, rack down.
 #   apps/sush/cli_test.sh path/to/sush
 set -euo pipefail
 sush="$1"
@@ -25,5 +27,39 @@ job="$("$sush" --rack "$dir" --json job start -T 1 'echo out; echo err >&2' | js
 repl="$(printf 'session show\nversion\nexit\n' | "$sush" --rack "$dir")"
 grep -q '^sush# session '"$session" <<<"$repl" || fail "REPL: $repl"
 grep -q 'SLED00001' <<<"$repl" || fail "REPL version"
+[[ "$(grep -c '^| ' <<<"$repl")" == 16 ]] || fail "version draws 16 rows: $repl"
+grep -q '^|  1 SLED00001 .*| 17 -' <<<"$repl" || fail "version: cubby 1 beside 17: $repl"
+# session skip: refused (typed) for a position nobody cancelled; after a job
+# stop of the chain's next position it burns it and the chain moves on.
+next="$("$sush" --rack "$dir" --json session show | json '["next_job_id"]')"
+"$sush" --rack "$dir" session skip "$next" >/dev/null 2>&1 &&
+  fail "skip of a position not cancelled was accepted"
+[[ "$("$sush" --rack "$dir" --json session skip "$next" | json '["error"]["code"]')" == \
+  InvalidArgument ]] || fail "skip refusal is not typed"
+"$sush" --rack "$dir" --json job stop "$next" | json '["stop_requested"]' | grep -qx True ||
+  fail "job stop --json"
+skipped="$("$sush" --rack "$dir" --json session skip "${next^^}")" || fail "skip: $skipped"
+[[ "$(json '["job_id"]' <<<"$skipped")" == "$next" ]] || fail "skip answer: $skipped"
+after="$(json '["next_job_id"]' <<<"$skipped")"
+[[ "$after" != "$next" ]] || fail "the chain did not move on"
+ran="$("$sush" --rack "$dir" --json job start -w --concurrent 'echo burned')"
+[[ "$(json '["job"]["job_id"]' <<<"$ran")" == "$after" ]] || fail "next job not at the burned successor"
+[[ "$(json '["job"]["concurrent"]' <<<"$ran")" == True ]] || fail "--concurrent"
+[[ "$(json '["stdout"]["913-0000019:SLED00000"]' <<<"$ran")" == burned ]] || fail "job after skip: $ran"
+# Usage errors and limits answer typed JSON errors too.
+[[ "$("$sush" --rack "$dir" --json job stop | json '["error"]["code"]')" == InvalidArgument ]] ||
+  fail "usage error as JSON"
+long="$(head -c 9000 /dev/zero | tr '\0' x)"
+[[ "$("$sush" --rack "$dir" --json job start "$long" | json '["error"]["code"]')" == \
+  LimitExceeded ]] || fail "a command past command_bytes_max"
+# A target no known sled matches: -w has nothing to wait for.
+none="$(timeout 20 "$sush" --rack "$dir" --json job start -w -T 7 true)" || fail "-w -T 7 hung"
+[[ "$(json '["job"]["statuses"].__len__()' <<<"$none")" == 0 ]] || fail "-T 7 ran: $none"
+"$sush" --rack "$dir" --json session stop | json '["stopped"]' | grep -qx True || fail "session stop"
+for _ in $(seq 50); do
+  [[ "$("$sush" --rack "$dir" --json session show | json '["active"]')" == None ]] && break
+  sleep 0.1
+done
+[[ "$("$sush" --rack "$dir" --json session show | json '["active"]')" == None ]] || fail "session stop"
 "$sush" rack down --dir "$dir" --json | json '["stopped"].__len__()' | grep -qx 2 || fail "rack down"
 echo "cli_test: ok"

@@ -4,6 +4,7 @@
 //   sush --rack /tmp/rack session start
 //   sush --rack /tmp/rack job start -w 'echo hello from $SUSH_JOB_ID'
 //   sush --rack /tmp/rack job status WORD-WORD-... --full
+//   sush --rack /tmp/rack session skip WORD-WORD-...   # burn a cancelled job's position
 //   sush --rack /tmp/rack                   # the REPL (prompt "sush# ")
 //   sush rack down --dir /tmp/rack
 //
@@ -107,7 +108,10 @@ std::string StatusText(const json& status) {
     const json& exit = status["exit"];
     const std::string kind = exit.value("kind", std::string());
     if (kind == "exited") text += " exit " + std::to_string(exit.value("code", 0));
-    if (kind == "signaled") text += " signal " + std::to_string(exit.value("code", 0));
+    if (kind == "signaled") {
+      text += " signal " + std::to_string(exit.value("code", 0)) + " (" +
+              exit.value("signal", std::string("?")) + ")";
+    }
     if (kind == "failed") text += " failed: " + exit.value("error", std::string());
     text += "  out " + std::to_string(status.value("stdout_bytes", uint64_t{0})) + " B, err " +
             std::to_string(status.value("stderr_bytes", uint64_t{0})) + " B";
@@ -167,7 +171,13 @@ Result<json> WaitForJob(const Context& ctx, const sush_net::SushClient& sled, co
   while (true) {
     ONCE_ASSIGN_OR_RETURN(json info, sled.Info());
     ONCE_ASSIGN_OR_RETURN(json job, sled.Job(id));
-    const auto rows = TargetedSleds(info, job.value("target", std::string("*")));
+    const std::string target = job.value("target", std::string("*"));
+    const auto rows = TargetedSleds(info, target);
+    if (rows.empty()) {  // an unknown cubby, serial or baseboard targets nothing
+      if (!ctx.globals.json_output)
+        std::cout << "no known sled is targeted by '" << target << "'\n";
+      return job;
+    }
     if (!ctx.globals.json_output) {
       if (tty) {
         if (drawn > 0) std::cout << "\033[" << drawn << "A";
@@ -182,7 +192,7 @@ Result<json> WaitForJob(const Context& ctx, const sush_net::SushClient& sled, co
       }
       std::cout << std::flush;
     }
-    if (!rows.empty() && AllTerminal(rows, job)) return job;
+    if (AllTerminal(rows, job)) return job;
     if (std::chrono::steady_clock::now() > deadline) {
       return MakeError(ErrorCode::kTimeout, "job " + id.ToString() + " still running");
     }
@@ -257,7 +267,21 @@ int KeysNew(const Context& ctx, const std::string& name, const std::string& out)
   return 0;
 }
 
-int SessionCommand(const Context& ctx, const std::string& action) {
+// The sled errors a /v1/session answer carries, one line each.
+std::string SledErrorsText(const json& session) {
+  std::string text;
+  if (!session.contains("errors") || !session["errors"].is_array()) return text;
+  for (const json& e : session["errors"]) {
+    text += "  " + e.value("kind", std::string("?")) + " reported by " +
+            e.value("baseboard", std::string("?")) + ": " + e.value("message", std::string()) +
+            " (" + e.value("first", std::string()) + " met " + e.value("second", std::string()) +
+            ")\n";
+  }
+  return text;
+}
+
+// start | stop | show | skip (job_id: the cancelled chain position to burn).
+int SessionCommand(const Context& ctx, const std::string& action, const std::string& job_id = "") {
   SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
   if (action == "show") {
     SUSH_TRY(json session, sled.Session());
@@ -271,10 +295,21 @@ int SessionCommand(const Context& ctx, const std::string& action) {
               (session["next_job_id"].is_null()
                    ? std::string()
                    : "  next job " + session["next_job_id"].get<std::string>() + "\n") +
-              "  seen by " + info["baseboard"].get<std::string>() + "\n");
+              "  seen by " + info["baseboard"].get<std::string>() + "\n" + SledErrorsText(session));
     return 0;
   }
   SUSH_TRY(rack::KeyPair keys, ctx.Key());
+  if (action == "skip") {
+    SUSH_TRY(rack::JobId id, rack::JobId::Parse(job_id));
+    SUSH_TRY(json answer, sled.SkipJob(keys, id));
+    const std::string next = answer.value("next_job_id", json(nullptr)).is_string()
+                                 ? answer["next_job_id"].get<std::string>()
+                                 : "";
+    Print(ctx, answer,
+          "chain position " + id.ToString() + " burned\n" +
+              (next.empty() ? std::string() : "  next job " + next + "\n"));
+    return 0;
+  }
   if (action == "start") {
     SUSH_TRY(rack::SessionId id, sled.StartSession(keys));
     Print(ctx, json{{"session_id", id.ToString()}, {"sled", sled.address().ToString()}},
@@ -317,7 +352,9 @@ int JobStatus(const Context& ctx, const std::string& id_text, bool wait, bool fu
   if (full) {
     text += "  session " + job["session_id"].get<std::string>() + "\n  command " +
             job["command"].get<std::string>() + "\n  target " + job["target"].get<std::string>() +
-            (job.value("concurrent", false) ? " (concurrent)" : "") + "\n";
+            (job.value("concurrent", false) ? " (concurrent)" : "") + "\n  signed by " +
+            job.value("key_id", std::string("?")) +
+            (job.value("verified", false) ? "" : " (not verified: refused)") + "\n";
   }
   for (const auto& [baseboard, status] : job["statuses"].items()) {
     text += "  " + baseboard + "  " + StatusText(status) + "\n";
@@ -497,6 +534,13 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, bool in_re
     sub->callback(
         [&action, verb] { action = [verb](const Context& c) { return SessionCommand(c, verb); }; });
   }
+  std::string skip_id;
+  auto* skip = session->add_subcommand(
+      "skip", "burn a cancelled job's chain position, so the chain moves on");
+  skip->add_option("JOB_ID", skip_id, "the cancelled job (codephrase, any case)")->required();
+  skip->add_flag("--json", globals.json_output);
+  skip->callback(
+      [&] { action = [&](const Context& c) { return SessionCommand(c, "skip", skip_id); }; });
 
   auto* job = app.add_subcommand("job", "jobs")->require_subcommand(1);
   bool wait = false, concurrent = false, full = false;
@@ -574,6 +618,12 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, bool in_re
   try {
     parse(app);
   } catch (const CLI::ParseError& e) {
+    if (globals.json_output && e.get_exit_code() != 0) {  // a usage error, as JSON too
+      std::cout
+          << sush_net::ErrorToJson(Error{ErrorCode::kInvalidArgument, e.what(), "", {}}).dump()
+          << std::endl;
+      return e.get_exit_code();
+    }
     return app.exit(e);
   }
   Context ctx{globals, std::nullopt};

@@ -130,6 +130,48 @@ const JobStatus* SledCore::StatusOf(const JobId& id, const std::string& baseboar
 
 size_t SledCore::queued_jobs() const { return active_ ? active_->known.size() : 0; }
 
+std::optional<JobId> SledCore::next_free_job_id() const {
+  if (!active_) return std::nullopt;
+  const Session& session = *active_;
+  JobId tip = session.next;
+  // Each step consumes a distinct known job or skip: the walk is bounded.
+  for (size_t step = 0; step <= session.known.size() + session.skips.size(); ++step) {
+    if (session.skips.contains(tip)) {
+      tip = NextJobIdAfterBurned(tip);
+    } else if (auto it = session.known.find(tip); it != session.known.end()) {
+      tip = NextJobId(it->second.digest);
+    } else {
+      break;
+    }
+  }
+  return tip;
+}
+
+Status SledCore::CheckSkip(const SessionSkip& skip) const {
+  if (!active_ || active_->id != skip.session_id) {
+    return MakeError(ErrorCode::kNotFound, "session not active", skip.session_id.ToString());
+  }
+  const Session& session = *active_;
+  const std::string id = skip.job_id.ToString();
+  if (session.passed.contains(skip.job_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "chain position already passed: nothing to skip",
+                     id);
+  }
+  if (session.skips.contains(skip.job_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "chain position already skipped", id);
+  }
+  auto known = session.known.find(skip.job_id);
+  const bool stopped = session.stops.contains(skip.job_id) ||
+                       (known != session.known.end() && known->second.stopped);
+  if (!stopped) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "chain position not cancelled: only a cancelled job can be skipped "
+                     "(sush job stop it first)",
+                     id);
+  }
+  return Ok();
+}
+
 // ---- inputs ----
 
 void SledCore::OnDelivered(const Delivered& input) {
@@ -179,10 +221,17 @@ Status SledCore::CheckSubmitted(const RequestPayload& payload,
     session_id = DeriveSessionId(start->baseboard, start->server_nonce, start->signer_nonce);
     return Ok();
   }
+  if (const auto* skip = std::get_if<SessionSkip>(&payload)) return CheckSkip(*skip);
   if (const auto* job = std::get_if<JobStart>(&payload)) {
     ONCE_RETURN_IF_ERROR(ValidateJob(*job));
     if (!active_ || active_->id != job->session_id) {
       return MakeError(ErrorCode::kNotFound, "session not active", job->session_id.ToString());
+    }
+    const size_t queued = active_->known.size();
+    if (queued >= config_.limits.queued_jobs_per_session_max) {
+      return LimitError("queued_jobs_per_session_max", static_cast<int64_t>(queued + 1),
+                        static_cast<int64_t>(config_.limits.queued_jobs_per_session_max),
+                        job->job_id.ToString());
     }
   }
   return Ok();
@@ -236,7 +285,7 @@ void SledCore::OnRequest(const itc::Version& version, const SignedRequest& reque
   auto payload = Verify(request, config_.trusted);
   if (!payload) {
     if (const JobStart* job = AsJobStart(request); job != nullptr) {
-      RefuseJob(version, *job, payload.error(), /*verified=*/false);
+      RefuseJob(version, request, payload.error(), /*verified=*/false);
     } else {
       Emit(Diagnostic{payload.error()});
     }
@@ -279,7 +328,10 @@ void SledCore::OnSessionStop(const SessionStop& stop) {
 }
 
 void SledCore::OnSessionSkip(const SessionSkip& skip) {
-  if (!active_ || active_->id != skip.session_id) return;
+  if (auto allowed = CheckSkip(skip); !allowed) {
+    Emit(Diagnostic{allowed.error()});
+    return;
+  }
   if (active_->skips.size() >= config_.limits.queued_jobs_per_session_max) {
     Emit(Diagnostic{LimitError("queued_jobs_per_session_max",
                                static_cast<int64_t>(active_->skips.size() + 1),
@@ -294,10 +346,11 @@ void SledCore::OnSessionSkip(const SessionSkip& skip) {
 void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& request,
                           const Bytes& raw) {
   const JobStart& job = *AsJobStart(request);
-  if (auto valid = ValidateJob(job); !valid) return RefuseJob(version, job, valid.error(), true);
+  if (auto valid = ValidateJob(job); !valid)
+    return RefuseJob(version, request, valid.error(), true);
   if (!active_ || active_->id != job.session_id) {
-    return RefuseJob(version, job, MakeError(ErrorCode::kNotFound, "session not active").error(),
-                     true);
+    return RefuseJob(version, request,
+                     MakeError(ErrorCode::kNotFound, "session not active").error(), true);
   }
   Session& session = *active_;
   if (session.known.contains(job.job_id) || session.passed.contains(job.job_id)) {
@@ -309,19 +362,22 @@ void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& requ
   size_t queue_max = config_.limits.queued_jobs_per_session_max;
   if (session.known.size() >= queue_max) {
     return RefuseJob(
-        version, job,
+        version, request,
         LimitError("queued_jobs_per_session_max", static_cast<int64_t>(session.known.size() + 1),
                    static_cast<int64_t>(queue_max))
             .error(),
         true);
   }
-  if (auto room = Remember(version, job, true); !room) {
-    return RefuseJob(version, job, room.error(), true);
+  if (auto room = Remember(version, request, true); !room) {
+    return RefuseJob(version, request, room.error(), true);
   }
-  PendingJob pending{job, ToBeSignedDigest(request), raw, Targets(job), false};
+  PendingJob pending{job, ToBeSignedDigest(request), raw, Targets(job), false, false};
   if (pending.targeted) SetStatus(job.job_id, config_.identity.baseboard, {});
   auto [it, inserted] = session.known.emplace(job.job_id, std::move(pending));
-  if (session.stops.erase(job.job_id) > 0 && it->second.targeted) Cancel(it->second);
+  if (session.stops.erase(job.job_id) > 0) {
+    it->second.stopped = true;
+    if (it->second.targeted) Cancel(it->second);
+  }
   Advance();
 }
 
@@ -335,6 +391,7 @@ void SledCore::OnJobStop(const JobStop& stop) {
   }
   if (!active_) return;
   if (auto it = active_->known.find(stop.job_id); it != active_->known.end()) {
+    it->second.stopped = true;
     if (it->second.targeted && !it->second.cancelled) Cancel(it->second);
     return;
   }
@@ -472,8 +529,9 @@ void SledCore::Execute(const PendingJob& pending) {
 
 // ---- statuses and history ----
 
-void SledCore::RefuseJob(const itc::Version& version, const JobStart& job, const Error& error,
-                         bool verified) {
+void SledCore::RefuseJob(const itc::Version& version, const SignedRequest& request,
+                         const Error& error, bool verified) {
+  const JobStart& job = *AsJobStart(request);
   auto target = Target::Parse(job.target);
   const JobStatus* mine = StatusOf(job.job_id, config_.identity.baseboard);
   if ((target && !target->Matches(config_.identity)) || mine != nullptr) {
@@ -482,7 +540,7 @@ void SledCore::RefuseJob(const itc::Version& version, const JobStart& job, const
     Emit(Diagnostic{error});
     return;
   }
-  (void)Remember(version, job, verified);  // a full history only costs the local record
+  (void)Remember(version, request, verified);  // a full history only costs the local record
   std::string message = Truncated(error.message, kErrorTextBytesMax);
   Report(job.job_id, ErrorStatus(error.code, message),
          JobError{config_.identity.baseboard, job.job_id, error.code, message});
@@ -514,17 +572,20 @@ void SledCore::SetStatus(const JobId& id, const std::string& baseboard, const Jo
   Emit(JobStatusChanged{id, baseboard, status});
 }
 
-Status SledCore::Remember(const itc::Version& version, const JobStart& job, bool verified) {
+Status SledCore::Remember(const itc::Version& version, const SignedRequest& request,
+                          bool verified) {
+  const JobStart& job = *AsJobStart(request);
   if (auto it = history_.find(job.job_id); it != history_.end()) {
     if (verified && !it->second.verified) {  // the genuine job replaces a forgery's record
       it->second.job = job;
+      it->second.key_id = request.key_id;
       it->second.version = version;
       it->second.verified = true;
     }
     return Ok();
   }
   ONCE_RETURN_IF_ERROR(MakeRoomInHistory());
-  history_.emplace(job.job_id, JobRecord{job, version, verified, {}});
+  history_.emplace(job.job_id, JobRecord{job, request.key_id, version, verified, {}});
   return Ok();
 }
 

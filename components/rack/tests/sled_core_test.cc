@@ -205,6 +205,8 @@ TEST_P(RefusalTest, RefusedAtSubmitAndByGossipAndNeverRuns) {
     EXPECT_EQ(status->error_code, c.code);
     EXPECT_EQ(status->error, c.message);
     EXPECT_EQ(rack.core(i).executions(), 0u);
+    // The record names the key the request claims.
+    EXPECT_EQ(rack.core(i).FindJob(id)->key_id, bad.key_id);
   }
 }
 
@@ -306,21 +308,109 @@ TEST(SledCoreTest, StopBeforeTheJobArrivesCancelsItOnArrival) {
   EXPECT_EQ(rack.State(A, id1, A), JobState::kCancelled);
 }
 
-TEST(SledCoreTest, SessionSkipBurnsAChainPosition) {
-  Rack rack(1);
+TEST(SledCoreTest, SessionSkipBurnsACancelledChainPosition) {
+  Rack rack(2);
   auto chain = rack.StartSession(A);
+  rack.Sync(A, B);
   SignedRequest lost = rack.NextJob(*chain, "lost");  // its bytes never reach the rack
   JobId lost_id = std::get<JobStart>(lost.payload).job_id;
-  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(SessionSkip{chain->session, lost_id}, rack.support()))
-                  .status.has_value());
   ClientChain after{chain->session, NextJobIdAfterBurned(lost_id)};
   SignedRequest next = rack.NextJob(after, "next");
   JobId next_id = std::get<JobStart>(next.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(JobStop{lost_id}, rack.support())).status.has_value());
   ASSERT_TRUE(rack.Submit(A, next).status.has_value());
-  EXPECT_TRUE(rack.Started(A, next_id));
+  EXPECT_EQ(rack.core(A).next_free_job_id(), lost_id);  // the chain is stuck at the hole
+  rack.Sync(A, B);
+  for (size_t i : {A, B}) {
+    EXPECT_EQ(rack.State(i, next_id, i), JobState::kQueued) << i;
+    EXPECT_FALSE(rack.Started(i, next_id)) << i;
+  }
+  // The skip is accepted by B, which saw the stop, and burns the position on both.
+  ASSERT_TRUE(rack.Submit(B, rack.SignOrDie(SessionSkip{chain->session, lost_id}, rack.support()))
+                  .status.has_value());
+  rack.SyncAll();
+  for (size_t i : {A, B}) {
+    EXPECT_TRUE(rack.Started(i, next_id)) << i;
+    EXPECT_EQ(rack.core(i).next_free_job_id(), after.next) << i;
+  }
   // The burned job arriving late never runs.
   ASSERT_TRUE(rack.Submit(A, lost).status.has_value());
+  rack.SyncAll();
   EXPECT_FALSE(rack.Started(A, lost_id));
+  EXPECT_FALSE(rack.Started(B, lost_id));
+}
+
+TEST(SledCoreTest, ASkipOfAPositionThatIsNotCancelledIsRefused) {
+  Rack rack(2);
+  auto chain = rack.StartSession(A);
+  rack.Sync(A, B);
+  const SessionId session = chain->session;
+  auto skip = [&](const JobId& id) {
+    return rack.Submit(A, rack.SignOrDie(SessionSkip{session, id}, rack.support())).status;
+  };
+  // The head of the chain, free and not stopped.
+  const JobId head = chain->next;
+  auto refused = skip(head);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("not cancelled"), std::string::npos);
+  // A job that ran: its position is passed.
+  SignedRequest ran = rack.NextJob(*chain, "true");
+  ASSERT_TRUE(rack.Submit(A, ran).status.has_value());
+  refused = skip(head);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("already passed"), std::string::npos);
+  // A queued job (behind a hole) that nobody stopped.
+  rack.NextJob(*chain, "hole");
+  SignedRequest queued = rack.NextJob(*chain, "queued");
+  JobId queued_id = std::get<JobStart>(queued.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, queued).status.has_value());
+  EXPECT_FALSE(skip(queued_id).has_value());
+  // Once stopped it may be skipped, once.
+  ASSERT_TRUE(
+      rack.Submit(A, rack.SignOrDie(JobStop{queued_id}, rack.support())).status.has_value());
+  EXPECT_TRUE(skip(queued_id).has_value());
+  refused = skip(queued_id);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().message.find("already skipped"), std::string::npos);
+  // Another session's position.
+  SessionId other = session;
+  other.bytes[0] ^= 0x01;
+  refused = rack.Submit(A, rack.SignOrDie(SessionSkip{other, head}, rack.support())).status;
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kNotFound);
+}
+
+TEST(SledCoreTest, ADeliveredSkipOfAPositionNotCancelledIsIgnored) {
+  Rack rack(1);
+  auto chain = rack.StartSession(A);
+  const JobId head = chain->next;
+  // A skip that bypassed the accepting sled's check (a trusted signer's bytes
+  // gossiped directly): the core applies the same rule on delivery.
+  auto wire = Encode(rack.SignOrDie(SessionSkip{chain->session, head}, rack.support()));
+  ASSERT_TRUE(wire.has_value());
+  rack.Inject(A, *wire);
+  EXPECT_EQ(rack.core(A).next_free_job_id(), head);
+  ASSERT_FALSE(rack.sled(A).diagnostics.empty());
+  EXPECT_NE(rack.sled(A).diagnostics.back().message.find("not cancelled"), std::string::npos);
+  SignedRequest job = rack.NextJob(*chain, "true");
+  ASSERT_TRUE(rack.Submit(A, job).status.has_value());
+  EXPECT_TRUE(rack.Started(A, std::get<JobStart>(job.payload).job_id));
+}
+
+TEST(SledCoreTest, AStopOfAJobNotTargetedHereStillAllowsItsSkipHere) {
+  Rack rack(2);
+  auto chain = rack.StartSession(A);
+  rack.Sync(A, B);
+  rack.NextJob(*chain, "hole");
+  SignedRequest for_a = rack.NextJob(*chain, "true", "0");
+  JobId id = std::get<JobStart>(for_a.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, for_a).status.has_value());
+  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(JobStop{id}, rack.support())).status.has_value());
+  rack.Sync(A, B);
+  EXPECT_EQ(rack.State(B, id, B), std::nullopt);  // not B's job: no status of B's own
+  EXPECT_TRUE(rack.Submit(B, rack.SignOrDie(SessionSkip{chain->session, id}, rack.support()))
+                  .status.has_value());
 }
 
 TEST(SledCoreTest, StoppingARunningJobKillsItsProcess) {
@@ -445,11 +535,24 @@ TEST(SledCoreTest, QueuedJobsPerSessionAreLimited) {
   auto chain = rack.StartSession(A);
   rack.NextJob(*chain, "hole");
   std::vector<JobId> ids;
+  std::vector<SignedRequest> jobs;
   for (int i = 0; i < 4; ++i) {
-    SignedRequest j = rack.NextJob(*chain, "true");
-    ids.push_back(std::get<JobStart>(j.payload).job_id);
-    ASSERT_TRUE(rack.Submit(A, j).status.has_value());
+    jobs.push_back(rack.NextJob(*chain, "true"));
+    ids.push_back(std::get<JobStart>(jobs.back().payload).job_id);
   }
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(rack.Submit(A, jobs[i]).status.has_value());
+  EXPECT_EQ(rack.core(A).queued_jobs(), 3u);
+  // At the limit the accepting sled refuses the next one with a typed error...
+  auto past = rack.Submit(A, jobs[3]).status;
+  ASSERT_FALSE(past.has_value());
+  EXPECT_EQ(past.error().code, ErrorCode::kLimitExceeded);
+  ASSERT_NE(past.error().As<LimitDetail>(), nullptr);
+  EXPECT_EQ(past.error().As<LimitDetail>()->limit, "queued_jobs_per_session_max");
+  EXPECT_EQ(rack.Status(A, ids[3], A), nullptr);
+  // ...and a core that is delivered one anyway gives it an Error status.
+  auto wire = Encode(jobs[3]);
+  ASSERT_TRUE(wire.has_value());
+  rack.Inject(A, *wire);
   EXPECT_EQ(rack.core(A).queued_jobs(), 3u);
   const JobStatus* refused = rack.Status(A, ids[3], A);
   ASSERT_NE(refused, nullptr);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -145,6 +146,11 @@ std::string ExitKindName(rack::ExitOutcome::Kind kind) {
   return "unknown";
 }
 
+std::string SignalName(int signal) {
+  const char* abbrev = ::sigabbrev_np(signal);
+  return abbrev == nullptr ? std::string("SIG?") : std::string("SIG") + abbrev;
+}
+
 json StatusToJson(const rack::JobStatus& status) {
   json out{{"state", std::string(rack::JobStateName(status.state))},
            {"terminal", status.terminal()}};
@@ -155,6 +161,9 @@ json StatusToJson(const rack::JobStatus& status) {
     out["exit"] = json{{"kind", ExitKindName(status.outcome.kind)},
                        {"code", status.outcome.code},
                        {"error", status.outcome.error}};
+    if (status.outcome.kind == rack::ExitOutcome::Kind::kSignaled) {
+      out["exit"]["signal"] = SignalName(status.outcome.code);
+    }
     out["stdout_bytes"] = status.stdout_summary.bytes;
     out["stderr_bytes"] = status.stderr_summary.bytes;
     out["stdout_hash"] = HexEncode(status.stdout_summary.hash);
@@ -178,8 +187,19 @@ json JobToJson(const rack::JobRecord& record) {
               {"command", record.job.command},
               {"target", record.job.target},
               {"concurrent", record.job.concurrent},
+              {"key_id", record.key_id.ToString()},
               {"verified", record.verified},
               {"statuses", statuses}};
+}
+
+json SledErrorToJson(const rack::SledError& error) {
+  const std::string kind =
+      error.kind == rack::SledErrorKind::kConcurrentSessions ? "ConcurrentSessions" : "Unknown";
+  return json{{"kind", kind},
+              {"baseboard", error.baseboard},
+              {"first", error.first.ToString()},
+              {"second", error.second.ToString()},
+              {"message", error.message}};
 }
 
 json ErrorToJson(const Error& error) {
@@ -349,6 +369,14 @@ Result<rack::JobId> SushClient::StartJob(const rack::KeyPair& keys, const std::s
   }
   ONCE_RETURN_IF_ERROR(Submit(rack::JobStart{*next, *active, command, target, concurrent}, keys));
   return *next;
+}
+
+Result<json> SushClient::SkipJob(const rack::KeyPair& keys, const rack::JobId& id) const {
+  ONCE_ASSIGN_OR_RETURN(json session, Session());
+  ONCE_ASSIGN_OR_RETURN(std::optional<rack::SessionId> active,
+                        IdField<rack::SessionId>(session, "active"));
+  if (!active) return MakeError(ErrorCode::kNotFound, "no active session");
+  return Submit(rack::SessionSkip{*active, id}, keys);
 }
 
 Status SushClient::StopJob(const rack::KeyPair& keys, const rack::JobId& id) const {

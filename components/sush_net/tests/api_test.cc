@@ -93,7 +93,14 @@ TEST(JsonTest, AStoppedStatusShowsItsExitAndOutputLengths) {
   EXPECT_EQ(j["terminal"], true);
   EXPECT_EQ(j["exit"]["kind"], "signaled");
   EXPECT_EQ(j["exit"]["code"], 9);
+  EXPECT_EQ(j["exit"]["signal"], "SIGKILL");
   EXPECT_EQ(j["stdout_bytes"], 3);
+}
+
+TEST(JsonTest, SignalsAreNamed) {
+  EXPECT_EQ(SignalName(24), "SIGXCPU");
+  EXPECT_EQ(SignalName(9), "SIGKILL");
+  EXPECT_EQ(SignalName(1000), "SIG?");
 }
 
 }  // namespace

@@ -28,6 +28,12 @@
 //   only when it is the chain's next id (all predecessors known) and targets
 //   this sled; the chain advances either way. Non-concurrent jobs wait for
 //   running jobs to end; starts always follow chain order.
+// - Skips: a session skip burns a *cancelled* chain position (one a job stop
+//   named before the chain passed it), so a chain stuck at a hole whose job
+//   never arrives moves on to H("Burned" || id). A skip of a position that is
+//   not cancelled is refused (typed error at submission, a Diagnostic when
+//   delivered): a stop is causally before any skip a sled accepted, so every
+//   sled that delivers the skip has seen the stop.
 // - Every process start passes through one function (the execution gate),
 //   which records the BoundaryStore entry first.
 //
@@ -169,6 +175,7 @@ using Output = std::variant<Broadcast, StartProcess, StopProcess, Reply, JobStat
 // A job this sled knows, with every sled's status for it.
 struct JobRecord {
   JobStart job;
+  KeyId key_id;  // the key that signed it (claimed, unless verified)
   itc::Version version;
   bool verified = false;                      // `job` is a trusted, well-signed request
   std::map<std::string, JobStatus> statuses;  // by baseboard
@@ -190,6 +197,15 @@ class SledCore {
   const JobStatus* StatusOf(const JobId& id, const std::string& baseboard) const;
   size_t history_size() const { return history_.size(); }
   size_t queued_jobs() const;
+  // The active session's next free chain position: from the chain's head,
+  // past every known job (H("Some" || its digest)) and every burned position
+  // (H("Burned" || id)). What a client signs its next job at; nullopt
+  // without an active session.
+  std::optional<JobId> next_free_job_id() const;
+  // Whether a session skip of `skip.job_id` would be applied now: kNotFound
+  // (session not active), kInvalidArgument (position passed, already burned,
+  // or not cancelled by a job stop).
+  Status CheckSkip(const SessionSkip& skip) const;
   size_t running_jobs() const { return running_.size(); }
   // Processes started in this core's life.
   uint64_t executions() const { return executions_; }
@@ -201,7 +217,8 @@ class SledCore {
     Digest256 digest{};
     Bytes request;
     bool targeted = false;
-    bool cancelled = false;
+    bool cancelled = false;  // this sled's Cancelled status was reported
+    bool stopped = false;    // a job stop named it (targeted here or not)
   };
   struct Session {
     SessionId id;
@@ -209,7 +226,7 @@ class SledCore {
     JobId next;
     std::map<JobId, PendingJob> known;
     std::set<JobId> skips;
-    std::set<JobId> stops;
+    std::set<JobId> stops;  // job stops of jobs not known yet
     std::set<JobId> passed;
     std::deque<JobId> passed_order;
   };
@@ -239,13 +256,14 @@ class SledCore {
   // The execution gate: the only place a StartProcess is emitted.
   void Execute(const PendingJob& pending);
 
-  void RefuseJob(const itc::Version& version, const JobStart& job, const Error& error,
+  // `request` carries a JobStart.
+  void RefuseJob(const itc::Version& version, const SignedRequest& request, const Error& error,
                  bool verified);
   void Cancel(PendingJob& pending);
   void Report(const JobId& id, const JobStatus& status, Message event);
   void Learn(const JobId& id, const std::string& baseboard, const JobStatus& status);
   void SetStatus(const JobId& id, const std::string& baseboard, const JobStatus& status);
-  Status Remember(const itc::Version& version, const JobStart& job, bool verified);
+  Status Remember(const itc::Version& version, const SignedRequest& request, bool verified);
   Status MakeRoomInHistory();
   bool Evictable(const JobId& id, const JobRecord& record) const;
   bool Targets(const JobStart& job) const;

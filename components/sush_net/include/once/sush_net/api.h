@@ -13,10 +13,14 @@
 // Endpoints (every body is JSON unless said otherwise; errors answer
 // {"error": {"code": "PermissionDenied", "message": "..."}} with a 4xx/5xx):
 //   GET  /v1/info                  this sled: baseboard, cubby, build, network, known sleds
-//   GET  /v1/session               {"active": id|null, "next_job_id": id|null}
+//   GET  /v1/session               {"active": id|null, "next_job_id": id|null,
+//                                   "errors": [the latest sled errors, e.g. ConcurrentSessions]}
 //   POST /v1/session/nonce         {"nonce": id}   a server nonce for a session start
-//   POST /v1/submit                {"request": hex of an encoded signed request}
-//                                  -> {"session_id": id} for a session start, else {}
+//   POST /v1/submit                {"request": hex of an encoded signed request: session
+//                                  start/stop/skip, job start/stop}
+//                                  -> {"session_id": id} for a session start,
+//                                     {"session_id", "job_id", "next_job_id"} for a skip,
+//                                     else {}
 //   GET  /v1/jobs?offset=N&limit=N the history, newest first: {"jobs": [job view...]}
 //   GET  /v1/jobs/ID               one job view
 //   GET  /v1/jobs/ID/stdout|stderr this sled's output bytes (application/octet-stream)
@@ -83,8 +87,16 @@ Result<rack::PublicKey> LoadPublicKey(const std::filesystem::path& path);
 // ---- JSON views ----
 
 std::string ExitKindName(rack::ExitOutcome::Kind kind);
+// "SIGXCPU" for 24 on Linux; "SIG?" for a number this system has no name for.
+std::string SignalName(int signal);
+// A status as JSON: {"state", "terminal"}, and once the job ran "exit"
+// {"kind": exited|signaled|failed, "code", "error", and for signaled "signal"
+// (its name)} with stdout/stderr bytes and hashes; for Error also
+// "error_code", "error" and "refused" (it never ran here).
 nlohmann::json StatusToJson(const rack::JobStatus& status);
 nlohmann::json JobToJson(const rack::JobRecord& record);
+// {"kind": "ConcurrentSessions", "baseboard", "first", "second", "message"}.
+nlohmann::json SledErrorToJson(const rack::SledError& error);
 nlohmann::json ErrorToJson(const Error& error);
 // The error of a JSON error answer (kInternal for an unknown code name).
 Error ErrorFromJson(const nlohmann::json& body, int http_status);
@@ -129,6 +141,11 @@ class SushClient {
   Result<rack::JobId> StartJob(const rack::KeyPair& keys, const std::string& command,
                                const std::string& target, bool concurrent) const;
   Status StopJob(const rack::KeyPair& keys, const rack::JobId& id) const;
+  // Burns the cancelled chain position `id` of the active session (session
+  // skip). Returns the sled's answer {"session_id", "job_id", "next_job_id"}.
+  // kNotFound without an active session; kInvalidArgument if the position is
+  // not cancelled (no job stop named it), already passed or already skipped.
+  Result<nlohmann::json> SkipJob(const rack::KeyPair& keys, const rack::JobId& id) const;
 
  private:
   Address address_;
