@@ -48,11 +48,12 @@ const std::vector<std::string>& TimerSqlText() {
         "WHERE wake_at_ms <= ?1 AND (?2 OR redrive IS NULL) "
         "ORDER BY wake_at_ms, execution_id LIMIT ?3";
     // A row under a live lease is skipped, whoever holds it.
+    // ?6 = ahead_ms: rows due by then are taken; leases are judged at ?1.
     s[kClaim] =
         "UPDATE timers SET lease_owner = ?4, lease_until_ms = ?5 "
         "WHERE (execution_id, wake_at_ms) IN ("
         "  SELECT execution_id, wake_at_ms FROM timers "
-        "  WHERE wake_at_ms <= ?1 AND (?2 OR redrive IS NULL) "
+        "  WHERE wake_at_ms <= ?1 + ?6 AND (?2 OR redrive IS NULL) "
         "    AND COALESCE(lease_until_ms, 0) <= ?1 "
         "  ORDER BY wake_at_ms, execution_id LIMIT ?3) "
         "RETURNING execution_id, wake_at_ms, redrive";
@@ -233,6 +234,7 @@ Result<std::vector<TimerRow>> SqliteTimerStore::Claim(const ClaimRequest& req) {
     ONCE_RETURN_IF_ERROR(s.Bind(3, capped));
     ONCE_RETURN_IF_ERROR(s.Bind(4, req.owner));
     ONCE_RETURN_IF_ERROR(s.Bind(5, req.now_ms + req.lease_ms));
+    ONCE_RETURN_IF_ERROR(s.Bind(6, req.ahead_ms));
     return ReadRows(s);
   });
   if (!claimed) return claimed;
@@ -243,12 +245,32 @@ Result<std::vector<TimerRow>> SqliteTimerStore::Claim(const ClaimRequest& req) {
   return claimed;
 }
 
-Status SqliteTimerStore::Complete(const TimerKey& key) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kComplete));
+namespace {
+
+Status DeleteRow(Connection& c, const TimerKey& key) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kComplete));
   ONCE_RETURN_IF_ERROR(s.Bind(1, key.execution_id));
   ONCE_RETURN_IF_ERROR(s.Bind(2, key.wake_at_ms));
   return s.Run();
+}
+
+}  // namespace
+
+Status SqliteTimerStore::Complete(const TimerKey& key) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return DeleteRow(*impl_->conn, key);
+}
+
+Status SqliteTimerStore::CompleteMany(std::span<const TimerKey> keys) {
+  ONCE_RETURN_IF_ERROR(timers::ValidateCompleteMany(keys, limits()));
+  if (keys.empty()) return Ok();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Connection& c = *impl_->conn;
+  // One BEGIN IMMEDIATE ... COMMIT: one WAL fsync for the whole batch.
+  return InTransaction(c, [&]() -> Status {
+    for (const TimerKey& key : keys) ONCE_RETURN_IF_ERROR(DeleteRow(c, key));
+    return Ok();
+  });
 }
 
 Status SqliteTimerStore::Defer(const TimerKey& key, std::string_view owner, int64_t until_ms) {

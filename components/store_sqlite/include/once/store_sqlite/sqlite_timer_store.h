@@ -28,7 +28,8 @@
 // lease. Claim selects the due, unleased rows and leases them in one
 // BEGIN IMMEDIATE, so two processes (or threads) never hold a live lease on
 // the same row. Re-drive rows are excluded in the WHERE clause, before the
-// LIMIT, when include_redrive is false.
+// LIMIT, when include_redrive is false. CompleteMany deletes its rows in one
+// BEGIN IMMEDIATE: one commit (one WAL fsync) for the batch.
 //
 // Threads: every method may be called from any thread; the store uses one
 // connection under a mutex. Errors: as SqliteEventStore's (kBusy past
@@ -68,6 +69,7 @@ class SqliteTimerStore final : public timers::TimerStore {
                                             bool include_redrive) override;
   Result<std::vector<timers::TimerRow>> Claim(const timers::ClaimRequest& req) override;
   Status Complete(const timers::TimerKey& key) override;
+  Status CompleteMany(std::span<const timers::TimerKey> keys) override;
   Status Defer(const timers::TimerKey& key, std::string_view owner, int64_t until_ms) override;
   Result<std::vector<timers::TimerRow>> RowsOf(std::string_view execution_id) override;
   const timers::TimerLimits& limits() const override;
