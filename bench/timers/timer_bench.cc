@@ -18,6 +18,14 @@
 // runs past T the line says so (setup_overran=1): the lateness then includes
 // setup time and the figure is not valid.
 //
+// The TimerService runs with TimerServiceOptions' defaults, and the stores
+// with their own limits and pool sizes, unless a flag overrides one
+// (--claim-rows-max, --fire-concurrency, --repoll-when-full 0|1,
+// --claim-ahead-ms, --poll-interval-ms). After the firing, the raw limit of
+// the same storage is measured (raw_fsync_per_s, raw_commit_per_s; see
+// RawRates). --profile-store adds the event store's per-method calls and
+// mean latency over the firing (store_<Method>_calls / _ms_avg).
+//
 // Output: one machine-readable line
 //   timer-bench backend=... timers=... p50_ms=... p99_ms=... max_ms=... fired_per_s=...
 //   completed=... ...
@@ -47,6 +55,7 @@
 #include "once/orchestration/runtime_waker.h"
 #include "once/runtime/runtime.h"
 #include "once/store/memory_store.h"
+#include "once/store_decorators/profiling_store.h"
 #include "once/store_postgres/postgres_event_store.h"
 #include "once/store_postgres/postgres_timer_store.h"
 #include "once/store_sqlite/sqlite_event_store.h"
@@ -71,6 +80,7 @@ struct Options {
   timers::TimerServiceOptions service;
   bool timers_synchronous_normal = false;  // SQLite diagnosis: timer commits without fsync
   int64_t raw_ms = 1'000;                  // how long the raw fsync / commit rates are measured
+  bool profile_store = false;              // time the event store's methods over the firing
   int64_t slack_ms = 2'000;
   int64_t wait_ms_max = 900'000;
   int server_pid = 0;  // PostgreSQL postmaster: its tree's CPU over the firing  // give up on
@@ -404,6 +414,8 @@ RawRates MeasureRaw(const Options& o) {
   RawRates raw;
   if (o.backend == "memory") return raw;
   std::string dir = o.dir.empty() ? "/tmp" : o.dir;
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
   raw.fsync_per_s = RawFsyncPerSecond(dir, o.raw_ms);
   raw.commit_per_s = o.backend == "sqlite" ? RawSqliteCommitsPerSecond(dir, o.raw_ms)
                                            : RawPostgresCommitsPerSecond(o.url, o.raw_ms);
@@ -423,12 +435,20 @@ int Run(const Options& o) {
     if (errors.fetch_add(1) < 5)
       std::fprintf(stderr, "timer-bench: error: %s\n", e.message.c_str());
   };
-  orchestration::ParkTimers park_timers(*stores->events, *stores->timers, on_error);
+  // --profile-store: the runtime and ParkTimers see the event store through
+  // a ProfilingStore (per-method call counts and latency over the firing).
+  std::unique_ptr<store::ProfilingStore> profiled;
+  store::EventStore* events = stores->events.get();
+  if (o.profile_store) {
+    profiled = std::make_unique<store::ProfilingStore>(*events, clock);
+    events = profiled.get();
+  }
+  orchestration::ParkTimers park_timers(*events, *stores->timers, on_error);
   runtime::RuntimeOptions rt_options{.workers = o.workers, .on_error = on_error};
   rt_options.on_park = [&](const std::string& id, int64_t seq, const store::Envelope& park) {
     park_timers.OnPark(id, seq, park);
   };
-  Runtime rt(*stores->events, clock, rt_options);
+  Runtime rt(*events, clock, rt_options);
   // Sleeps until the input's instant; records nothing else; completes.
   (void)rt.Register("sleep_until", [](Context& ctx, const Json& in) -> Result<Json> {
     ONCE_RETURN_IF_ERROR(ctx.SleepUntil(FromUnixMillis(in["wake_at_ms"].get<int64_t>())));
@@ -462,6 +482,7 @@ int Run(const Options& o) {
   double client_cpu_at_t = CpuSeconds();
   double server_cpu_at_t = TreeCpuSeconds(o.server_pid);
   runtime::CommitterStats commits_at_t = rt.commit_stats();
+  auto store_at_t = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
   int64_t deadline_ms = t_ms + o.wait_ms_max;
   while (waker.resumed() < parked && clock.NowUnixMillis() < deadline_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -470,6 +491,7 @@ int Run(const Options& o) {
   double client_fire_cpu_s = CpuSeconds() - client_cpu_at_t;
   double server_fire_cpu_s = TreeCpuSeconds(o.server_pid) - server_cpu_at_t;
   runtime::CommitterStats commits_after = rt.commit_stats();
+  auto store_after = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
   service.Stop();
   rt.WaitIdle();
   timers::TimerServiceStats stats = service.stats();
@@ -557,6 +579,17 @@ int Run(const Options& o) {
       {"raw_fsync_per_s", raw.fsync_per_s >= 0 ? fixed(raw.fsync_per_s, 0) : "none"},
       {"raw_commit_per_s", raw.commit_per_s >= 0 ? fixed(raw.commit_per_s, 0) : "none"},
   };
+  // Over the firing, per event-store method: calls and mean latency.
+  for (const auto& [method, after] : store_after) {
+    store::MethodStats before =
+        store_at_t.contains(method) ? store_at_t.at(method) : store::MethodStats{};
+    int64_t calls = after.calls - before.calls;
+    if (calls <= 0) continue;
+    fields.push_back({"store_" + method + "_calls", std::to_string(calls)});
+    fields.push_back(
+        {"store_" + method + "_ms_avg",
+         fixed(static_cast<double>(after.total_us - before.total_us) / 1e3 / calls, 2)});
+  }
   std::string line = "timer-bench";
   for (const auto& [key, value] : fields) line += " " + key + "=" + value;
   std::printf("%s\n", line.c_str());
@@ -585,6 +618,9 @@ int main(int argc, char** argv) {
                  "TimerServiceOptions::repoll_when_full (1/0): a full batch is followed by a poll "
                  "at once");
   app.add_option("--raw-ms", o.raw_ms, "how long the raw fsync / commit rates are measured");
+  app.add_flag("--profile-store", o.profile_store,
+               "wrap the event store in a ProfilingStore: per-method calls and latency over the "
+               "firing");
   app.add_flag("--sqlite-timers-normal", o.timers_synchronous_normal,
                "diagnosis: the SQLite timer store at synchronous=NORMAL (no fsync per commit)");
   app.add_option("--server-pid", o.server_pid,
