@@ -81,6 +81,7 @@ struct Options {
   bool timers_synchronous_normal = false;  // SQLite diagnosis: timer commits without fsync
   int64_t raw_ms = 1'000;                  // how long the raw fsync / commit rates are measured
   bool profile_store = false;              // time the event store's methods over the firing
+  bool repark = false;  // after the wake the workflow sleeps again (a day): a timer row per fire
   int64_t slack_ms = 2'000;
   int64_t wait_ms_max = 900'000;
   int server_pid = 0;  // PostgreSQL postmaster: its tree's CPU over the firing  // give up on
@@ -450,8 +451,13 @@ int Run(const Options& o) {
   };
   Runtime rt(*events, clock, rt_options);
   // Sleeps until the input's instant; records nothing else; completes.
-  (void)rt.Register("sleep_until", [](Context& ctx, const Json& in) -> Result<Json> {
-    ONCE_RETURN_IF_ERROR(ctx.SleepUntil(FromUnixMillis(in["wake_at_ms"].get<int64_t>())));
+  (void)rt.Register("sleep_until", [&o](Context& ctx, const Json& in) -> Result<Json> {
+    int64_t wake_at_ms = in["wake_at_ms"].get<int64_t>();
+    ONCE_RETURN_IF_ERROR(ctx.SleepUntil(FromUnixMillis(wake_at_ms)));
+    // --repark: the resume parks again, so every fired row writes a new
+    // timer row on the firing thread (ParkTimers::OnPark), as a loop of
+    // sleeps does.
+    if (o.repark) ONCE_RETURN_IF_ERROR(ctx.SleepUntil(FromUnixMillis(wake_at_ms + 86'400'000)));
     return Json();
   });
   orchestration::RuntimeWaker runtime_waker(rt);
@@ -502,14 +508,19 @@ int Run(const Options& o) {
   for (int64_t ms : waker.resumed_ms()) lateness.push_back(ms - t_ms);
   std::sort(lateness.begin(), lateness.end());
 
-  // Read back: completed count, and the EXECUTION_COMPLETED stamps.
+  // Read back: completed count, and the EXECUTION_COMPLETED stamps (with
+  // --repark: the second EXECUTION_SUSPENDED, the park after the wake).
   size_t completed = 0;
   std::vector<int64_t> stamped;
   for (size_t i = 0; i < o.timers; ++i) {
     auto log = stores->events->ReadRange("t-" + std::to_string(i), 1, store::kToEnd);
     if (!log) continue;
+    int parks = 0;
     for (const store::Envelope& e : *log) {
-      if (e.Is(events::KernelKind::kExecutionCompleted)) {
+      parks += e.Is(events::KernelKind::kExecutionSuspended);
+      bool done = o.repark ? e.Is(events::KernelKind::kExecutionSuspended) && parks == 2
+                           : e.Is(events::KernelKind::kExecutionCompleted);
+      if (done) {
         ++completed;
         stamped.push_back(e.time_ms - t_ms);
       }
@@ -553,6 +564,7 @@ int Run(const Options& o) {
       {"repoll_when_full", o.service.repoll_when_full ? "1" : "0"},
       {"claim_ahead_ms", std::to_string(o.service.claim_ahead_ms)},
       {"sqlite_timers_normal", o.timers_synchronous_normal ? "1" : "0"},
+      {"repark", o.repark ? "1" : "0"},
       {"wake_ms_avg", fixed(static_cast<double>(waker.wake_us()) / 1e3 / per_row, 2)},
       // Retiring: the store calls made (CompleteMany batches) and their
       // summed time, per fired row.
@@ -618,6 +630,9 @@ int main(int argc, char** argv) {
                  "TimerServiceOptions::repoll_when_full (1/0): a full batch is followed by a poll "
                  "at once");
   app.add_option("--raw-ms", o.raw_ms, "how long the raw fsync / commit rates are measured");
+  app.add_flag("--repark", o.repark,
+               "after its wake each execution sleeps again for a day: every fired row writes a "
+               "new timer row on the firing thread (completed= then counts re-parked ones)");
   app.add_flag("--profile-store", o.profile_store,
                "wrap the event store in a ProfilingStore: per-method calls and latency over the "
                "firing");
