@@ -32,9 +32,9 @@
 //   service.Stop();
 //   // Or, in deterministic tests: service.PollOnce();
 //
-// Firing many rows due at once (the defaults are sized for a burst: 10,000
-// rows due at one instant fire within a second on SQLite and PostgreSQL, see
-// BENCHMARKS.md "Timers: lateness"):
+// Firing many rows due at once (the defaults are sized for a burst; what
+// 10,000 rows due at one instant measure per backend, and what bounds them,
+// is in BENCHMARKS.md "Timers: lateness"):
 //   * claim_rows_max (1,000) rows are claimed per poll (the store caps it
 //     too, TimerLimits::claim_rows_max), and at most that many are in hand.
 //   * fire_concurrency (32): one poll's rows are fired on up to that many
