@@ -18,10 +18,21 @@
 // runs past T the line says so (setup_overran=1): the lateness then includes
 // setup time and the figure is not valid.
 //
+// The TimerService runs with TimerServiceOptions' defaults, and the stores
+// with their own limits and pool sizes, unless a flag overrides one
+// (--claim-rows-max, --fire-concurrency, --repoll-when-full 0|1,
+// --claim-ahead-ms, --poll-interval-ms). After the firing, the raw limit of
+// the same storage is measured (raw_fsync_per_s, raw_commit_per_s; see
+// RawRates). --profile-store adds the event store's per-method calls and
+// mean latency over the firing (store_<Method>_calls / _ms_avg).
+//
 // Output: one machine-readable line
 //   timer-bench backend=... timers=... p50_ms=... p99_ms=... max_ms=... fired_per_s=...
 //   completed=... ...
 
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <sqlite3.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -44,6 +55,7 @@
 #include "once/orchestration/runtime_waker.h"
 #include "once/runtime/runtime.h"
 #include "once/store/memory_store.h"
+#include "once/store_decorators/profiling_store.h"
 #include "once/store_postgres/postgres_event_store.h"
 #include "once/store_postgres/postgres_timer_store.h"
 #include "once/store_sqlite/sqlite_event_store.h"
@@ -64,11 +76,12 @@ struct Options {
   std::string url;
   size_t timers = 10'000;
   size_t workers = 16;  // runtime workers (the setup's concurrent starts)
-  int64_t poll_interval_ms = 250;
-  size_t claim_rows_max = 1'000;
-  size_t fire_concurrency = 1;
-  bool repoll_when_full = false;
+  // The TimerService's own defaults unless a flag overrides one.
+  timers::TimerServiceOptions service;
   bool timers_synchronous_normal = false;  // SQLite diagnosis: timer commits without fsync
+  int64_t raw_ms = 1'000;                  // how long the raw fsync / commit rates are measured
+  bool profile_store = false;              // time the event store's methods over the firing
+  bool repark = false;  // after the wake the workflow sleeps again (a day): a timer row per fire
   int64_t slack_ms = 2'000;
   int64_t wait_ms_max = 900'000;
   int server_pid = 0;  // PostgreSQL postmaster: its tree's CPU over the firing  // give up on
@@ -82,7 +95,11 @@ struct Stores {
 
 Result<Stores> OpenStores(const Options& o, const Clock& clock) {
   Stores s;
-  timers::TimerLimits limits{.claim_rows_max = std::max<size_t>(o.claim_rows_max, 1'000)};
+  // The stores' own defaults (TimerLimits, pool sizes), raised only when a
+  // flag asks the service for more than they give.
+  timers::TimerLimits limits;
+  limits.claim_rows_max = std::max(limits.claim_rows_max, o.service.claim_rows_max);
+  limits.complete_keys_max = std::max(limits.complete_keys_max, o.service.claim_rows_max);
   if (o.backend == "memory") {
     s.events = std::make_unique<store::MemoryEventStore>();
     s.timers = std::make_unique<timers::MemoryTimerStore>(limits);
@@ -112,14 +129,13 @@ Result<Stores> OpenStores(const Options& o, const Clock& clock) {
   }
   if (o.backend == "postgres") {
     std::string schema = "timer_bench_" + std::to_string(getpid());
-    store::PostgresOptions po{.conninfo = o.url,
-                              .schema = schema,
-                              .connections_max = std::max<size_t>(16, o.fire_concurrency)};
+    store::PostgresOptions po{
+        .conninfo = o.url,
+        .schema = schema,
+        .connections_max =
+            std::max<size_t>(store::PostgresOptions{}.connections_max, o.service.fire_concurrency)};
     ONCE_ASSIGN_OR_RETURN(auto events, store::PostgresEventStore::Open(po, clock));
-    store::PostgresTimerOptions to{.conninfo = o.url,
-                                   .schema = schema,
-                                   .connections_max = std::max<size_t>(4, o.fire_concurrency),
-                                   .limits = limits};
+    store::PostgresTimerOptions to{.conninfo = o.url, .schema = schema, .limits = limits};
     ONCE_ASSIGN_OR_RETURN(auto timers, store::PostgresTimerStore::Open(to));
     s.events = std::move(events);
     s.timers = std::move(timers);
@@ -190,6 +206,14 @@ class TimingTimerStore final : public timers::TimerStore {
     auto begin = std::chrono::steady_clock::now();
     Status s = inner_.Complete(key);
     complete_us_.fetch_add(Since(begin));
+    complete_calls_.fetch_add(1);
+    return s;
+  }
+  Status CompleteMany(std::span<const timers::TimerKey> keys) override {
+    auto begin = std::chrono::steady_clock::now();
+    Status s = inner_.CompleteMany(keys);
+    complete_us_.fetch_add(Since(begin));
+    complete_calls_.fetch_add(1);
     return s;
   }
   Status Defer(const timers::TimerKey& key, std::string_view owner, int64_t until_ms) override {
@@ -201,6 +225,7 @@ class TimingTimerStore final : public timers::TimerStore {
   const timers::TimerLimits& limits() const override { return inner_.limits(); }
   int64_t claim_us() const { return claim_us_.load(); }
   int64_t complete_us() const { return complete_us_.load(); }
+  int64_t complete_calls() const { return complete_calls_.load(); }
 
  private:
   static int64_t Since(std::chrono::steady_clock::time_point begin) {
@@ -210,7 +235,8 @@ class TimingTimerStore final : public timers::TimerStore {
   }
   timers::TimerStore& inner_;
   std::atomic<int64_t> claim_us_{0};     // summed, claims that returned rows
-  std::atomic<int64_t> complete_us_{0};  // summed
+  std::atomic<int64_t> complete_us_{0};  // summed, Complete and CompleteMany
+  std::atomic<int64_t> complete_calls_{0};
 };
 
 int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
@@ -299,6 +325,104 @@ size_t StartParked(Runtime& rt, const std::string& prefix, size_t count, int64_t
   return parked;
 }
 
+// The raw limit of the storage the run used, measured in the same run: a
+// 4 KiB write + fdatasync of a file in the SQLite folder, and one durable
+// commit of a one-row INSERT (SQLite: WAL, synchronous=FULL, autocommit;
+// PostgreSQL: one connection, autocommit, synchronous_commit on), each in a
+// loop for o.raw_ms, one at a time. -1: not measured (memory, or an error).
+struct RawRates {
+  double fsync_per_s = -1;
+  double commit_per_s = -1;
+};
+
+template <class F>
+double PerSecond(int64_t ms, F&& once) {
+  auto begin = std::chrono::steady_clock::now();
+  auto end = begin + std::chrono::milliseconds(ms);
+  int64_t n = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    if (!once()) return -1;
+    ++n;
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  return static_cast<double>(n) / s;
+}
+
+double RawFsyncPerSecond(const std::string& dir, int64_t ms) {
+  std::string path = dir + "/timer-bench-raw-" + std::to_string(getpid());
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  if (fd < 0) return -1;
+  std::string block(4096, 'x');
+  off_t at = 0;
+  double rate = PerSecond(ms, [&] {
+    bool ok = ::pwrite(fd, block.data(), block.size(), at) == static_cast<ssize_t>(block.size()) &&
+              ::fdatasync(fd) == 0;
+    at = (at + 4096) % (1 << 20);
+    return ok;
+  });
+  ::close(fd);
+  std::filesystem::remove(path);
+  return rate;
+}
+
+double RawSqliteCommitsPerSecond(const std::string& dir, int64_t ms) {
+  std::string path = dir + "/timer-bench-raw-" + std::to_string(getpid()) + ".db";
+  sqlite3* db = nullptr;
+  double rate = -1;
+  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK &&
+      sqlite3_exec(db,
+                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+                   "CREATE TABLE raw(id INTEGER PRIMARY KEY, v TEXT)",
+                   nullptr, nullptr, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* insert = nullptr;
+    if (sqlite3_prepare_v2(db, "INSERT INTO raw(v) VALUES ('timer')", -1, &insert, nullptr) ==
+        SQLITE_OK) {
+      rate = PerSecond(ms, [&] {
+        int rc = sqlite3_step(insert);
+        sqlite3_reset(insert);
+        return rc == SQLITE_DONE;
+      });
+    }
+    sqlite3_finalize(insert);
+  }
+  sqlite3_close(db);
+  for (const char* extra : {"", "-wal", "-shm"}) std::filesystem::remove(path + extra);
+  return rate;
+}
+
+double RawPostgresCommitsPerSecond(const std::string& url, int64_t ms) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  double rate = -1;
+  auto exec = [&](const char* sql) {
+    PGresult* r = PQexec(conn, sql);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
+  };
+  std::string table = "timer_bench_raw_" + std::to_string(getpid());
+  std::string create = "CREATE TABLE " + table + " (id bigserial PRIMARY KEY, v text)";
+  std::string insert = "INSERT INTO " + table + " (v) VALUES ('timer')";
+  std::string drop = "DROP TABLE " + table;
+  if (PQstatus(conn) == CONNECTION_OK && exec(create.c_str())) {
+    rate = PerSecond(ms, [&] { return exec(insert.c_str()); });
+    exec(drop.c_str());
+  }
+  PQfinish(conn);
+  return rate;
+}
+
+RawRates MeasureRaw(const Options& o) {
+  RawRates raw;
+  if (o.backend == "memory") return raw;
+  std::string dir = o.dir.empty() ? "/tmp" : o.dir;
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  raw.fsync_per_s = RawFsyncPerSecond(dir, o.raw_ms);
+  raw.commit_per_s = o.backend == "sqlite" ? RawSqliteCommitsPerSecond(dir, o.raw_ms)
+                                           : RawPostgresCommitsPerSecond(o.url, o.raw_ms);
+  return raw;
+}
+
 int Run(const Options& o) {
   SystemClock clock;
   SystemRng rng;
@@ -312,25 +436,35 @@ int Run(const Options& o) {
     if (errors.fetch_add(1) < 5)
       std::fprintf(stderr, "timer-bench: error: %s\n", e.message.c_str());
   };
-  orchestration::ParkTimers park_timers(*stores->events, *stores->timers, on_error);
+  // --profile-store: the runtime and ParkTimers see the event store through
+  // a ProfilingStore (per-method call counts and latency over the firing).
+  std::unique_ptr<store::ProfilingStore> profiled;
+  store::EventStore* events = stores->events.get();
+  if (o.profile_store) {
+    profiled = std::make_unique<store::ProfilingStore>(*events, clock);
+    events = profiled.get();
+  }
+  orchestration::ParkTimers park_timers(*events, *stores->timers, on_error);
   runtime::RuntimeOptions rt_options{.workers = o.workers, .on_error = on_error};
   rt_options.on_park = [&](const std::string& id, int64_t seq, const store::Envelope& park) {
     park_timers.OnPark(id, seq, park);
   };
-  Runtime rt(*stores->events, clock, rt_options);
+  Runtime rt(*events, clock, rt_options);
   // Sleeps until the input's instant; records nothing else; completes.
-  (void)rt.Register("sleep_until", [](Context& ctx, const Json& in) -> Result<Json> {
-    ONCE_RETURN_IF_ERROR(ctx.SleepUntil(FromUnixMillis(in["wake_at_ms"].get<int64_t>())));
+  (void)rt.Register("sleep_until", [&o](Context& ctx, const Json& in) -> Result<Json> {
+    int64_t wake_at_ms = in["wake_at_ms"].get<int64_t>();
+    ONCE_RETURN_IF_ERROR(ctx.SleepUntil(FromUnixMillis(wake_at_ms)));
+    // --repark: the resume parks again, so every fired row writes a new
+    // timer row on the firing thread (ParkTimers::OnPark), as a loop of
+    // sleeps does.
+    if (o.repark) ONCE_RETURN_IF_ERROR(ctx.SleepUntil(FromUnixMillis(wake_at_ms + 86'400'000)));
     return Json();
   });
   orchestration::RuntimeWaker runtime_waker(rt);
   TimingWaker waker(runtime_waker, clock);
-  timers::TimerServiceOptions service_options{.owner = "timer-bench",
-                                              .poll_interval_ms = o.poll_interval_ms,
-                                              .claim_rows_max = o.claim_rows_max,
-                                              .on_error = on_error};
-  service_options.fire_concurrency = o.fire_concurrency;
-  service_options.repoll_when_full = o.repoll_when_full;
+  timers::TimerServiceOptions service_options = o.service;
+  service_options.owner = "timer-bench";
+  service_options.on_error = on_error;
   TimingTimerStore timed_timers(*stores->timers);
   timers::TimerService service(timed_timers, waker, clock, rng, service_options);
   service.Start();  // polling all along, as in production
@@ -354,6 +488,7 @@ int Run(const Options& o) {
   double client_cpu_at_t = CpuSeconds();
   double server_cpu_at_t = TreeCpuSeconds(o.server_pid);
   runtime::CommitterStats commits_at_t = rt.commit_stats();
+  auto store_at_t = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
   int64_t deadline_ms = t_ms + o.wait_ms_max;
   while (waker.resumed() < parked && clock.NowUnixMillis() < deadline_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -362,22 +497,30 @@ int Run(const Options& o) {
   double client_fire_cpu_s = CpuSeconds() - client_cpu_at_t;
   double server_fire_cpu_s = TreeCpuSeconds(o.server_pid) - server_cpu_at_t;
   runtime::CommitterStats commits_after = rt.commit_stats();
+  auto store_after = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
   service.Stop();
   rt.WaitIdle();
   timers::TimerServiceStats stats = service.stats();
+
+  RawRates raw = MeasureRaw(o);
 
   std::vector<int64_t> lateness;
   for (int64_t ms : waker.resumed_ms()) lateness.push_back(ms - t_ms);
   std::sort(lateness.begin(), lateness.end());
 
-  // Read back: completed count, and the EXECUTION_COMPLETED stamps.
+  // Read back: completed count, and the EXECUTION_COMPLETED stamps (with
+  // --repark: the second EXECUTION_SUSPENDED, the park after the wake).
   size_t completed = 0;
   std::vector<int64_t> stamped;
   for (size_t i = 0; i < o.timers; ++i) {
     auto log = stores->events->ReadRange("t-" + std::to_string(i), 1, store::kToEnd);
     if (!log) continue;
+    int parks = 0;
     for (const store::Envelope& e : *log) {
-      if (e.Is(events::KernelKind::kExecutionCompleted)) {
+      parks += e.Is(events::KernelKind::kExecutionSuspended);
+      bool done = o.repark ? e.Is(events::KernelKind::kExecutionSuspended) && parks == 2
+                           : e.Is(events::KernelKind::kExecutionCompleted);
+      if (done) {
         ++completed;
         stamped.push_back(e.time_ms - t_ms);
       }
@@ -415,12 +558,17 @@ int Run(const Options& o) {
       {"margin_ms", std::to_string(t_ms - parked_ms)},
       {"setup_overran", parked_ms > t_ms ? "1" : "0"},
       {"workers", std::to_string(o.workers)},
-      {"poll_interval_ms", std::to_string(o.poll_interval_ms)},
-      {"claim_rows_max", std::to_string(o.claim_rows_max)},
-      {"fire_concurrency", std::to_string(o.fire_concurrency)},
-      {"repoll_when_full", o.repoll_when_full ? "1" : "0"},
+      {"poll_interval_ms", std::to_string(o.service.poll_interval_ms)},
+      {"claim_rows_max", std::to_string(o.service.claim_rows_max)},
+      {"fire_concurrency", std::to_string(o.service.fire_concurrency)},
+      {"repoll_when_full", o.service.repoll_when_full ? "1" : "0"},
+      {"claim_ahead_ms", std::to_string(o.service.claim_ahead_ms)},
       {"sqlite_timers_normal", o.timers_synchronous_normal ? "1" : "0"},
+      {"repark", o.repark ? "1" : "0"},
       {"wake_ms_avg", fixed(static_cast<double>(waker.wake_us()) / 1e3 / per_row, 2)},
+      // Retiring: the store calls made (CompleteMany batches) and their
+      // summed time, per fired row.
+      {"complete_calls", std::to_string(timed_timers.complete_calls())},
       {"complete_ms_avg",
        fixed(static_cast<double>(timed_timers.complete_us()) / 1e3 / per_row, 2)},
       {"claim_ms_total", std::to_string(timed_timers.claim_us() / 1'000)},
@@ -438,7 +586,22 @@ int Run(const Options& o) {
       {"server_fire_cpu_s", o.server_pid > 0 ? fixed(server_fire_cpu_s, 2) : "none"},
       {"load_at_t", fixed(load_at_t, 2)},
       {"load_after", fixed(load_after, 2)},
+      // The storage's own limit, measured right after the firing: one
+      // writer, one commit at a time (see RawRates).
+      {"raw_fsync_per_s", raw.fsync_per_s >= 0 ? fixed(raw.fsync_per_s, 0) : "none"},
+      {"raw_commit_per_s", raw.commit_per_s >= 0 ? fixed(raw.commit_per_s, 0) : "none"},
   };
+  // Over the firing, per event-store method: calls and mean latency.
+  for (const auto& [method, after] : store_after) {
+    store::MethodStats before =
+        store_at_t.contains(method) ? store_at_t.at(method) : store::MethodStats{};
+    int64_t calls = after.calls - before.calls;
+    if (calls <= 0) continue;
+    fields.push_back({"store_" + method + "_calls", std::to_string(calls)});
+    fields.push_back(
+        {"store_" + method + "_ms_avg",
+         fixed(static_cast<double>(after.total_us - before.total_us) / 1e3 / calls, 2)});
+  }
   std::string line = "timer-bench";
   for (const auto& [key, value] : fields) line += " " + key + "=" + value;
   std::printf("%s\n", line.c_str());
@@ -457,12 +620,22 @@ int main(int argc, char** argv) {
   app.add_option("--url", o.url, "PostgreSQL: connection URL (default $ONCE_TEST_POSTGRES_URL)");
   app.add_option("--timers", o.timers, "executions parked on the one instant");
   app.add_option("--workers", o.workers, "runtime workers");
-  app.add_option("--poll-interval-ms", o.poll_interval_ms, "TimerService poll interval");
-  app.add_option("--claim-rows-max", o.claim_rows_max, "rows claimed per poll");
-  app.add_option("--fire-concurrency", o.fire_concurrency,
+  app.add_option("--poll-interval-ms", o.service.poll_interval_ms, "TimerService poll interval");
+  app.add_option("--claim-rows-max", o.service.claim_rows_max, "rows claimed per poll");
+  app.add_option("--claim-ahead-ms", o.service.claim_ahead_ms,
+                 "TimerServiceOptions::claim_ahead_ms (0: claim due rows only)");
+  app.add_option("--fire-concurrency", o.service.fire_concurrency,
                  "rows fired at once (TimerServiceOptions::fire_concurrency)");
-  app.add_flag("--repoll-when-full", o.repoll_when_full,
-               "TimerServiceOptions::repoll_when_full: a full batch is followed by a poll at once");
+  app.add_option("--repoll-when-full", o.service.repoll_when_full,
+                 "TimerServiceOptions::repoll_when_full (1/0): a full batch is followed by a poll "
+                 "at once");
+  app.add_option("--raw-ms", o.raw_ms, "how long the raw fsync / commit rates are measured");
+  app.add_flag("--repark", o.repark,
+               "after its wake each execution sleeps again for a day: every fired row writes a "
+               "new timer row on the firing thread (completed= then counts re-parked ones)");
+  app.add_flag("--profile-store", o.profile_store,
+               "wrap the event store in a ProfilingStore: per-method calls and latency over the "
+               "firing");
   app.add_flag("--sqlite-timers-normal", o.timers_synchronous_normal,
                "diagnosis: the SQLite timer store at synchronous=NORMAL (no fsync per commit)");
   app.add_option("--server-pid", o.server_pid,

@@ -29,6 +29,7 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
   rt_options.on_child_settled = [self](const events::Json& parent) {
     self->OnChildSettled(parent);
   };
+  rt_options.on_error = [self](const Error& e) { self->OnRuntimeError(e); };
   self->runtime_ = std::make_unique<runtime::Runtime>(*c.store, *c.clock, std::move(rt_options));
   if (c.timers) {
     self->waker_ = std::make_unique<RuntimeWaker>(*self->runtime_);
@@ -77,6 +78,22 @@ void App::OnPark(const std::string& id, int64_t seq, const store::Envelope& park
   if (park_timers_) park_timers_->OnPark(id, seq, park);
   if (inbox_) inbox_->OnPark(id, seq, park);
   if (user_on_park_) user_on_park_(id, seq, park);
+}
+
+// The runtime's background work reports a kResumeContended from one place:
+// its park-time self-resume of a parent whose children were already done
+// when it parked (the supervisor's own resumes report to its on_error). With
+// re-drive wired it takes the supervisor's contended path (the first re-drive
+// row, then the supervisor's Redriver), like any other contended parent
+// resume; without, it goes to on_error unchanged.
+void App::OnRuntimeError(const Error& e) {
+  if (e.code == ErrorCode::kResumeContended && !e.subject.empty() && supervisor_ &&
+      Redrive().has_value()) {
+    const ResumeContendedDetail* d = e.As<ResumeContendedDetail>();
+    (void)supervisor_->HandOffContended(e.subject, d ? d->attempts : 0);  // reports its own error
+    return;
+  }
+  if (config_.runtime.on_error) config_.runtime.on_error(e);
 }
 
 void App::OnChildSettled(const events::Json& parent) {

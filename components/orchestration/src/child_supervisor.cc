@@ -139,11 +139,16 @@ Result<SuperviseVerdict> ChildSupervisor::ResumeParent(std::string_view parent_i
   int attempts = runtime_.store().Supports(store::Capability::kAcquireFenceIf)
                      ? options_.conditional_resumes_max
                      : options_.acquisitions_max_without_fence_if;
+  ONCE_RETURN_IF_ERROR(HandOffContended(parent_id, attempts));
+  return verdict;
+}
+
+Status ChildSupervisor::HandOffContended(std::string_view parent_id, int attempts) {
   if (!options_.redrive) {
     ReportError(Error{ErrorCode::kResumeContended,
                       "parent resume contended; left to Recover() (redrive is off)",
                       std::string(parent_id), ResumeContendedDetail{attempts}});
-    return verdict;
+    return Ok();
   }
   int64_t delay_ms;
   {
@@ -154,10 +159,10 @@ Result<SuperviseVerdict> ChildSupervisor::ResumeParent(std::string_view parent_i
                        timers::Redrive{0}};
   if (Status s = options_.redrive->timers->Schedule(row); !s) {
     ReportError(s.error());
-    return std::unexpected(s.error());
+    return s;
   }
   Count(&ChildSupervisorStats::redrive_rows_written);
-  return verdict;
+  return Ok();
 }
 
 Result<timers::RedriveAnswer> ChildSupervisor::Redrive(const timers::TimerRow& row) {

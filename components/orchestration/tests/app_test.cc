@@ -88,5 +88,76 @@ TEST(AppTest, SuperviseOrsTheParkedChildPinIntoRetention) {
   EXPECT_EQ(r.deleted, 0u);
 }
 
+// The runtime's park-time self-resume: the child is already terminal when the
+// parent parks, so the runtime resumes the parent itself (not through the
+// supervisor). A rival fences the parent before every conditional acquire, so
+// that resume is contended.
+struct ParkTimeContention {
+  AppFixture f;
+  testing::HookStore hook{f.store};
+  std::vector<Error> errors;
+  bool rival = true;
+  bool fenced_at_park = false;
+  std::unique_ptr<App> app;
+
+  explicit ParkTimeContention(bool redrive) {
+    AppConfig c = f.Config();
+    c.store = &hook;
+    c.features.redrive = redrive;
+    c.runtime.on_error = [this](const Error& e) { errors.push_back(e); };
+    // Someone fenced the parent as it parked: the unfenced first try is stale.
+    c.runtime.on_park = [this](const std::string& id, int64_t, const store::Envelope&) {
+      if (id == "p" && !fenced_at_park) fenced_at_park = f.store.AcquireFence("p").has_value();
+    };
+    hook.before_acquire_if = [this](int) {
+      if (rival) (void)f.store.AcquireFence("p");
+    };
+    app = App::Create(std::move(c)).value();
+    testing::RegisterWorkflows(app->runtime());
+    ONCE_CHECK(
+        app->runtime()
+            .Register("quick", [](runtime::Context&, const Json& in) -> Result<Json> { return in; })
+            .has_value());
+    // The child "c1" is done before its parent starts it (and parks on it).
+    ONCE_CHECK(app->runtime().Start("quick", runtime::ChildExecutionId("p", "c1"), 7).has_value());
+  }
+  int ContendedErrors() const {
+    int n = 0;
+    for (const Error& e : errors) n += e.code == ErrorCode::kResumeContended;
+    return n;
+  }
+};
+
+TEST(AppTest, ParkTimeSelfResumeContendedWritesARedriveRowWhenTheFlagIsOn) {
+  ParkTimeContention t(/*redrive=*/true);
+  ASSERT_TRUE(t.app->runtime().Start("parent", "p", 1));
+  ASSERT_TRUE(t.fenced_at_park);
+  EXPECT_EQ(t.app->runtime().Inspect("p").value().status, runtime::ExecutionStatus::kSuspended);
+  EXPECT_EQ(t.ContendedErrors(), 0);  // handed to a re-drive row, not to an operator
+  auto rows = t.f.timers.RowsOf("p").value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].redrive, timers::Redrive{0});
+  // The rival goes away: the live re-drive completes the parent, no Recover().
+  t.rival = false;
+  for (int i = 0; i < 40 && t.app->runtime().Inspect("p").value().status !=
+                                runtime::ExecutionStatus::kCompleted;
+       ++i) {
+    t.f.clock.Advance(std::chrono::milliseconds(250));
+    ASSERT_TRUE(t.app->timer_service()->PollOnce());
+  }
+  EXPECT_EQ(t.app->runtime().Inspect("p").value().status, runtime::ExecutionStatus::kCompleted);
+  EXPECT_EQ(t.app->runtime().Inspect("p").value().result["value"], 7);
+  EXPECT_TRUE(t.f.timers.RowsOf("p").value().empty());
+  EXPECT_EQ(t.ContendedErrors(), 0);
+}
+
+TEST(AppTest, ParkTimeSelfResumeContendedGoesToOnErrorWhenTheFlagIsOff) {
+  ParkTimeContention t(/*redrive=*/false);
+  ASSERT_TRUE(t.app->runtime().Start("parent", "p", 1));
+  EXPECT_EQ(t.app->runtime().Inspect("p").value().status, runtime::ExecutionStatus::kSuspended);
+  EXPECT_EQ(t.ContendedErrors(), 1);
+  EXPECT_TRUE(t.f.timers.RowsOf("p").value().empty());  // nothing written
+}
+
 }  // namespace
 }  // namespace once::orchestration

@@ -63,7 +63,7 @@ std::vector<Statement> Statements() {
       // (a re-scanned LIMIT ... SKIP LOCKED could lock a different set).
       {"claim",
        "WITH pick AS MATERIALIZED (SELECT execution_id, wake_at_ms FROM timers "
-       "WHERE wake_at_ms <= $1::int8 AND lease_until_ms <= $1::int8 "
+       "WHERE wake_at_ms <= $1::int8 + $6::int8 AND lease_until_ms <= $1::int8 "
        "AND ($3::bool OR redrive IS NULL) "
        "ORDER BY wake_at_ms, execution_id LIMIT $2::int8 FOR UPDATE SKIP LOCKED) "
        "UPDATE timers SET lease_owner = $4::text, lease_until_ms = $1::int8 + $5::int8 "
@@ -71,6 +71,10 @@ std::vector<Statement> Statements() {
        "RETURNING " +
            cols},
       {"complete", "DELETE FROM timers WHERE execution_id = $1::text AND wake_at_ms = $2::int8"},
+      // One statement, so one implicit transaction: all the keys or none.
+      {"complete_many",
+       "DELETE FROM timers WHERE (execution_id, wake_at_ms) IN "
+       "(SELECT * FROM unnest($1::text[], $2::int8[]))"},
       {"defer",
        "UPDATE timers SET lease_until_ms = $4::int8 WHERE execution_id = $1::text "
        "AND wake_at_ms = $2::int8 AND lease_owner = $3::text"},
@@ -214,7 +218,7 @@ Result<std::vector<TimerRow>> PostgresTimerStore::Claim(const timers::ClaimReque
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   Params p;
   p.Int(req.now_ms).Int(static_cast<int64_t>(limit)).Bool(req.include_redrive);
-  p.Text(req.owner).Int(req.lease_ms);
+  p.Text(req.owner).Int(req.lease_ms).Int(req.ahead_ms);
   ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("claim", p));
   std::vector<TimerRow> rows = Rows(res.get());
   // RETURNING has no order: oldest first, as Due.
@@ -229,6 +233,23 @@ Status PostgresTimerStore::Complete(const TimerKey& key) {
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   ONCE_RETURN_IF_ERROR(
       conn->Prepared("complete", Params().Text(key.execution_id).Int(key.wake_at_ms)));
+  return Ok();
+}
+
+Status PostgresTimerStore::CompleteMany(std::span<const TimerKey> keys) {
+  ONCE_RETURN_IF_ERROR(timers::ValidateCompleteMany(keys, options_.limits));
+  std::vector<std::string_view> ids;
+  std::vector<std::optional<int64_t>> wakes;
+  for (const TimerKey& key : keys) {
+    if (Unstorable(key.execution_id)) continue;  // no row can have it
+    ids.push_back(key.execution_id);
+    wakes.push_back(key.wake_at_ms);
+  }
+  if (ids.empty()) return Ok();
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  Params p;
+  p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(wakes));
+  ONCE_RETURN_IF_ERROR(conn->Prepared("complete_many", p));
   return Ok();
 }
 

@@ -8,6 +8,7 @@
 
 #include "connection.h"
 #include "once/events/envelope.h"
+#include "write_group.h"
 
 namespace once::store {
 namespace {
@@ -29,6 +30,9 @@ enum TimerSql : size_t {
   kComplete,
   kDefer,
   kRowsOf,
+  kSavepoint,
+  kRelease,
+  kRollbackTo,
   kTimerSqlCount,
 };
 
@@ -48,11 +52,12 @@ const std::vector<std::string>& TimerSqlText() {
         "WHERE wake_at_ms <= ?1 AND (?2 OR redrive IS NULL) "
         "ORDER BY wake_at_ms, execution_id LIMIT ?3";
     // A row under a live lease is skipped, whoever holds it.
+    // ?6 = ahead_ms: rows due by then are taken; leases are judged at ?1.
     s[kClaim] =
         "UPDATE timers SET lease_owner = ?4, lease_until_ms = ?5 "
         "WHERE (execution_id, wake_at_ms) IN ("
         "  SELECT execution_id, wake_at_ms FROM timers "
-        "  WHERE wake_at_ms <= ?1 AND (?2 OR redrive IS NULL) "
+        "  WHERE wake_at_ms <= ?1 + ?6 AND (?2 OR redrive IS NULL) "
         "    AND COALESCE(lease_until_ms, 0) <= ?1 "
         "  ORDER BY wake_at_ms, execution_id LIMIT ?3) "
         "RETURNING execution_id, wake_at_ms, redrive";
@@ -63,6 +68,9 @@ const std::vector<std::string>& TimerSqlText() {
     s[kRowsOf] =
         "SELECT execution_id, wake_at_ms, redrive FROM timers WHERE execution_id = ?1 "
         "ORDER BY wake_at_ms";
+    s[kSavepoint] = "SAVEPOINT timer_op";
+    s[kRelease] = "RELEASE timer_op";
+    s[kRollbackTo] = "ROLLBACK TO timer_op";
     return s;
   }();
   return sql;
@@ -171,6 +179,14 @@ struct SqliteTimerStore::Impl {
   SqliteTimerOptions options;
   std::mutex mu;
   std::unique_ptr<Connection> conn;  // GUARDED_BY(mu)
+  // Every write goes through it: concurrent writers share one transaction
+  // and one commit (write_group.h); reads take `mu` directly.
+  std::unique_ptr<sqlite_internal::WriteGroup> group;
+
+  template <class F>
+  auto Write(F&& body) -> decltype(body(std::declval<Connection&>())) {
+    return group->Run(0, std::forward<F>(body));
+  }
 };
 
 SqliteTimerStore::SqliteTimerStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -192,6 +208,15 @@ Result<std::unique_ptr<SqliteTimerStore>> SqliteTimerStore::Open(const std::stri
   ONCE_ASSIGN_OR_RETURN(impl->conn, Connection::Open(path, co, TimerSqlText()));
   ONCE_RETURN_IF_ERROR(sqlite_internal::EnableWal(*impl->conn));
   ONCE_RETURN_IF_ERROR(InTransaction(*impl->conn, [&] { return MigrateLocked(*impl->conn); }));
+  impl->group = std::make_unique<sqlite_internal::WriteGroup>(
+      *impl->conn, impl->mu,
+      sqlite_internal::TransactionSql{.begin = kBegin,
+                                      .commit = kCommit,
+                                      .rollback = kRollback,
+                                      .savepoint = kSavepoint,
+                                      .release = kRelease,
+                                      .rollback_to = kRollbackTo},
+      sqlite_internal::WriteGroupLimits{});
   return std::unique_ptr<SqliteTimerStore>(new SqliteTimerStore(std::move(impl)));
 }
 
@@ -200,12 +225,13 @@ const timers::TimerLimits& SqliteTimerStore::limits() const { return impl_->opti
 Status SqliteTimerStore::Schedule(const TimerRow& row) {
   ONCE_RETURN_IF_ERROR(timers::ValidateTimerRow(row));
   std::string redrive = row.redrive ? EncodeRedrive(*row.redrive) : "";
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kSchedule));
-  ONCE_RETURN_IF_ERROR(s.Bind(1, row.execution_id));
-  ONCE_RETURN_IF_ERROR(s.Bind(2, row.wake_at_ms));
-  ONCE_RETURN_IF_ERROR(row.redrive ? s.Bind(3, redrive) : s.BindNull(3));
-  return s.Run();
+  return impl_->Write([&](Connection& c) -> Status {
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kSchedule));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, row.execution_id));
+    ONCE_RETURN_IF_ERROR(s.Bind(2, row.wake_at_ms));
+    ONCE_RETURN_IF_ERROR(row.redrive ? s.Bind(3, redrive) : s.BindNull(3));
+    return s.Run();
+  });
 }
 
 Result<std::vector<TimerRow>> SqliteTimerStore::Due(int64_t now_ms, size_t limit,
@@ -222,17 +248,16 @@ Result<std::vector<TimerRow>> SqliteTimerStore::Due(int64_t now_ms, size_t limit
 Result<std::vector<TimerRow>> SqliteTimerStore::Claim(const ClaimRequest& req) {
   ONCE_RETURN_IF_ERROR(timers::ValidateClaim(req));
   auto capped = static_cast<int64_t>(std::min(req.limit, limits().claim_rows_max));
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Connection& c = *impl_->conn;
-  // Select and lease in one BEGIN IMMEDIATE: no other claimer (thread or
-  // process) can take the same rows in between.
-  auto claimed = InTransaction(c, [&]() -> Result<std::vector<TimerRow>> {
+  // Select and lease in one statement inside the group's BEGIN IMMEDIATE: no
+  // other claimer (thread or process) can take the same rows in between.
+  auto claimed = impl_->Write([&](Connection& c) -> Result<std::vector<TimerRow>> {
     ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kClaim));
     ONCE_RETURN_IF_ERROR(s.Bind(1, req.now_ms));
     ONCE_RETURN_IF_ERROR(s.Bind(2, int64_t{req.include_redrive ? 1 : 0}));
     ONCE_RETURN_IF_ERROR(s.Bind(3, capped));
     ONCE_RETURN_IF_ERROR(s.Bind(4, req.owner));
     ONCE_RETURN_IF_ERROR(s.Bind(5, req.now_ms + req.lease_ms));
+    ONCE_RETURN_IF_ERROR(s.Bind(6, req.ahead_ms));
     return ReadRows(s);
   });
   if (!claimed) return claimed;
@@ -243,22 +268,41 @@ Result<std::vector<TimerRow>> SqliteTimerStore::Claim(const ClaimRequest& req) {
   return claimed;
 }
 
-Status SqliteTimerStore::Complete(const TimerKey& key) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kComplete));
+namespace {
+
+Status DeleteRow(Connection& c, const TimerKey& key) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kComplete));
   ONCE_RETURN_IF_ERROR(s.Bind(1, key.execution_id));
   ONCE_RETURN_IF_ERROR(s.Bind(2, key.wake_at_ms));
   return s.Run();
 }
 
+}  // namespace
+
+Status SqliteTimerStore::Complete(const TimerKey& key) {
+  return impl_->Write([&](Connection& c) { return DeleteRow(c, key); });
+}
+
+Status SqliteTimerStore::CompleteMany(std::span<const TimerKey> keys) {
+  ONCE_RETURN_IF_ERROR(timers::ValidateCompleteMany(keys, limits()));
+  if (keys.empty()) return Ok();
+  // One operation of a group: all its deletes or none (its own savepoint),
+  // one commit shared with whatever else is writing.
+  return impl_->Write([&](Connection& c) -> Status {
+    for (const TimerKey& key : keys) ONCE_RETURN_IF_ERROR(DeleteRow(c, key));
+    return Ok();
+  });
+}
+
 Status SqliteTimerStore::Defer(const TimerKey& key, std::string_view owner, int64_t until_ms) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kDefer));
-  ONCE_RETURN_IF_ERROR(s.Bind(1, key.execution_id));
-  ONCE_RETURN_IF_ERROR(s.Bind(2, key.wake_at_ms));
-  ONCE_RETURN_IF_ERROR(s.Bind(3, until_ms));
-  ONCE_RETURN_IF_ERROR(s.Bind(4, owner));
-  return s.Run();
+  return impl_->Write([&](Connection& c) -> Status {
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kDefer));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, key.execution_id));
+    ONCE_RETURN_IF_ERROR(s.Bind(2, key.wake_at_ms));
+    ONCE_RETURN_IF_ERROR(s.Bind(3, until_ms));
+    ONCE_RETURN_IF_ERROR(s.Bind(4, owner));
+    return s.Run();
+  });
 }
 
 Result<std::vector<TimerRow>> SqliteTimerStore::RowsOf(std::string_view execution_id) {

@@ -13,8 +13,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <thread>
 #include <vector>
 
+#include "counting_vfs.h"
 #include "test_support.h"
 
 namespace once::store {
@@ -222,6 +224,43 @@ TEST(SqliteTimerStore, ScheduleKeepsALiveLease) {
   auto again = store->Claim({.now_ms = 150, .owner = "n2", .lease_ms = 50}).value();
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].redrive, Redrive{1});
+}
+
+// Parks on many threads write timer rows at once (ParkTimers::OnPark runs on
+// the thread that ran the body): their Schedules share commits, as the event
+// store's appends do, instead of one WAL fsync each under one mutex.
+TEST(SqliteTimerStore, ConcurrentWritesShareACommit) {
+  testing::RegisterCountingVfs();
+  TempDir dir;
+  auto store = SqliteTimerStore::Open(dir.File("t.db"), {.vfs = testing::kCountingVfsName});
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  testing::SetWalSyncDelay(std::chrono::milliseconds(2));  // writers pile up behind a commit
+  constexpr int kThreads = 16, kRowsEach = 10;
+  uint64_t wal_before = testing::WalSyncs();
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRowsEach; ++i) {
+        if (!(*store)->Schedule({"e" + std::to_string(t) + "-" + std::to_string(i), 10 + i}))
+          ++failed;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  testing::SetWalSyncDelay(std::chrono::microseconds(0));
+  uint64_t syncs = testing::WalSyncs() - wal_before;
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ((*store)->Due(1'000, 1'000, true).value().size(), size_t{kThreads * kRowsEach});
+  // One fsync per row would be 160; a group commit needs far fewer.
+  EXPECT_LT(syncs, uint64_t{kThreads * kRowsEach / 2}) << syncs << " WAL fsyncs";
+  // A claim and a CompleteMany in the same groups keep their own atomicity.
+  auto claimed = (*store)->Claim({.now_ms = 100, .limit = 1'000, .owner = "n"}).value();
+  ASSERT_EQ(claimed.size(), size_t{kThreads * kRowsEach});
+  std::vector<timers::TimerKey> keys;
+  for (const TimerRow& r : claimed) keys.push_back(r.key());
+  ASSERT_TRUE((*store)->CompleteMany(keys));
+  EXPECT_TRUE((*store)->Due(1'000, 1'000, true).value().empty());
 }
 
 TEST(SqliteTimerStore, SharesAFileWithTheEventStore) {

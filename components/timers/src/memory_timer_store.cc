@@ -31,7 +31,7 @@ Result<std::vector<TimerRow>> MemoryTimerStore::Claim(const ClaimRequest& req) {
   std::vector<TimerRow> out;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = rows_.begin(); it != rows_.end() && out.size() < limit; ++it) {
-    if (it->first.first > req.now_ms) break;
+    if (it->first.first > req.now_ms + req.ahead_ms) break;
     Slot& slot = it->second;
     if (!req.include_redrive && slot.redrive) continue;
     if (slot.lease_until_ms > req.now_ms) continue;  // leased, even to this owner
@@ -45,6 +45,13 @@ Result<std::vector<TimerRow>> MemoryTimerStore::Claim(const ClaimRequest& req) {
 Status MemoryTimerStore::Complete(const TimerKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
   rows_.erase({key.wake_at_ms, key.execution_id});
+  return Ok();
+}
+
+Status MemoryTimerStore::CompleteMany(std::span<const TimerKey> keys) {
+  ONCE_RETURN_IF_ERROR(ValidateCompleteMany(keys, limits_));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const TimerKey& key : keys) rows_.erase({key.wake_at_ms, key.execution_id});
   return Ok();
 }
 

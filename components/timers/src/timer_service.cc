@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <string_view>
 
 namespace once::timers {
@@ -25,31 +26,88 @@ void TimerService::ReportError(Error e) {
   if (options_.on_error) options_.on_error(e);
 }
 
-Result<size_t> TimerService::PollOnce() {
-  int64_t now_ms = clock_.NowUnixMillis();
+// The held rows due by now_ms, and the rows a claim (ahead) found due; the
+// claimed rows due later are held. The lock is not held over the claim
+// (PollOnce never runs concurrently with itself).
+Result<std::vector<TimerRow>> TimerService::TakeDue(int64_t now_ms) {
+  std::vector<TimerRow> due;
+  size_t limit = 0;
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    auto first_later = std::find_if(held_.begin(), held_.end(),
+                                    [&](const TimerRow& r) { return r.wake_at_ms > now_ms; });
+    due.assign(std::make_move_iterator(held_.begin()), std::make_move_iterator(first_later));
+    held_.erase(held_.begin(), first_later);
+    size_t in_hand = held_.size() + due.size();
+    size_t room = options_.claim_rows_max > in_hand ? options_.claim_rows_max - in_hand : 0;
+    limit = std::min(room, timers_.limits().claim_rows_max);
+    more_due_ = limit == 0;  // no room to claim: more may be waiting
+  }
+  if (limit == 0) return due;
   ClaimRequest req{.now_ms = now_ms,
-                   .limit = options_.claim_rows_max,
+                   .limit = limit,
                    .include_redrive = !redrivers_.empty(),
                    .owner = options_.owner,
-                   .lease_ms = options_.lease_ms};
-  ONCE_ASSIGN_OR_RETURN(std::vector<TimerRow> rows, timers_.Claim(req));
-  size_t fired = rows.size();
-  if (options_.fire_concurrency > 1 && rows.size() > 1) {
-    FireConcurrently(rows);
-  } else {
-    for (const TimerRow& row : rows) {
-      Status s = row.redrive ? FireRedrive(row) : FirePlain(row);
-      if (!s) ReportError(s.error());
+                   .lease_ms = options_.lease_ms,
+                   .ahead_ms = options_.claim_ahead_ms};
+  Result<std::vector<TimerRow>> claimed = timers_.Claim(req);
+  if (!claimed) {
+    if (due.empty()) return std::unexpected(claimed.error());
+    ReportError(claimed.error());  // the held rows due now still fire
+    return due;
+  }
+  std::lock_guard<std::mutex> lock(held_mu_);
+  more_due_ = claimed->size() >= limit;
+  for (TimerRow& row : *claimed) {  // oldest first
+    if (row.wake_at_ms <= now_ms) {
+      due.push_back(std::move(row));
+    } else {
+      held_.push_back(std::move(row));
     }
   }
+  std::stable_sort(held_.begin(), held_.end(), [](const TimerRow& a, const TimerRow& b) {
+    return a.wake_at_ms < b.wake_at_ms;
+  });
+  return due;
+}
+
+Result<size_t> TimerService::PollOnce() {
+  ONCE_ASSIGN_OR_RETURN(std::vector<TimerRow> rows, TakeDue(clock_.NowUnixMillis()));
+  std::vector<TimerKey> done =
+      options_.fire_concurrency > 1 && rows.size() > 1 ? FireConcurrently(rows) : FireAll(rows);
+  Retire(done);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_.fired += static_cast<int64_t>(fired);
+    stats_.fired += static_cast<int64_t>(rows.size());
   }
+  return rows.size();
+}
+
+void TimerService::Retire(std::span<const TimerKey> keys) {
+  size_t chunk = std::max<size_t>(1, timers_.limits().complete_keys_max);
+  for (size_t at = 0; at < keys.size(); at += chunk) {
+    Status s = timers_.CompleteMany(keys.subspan(at, std::min(chunk, keys.size() - at)));
+    // Not retired: the rows come due again when their lease ends and are
+    // judged again (a fenced resume of an answered park is obsolete).
+    if (!s) ReportError(s.error());
+  }
+}
+
+TimerService::Fired TimerService::Fire(const TimerRow& row) {
+  Fired fired = row.redrive ? FireRedrive(row) : FirePlain(row);
+  if (!fired.status) ReportError(fired.status.error());
   return fired;
 }
 
-void TimerService::FireConcurrently(const std::vector<TimerRow>& rows) {
+std::vector<TimerKey> TimerService::FireAll(const std::vector<TimerRow>& rows) {
+  std::vector<TimerKey> done;
+  for (const TimerRow& row : rows) {
+    if (Fire(row).retire) done.push_back(row.key());
+  }
+  return done;
+}
+
+std::vector<TimerKey> TimerService::FireConcurrently(const std::vector<TimerRow>& rows) {
   // One group per execution, in claim order: two rows of one execution are
   // never fired at once (they would only contend for its fence).
   std::vector<std::vector<const TimerRow*>> groups;
@@ -59,25 +117,24 @@ void TimerService::FireConcurrently(const std::vector<TimerRow>& rows) {
     if (added) groups.emplace_back();
     groups[it->second].push_back(&row);
   }
+  size_t threads_max = std::min(options_.fire_concurrency, groups.size());
+  std::vector<std::vector<TimerKey>> done(threads_max);  // one per thread: no lock
   std::atomic<size_t> next{0};
-  auto fire = [&] {
+  auto fire = [&](std::vector<TimerKey>& mine) {
     for (size_t i = next.fetch_add(1); i < groups.size(); i = next.fetch_add(1)) {
       for (const TimerRow* row : groups[i]) {
-        Status s = row->redrive ? FireRedrive(*row) : FirePlain(*row);
-        if (!s) ReportError(s.error());
+        if (Fire(*row).retire) mine.push_back(row->key());
       }
     }
   };
-  size_t threads_max = std::min(options_.fire_concurrency, groups.size());
   std::vector<std::thread> threads;
   threads.reserve(threads_max);
-  for (size_t t = 1; t < threads_max; ++t) threads.emplace_back(fire);
-  fire();
+  for (size_t t = 1; t < threads_max; ++t) threads.emplace_back(fire, std::ref(done[t]));
+  fire(done[0]);
   for (std::thread& t : threads) t.join();
-}
-
-size_t TimerService::FullBatch() const {
-  return std::max<size_t>(1, std::min(options_.claim_rows_max, timers_.limits().claim_rows_max));
+  std::vector<TimerKey> all;
+  for (auto& mine : done) std::move(mine.begin(), mine.end(), std::back_inserter(all));
+  return all;
 }
 
 int64_t TimerService::DelayMs(int attempt) {
@@ -101,7 +158,7 @@ void TimerService::Count(int64_t TimerServiceStats::*field) {
   stats_.*field += 1;
 }
 
-Status TimerService::FirePlain(const TimerRow& row) {
+TimerService::Fired TimerService::FirePlain(const TimerRow& row) {
   int64_t now_ms = clock_.NowUnixMillis();
   int attempts_before = 0;
   int64_t defer_until_ms = 0;
@@ -113,28 +170,28 @@ Status TimerService::FirePlain(const TimerRow& row) {
       if (backoff->second.next_try_ms > now_ms) defer_until_ms = backoff->second.next_try_ms;
     }
   }
-  if (defer_until_ms > 0) return timers_.Defer(row.key(), options_.owner, defer_until_ms);
-  ONCE_ASSIGN_OR_RETURN(WakeVerdict verdict, waker_.Wake(row));
-  if (verdict != WakeVerdict::kContended) {
-    Count(verdict == WakeVerdict::kResumed ? &TimerServiceStats::resumed
-                                           : &TimerServiceStats::obsolete);
+  if (defer_until_ms > 0) return {false, timers_.Defer(row.key(), options_.owner, defer_until_ms)};
+  Result<WakeVerdict> verdict = waker_.Wake(row);
+  if (!verdict) return {false, std::unexpected(verdict.error())};  // comes due after the lease
+  if (*verdict != WakeVerdict::kContended) {
+    Count(*verdict == WakeVerdict::kResumed ? &TimerServiceStats::resumed
+                                            : &TimerServiceStats::obsolete);
     Forget(row.execution_id);
-    return timers_.Complete(row.key());
+    return {true, Ok()};
   }
   Count(&TimerServiceStats::contended);
   int attempts = attempts_before + 1;
   if (attempts >= options_.backoff.max_attempts) {
     Forget(row.execution_id);
     Count(&TimerServiceStats::exhausted);
-    ONCE_RETURN_IF_ERROR(timers_.Complete(row.key()));
-    return MakeError(
-        ErrorCode::kRedriveExhausted,
-        "timer wake contended " + std::to_string(attempts) + " times; left to Recover()",
-        row.execution_id, ResumeContendedDetail{attempts});
+    return {true, MakeError(ErrorCode::kRedriveExhausted,
+                            "timer wake contended " + std::to_string(attempts) +
+                                " times; left to Recover()",
+                            row.execution_id, ResumeContendedDetail{attempts})};
   }
   int64_t next_ms = now_ms + DelayMs(attempts);
   RememberBackoff(row.execution_id, attempts, next_ms);
-  return timers_.Defer(row.key(), options_.owner, next_ms);
+  return {false, timers_.Defer(row.key(), options_.owner, next_ms)};
 }
 
 RedriveAnswer TimerService::AskRedrivers(const TimerRow& row) {
@@ -149,24 +206,37 @@ RedriveAnswer TimerService::AskRedrivers(const TimerRow& row) {
   return RedriveAnswer::kNoop;
 }
 
-Status TimerService::FireRedrive(const TimerRow& row) {
+TimerService::Fired TimerService::FireRedrive(const TimerRow& row) {
   RedriveAnswer answer = AskRedrivers(row);
-  if (answer != RedriveAnswer::kContended) return timers_.Complete(row.key());
+  if (answer != RedriveAnswer::kContended) return {true, Ok()};
   int next_attempt = row.redrive->attempt + 1;
   if (next_attempt >= options_.backoff.max_attempts) {
     Count(&TimerServiceStats::exhausted);
-    ONCE_RETURN_IF_ERROR(timers_.Complete(row.key()));
-    return MakeError(
-        ErrorCode::kRedriveExhausted,
-        "re-drive gave up after " + std::to_string(next_attempt) + " rows; left to Recover()",
-        row.execution_id, ResumeContendedDetail{next_attempt});
+    return {true, MakeError(ErrorCode::kRedriveExhausted,
+                            "re-drive gave up after " + std::to_string(next_attempt) +
+                                " rows; left to Recover()",
+                            row.execution_id, ResumeContendedDetail{next_attempt})};
   }
   int64_t wake = std::max(clock_.NowUnixMillis() + DelayMs(next_attempt), row.wake_at_ms + 1);
-  // The next row is durable BEFORE this one is retired: a crash in between
-  // leaves two rows (harmless: the re-drive is idempotent), never none.
-  ONCE_RETURN_IF_ERROR(timers_.Schedule({row.execution_id, wake, Redrive{next_attempt}}));
+  // The next row is durable BEFORE this one is retired (with the poll's
+  // batch): a crash in between leaves two rows (harmless: the re-drive is
+  // idempotent), never none. Not written: this row is kept, and comes due
+  // again when its lease ends.
+  Status next = timers_.Schedule({row.execution_id, wake, Redrive{next_attempt}});
+  if (!next) return {false, next};
   Count(&TimerServiceStats::redrive_rows_written);
-  return timers_.Complete(row.key());
+  return {true, Ok()};
+}
+
+// How long the polling thread waits before the next poll.
+int64_t TimerService::WaitMs(bool fired_any) {
+  std::lock_guard<std::mutex> lock(held_mu_);
+  if (options_.repoll_when_full && more_due_ && fired_any) return 0;
+  int64_t wait_ms = options_.poll_interval_ms;
+  if (!held_.empty()) {
+    wait_ms = std::min(wait_ms, held_.front().wake_at_ms - clock_.NowUnixMillis());
+  }
+  return std::max<int64_t>(wait_ms, 0);
 }
 
 void TimerService::Start() {
@@ -179,13 +249,27 @@ void TimerService::Start() {
       lock.unlock();
       auto polled = PollOnce();
       if (!polled) ReportError(polled.error());
-      bool full = options_.repoll_when_full && polled && *polled >= FullBatch();
+      int64_t wait_ms = WaitMs(polled && *polled > 0);
       lock.lock();
-      if (full) continue;
-      run_cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_interval_ms),
-                       [this] { return stopping_; });
+      if (wait_ms == 0) continue;
+      run_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; });
     }
   });
+}
+
+// Held rows go back to the store due at their own wake: the next poller
+// (another node, or this one restarted) fires them on time, not a lease
+// later.
+void TimerService::ReleaseHeld() {
+  std::vector<TimerRow> held;
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    held.swap(held_);
+  }
+  for (const TimerRow& row : held) {
+    Status s = timers_.Defer(row.key(), options_.owner, row.wake_at_ms);
+    if (!s) ReportError(s.error());
+  }
 }
 
 void TimerService::Stop() {
@@ -195,11 +279,17 @@ void TimerService::Stop() {
   }
   run_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  ReleaseHeld();
 }
 
 TimerServiceStats TimerService::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return stats_;
+}
+
+size_t TimerService::held_rows() const {
+  std::lock_guard<std::mutex> lock(held_mu_);
+  return held_.size();
 }
 
 size_t TimerService::backoff_entries() const {

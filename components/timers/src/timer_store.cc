@@ -21,6 +21,20 @@ Status ValidateTimerRow(const TimerRow& row) {
 Status ValidateClaim(const ClaimRequest& req) {
   if (req.owner.empty()) return MakeError(ErrorCode::kInvalidArgument, "claim needs an owner");
   if (req.lease_ms <= 0) return MakeError(ErrorCode::kInvalidArgument, "lease_ms must be > 0");
+  if (req.ahead_ms < 0 || req.ahead_ms >= req.lease_ms) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "ahead_ms must be >= 0 and < lease_ms (a row claimed ahead stays leased "
+                     "until its wake)");
+  }
+  return Ok();
+}
+
+Status ValidateCompleteMany(std::span<const TimerKey> keys, const TimerLimits& limits) {
+  if (keys.size() > limits.complete_keys_max) {
+    return MakeError(ErrorCode::kInvalidArgument, "CompleteMany takes at most " +
+                                                      std::to_string(limits.complete_keys_max) +
+                                                      " keys, got " + std::to_string(keys.size()));
+  }
   return Ok();
 }
 

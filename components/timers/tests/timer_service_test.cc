@@ -15,30 +15,35 @@ namespace once::timers {
 namespace {
 
 // The runtime side, scripted: answers the queued verdicts in order.
+// Thread-safe: the service fires on several threads by default.
 class ScriptedWaker final : public Waker {
  public:
   Result<WakeVerdict> Wake(const TimerRow& row) override {
+    std::lock_guard<std::mutex> lock(mu);
     calls.push_back(row);
     if (answers.empty()) return WakeVerdict::kResumed;
     WakeVerdict v = answers.front();
     answers.pop_front();
     return v;
   }
-  std::deque<WakeVerdict> answers;
-  std::vector<TimerRow> calls;
+  std::mutex mu;
+  std::deque<WakeVerdict> answers;  // GUARDED_BY(mu)
+  std::vector<TimerRow> calls;      // GUARDED_BY(mu)
 };
 
 class ScriptedRedriver final : public Redriver {
  public:
   explicit ScriptedRedriver(RedriveAnswer always) : always_(always) {}
   Result<RedriveAnswer> Redrive(const TimerRow& row) override {
+    std::lock_guard<std::mutex> lock(mu);
     calls.push_back(row);
     if (fail) return MakeError(ErrorCode::kUnavailable, "store down");
     return always_;
   }
+  std::mutex mu;
   RedriveAnswer always_;
   bool fail = false;
-  std::vector<TimerRow> calls;
+  std::vector<TimerRow> calls;  // GUARDED_BY(mu)
 };
 
 struct Fixture {
@@ -46,9 +51,11 @@ struct Fixture {
   SeededRng rng{42};
   MemoryTimerStore timers;
   ScriptedWaker waker;
-  std::vector<Error> errors;
+  std::mutex errors_mu;
+  std::vector<Error> errors;  // GUARDED_BY(errors_mu)
   TimerService service{timers, waker, clock, rng,
                        TimerServiceOptions{.owner = "n1", .on_error = [this](const Error& e) {
+                                             std::lock_guard<std::mutex> lock(errors_mu);
                                              errors.push_back(e);
                                            }}};
   int64_t now() const { return clock.NowUnixMillis(); }
@@ -276,6 +283,237 @@ TEST(TimerServiceTest, RepollWhenFullDrainsABacklogWithoutWaitingAnInterval) {
   // the second batch would wait for the 10-minute interval.
   EXPECT_EQ(waker.calls(), 7u);
   EXPECT_EQ(service.stats().fired, 7);
+}
+
+// A MemoryTimerStore that records its writes in order.
+class RecordingTimerStore final : public TimerStore {
+ public:
+  explicit RecordingTimerStore(TimerLimits limits = {}) : inner_(limits) {}
+  Status Schedule(const TimerRow& row) override {
+    Note("schedule " + row.execution_id + "@" + std::to_string(row.wake_at_ms));
+    return inner_.Schedule(row);
+  }
+  Result<std::vector<TimerRow>> Due(int64_t now_ms, size_t limit, bool include_redrive) override {
+    return inner_.Due(now_ms, limit, include_redrive);
+  }
+  Result<std::vector<TimerRow>> Claim(const ClaimRequest& req) override {
+    return inner_.Claim(req);
+  }
+  Status Complete(const TimerKey& key) override {
+    Note("complete " + key.execution_id);
+    return inner_.Complete(key);
+  }
+  Status CompleteMany(std::span<const TimerKey> keys) override {
+    std::string note = "complete_many";
+    for (const TimerKey& k : keys)
+      note += " " + k.execution_id + "@" + std::to_string(k.wake_at_ms);
+    Note(note);
+    return inner_.CompleteMany(keys);
+  }
+  Status Defer(const TimerKey& key, std::string_view owner, int64_t until_ms) override {
+    return inner_.Defer(key, owner, until_ms);
+  }
+  Result<std::vector<TimerRow>> RowsOf(std::string_view id) override { return inner_.RowsOf(id); }
+  const TimerLimits& limits() const override { return inner_.limits(); }
+
+  std::vector<std::string> writes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return writes_;
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    writes_.clear();
+  }
+
+ private:
+  void Note(std::string s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    writes_.push_back(std::move(s));
+  }
+  MemoryTimerStore inner_;
+  std::mutex mu_;
+  std::vector<std::string> writes_;  // GUARDED_BY(mu_)
+};
+
+TEST(TimerServiceTest, RetiresAPollsRowsTogetherInChunksOfCompleteKeysMax) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(8);
+  RecordingTimerStore timers({.claim_rows_max = 1'000, .complete_keys_max = 4});
+  ScriptedWaker waker;
+  waker.answers = {WakeVerdict::kResumed, WakeVerdict::kObsolete};
+  TimerService service(timers, waker, clock, rng, {.owner = "n", .fire_concurrency = 1});
+  int64_t now = clock.NowUnixMillis();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(timers.Schedule({"e" + std::to_string(i), now - 10 + i, std::nullopt}));
+  }
+  timers.Clear();
+  EXPECT_EQ(service.PollOnce().value(), 10u);
+  // Resumed and obsolete rows alike: 10 rows, three commits (4 + 4 + 2), in
+  // firing order, and no per-row Complete.
+  auto key = [&](int i) { return " e" + std::to_string(i) + "@" + std::to_string(now - 10 + i); };
+  EXPECT_EQ(timers.writes(),
+            (std::vector<std::string>{"complete_many" + key(0) + key(1) + key(2) + key(3),
+                                      "complete_many" + key(4) + key(5) + key(6) + key(7),
+                                      "complete_many" + key(8) + key(9)}));
+  EXPECT_TRUE(timers.Due(now, 100, true).value().empty());
+}
+
+TEST(TimerServiceTest, ContendedRedriveSchedulesTheNextRowBeforeTheBatchRetiresIt) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(9);
+  RecordingTimerStore timers;
+  ScriptedWaker waker;
+  ScriptedRedriver contended(RedriveAnswer::kContended);
+  TimerService service(timers, waker, clock, rng, {.owner = "n"});
+  service.AddRedriver(&contended);
+  int64_t now = clock.NowUnixMillis();
+  ASSERT_TRUE(timers.Schedule({"r", now - 1, Redrive{0}}));
+  ASSERT_TRUE(timers.Schedule({"p", now - 1, std::nullopt}));
+  timers.Clear();
+  ASSERT_EQ(service.PollOnce().value(), 2u);
+  auto writes = timers.writes();
+  ASSERT_EQ(writes.size(), 2u);
+  EXPECT_TRUE(writes[0].starts_with("schedule r@")) << writes[0];
+  EXPECT_EQ(writes[1],
+            "complete_many p@" + std::to_string(now - 1) + " r@" + std::to_string(now - 1));
+  ASSERT_EQ(timers.RowsOf("r").value().size(), 1u);
+  EXPECT_EQ(timers.RowsOf("r").value()[0].redrive, Redrive{1});
+}
+
+// A re-drive row whose successor cannot be written is kept (leased), never
+// retired: the successor is written before the retire or not at all.
+class FailingScheduleStore final : public TimerStore {
+ public:
+  Status Schedule(const TimerRow& row) override {
+    if (fail_schedule) return MakeError(ErrorCode::kUnavailable, "disk gone");
+    return inner.Schedule(row);
+  }
+  Result<std::vector<TimerRow>> Due(int64_t n, size_t l, bool r) override {
+    return inner.Due(n, l, r);
+  }
+  Result<std::vector<TimerRow>> Claim(const ClaimRequest& req) override { return inner.Claim(req); }
+  Status Complete(const TimerKey& key) override { return inner.Complete(key); }
+  Status CompleteMany(std::span<const TimerKey> keys) override { return inner.CompleteMany(keys); }
+  Status Defer(const TimerKey& key, std::string_view owner, int64_t until_ms) override {
+    return inner.Defer(key, owner, until_ms);
+  }
+  Result<std::vector<TimerRow>> RowsOf(std::string_view id) override { return inner.RowsOf(id); }
+  const TimerLimits& limits() const override { return inner.limits(); }
+  MemoryTimerStore inner;
+  bool fail_schedule = false;
+};
+
+TEST(TimerServiceTest, ARedriveRowWhoseSuccessorFailsIsKept) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(10);
+  FailingScheduleStore timers;
+  ScriptedWaker waker;
+  ScriptedRedriver contended(RedriveAnswer::kContended);
+  std::vector<Error> errors;
+  TimerService service(timers, waker, clock, rng,
+                       {.owner = "n", .on_error = [&](const Error& e) { errors.push_back(e); }});
+  service.AddRedriver(&contended);
+  int64_t wake = clock.NowUnixMillis() - 1;
+  ASSERT_TRUE(timers.Schedule({"r", wake, Redrive{0}}));
+  timers.fail_schedule = true;
+  ASSERT_EQ(service.PollOnce().value(), 1u);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code, ErrorCode::kUnavailable);
+  EXPECT_EQ(timers.RowsOf("r").value(), (std::vector<TimerRow>{{"r", wake, Redrive{0}}}));
+}
+
+TEST(TimerServiceTest, ClaimAheadHoldsARowUntilItsWakeAndKeepsOtherNodesOff) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(11);
+  MemoryTimerStore timers;
+  ScriptedWaker waker, other_waker;
+  TimerService service(timers, waker, clock, rng, {.owner = "n1", .claim_ahead_ms = 250});
+  TimerService other(timers, other_waker, clock, rng, {.owner = "n2", .claim_ahead_ms = 250});
+  int64_t wake = clock.NowUnixMillis() + 100;
+  ASSERT_TRUE(timers.Schedule({"a", wake, std::nullopt}));
+  EXPECT_EQ(service.PollOnce().value(), 0u);  // claimed, not fired: not due yet
+  EXPECT_EQ(service.held_rows(), 1u);
+  clock.Advance(std::chrono::milliseconds(99));
+  EXPECT_EQ(service.PollOnce().value(), 0u);  // never before its wake
+  EXPECT_EQ(other.PollOnce().value(), 0u);    // leased to n1
+  clock.Advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(service.PollOnce().value(), 1u);
+  EXPECT_EQ(other.PollOnce().value(), 0u);
+  ASSERT_EQ(waker.calls.size(), 1u);
+  EXPECT_TRUE(other_waker.calls.empty());
+  EXPECT_EQ(service.held_rows(), 0u);
+  EXPECT_TRUE(timers.RowsOf("a").value().empty());
+}
+
+TEST(TimerServiceTest, RowsInHandNeverExceedClaimRowsMax) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(12);
+  MemoryTimerStore timers;
+  ScriptedWaker waker;
+  TimerService service(timers, waker, clock, rng, {.owner = "n", .claim_rows_max = 3});
+  int64_t now = clock.NowUnixMillis();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(timers.Schedule({"e" + std::to_string(i), now + 10 + i, std::nullopt}));
+  }
+  EXPECT_EQ(service.PollOnce().value(), 0u);
+  EXPECT_EQ(service.held_rows(), 3u);
+  EXPECT_EQ(service.PollOnce().value(), 0u);  // no room: no claim
+  EXPECT_EQ(service.held_rows(), 3u);
+  clock.Advance(std::chrono::milliseconds(20));
+  EXPECT_EQ(service.PollOnce().value(), 3u);  // the held three; no room to claim more
+  EXPECT_EQ(service.PollOnce().value(), 2u);
+  EXPECT_EQ(waker.calls.size(), 5u);
+}
+
+TEST(TimerServiceTest, StopHandsHeldRowsBackDueAtTheirOwnWake) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(13);
+  MemoryTimerStore timers;
+  ScriptedWaker waker;
+  int64_t wake = clock.NowUnixMillis() + 200;
+  ASSERT_TRUE(timers.Schedule({"a", wake, std::nullopt}));
+  {
+    TimerService service(timers, waker, clock, rng, {.owner = "n1"});
+    EXPECT_EQ(service.PollOnce().value(), 0u);
+    EXPECT_EQ(service.held_rows(), 1u);
+    service.Stop();
+    EXPECT_EQ(service.held_rows(), 0u);
+  }
+  // Not a lease (30 s) later: at its wake, for another node.
+  clock.Advance(std::chrono::milliseconds(200));
+  auto claimed = timers.Claim({.now_ms = clock.NowUnixMillis(), .owner = "n2"}).value();
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].execution_id, "a");
+  EXPECT_TRUE(waker.calls.empty());
+}
+
+TEST(TimerServiceTest, ThePollingThreadWakesForAHeldRowBeforeTheInterval) {
+  SystemClock clock;
+  SeededRng rng(14);
+  MemoryTimerStore timers;
+  GatedWaker waker(1);
+  // A 10-minute interval: only the held row's own wake can fire it soon.
+  TimerService service(timers, waker, clock, rng,
+                       {.owner = "n", .poll_interval_ms = 600'000, .claim_ahead_ms = 10'000});
+  ASSERT_TRUE(timers.Schedule({"a", clock.NowUnixMillis() + 300, std::nullopt}));
+  service.Start();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waker.calls() < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  service.Stop();
+  EXPECT_EQ(waker.calls(), 1u);
+  EXPECT_TRUE(timers.RowsOf("a").value().empty());
+}
+
+TEST(TimerServiceTest, DefaultsFireABurstConcurrentlyWithBoundedRowsInHand) {
+  TimerServiceOptions defaults;
+  EXPECT_GT(defaults.fire_concurrency, 1u);
+  EXPECT_TRUE(defaults.repoll_when_full);
+  EXPECT_GT(defaults.claim_ahead_ms, 0);
+  EXPECT_LT(defaults.claim_ahead_ms, defaults.lease_ms);
+  EXPECT_LE(defaults.claim_rows_max, TimerLimits{}.claim_rows_max);
+  EXPECT_LE(defaults.claim_rows_max, TimerLimits{}.complete_keys_max);  // one commit per poll
 }
 
 }  // namespace

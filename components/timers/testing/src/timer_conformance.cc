@@ -127,6 +127,64 @@ TEST_P(TimerStoreConformance, ConcurrentClaimersNeverShareARow) {
   EXPECT_EQ(total, static_cast<size_t>(kRows));
 }
 
+TEST_P(TimerStoreConformance, CompleteManyRetiresTheListedRowsAtOnce) {
+  for (const char* id : {"a", "b", "c", "d"}) ASSERT_TRUE(store_->Schedule({id, 10, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"a", 20, Redrive{1}}));
+  std::vector<timers::TimerKey> keys = {{"a", 10}, {"c", 10}, {"gone", 10}, {"a", 10}, {"a", 20}};
+  ASSERT_TRUE(store_->CompleteMany(keys));
+  auto left = store_->Due(100, 10, true).value();
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0], (TimerRow{"b", 10, std::nullopt}));
+  EXPECT_EQ(left[1], (TimerRow{"d", 10, std::nullopt}));
+  ASSERT_TRUE(store_->CompleteMany({}));    // nothing to do
+  ASSERT_TRUE(store_->CompleteMany(keys));  // idempotent
+  EXPECT_EQ(store_->Due(100, 10, true).value().size(), 2u);
+}
+
+TEST_P(TimerStoreConformance, CompleteManyTakesAtMostCompleteKeysMax) {
+  const size_t max = store_->limits().complete_keys_max;
+  ASSERT_TRUE(store_->Schedule({"x", 1, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"y", 2, std::nullopt}));
+  // One key over the limit: refused as a whole, nothing retired.
+  std::vector<timers::TimerKey> keys = {{"x", 1}, {"y", 2}};
+  for (size_t i = keys.size(); i < max + 1; ++i) keys.push_back({"none" + std::to_string(i), 1});
+  EXPECT_EQ(store_->CompleteMany(keys).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->Due(100, 10, true).value().size(), 2u);
+  // Exactly at the limit: every listed row retired.
+  keys.pop_back();
+  ASSERT_EQ(keys.size(), max);
+  ASSERT_TRUE(store_->CompleteMany(keys));
+  EXPECT_TRUE(store_->Due(100, 10, true).value().empty());
+}
+
+TEST_P(TimerStoreConformance, ClaimAheadTakesRowsDueSoonButNeverALiveLease) {
+  ASSERT_TRUE(store_->Schedule({"now", 100, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"soon", 150, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"later", 301, std::nullopt}));
+  auto ahead =
+      store_->Claim({.now_ms = 100, .limit = 10, .owner = "n1", .lease_ms = 1000, .ahead_ms = 200})
+          .value();
+  ASSERT_EQ(ahead.size(), 2u);  // due by 300: "now" and "soon", oldest first
+  EXPECT_EQ(ahead[0].execution_id, "now");
+  EXPECT_EQ(ahead[1].execution_id, "soon");
+  // Leases are judged at now_ms, not at now_ms + ahead_ms: n1's lease (to
+  // 1100) is live at 1000 even though 1000 + 200 is past it.
+  auto other =
+      store_->Claim({.now_ms = 1000, .limit = 10, .owner = "n2", .lease_ms = 1000, .ahead_ms = 200})
+          .value();
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_EQ(other[0].execution_id, "later");
+  auto freed =
+      store_->Claim({.now_ms = 1100, .limit = 10, .owner = "n2", .lease_ms = 1000}).value();
+  EXPECT_EQ(freed.size(), 2u);
+  // ahead_ms is 0 <= ahead_ms < lease_ms.
+  EXPECT_EQ(store_->Claim({.now_ms = 1, .owner = "n", .lease_ms = 50, .ahead_ms = 50}).error().code,
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->Claim({.now_ms = 1, .owner = "n", .lease_ms = 50, .ahead_ms = -1}).error().code,
+            ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(store_->Claim({.now_ms = 1, .owner = "n", .lease_ms = 50, .ahead_ms = 49}));
+}
+
 TEST_P(TimerStoreConformance, RejectsBadInput) {
   EXPECT_EQ(store_->Schedule({"", 1, std::nullopt}).error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(store_->Schedule({"a\n", 1, std::nullopt}).error().code, ErrorCode::kInvalidArgument);

@@ -16,7 +16,10 @@
 // re-drive row as obsolete, silently. Off: nothing writes re-drive rows and
 // a contended resume goes to on_error (Recover() re-drives). On, with timers
 // configured: Redrive() hands out the wiring and the built-in supervisor and
-// inbox use it (and register as re-drivers).
+// inbox use it (and register as re-drivers); a contended park-time
+// self-resume of the runtime (a parent whose children were already done when
+// it parked) then also takes the supervisor's re-drive path instead of going
+// to on_error.
 //
 // Supervise(s) routes the runtime's child-settled notifications to `s` too
 // and ORs PinParkedChildren(s) into the lifecycle's pin (with config.pinned),
@@ -86,6 +89,7 @@ class App {
   explicit App(AppConfig config);
   void OnPark(const std::string& id, int64_t seq, const store::Envelope& park);
   void OnChildSettled(const events::Json& parent);
+  void OnRuntimeError(const Error& e);
 
   AppConfig config_;
   std::function<void(const std::string&, int64_t, const store::Envelope&)> user_on_park_;

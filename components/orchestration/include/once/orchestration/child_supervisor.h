@@ -94,6 +94,11 @@ class ChildSupervisor final : public timers::Redriver {
 
   // The resume rule above, including the contended hand-off.
   Result<SuperviseVerdict> ResumeParent(std::string_view parent_id);
+  // The contended hand-off alone, for a resume of `parent_id` someone else
+  // lost after `attempts` tries (the runtime's park-time self-resume, see
+  // App): with `redrive` the first re-drive row, else one kResumeContended
+  // to on_error. Errors: the row's write.
+  Status HandOffContended(std::string_view parent_id, int attempts);
 
   // timers::Redriver: re-derives the resume of row.execution_id from its log.
   Result<timers::RedriveAnswer> Redrive(const timers::TimerRow& row) override;

@@ -28,6 +28,8 @@
 // and leases them in the same UPDATE ... RETURNING, so two nodes never get
 // the same row at once (a row another claimer is leasing right now is
 // skipped, and one it has leased fails lease_until_ms <= now on the recheck).
+// CompleteMany is one DELETE ... WHERE (execution_id, wake_at_ms) IN
+// (unnest of two arrays): one statement, one commit, all keys or none.
 //
 // Migration. Open() runs under the event store's advisory migration lock
 // (kMigrationLockKey) with lock_timeout = migration_lock_timeout_ms. An older
@@ -80,6 +82,7 @@ class PostgresTimerStore final : public timers::TimerStore {
   // Rows come back oldest first (wake_at_ms, then execution id).
   Result<std::vector<timers::TimerRow>> Claim(const timers::ClaimRequest& req) override;
   Status Complete(const timers::TimerKey& key) override;
+  Status CompleteMany(std::span<const timers::TimerKey> keys) override;
   Status Defer(const timers::TimerKey& key, std::string_view owner, int64_t until_ms) override;
   Result<std::vector<timers::TimerRow>> RowsOf(std::string_view execution_id) override;
   const timers::TimerLimits& limits() const override { return options_.limits; }

@@ -28,7 +28,15 @@
 // lease. Claim selects the due, unleased rows and leases them in one
 // BEGIN IMMEDIATE, so two processes (or threads) never hold a live lease on
 // the same row. Re-drive rows are excluded in the WHERE clause, before the
-// LIMIT, when include_redrive is false.
+// LIMIT, when include_redrive is false. CompleteMany deletes all its rows or
+// none: one commit (one WAL fsync) for the batch.
+//
+// Group commit. Every write (Schedule, Claim, Complete, CompleteMany, Defer)
+// is an operation of the event store's leader/follower write group
+// (write_group.h): writes that arrive while a commit is in flight share the
+// next transaction and its one fsync, each under its own savepoint, so each
+// stays atomic and fails alone. Parks on many threads (ParkTimers::OnPark)
+// then do not queue one fsync each.
 //
 // Threads: every method may be called from any thread; the store uses one
 // connection under a mutex. Errors: as SqliteEventStore's (kBusy past
@@ -68,6 +76,7 @@ class SqliteTimerStore final : public timers::TimerStore {
                                             bool include_redrive) override;
   Result<std::vector<timers::TimerRow>> Claim(const timers::ClaimRequest& req) override;
   Status Complete(const timers::TimerKey& key) override;
+  Status CompleteMany(std::span<const timers::TimerKey> keys) override;
   Status Defer(const timers::TimerKey& key, std::string_view owner, int64_t until_ms) override;
   Result<std::vector<timers::TimerRow>> RowsOf(std::string_view execution_id) override;
   const timers::TimerLimits& limits() const override;

@@ -22,6 +22,7 @@ class MemoryTimerStore final : public TimerStore {
   Result<std::vector<TimerRow>> Due(int64_t now_ms, size_t limit, bool include_redrive) override;
   Result<std::vector<TimerRow>> Claim(const ClaimRequest& req) override;
   Status Complete(const TimerKey& key) override;
+  Status CompleteMany(std::span<const TimerKey> keys) override;
   Status Defer(const TimerKey& key, std::string_view owner, int64_t until_ms) override;
   Result<std::vector<TimerRow>> RowsOf(std::string_view execution_id) override;
   const TimerLimits& limits() const override { return limits_; }

@@ -32,15 +32,33 @@
 //   service.Stop();
 //   // Or, in deterministic tests: service.PollOnce();
 //
-// Firing many rows due at once (fire_concurrency, repoll_when_full; both off
-// by default): with fire_concurrency = n > 1, one poll's rows are fired on up
-// to n threads started for that poll (the rows of one execution stay on one
-// thread, in order), and PollOnce returns when all of them are fired; the
-// Waker and the Redrivers must then be callable from several threads at once
-// (RuntimeWaker, ChildSupervisor and Inbox are). With repoll_when_full, a
-// poll that claimed a full batch (claim_rows_max, or the store's own cap)
-// is followed by the next one at once instead of after poll_interval_ms: a
-// full batch means more rows may be due.
+// Firing many rows due at once (the defaults are sized for a burst; what
+// 10,000 rows due at one instant measure per backend, and what bounds them,
+// is in BENCHMARKS.md "Timers: lateness"):
+//   * claim_rows_max (1,000) rows are claimed per poll (the store caps it
+//     too, TimerLimits::claim_rows_max), and at most that many are in hand.
+//   * fire_concurrency (32): one poll's rows are fired on up to that many
+//     threads started for the poll (the rows of one execution stay on one
+//     thread, in order); PollOnce returns when all of them are fired. The
+//     Waker and the Redrivers must then be callable from several threads at
+//     once (RuntimeWaker, ChildSupervisor and Inbox are); 1 fires in order on
+//     the poll thread.
+//   * retiring is batched: the rows a poll is done with (resumed, obsolete,
+//     exhausted, re-driven) are retired together by CompleteMany after the
+//     poll's firing, one commit per complete_keys_max rows, instead of one
+//     commit per row. A re-drive row's successor is still written before its
+//     batch is retired; a crash before the retire leaves rows that fire again
+//     after their lease (timers are at-least-once; the resume is fenced).
+//   * repoll_when_full (on): a poll whose claim came back full (or that had
+//     no room to claim) and fired something is followed by the next poll at
+//     once instead of after poll_interval_ms: more rows may be due.
+//   * claim_ahead_ms (250, below lease_ms): a poll also claims rows due
+//     within that time and holds them (at most claim_rows_max in hand, still
+//     leased to this node); each is fired by the first poll at or after its
+//     own wake, and the polling thread sleeps until the earliest held wake,
+//     so a row due between two polls is not late by up to poll_interval_ms.
+//     Stop() hands held rows back (Defer to their own wake), so another
+//     node, or this one after a restart, fires them on time.
 //
 // Threads: PollOnce must not run concurrently with itself; Start runs it on
 // one background thread. AddRedriver before Start.
@@ -53,6 +71,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,9 +111,10 @@ struct BackoffPolicy {
 struct TimerServiceOptions {
   std::string owner = "node";  // the lease owner name; unique per node
   int64_t poll_interval_ms = 250;
-  size_t claim_rows_max = 256;  // rows claimed per poll
-  size_t fire_concurrency = 1;  // rows of one poll fired at once (1: in order, on the poll thread)
-  bool repoll_when_full = false;  // a full batch is followed by the next poll at once
+  size_t claim_rows_max = 1'000;  // rows claimed per poll; rows in hand at most
+  size_t fire_concurrency = 32;  // threads firing one poll's rows (1: in order, on the poll thread)
+  bool repoll_when_full = true;  // a full claim is followed by the next poll at once
+  int64_t claim_ahead_ms = 250;  // also claim rows due this soon, fired at their wake; < lease_ms
   int64_t lease_ms = 30'000;
   size_t backoff_entries_max = 1'024;
   BackoffPolicy backoff;
@@ -121,7 +141,9 @@ class TimerService {
 
   void AddRedriver(Redriver* redriver);
 
-  // One poll: claim due rows and fire each. Returns the rows fired.
+  // One poll: fire the held rows now due, claim more (those due within
+  // claim_ahead_ms are held), fire the due ones, retire the finished ones.
+  // Returns the rows fired.
   Result<size_t> PollOnce();
 
   void Start();
@@ -129,18 +151,30 @@ class TimerService {
 
   TimerServiceStats stats() const;
   size_t backoff_entries() const;
+  // Rows claimed ahead of their wake and not fired yet.
+  size_t held_rows() const;
 
  private:
-  Status FirePlain(const TimerRow& row);
-  Status FireRedrive(const TimerRow& row);
+  // What firing one row left to do.
+  struct Fired {
+    bool retire = false;  // done with: retire it with the poll's batch
+    Status status;        // an error for on_error (the row may still be retired)
+  };
+  Fired Fire(const TimerRow& row);
+  Fired FirePlain(const TimerRow& row);
+  Fired FireRedrive(const TimerRow& row);
   RedriveAnswer AskRedrivers(const TimerRow& row);
   void ReportError(Error e);
   void Count(int64_t TimerServiceStats::*field);
   void RememberBackoff(const std::string& id, int attempt, int64_t next_ms);
   int64_t DelayMs(int attempt);
   void Forget(const std::string& id);
-  void FireConcurrently(const std::vector<TimerRow>& rows);
-  size_t FullBatch() const;
+  std::vector<TimerKey> FireAll(const std::vector<TimerRow>& rows);
+  std::vector<TimerKey> FireConcurrently(const std::vector<TimerRow>& rows);
+  void Retire(std::span<const TimerKey> keys);
+  Result<std::vector<TimerRow>> TakeDue(int64_t now_ms);
+  int64_t WaitMs(bool fired_any);
+  void ReleaseHeld();
 
   TimerStore& timers_;
   Waker& waker_;
@@ -157,6 +191,10 @@ class TimerService {
   std::map<std::string, Backoff> backoff_;  // GUARDED_BY(backoff_mu_)
   mutable std::mutex stats_mu_;
   TimerServiceStats stats_;
+
+  mutable std::mutex held_mu_;
+  std::vector<TimerRow> held_;  // GUARDED_BY(held_mu_); claimed ahead, by wake
+  bool more_due_ = false;       // GUARDED_BY(held_mu_); the last claim was full
 
   std::mutex run_mu_;
   std::condition_variable run_cv_;

@@ -11,7 +11,9 @@
 //   timers.Schedule({.execution_id = "order-7", .wake_at_ms = now + 5000});
 //   auto due = timers.Claim({.now_ms = now, .limit = 100, .owner = "node-a",
 //                            .lease_ms = 30'000});
-//   for (const TimerRow& row : *due) { fire(row); timers.Complete(row.key()); }
+//   std::vector<TimerKey> fired;
+//   for (const TimerRow& row : *due) { fire(row); fired.push_back(row.key()); }
+//   timers.CompleteMany(fired);  // the whole batch retired in one commit
 //
 // Claim is the lease: it returns due rows whose lease has expired (or that
 // were never leased) and leases them to `owner` until now + lease_ms, in one
@@ -21,6 +23,9 @@
 // lease ends (timers are at-least-once; the resume they trigger is fenced).
 // With include_redrive = false, re-drive rows are excluded BEFORE the limit,
 // so rows a node cannot judge never starve the plain wakes behind them.
+// With ahead_ms > 0 a claim also takes rows due up to now + ahead_ms (to be
+// fired at their own wake, not before), while leases are still judged at
+// now: a row under a live lease is never taken early.
 //
 // Threads: every method may be called from any thread.
 
@@ -28,6 +33,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,10 +67,14 @@ struct ClaimRequest {
   bool include_redrive = true;
   std::string owner;  // who holds the lease; non-empty
   int64_t lease_ms = 30'000;
+  // Also rows due by now_ms + ahead_ms (0 <= ahead_ms < lease_ms, so a row
+  // is still leased when its wake comes). Leases are judged at now_ms.
+  int64_t ahead_ms = 0;
 };
 
 struct TimerLimits {
-  size_t claim_rows_max = 1'000;  // rows one Claim / Due returns at most
+  size_t claim_rows_max = 1'000;     // rows one Claim / Due returns at most
+  size_t complete_keys_max = 1'000;  // keys one CompleteMany retires at most
 };
 
 class TimerStore {
@@ -86,6 +96,13 @@ class TimerStore {
   // Retires the row (a no-op if it is gone).
   virtual Status Complete(const TimerKey& key) = 0;
 
+  // Retires every listed row in ONE atomic step: all of them, or on an error
+  // none (a key whose row is gone is skipped; a key listed twice is
+  // harmless). A whole fired batch then costs one commit instead of one per
+  // row. kInvalidArgument, nothing retired, for more than
+  // limits().complete_keys_max keys; an empty list does nothing.
+  virtual Status CompleteMany(std::span<const TimerKey> keys) = 0;
+
   // Keeps the row leased to `owner` until until_ms, so it comes due again
   // exactly then (the in-process backoff of a contended wake). A no-op if
   // the row is gone or leased to someone else.
@@ -100,5 +117,6 @@ class TimerStore {
 // Checks shared by every backend.
 Status ValidateTimerRow(const TimerRow& row);
 Status ValidateClaim(const ClaimRequest& req);
+Status ValidateCompleteMany(std::span<const TimerKey> keys, const TimerLimits& limits);
 
 }  // namespace once::timers
