@@ -449,23 +449,51 @@ Result<int64_t> PostgresEventStore::ReadFence(std::string_view id) {
   return PQntuples(res.get()) == 0 ? 0 : IntAt(res.get(), 0, 0);
 }
 
-Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view id,
-                                                              FenceExpectation expect) {
-  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
-  if (expect.fence < 0 || expect.park_seq < 0) {
-    return MakeError(ErrorCode::kInvalidArgument, "fence and park_seq must be >= 0",
-                     std::string(id));
-  }
-  // Inlined only after validation: the id as hex, the numbers as integers.
-  std::string text = sql::AcquireFenceIfSql(HexEncode(id), expect.fence, expect.park_seq);
-  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  ONCE_ASSIGN_OR_RETURN(std::vector<PgResult> results, conn->ExecAll(text));
-  if (results.size() != 4 || PQntuples(results[2].get()) != 1) {
+namespace {
+
+// The acquire's verdict from its results (SET, INSERT, SELECT FOR UPDATE,
+// UPDATE RETURNING[, the tail]).
+Result<ConditionalAcquire> AcquireVerdict(const std::vector<PgResult>& results, size_t expected,
+                                          std::string_view id) {
+  if (results.size() != expected || PQntuples(results[2].get()) != 1) {
     return MakeError(ErrorCode::kInternal, "AcquireFenceIf: unexpected results", std::string(id));
   }
   int64_t current = IntAt(results[2].get(), 0, 0);
   if (PQntuples(results[3].get()) == 0) return ConditionalAcquire{.stale = true, .fence = current};
   return ConditionalAcquire{.stale = false, .fence = IntAt(results[3].get(), 0, 0)};
+}
+
+}  // namespace
+
+Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view id,
+                                                              FenceExpectation expect) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits()));
+  // Inlined only after validation: the id as hex, the numbers as integers.
+  std::string text = sql::AcquireFenceIfSql(HexEncode(id), expect.fence, expect.park_seq);
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(std::vector<PgResult> results, conn->ExecAll(text));
+  return AcquireVerdict(results, 4, id);
+}
+
+Result<AcquireWithTail> PostgresEventStore::AcquireFenceIfReadTail(std::string_view id,
+                                                                   FenceExpectation expect,
+                                                                   int64_t read_after) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits(), read_after));
+  sql::TailRead tail{read_after, static_cast<int64_t>(limits().read_events_max)};
+  std::string text = sql::AcquireFenceIfSql(HexEncode(id), expect.fence, expect.park_seq, tail);
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(std::vector<PgResult> results, conn->ExecAll(text));
+  AcquireWithTail out;
+  ONCE_ASSIGN_OR_RETURN(out.acquire, AcquireVerdict(results, 5, id));
+  const PGresult* r = results[4].get();
+  out.tail.reserve(PQntuples(r));
+  for (int i = 0; i < PQntuples(r); ++i) {
+    ONCE_ASSIGN_OR_RETURN(Envelope e,
+                          DecodeRow(id, IntAt(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                                    PQgetvalue(r, i, 3), IntAt(r, i, 4)));
+    out.tail.push_back(std::move(e));
+  }
+  return out;
 }
 
 Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,6 +57,14 @@ std::string BackfillBatchSql();
 std::string AppendSql(std::string_view lock_strength);
 
 // AcquireFenceIf's one round trip. `id_hex` is the hex of a validated id.
-std::string AcquireFenceIfSql(std::string_view id_hex, int64_t expect_fence, int64_t park_seq);
+// The tail, when given, is one more statement after the UPDATE (its own
+// READ COMMITTED snapshot, still inside the row lock): the events with
+// sequence > read_after, ascending, at most limit.
+struct TailRead {
+  int64_t read_after = 0;
+  int64_t limit = 0;
+};
+std::string AcquireFenceIfSql(std::string_view id_hex, int64_t expect_fence, int64_t park_seq,
+                              std::optional<TailRead> tail = std::nullopt);
 
 }  // namespace once::store::sql
