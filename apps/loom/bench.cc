@@ -23,6 +23,7 @@
 //                      call existed)                              (5 trips)
 //   raw_acquire        AcquireFence alone: not an execution, the floor of
 //                      one unbatched commit, measured in the same run      1
+//   raw_acquire_if     AcquireFenceIfReadTail alone (on an empty log)      1
 //
 // Why this is the minimum: Start must not return before its events are
 // durable (one commit); a park must be durable before Start returns, so the
@@ -74,7 +75,7 @@ using Steady = std::chrono::steady_clock;
 const std::vector<std::string> kCases = {"unfenced",       "fenced",
                                          "park_resume",    "park_resume_fence",
                                          "park_resume_if", "park_resume_if_separate",
-                                         "raw_acquire"};
+                                         "raw_acquire",    "raw_acquire_if"};
 
 struct SeparateTailDecisions : store::ForwardEverything {
   static constexpr store::Decide kAcquireFenceIfReadTail = store::Decide::kRefuse;
@@ -104,6 +105,11 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
   store::EventStore& store = rt.store();
   if (c == "raw_acquire") {
     ONCE_RETURN_IF_ERROR(store.AcquireFence(id));
+    return Ok();
+  }
+  if (c == "raw_acquire_if") {  // on an empty log: compares, bumps, reads nothing
+    ONCE_ASSIGN_OR_RETURN(store::AcquireWithTail got, store.AcquireFenceIfReadTail(id, {}, 0));
+    if (got.acquire.stale) return MakeError(ErrorCode::kInternal, "stale on an empty log", id);
     return Ok();
   }
   StartOptions start;

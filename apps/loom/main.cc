@@ -33,9 +33,9 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "executions per second, per backend and case");
   bench_cmd->add_option("--backend", bench.backends, "memory, sqlite, postgres")
       ->capture_default_str();
-  bench_cmd->add_option(
-      "--case", bench.cases,
-      "unfenced, fenced, park_resume, park_resume_fence, park_resume_if, raw_acquire");
+  bench_cmd->add_option("--case", bench.cases,
+                        "unfenced, fenced, park_resume, park_resume_fence, park_resume_if, "
+                        "park_resume_if_separate, raw_acquire, raw_acquire_if");
   bench_cmd->add_option("--url", bench.url, "PostgreSQL URL (default $ONCE_TEST_POSTGRES_URL)");
   bench_cmd->add_option("--dir", bench.dir, "folder for SQLite files")->capture_default_str();
   bench_cmd->add_option("--executions", bench.executions, "per run")->capture_default_str();
