@@ -1,11 +1,8 @@
-// Private: the schema and the statements. Values are bound ($n) everywhere
-// except in AcquireFenceIf (a multi-statement simple query takes no
-// parameters), whose text is built by AcquireFenceIfSql from validated values.
+// Private: the schema and the statements. Values are bound ($n) everywhere.
 
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,15 +53,8 @@ std::string BackfillBatchSql();
 // Returns per request, in order: ord, token, head, inserted (total rows).
 std::string AppendSql(std::string_view lock_strength);
 
-// AcquireFenceIf's one round trip. `id_hex` is the hex of a validated id.
-// The tail, when given, is one more statement after the UPDATE (its own
-// READ COMMITTED snapshot, still inside the row lock): the events with
-// sequence > read_after, ascending, at most limit.
-struct TailRead {
-  int64_t read_after = 0;
-  int64_t limit = 0;
-};
-std::string AcquireFenceIfSql(std::string_view id_hex, int64_t expect_fence, int64_t park_seq,
-                              std::optional<TailRead> tail = std::nullopt);
+// The conditional bump of AcquireFenceIf ($1 id, $2 expected token, $3 the
+// park's sequence): prepared, run as its own statement after the row lock.
+std::string FenceIfBumpSql();
 
 }  // namespace once::store::sql
