@@ -6,9 +6,8 @@
 // a fresh store, and reports the median executions/s and the median of the
 // runs' p50 latency (start call to completion).
 //
-// Store round trips and commits per execution (runtime as of the
-// one-append-per-boundary change; for BENCHMARKS.md). A boundary is where a
-// step's result must be durable before a later effect (context.h):
+// Store round trips and commits per execution. A boundary is where a step's
+// result must be durable before a later effect (context.h):
 //
 //   case               round trips                                   commits
 //   unfenced           Append{STARTED,STEP,COMPLETED}                      1
@@ -17,24 +16,29 @@
 //                      Append{RESUMED,COMPLETED}                  (3 trips)
 //   park_resume_fence  Append{..park}, AcquireFence, ReadRange(log),      3
 //                      Append{RESUMED,COMPLETED}                  (4 trips)
-//   park_resume_if     Append{..park}, ReadRange(log), AcquireFenceIf,    3
-//                      ReadRange(tail), Append{RESUMED,COMPLETED} (5 trips)
+//   park_resume_if     Append{..park}, ReadRange(log),                    3
+//                      AcquireFenceIfReadTail, Append{RESUMED,COMPLETED}  (4 trips)
+//   park_resume_if_separate  the same with the tail a ReadRange of its
+//                      own after AcquireFenceIf (as before the combined
+//                      call existed)                              (5 trips)
+//   raw_acquire        AcquireFence alone: not an execution, the floor of
+//                      one unbatched commit, measured in the same run      1
+//   raw_acquire_if     AcquireFenceIfReadTail alone (on an empty log)      1
 //
-// (Before: the start was flushed before the step and the step's result after
-// it, so 3 appends per start; a resume re-read the tail even under a held
-// token: unfenced 1->3 commits, park_resume_if 7 trips / 5 commits.)
 // Why this is the minimum: Start must not return before its events are
 // durable (one commit); a park must be durable before Start returns, so the
 // resume is a second commit; the resume must read the log it replays (the
-// runtime does not keep logs between calls); a fence is its own write
-// (AcquireFence / AcquireFenceIf bump a token the append is then guarded by,
-// so they cannot share the append's commit). The conditional resume's extra
-// read is the tail under the new token (design record review round 1 P2-1:
-// an ignorable append between the read and the acquire must not make the
-// run append at a stale sequence); it is a read, not a commit. With group
-// commit the commits of concurrent executions share store writes (SQL
-// backends); the in-memory store has no durable write to share, so the
-// runtime appends on the calling thread without a Committer.
+// runtime does not keep logs between calls) and must read it BEFORE the
+// acquire (the expected token is the park's own, and a refusal takes no
+// token); a fence is its own write (AcquireFence / AcquireFenceIf bump a
+// token the append is then guarded by, so they cannot share the append's
+// commit). The conditional resume's tail under the new token (design record
+// review round 1 P2-1) now travels with the acquire, so it costs what the
+// AcquireFence resume costs. With group commit the appends of concurrent
+// executions share store writes (SQL backends); the fence acquires do not
+// (one transaction each): raw_acquire is their ceiling. The in-memory store
+// has no durable write to share, so the runtime appends on the calling
+// thread without a Committer.
 
 #include <fmt/format.h>
 
@@ -42,12 +46,14 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include "loom_app.h"
 #include "once/runtime/runtime.h"
+#include "once/store/wrapper.h"
 #include "once/store_decorators/profiling_store.h"
 
 namespace once::loom_app {
@@ -60,8 +66,25 @@ using runtime::Runtime;
 using runtime::StartOptions;
 using Steady = std::chrono::steady_clock;
 
-const std::vector<std::string> kCases = {"unfenced", "fenced", "park_resume", "park_resume_fence",
-                                         "park_resume_if"};
+// raw_acquire is not an execution: one AcquireFence per "execution", the
+// floor of any case that needs an unbatched commit of its own (the fence),
+// measured in the same run as the raw limit of the storage.
+// park_resume_if_separate is park_resume_if on a store that does not offer
+// AcquireFenceIfReadTail (the tail is a read of its own, as before it
+// existed): the paired comparison of the two paths.
+const std::vector<std::string> kCases = {"unfenced",       "fenced",
+                                         "park_resume",    "park_resume_fence",
+                                         "park_resume_if", "park_resume_if_separate",
+                                         "raw_acquire",    "raw_acquire_if"};
+
+struct SeparateTailDecisions : store::ForwardEverything {
+  static constexpr store::Decide kAcquireFenceIfReadTail = store::Decide::kRefuse;
+};
+class SeparateTailStore final
+    : public store::EventStoreWrapper<SeparateTailStore, SeparateTailDecisions> {
+ public:
+  using EventStoreWrapper::EventStoreWrapper;
+};
 
 bool Parks(const std::string& c) { return c.rfind("park", 0) == 0; }
 
@@ -80,6 +103,15 @@ void RegisterWorkflows(Runtime& rt) {
 // One execution of a case, synchronously on the calling thread.
 Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
   store::EventStore& store = rt.store();
+  if (c == "raw_acquire") {
+    ONCE_RETURN_IF_ERROR(store.AcquireFence(id));
+    return Ok();
+  }
+  if (c == "raw_acquire_if") {  // on an empty log: compares, bumps, reads nothing
+    ONCE_ASSIGN_OR_RETURN(store::AcquireWithTail got, store.AcquireFenceIfReadTail(id, {}, 0));
+    if (got.acquire.stale) return MakeError(ErrorCode::kInternal, "stale on an empty log", id);
+    return Ok();
+  }
   StartOptions start;
   if (c == "fenced") {
     ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
@@ -98,7 +130,7 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
   if (c == "park_resume_fence") {
     ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
     resume.fence = token;
-  } else if (c == "park_resume_if") {
+  } else if (c.starts_with("park_resume_if")) {
     resume.fence_if_parked_at = *out.park_seq;
   }
   ONCE_ASSIGN_OR_RETURN(auto done, rt.Resume(id, resume));
@@ -113,14 +145,25 @@ struct RunFigures {
   double p50_ms = 0;
   double round_trips = 0;                // store calls per execution (only when counted)
   double commits = 0;                    // store writes per execution (only when counted)
+  double cpu_us = 0;                     // this process's CPU time per execution
   runtime::CommitterStats group_commit;  // the runtime's appends and store writes
   std::string error;
 };
 
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 RunFigures RunCase(store::EventStore& store, const std::string& c, int executions, int concurrency,
-                   const std::string& tag) {
+                   const std::string& tag, size_t flushes_in_flight) {
   SystemClock clock;
-  Runtime rt(store, clock, {.workers = 0});
+  runtime::RuntimeOptions options{.workers = 0};
+  options.committer.flushes_in_flight_max = flushes_in_flight;
+  SeparateTailStore separate(store);
+  Runtime rt(c == "park_resume_if_separate" ? static_cast<store::EventStore&>(separate) : store,
+             clock, options);
   RegisterWorkflows(rt);
   std::atomic<int> next{0};
   std::vector<std::vector<double>> latencies(concurrency);
@@ -153,6 +196,7 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
     });
   }
   auto start = Steady::now();
+  double cpu_start = ProcessCpuSeconds();
   {
     std::lock_guard<std::mutex> lock(go_mu);
     go = true;
@@ -160,12 +204,14 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   go_cv.notify_all();
   for (auto& t : threads) t.join();
   double seconds = std::chrono::duration<double>(Steady::now() - start).count();
+  double cpu_seconds = ProcessCpuSeconds() - cpu_start;
   std::vector<double> all;
   for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
   RunFigures f;
   f.wf_per_s = executions / seconds;
   f.p50_ms = all.empty() ? 0 : all[all.size() / 2];
+  f.cpu_us = cpu_seconds * 1e6 / executions;
   f.error = first_error;
   f.group_commit = rt.commit_stats();
   return f;
@@ -178,81 +224,114 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
+// Store calls and commits per execution: a separate, small run through the
+// profiling decorator with one client (its bookkeeping would distort the
+// timed runs, and one client means no group commit).
+std::pair<double, double> CountRoundTrips(const BenchOptions& options, const std::string& backend,
+                                          const std::string& c, const Clock& clock) {
+  double calls = 0, commits = 0;
+  BackendSpec spec{.backend = backend, .url = options.url};
+  std::string tag = fmt::format("{}-count-{}", c, clock.NowUnixMillis());
+  spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
+  if (auto store = OpenBackend(spec, clock)) {
+    store::ProfilingStore profiled(**store, clock);
+    const int n = 64;
+    RunCase(profiled, c, n, 1, tag, 1);
+    for (const auto& [method, s] : profiled.Snapshot()) {
+      calls += s.calls;
+      if (method != "ReadRange" && method != "Head" && method != "ReadFence" &&
+          method != "ListExecutions") {
+        commits += s.calls;
+      }
+    }
+    calls /= n;
+    commits /= n;
+    store->reset();
+    std::error_code ec;
+    for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
+  }
+  return {calls, commits};
+}
+
+// One timed run of one case on a fresh store; false when the store did not open.
+bool TimedRun(const BenchOptions& options, const std::string& backend, const std::string& c,
+              int run, size_t flushes, const Clock& clock, RunFigures& out) {
+  BackendSpec spec{.backend = backend, .url = options.url};
+  std::string tag = fmt::format("{}-{}-f{}-{}", c, run, flushes, clock.NowUnixMillis());
+  spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
+  auto store = OpenBackend(spec, clock);
+  if (!store) {
+    out.error = store.error().ToString();
+    return false;
+  }
+  out = RunCase(**store, c, options.executions, options.concurrency, tag, flushes);
+  if (out.group_commit.store_writes > 0) {
+    fmt::print(stderr,
+               "loom bench: {} {} f{} run {}: {} appends in {} store writes ({:.1f}/write, "
+               "{} in flight at most)\n",
+               backend, c, flushes, run, out.group_commit.requests, out.group_commit.store_writes,
+               double(out.group_commit.requests) / double(out.group_commit.store_writes),
+               out.group_commit.flushes_in_flight_peak);
+  }
+  store->reset();
+  if (backend == "sqlite") {
+    std::error_code ec;
+    for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
+  }
+  return true;
+}
+
 int RunBench(const BenchOptions& options) {
   std::vector<std::string> cases = options.cases.empty() ? kCases : options.cases;
+  std::vector<size_t> flushes = options.flushes_in_flight;
+  if (flushes.empty()) flushes.push_back(runtime::CommitterOptions{}.flushes_in_flight_max);
   SystemClock clock;
   int failures = 0;
   fmt::print("loom bench: {} executions per run, {} in flight, median of {} runs\n",
              options.executions, options.concurrency, options.runs);
-  fmt::print("{:<10} {:<18} {:>12} {:>8} {:>12} {:>10}\n", "backend", "case", "exec/s", "p50 ms",
-             "calls/exec", "commits/exec");
+  fmt::print("{:<10} {:<24} {:>3} {:>10} {:>8} {:>9} {:>10} {:>12}\n", "backend", "case", "f",
+             "exec/s", "p50 ms", "cpu us", "calls/exec", "commits/exec");
   for (const auto& backend : options.backends) {
+    // Paired: run r of every case and flush setting before run r + 1 of
+    // any, so the machine's load drifts over all of them alike.
+    struct Cell {
+      std::string c;
+      size_t flushes;
+      std::vector<double> rates, p50s, cpus;
+    };
+    std::vector<Cell> cells;
     for (const auto& c : cases) {
-      std::vector<double> rates, p50s;
-      for (int run = 0; run < options.runs; ++run) {
-        BackendSpec spec{.backend = backend, .url = options.url};
-        std::string tag = fmt::format("{}-{}-{}", c, run, clock.NowUnixMillis());
-        spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
-        auto store = OpenBackend(spec, clock);
-        if (!store) {
-          fmt::print(stderr, "loom bench: {}: {}\n", backend, store.error().ToString());
-          ++failures;
-          break;
-        }
-        RunFigures f = RunCase(**store, c, options.executions, options.concurrency, tag);
-        if (!f.error.empty()) {
-          fmt::print(stderr, "loom bench: {} {}: {}\n", backend, c, f.error);
-          ++failures;
-        }
-        if (f.group_commit.store_writes > 0) {
-          fmt::print(stderr,
-                     "loom bench: {} {} run {}: {} appends in {} store writes ({:.1f}/write)\n",
-                     backend, c, run, f.group_commit.requests, f.group_commit.store_writes,
-                     double(f.group_commit.requests) / double(f.group_commit.store_writes));
-        }
-        rates.push_back(f.wf_per_s);
-        p50s.push_back(f.p50_ms);
-        store->reset();
-        if (backend == "sqlite") {
-          std::error_code ec;
-          for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
-        }
-      }
-      if (rates.empty()) continue;
-      double calls = 0, commits = 0;
-      if (options.count_round_trips) {
-        // A separate, small run through the profiling decorator: its
-        // bookkeeping would distort the timed runs.
-        BackendSpec spec{.backend = backend, .url = options.url};
-        std::string tag = fmt::format("{}-count-{}", c, clock.NowUnixMillis());
-        spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
-        if (auto store = OpenBackend(spec, clock)) {
-          store::ProfilingStore profiled(**store, clock);
-          const int n = 64;
-          RunCase(profiled, c, n, 1, tag);
-          for (const auto& [method, s] : profiled.Snapshot()) {
-            calls += s.calls;
-            if (method != "ReadRange" && method != "Head" && method != "ReadFence" &&
-                method != "ListExecutions") {
-              commits += s.calls;
-            }
-          }
-          calls /= n;
-          commits /= n;
-          store->reset();
-          std::error_code ec;
-          for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
-        }
-      }
-      double rate = Median(rates), p50 = Median(p50s);
-      fmt::print("{:<10} {:<18} {:>12.0f} {:>8.2f} {:>12.2f} {:>10.2f}\n", backend, c, rate, p50,
-                 calls, commits);
-      fmt::print(
-          "loom-bench backend={} case={} wf_per_s={:.0f} p50_ms={:.2f} calls_per_exec={:.2f} "
-          "commits_per_exec_unbatched={:.2f}\n",
-          backend, c, rate, p50, calls, commits);
-      std::fflush(stdout);
+      for (size_t f : flushes) cells.push_back(Cell{c, f, {}, {}, {}});
     }
+    bool opened = true;
+    for (int run = 0; run < options.runs && opened; ++run) {
+      for (Cell& cell : cells) {
+        RunFigures f;
+        opened = TimedRun(options, backend, cell.c, run, cell.flushes, clock, f);
+        if (!f.error.empty()) {
+          fmt::print(stderr, "loom bench: {} {}: {}\n", backend, cell.c, f.error);
+          ++failures;
+        }
+        if (!opened) break;
+        cell.rates.push_back(f.wf_per_s);
+        cell.p50s.push_back(f.p50_ms);
+        cell.cpus.push_back(f.cpu_us);
+      }
+    }
+    if (!opened) continue;
+    for (const Cell& cell : cells) {
+      auto [calls, commits] = options.count_round_trips
+                                  ? CountRoundTrips(options, backend, cell.c, clock)
+                                  : std::pair<double, double>{0, 0};
+      double rate = Median(cell.rates), p50 = Median(cell.p50s), cpu = Median(cell.cpus);
+      fmt::print("{:<10} {:<24} {:>3} {:>10.0f} {:>8.2f} {:>9.1f} {:>10.2f} {:>12.2f}\n", backend,
+                 cell.c, cell.flushes, rate, p50, cpu, calls, commits);
+      fmt::print(
+          "loom-bench backend={} case={} flushes_in_flight={} wf_per_s={:.0f} p50_ms={:.2f} "
+          "cpu_us_per_exec={:.1f} calls_per_exec={:.2f} commits_per_exec_unbatched={:.2f}\n",
+          backend, cell.c, cell.flushes, rate, p50, cpu, calls, commits);
+    }
+    std::fflush(stdout);
   }
   return failures == 0 ? 0 : 1;
 }

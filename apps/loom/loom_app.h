@@ -30,6 +30,9 @@ struct BenchOptions {
   int concurrency = 64;
   int runs = 5;
   bool count_round_trips = true;
+  // Committer flushes in flight; several values run paired (empty: the
+  // runtime's default).
+  std::vector<size_t> flushes_in_flight;
 };
 int RunBench(const BenchOptions& options);
 

@@ -20,6 +20,9 @@ using store::EventStore;
 
 struct HookDecisions : store::ForwardEverything {
   static constexpr Decide kAcquireFenceIf = Decide::kCustom;
+  // Refused so that every acquire passes the hooks (the runtime then reads
+  // the tail on its own).
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
 };
 
 // Hooks around AcquireFenceIf, and a one-shot crash of the first append that
@@ -79,6 +82,7 @@ class HookStore final : public store::EventStoreWrapper<HookStore, HookDecisions
 
 struct NoFenceIfDecisions : store::ForwardEverything {
   static constexpr Decide kAcquireFenceIf = Decide::kRefuse;
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
 };
 class NoFenceIfStore final : public store::EventStoreWrapper<NoFenceIfStore, NoFenceIfDecisions> {
  public:

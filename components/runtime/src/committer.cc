@@ -11,6 +11,7 @@ namespace once::runtime {
 Committer::Committer(store::EventStore& store, CommitterOptions options)
     : store_(store), options_(options) {
   ONCE_CHECK(options_.batch_executions_max > 0);
+  ONCE_CHECK(options_.flushes_in_flight_max > 0);
 }
 
 Result<int64_t> Committer::Commit(store::AppendRequest req) {
@@ -20,13 +21,20 @@ Result<int64_t> Committer::Commit(store::AppendRequest req) {
   queue_.push_back(&slot);
   if (options_.linger_us_max > 0) linger_cv_.notify_one();
   while (!slot.done) {
-    if (flushing_) {
+    if (CanLead()) {
+      LeadFlush(lock);
+    } else {
       cv_.wait(lock);
-      continue;
     }
-    LeadFlush(lock);
   }
   return std::move(slot.result);
+}
+
+// Room for another flush and something it may take.
+bool Committer::CanLead() const {
+  if (flushes_in_flight_ >= options_.flushes_in_flight_max) return false;
+  return std::any_of(queue_.begin(), queue_.end(),
+                     [&](const Slot* s) { return !writing_.contains(s->req->execution_id); });
 }
 
 void Committer::Linger(std::unique_lock<std::mutex>& lock) {
@@ -37,47 +45,54 @@ void Committer::Linger(std::unique_lock<std::mutex>& lock) {
                         [&] { return queue_.size() >= options_.flush_requests_min; });
 }
 
-// Requires mu_ held and !flushing_. Releases mu_ while the store writes.
+// Requires mu_ held and CanLead(). Releases mu_ while the store writes.
 void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
-  flushing_ = true;
+  ++flushes_in_flight_;
+  flushes_in_flight_peak_ = std::max(flushes_in_flight_peak_, flushes_in_flight_);
   Linger(lock);
   std::vector<Slot*> taken;
   std::vector<store::AppendRequest> batch;
-  std::unordered_set<std::string_view> ids;  // views into batch: reserved, never moved
   batch.reserve(std::min(queue_.size(), options_.batch_executions_max));
   for (auto it = queue_.begin();
        it != queue_.end() && taken.size() < options_.batch_executions_max;) {
-    if (ids.contains((*it)->req->execution_id)) {
-      ++it;  // a second request for one execution waits for the next flush
+    if (writing_.contains((*it)->req->execution_id)) {
+      ++it;  // its execution is in this or another flush: it waits for a later one
       continue;
     }
     taken.push_back(*it);
     batch.push_back(std::move(*(*it)->req));
-    ids.insert(batch.back().execution_id);
+    writing_.insert(batch.back().execution_id);  // a view into batch: reserved, never moved
     it = queue_.erase(it);
   }
   lock.unlock();
-  store_writes_.fetch_add(1, std::memory_order_relaxed);
-  if (batch.size() == 1) {
-    taken[0]->result = store_.Append(batch[0]);
-  } else {
-    auto results = store_.AppendBatch(batch);
-    for (size_t i = 0; i < taken.size(); ++i) {
-      if (!results) {
-        taken[i]->result = std::unexpected(results.error());
-      } else {
-        taken[i]->result = std::move((*results)[i]);
-      }
-    }
-  }
+  if (!batch.empty()) Write(batch, taken);
   lock.lock();
+  for (const auto& r : batch) writing_.erase(r.execution_id);
   for (Slot* s : taken) s->done = true;
-  flushing_ = false;
+  --flushes_in_flight_;
   cv_.notify_all();
 }
 
+void Committer::Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken) {
+  store_writes_.fetch_add(1, std::memory_order_relaxed);
+  if (batch.size() == 1) {
+    taken[0]->result = store_.Append(batch[0]);
+    return;
+  }
+  auto results = store_.AppendBatch(batch);
+  for (size_t i = 0; i < taken.size(); ++i) {
+    if (!results) {
+      taken[i]->result = std::unexpected(results.error());
+    } else {
+      taken[i]->result = std::move((*results)[i]);
+    }
+  }
+}
+
 CommitterStats Committer::stats() const {
-  return {requests_.load(std::memory_order_relaxed), store_writes_.load(std::memory_order_relaxed)};
+  std::lock_guard lock(mu_);
+  return {requests_.load(std::memory_order_relaxed), store_writes_.load(std::memory_order_relaxed),
+          flushes_in_flight_peak_};
 }
 
 }  // namespace once::runtime

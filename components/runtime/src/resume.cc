@@ -85,15 +85,17 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
     return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
   std::string actor(principal);  // fixed before the acquire: the fence is the last step
   const bool acquires = options.fence_if_parked_at && store_.Supports(Capability::kAcquireFence);
-  ONCE_ASSIGN_OR_RETURN(int64_t token, TakeFence(id, log, options));
+  ONCE_ASSIGN_OR_RETURN(Fenced fenced, TakeFence(id, log, options));
   if (acquires || extras.log_in_hand) {
     // Under the new token (or on a view read earlier): advance the view by
     // the tail and re-check on it, so the run appends after whatever
     // (ignorable) landed since the first read. A held token or none was
-    // taken before the read above: that view is already fresh.
-    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+    // taken before the read above: that view is already fresh. The
+    // combined acquire has advanced it already.
+    if (!fenced.fresh) ONCE_RETURN_IF_ERROR(ReadTail(id, log));
     ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, extras));
   }
+  const int64_t token = fenced.token;
   const Envelope park = *FindOpenPark(log);
 
   Answer answer;
@@ -136,16 +138,35 @@ Result<Answer> Runtime::DefaultAnswer(std::string_view id, const Envelope& park)
   return Answer{};  // nothing answered: the body parks again
 }
 
-Result<int64_t> Runtime::TakeFence(std::string_view id, std::vector<Envelope>& log,
-                                   const RunOptions& options) {
-  if (!store_.Supports(Capability::kAcquireFence)) return 0;  // a store that does not fence
+Result<Runtime::Fenced> Runtime::TakeFence(std::string_view id, std::vector<Envelope>& log,
+                                           const RunOptions& options) {
+  if (!store_.Supports(Capability::kAcquireFence)) return Fenced{};  // a store that does not fence
   if (options.fence_if_parked_at) return AcquireIfParked(id, log, *options.fence_if_parked_at);
-  if (options.fence) return *options.fence;
-  return 0;
+  if (options.fence) return Fenced{.token = *options.fence};
+  return Fenced{};
 }
 
-Result<int64_t> Runtime::AcquireIfParked(std::string_view id, std::vector<Envelope>& log,
-                                         int64_t park_seq) {
+Result<store::ConditionalAcquire> Runtime::AcquireOnce(std::string_view id,
+                                                       std::vector<Envelope>& log,
+                                                       store::FenceExpectation expect,
+                                                       bool* fresh) {
+  *fresh = false;
+  if (!store_.Supports(Capability::kAcquireFenceIfReadTail)) {
+    return store_.AcquireFenceIf(id, expect);
+  }
+  int64_t read_after = log.empty() ? 0 : log.back().sequence;
+  ONCE_ASSIGN_OR_RETURN(store::AcquireWithTail got,
+                        store_.AcquireFenceIfReadTail(id, expect, read_after));
+  const bool complete = got.tail.size() < store_.limits().read_events_max;
+  log.insert(log.end(), std::make_move_iterator(got.tail.begin()),
+             std::make_move_iterator(got.tail.end()));
+  if (!complete) ONCE_RETURN_IF_ERROR(ReadTail(id, log));  // a long tail: page on
+  *fresh = true;
+  return got.acquire;
+}
+
+Result<Runtime::Fenced> Runtime::AcquireIfParked(std::string_view id, std::vector<Envelope>& log,
+                                                 int64_t park_seq) {
   Envelope read;
   const Envelope* park = InHand(log, park_seq);
   if (!park) {
@@ -155,15 +176,20 @@ Result<int64_t> Runtime::AcquireIfParked(std::string_view id, std::vector<Envelo
     park = &read;
   }
   if (!park->Is(KernelKind::kExecutionSuspended)) return Refused(id, "not-suspended");
-  if (!store_.Supports(Capability::kAcquireFenceIf)) return store_.AcquireFence(id);
+  if (!store_.Supports(Capability::kAcquireFenceIf)) {
+    ONCE_ASSIGN_OR_RETURN(int64_t token, store_.AcquireFence(id));
+    return Fenced{.token = token};
+  }
   store::FenceExpectation expect{park->fence(), park_seq};
   for (int attempt = 1; attempt <= options_.resume_attempts_max; ++attempt) {
-    ONCE_ASSIGN_OR_RETURN(store::ConditionalAcquire got, store_.AcquireFenceIf(id, expect));
-    if (!got.stale) return got.fence;
-    // Re-read the park: still the same unanswered one means the token moved
-    // only because someone acquired and never appended; retry on the
-    // store's current token (the envelope's is stale forever).
-    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+    bool fresh = false;
+    ONCE_ASSIGN_OR_RETURN(store::ConditionalAcquire got, AcquireOnce(id, log, expect, &fresh));
+    if (!got.stale) return Fenced{.token = got.fence, .fresh = fresh};
+    // Re-read the park (the combined acquire brought the tail along): still
+    // the same unanswered one means the token moved only because someone
+    // acquired and never appended; retry on the store's current token (the
+    // envelope's is stale forever).
+    if (!fresh) ONCE_RETURN_IF_ERROR(ReadTail(id, log));
     const Envelope* open = FindOpenPark(log);
     if (!open || open->sequence != park_seq) return Refused(id, "not-suspended");
     expect.fence = got.fence;
@@ -182,8 +208,9 @@ Result<RunOutcome> Runtime::Cancel(std::string_view id, std::string_view reason,
   if (options.fence_if_parked_at) {
     ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, {}));
   }
-  ONCE_ASSIGN_OR_RETURN(int64_t token, TakeFence(id, log, options));
-  ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+  ONCE_ASSIGN_OR_RETURN(Fenced fenced, TakeFence(id, log, options));
+  if (!fenced.fresh) ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+  const int64_t token = fenced.token;
   ExecutionState st = Fold(log);
   if (IsTerminal(st.status)) return Refused(id, "terminal");
   AppendRequest req{.execution_id = std::string(id), .expected_next = st.head + 1};

@@ -89,7 +89,9 @@ TEST_F(BackendTest, ParkResumeAfterADeadAcquirerAndAnIgnorableAppend) {
   ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
   ASSERT_TRUE(store_->AcquireFence("ex"));  // dead acquirer
   hooked_->before_acquire_if = [&](int call) {
-    if (call == 1) ASSERT_TRUE(rt.RecordExecutionDenied("ex", "eve", "between"));
+    if (call == 1) {
+      ASSERT_TRUE(rt.RecordExecutionDenied("ex", "eve", "between"));
+    }
   };
   Result<RunOutcome> done = rt.Resume("ex", {.fence_if_parked_at = out->park_seq});
   ASSERT_TRUE(done) << done.error().ToString();

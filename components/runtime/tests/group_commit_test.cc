@@ -1,6 +1,9 @@
 // Group commit and the worker pool: many executions at once.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "once/runtime/runtime.h"
@@ -44,6 +47,93 @@ TEST(CommitterTest, ARefusedRowFailsOnlyItsOwnRequest) {
   EXPECT_EQ(store.batches, 1);
   EXPECT_EQ(committer.stats().store_writes, 1u);
   EXPECT_EQ(memory.Head("b").value(), 1);
+}
+
+// Holds every write until `hold_until_in_flight` writes have once been in
+// flight together (or a second passed), then a little longer so that more would pile in if the
+// committer let them; records the peak and any execution written by two
+// writes at once.
+class HoldingStore final : public store::EventStoreWrapper<HoldingStore, store::ForwardEverything> {
+ public:
+  HoldingStore(EventStore& target, size_t hold_until_in_flight)
+      : EventStoreWrapper(target), hold_until_in_flight_(hold_until_in_flight) {}
+
+  Result<int64_t> Append(const store::AppendRequest& req) override {
+    Enter(std::span(&req, 1));
+    Result<int64_t> r = target().Append(req);
+    Leave(std::span(&req, 1));
+    return r;
+  }
+  Result<std::vector<Result<int64_t>>> AppendBatch(
+      std::span<const store::AppendRequest> requests) override {
+    Enter(requests);
+    auto r = target().AppendBatch(requests);
+    Leave(requests);
+    return r;
+  }
+
+  size_t peak = 0;
+  bool one_execution_in_two_writes = false;
+
+ private:
+  void Enter(std::span<const store::AppendRequest> requests) {
+    std::unique_lock lock(mu_);
+    for (const auto& r : requests) {
+      if (!writing_.insert(r.execution_id).second) one_execution_in_two_writes = true;
+    }
+    peak = std::max(peak, ++in_flight_);
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::seconds(1), [&] { return peak >= hold_until_in_flight_; });
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  void Leave(std::span<const store::AppendRequest> requests) {
+    std::lock_guard lock(mu_);
+    for (const auto& r : requests) writing_.erase(r.execution_id);
+    --in_flight_;
+  }
+
+  const size_t hold_until_in_flight_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t in_flight_ = 0;
+  std::set<std::string> writing_;
+};
+
+// flushes_in_flight_max is reached under load and never passed, and no
+// execution is ever in two writes at once (its appends keep their order).
+TEST(CommitterTest, FlushesInFlightReachTheLimitAndNeverPassIt) {
+  for (size_t limit : {size_t{1}, size_t{2}, size_t{4}}) {
+    SCOPED_TRACE("flushes_in_flight_max " + std::to_string(limit));
+    MemoryEventStore memory;
+    HoldingStore store(memory, limit);
+    // One request per flush: every flush needs a leader of its own.
+    Committer committer(store, {.batch_executions_max = 1, .flushes_in_flight_max = limit});
+    constexpr int kThreads = 16;
+    constexpr int kCommitsPerThread = 6;
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        // Half the threads share one execution: its requests race each other.
+        std::string id = t % 2 == 0 ? "shared" : "own-" + std::to_string(t);
+        for (int i = 0; i < kCommitsPerThread; ++i) {
+          int64_t next = memory.Head(id).value() + 1;
+          Result<int64_t> r = committer.Commit(
+              {.execution_id = id,
+               .expected_next = next,
+               .events = {events::KernelEvent(events::KernelKind::kStepCompleted, Json(i))},
+               .fence = std::nullopt});
+          if (!r && r.error().code != ErrorCode::kSequenceConflict) ++failures;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failures, 0);
+    EXPECT_EQ(store.peak, limit);
+    EXPECT_EQ(committer.stats().flushes_in_flight_peak, limit);
+    EXPECT_FALSE(store.one_execution_in_two_writes);
+  }
 }
 
 TEST(GroupCommitTest, ManyConcurrentExecutionsShareStoreWrites) {

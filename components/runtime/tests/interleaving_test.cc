@@ -92,12 +92,18 @@ Status RegisterSleeper(Runtime& rt) {
 }
 
 enum class Acquire { kConditional, kUnconditional };
+// How the resumer's store gives the tail under the new token: with the
+// acquire (AcquireFenceIfReadTail, one store call) or in a read of its own.
+enum class Tail { kCombined, kSeparate };
+const char* Name(Tail t) { return t == Tail::kCombined ? "combined tail" : "separate tail"; }
 
 // A resumer actor: a Runtime of its own over its gated store.
 store_testing::Actor Resumer(const Clock& clock, std::string id, int64_t park_seq, Acquire how,
-                             ResumerOutcome* out) {
-  return [&clock, id, park_seq, how, out](EventStore& gated) {
-    RecordingStore store(gated, *out);
+                             ResumerOutcome* out, Tail tail = Tail::kCombined) {
+  return [&clock, id, park_seq, how, out, tail](EventStore& gated) {
+    testing::SeparateTailStore separate(gated);
+    RecordingStore store(tail == Tail::kSeparate ? static_cast<EventStore&>(separate) : gated,
+                         *out);
     Runtime rt(store, clock, {.group_commit = false});
     if (!RegisterSleeper(rt)) return;
     RunOptions options;
@@ -245,6 +251,8 @@ class InterleavingTest : public ::testing::TestWithParam<NamedBackend> {
     return n;
   }
 
+  void RivalResumeCommitsBetweenReReadAndRetry(Tail tail, const char* schedule);
+
   ManualClock clock_;
   std::unique_ptr<Backend> backend_;
 };
@@ -262,7 +270,8 @@ struct RaceTotals {
 // The checker: at most one EXECUTION_RESUMED past the park, and the winner's
 // body (its appends after its EXECUTION_RESUMED landed) never fenced out.
 RaceTotals RaceTwoResumers(std::span<const Schedule> schedules, Acquire how, AfterSchedule after,
-                           std::function<InterleavingTest::Parked()> park, const Clock& clock) {
+                           std::function<InterleavingTest::Parked()> park, const Clock& clock,
+                           Tail tail = Tail::kCombined) {
   RaceTotals totals;
   for (const Schedule& schedule : schedules) {
     SCOPED_TRACE("schedule \"" + schedule.ToString() + "\"");
@@ -270,8 +279,8 @@ RaceTotals RaceTwoResumers(std::span<const Schedule> schedules, Acquire how, Aft
     if (p.park_seq == 0) break;
     std::array<ResumerOutcome, 2> outcomes;
     std::vector<store_testing::Actor> actors = {
-        Resumer(clock, p.id, p.park_seq, how, &outcomes[0]),
-        Resumer(clock, p.id, p.park_seq, how, &outcomes[1])};
+        Resumer(clock, p.id, p.park_seq, how, &outcomes[0], tail),
+        Resumer(clock, p.id, p.park_seq, how, &outcomes[1], tail)};
     StepRun run = RunActors(*p.store, schedule, actors, StepOptions{.after = after});
     EXPECT_FALSE(run.timed_out) << run.TraceText();
     if (run.timed_out) break;
@@ -301,16 +310,19 @@ RaceTotals RaceTwoResumers(std::span<const Schedule> schedules, Acquire how, Aft
 TEST_P(InterleavingTest, TwoConditionalResumersEveryScheduleNeverFenceOutTheWinner) {
   std::vector<Schedule> all = EnumerateSchedules(2, 7);
   ASSERT_EQ(all.size(), 255u);  // "" + {A,B}^1..7
-  for (AfterSchedule after : {AfterSchedule::kRunToCompletion, AfterSchedule::kCrashAll}) {
-    SCOPED_TRACE(after == AfterSchedule::kCrashAll ? "then crash all" : "then run to completion");
-    RaceTotals t = RaceTwoResumers(
-        all, Acquire::kConditional, after, [this] { return Park(); }, clock_);
-    EXPECT_EQ(t.schedules, 255);
-    EXPECT_EQ(t.violations, 0);
-    EXPECT_LE(t.max_resumes, 1);
-    // Nobody crashed: one of the two always wins.
-    if (after == AfterSchedule::kRunToCompletion) {
-      EXPECT_EQ(t.no_winner, 0);
+  for (Tail tail : {Tail::kCombined, Tail::kSeparate}) {
+    for (AfterSchedule after : {AfterSchedule::kRunToCompletion, AfterSchedule::kCrashAll}) {
+      SCOPED_TRACE(Name(tail));
+      SCOPED_TRACE(after == AfterSchedule::kCrashAll ? "then crash all" : "then run to completion");
+      RaceTotals t = RaceTwoResumers(
+          all, Acquire::kConditional, after, [this] { return Park(); }, clock_, tail);
+      EXPECT_EQ(t.schedules, 255);
+      EXPECT_EQ(t.violations, 0);
+      EXPECT_LE(t.max_resumes, 1);
+      // Nobody crashed: one of the two always wins.
+      if (after == AfterSchedule::kRunToCompletion) {
+        EXPECT_EQ(t.no_winner, 0);
+      }
     }
   }
 }
@@ -320,11 +332,14 @@ TEST_P(InterleavingTest, TwoConditionalResumersWithCrashMarkers) {
   // completion: a crash between any two store calls of either resumer.
   std::vector<Schedule> all = EnumerateSchedules(2, 4, /*with_crashes=*/true);
   ASSERT_EQ(all.size(), 1u + 4 + 16 + 64 + 256);
-  RaceTotals t = RaceTwoResumers(
-      all, Acquire::kConditional, AfterSchedule::kRunToCompletion, [this] { return Park(); },
-      clock_);
-  EXPECT_EQ(t.schedules, static_cast<int>(all.size()));
-  EXPECT_EQ(t.violations, 0);
+  for (Tail tail : {Tail::kCombined, Tail::kSeparate}) {
+    SCOPED_TRACE(Name(tail));
+    RaceTotals t = RaceTwoResumers(
+        all, Acquire::kConditional, AfterSchedule::kRunToCompletion, [this] { return Park(); },
+        clock_, tail);
+    EXPECT_EQ(t.schedules, static_cast<int>(all.size()));
+    EXPECT_EQ(t.violations, 0);
+  }
 }
 
 TEST_P(InterleavingTest, NegativeControlTheUnconditionalAcquireFencesOutTheWinner) {
@@ -366,31 +381,47 @@ TEST_P(InterleavingTest, DeadAcquirerThenResumeSucceedsThroughTheCurrentTokenRet
 }
 
 TEST_P(InterleavingTest, ThreeDeadAcquirersGiveContendedAndLeaveTheLogUntouched) {
-  Parked p = Park();
-  std::vector<Envelope> before = Log(*p.store, p.id);
-  ResumerOutcome b;
-  std::vector<store_testing::Actor> actors = {
-      DeadAcquirer(p.id, 3), Resumer(clock_, p.id, p.park_seq, Acquire::kConditional, &b)};
-  // Before each of B's three conditional acquires, A acquires and dies.
-  StepRun run = RunActors(*p.store, S("BA B BA B BA B"), actors);
-  ASSERT_TRUE(b.error) << run.TraceText();
-  EXPECT_EQ(b.error->code, ErrorCode::kResumeContended) << b.error->ToString();
-  EXPECT_TRUE(b.error->retryable());
-  EXPECT_EQ(Log(*p.store, p.id), before);
-  EXPECT_EQ(p.store->ReadFence(p.id).value(), 3);
+  // Before each of B's three conditional acquires, A acquires and dies. With
+  // the combined tail B's re-read is its acquire's own; separately it is a
+  // read after each stale answer.
+  for (auto [tail, schedule] :
+       {std::pair{Tail::kCombined, "BA BA BA B"}, std::pair{Tail::kSeparate, "BA B BA B BA B"}}) {
+    SCOPED_TRACE(Name(tail));
+    Parked p = Park();
+    std::vector<Envelope> before = Log(*p.store, p.id);
+    ResumerOutcome b;
+    std::vector<store_testing::Actor> actors = {
+        DeadAcquirer(p.id, 3), Resumer(clock_, p.id, p.park_seq, Acquire::kConditional, &b, tail)};
+    StepRun run = RunActors(*p.store, S(schedule), actors);
+    ASSERT_TRUE(b.error) << run.TraceText();
+    EXPECT_EQ(b.error->code, ErrorCode::kResumeContended) << b.error->ToString();
+    EXPECT_TRUE(b.error->retryable());
+    EXPECT_EQ(Log(*p.store, p.id), before);
+    EXPECT_EQ(p.store->ReadFence(p.id).value(), 3);
+  }
 }
 
 TEST_P(InterleavingTest, ARivalResumeCommittingBetweenReReadAndRetryLeavesTheLoserNotSuspended) {
+  // Separate tail: B: read, acquire-if {0} (stale, current 1), re-read
+  // (unanswered). A: read, {0} stale, re-read, {1} -> 2, tail, {RESUMED, a}.
+  // B: {1} again -> stale on the answer, re-read: not-suspended.
+  // Combined: the same, each re-read and tail being the acquire's own.
+  for (auto [tail, schedule] :
+       {std::pair{Tail::kCombined, "BB AAAA B"}, std::pair{Tail::kSeparate, "BBB AAAAAA B"}}) {
+    SCOPED_TRACE(Name(tail));
+    RivalResumeCommitsBetweenReReadAndRetry(tail, schedule);
+    if (HasFailure()) return;
+  }
+}
+
+void InterleavingTest::RivalResumeCommitsBetweenReReadAndRetry(Tail tail, const char* schedule) {
   Parked p = Park();
   ASSERT_EQ(p.store->AcquireFence(p.id).value(), 1);  // a dead acquirer: B's first try is stale
   ResumerOutcome a, b;
   std::vector<store_testing::Actor> actors = {
-      Resumer(clock_, p.id, p.park_seq, Acquire::kConditional, &a),
-      Resumer(clock_, p.id, p.park_seq, Acquire::kConditional, &b)};
-  // B: read, acquire-if {0} (stale, current 1), re-read (unanswered). A:
-  // read, {0} stale, re-read, {1} -> 2, tail, {RESUMED, a}. B: {1} again ->
-  // stale on the answer, re-read: not-suspended. Then everyone finishes.
-  StepRun run = RunActors(*p.store, S("BBB AAAAAA B"), actors);
+      Resumer(clock_, p.id, p.park_seq, Acquire::kConditional, &a, tail),
+      Resumer(clock_, p.id, p.park_seq, Acquire::kConditional, &b, tail)};
+  StepRun run = RunActors(*p.store, S(schedule), actors);
   ASSERT_TRUE(a.outcome) << (a.error ? a.error->ToString() : "") << " " << run.TraceText();
   EXPECT_EQ(a.outcome->status, ExecutionStatus::kCompleted);
   ASSERT_TRUE(b.error) << run.TraceText();

@@ -9,6 +9,7 @@ namespace once::runtime {
 namespace {
 
 using store::MemoryEventStore;
+using testing::HookSeparateTailStore;
 using testing::HookStore;
 using testing::NoFenceIfStore;
 using testing::NonFencingStore;
@@ -34,7 +35,10 @@ Status RegisterSleeper(Runtime& rt, int& steps) {
   });
 }
 
-class ResumeFenceTest : public ::testing::Test {
+// Hooked: HookStore (the combined acquire returns the tail) or
+// HookSeparateTailStore (the runtime reads the tail itself).
+template <class Hooked>
+class ResumeFenceFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(RegisterSleeper(rt_, steps_));
@@ -46,11 +50,13 @@ class ResumeFenceTest : public ::testing::Test {
 
   ManualClock clock_;
   MemoryEventStore memory_{store::Limits{}, clock_};
-  HookStore store_{memory_};
+  Hooked store_{memory_};
   Runtime rt_{store_, clock_};
   int steps_ = 0;
   int64_t park_seq_ = 0;
 };
+using ResumeFenceTest = ResumeFenceFixture<HookStore>;
+using ResumeFenceSeparateTailTest = ResumeFenceFixture<HookSeparateTailStore>;
 
 TEST_F(ResumeFenceTest, DeadAcquirerThenResumeSucceedsViaTheCurrentTokenRetry) {
   ASSERT_EQ(memory_.AcquireFence("ex").value(), 1);  // acquired, never appended
@@ -112,25 +118,52 @@ TEST_F(ResumeFenceTest, RivalResumeCommittingBeforeTheRetryLeavesTheLoserNotSusp
 }
 
 // P2-1: an ignorable append between the caller's fold and the acquire must
-// not make the run append at a stale sequence.
-TEST_F(ResumeFenceTest, IgnorableAppendsAfterTheParkDoNotRefuseOrDuplicate) {
-  ASSERT_TRUE(rt_.RecordExecutionDenied("ex", "eve", "before the resume"));
-  store_.before_acquire_if = [&](int call) {
+// not make the run append at a stale sequence. On both paths: the tail
+// returned by the combined acquire, and the separate read after it.
+template <class Hooked>
+void CheckIgnorableAppendsDoNotRefuseOrDuplicate(Runtime& rt, Hooked& store,
+                                                 MemoryEventStore& memory, int64_t park_seq) {
+  ASSERT_TRUE(rt.RecordExecutionDenied("ex", "eve", "before the resume"));
+  store.before_acquire_if = [&](int call) {
     if (call != 1) return;
-    ASSERT_TRUE(rt_.RecordExecutionDenied("ex", "eve", "between fold and acquire"));
-    int64_t head = memory_.Head("ex").value();
-    ASSERT_TRUE(memory_.Append({.execution_id = "ex",
-                                .expected_next = head + 1,
-                                .events = {events::AppEvent("sibling.output", Json(1))}}));
+    ASSERT_TRUE(rt.RecordExecutionDenied("ex", "eve", "between fold and acquire"));
+    int64_t head = memory.Head("ex").value();
+    ASSERT_TRUE(memory.Append({.execution_id = "ex",
+                               .expected_next = head + 1,
+                               .events = {events::AppEvent("sibling.output", Json(1))}}));
   };
-  Result<RunOutcome> out = rt_.Resume("ex", {.fence_if_parked_at = park_seq_});
+  Result<RunOutcome> out = rt.Resume("ex", {.fence_if_parked_at = park_seq});
   ASSERT_TRUE(out) << out.error().ToString();
   EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
-  auto log = Log(memory_, "ex");
+  auto log = Log(memory, "ex");
   for (size_t i = 0; i < log.size(); ++i) EXPECT_EQ(log[i].sequence, static_cast<int64_t>(i + 1));
-  EXPECT_EQ(log[park_seq_ + 3].kind, "EXECUTION_RESUMED");
-  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
-  EXPECT_EQ(memory_.ReadFence("ex").value(), 1);  // one token, not burned twice
+  EXPECT_EQ(log[park_seq + 3].kind, "EXECUTION_RESUMED");
+  EXPECT_EQ(Count(memory, "ex", "EXECUTION_RESUMED"), 1);
+  EXPECT_EQ(memory.ReadFence("ex").value(), 1);  // one token, not burned twice
+}
+
+TEST_F(ResumeFenceTest, IgnorableAppendsAfterTheParkDoNotRefuseOrDuplicate) {
+  CheckIgnorableAppendsDoNotRefuseOrDuplicate(rt_, store_, memory_, park_seq_);
+}
+
+TEST_F(ResumeFenceSeparateTailTest, IgnorableAppendsAfterTheParkDoNotRefuseOrDuplicate) {
+  CheckIgnorableAppendsDoNotRefuseOrDuplicate(rt_, store_, memory_, park_seq_);
+}
+
+// The combined acquire saves the tail's round trip: the resume reads the log
+// once; without it, once more after the acquire.
+TEST_F(ResumeFenceTest, TheCombinedAcquireReadsTheLogOnce) {
+  store_.reads = 0;
+  ASSERT_TRUE(rt_.Resume("ex", {.fence_if_parked_at = park_seq_}));
+  EXPECT_EQ(store_.acquire_if_calls, 1);
+  EXPECT_EQ(store_.reads, 1);
+}
+
+TEST_F(ResumeFenceSeparateTailTest, WithoutTheCombinedAcquireTheTailIsASecondRead) {
+  store_.reads = 0;
+  ASSERT_TRUE(rt_.Resume("ex", {.fence_if_parked_at = park_seq_}));
+  EXPECT_EQ(store_.acquire_if_calls, 1);
+  EXPECT_EQ(store_.reads, 2);
 }
 
 TEST_F(ResumeFenceTest, AnsweredParkOrNonParkSequenceIsNotSuspendedAndTakesNoToken) {

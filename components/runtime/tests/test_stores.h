@@ -14,16 +14,26 @@ using store::EventStoreWrapper;
 
 struct HookDecisions : store::ForwardEverything {
   static constexpr Decide kAcquireFenceIf = Decide::kCustom;
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
+};
+// The same without the combined acquire: the runtime reads the tail itself.
+struct HookSeparateTailDecisions : HookDecisions {
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
 };
 
 // Counts writes, can fail writes after a budget (a crash), and runs a hook
-// before every AcquireFenceIf (call number 1, 2, ...).
-class HookStore final : public EventStoreWrapper<HookStore, HookDecisions> {
+// before every conditional acquire, combined or not (call number 1, 2, ...).
+template <class Decisions>
+class BasicHookStore final : public EventStoreWrapper<BasicHookStore<Decisions>, Decisions> {
+  using Base = EventStoreWrapper<BasicHookStore<Decisions>, Decisions>;
+  using Base::target;
+
  public:
-  explicit HookStore(EventStore& target) : EventStoreWrapper(target) {}
+  explicit BasicHookStore(EventStore& target) : Base(target) {}
 
   std::function<void(int call)> before_acquire_if;
   std::atomic<int> acquire_if_calls{0};
+  std::atomic<int> reads{0};  // ReadRange calls
   std::atomic<int> appends{0};
   std::atomic<int> batches{0};
   std::atomic<int> batched_requests{0};
@@ -33,6 +43,11 @@ class HookStore final : public EventStoreWrapper<HookStore, HookDecisions> {
     ++appends;
     if (!Spend()) return MakeError(ErrorCode::kUnavailable, "injected crash");
     return target().Append(req);
+  }
+  Result<std::vector<store::Envelope>> ReadRange(std::string_view id, int64_t first,
+                                                 int64_t last) override {
+    ++reads;
+    return target().ReadRange(id, first, last);
   }
   Result<std::vector<Result<int64_t>>> AppendBatch(
       std::span<const store::AppendRequest> requests) override {
@@ -47,6 +62,13 @@ class HookStore final : public EventStoreWrapper<HookStore, HookDecisions> {
     if (before_acquire_if) before_acquire_if(call);
     return target().AcquireFenceIf(id, expect);
   }
+  Result<store::AcquireWithTail> CustomAcquireFenceIfReadTail(std::string_view id,
+                                                              store::FenceExpectation expect,
+                                                              int64_t read_after) {
+    int call = ++acquire_if_calls;
+    if (before_acquire_if) before_acquire_if(call);
+    return target().AcquireFenceIfReadTail(id, expect, read_after);
+  }
 
  private:
   bool Spend() {
@@ -58,11 +80,25 @@ class HookStore final : public EventStoreWrapper<HookStore, HookDecisions> {
   }
 };
 
+using HookStore = BasicHookStore<HookDecisions>;
+using HookSeparateTailStore = BasicHookStore<HookSeparateTailDecisions>;
+
 struct NoFenceIfDecisions : store::ForwardEverything {
   static constexpr Decide kAcquireFenceIf = Decide::kRefuse;
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
 };
 // A store without the conditional acquire.
 class NoFenceIfStore final : public EventStoreWrapper<NoFenceIfStore, NoFenceIfDecisions> {
+ public:
+  using EventStoreWrapper::EventStoreWrapper;
+};
+
+struct SeparateTailDecisions : store::ForwardEverything {
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
+};
+// A store with the conditional acquire but not the combined one: the
+// runtime reads the tail in a call of its own.
+class SeparateTailStore final : public EventStoreWrapper<SeparateTailStore, SeparateTailDecisions> {
  public:
   using EventStoreWrapper::EventStoreWrapper;
 };
@@ -71,6 +107,7 @@ struct NoFencingDecisions : store::ForwardEverything {
   static constexpr Decide kAcquireFence = Decide::kRefuse;
   static constexpr Decide kAcquireFenceIf = Decide::kRefuse;
   static constexpr Decide kAppendIfUnchanged = Decide::kRefuse;
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
 };
 // A store that does not fence at all (as SQLite).
 class NonFencingStore final : public EventStoreWrapper<NonFencingStore, NoFencingDecisions> {

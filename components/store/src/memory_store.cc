@@ -89,18 +89,8 @@ Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
 Result<std::vector<Envelope>> MemoryEventStore::ReadRange(std::string_view id, int64_t first,
                                                           int64_t last) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  std::vector<Envelope> out;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = logs_.find(id);
-  if (it == logs_.end() || it->second.events.empty()) return out;
-  const auto& events = it->second.events;
-  int64_t base = events.front().sequence;
-  int64_t from = std::max(first, base);
-  int64_t to = std::min(last, it->second.head);
-  for (int64_t s = from; s <= to && out.size() < limits_.read_events_max; ++s) {
-    out.push_back(events[static_cast<size_t>(s - base)]);
-  }
-  return out;
+  return ReadLocked(id, first, last);
 }
 
 Result<int64_t> MemoryEventStore::Head(std::string_view id) {
@@ -147,14 +137,7 @@ Result<int64_t> MemoryEventStore::ReadFence(std::string_view id) {
   return FenceLocked(id);
 }
 
-Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
-                                                            FenceExpectation expect) {
-  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  if (expect.fence < 0 || expect.park_seq < 0) {
-    return MakeError(ErrorCode::kInvalidArgument, "fence and park_seq must be >= 0",
-                     std::string(id));
-  }
-  std::lock_guard<std::mutex> lock(mu_);
+ConditionalAcquire MemoryEventStore::AcquireIfLocked(std::string_view id, FenceExpectation expect) {
   int64_t current = FenceLocked(id);
   if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
   if (auto it = logs_.find(id); it != logs_.end()) {
@@ -168,6 +151,39 @@ Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
   int64_t next = current + 1;
   fences_[std::string(id)] = next;
   return ConditionalAcquire{.stale = false, .fence = next};
+}
+
+std::vector<Envelope> MemoryEventStore::ReadLocked(std::string_view id, int64_t first,
+                                                   int64_t last) const {
+  std::vector<Envelope> out;
+  auto it = logs_.find(id);
+  if (it == logs_.end() || it->second.events.empty()) return out;
+  const auto& events = it->second.events;
+  int64_t base = events.front().sequence;
+  int64_t from = std::max(first, base);
+  int64_t to = std::min(last, it->second.head);
+  if (from > to) return out;
+  auto count = std::min(static_cast<size_t>(to - from + 1), limits_.read_events_max);
+  auto begin = events.begin() + (from - base);
+  out.assign(begin, begin + static_cast<std::ptrdiff_t>(count));
+  return out;
+}
+
+Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
+                                                            FenceExpectation expect) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits_));
+  std::lock_guard<std::mutex> lock(mu_);
+  return AcquireIfLocked(id, expect);
+}
+
+Result<AcquireWithTail> MemoryEventStore::AcquireFenceIfReadTail(std::string_view id,
+                                                                 FenceExpectation expect,
+                                                                 int64_t read_after) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits_, read_after));
+  std::lock_guard<std::mutex> lock(mu_);
+  AcquireWithTail out{.acquire = AcquireIfLocked(id, expect)};
+  out.tail = ReadLocked(id, read_after + 1, kToEnd);
+  return out;
 }
 
 Result<int64_t> MemoryEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {

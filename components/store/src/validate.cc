@@ -352,6 +352,16 @@ std::unexpected<Error> StaleFence(std::string_view execution_id, int64_t present
       std::string(execution_id), StaleFenceDetail{presented, current});
 }
 
+Status ValidateFenceIf(std::string_view id, FenceExpectation expect, const Limits& limits,
+                       int64_t read_after) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits));
+  if (expect.fence < 0 || expect.park_seq < 0 || read_after < 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "fence, park_seq and read_after must be >= 0",
+                     std::string(id));
+  }
+  return Ok();
+}
+
 std::string_view CapabilityName(Capability c) {
   switch (c) {
     case Capability::kAcquireFence:
@@ -364,6 +374,8 @@ std::string_view CapabilityName(Capability c) {
       return "CopyPrefix";
     case Capability::kTruncatePrefixKeeping:
       return "TruncatePrefixKeeping";
+    case Capability::kAcquireFenceIfReadTail:
+      return "AcquireFenceIfReadTail";
     case Capability::kCount:
       break;
   }

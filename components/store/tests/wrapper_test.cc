@@ -13,6 +13,7 @@ struct Mixed {
   static constexpr Decide kAppendIfUnchanged = Decide::kRefuse;
   static constexpr Decide kCopyPrefix = Decide::kRefuse;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
 };
 
 class CountingStore final : public EventStoreWrapper<CountingStore, Mixed> {
@@ -35,6 +36,22 @@ struct Forgetful {
 static_assert(!DecidesEveryCapability<Forgetful>);
 static_assert(DecidesEveryCapability<Mixed>);
 static_assert(DecidesEveryCapability<ForwardEverything>);
+
+// The combined acquire follows the conditional acquire: refusing the acquire
+// and forwarding the combined one, or customizing the acquire and forwarding
+// the combined one (around the customization), does not compile.
+struct RefusesAcquireForwardsTail : ForwardEverything {
+  static constexpr Decide kAcquireFenceIf = Decide::kRefuse;
+};
+struct CustomAcquireForwardsTail : ForwardEverything {
+  static constexpr Decide kAcquireFenceIf = Decide::kCustom;
+};
+struct CustomAcquireCustomTail : CustomAcquireForwardsTail {
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
+};
+static_assert(!DecidesEveryCapability<RefusesAcquireForwardsTail>);
+static_assert(!DecidesEveryCapability<CustomAcquireForwardsTail>);
+static_assert(DecidesEveryCapability<CustomAcquireCustomTail>);
 
 TEST(WrapperTest, ForwardsRefusesAndCallsCustom) {
   MemoryEventStore inner;

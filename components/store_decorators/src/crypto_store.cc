@@ -193,15 +193,28 @@ Result<std::vector<Result<int64_t>>> CryptoStore::AppendBatch(
   return out;
 }
 
-Result<std::vector<Envelope>> CryptoStore::ReadRange(std::string_view id, int64_t first,
-                                                     int64_t last) {
-  ONCE_ASSIGN_OR_RETURN(auto events, target().ReadRange(id, first, last));
-  if (events.empty()) return events;
+Status CryptoStore::OpenAll(std::string_view id, std::vector<Envelope>& events) {
+  if (events.empty()) return Ok();
   ONCE_ASSIGN_OR_RETURN(std::optional<ExecutionKey> key, vault_.Find(id));
   for (auto& e : events) {
     ONCE_ASSIGN_OR_RETURN(e, Open(std::move(e), key));
   }
+  return Ok();
+}
+
+Result<std::vector<Envelope>> CryptoStore::ReadRange(std::string_view id, int64_t first,
+                                                     int64_t last) {
+  ONCE_ASSIGN_OR_RETURN(auto events, target().ReadRange(id, first, last));
+  ONCE_RETURN_IF_ERROR(OpenAll(id, events));
   return events;
+}
+
+Result<AcquireWithTail> CryptoStore::CustomAcquireFenceIfReadTail(std::string_view id,
+                                                                  FenceExpectation e,
+                                                                  int64_t read_after) {
+  ONCE_ASSIGN_OR_RETURN(AcquireWithTail out, target().AcquireFenceIfReadTail(id, e, read_after));
+  ONCE_RETURN_IF_ERROR(OpenAll(id, out.tail));
+  return out;
 }
 
 Result<int64_t> CryptoStore::CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed) {

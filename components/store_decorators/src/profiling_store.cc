@@ -60,6 +60,13 @@ Result<ConditionalAcquire> ProfilingStore::CustomAcquireFenceIf(std::string_view
   return Timed("AcquireFenceIf", [&] { return target().AcquireFenceIf(id, e); });
 }
 
+Result<AcquireWithTail> ProfilingStore::CustomAcquireFenceIfReadTail(std::string_view id,
+                                                                     FenceExpectation e,
+                                                                     int64_t read_after) {
+  return Timed("AcquireFenceIfReadTail",
+               [&] { return target().AcquireFenceIfReadTail(id, e, read_after); });
+}
+
 Result<int64_t> ProfilingStore::CustomAppendIfUnchanged(const AppendRequest& req,
                                                         int64_t observed) {
   return Timed("AppendIfUnchanged", [&] { return target().AppendIfUnchanged(req, observed); });

@@ -96,6 +96,12 @@ Result<ConditionalAcquire> ShardedStore::AcquireFenceIf(std::string_view id,
   return For(id).AcquireFenceIf(id, expect);
 }
 
+Result<AcquireWithTail> ShardedStore::AcquireFenceIfReadTail(std::string_view id,
+                                                             FenceExpectation expect,
+                                                             int64_t read_after) {
+  return For(id).AcquireFenceIfReadTail(id, expect, read_after);
+}
+
 Result<int64_t> ShardedStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   return For(req.execution_id).AppendIfUnchanged(req, observed);
 }

@@ -149,6 +149,16 @@ Result<ConditionalAcquire> TenantStore::CustomAcquireFenceIf(std::string_view id
   return target().AcquireFenceIf(scoped, e);
 }
 
+Result<AcquireWithTail> TenantStore::CustomAcquireFenceIfReadTail(std::string_view id,
+                                                                  FenceExpectation e,
+                                                                  int64_t read_after) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
+  ONCE_ASSIGN_OR_RETURN(AcquireWithTail out,
+                        target().AcquireFenceIfReadTail(scoped, e, read_after));
+  for (auto& ev : out.tail) ev.execution_id = std::string(id);
+  return out;
+}
+
 Result<int64_t> TenantStore::CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   ONCE_ASSIGN_OR_RETURN(AppendRequest scoped, ScopeRequest(req));
   auto r = target().AppendIfUnchanged(scoped, observed);

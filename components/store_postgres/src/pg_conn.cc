@@ -247,6 +247,56 @@ Result<PgResult> Conn::Prepared(const char* name, const Params& params) {
       name);
 }
 
+namespace {
+
+bool SendStep(PGconn* raw, const PipelineStep& step) {
+  auto ptrs = step.params.Pointers();
+  auto lengths = step.params.Lengths();
+  auto formats = step.params.Formats();
+  int n = step.params.size();
+  if (step.name) {
+    return PQsendQueryPrepared(raw, step.name, n, ptrs.data(), lengths.data(), formats.data(), 0);
+  }
+  return PQsendQueryParams(raw, step.sql.c_str(), n, nullptr, ptrs.data(), lengths.data(),
+                           formats.data(), 0);
+}
+
+}  // namespace
+
+Result<std::vector<PgResult>> Conn::Pipeline(std::span<const PipelineStep> steps) {
+  auto lost = [&](std::string_view what) -> std::unexpected<Error> {
+    broken_ = true;  // the protocol state is unknown: the pool discards the connection
+    return std::unexpected(ToError(raw_, nullptr, what));
+  };
+  if (!PQenterPipelineMode(raw_)) return lost("pipeline");
+  for (const PipelineStep& step : steps) {
+    if (!SendStep(raw_, step)) return lost("send");
+  }
+  if (!PQpipelineSync(raw_)) return lost("sync");
+  std::vector<PgResult> out;
+  std::optional<Error> first_error;
+  for (const PipelineStep& step : steps) {
+    PGresult* raw_res = PQgetResult(raw_);
+    if (!raw_res) return lost("pipeline result");
+    if (PQresultStatus(raw_res) == PGRES_PIPELINE_ABORTED) {
+      PQclear(raw_res);  // skipped after an earlier failure
+    } else if (auto checked = Check(raw_res, step.name ? step.name : "pipeline"); !checked) {
+      if (!first_error) first_error = checked.error();
+    } else {
+      out.push_back(std::move(*checked));
+    }
+    if (PGresult* end = PQgetResult(raw_)) {  // each statement's results end with a null
+      PQclear(end);
+      return lost("pipeline: more than one result");
+    }
+  }
+  PgResult sync(PQgetResult(raw_));
+  if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) return lost("pipeline sync");
+  if (!PQexitPipelineMode(raw_)) return lost("pipeline exit");
+  if (first_error) return std::unexpected(std::move(*first_error));
+  return out;
+}
+
 Result<PgResult> Conn::ExecParams(const std::string& sql, const Params& params) {
   auto ptrs = params.Pointers();
   return Check(

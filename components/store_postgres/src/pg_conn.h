@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,14 @@ std::string BoolArrayBinary(const std::vector<bool>& items);
 // A quoted SQL identifier ("a""b").
 std::string QuoteIdentifier(std::string_view name);
 
+// One statement of a pipeline: a prepared statement by name, or (name null)
+// an unnamed statement of `sql`.
+struct PipelineStep {
+  const char* name = nullptr;
+  std::string sql;
+  Params params;
+};
+
 // One connection. Not thread-safe: a Lease hands it to one thread at a time.
 class Conn {
  public:
@@ -76,6 +85,11 @@ class Conn {
   Result<std::vector<PgResult>> ExecAll(const std::string& sql);
   Result<PgResult> Prepare(const char* name, const std::string& sql);
   Result<PgResult> Prepared(const char* name, const Params& params);
+  // The steps in libpq pipeline mode with one sync: one round trip, and one
+  // implicit transaction (each statement still takes its own snapshot under
+  // READ COMMITTED). Every step's result, or the first failure (the server
+  // skips the steps after it and rolls the transaction back).
+  Result<std::vector<PgResult>> Pipeline(std::span<const PipelineStep> steps);
   // Extended protocol with an unnamed statement.
   Result<PgResult> ExecParams(const std::string& sql, const Params& params);
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "once/base/hex.h"
 #include "once/store/validate.h"
 #include "pg_conn.h"
 #include "sql.h"
@@ -185,6 +184,10 @@ std::vector<Statement> Statements() {
        "INSERT INTO fences (execution_id, token) VALUES ($1::text, 0) "
        "ON CONFLICT (execution_id) DO NOTHING"},
       {"lock_fence", "SELECT token FROM fences WHERE execution_id = $1::text FOR UPDATE"},
+      {"fence_if_bump", sql::FenceIfBumpSql()},
+      {"fence_if_tail",
+       "SELECT sequence, kind, payload, metadata::text, time_ms FROM events "
+       "WHERE execution_id = $1::text AND sequence > $2::int8 ORDER BY sequence LIMIT $3::int8"},
       {"delete_events", "DELETE FROM events WHERE execution_id = $1::text"},
       {"delete_zero_fence", "DELETE FROM fences WHERE execution_id = $1::text AND token = 0"},
       {"copy_prefix",
@@ -449,23 +452,68 @@ Result<int64_t> PostgresEventStore::ReadFence(std::string_view id) {
   return PQntuples(res.get()) == 0 ? 0 : IntAt(res.get(), 0, 0);
 }
 
-Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view id,
-                                                              FenceExpectation expect) {
-  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
-  if (expect.fence < 0 || expect.park_seq < 0) {
-    return MakeError(ErrorCode::kInvalidArgument, "fence and park_seq must be >= 0",
-                     std::string(id));
-  }
-  // Inlined only after validation: the id as hex, the numbers as integers.
-  std::string text = sql::AcquireFenceIfSql(HexEncode(id), expect.fence, expect.park_seq);
-  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  ONCE_ASSIGN_OR_RETURN(std::vector<PgResult> results, conn->ExecAll(text));
-  if (results.size() != 4 || PQntuples(results[2].get()) != 1) {
+namespace {
+
+// The conditional acquire as prepared statements in one pipeline (one round
+// trip, one implicit transaction): READ COMMITTED; ensure the row; lock it
+// FOR UPDATE; the conditional bump, whose NOT EXISTS scan is a new statement
+// and so takes a fresh snapshot after the lock was granted (a single
+// UPDATE's re-check would reuse its old snapshot and miss an answer that
+// committed while it waited); and, when asked, the tail, read inside the lock.
+std::vector<pg::PipelineStep> AcquireIfSteps(std::string_view id, FenceExpectation expect,
+                                             std::optional<int64_t> read_after, int64_t limit) {
+  std::string key(id);
+  std::vector<pg::PipelineStep> steps;
+  steps.push_back({nullptr, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED", Params()});
+  steps.push_back({"ensure_fence", "", Params().Text(key)});
+  steps.push_back({"lock_fence", "", Params().Text(key)});
+  steps.push_back({"fence_if_bump", "", Params().Text(key).Int(expect.fence).Int(expect.park_seq)});
+  if (read_after)
+    steps.push_back({"fence_if_tail", "", Params().Text(key).Int(*read_after).Int(limit)});
+  return steps;
+}
+
+// The acquire's verdict from the pipeline's results (SET, ensure, lock, bump[, tail]).
+Result<ConditionalAcquire> AcquireVerdict(const std::vector<PgResult>& results, size_t expected,
+                                          std::string_view id) {
+  if (results.size() != expected || PQntuples(results[2].get()) != 1) {
     return MakeError(ErrorCode::kInternal, "AcquireFenceIf: unexpected results", std::string(id));
   }
   int64_t current = IntAt(results[2].get(), 0, 0);
   if (PQntuples(results[3].get()) == 0) return ConditionalAcquire{.stale = true, .fence = current};
   return ConditionalAcquire{.stale = false, .fence = IntAt(results[3].get(), 0, 0)};
+}
+
+}  // namespace
+
+Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view id,
+                                                              FenceExpectation expect) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits()));
+  auto steps = AcquireIfSteps(id, expect, std::nullopt, 0);
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(std::vector<PgResult> results, conn->Pipeline(steps));
+  return AcquireVerdict(results, steps.size(), id);
+}
+
+Result<AcquireWithTail> PostgresEventStore::AcquireFenceIfReadTail(std::string_view id,
+                                                                   FenceExpectation expect,
+                                                                   int64_t read_after) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits(), read_after));
+  auto steps =
+      AcquireIfSteps(id, expect, read_after, static_cast<int64_t>(limits().read_events_max));
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(std::vector<PgResult> results, conn->Pipeline(steps));
+  AcquireWithTail out;
+  ONCE_ASSIGN_OR_RETURN(out.acquire, AcquireVerdict(results, steps.size(), id));
+  const PGresult* r = results.back().get();
+  out.tail.reserve(PQntuples(r));
+  for (int i = 0; i < PQntuples(r); ++i) {
+    ONCE_ASSIGN_OR_RETURN(Envelope e,
+                          DecodeRow(id, IntAt(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                                    PQgetvalue(r, i, 3), IntAt(r, i, 4)));
+    out.tail.push_back(std::move(e));
+  }
+  return out;
 }
 
 Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {

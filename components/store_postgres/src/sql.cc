@@ -109,24 +109,11 @@ std::string AppendSql(std::string_view lock_strength) {
 SELECT v.ord, v.token, v.head, (SELECT count(*) FROM ins) FROM verdict v ORDER BY v.ord)";
 }
 
-std::string AcquireFenceIfSql(std::string_view id_hex, int64_t expect_fence, int64_t park_seq) {
-  std::string id = "convert_from(decode('" + std::string(id_hex) + "', 'hex'), 'UTF8')";
-  std::string fence = std::to_string(expect_fence);
-  std::string park = std::to_string(park_seq);
-  // One implicit transaction; each statement takes its own READ COMMITTED
-  // snapshot, so the NOT EXISTS scan sees every append committed before the
-  // row lock was granted.
-  return "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; "
-         "INSERT INTO fences (execution_id, token) VALUES (" +
-         id +
-         ", 0) ON CONFLICT (execution_id) DO NOTHING; "
-         "SELECT token FROM fences WHERE execution_id = " +
-         id +
-         " FOR UPDATE; "
-         "UPDATE fences SET token = token + 1 WHERE execution_id = " +
-         id + " AND token = " + fence +
-         " AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = " + id +
-         " AND a.sequence > " + park + " AND " + AnsweringPredicate("a") + ") RETURNING token";
+std::string FenceIfBumpSql() {
+  return "UPDATE fences SET token = token + 1 WHERE execution_id = $1::text AND token = $2::int8 "
+         "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = $1::text "
+         "AND a.sequence > $3::int8 AND " +
+         AnsweringPredicate("a") + ") RETURNING token";
 }
 
 }  // namespace once::store::sql

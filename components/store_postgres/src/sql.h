@@ -1,6 +1,4 @@
-// Private: the schema and the statements. Values are bound ($n) everywhere
-// except in AcquireFenceIf (a multi-statement simple query takes no
-// parameters), whose text is built by AcquireFenceIfSql from validated values.
+// Private: the schema and the statements. Values are bound ($n) everywhere.
 
 #pragma once
 
@@ -55,7 +53,8 @@ std::string BackfillBatchSql();
 // Returns per request, in order: ord, token, head, inserted (total rows).
 std::string AppendSql(std::string_view lock_strength);
 
-// AcquireFenceIf's one round trip. `id_hex` is the hex of a validated id.
-std::string AcquireFenceIfSql(std::string_view id_hex, int64_t expect_fence, int64_t park_seq);
+// The conditional bump of AcquireFenceIf ($1 id, $2 expected token, $3 the
+// park's sequence): prepared, run as its own statement after the row lock.
+std::string FenceIfBumpSql();
 
 }  // namespace once::store::sql

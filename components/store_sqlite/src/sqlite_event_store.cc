@@ -405,25 +405,33 @@ Result<std::vector<Result<int64_t>>> SqliteEventStore::AppendBatch(
   return impl_->Write(bytes, [&](Connection& c) { return append_all(&c); });
 }
 
+namespace {
+
+// Events first..last of `id` on `c`, ascending, at most `limit`.
+Result<std::vector<Envelope>> ReadRangeOn(Connection& c, std::string_view id, int64_t first,
+                                          int64_t last, int64_t limit) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kReadRange));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, first));
+  ONCE_RETURN_IF_ERROR(s.Bind(3, last));
+  ONCE_RETURN_IF_ERROR(s.Bind(4, limit));
+  std::vector<Envelope> out;
+  while (true) {
+    ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return out;
+    ONCE_ASSIGN_OR_RETURN(Envelope e, DecodeRow(id, s.Int(0), std::string(s.Text(1)), s.Text(2),
+                                                s.Text(3), s.Int(4)));
+    out.push_back(std::move(e));
+  }
+}
+
+}  // namespace
+
 Result<std::vector<Envelope>> SqliteEventStore::ReadRange(std::string_view id, int64_t first,
                                                           int64_t last) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
   auto limit = static_cast<int64_t>(limits().read_events_max);
-  return impl_->Read([&](Connection& c) -> Result<std::vector<Envelope>> {
-    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kReadRange));
-    ONCE_RETURN_IF_ERROR(s.Bind(1, id));
-    ONCE_RETURN_IF_ERROR(s.Bind(2, first));
-    ONCE_RETURN_IF_ERROR(s.Bind(3, last));
-    ONCE_RETURN_IF_ERROR(s.Bind(4, limit));
-    std::vector<Envelope> out;
-    while (true) {
-      ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
-      if (!row) return out;
-      ONCE_ASSIGN_OR_RETURN(Envelope e, DecodeRow(id, s.Int(0), std::string(s.Text(1)), s.Text(2),
-                                                  s.Text(3), s.Int(4)));
-      out.push_back(std::move(e));
-    }
-  });
+  return impl_->Read([&](Connection& c) { return ReadRangeOn(c, id, first, last, limit); });
 }
 
 Result<int64_t> SqliteEventStore::Head(std::string_view id) {
@@ -503,24 +511,43 @@ Result<int64_t> SqliteEventStore::ReadFence(std::string_view id) {
   return impl_->Read([&](Connection& c) { return FenceOn(c, id); });
 }
 
+namespace {
+
+// The conditional acquire on `c`, inside a write transaction.
+Result<ConditionalAcquire> AcquireIfOn(Connection& c, std::string_view id,
+                                       FenceExpectation expect) {
+  ONCE_ASSIGN_OR_RETURN(int64_t current, FenceOn(c, id));
+  if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
+  ONCE_ASSIGN_OR_RETURN(bool answered, AnsweringPast(c, id, expect.park_seq));
+  if (answered) return ConditionalAcquire{.stale = true, .fence = current};
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kSetFence));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, current + 1));
+  ONCE_RETURN_IF_ERROR(s.Run());
+  return ConditionalAcquire{.stale = false, .fence = current + 1};
+}
+
+}  // namespace
+
 Result<ConditionalAcquire> SqliteEventStore::AcquireFenceIf(std::string_view id,
                                                             FenceExpectation expect) {
-  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
-  if (expect.fence < 0 || expect.park_seq < 0) {
-    return MakeError(ErrorCode::kInvalidArgument, "fence and park_seq must be >= 0",
-                     std::string(id));
-  }
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits()));
   // Compare, scan and bump in one BEGIN IMMEDIATE: no append can land between.
-  return impl_->Write(0, [&](Connection& c) -> Result<ConditionalAcquire> {
-    ONCE_ASSIGN_OR_RETURN(int64_t current, FenceOn(c, id));
-    if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
-    ONCE_ASSIGN_OR_RETURN(bool answered, AnsweringPast(c, id, expect.park_seq));
-    if (answered) return ConditionalAcquire{.stale = true, .fence = current};
-    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kSetFence));
-    ONCE_RETURN_IF_ERROR(s.Bind(1, id));
-    ONCE_RETURN_IF_ERROR(s.Bind(2, current + 1));
-    ONCE_RETURN_IF_ERROR(s.Run());
-    return ConditionalAcquire{.stale = false, .fence = current + 1};
+  return impl_->Write(
+      0, [&](Connection& c) -> Result<ConditionalAcquire> { return AcquireIfOn(c, id, expect); });
+}
+
+Result<AcquireWithTail> SqliteEventStore::AcquireFenceIfReadTail(std::string_view id,
+                                                                 FenceExpectation expect,
+                                                                 int64_t read_after) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits(), read_after));
+  auto limit = static_cast<int64_t>(limits().read_events_max);
+  // The read shares the acquire's BEGIN IMMEDIATE: nothing lands between.
+  return impl_->Write(0, [&](Connection& c) -> Result<AcquireWithTail> {
+    AcquireWithTail out;
+    ONCE_ASSIGN_OR_RETURN(out.acquire, AcquireIfOn(c, id, expect));
+    ONCE_ASSIGN_OR_RETURN(out.tail, ReadRangeOn(c, id, read_after + 1, kToEnd, limit));
+    return out;
   });
 }
 

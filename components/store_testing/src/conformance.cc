@@ -20,6 +20,7 @@ using events::Envelope;
 using events::Json;
 using events::KernelEvent;
 using events::KernelKind;
+using store::AcquireWithTail;
 using store::AppendRequest;
 using store::Capability;
 using store::ConditionalAcquire;
@@ -169,6 +170,23 @@ ConditionalAcquire AcquireIf(EventStore& s, std::string_view id, int64_t fence, 
     return {.stale = true, .fence = -1};
   }
   return *r;
+}
+
+AcquireWithTail AcquireIfRead(EventStore& s, std::string_view id, int64_t fence, int64_t park_seq,
+                              int64_t read_after) {
+  Result<AcquireWithTail> r =
+      s.AcquireFenceIfReadTail(id, {.fence = fence, .park_seq = park_seq}, read_after);
+  if (!r) {
+    ADD_FAILURE() << "AcquireFenceIfReadTail failed: " << Describe(r.error());
+    return {.acquire = {.stale = true, .fence = -1}};
+  }
+  return std::move(*r);
+}
+
+std::vector<std::string> Kinds(const std::vector<Envelope>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.push_back(e.kind);
+  return out;
 }
 
 // Writes STARTED, STEP_COMPLETED and the park (EXECUTION_SUSPENDED) under
@@ -678,6 +696,7 @@ TEST_P(EventStoreConformance, UnsupportedCapabilitiesAnswerUnsupported) {
   check(Capability::kAcquireFence, code(store().AcquireFence("ex-1")));
   check(Capability::kAcquireFence, code(store().ReadFence("ex-1")));
   check(Capability::kAcquireFenceIf, code(store().AcquireFenceIf("ex-1", {})));
+  check(Capability::kAcquireFenceIfReadTail, code(store().AcquireFenceIfReadTail("ex-1", {}, 0)));
   check(Capability::kAppendIfUnchanged, code(store().AppendIfUnchanged(req, 0)));
   check(Capability::kCopyPrefix, code(store().CopyPrefix("ex-1", "ex-2", 1)));
   check(Capability::kTruncatePrefixKeeping, code(store().TruncatePrefixKeeping("ex-1", 1)));
@@ -953,6 +972,76 @@ TEST_P(EventStoreConformance, AcquireFenceIfRefusesBadInput) {
   EXPECT_EQ(FenceOf(store(), "ex-1"), 0);
 }
 
+// ---- AcquireFenceIfReadTail -------------------------------------------------
+
+TEST_P(EventStoreConformance, AcquireFenceIfReadTailReturnsTheTailUnderTheNewToken) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIfReadTail);
+  EXPECT_TRUE(Supports(Capability::kAcquireFenceIf));  // it is that acquire, plus a read
+  Park(store(), "ex-1");
+  // An ignorable append past the park: no refusal, and the tail carries it.
+  AppendOk(store(),
+           Req("ex-1", kParkSeq + 1, {Kernel(KernelKind::kExecutionDenied)}, std::nullopt));
+  AcquireWithTail got = AcquireIfRead(store(), "ex-1", 0, kParkSeq, kParkSeq);
+  EXPECT_FALSE(got.acquire.stale);
+  EXPECT_EQ(got.acquire.fence, 1);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 1);
+  EXPECT_EQ(got.tail, Read(store(), "ex-1", kParkSeq + 1));
+  EXPECT_EQ(Kinds(got.tail), (std::vector<std::string>{"EXECUTION_DENIED"}));
+  // read_after 0 is the whole log; at the head, nothing.
+  AcquireWithTail whole = AcquireIfRead(store(), "ex-1", 1, kParkSeq, 0);
+  EXPECT_FALSE(whole.acquire.stale);
+  EXPECT_EQ(whole.acquire.fence, 2);
+  EXPECT_EQ(whole.tail, Read(store(), "ex-1"));
+  AcquireWithTail none = AcquireIfRead(store(), "ex-1", 2, kParkSeq, kParkSeq + 1);
+  EXPECT_FALSE(none.acquire.stale);
+  EXPECT_TRUE(none.tail.empty());
+  // The token fences the old holder exactly as AcquireFenceIf's does.
+  Result<int64_t> old_holder = store().Append(Req("ex-1", kParkSeq + 2, Steps(1), 2));
+  ASSERT_FALSE(old_holder);
+  ExpectStale(old_holder.error(), 2, 3);
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfReadTailWhenStaleChangesNothingAndShowsTheAnswer) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIfReadTail);
+  Park(store(), "ex-1");
+  ASSERT_FALSE(AcquireIf(store(), "ex-1", 0, kParkSeq).stale);  // a resumer: token 1
+  AppendOk(store(),
+           Req("ex-1", kParkSeq + 1, {KernelEvent(KernelKind::kExecutionResumed, {}, 1)}, 1));
+  AcquireWithTail rival = AcquireIfRead(store(), "ex-1", 0, kParkSeq, kParkSeq);
+  EXPECT_TRUE(rival.acquire.stale);
+  EXPECT_EQ(rival.acquire.fence, 1);
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 1);
+  EXPECT_EQ(Kinds(rival.tail), (std::vector<std::string>{"EXECUTION_RESUMED"}));
+  EXPECT_EQ(HeadOf(store(), "ex-1"), kParkSeq + 1);
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfReadTailPagesAtReadEventsMax) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIfReadTail);
+  Limits limits;
+  limits.read_events_max = 4;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  Park(*s, "ex-1");
+  AppendOk(*s, Req("ex-1", kParkSeq + 1, Steps(6), std::nullopt));  // head 9
+  AcquireWithTail got = AcquireIfRead(*s, "ex-1", 0, kParkSeq, 1);
+  EXPECT_FALSE(got.acquire.stale);
+  EXPECT_EQ(Seqs(got.tail), (std::vector<int64_t>{2, 3, 4, 5}));  // exactly the limit
+  EXPECT_EQ(Seqs(Read(*s, "ex-1", 6)), (std::vector<int64_t>{6, 7, 8, 9}));
+}
+
+TEST_P(EventStoreConformance, AcquireFenceIfReadTailRefusesBadInput) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIfReadTail);
+  Park(store(), "ex-1");
+  EXPECT_TRUE(Fails(store().AcquireFenceIfReadTail("", {0, 1}, 0), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(
+      Fails(store().AcquireFenceIfReadTail("ex-1", {-1, 1}, 0), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(
+      Fails(store().AcquireFenceIfReadTail("ex-1", {0, -1}, 0), ErrorCode::kInvalidArgument));
+  EXPECT_TRUE(
+      Fails(store().AcquireFenceIfReadTail("ex-1", {0, 1}, -1), ErrorCode::kInvalidArgument));
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 0);
+}
+
 // An answering append racing the conditional acquire: exactly one of them
 // succeeds (the append lands and the acquire is stale, or the acquire wins
 // and the append is fenced out), on both append paths, with and without a
@@ -968,6 +1057,7 @@ TEST_P(EventStoreConformance, AnsweringAppendRacingAcquireFenceIfExactlyOneWins)
   for (int round = 0; round < kRounds; ++round) {
     const bool batch_path = round % 2 == 1;
     const bool pre_acquired = round % 4 >= 2;
+    const bool with_tail = round % 8 >= 4 && Supports(Capability::kAcquireFenceIfReadTail);
     SCOPED_TRACE("round " + std::to_string(round) + (batch_path ? " batch" : " single") +
                  (pre_acquired ? " token 1" : " token 0"));
     const std::string id = "race-" + std::to_string(round);
@@ -978,6 +1068,7 @@ TEST_P(EventStoreConformance, AnsweringAppendRacingAcquireFenceIfExactlyOneWins)
     std::atomic<int> ready{0};
     Result<int64_t> appended = MakeError(ErrorCode::kInternal, "not run");
     Result<ConditionalAcquire> acquired = MakeError(ErrorCode::kInternal, "not run");
+    std::vector<Envelope> tail;  // the combined acquire's, when with_tail
     std::thread a([&] {
       ready.fetch_add(1);
       while (ready.load() < 2) std::this_thread::yield();
@@ -992,7 +1083,17 @@ TEST_P(EventStoreConformance, AnsweringAppendRacingAcquireFenceIfExactlyOneWins)
     std::thread b([&] {
       ready.fetch_add(1);
       while (ready.load() < 2) std::this_thread::yield();
-      acquired = acquirer.AcquireFenceIf(id, {token, kParkSeq});
+      if (!with_tail) {
+        acquired = acquirer.AcquireFenceIf(id, {token, kParkSeq});
+        return;
+      }
+      auto r = acquirer.AcquireFenceIfReadTail(id, {token, kParkSeq}, kParkSeq);
+      if (!r) {
+        acquired = std::unexpected(r.error());
+        return;
+      }
+      acquired = r->acquire;
+      tail = std::move(r->tail);
     });
     a.join();
     b.join();
@@ -1003,11 +1104,16 @@ TEST_P(EventStoreConformance, AnsweringAppendRacingAcquireFenceIfExactlyOneWins)
       EXPECT_EQ(acquired->fence, token);
       EXPECT_EQ(FenceOf(store(), id), token);
       EXPECT_EQ(HeadOf(store(), id), kParkSeq + 1);
+      // The acquire came after the answer: its read shows it.
+      if (with_tail) {
+        EXPECT_EQ(Kinds(tail), (std::vector<std::string>{"EXECUTION_RESUMED"}));
+      }
     } else {
       ExpectStale(appended.error(), token, token + 1);
       EXPECT_FALSE(acquired->stale);
       EXPECT_EQ(acquired->fence, token + 1);
       EXPECT_EQ(HeadOf(store(), id), kParkSeq);
+      EXPECT_TRUE(tail.empty());
     }
   }
   RecordProperty("appends_won", appends_won);

@@ -221,6 +221,11 @@ Result<store::ConditionalAcquire> StepStore::CustomAcquireFenceIf(std::string_vi
                                                                   store::FenceExpectation expect) {
   return Gated("AcquireFenceIf", [&] { return target().AcquireFenceIf(id, expect); });
 }
+Result<store::AcquireWithTail> StepStore::CustomAcquireFenceIfReadTail(
+    std::string_view id, store::FenceExpectation expect, int64_t read_after) {
+  return Gated("AcquireFenceIfReadTail",
+               [&] { return target().AcquireFenceIfReadTail(id, expect, read_after); });
+}
 Result<int64_t> StepStore::CustomAppendIfUnchanged(const store::AppendRequest& req,
                                                    int64_t observed) {
   return Gated("AppendIfUnchanged", [&] { return target().AppendIfUnchanged(req, observed); });

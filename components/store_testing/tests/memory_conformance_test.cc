@@ -30,6 +30,7 @@ struct RefuseEverything {
   static constexpr Decide kAppendIfUnchanged = Decide::kRefuse;
   static constexpr Decide kCopyPrefix = Decide::kRefuse;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kRefuse;
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
 };
 
 class CoreOnlyStore final : public EventStoreWrapper<CoreOnlyStore, RefuseEverything> {

@@ -2,16 +2,19 @@
 //
 // Committer: group commit. Many threads (one per running execution) hand it
 // their appends; it writes them to the store in shared AppendBatch calls
-// (leader/follower: whoever finds no flush in flight leads the next one and
-// takes everything pending; those who arrive during a flush wait for the
-// next). Each caller gets its own result: a row refused by its fence or its
-// sequence fails only that caller.
+// (leader/follower: whoever finds fewer than `flushes_in_flight_max` flushes
+// in flight leads the next one and takes everything pending; those who arrive
+// while the limit is reached wait). Each caller gets its own result: a row
+// refused by its fence or its sequence fails only that caller.
 //
 //   Committer committer(store, {.flush_requests_min = 8, .linger_us_max = 200});
 //   Result<int64_t> head = committer.Commit(std::move(request));
 //
 // A flush takes at most `batch_executions_max` requests and never two for the
-// same execution (a later one waits for the next flush, keeping its order).
+// same execution, nor one for an execution that another flush in flight is
+// writing (a later one waits for a later flush, keeping its order). With
+// more than one flush in flight, a store write no longer waits for the
+// previous one to finish (the SQL backends then share their disk flushes).
 // The leader may linger up to `linger_us_max` for `flush_requests_min`
 // requests to gather (0: never linger).
 //
@@ -25,6 +28,8 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <string_view>
+#include <unordered_set>
 
 #include "once/store/event_store.h"
 
@@ -34,11 +39,13 @@ struct CommitterOptions {
   size_t batch_executions_max = 256;  // requests per AppendBatch
   size_t flush_requests_min = 1;      // linger until this many are pending ...
   int64_t linger_us_max = 0;          // ... or the leader has waited this long
+  size_t flushes_in_flight_max = 1;   // concurrent store writes (>= 1)
 };
 
 struct CommitterStats {
-  uint64_t requests = 0;      // Commit calls
-  uint64_t store_writes = 0;  // Append + AppendBatch calls made
+  uint64_t requests = 0;              // Commit calls
+  uint64_t store_writes = 0;          // Append + AppendBatch calls made
+  size_t flushes_in_flight_peak = 0;  // the most store writes ever in flight at once
 };
 
 class Committer {
@@ -61,15 +68,20 @@ class Committer {
     bool done = false;
   };
   void LeadFlush(std::unique_lock<std::mutex>& lock);
+  bool CanLead() const;  // requires mu_
+  // Without mu_: one store write for `batch`; results into `taken`.
+  void Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken);
   void Linger(std::unique_lock<std::mutex>& lock);
 
   store::EventStore& store_;
   const CommitterOptions options_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::condition_variable linger_cv_;  // wakes a lingering leader
-  std::deque<Slot*> queue_;            // GUARDED_BY(mu_)
-  bool flushing_ = false;              // GUARDED_BY(mu_)
+  std::condition_variable linger_cv_;             // wakes a lingering leader
+  std::deque<Slot*> queue_;                       // GUARDED_BY(mu_)
+  size_t flushes_in_flight_ = 0;                  // GUARDED_BY(mu_)
+  size_t flushes_in_flight_peak_ = 0;             // GUARDED_BY(mu_)
+  std::unordered_set<std::string_view> writing_;  // GUARDED_BY(mu_): ids in flushes in flight
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> store_writes_{0};
 };

@@ -29,8 +29,10 @@
 //     A park that is gone, answered or not a park: kResumeRefused reason
 //     "not-suspended", nothing appended and no token taken. Under the token
 //     the tail is read, the resumable check re-run on the advanced view, and
-//     the body executes on that view. A store without AcquireFenceIf: plain
-//     AcquireFence. A store that does not fence: the options are ignored.
+//     the body executes on that view. On a store with
+//     AcquireFenceIfReadTail the tail comes back with the token (the same
+//     atomic step, one round trip); otherwise it is one more range read. A store without
+//     AcquireFenceIf: plain AcquireFence. A store that does not fence: the options are ignored.
 //   * fence: resume under a token already held (no acquire).
 //   * neither: the run presents token 0 (an execution someone fenced refuses
 //     it with kStaleFence, which a caller may answer with fence_if_parked_at).
@@ -208,10 +210,19 @@ class Runtime {
                                 const RunOptions& options, const ResumeExtras& extras);
   Status CheckResumable(std::string_view id, std::span<const Envelope> log,
                         const RunOptions& options, const ResumeExtras& extras) const;
-  Result<int64_t> TakeFence(std::string_view id, std::vector<Envelope>& log,
-                            const RunOptions& options);
-  Result<int64_t> AcquireIfParked(std::string_view id, std::vector<Envelope>& log,
-                                  int64_t park_seq);
+  // The token a run presents. `fresh`: the log was advanced to the store's
+  // head under that token (the combined acquire returned the tail).
+  struct Fenced {
+    int64_t token = 0;
+    bool fresh = false;
+  };
+  Result<Fenced> TakeFence(std::string_view id, std::vector<Envelope>& log,
+                           const RunOptions& options);
+  Result<Fenced> AcquireIfParked(std::string_view id, std::vector<Envelope>& log, int64_t park_seq);
+  // One conditional acquire; with the combined capability the log is
+  // advanced by the tail it returns (and *fresh set).
+  Result<store::ConditionalAcquire> AcquireOnce(std::string_view id, std::vector<Envelope>& log,
+                                                store::FenceExpectation expect, bool* fresh);
   Result<RunOutcome> Redrive(std::string_view id, bool acquire_fence,
                              std::vector<Envelope>* log_in_hand = nullptr);
   Result<RunOutcome> Execute(internal::RunState& run);

@@ -13,8 +13,11 @@
 // the conditional acquire: atomically, if the token equals expect.fence AND
 // no answering event (events::IsAnswering) has a sequence > expect.park_seq,
 // bump and return the new token; otherwise return {stale, current} and change
-// nothing. AppendIfUnchanged appends only if the token still equals the one
-// the caller observed; it never presents or bumps one.
+// nothing. AcquireFenceIfReadTail is the same acquire that also returns, read
+// in the same atomic step after it, the events past a sequence the caller
+// already holds (so a resumer advances its view under the new token without
+// a second round trip). AppendIfUnchanged appends only if the token still
+// equals the one the caller observed; it never presents or bumps one.
 //
 //   MemoryEventStore store;
 //   AppendRequest req{.execution_id = "order-7", .expected_next = 1,
@@ -87,17 +90,27 @@ struct ConditionalAcquire {
   int64_t fence = 0;   // the new token, or (stale) the current one
 };
 
+// AcquireFenceIfReadTail's answer: the acquire, and the events with sequence
+// > read_after as of the acquire (ascending, at most limits().read_events_max;
+// page on with ReadRange). Read in both outcomes: on success it is the view
+// under the new token; on {stale, current} it shows what moved the park.
+struct AcquireWithTail {
+  ConditionalAcquire acquire;
+  std::vector<Envelope> tail;
+};
+
 struct ExecutionPage {
   std::vector<std::string> execution_ids;  // ascending byte order
   std::string next_after;                  // pass as `after` for the next page; empty at the end
 };
 
 enum class Capability : uint8_t {
-  kAcquireFence,           // AcquireFence, ReadFence, and the append guard
-  kAcquireFenceIf,         // the conditional acquire
-  kAppendIfUnchanged,      // append only if the observed token is current
-  kCopyPrefix,             // copy a log's prefix to a new execution
-  kTruncatePrefixKeeping,  // drop a log's prefix, keep the rest
+  kAcquireFence,            // AcquireFence, ReadFence, and the append guard
+  kAcquireFenceIf,          // the conditional acquire
+  kAppendIfUnchanged,       // append only if the observed token is current
+  kCopyPrefix,              // copy a log's prefix to a new execution
+  kTruncatePrefixKeeping,   // drop a log's prefix, keep the rest
+  kAcquireFenceIfReadTail,  // the conditional acquire returning the tail past a sequence
   kCount,
 };
 inline constexpr size_t kCapabilityCount = static_cast<size_t>(Capability::kCount);
@@ -158,6 +171,14 @@ class EventStore {
   // The conditional acquire described above. One atomic step.
   virtual Result<ConditionalAcquire> AcquireFenceIf(std::string_view execution_id,
                                                     FenceExpectation expect) = 0;
+
+  // AcquireFenceIf(id, expect) and ReadRange(id, read_after + 1) as ONE
+  // atomic step: no append lands between the acquire and the read. A store
+  // supports it only if it supports kAcquireFenceIf. Errors: those of
+  // AcquireFenceIf; read_after < 0 is kInvalidArgument.
+  virtual Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view execution_id,
+                                                         FenceExpectation expect,
+                                                         int64_t read_after) = 0;
 
   // Appends only if the token is still `observed_fence`; otherwise
   // kStaleFence and nothing is written. req.fence is ignored.

@@ -47,6 +47,8 @@ class MemoryEventStore final : public EventStore {
   Result<int64_t> AcquireFence(std::string_view id) override;
   Result<int64_t> ReadFence(std::string_view id) override;
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
+  Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view id, FenceExpectation expect,
+                                                 int64_t read_after) override;
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
@@ -63,6 +65,9 @@ class MemoryEventStore final : public EventStore {
   Result<int64_t> AppendLocked(const AppendRequest& req, const CheckedAppend& checked,
                                GuardKind guard, int64_t token, bool movable = false);
   int64_t FenceLocked(std::string_view id) const;
+  // Require mu_.
+  ConditionalAcquire AcquireIfLocked(std::string_view id, FenceExpectation expect);
+  std::vector<Envelope> ReadLocked(std::string_view id, int64_t first, int64_t last) const;
 
   Limits limits_;
   std::unique_ptr<SystemClock> owned_clock_;

@@ -24,6 +24,12 @@ namespace once::store {
 // control characters (U+0000..U+001F, U+007F). kInvalidArgument otherwise.
 Status ValidateExecutionId(std::string_view id, const Limits& limits);
 
+// The arguments of AcquireFenceIf (read_after: of AcquireFenceIfReadTail):
+// a valid id, and fence, park_seq and read_after >= 0. kInvalidArgument
+// otherwise.
+Status ValidateFenceIf(std::string_view id, FenceExpectation expect, const Limits& limits,
+                       int64_t read_after = 0);
+
 // Non-empty, at most limits.kind_bytes_max bytes, printable ASCII, no spaces.
 Status ValidateKind(std::string_view kind, const Limits& limits);
 

@@ -13,6 +13,7 @@
 //     static constexpr Decide kAppendIfUnchanged = Decide::kForward;
 //     static constexpr Decide kCopyPrefix = Decide::kRefuse;
 //     static constexpr Decide kTruncatePrefixKeeping = Decide::kCustom;
+//     static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
 //   };
 //   class ProfilingStore final
 //       : public EventStoreWrapper<ProfilingStore, ProfilingDecisions> { ... };
@@ -23,6 +24,12 @@
 // kCustom calls the decorator's own method, which must exist with the name
 // Custom<Method> (e.g. CustomTruncatePrefixKeeping) or the decorator does not
 // compile; Supports() then answers the wrapped store's support.
+//
+// kAcquireFenceIfReadTail is the conditional acquire plus a read, so it
+// follows kAcquireFenceIf: a decorator that refuses the acquire refuses it
+// too, and one that customizes the acquire must customize or refuse it (a
+// forward would go around the customization). Both rules are checked at
+// compile time.
 
 #pragma once
 
@@ -37,13 +44,25 @@ namespace once::store {
 enum class Decide { kForward, kRefuse, kCustom };
 
 template <class D>
-concept DecidesEveryCapability = requires {
+concept NamesEveryCapability = requires {
   { D::kAcquireFence } -> std::convertible_to<Decide>;
   { D::kAcquireFenceIf } -> std::convertible_to<Decide>;
   { D::kAppendIfUnchanged } -> std::convertible_to<Decide>;
   { D::kCopyPrefix } -> std::convertible_to<Decide>;
   { D::kTruncatePrefixKeeping } -> std::convertible_to<Decide>;
+  { D::kAcquireFenceIfReadTail } -> std::convertible_to<Decide>;
 };
+
+// The combined acquire follows the conditional one (see above).
+template <class D>
+constexpr bool TailFollowsAcquire() {
+  if (D::kAcquireFenceIf == Decide::kRefuse) return D::kAcquireFenceIfReadTail == Decide::kRefuse;
+  if (D::kAcquireFenceIf == Decide::kCustom) return D::kAcquireFenceIfReadTail != Decide::kForward;
+  return true;
+}
+
+template <class D>
+concept DecidesEveryCapability = NamesEveryCapability<D> && TailFollowsAcquire<D>();
 
 // Forwards every capability; for decorators that add nothing to them.
 struct ForwardEverything {
@@ -52,6 +71,7 @@ struct ForwardEverything {
   static constexpr Decide kAppendIfUnchanged = Decide::kForward;
   static constexpr Decide kCopyPrefix = Decide::kForward;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kForward;
 };
 
 template <class Self, DecidesEveryCapability D>
@@ -105,6 +125,15 @@ class EventStoreWrapper : public EventStore {
     else
       return self().CustomAcquireFenceIf(id, expect);
   }
+  Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view id, FenceExpectation expect,
+                                                 int64_t read_after) override {
+    if constexpr (D::kAcquireFenceIfReadTail == Decide::kForward)
+      return target_->AcquireFenceIfReadTail(id, expect, read_after);
+    else if constexpr (D::kAcquireFenceIfReadTail == Decide::kRefuse)
+      return Unsupported(Capability::kAcquireFenceIfReadTail, name());
+    else
+      return self().CustomAcquireFenceIfReadTail(id, expect, read_after);
+  }
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override {
     if constexpr (D::kAppendIfUnchanged == Decide::kForward)
       return target_->AppendIfUnchanged(req, observed);
@@ -142,6 +171,8 @@ class EventStoreWrapper : public EventStore {
         return D::kCopyPrefix;
       case Capability::kTruncatePrefixKeeping:
         return D::kTruncatePrefixKeeping;
+      case Capability::kAcquireFenceIfReadTail:
+        return D::kAcquireFenceIfReadTail;
       case Capability::kCount:
         break;
     }

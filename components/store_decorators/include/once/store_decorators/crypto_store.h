@@ -67,6 +67,7 @@ struct CryptoDecisions {
   static constexpr Decide kAppendIfUnchanged = Decide::kCustom;
   static constexpr Decide kCopyPrefix = Decide::kRefuse;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;  // opens the tail
 };
 
 class CryptoStore final : public EventStoreWrapper<CryptoStore, CryptoDecisions> {
@@ -86,6 +87,8 @@ class CryptoStore final : public EventStoreWrapper<CryptoStore, CryptoDecisions>
   const Limits& limits() const override { return limits_; }
 
   Result<int64_t> CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed);
+  Result<AcquireWithTail> CustomAcquireFenceIfReadTail(std::string_view id, FenceExpectation e,
+                                                       int64_t read_after);
 
  protected:
   std::string_view name() const override { return "CryptoStore"; }
@@ -94,6 +97,8 @@ class CryptoStore final : public EventStoreWrapper<CryptoStore, CryptoDecisions>
   // Seals one request; adds its plaintext bytes to *bytes.
   Result<AppendRequest> Seal(const AppendRequest& req, size_t* bytes);
   Result<Envelope> Open(Envelope sealed, const std::optional<ExecutionKey>& key);
+  // Opens every event of one execution in place.
+  Status OpenAll(std::string_view id, std::vector<Envelope>& events);
 
   KeyVault& vault_;
   Limits limits_;

@@ -28,6 +28,7 @@ struct ProfilingDecisions {
   static constexpr Decide kAppendIfUnchanged = Decide::kCustom;
   static constexpr Decide kCopyPrefix = Decide::kCustom;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kCustom;
+  static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
 };
 
 struct MethodStats {
@@ -58,6 +59,8 @@ class ProfilingStore final : public EventStoreWrapper<ProfilingStore, ProfilingD
   Result<int64_t> CustomAcquireFence(std::string_view id);
   Result<int64_t> CustomReadFence(std::string_view id);
   Result<ConditionalAcquire> CustomAcquireFenceIf(std::string_view id, FenceExpectation e);
+  Result<AcquireWithTail> CustomAcquireFenceIfReadTail(std::string_view id, FenceExpectation e,
+                                                       int64_t read_after);
   Result<int64_t> CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed);
   Status CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through);
   Status CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept);

@@ -52,6 +52,8 @@ class ShardedStore final : public EventStore {
   Result<int64_t> AcquireFence(std::string_view id) override;
   Result<int64_t> ReadFence(std::string_view id) override;
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
+  Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view id, FenceExpectation expect,
+                                                 int64_t read_after) override;
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;

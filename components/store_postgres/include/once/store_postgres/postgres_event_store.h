@@ -103,11 +103,15 @@ class PostgresEventStore final : public EventStore {
   bool Supports(Capability) const override { return true; }
   Result<int64_t> AcquireFence(std::string_view id) override;
   Result<int64_t> ReadFence(std::string_view id) override;
-  // One round trip: a simple-protocol query of SET TRANSACTION ISOLATION
-  // LEVEL READ COMMITTED; ensure the row; SELECT ... FOR UPDATE; a
-  // conditional UPDATE whose NOT EXISTS scan runs on a fresh snapshot taken
-  // after the row lock was granted.
+  // One round trip: prepared statements in one libpq pipeline (one implicit
+  // transaction) of SET TRANSACTION ISOLATION LEVEL READ COMMITTED; ensure
+  // the row; SELECT ... FOR UPDATE; a conditional UPDATE whose NOT EXISTS
+  // scan runs on a fresh snapshot taken after the row lock was granted.
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
+  // The same pipeline with one more statement, the tail SELECT: still one
+  // round trip and one transaction, read inside the row lock.
+  Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view id, FenceExpectation expect,
+                                                 int64_t read_after) override;
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   // Deletes sequences < first_kept but always keeps the newest event, so

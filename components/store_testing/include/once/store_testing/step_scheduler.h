@@ -160,6 +160,7 @@ struct GateEverything {
   static constexpr store::Decide kAppendIfUnchanged = store::Decide::kCustom;
   static constexpr store::Decide kCopyPrefix = store::Decide::kCustom;
   static constexpr store::Decide kTruncatePrefixKeeping = store::Decide::kCustom;
+  static constexpr store::Decide kAcquireFenceIfReadTail = store::Decide::kCustom;
 };
 
 // One actor's view of the store: every method (except limits() and
@@ -183,6 +184,10 @@ class StepStore final : public store::EventStoreWrapper<StepStore, GateEverythin
   Result<int64_t> CustomReadFence(std::string_view id);
   Result<store::ConditionalAcquire> CustomAcquireFenceIf(std::string_view id,
                                                          store::FenceExpectation expect);
+  // One step: the acquire and its read are one atomic store call.
+  Result<store::AcquireWithTail> CustomAcquireFenceIfReadTail(std::string_view id,
+                                                              store::FenceExpectation expect,
+                                                              int64_t read_after);
   Result<int64_t> CustomAppendIfUnchanged(const store::AppendRequest& req, int64_t observed);
   Status CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through);
   Status CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept);
