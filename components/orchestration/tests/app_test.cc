@@ -70,6 +70,28 @@ TEST(AppTest, TimersSupervisorAndInboxAreWiredEndToEnd) {
   EXPECT_EQ(app->runtime().Inspect("r").value().result["value"], "ok");
 }
 
+TEST(AppTest, TheInboxStoreIsBuiltOnTheBackendWhenNoneIsGiven) {
+  AppFixture f;
+  AppConfig c = f.Config();
+  c.inbox = nullptr;
+  EXPECT_EQ(App::Create(c).value()->inbox(), nullptr);  // no store, no backend: no inbox
+  c.backend = AppBackend{};                             // memory
+  c.inbox_limits.pending_messages_per_execution_max = 1;
+  auto app = App::Create(c).value();
+  ASSERT_NE(app->inbox_store(), nullptr);
+  EXPECT_NE(dynamic_cast<MemoryInboxStore*>(app->inbox_store()), nullptr);
+  EXPECT_EQ(app->inbox_store()->limits().pending_messages_per_execution_max, 1u);
+  ASSERT_TRUE(app->inbox()->Send("r", "approve", "ok"));
+  EXPECT_EQ(app->inbox()->Send("r", "approve", "ok").error().code, ErrorCode::kLimitExceeded);
+  // A backend that does not open fails Create with the store's error.
+  c.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = ""};
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+  // A store given explicitly wins over the backend.
+  c = f.Config();
+  c.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = ""};
+  EXPECT_EQ(App::Create(c).value()->inbox_store(), &f.inbox);
+}
+
 TEST(AppTest, SuperviseOrsTheParkedChildPinIntoRetention) {
   AppFixture f;
   AppConfig c = f.Config();
