@@ -251,10 +251,20 @@ Status PostgresInboxStore::Trim(std::string_view execution_id, std::string_view 
                                 int64_t through_seq) {
   if (Unstorable(execution_id) || Unstorable(topic)) return Ok();
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  ONCE_RETURN_IF_ERROR(conn->Prepared(
-      "inbox_trim",
-      Params().Text(std::string(execution_id)).Text(std::string(topic)).Int(through_seq)));
-  return Ok();
+  Params p;
+  p.Text(std::string(execution_id)).Text(std::string(topic)).Int(through_seq);
+  if (options_.trim_waits_for_disk) {
+    ONCE_RETURN_IF_ERROR(conn->Prepared("inbox_trim", p));
+    return Ok();
+  }
+  Status begun = [&]() -> Status {
+    ONCE_RETURN_IF_ERROR(conn->Exec("BEGIN; SET LOCAL synchronous_commit = off"));
+    return Ok();
+  }();
+  return Committed(*conn, begun, [&]() -> Status {
+    ONCE_RETURN_IF_ERROR(conn->Prepared("inbox_trim", p));
+    return Ok();
+  });
 }
 
 Status PostgresInboxStore::Forget(std::string_view execution_id) {

@@ -228,11 +228,23 @@ Result<std::vector<InboxMessage>> SqliteInboxStore::Pending(std::string_view exe
 Status SqliteInboxStore::Trim(std::string_view execution_id, std::string_view topic,
                               int64_t through_seq) {
   std::lock_guard lock(impl_->mu);
-  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kTrim));
-  ONCE_RETURN_IF_ERROR(s.Bind(1, execution_id));
-  ONCE_RETURN_IF_ERROR(s.Bind(2, topic));
-  ONCE_RETURN_IF_ERROR(s.Bind(3, through_seq));
-  return s.Run();
+  Connection& c = *impl_->conn;
+  auto trim = [&]() -> Status {
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kTrim));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, execution_id));
+    ONCE_RETURN_IF_ERROR(s.Bind(2, topic));
+    ONCE_RETURN_IF_ERROR(s.Bind(3, through_seq));
+    return s.Run();
+  };
+  const SqliteInboxOptions& o = impl_->options;
+  if (o.trim_waits_for_disk || o.durability != Durability::kFull) return trim();
+  // WAL with synchronous=NORMAL: the commit is ordered after every earlier
+  // one and reaches the disk with the next synced commit or checkpoint.
+  ONCE_RETURN_IF_ERROR(c.Exec("PRAGMA synchronous=NORMAL"));
+  Status trimmed = trim();
+  Status restored = c.Exec("PRAGMA synchronous=FULL");
+  if (!trimmed) return trimmed;
+  return restored;
 }
 
 Status SqliteInboxStore::Forget(std::string_view execution_id) {

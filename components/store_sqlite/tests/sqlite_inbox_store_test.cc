@@ -13,6 +13,7 @@
 #include <set>
 #include <vector>
 
+#include "counting_vfs.h"
 #include "test_support.h"
 
 namespace once::store {
@@ -101,6 +102,31 @@ TEST(SqliteInboxStore, SharesTheEventStoreFileWithoutTouchingItsVersion) {
   EXPECT_EQ(inbox->Put("x", "t", "hello").value(), 1);
   EXPECT_EQ((*events)->Settings().value().schema_version, kSqliteSchemaVersion);
   EXPECT_EQ(inbox->Get("x", "t", 1).value()->message, "hello");
+}
+
+// Put waits for the disk (one WAL fsync); Trim does not by default (a lost
+// Trim is redone: delivery is derived from the log), and does with
+// trim_waits_for_disk. The connection is back at synchronous=FULL after it.
+TEST(SqliteInboxStore, PutSyncsAndTrimDoesNotUnlessAsked) {
+  testing::RegisterCountingVfs();
+  TempDir dir;
+  for (bool waits : {false, true}) {
+    SCOPED_TRACE(waits);
+    auto store =
+        SqliteInboxStore::Open(dir.File(waits ? "w.db" : "n.db"),
+                               {.trim_waits_for_disk = waits, .vfs = testing::kCountingVfsName});
+    ASSERT_TRUE(store.has_value()) << store.error().ToString();
+    uint64_t before = testing::WalSyncs();
+    ASSERT_TRUE((*store)->Put("x", "t", 1));
+    EXPECT_EQ(testing::WalSyncs() - before, 1u);
+    before = testing::WalSyncs();
+    ASSERT_TRUE((*store)->Trim("x", "t", 1));
+    EXPECT_EQ(testing::WalSyncs() - before, waits ? 1u : 0u);
+    EXPECT_TRUE((*store)->Pending("x").value().empty());
+    before = testing::WalSyncs();
+    ASSERT_TRUE((*store)->Put("x", "t", 2));
+    EXPECT_EQ(testing::WalSyncs() - before, 1u);  // FULL again
+  }
 }
 
 // Processes that open one new file at the same moment all migrate it and

@@ -35,7 +35,8 @@
 // execution's messages, bumps the topic's counter (INSERT ... ON CONFLICT
 // DO UPDATE, a row lock) and inserts the message unless the count is at
 // pending_messages_per_execution_max; COMMIT. So the count is exact across
-// nodes and numbers are never repeated or skipped. Trim is one DELETE.
+// nodes and numbers are never repeated or skipped. Trim is one DELETE in a
+// transaction with synchronous_commit = off (see trim_waits_for_disk).
 //
 // Connections: a small pool of its own (connections_max), apart from the
 // event store's. Errors as in postgres_event_store.h, plus the contract's;
@@ -69,6 +70,11 @@ struct PostgresInboxOptions {
   // How long Open() waits for the migration lock.
   int64_t migration_lock_timeout_ms = 10'000;
   inbox::InboxLimits limits;
+  // Trim commits with synchronous_commit = off (it does not wait for the WAL
+  // flush) unless this is set. A Trim lost to a server crash is harmless:
+  // what is delivered comes from the log, and the next delivery's Trim or
+  // Sweep deletes the rows again.
+  bool trim_waits_for_disk = false;
 };
 
 namespace pg {

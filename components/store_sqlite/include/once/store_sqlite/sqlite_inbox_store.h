@@ -32,7 +32,8 @@
 // stored messages (kLimitExceeded at pending_messages_per_execution_max),
 // bumps the topic's counter (INSERT ... ON CONFLICT DO UPDATE ... RETURNING)
 // and inserts the message; a failure rolls back all three. Trim and Forget
-// are single transactions too.
+// are single transactions too; Trim does not wait for the disk (see
+// trim_waits_for_disk).
 //
 // Threads: every method may be called from any thread; the store uses one
 // connection under a mutex. Errors: as SqliteEventStore's (kBusy past
@@ -56,6 +57,11 @@ struct SqliteInboxOptions {
   Durability durability = Durability::kFull;
   std::chrono::milliseconds busy_timeout{5000};
   inbox::InboxLimits limits;
+  // Trim commits without waiting for the disk (synchronous=NORMAL for that
+  // transaction) unless this is set. A Trim lost to a power cut is harmless:
+  // what is delivered comes from the log, and the next delivery's Trim (which
+  // deletes everything through its seq) or Sweep deletes the rows again.
+  bool trim_waits_for_disk = false;
   // A registered SQLite VFS name; empty: the default.
   std::string vfs;
 };
