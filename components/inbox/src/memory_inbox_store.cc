@@ -68,6 +68,11 @@ Status MemoryInboxStore::Forget(std::string_view execution_id) {
   return Ok();
 }
 
+Result<bool> MemoryInboxStore::Holds(std::string_view execution_id) {
+  std::lock_guard lock(mu_);
+  return executions_.contains(execution_id);
+}
+
 Result<std::vector<std::string>> MemoryInboxStore::Executions(std::string_view after,
                                                               size_t limit) {
   limit = std::min(limit, limits_.executions_page_max);

@@ -86,6 +86,10 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
         lifecycle::LogLifecycleOptions{
             .policy = *c.retention, .archive = c.archive, .pinned = c.pinned});
   }
+  if (self->lifecycle_ && c.inbox) {
+    self->lifecycle_->set_pinned(
+        lifecycle::AnyPin(self->lifecycle_->pinned(), PinInboxRows(*c.inbox)));
+  }
   self->Supervise(*self->supervisor_);
   return app;
 }

@@ -15,6 +15,10 @@ namespace {
 thread_local int on_park_depth = 0;
 }
 
+lifecycle::PinPredicate PinInboxRows(InboxStore& store) {
+  return [&store](std::string_view id) -> Result<bool> { return store.Holds(id); };
+}
+
 Inbox::Inbox(runtime::Runtime& runtime, InboxStore& store, const Clock& clock, Rng& rng,
              InboxOptions options)
     : runtime_(runtime), store_(store), clock_(clock), rng_(rng), options_(std::move(options)) {

@@ -92,6 +92,28 @@ TEST(AppTest, TheInboxStoreIsBuiltOnTheBackendWhenNoneIsGiven) {
   EXPECT_EQ(App::Create(c).value()->inbox_store(), &f.inbox);
 }
 
+// A finished execution whose inbox still holds a message is kept by
+// retention until the inbox deletes its rows (Sweep); then it goes.
+TEST(AppTest, RetentionKeepsAFinishedLogUntilTheInboxDeletedItsRows) {
+  AppFixture f;
+  AppConfig c = f.Config();
+  c.retention = lifecycle::RetentionPolicy{.age_ms_min = 1000};
+  auto app = App::Create(c).value();
+  testing::RegisterWorkflows(app->runtime());
+  ASSERT_TRUE(app->runtime().Start("receiver", "r", Json()));
+  ASSERT_EQ(app->inbox()->Send("r", "reject", "no").value().delivery, Delivery::kNoop);
+  ASSERT_TRUE(app->runtime().Cancel("r", "done"));
+  f.clock.Advance(std::chrono::seconds(2));
+  lifecycle::RetentionReport kept = app->lifecycle()->ApplyRetention().value();
+  EXPECT_EQ(kept.pinned, 1u);
+  EXPECT_EQ(kept.deleted, 0u);
+  EXPECT_EQ(app->inbox()->Sweep().value().forgotten, 1u);
+  EXPECT_FALSE(f.inbox.Holds("r").value());
+  lifecycle::RetentionReport gone = app->lifecycle()->ApplyRetention().value();
+  EXPECT_EQ(gone.pinned, 0u);
+  EXPECT_EQ(gone.deleted, 1u);
+}
+
 TEST(AppTest, SuperviseOrsTheParkedChildPinIntoRetention) {
   AppFixture f;
   AppConfig c = f.Config();

@@ -67,6 +67,7 @@ constexpr Statement kStatements[] = {
     {"inbox_forget",
      "WITH m AS (DELETE FROM inbox_messages WHERE execution_id = $1::text) "
      "DELETE FROM inbox_topics WHERE execution_id = $1::text"},
+    {"inbox_holds", "SELECT 1 FROM inbox_topics WHERE execution_id = $1::text LIMIT 1"},
     {"inbox_executions",
      "SELECT DISTINCT execution_id FROM inbox_topics WHERE execution_id > $1::text "
      "ORDER BY execution_id LIMIT $2::int8"},
@@ -274,6 +275,14 @@ Status PostgresInboxStore::Forget(std::string_view execution_id) {
     ONCE_RETURN_IF_ERROR(conn->Prepared("inbox_forget", Params().Text(std::string(execution_id))));
     return Ok();
   });
+}
+
+Result<bool> PostgresInboxStore::Holds(std::string_view execution_id) {
+  if (Unstorable(execution_id)) return false;
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(PgResult res,
+                        conn->Prepared("inbox_holds", Params().Text(std::string(execution_id))));
+  return PQntuples(res.get()) > 0;
 }
 
 Result<std::vector<std::string>> PostgresInboxStore::Executions(std::string_view after,

@@ -27,6 +27,7 @@ enum InboxSql : size_t {
   kForgetMessages,
   kForgetTopics,
   kExecutions,
+  kHolds,
   kInboxSqlCount,
 };
 
@@ -62,6 +63,7 @@ const std::vector<std::string>& InboxSqlText() {
     s[kExecutions] =
         "SELECT DISTINCT execution_id FROM inbox_topics WHERE execution_id > ?1 "
         "ORDER BY execution_id LIMIT ?2";
+    s[kHolds] = "SELECT 1 FROM inbox_topics WHERE execution_id = ?1 LIMIT 1";
     return s;
   }();
   return sql;
@@ -258,6 +260,13 @@ Status SqliteInboxStore::Forget(std::string_view execution_id) {
     }
     return Ok();
   });
+}
+
+Result<bool> SqliteInboxStore::Holds(std::string_view execution_id) {
+  std::lock_guard lock(impl_->mu);
+  ONCE_ASSIGN_OR_RETURN(Statement s, impl_->conn->Prepare(kHolds));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, execution_id));
+  return s.Step();
 }
 
 Result<std::vector<std::string>> SqliteInboxStore::Executions(std::string_view after,

@@ -93,8 +93,13 @@ TEST_P(InboxStoreConformance, ForgetDeletesTheExecutionAndRestartsItsNumbering) 
   ASSERT_TRUE(store_->Put("x", "t", 1));
   ASSERT_TRUE(store_->Put("x", "t", 2));
   ASSERT_TRUE(store_->Put("y", "t", 1));
+  ASSERT_TRUE(store_->Trim("x", "t", 2));
+  EXPECT_TRUE(store_->Holds("x").value());  // its counter
   ASSERT_TRUE(store_->Forget("x"));
   ASSERT_TRUE(store_->Forget("x"));  // idempotent
+  EXPECT_FALSE(store_->Holds("x").value());
+  EXPECT_TRUE(store_->Holds("y").value());
+  EXPECT_FALSE(store_->Holds("nobody").value());
   EXPECT_TRUE(store_->Pending("x").value().empty());
   EXPECT_EQ(store_->Executions("", 10).value(), std::vector<std::string>{"y"});
   EXPECT_EQ(store_->Put("x", "t", "again").value(), 1);

@@ -92,6 +92,9 @@ class InboxStore {
                       int64_t through_seq) = 0;
   // Deletes every message and counter of the execution.
   virtual Status Forget(std::string_view execution_id) = 0;
+  // True while the execution holds messages or counters (retention keeps
+  // its log until then: see orchestration's PinInboxRows).
+  virtual Result<bool> Holds(std::string_view execution_id) = 0;
   // Ids of executions holding messages or counters, in byte order, greater
   // than `after`, at most min(limit, limits().executions_page_max).
   virtual Result<std::vector<std::string>> Executions(std::string_view after, size_t limit) = 0;

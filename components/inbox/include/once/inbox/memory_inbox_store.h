@@ -26,6 +26,7 @@ class MemoryInboxStore final : public InboxStore {
   Result<std::vector<InboxMessage>> Pending(std::string_view execution_id) override;
   Status Trim(std::string_view execution_id, std::string_view topic, int64_t through_seq) override;
   Status Forget(std::string_view execution_id) override;
+  Result<bool> Holds(std::string_view execution_id) override;
   Result<std::vector<std::string>> Executions(std::string_view after, size_t limit) override;
   const InboxLimits& limits() const override { return limits_; }
 

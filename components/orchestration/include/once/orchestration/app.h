@@ -20,6 +20,9 @@
 // configured: Redrive() hands out the wiring and the built-in supervisor and
 // inbox use it (and register as re-drivers).
 //
+// With retention and an inbox, PinInboxRows(inbox store) is ORed into the
+// lifecycle's pin: a finished log stays until the inbox deleted its rows.
+//
 // Supervise(s) routes the runtime's child-settled notifications to `s` too
 // and ORs PinParkedChildren(s) into the lifecycle's pin (with config.pinned),
 // so retention never deletes a child its parent is parked on. The built-in

@@ -61,6 +61,7 @@
 #include "once/base/rng.h"
 #include "once/inbox/inbox_store.h"
 #include "once/inbox/memory_inbox_store.h"
+#include "once/lifecycle/log_lifecycle.h"
 #include "once/orchestration/redrive.h"
 #include "once/runtime/runtime.h"
 #include "once/timers/timer_service.h"
@@ -99,6 +100,13 @@ struct InboxOptions {
   int on_park_nesting_max = 32;          // deliveries nested inside park hooks on one thread
   std::function<void(const Error&)> on_error;
 };
+
+// Retention's pin for the inbox: true while `store` holds rows of the
+// execution, so a finished log is deleted only after the inbox deleted its
+// rows (Sweep or a delivery saw it finish). Otherwise the rows would
+// outlive their log, and a later execution with the same id would inherit
+// its numbering. `store` must outlive the predicate.
+lifecycle::PinPredicate PinInboxRows(InboxStore& store);
 
 class Inbox final : public timers::Redriver {
  public:

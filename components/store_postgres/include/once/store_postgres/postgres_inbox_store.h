@@ -94,6 +94,7 @@ class PostgresInboxStore final : public inbox::InboxStore {
   Result<std::vector<inbox::InboxMessage>> Pending(std::string_view execution_id) override;
   Status Trim(std::string_view execution_id, std::string_view topic, int64_t through_seq) override;
   Status Forget(std::string_view execution_id) override;
+  Result<bool> Holds(std::string_view execution_id) override;
   Result<std::vector<std::string>> Executions(std::string_view after, size_t limit) override;
   const inbox::InboxLimits& limits() const override { return options_.limits; }
 
