@@ -1,6 +1,36 @@
 #include "once/orchestration/app.h"
 
+#include "once/store_postgres/postgres_inbox_store.h"
+#include "once/store_sqlite/sqlite_inbox_store.h"
+
 namespace once::orchestration {
+
+namespace {
+
+// The inbox store matching the event store's backend.
+Result<std::unique_ptr<InboxStore>> OpenInboxStore(const AppBackend& backend,
+                                                   const inbox::InboxLimits& limits) {
+  switch (backend.kind) {
+    case AppBackend::Kind::kMemory:
+      return std::make_unique<MemoryInboxStore>(limits);
+    case AppBackend::Kind::kSqlite: {
+      ONCE_ASSIGN_OR_RETURN(auto s,
+                            store::SqliteInboxStore::Open(backend.sqlite_path, {.limits = limits}));
+      return std::unique_ptr<InboxStore>(std::move(s));
+    }
+    case AppBackend::Kind::kPostgres: {
+      store::PostgresInboxOptions options;
+      options.conninfo = backend.postgres_url;
+      options.schema = backend.postgres_schema;
+      options.limits = limits;
+      ONCE_ASSIGN_OR_RETURN(auto s, store::PostgresInboxStore::Open(options));
+      return std::unique_ptr<InboxStore>(std::move(s));
+    }
+  }
+  return MakeError(ErrorCode::kInvalidArgument, "AppBackend: unknown kind");
+}
+
+}  // namespace
 
 App::App(AppConfig config) : config_(std::move(config)) {}
 
@@ -19,6 +49,10 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
   }
   std::unique_ptr<App> app(new App(std::move(config)));
   AppConfig& c = app->config_;
+  if (!c.inbox && c.backend) {
+    ONCE_ASSIGN_OR_RETURN(app->owned_inbox_store_, OpenInboxStore(*c.backend, c.inbox_limits));
+    c.inbox = app->owned_inbox_store_.get();
+  }
   App* self = app.get();
   runtime::RuntimeOptions rt_options = c.runtime;
   self->user_on_park_ = std::move(rt_options.on_park);
@@ -52,6 +86,10 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
         *c.store, *c.clock,
         lifecycle::LogLifecycleOptions{
             .policy = *c.retention, .archive = c.archive, .pinned = c.pinned});
+  }
+  if (self->lifecycle_ && c.inbox) {
+    self->lifecycle_->set_pinned(
+        lifecycle::AnyPin(self->lifecycle_->pinned(), PinInboxRows(*c.inbox)));
   }
   self->Supervise(*self->supervisor_);
   return app;

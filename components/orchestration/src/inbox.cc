@@ -1,5 +1,8 @@
 #include "once/orchestration/inbox.h"
 
+#include <algorithm>
+#include <map>
+
 #include "log_read.h"
 
 namespace once::orchestration {
@@ -12,29 +15,8 @@ namespace {
 thread_local int on_park_depth = 0;
 }
 
-Result<int64_t> MemoryInboxStore::Put(std::string_view execution_id, std::string_view topic,
-                                      Json message) {
-  std::lock_guard lock(mu_);
-  auto& list = by_execution_[std::string(execution_id)];
-  if (list.size() >= messages_per_execution_max_) {
-    return LimitError("inbox_messages_per_execution_max", static_cast<int64_t>(list.size()) + 1,
-                      static_cast<int64_t>(messages_per_execution_max_), std::string(execution_id));
-  }
-  int64_t id = static_cast<int64_t>(list.size()) + 1;
-  list.push_back(InboxMessage{id, std::string(topic), std::move(message)});
-  return id;
-}
-
-Result<std::vector<InboxMessage>> MemoryInboxStore::Messages(std::string_view execution_id,
-                                                             std::string_view topic) {
-  std::lock_guard lock(mu_);
-  std::vector<InboxMessage> out;
-  auto it = by_execution_.find(execution_id);
-  if (it == by_execution_.end()) return out;
-  for (const InboxMessage& m : it->second) {
-    if (m.topic == topic) out.push_back(m);
-  }
-  return out;
+lifecycle::PinPredicate PinInboxRows(InboxStore& store) {
+  return [&store](std::string_view id) -> Result<bool> { return store.Holds(id); };
 }
 
 Inbox::Inbox(runtime::Runtime& runtime, InboxStore& store, const Clock& clock, Rng& rng,
@@ -46,28 +28,95 @@ Inbox::Inbox(runtime::Runtime& runtime, InboxStore& store, const Clock& clock, R
   }
 }
 
+namespace {
+
+// MESSAGE_CONSUMED events of `topic` in the log.
+int64_t ConsumedOf(std::span<const store::Envelope> log, const std::string& topic) {
+  int64_t consumed = 0;
+  for (const store::Envelope& e : log) {
+    consumed += e.Is(KernelKind::kMessageConsumed) && Member(e.payload, "topic") == topic;
+  }
+  return consumed;
+}
+
+}  // namespace
+
+void Inbox::Retire(std::string_view execution_id, std::string_view topic, int64_t seq,
+                   runtime::ExecutionStatus after) {
+  // A failure leaves rows that the next delivery or Sweep() deletes.
+  Status s = runtime::IsTerminal(after) ? store_.Forget(execution_id)
+                                        : store_.Trim(execution_id, topic, seq);
+  if (!s && options_.on_error) options_.on_error(s.error());
+}
+
+Status Inbox::TrimConsumed(std::string_view execution_id, std::span<const store::Envelope> log) {
+  std::map<std::string, int64_t> consumed;
+  for (const store::Envelope& e : log) {
+    if (e.Is(KernelKind::kMessageConsumed) && Member(e.payload, "topic").is_string()) {
+      ++consumed[Member(e.payload, "topic").get<std::string>()];
+    }
+  }
+  for (const auto& [topic, count] : consumed) {
+    ONCE_RETURN_IF_ERROR(store_.Trim(execution_id, topic, count));
+  }
+  return Ok();
+}
+
 Result<Delivery> Inbox::DeliverPending(std::string_view execution_id) {
   ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log,
                         internal::ReadLog(runtime_.store(), execution_id));
   const store::Envelope* park = runtime::FindOpenPark(log);
-  if (!park) return Delivery::kNoop;
+  if (!park) {
+    if (log.empty() || !runtime::IsTerminal(runtime::Fold(log).status)) return Delivery::kNoop;
+    ONCE_RETURN_IF_ERROR(store_.Forget(execution_id));
+    return Delivery::kDropped;
+  }
   for (const Json& wait : Member(park->payload, "waits")) {
     if (Member(wait, "type") != "message" || !Member(wait, "topic").is_string()) continue;
     std::string topic = Member(wait, "topic").get<std::string>();
-    size_t consumed = 0;
-    for (const store::Envelope& e : log) {
-      consumed += e.Is(KernelKind::kMessageConsumed) && Member(e.payload, "topic") == topic;
+    int64_t seq = ConsumedOf(log, topic) + 1;
+    ONCE_ASSIGN_OR_RETURN(std::optional<InboxMessage> next, store_.Get(execution_id, topic, seq));
+    // Not sent yet, or deleted after a rival delivered it.
+    if (!next) continue;
+    Result<runtime::RunOutcome> r = runtime_.Deliver(execution_id, topic, std::move(next->message),
+                                                     {.fence_if_parked_at = park->sequence});
+    if (r) {
+      Retire(execution_id, topic, seq, r->status);
+      return Delivery::kDelivered;
     }
-    ONCE_ASSIGN_OR_RETURN(std::vector<InboxMessage> messages, store_.Messages(execution_id, topic));
-    if (messages.size() <= consumed) continue;
-    Result<runtime::RunOutcome> r = runtime_.Deliver(
-        execution_id, topic, messages[consumed].message, {.fence_if_parked_at = park->sequence});
-    if (r) return Delivery::kDelivered;
     if (r.error().code == ErrorCode::kResumeRefused) return Delivery::kNoop;
     if (internal::RetryLater(r.error())) return Delivery::kContended;
     return std::unexpected(r.error());
   }
   return Delivery::kNoop;
+}
+
+Result<SweepReport> Inbox::Sweep(size_t executions_per_page) {
+  SweepReport report;
+  std::string after;
+  for (;;) {
+    ONCE_ASSIGN_OR_RETURN(std::vector<std::string> page,
+                          store_.Executions(after, std::max<size_t>(1, executions_per_page)));
+    if (page.empty()) return report;
+    after = page.back();
+    for (const std::string& id : page) {
+      ++report.executions;
+      Result<std::vector<store::Envelope>> log = internal::ReadLog(runtime_.store(), id);
+      Status trimmed = log ? TrimConsumed(id, *log) : Status(std::unexpected(log.error()));
+      if (!trimmed) {
+        report.errors.push_back(trimmed.error());
+        continue;
+      }
+      // Deliveries go on while the execution parks again on a stored message.
+      for (;;) {
+        Result<Delivery> d = DeliverPending(id);
+        if (!d) report.errors.push_back(d.error());
+        if (d && *d == Delivery::kDropped) ++report.forgotten;
+        if (!d || *d != Delivery::kDelivered) break;
+        ++report.delivered;
+      }
+    }
+  }
 }
 
 bool Inbox::HandOff(std::string_view execution_id, const Result<Delivery>& r) {
@@ -134,6 +183,7 @@ Result<timers::RedriveAnswer> Inbox::Redrive(const timers::TimerRow& row) {
     case Delivery::kDelivered:
       return timers::RedriveAnswer::kDone;
     case Delivery::kNoop:
+    case Delivery::kDropped:
       return timers::RedriveAnswer::kNoop;
     case Delivery::kContended:
       break;

@@ -70,6 +70,50 @@ TEST(AppTest, TimersSupervisorAndInboxAreWiredEndToEnd) {
   EXPECT_EQ(app->runtime().Inspect("r").value().result["value"], "ok");
 }
 
+TEST(AppTest, TheInboxStoreIsBuiltOnTheBackendWhenNoneIsGiven) {
+  AppFixture f;
+  AppConfig c = f.Config();
+  c.inbox = nullptr;
+  EXPECT_EQ(App::Create(c).value()->inbox(), nullptr);  // no store, no backend: no inbox
+  c.backend = AppBackend{};                             // memory
+  c.inbox_limits.pending_messages_per_execution_max = 1;
+  auto app = App::Create(c).value();
+  ASSERT_NE(app->inbox_store(), nullptr);
+  EXPECT_NE(dynamic_cast<MemoryInboxStore*>(app->inbox_store()), nullptr);
+  EXPECT_EQ(app->inbox_store()->limits().pending_messages_per_execution_max, 1u);
+  ASSERT_TRUE(app->inbox()->Send("r", "approve", "ok"));
+  EXPECT_EQ(app->inbox()->Send("r", "approve", "ok").error().code, ErrorCode::kLimitExceeded);
+  // A backend that does not open fails Create with the store's error.
+  c.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = ""};
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+  // A store given explicitly wins over the backend.
+  c = f.Config();
+  c.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = ""};
+  EXPECT_EQ(App::Create(c).value()->inbox_store(), &f.inbox);
+}
+
+// A finished execution whose inbox still holds a message is kept by
+// retention until the inbox deletes its rows (Sweep); then it goes.
+TEST(AppTest, RetentionKeepsAFinishedLogUntilTheInboxDeletedItsRows) {
+  AppFixture f;
+  AppConfig c = f.Config();
+  c.retention = lifecycle::RetentionPolicy{.age_ms_min = 1000};
+  auto app = App::Create(c).value();
+  testing::RegisterWorkflows(app->runtime());
+  ASSERT_TRUE(app->runtime().Start("receiver", "r", Json()));
+  ASSERT_EQ(app->inbox()->Send("r", "reject", "no").value().delivery, Delivery::kNoop);
+  ASSERT_TRUE(app->runtime().Cancel("r", "done"));
+  f.clock.Advance(std::chrono::seconds(2));
+  lifecycle::RetentionReport kept = app->lifecycle()->ApplyRetention().value();
+  EXPECT_EQ(kept.pinned, 1u);
+  EXPECT_EQ(kept.deleted, 0u);
+  EXPECT_EQ(app->inbox()->Sweep().value().forgotten, 1u);
+  EXPECT_FALSE(f.inbox.Holds("r").value());
+  lifecycle::RetentionReport gone = app->lifecycle()->ApplyRetention().value();
+  EXPECT_EQ(gone.pinned, 0u);
+  EXPECT_EQ(gone.deleted, 1u);
+}
+
 TEST(AppTest, SuperviseOrsTheParkedChildPinIntoRetention) {
   AppFixture f;
   AppConfig c = f.Config();

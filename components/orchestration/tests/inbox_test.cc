@@ -25,9 +25,12 @@ class InboxTest : public ::testing::TestWithParam<Backend> {
   void Make(bool redrive) {
     InboxOptions o{.on_error = [this](const Error& e) { errors_.push_back(e); }};
     if (redrive) o.redrive = RedriveWiring{&timers_, &service_};
-    inbox_ = std::make_unique<Inbox>(rt_, messages_, clock_, rng_, o);
+    inbox_ = std::make_unique<Inbox>(rt_, *messages_, clock_, rng_, o);
   }
-  void SetUp() override { testing::RegisterWorkflows(rt_); }
+  void SetUp() override {
+    if (std::string why = base_.SkipReason(); !why.empty()) GTEST_SKIP() << why;
+    testing::RegisterWorkflows(rt_);
+  }
   runtime::ExecutionState State(std::string_view id) { return rt_.Inspect(id).value(); }
   int Consumed() { return Count(base_.get(), "r", "MESSAGE_CONSUMED"); }
   int Resumed() { return Count(base_.get(), "r", "EXECUTION_RESUMED"); }
@@ -43,7 +46,7 @@ class InboxTest : public ::testing::TestWithParam<Backend> {
   testing::BaseStore base_{GetParam(), clock_};
   HookStore store_{base_.get()};
   timers::MemoryTimerStore timers_;
-  MemoryInboxStore messages_;
+  std::unique_ptr<InboxStore> messages_ = base_.OpenInbox();  // the backend's
   std::vector<Error> errors_;
   std::unique_ptr<Inbox> inbox_;
   runtime::Runtime rt_{store_, clock_, RtOptions()};
@@ -140,12 +143,82 @@ TEST_P(InboxTest, FlagOffAContendedDeliveryGoesToOnErrorAndARetryDeliversOnce) {
   ASSERT_EQ(errors_.size(), 1u);
   EXPECT_EQ(errors_[0].code, ErrorCode::kResumeContended);
   EXPECT_EQ(inbox_->DeliverPending("r").value(), Delivery::kDelivered);
-  EXPECT_EQ(inbox_->DeliverPending("r").value(), Delivery::kNoop);
+  // Finished: nothing is delivered again (its rows are gone).
+  EXPECT_EQ(inbox_->DeliverPending("r").value(), Delivery::kDropped);
   EXPECT_EQ(Consumed(), 1);
   EXPECT_EQ(Resumed(), 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, InboxTest, ::testing::Values(Backend::kMemory, Backend::kSqlite),
+// Retention: a delivered message is deleted; a finished execution's rows go
+// with it, and a message sent to it afterwards is dropped.
+TEST_P(InboxTest, DeliveredMessagesAndFinishedExecutionsLeaveNoRows) {
+  Make(false);
+  ASSERT_TRUE(rt_.Start("receiver2", "r", Json()));
+  ASSERT_EQ(inbox_->Send("r", "approve", "one").value().delivery, Delivery::kDelivered);
+  EXPECT_TRUE(messages_->Pending("r").value().empty());
+  EXPECT_EQ(messages_->Executions("", 10).value(), std::vector<std::string>{"r"});  // the counter
+  ASSERT_EQ(inbox_->Send("r", "approve", "two").value().delivery, Delivery::kDelivered);
+  EXPECT_EQ(State("r").status, runtime::ExecutionStatus::kCompleted);
+  EXPECT_TRUE(messages_->Executions("", 10).value().empty());
+  SendResult late = inbox_->Send("r", "approve", "late").value();
+  EXPECT_EQ(late.delivery, Delivery::kDropped);
+  EXPECT_TRUE(messages_->Executions("", 10).value().empty());
+  EXPECT_EQ(Consumed(), 2);
+  EXPECT_TRUE(errors_.empty());
+}
+
+// A message of exactly message_bytes_max is delivered whole (it fits in the
+// event store's event limit twice over); one byte more is refused by Send
+// and nothing is stored.
+TEST_P(InboxTest, AMessageAtTheSizeLimitIsDeliveredWhole) {
+  Make(false);
+  ASSERT_TRUE(rt_.Start("receiver", "r", Json()));
+  size_t max = messages_->limits().message_bytes_max;
+  Json over(std::string(max - 1, 'x'));  // max + 1 bytes with the quotes
+  Result<SendResult> refused = inbox_->Send("r", "approve", over);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kLimitExceeded);
+  EXPECT_EQ(refused.error().As<LimitDetail>()->limit, "inbox_message_bytes_max");
+  EXPECT_TRUE(messages_->Pending("r").value().empty());
+  EXPECT_EQ(State("r").status, runtime::ExecutionStatus::kSuspended);
+  Json at(std::string(max - 2, 'y'));
+  ASSERT_EQ(inbox_->Send("r", "approve", at).value().delivery, Delivery::kDelivered);
+  EXPECT_EQ(State("r").result["value"], at);
+  EXPECT_EQ(Consumed(), 1);
+}
+
+TEST_P(InboxTest, PendingMessagesPerExecutionAtTheLimitThroughSend) {
+  messages_ = base_.OpenInbox({.pending_messages_per_execution_max = 2});
+  Make(false);
+  ASSERT_TRUE(inbox_->Send("r", "approve", "first"));
+  ASSERT_TRUE(inbox_->Send("r", "approve", "second"));
+  Result<SendResult> third = inbox_->Send("r", "approve", "third");
+  ASSERT_FALSE(third.has_value());
+  EXPECT_EQ(third.error().code, ErrorCode::kLimitExceeded);
+  EXPECT_EQ(third.error().As<LimitDetail>()->limit, "inbox_pending_messages_per_execution_max");
+  ASSERT_TRUE(rt_.Start("receiver2", "r", Json()));
+  EXPECT_EQ(State("r").result["value"], Json::array({"first", "second"}));
+  EXPECT_EQ(Consumed(), 2);
+}
+
+// Sweep: after a crash after the append, the delivered message is still
+// stored (its delete never ran); Sweep deletes it and delivers nothing.
+TEST_P(InboxTest, SweepDeletesWhatACrashLeftAndDeliversNothingTwice) {
+  Make(false);
+  ASSERT_TRUE(rt_.Start("receiver2", "r", Json()));
+  store_.crash_next = HookStore::Crash::kAfterAppend;
+  ASSERT_TRUE(inbox_->Send("r", "approve", "one"));
+  EXPECT_EQ(messages_->Pending("r").value().size(), 1u);
+  SweepReport swept = inbox_->Sweep().value();
+  EXPECT_EQ(swept.executions, 1u);
+  EXPECT_EQ(swept.delivered, 0u);
+  EXPECT_TRUE(swept.errors.empty());
+  EXPECT_TRUE(messages_->Pending("r").value().empty());
+  EXPECT_EQ(Consumed(), 1);
+  EXPECT_EQ(Resumed(), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, InboxTest, ::testing::ValuesIn(testing::InboxBackends()),
                          testing::BackendName);
 
 }  // namespace

@@ -7,10 +7,17 @@
 #include <memory>
 #include <random>
 
+#include "once/inbox/memory_inbox_store.h"
+#include "once/orchestration/app.h"
 #include "once/runtime/runtime.h"
 #include "once/store/memory_store.h"
 #include "once/store/wrapper.h"
 #include "once/store_sqlite/sqlite_event_store.h"
+#include "once/store_sqlite/sqlite_inbox_store.h"
+#if ONCE_TEST_POSTGRES_BACKEND
+#include "once/store_postgres/postgres_inbox_store.h"
+#include "test_database.h"  // components/store_postgres/tests
+#endif
 
 namespace once::orchestration::testing {
 
@@ -102,28 +109,57 @@ class FailingReadStore final
   }
 };
 
-enum class Backend { kMemory, kSqlite };
+// kPostgres exists in the binaries built with ONCE_TEST_POSTGRES_BACKEND
+// (label postgres); it needs ONCE_TEST_POSTGRES_URL.
+enum class Backend { kMemory, kSqlite, kPostgres };
 
 inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kMemory ? "Memory" : "Sqlite";
+  switch (info.param) {
+    case Backend::kMemory:
+      return "Memory";
+    case Backend::kSqlite:
+      return "Sqlite";
+    case Backend::kPostgres:
+      return "Postgres";
+  }
+  return "Unknown";
 }
 
-// A base store of the chosen backend (SQLite: a fresh temp file).
+// The backends a binary's inbox cases run on: memory and SQLite in the unit
+// binary, PostgreSQL in the postgres one.
+inline std::vector<Backend> InboxBackends() {
+#if ONCE_TEST_POSTGRES_BACKEND
+  return {Backend::kPostgres};
+#else
+  return {Backend::kMemory, Backend::kSqlite};
+#endif
+}
+inline std::vector<Backend> DurableInboxBackends() {
+#if ONCE_TEST_POSTGRES_BACKEND
+  return {Backend::kPostgres};
+#else
+  return {Backend::kSqlite};
+#endif
+}
+
+// A database of the chosen backend (SQLite: a fresh temp file; PostgreSQL:
+// a fresh schema) with one event store open on it, and more store objects
+// on the same data on demand (another process or node).
 class BaseStore {
  public:
-  BaseStore(Backend backend, const Clock& clock) {
-    if (backend == Backend::kMemory) {
-      store_ = std::make_unique<store::MemoryEventStore>(store::Limits{}, clock);
-      return;
+  BaseStore(Backend backend, const Clock& clock) : backend_(backend), clock_(clock) {
+    if (backend == Backend::kSqlite) {
+      path_ = std::filesystem::temp_directory_path() /
+              ("once_orch_" + std::to_string(std::random_device{}()) + ".db");
     }
-    path_ = std::filesystem::temp_directory_path() /
-            ("once_orch_" + std::to_string(std::random_device{}()) + ".db");
-    store::SqliteOptions options;
-    options.clock = &clock;
-    options.durability = store::Durability::kNormal;
-    auto opened = store::SqliteEventStore::Open(path_.string(), options);
-    ONCE_CHECK_MSG(opened.has_value(), "cannot open the SQLite test store");
-    store_ = std::move(*opened);
+#if ONCE_TEST_POSTGRES_BACKEND
+    if (backend == Backend::kPostgres && !store::testing::TestPostgresUrl().empty()) {
+      schema_ = std::make_unique<store::testing::TestSchema>(store::testing::TestPostgresUrl());
+    }
+#endif
+    // Without a server, a memory store stands in; SetUp skips (SkipReason).
+    store_ = available() ? OpenEventStore() : nullptr;
+    if (!store_) store_ = std::make_unique<store::MemoryEventStore>(store::Limits{}, clock);
   }
   ~BaseStore() {
     store_.reset();
@@ -135,9 +171,86 @@ class BaseStore {
     }
   }
   EventStore& get() { return *store_; }
+  bool durable() const { return backend_ != Backend::kMemory; }
+  bool available() const { return backend_ != Backend::kPostgres || schema_ != nullptr; }
+  // Why a case on this database cannot run, or empty. CI=true makes a
+  // missing PostgreSQL a failure.
+  std::string SkipReason() const {
+    if (available()) return "";
+#if ONCE_TEST_POSTGRES_BACKEND
+    if (store::testing::InCi()) ADD_FAILURE() << "CI=true but ONCE_TEST_POSTGRES_URL is unset";
+#endif
+    return "ONCE_TEST_POSTGRES_URL is unset";
+  }
+
+  // Another event store object on the same data (memory: a new, empty one).
+  std::unique_ptr<EventStore> OpenEventStore() {
+    if (backend_ == Backend::kSqlite) {
+      store::SqliteOptions options;
+      options.clock = &clock_;
+      options.durability = store::Durability::kNormal;
+      auto opened = store::SqliteEventStore::Open(path_.string(), options);
+      ONCE_CHECK_MSG(opened.has_value(), "cannot open the SQLite test store");
+      return std::move(*opened);
+    }
+#if ONCE_TEST_POSTGRES_BACKEND
+    if (backend_ == Backend::kPostgres) {
+      auto opened = store::PostgresEventStore::Open(schema_->Options(), clock_);
+      ONCE_CHECK_MSG(opened.has_value(), "cannot open the PostgreSQL test store");
+      return std::move(*opened);
+    }
+#endif
+    return std::make_unique<store::MemoryEventStore>(store::Limits{}, clock_);
+  }
+
+  // Where App builds its inbox store for this database.
+  AppBackend app_backend() const {
+    AppBackend b;
+    if (backend_ == Backend::kSqlite) {
+      b.kind = AppBackend::Kind::kSqlite;
+      b.sqlite_path = path_.string();
+    }
+#if ONCE_TEST_POSTGRES_BACKEND
+    if (backend_ == Backend::kPostgres && schema_) {
+      b.kind = AppBackend::Kind::kPostgres;
+      b.postgres_url = schema_->Options().conninfo;
+      b.postgres_schema = schema_->name();
+    }
+#endif
+    return b;
+  }
+
+  // An inbox store object on the same data (memory: a new, empty one).
+  std::unique_ptr<inbox::InboxStore> OpenInbox(inbox::InboxLimits limits = {}) {
+    if (backend_ == Backend::kSqlite) {
+      auto opened = store::SqliteInboxStore::Open(
+          path_.string(), {.durability = store::Durability::kNormal, .limits = limits});
+      ONCE_CHECK_MSG(opened.has_value(), "cannot open the SQLite inbox store");
+      return std::move(*opened);
+    }
+#if ONCE_TEST_POSTGRES_BACKEND
+    if (backend_ == Backend::kPostgres && schema_) {
+      store::PostgresInboxOptions options;
+      options.conninfo = schema_->Options().conninfo;
+      options.schema = schema_->name();
+      options.limits = limits;
+      auto opened = store::PostgresInboxStore::Open(options);
+      ONCE_CHECK_MSG(opened.has_value(), "cannot open the PostgreSQL inbox store");
+      return std::move(*opened);
+    }
+#endif
+    return std::make_unique<inbox::MemoryInboxStore>(limits);
+  }
 
  private:
+  Backend backend_;
+  const Clock& clock_;
   std::filesystem::path path_;
+#if ONCE_TEST_POSTGRES_BACKEND
+  std::unique_ptr<store::testing::TestSchema> schema_;
+#else
+  std::unique_ptr<int> schema_;  // never set: no PostgreSQL in this binary
+#endif
   std::unique_ptr<EventStore> store_;
 };
 
@@ -155,6 +268,7 @@ inline int Count(EventStore& s, std::string_view id, std::string_view kind) {
 // awaits it, returns its value. "group": starts "c1" and "c2" in group "g",
 // awaits both. "two": starts c1 and c2, awaits c2 first, then c1.
 // "sleeper": sleeps 1 s twice. "receiver": receives "approve", returns it.
+// "receiver2": receives two. "many": receives `input` messages on "t".
 inline void RegisterWorkflows(runtime::Runtime& rt) {
   using runtime::Context;
   auto ok = [](Status s) { ONCE_CHECK(s.has_value()); };
@@ -192,6 +306,14 @@ inline void RegisterWorkflows(runtime::Runtime& rt) {
     ONCE_ASSIGN_OR_RETURN(Json a, ctx.Receive("approve"));
     ONCE_ASSIGN_OR_RETURN(Json b, ctx.Receive("approve"));
     return Json::array({a, b});
+  }));
+  ok(rt.Register("many", [](Context& ctx, const Json& in) -> Result<Json> {
+    Json got = Json::array();
+    for (int i = 0; i < in.get<int>(); ++i) {
+      ONCE_ASSIGN_OR_RETURN(Json m, ctx.Receive("t"));
+      got.push_back(std::move(m));
+    }
+    return got;
   }));
 }
 

@@ -5,11 +5,13 @@
 // the LogLifecycle, and wires them together.
 //
 //   AppConfig config{.store = &store, .timers = &timers, .clock = &clock, .rng = &rng};
+//   config.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = path};
 //   config.features.redrive = true;  // only once EVERY node runs this version
 //   config.retention = RetentionPolicy{.age_ms_min = 7 * 86'400'000};
 //   ONCE_ASSIGN_OR_RETURN(std::unique_ptr<App> app, App::Create(std::move(config)));
 //   app->runtime().Register("order", Order);
 //   app->timer_service()->Start();
+//   app->inbox()->Sweep();  // messages stored before the restart
 //
 // kernel.features.redrive (AppConfig::features.redrive) is OFF by default: an
 // older node's TimerService judges every row by the park and would retire a
@@ -20,6 +22,9 @@
 // self-resume of the runtime (a parent whose children were already done when
 // it parked) then also takes the supervisor's re-drive path instead of going
 // to on_error.
+//
+// With retention and an inbox, PinInboxRows(inbox store) is ORed into the
+// lifecycle's pin: a finished log stays until the inbox deleted its rows.
 //
 // Supervise(s) routes the runtime's child-settled notifications to `s` too
 // and ORs PinParkedChildren(s) into the lifecycle's pin (with config.pinned),
@@ -33,6 +38,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "once/base/clock.h"
@@ -51,6 +57,20 @@ struct AppFeatures {
   bool redrive = false;  // kernel.features.redrive
 };
 
+// Where the App's event store lives, so that the App can build the stores
+// it owns on the same backend. Today: the inbox store, when
+// AppConfig::inbox is null. kMemory builds MemoryInboxStore (messages die
+// with the process); kSqlite a SqliteInboxStore on sqlite_path (WAL,
+// synchronous=FULL; the event store's file is the natural choice);
+// kPostgres a PostgresInboxStore on postgres_url / postgres_schema.
+struct AppBackend {
+  enum class Kind { kMemory, kSqlite, kPostgres };
+  Kind kind = Kind::kMemory;
+  std::string sqlite_path;
+  std::string postgres_url;  // a libpq connection string or URL
+  std::string postgres_schema = "public";
+};
+
 struct AppConfig {
   store::EventStore* store = nullptr;    // required
   timers::TimerStore* timers = nullptr;  // optional: no TimerService without it
@@ -62,13 +82,18 @@ struct AppConfig {
   std::optional<lifecycle::RetentionPolicy> retention;  // no lifecycle without it
   store::EventStore* archive = nullptr;                 // for RetentionMode::kArchive
   lifecycle::PinPredicate pinned;                       // the app's own pins
-  InboxStore* inbox = nullptr;                          // optional: no Inbox without it
+  // The inbox's store. Null: built on `backend` (see AppBackend); null with
+  // no backend: no Inbox.
+  InboxStore* inbox = nullptr;
+  std::optional<AppBackend> backend;
+  inbox::InboxLimits inbox_limits;  // for a store the App builds
 };
 
 class App {
  public:
   // kInvalidArgument when a required member is missing, or archive
-  // retention has no archive store. Every pointer must outlive the App.
+  // retention has no archive store; the store's error when the inbox store
+  // it builds on `backend` does not open. Every pointer must outlive the App.
   static Result<std::unique_ptr<App>> Create(AppConfig config);
   ~App();
 
@@ -77,6 +102,8 @@ class App {
   ParkTimers* park_timers() { return park_timers_.get(); }
   ChildSupervisor& supervisor() { return *supervisor_; }
   Inbox* inbox() { return inbox_.get(); }
+  // The inbox's store (the configured one, or the one built on `backend`).
+  InboxStore* inbox_store() { return config_.inbox; }
   lifecycle::LogLifecycle* lifecycle() { return lifecycle_.get(); }
 
   // See above. `supervisor` must outlive the App.
@@ -99,6 +126,7 @@ class App {
   std::unique_ptr<ParkTimers> park_timers_;
   std::unique_ptr<timers::TimerService> service_;
   std::unique_ptr<ChildSupervisor> supervisor_;
+  std::unique_ptr<InboxStore> owned_inbox_store_;  // built on config.backend
   std::unique_ptr<Inbox> inbox_;
   std::unique_ptr<lifecycle::LogLifecycle> lifecycle_;
   std::vector<ChildSupervisor*> supervised_;
