@@ -55,6 +55,12 @@ std::string BackfillBatchSql();
 // Returns per request, in order: ord, token, head, inserted (total rows).
 std::string AppendSql(std::string_view lock_strength);
 
+// AppendSql for a statement where no request locks (all $4 false) and none
+// parks (all $6 false): the same verdict and rows, without the locked CTE and
+// the park-fence insert. Parameters: AppendSql's without $4 and $6, renumbered
+// ($1 ids, $2 fences, $3 exact, $4 expected_next, $5..$10 the event arrays).
+std::string LeanAppendSql();
+
 // AcquireFenceIf's one round trip. `id_hex` is the hex of a validated id.
 std::string AcquireFenceIfSql(std::string_view id_hex, int64_t expect_fence, int64_t park_seq);
 
