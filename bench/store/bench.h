@@ -96,7 +96,9 @@ struct RunResult {
 // CPU seconds (user + system) of this process, all threads.
 double ProcessCpuSeconds();
 // CPU seconds of the PostgreSQL server behind `conn_url`: its postmaster and
-// every child (backends, WAL writer, checkpointer), read from /proc.
+// every child (backends, WAL writer, checkpointer) but autovacuum workers
+// (they run when the server decides, so they would land on either side of a
+// paired run at random), read from /proc.
 class PostgresServerCpu {
  public:
   static Result<PostgresServerCpu> Find(const std::string& conn_url);
