@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -72,13 +73,40 @@ class Target {
   virtual Status Verify(const Workload& w, std::string_view tag, int client, int64_t transactions) {
     return Ok();
   }
+  // CPU seconds (user + system) the storage server has used so far, summed
+  // over its processes; nullopt for an embedded storage (its work is this
+  // process's CPU).
+  virtual std::optional<double> ServerCpuSeconds() { return std::nullopt; }
 };
 
 struct RunResult {
   int64_t events = 0;
   int64_t transactions = 0;
   double seconds = 0;
+  double client_cpu_s = 0;  // this process, user + system, over the measured window
+  double server_cpu_s = 0;  // the server's processes over the same window (0: embedded)
   double events_per_s() const { return seconds > 0 ? events / seconds : 0; }
+  // CPU microseconds per event, client + server: the cost the machine pays
+  // for one event, whatever else is running (unlike events/s).
+  double cpu_us_per_event() const {
+    return events > 0 ? (client_cpu_s + server_cpu_s) * 1e6 / static_cast<double>(events) : 0;
+  }
+};
+
+// CPU seconds (user + system) of this process, all threads.
+double ProcessCpuSeconds();
+// CPU seconds of the PostgreSQL server behind `conn_url`: its postmaster and
+// every child (backends, WAL writer, checkpointer) but autovacuum workers
+// (they run when the server decides, so they would land on either side of a
+// paired run at random), read from /proc.
+class PostgresServerCpu {
+ public:
+  static Result<PostgresServerCpu> Find(const std::string& conn_url);
+  double Seconds() const;
+
+ private:
+  explicit PostgresServerCpu(int postmaster_pid) : postmaster_pid_(postmaster_pid) {}
+  int postmaster_pid_;
 };
 
 // Warms every client up for w.warmup_seconds, then runs them together for

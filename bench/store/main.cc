@@ -139,7 +139,10 @@ int Main(int argc, char** argv) {
     raw_target = std::move(*t);
   }
 
+  double load_before[3] = {0, 0, 0};
+  getloadavg(load_before, 3);
   std::vector<double> store_eps, raw_eps;
+  std::vector<RunResult> store_runs, raw_runs;
   for (int run = 0; run < o.runs; ++run) {
     // Alternate the order so that neither side always runs on a warmer disk.
     for (int k = 0; k < 2; ++k) {
@@ -149,9 +152,14 @@ int Main(int argc, char** argv) {
       auto r = Run(*target, w, RunTag(store_turn ? 's' : 'r', run));
       if (!r) return fail(store_turn ? "store run" : "raw run", r.error());
       (store_turn ? store_eps : raw_eps).push_back(r->events_per_s());
-      std::fprintf(stderr, "  run %d %-5s %10.0f events/s (%lld events in %.2f s)\n", run + 1,
-                   store_turn ? "store" : "raw", r->events_per_s(),
-                   static_cast<long long>(r->events), r->seconds);
+      (store_turn ? store_runs : raw_runs).push_back(*r);
+      std::fprintf(stderr,
+                   "  run %d %-5s %10.0f events/s (%lld events in %.2f s), CPU %.1f us/event "
+                   "(client %.1f + server %.1f)\n",
+                   run + 1, store_turn ? "store" : "raw", r->events_per_s(),
+                   static_cast<long long>(r->events), r->seconds, r->cpu_us_per_event(),
+                   r->client_cpu_s * 1e6 / std::max<double>(1, r->events),
+                   r->server_cpu_s * 1e6 / std::max<double>(1, r->events));
     }
   }
   raw_target.reset();
@@ -171,6 +179,36 @@ int Main(int argc, char** argv) {
     }
     std::snprintf(ratio, sizeof ratio, "%.2f", Median(ratios));
   }
+  // CPU per event (client + server), medians; the CPU ratio raw / store is
+  // the share of the raw path's efficiency the store keeps: unlike events/s
+  // it does not move with what else the machine runs.
+  auto cpu = [](const std::vector<RunResult>& runs, auto part) {
+    std::vector<double> v;
+    for (const RunResult& r : runs) v.push_back(part(r));
+    return Median(v);
+  };
+  auto total = [](const RunResult& r) { return r.cpu_us_per_event(); };
+  auto client = [](const RunResult& r) {
+    return r.events > 0 ? r.client_cpu_s * 1e6 / static_cast<double>(r.events) : 0;
+  };
+  auto server = [](const RunResult& r) {
+    return r.events > 0 ? r.server_cpu_s * 1e6 / static_cast<double>(r.events) : 0;
+  };
+  char cpu_ratio[32] = "none";
+  if (!store_runs.empty() && store_runs.size() == raw_runs.size()) {
+    std::vector<double> ratios;
+    for (size_t i = 0; i < store_runs.size(); ++i) {
+      double s = store_runs[i].cpu_us_per_event();
+      ratios.push_back(s > 0 ? raw_runs[i].cpu_us_per_event() / s : 0);
+    }
+    std::snprintf(cpu_ratio, sizeof cpu_ratio, "%.2f", Median(ratios));
+  }
+  auto us = [](const std::vector<RunResult>& runs, double v) {
+    if (runs.empty()) return std::string("none");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return std::string(buf);
+  };
   if (o.header) {
     std::printf("%-9s %-8s %7s %5s %12s %12s %6s  %s\n", "backend", "mode", "clients", "ev/tx",
                 "store ev/s", "raw ev/s", "ratio", "runs (store | raw)");
@@ -188,6 +226,16 @@ int Main(int argc, char** argv) {
       o.backend.c_str(), o.mode.c_str(), w.clients, w.events_per_transaction(), w.payload_bytes,
       w.fenced ? 1 : 0, o.runs, w.seconds, cell(store_eps, store).c_str(),
       raw_eps.empty() ? "none" : std::to_string(std::llround(raw)).c_str(), ratio);
+  // The CPU line: microseconds of CPU per event, client and server.
+  std::printf(
+      "store-cpu backend=%s mode=%s clients=%d store_cpu_us=%s store_client_us=%s "
+      "store_server_us=%s raw_cpu_us=%s raw_client_us=%s raw_server_us=%s cpu_ratio=%s "
+      "load_before=%.2f\n",
+      o.backend.c_str(), o.mode.c_str(), w.clients, us(store_runs, cpu(store_runs, total)).c_str(),
+      us(store_runs, cpu(store_runs, client)).c_str(),
+      us(store_runs, cpu(store_runs, server)).c_str(), us(raw_runs, cpu(raw_runs, total)).c_str(),
+      us(raw_runs, cpu(raw_runs, client)).c_str(), us(raw_runs, cpu(raw_runs, server)).c_str(),
+      cpu_ratio, load_before[0]);
   return 0;
 }
 

@@ -231,8 +231,11 @@ class PostgresRawWriter final : public Writer {
 
 class PostgresRawTarget final : public Target {
  public:
-  PostgresRawTarget(std::string url, std::string schema)
-      : url_(std::move(url)), schema_(std::move(schema)), table_(schema_ + ".raw_events") {}
+  PostgresRawTarget(std::string url, std::string schema, PostgresServerCpu server_cpu)
+      : url_(std::move(url)),
+        schema_(std::move(schema)),
+        table_(schema_ + ".raw_events"),
+        server_cpu_(server_cpu) {}
   ~PostgresRawTarget() override {
     if (auto conn = PgConnect(url_)) {
       // The schema is this run's alone (the store target drops it too).
@@ -263,10 +266,13 @@ class PostgresRawTarget final : public Target {
     return writer;
   }
 
+  std::optional<double> ServerCpuSeconds() override { return server_cpu_.Seconds(); }
+
  private:
   std::string url_;
   std::string schema_;
   std::string table_;
+  PostgresServerCpu server_cpu_;
 };
 
 }  // namespace
@@ -283,7 +289,8 @@ Result<std::unique_ptr<Target>> NewSqliteRawTarget(const std::string& dir) {
 
 Result<std::unique_ptr<Target>> NewPostgresRawTarget(const std::string& url,
                                                      const std::string& schema) {
-  auto target = std::make_unique<PostgresRawTarget>(url, schema);
+  ONCE_ASSIGN_OR_RETURN(PostgresServerCpu server_cpu, PostgresServerCpu::Find(url));
+  auto target = std::make_unique<PostgresRawTarget>(url, schema, server_cpu);
   ONCE_RETURN_IF_ERROR(target->Create());
   return target;
 }

@@ -108,12 +108,18 @@ Result<RunResult> Run(Target& target, const Workload& w, std::string_view tag) {
     });
   }
   warmed.arrive_and_wait();
+  const double client_cpu0 = ProcessCpuSeconds();
+  const std::optional<double> server_cpu0 = target.ServerCpuSeconds();
   start = SteadyClock::now();
   go.count_down();
   for (auto& t : threads) t.join();
+  const double client_cpu1 = ProcessCpuSeconds();
+  const std::optional<double> server_cpu1 = target.ServerCpuSeconds();
   if (first_error) return std::unexpected(*first_error);
 
   RunResult run;
+  run.client_cpu_s = client_cpu1 - client_cpu0;
+  if (server_cpu0 && server_cpu1) run.server_cpu_s = *server_cpu1 - *server_cpu0;
   SteadyClock::time_point end = start;
   for (size_t c = 0; c < results.size(); ++c) {
     run.events += results[c].events;

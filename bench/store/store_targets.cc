@@ -136,8 +136,12 @@ namespace {
 // Owns the schema: the store (and its pool) goes first, then the schema.
 class PostgresStoreTarget final : public StoreTarget {
  public:
-  PostgresStoreTarget(std::unique_ptr<EventStore> store, std::string url, std::string schema)
-      : StoreTarget(std::move(store), 0), url_(std::move(url)), schema_(std::move(schema)) {}
+  PostgresStoreTarget(std::unique_ptr<EventStore> store, std::string url, std::string schema,
+                      PostgresServerCpu server_cpu)
+      : StoreTarget(std::move(store), 0),
+        url_(std::move(url)),
+        schema_(std::move(schema)),
+        server_cpu_(server_cpu) {}
   ~PostgresStoreTarget() override {
     store_.reset();
     PGconn* conn = PQconnectdb(url_.c_str());
@@ -149,9 +153,12 @@ class PostgresStoreTarget final : public StoreTarget {
     PQfinish(conn);
   }
 
+  std::optional<double> ServerCpuSeconds() override { return server_cpu_.Seconds(); }
+
  private:
   std::string url_;
   std::string schema_;
+  PostgresServerCpu server_cpu_;
 };
 }  // namespace
 #endif
@@ -164,8 +171,9 @@ Result<std::unique_ptr<Target>> NewPostgresStoreTarget(const std::string& url,
   options.schema = schema;
   options.connections_max = std::max<size_t>(options.connections_max, clients + 2);
   static SystemClock clock;
+  ONCE_ASSIGN_OR_RETURN(PostgresServerCpu server_cpu, PostgresServerCpu::Find(url));
   ONCE_ASSIGN_OR_RETURN(auto s, store::PostgresEventStore::Open(options, clock));
-  return std::make_unique<PostgresStoreTarget>(std::move(s), url, schema);
+  return std::make_unique<PostgresStoreTarget>(std::move(s), url, schema, server_cpu);
 #else
   return MakeError(ErrorCode::kUnsupported, "built without once::store_postgres");
 #endif

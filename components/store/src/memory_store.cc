@@ -222,6 +222,7 @@ Status MemoryEventStore::TruncatePrefixKeeping(std::string_view id, int64_t firs
   auto it = logs_.find(id);
   if (it == logs_.end()) return Ok();
   auto& events = it->second.events;
+  first_kept = std::min(first_kept, it->second.head);  // the newest event stays
   auto keep = std::lower_bound(events.begin(), events.end(), first_kept,
                                [](const Envelope& e, int64_t seq) { return e.sequence < seq; });
   events.erase(events.begin(), keep);

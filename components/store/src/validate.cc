@@ -3,6 +3,8 @@
 #include <limits>
 #include <unordered_set>
 
+#include "once/events/json_text.h"
+
 namespace once::store {
 namespace {
 
@@ -32,52 +34,6 @@ bool IsCleanUtf8(std::string_view s) {
     i += extra + 1;
   }
   return true;
-}
-
-// Length of s as a JSON string literal (quotes and escapes; UTF-8 kept),
-// or nullopt when s is not valid UTF-8 (nlohmann's strict check: no
-// overlong forms, no surrogates, nothing above U+10FFFF, nothing cut off).
-std::optional<size_t> StringLiteralSize(std::string_view s) {
-  size_t n = 2;
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      if (c == '"' || c == '\\') {
-        n += 2;
-      } else if (c < 0x20) {
-        n += (c == '\b' || c == '\t' || c == '\n' || c == '\f' || c == '\r') ? 2 : 6;
-      } else {
-        n += 1;
-      }
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return std::nullopt;
-    }
-    if (i + len > s.size()) return std::nullopt;
-    auto c1 = static_cast<unsigned char>(s[i + 1]);
-    if (c1 < lo || c1 > hi) return std::nullopt;
-    for (size_t k = 2; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return std::nullopt;
-    }
-    n += len;
-    i += len;
-  }
-  return n;
 }
 
 size_t DecimalDigits(uint64_t v) {
@@ -146,7 +102,7 @@ std::optional<size_t> SerializedJsonSize(const Json& json) {
     case Json::value_t::number_unsigned:
       return DecimalDigits(json.get<uint64_t>());
     case Json::value_t::string:
-      return StringLiteralSize(json.get_ref<const std::string&>());
+      return events::JsonStringLiteralSize(json.get_ref<const std::string&>());
     case Json::value_t::array: {
       size_t n = 2 + (json.empty() ? 0 : json.size() - 1);  // brackets, commas
       for (const Json& v : json) {
@@ -159,7 +115,7 @@ std::optional<size_t> SerializedJsonSize(const Json& json) {
     case Json::value_t::object: {
       size_t n = 2 + (json.empty() ? 0 : json.size() - 1);  // braces, commas
       for (auto it = json.begin(); it != json.end(); ++it) {
-        std::optional<size_t> k = StringLiteralSize(it.key());
+        std::optional<size_t> k = events::JsonStringLiteralSize(it.key());
         std::optional<size_t> m = SerializedJsonSize(it.value());
         if (!k || !m) return std::nullopt;
         n += *k + 1 + *m;  // key, colon, value
@@ -249,13 +205,16 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
     EncodedEvent enc;
     enc.sequence = seq;
     enc.kind = e.kind;
-    try {
-      enc.payload_json = e.payload.dump();
-      enc.metadata_json = e.metadata.is_null() ? "{}" : e.metadata.dump();
-    } catch (const nlohmann::json::exception& ex) {
-      // Strings that are not UTF-8 cannot be serialized.
-      return MakeError(ErrorCode::kInvalidArgument,
-                       std::string("unserializable JSON: ") + ex.what(), req.execution_id);
+    // Exactly dump()'s text, without its per-character output path.
+    bool serialized = events::AppendJsonText(e.payload, enc.payload_json);
+    if (e.metadata.is_null()) {
+      enc.metadata_json = "{}";
+    } else {
+      serialized = serialized && events::AppendJsonText(e.metadata, enc.metadata_json);
+    }
+    if (!serialized) {
+      return MakeError(ErrorCode::kInvalidArgument, "unserializable JSON: a string is not UTF-8",
+                       req.execution_id);
     }
     size_t bytes = enc.payload_json.size() + enc.metadata_json.size();
     if (bytes > limits.event_bytes_max) {

@@ -58,7 +58,13 @@ struct Verdict {
   int64_t head = 0;
 };
 
-Params AppendParams(std::span<const Item> items) {
+// True when the lean statement serves `items`: no lock, no park.
+bool IsLean(std::span<const Item> items) {
+  return std::none_of(items.begin(), items.end(),
+                      [](const Item& it) { return it.lock || it.enc->suspends; });
+}
+
+Params AppendParams(std::span<const Item> items, bool lean) {
   std::vector<std::string_view> ids, kinds, payloads, metadata;
   std::vector<std::optional<int64_t>> fences, expected, ev_req, seqs, times;
   std::vector<bool> exact, lock, suspends;
@@ -82,8 +88,10 @@ Params AppendParams(std::span<const Item> items) {
   // Binary arrays: no escaping here, no array literal parse on the server.
   Params p;
   p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(fences));
-  p.Binary(pg::BoolArrayBinary(exact)).Binary(pg::BoolArrayBinary(lock));
-  p.Binary(pg::IntArrayBinary(expected)).Binary(pg::BoolArrayBinary(suspends));
+  p.Binary(pg::BoolArrayBinary(exact));
+  if (!lean) p.Binary(pg::BoolArrayBinary(lock));
+  p.Binary(pg::IntArrayBinary(expected));
+  if (!lean) p.Binary(pg::BoolArrayBinary(suspends));
   p.Binary(pg::IntArrayBinary(ev_req)).Binary(pg::IntArrayBinary(seqs));
   p.Binary(pg::TextArrayBinary(kinds)).Binary(pg::TextArrayBinary(payloads));
   p.Binary(pg::TextArrayBinary(metadata)).Binary(pg::IntArrayBinary(times));
@@ -103,10 +111,13 @@ Result<int64_t> Judge(const Item& it, const Verdict& v) {
   return req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
 }
 
-// Runs the append statement; element i is items[i]'s outcome.
+// Runs the append statement (`statement`, or the lean one when it serves
+// the items and `statement` is the guard's); element i is items[i]'s outcome.
 Result<std::vector<Result<int64_t>>> RunAppend(Conn& conn, const char* statement,
                                                std::span<const Item> items) {
-  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(statement, AppendParams(items)));
+  bool lean = std::string_view(statement) == "append_share" && IsLean(items);
+  ONCE_ASSIGN_OR_RETURN(PgResult res,
+                        conn.Prepared(lean ? "append_lean" : statement, AppendParams(items, lean)));
   if (PQntuples(res.get()) != static_cast<int>(items.size())) {
     return MakeError(ErrorCode::kInternal, "append returned an unexpected row count");
   }
@@ -163,6 +174,7 @@ std::vector<Statement> Statements() {
   return {
       {"append_share", sql::AppendSql("SHARE")},
       {"append_update", sql::AppendSql("UPDATE")},
+      {"append_lean", sql::LeanAppendSql()},
       {"head", "SELECT COALESCE(max(sequence), 0) FROM events WHERE execution_id = $1::text"},
       {"read_range",
        "SELECT sequence, kind, payload, metadata::text, time_ms FROM events "

@@ -57,4 +57,10 @@ std::string AppendSql(std::string_view lock_strength);
 // park's sequence): prepared, run as its own statement after the row lock.
 std::string FenceIfBumpSql();
 
+// AppendSql for a statement where no request locks (all $4 false) and none
+// parks (all $6 false): the same verdict and rows, without the locked CTE and
+// the park-fence insert. Parameters: AppendSql's without $4 and $6, renumbered
+// ($1 ids, $2 fences, $3 exact, $4 expected_next, $5..$10 the event arrays).
+std::string LeanAppendSql();
+
 }  // namespace once::store::sql

@@ -27,6 +27,7 @@ enum Sql : size_t {
   kRollbackTo,
   kHead,
   kFence,
+  kFenceAndHead,
   kInsertEvent,
   kAcquireFence,
   kSetFence,
@@ -40,7 +41,6 @@ enum Sql : size_t {
   kCountPrefix,
   kCopyPrefix,
   kDeletePrefix,
-  kKeepHead,
   kSqlCount,
 };
 
@@ -64,12 +64,19 @@ std::vector<std::string> BuildSql() {
   sql[kSavepoint] = "SAVEPOINT op";
   sql[kRelease] = "RELEASE op";
   sql[kRollbackTo] = "ROLLBACK TO op";
-  // A log emptied by TruncatePrefixKeeping keeps its head in kept_heads.
-  sql[kHead] =
-      "SELECT COALESCE((SELECT sequence FROM events WHERE execution_id = ?1 "
+  // kept_heads: the head of a log that an earlier build's TruncatePrefixKeeping
+  // emptied (this build keeps the newest event, so it writes no new rows).
+  // COALESCE stops at its first non-NULL argument: a log with events never
+  // reads kept_heads.
+  const std::string head =
+      "COALESCE((SELECT sequence FROM events WHERE execution_id = ?1 "
       "ORDER BY sequence DESC LIMIT 1), "
       "(SELECT head FROM kept_heads WHERE execution_id = ?1), 0)";
+  sql[kHead] = "SELECT " + head;
   sql[kFence] = "SELECT token FROM fences WHERE execution_id = ?1";
+  // The append's guard and sequence check in one step: token, head.
+  sql[kFenceAndHead] =
+      "SELECT COALESCE((SELECT token FROM fences WHERE execution_id = ?1), 0), " + head;
   sql[kInsertEvent] =
       "INSERT INTO events(execution_id, sequence, kind, payload, metadata, time_ms) "
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
@@ -105,10 +112,10 @@ std::vector<std::string> BuildSql() {
       "INSERT INTO events(execution_id, sequence, kind, payload, metadata, time_ms) "
       "SELECT ?2, sequence, kind, payload, metadata, time_ms FROM events "
       "WHERE execution_id = ?1 AND sequence >= 1 AND sequence <= ?3";
-  sql[kDeletePrefix] = "DELETE FROM events WHERE execution_id = ?1 AND sequence < ?2";
-  sql[kKeepHead] =
-      "INSERT INTO kept_heads(execution_id, head) VALUES (?1, ?2) "
-      "ON CONFLICT(execution_id) DO UPDATE SET head = excluded.head";
+  // The newest event always stays (see TruncatePrefixKeeping in event_store.h).
+  sql[kDeletePrefix] =
+      "DELETE FROM events WHERE execution_id = ?1 AND sequence < MIN(?2, (SELECT sequence FROM "
+      "events WHERE execution_id = ?1 ORDER BY sequence DESC LIMIT 1))";
   return sql;
 }
 
@@ -132,6 +139,23 @@ constexpr Migration kMigrations[] = {
      "  execution_id TEXT PRIMARY KEY NOT NULL, token INTEGER NOT NULL) WITHOUT ROWID;"
      "CREATE TABLE IF NOT EXISTS kept_heads ("
      "  execution_id TEXT PRIMARY KEY NOT NULL, head INTEGER NOT NULL) WITHOUT ROWID;"},
+    // events becomes an ordinary rowid table with its primary key as an index.
+    // Rows of a few hundred bytes clustered by execution made every grouped
+    // commit rewrite one leaf page per execution; appended by rowid, a group's
+    // rows share a few pages and only the small index entries scatter. Measured
+    // with bench/store (64 executions a commit): 234 -> 144 WAL writes a
+    // commit (plain INSERTs of the same rows: 150), 21 -> 14 us of CPU an event. Rows are
+    // copied in key order, so old logs stay contiguous.
+    {2,
+     "CREATE TABLE events_v2 ("
+     "  execution_id TEXT NOT NULL, sequence INTEGER NOT NULL, kind TEXT NOT NULL,"
+     "  payload TEXT NOT NULL, metadata TEXT NOT NULL, time_ms INTEGER NOT NULL,"
+     "  PRIMARY KEY (execution_id, sequence));"
+     "INSERT INTO events_v2 (execution_id, sequence, kind, payload, metadata, time_ms)"
+     "  SELECT execution_id, sequence, kind, payload, metadata, time_ms FROM events"
+     "  ORDER BY execution_id, sequence;"
+     "DROP TABLE events;"
+     "ALTER TABLE events_v2 RENAME TO events;"},
 };
 static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
 
@@ -153,6 +177,19 @@ Result<int64_t> QueryInt(Connection& c, Sql id, std::string_view text, int64_t a
 }
 
 Result<int64_t> HeadOn(Connection& c, std::string_view id) { return QueryInt(c, kHead, id, 0); }
+
+struct FenceAndHead {
+  int64_t token = 0;
+  int64_t head = 0;
+};
+
+Result<FenceAndHead> FenceAndHeadOn(Connection& c, std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kFenceAndHead));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+  ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return MakeError(ErrorCode::kInternal, "sqlite: fence and head returned no row");
+  return FenceAndHead{.token = s.Int(0), .head = s.Int(1)};
+}
 Result<int64_t> FenceOn(Connection& c, std::string_view id) { return QueryInt(c, kFence, id, 0); }
 
 Status InsertEvents(Connection& c, std::string_view id, const EncodedAppend& enc) {
@@ -175,18 +212,16 @@ enum class GuardKind { kFence, kIfUnchanged };
 // refusal returns before anything is written.
 Result<int64_t> AppendOn(Connection& c, const AppendRequest& req, const EncodedAppend& enc,
                          GuardKind guard, int64_t observed) {
-  if (guard == GuardKind::kIfUnchanged || req.fence) {
-    ONCE_ASSIGN_OR_RETURN(int64_t current, FenceOn(c, req.execution_id));
-    if (guard == GuardKind::kIfUnchanged && current != observed) {
-      return StaleFence(req.execution_id, observed, current);
-    }
-    if (guard == GuardKind::kFence && *req.fence < current) {
-      return StaleFence(req.execution_id, *req.fence, current);
-    }
+  // One statement reads both (an unguarded append ignores the token).
+  ONCE_ASSIGN_OR_RETURN(FenceAndHead now, FenceAndHeadOn(c, req.execution_id));
+  if (guard == GuardKind::kIfUnchanged && now.token != observed) {
+    return StaleFence(req.execution_id, observed, now.token);
   }
-  ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(c, req.execution_id));
-  if (req.expected_next != head + 1) {
-    return SequenceConflict(req.execution_id, head + 1, req.expected_next);
+  if (guard == GuardKind::kFence && req.fence && *req.fence < now.token) {
+    return StaleFence(req.execution_id, *req.fence, now.token);
+  }
+  if (req.expected_next != now.head + 1) {
+    return SequenceConflict(req.execution_id, now.head + 1, req.expected_next);
   }
   ONCE_RETURN_IF_ERROR(InsertEvents(c, req.execution_id, enc));
   return req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
@@ -580,14 +615,6 @@ Status SqliteEventStore::TruncatePrefixKeeping(std::string_view id, int64_t firs
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
   if (first_kept < 1) return MakeError(ErrorCode::kInvalidArgument, "first_kept must be >= 1");
   return impl_->Write(0, [&](Connection& c) -> Status {
-    ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(c, id));
-    if (head > 0 && first_kept > head) {
-      // Every event goes: remember the head so appends continue after it.
-      ONCE_ASSIGN_OR_RETURN(Statement keep, c.Prepare(kKeepHead));
-      ONCE_RETURN_IF_ERROR(keep.Bind(1, id));
-      ONCE_RETURN_IF_ERROR(keep.Bind(2, head));
-      ONCE_RETURN_IF_ERROR(keep.Run());
-    }
     ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kDeletePrefix));
     ONCE_RETURN_IF_ERROR(s.Bind(1, id));
     ONCE_RETURN_IF_ERROR(s.Bind(2, first_kept));

@@ -33,6 +33,18 @@ class RawDb {
   int Exec(const std::string& sql) {
     return sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
   }
+  // The first column of the first row, as text ("" when there is none).
+  std::string Text(const std::string& sql) {
+    std::string out;
+    auto first = [](void* out, int n, char** values, char**) {
+      if (n > 0 && values[0] != nullptr && static_cast<std::string*>(out)->empty()) {
+        *static_cast<std::string*>(out) = values[0];
+      }
+      return 0;
+    };
+    EXPECT_EQ(sqlite3_exec(db_, sql.c_str(), first, &out, nullptr), SQLITE_OK) << sql;
+    return out;
+  }
 
  private:
   sqlite3* db_ = nullptr;
@@ -98,12 +110,12 @@ TEST(SqliteEventStore, ReopenKeepsLogAndFences) {
     Park(*store, "ex-1");
     ASSERT_EQ(store->AcquireFence("ex-1").value(), 1);
     ASSERT_EQ(store->AcquireFence("ex-1").value(), 2);
-    ASSERT_TRUE(store->TruncatePrefixKeeping("ex-1", 3).has_value());  // every event goes
+    ASSERT_TRUE(store->TruncatePrefixKeeping("ex-1", 3).has_value());  // the head stays
   }
   auto store = OpenOrDie(path);
   EXPECT_EQ(store->ReadFence("ex-1").value(), 2);
   EXPECT_EQ(store->Head("ex-1").value(), 2);
-  EXPECT_TRUE(store->ReadRange("ex-1", 1).value().empty());
+  ASSERT_EQ(store->ReadRange("ex-1", 1).value().size(), 1u);
   auto stale = store->Append(Req("ex-1", 3, {KernelEvent(KernelKind::kExecutionResumed, {})}, 1));
   ASSERT_FALSE(stale.has_value());
   EXPECT_EQ(stale.error().code, ErrorCode::kStaleFence);
@@ -111,9 +123,10 @@ TEST(SqliteEventStore, ReopenKeepsLogAndFences) {
       store->Append(Req("ex-1", 3, {KernelEvent(KernelKind::kExecutionResumed, {})}, 2)).value(),
       3);
   auto events = store->ReadRange("ex-1", 1).value();
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].sequence, 3);
-  EXPECT_EQ(events[0].kind, "EXECUTION_RESUMED");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].sequence, 2);
+  EXPECT_EQ(events[1].sequence, 3);
+  EXPECT_EQ(events[1].kind, "EXECUTION_RESUMED");
 }
 
 TEST(SqliteEventStore, RoundTripsEnvelopesExactly) {
@@ -382,13 +395,22 @@ TEST(SqliteEventStore, ThreadsRacingOneSequenceLandExactlyOne) {
   for (size_t i = 0; i < log.size(); ++i) EXPECT_EQ(log[i].sequence, static_cast<int64_t>(i + 1));
 }
 
-TEST(SqliteEventStore, FullTruncationKeepsHeadAndListing) {
+// An earlier build emptied a log on a full truncation and kept its head in
+// kept_heads; such a log still has its head and its place in the listing.
+TEST(SqliteEventStore, LogEmptiedByAnEarlierBuildKeepsHeadAndListing) {
   TempDir dir;
-  auto store = OpenOrDie(dir.File("a.db"));
+  std::string path = dir.File("a.db");
+  auto store = OpenOrDie(path);
   Park(*store, "a");
   Park(*store, "b");
-  ASSERT_TRUE(store->TruncatePrefixKeeping("a", 10).has_value());
+  RawDb raw(path);
+  ASSERT_EQ(raw.Exec("DELETE FROM events WHERE execution_id = 'a'; "
+                     "INSERT INTO kept_heads VALUES ('a', 2)"),
+            SQLITE_OK);
+  EXPECT_TRUE(store->ReadRange("a", 1).value().empty());
   EXPECT_EQ(store->Head("a").value(), 2);
+  EXPECT_EQ(store->Append(Req("a", 1, {events::AppEvent("x", {})})).error().code,
+            ErrorCode::kSequenceConflict);
   auto page = store->ListExecutions("", 1).value();
   EXPECT_EQ(page.execution_ids, std::vector<std::string>{"a"});
   EXPECT_EQ(page.next_after, "a");
@@ -401,6 +423,51 @@ TEST(SqliteEventStore, FullTruncationKeepsHeadAndListing) {
   EXPECT_EQ(store->Head("a").value(), 0);
   ASSERT_TRUE(store->CopyPrefix("b", "a", 2).has_value());
   EXPECT_EQ(store->ReadRange("a", 1).value().size(), 2u);
+}
+
+// A version-1 file (events WITHOUT ROWID) is rebuilt as a rowid table with
+// every row, fence and kept head intact.
+TEST(SqliteEventStore, VersionOneDatabaseIsMigrated) {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("PRAGMA journal_mode=WAL;"
+                       "CREATE TABLE events (execution_id TEXT NOT NULL, sequence INTEGER NOT "
+                       "NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, metadata TEXT NOT NULL, "
+                       "time_ms INTEGER NOT NULL, PRIMARY KEY (execution_id, sequence)) "
+                       "WITHOUT ROWID;"
+                       "CREATE TABLE fences (execution_id TEXT PRIMARY KEY NOT NULL, token "
+                       "INTEGER NOT NULL) WITHOUT ROWID;"
+                       "CREATE TABLE kept_heads (execution_id TEXT PRIMARY KEY NOT NULL, head "
+                       "INTEGER NOT NULL) WITHOUT ROWID;"
+                       "INSERT INTO events VALUES ('b', 1, 'EXECUTION_STARTED', 'null', '{}', 5),"
+                       " ('a', 1, 'EXECUTION_STARTED', 'null', '{}', 5),"
+                       " ('a', 2, 'custom', '{\"k\":1}', '{\"fence\":3}', 6);"
+                       "INSERT INTO fences VALUES ('a', 3);"
+                       "INSERT INTO kept_heads VALUES ('gone', 9);"
+                       "PRAGMA user_version=1;"),
+              SQLITE_OK);
+  }
+  auto store = OpenOrDie(path);
+  EXPECT_EQ(store->Settings().value().schema_version, 2);
+  auto a = store->ReadRange("a", 1).value();
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[1].kind, "custom");
+  EXPECT_EQ(a[1].payload["k"], 1);
+  EXPECT_EQ(a[1].metadata["fence"], 3);
+  EXPECT_EQ(a[1].time_ms, 6);
+  EXPECT_EQ(store->Head("b").value(), 1);
+  EXPECT_EQ(store->Head("gone").value(), 9);
+  EXPECT_EQ(store->ReadFence("a").value(), 3);
+  EXPECT_EQ(store->Append(Req("a", 3, {events::AppEvent("x", {})}, 2)).error().code,
+            ErrorCode::kStaleFence);
+  EXPECT_EQ(store->Append(Req("a", 3, {events::AppEvent("x", {})}, 3)).value(), 3);
+  RawDb raw(path);
+  std::string table = raw.Text("SELECT sql FROM sqlite_master WHERE name = 'events'");
+  EXPECT_NE(table.find("PRIMARY KEY"), std::string::npos) << table;
+  EXPECT_EQ(table.find("WITHOUT ROWID"), std::string::npos) << table;
+  EXPECT_EQ(raw.Text("SELECT count(*) FROM sqlite_master WHERE name = 'events_v2'"), "0");
 }
 
 // ---- Group commit ----------------------------------------------------------

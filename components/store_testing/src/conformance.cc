@@ -1229,6 +1229,27 @@ TEST_P(EventStoreConformance, TruncatePrefixKeepingDropsThePrefixAndKeepsNumbers
   EXPECT_TRUE(Fails(store().TruncatePrefixKeeping("", 2), ErrorCode::kInvalidArgument));
 }
 
+// The contract's choice for a first_kept past the head: the newest event
+// stays, so the log is never emptied and its head, listing and next append
+// are those of a log that still holds its head event.
+TEST_P(EventStoreConformance, TruncatingPastTheHeadKeepsTheNewestEvent) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTruncatePrefixKeeping);
+  AppendOk(store(), Req("ex-1", 1, Steps(3)));
+  ASSERT_TRUE(store().TruncatePrefixKeeping("ex-1", 100));
+  auto kept = Read(store(), "ex-1");
+  EXPECT_EQ(Seqs(kept), (std::vector<int64_t>{3}));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].payload["i"], 3);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 3);
+  EXPECT_EQ(ListAll(store()), (std::vector<std::string>{"ex-1"}));
+  ExpectSequenceConflict(store().Append(Req("ex-1", 1, Steps(1))).error(), 4, 1);
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 4, Steps(1, 4))), 4);
+  ASSERT_TRUE(store().TruncatePrefixKeeping("ex-1", 5));  // one past the head
+  EXPECT_EQ(Seqs(Read(store(), "ex-1")), (std::vector<int64_t>{4}));
+  ASSERT_TRUE(store().DeleteExecution("ex-1"));
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+}
+
 TEST_P(EventStoreConformance, TruncatedLogStillAnswersAcquireFenceIf) {
   ONCE_REQUIRE_CAPABILITY(Capability::kTruncatePrefixKeeping);
   ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);

@@ -190,7 +190,10 @@ class EventStore {
   virtual Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) = 0;
 
   // Deletes the events with sequence < first_kept; later sequences keep their
-  // numbers and the head does not move.
+  // numbers and the head does not move. The newest event always stays:
+  // first_kept is clamped to the head, so a first_kept past the head leaves
+  // exactly the head event (the log is never emptied this way; only
+  // DeleteExecution removes a log). An unknown execution is Ok.
   virtual Status TruncatePrefixKeeping(std::string_view execution_id, int64_t first_kept) = 0;
 };
 

@@ -102,7 +102,7 @@ struct SqliteSettings {
   int schema_version = 0;
 };
 
-inline constexpr int kSqliteSchemaVersion = 1;
+inline constexpr int kSqliteSchemaVersion = 2;
 
 class SqliteEventStore final : public EventStore {
  public:

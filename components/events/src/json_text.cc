@@ -1,0 +1,169 @@
+#include "once/events/json_text.h"
+
+namespace once::events {
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i] (a byte >= 0x80), or
+// 0 when it is not one (nlohmann's strict rules: no overlong forms, no
+// surrogates, nothing above U+10FFFF, nothing cut off).
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  auto c1 = static_cast<unsigned char>(s[i + 1]);
+  if (c1 < lo || c1 > hi) return 0;
+  for (size_t k = 2; k < len; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+  }
+  return len;
+}
+
+void AppendEscape(unsigned char c, std::string& out) {
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      return;
+    case '\\':
+      out += "\\\\";
+      return;
+    case '\b':
+      out += "\\b";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\f':
+      out += "\\f";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    default: {
+      static constexpr char kHex[] = "0123456789abcdef";
+      char buf[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+      out.append(buf, sizeof buf);
+    }
+  }
+}
+
+// Copies runs that need no escaping in one append each.
+bool AppendStringLiteral(std::string_view s, std::string& out) {
+  out += '"';
+  size_t run = 0;  // start of the pending unescaped run
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+      ++i;
+      continue;
+    }
+    if (c >= 0x80) {
+      size_t len = Utf8SequenceLength(s, i);
+      if (len == 0) return false;
+      i += len;
+      continue;
+    }
+    out.append(s.data() + run, i - run);
+    AppendEscape(c, out);
+    run = ++i;
+  }
+  out.append(s.data() + run, s.size() - run);
+  out += '"';
+  return true;
+}
+
+}  // namespace
+
+std::optional<size_t> JsonStringLiteralSize(std::string_view s) {
+  size_t n = 2;
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      size_t len = Utf8SequenceLength(s, i);
+      if (len == 0) return std::nullopt;
+      n += len;
+      i += len;
+      continue;
+    }
+    if (c == '"' || c == '\\') {
+      n += 2;
+    } else if (c < 0x20) {
+      n += (c == '\b' || c == '\t' || c == '\n' || c == '\f' || c == '\r') ? 2 : 6;
+    } else {
+      n += 1;
+    }
+    ++i;
+  }
+  return n;
+}
+
+bool AppendJsonText(const Json& json, std::string& out) {
+  switch (json.type()) {
+    case Json::value_t::null:
+      out += "null";
+      return true;
+    case Json::value_t::boolean:
+      out += json.get<bool>() ? "true" : "false";
+      return true;
+    case Json::value_t::number_integer:
+      out += std::to_string(json.get<int64_t>());
+      return true;
+    case Json::value_t::number_unsigned:
+      out += std::to_string(json.get<uint64_t>());
+      return true;
+    case Json::value_t::string:
+      return AppendStringLiteral(json.get_ref<const std::string&>(), out);
+    case Json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const Json& v : json) {
+        if (!first) out += ',';
+        first = false;
+        if (!AppendJsonText(v, out)) return false;
+      }
+      out += ']';
+      return true;
+    }
+    case Json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (auto it = json.begin(); it != json.end(); ++it) {
+        if (!first) out += ',';
+        first = false;
+        if (!AppendStringLiteral(it.key(), out)) return false;
+        out += ':';
+        if (!AppendJsonText(it.value(), out)) return false;
+      }
+      out += '}';
+      return true;
+    }
+    default:
+      break;  // floats (shortest round-trip form), binary, discarded: dump() itself
+  }
+  try {
+    out += json.dump();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+}  // namespace once::events
