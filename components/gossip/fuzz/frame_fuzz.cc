@@ -44,7 +44,7 @@ Bytes Reencode(const wire::Frame& f) {
   if (f.kind == wire::Kind::kHello || f.kind == wire::Kind::kData) {
     for (const wire::Record& rec : f.data.records) Check(fb.AddRecord(rec));
     for (const Message& m : f.data.messages) {
-      Check(fb.AddMessage(internal::Leaf{m.path, m.version, m.payload}));
+      Check(fb.AddMessage(*internal::MakeLeaf(m.path, m.version, m.payload)));
     }
   }
   Bytes out = fb.Finish(f.data.idle);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <cstring>
 
 #include "once/base/result.h"
 
@@ -24,6 +25,45 @@ View View::Child(int depth, int nibble) const {
 }
 
 std::shared_ptr<Inner> NewRoot() { return std::make_shared<Inner>(); }
+
+namespace {
+
+// Allocates a block with `extra` bytes after the object and says where they
+// start. allocate_shared allocates one block (control block and object) with
+// a copy of it, which it keeps for the deallocation.
+template <typename T>
+struct TailAllocator {
+  using value_type = T;
+  size_t extra = 0;
+  uint8_t** tail = nullptr;
+  TailAllocator(size_t extra_bytes, uint8_t** tail_out) : extra(extra_bytes), tail(tail_out) {}
+  template <typename U>
+  TailAllocator(const TailAllocator<U>& other) : extra(other.extra), tail(other.tail) {}
+  T* allocate(size_t n) {
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+    auto* block = static_cast<uint8_t*>(::operator new(n * sizeof(T) + extra));
+    if (tail) *tail = block + n * sizeof(T);
+    return reinterpret_cast<T*>(block);
+  }
+  void deallocate(T* block, size_t) { ::operator delete(block); }
+  template <typename U>
+  bool operator==(const TailAllocator<U>& other) const {
+    return extra == other.extra;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const Leaf> MakeLeaf(const Path& path, itc::Version version,
+                                     std::span<const uint8_t> payload) {
+  uint8_t* tail = nullptr;
+  std::shared_ptr<Leaf> leaf = std::allocate_shared<Leaf>(
+      TailAllocator<Leaf>(payload.size(), &tail), path, std::move(version));
+  ONCE_CHECK(tail != nullptr);
+  if (!payload.empty()) std::memcpy(tail, payload.data(), payload.size());
+  leaf->payload = std::span<const uint8_t>(tail, payload.size());
+  return leaf;
+}
 
 namespace {
 
@@ -80,6 +120,16 @@ void InsertAt(std::shared_ptr<Inner>& node_ptr, int depth, std::shared_ptr<const
   slot.inner = std::move(child);
 }
 
+// Replaces a slot's inner node that holds a single leaf by that leaf.
+void CollapseLone(Slot& slot) {
+  const Inner& child = *slot.inner;
+  for (uint16_t m = child.occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+    const Slot& s = child.slots[std::countr_zero(m)];
+    if (s.leaf) slot.SetLeaf(s.leaf);
+  }
+  slot.inner.reset();
+}
+
 // The caller has checked that `path` is present under `node_ptr`.
 std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth, const Path& path,
                                      bool keep_bounds) {
@@ -91,12 +141,7 @@ std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth
     node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
   } else {
     removed = RemoveAt(slot.inner, depth + 1, path, keep_bounds);
-    if (slot.inner->summary.count == 1) {  // collapse a lone leaf upwards
-      for (Slot& s : slot.inner->slots) {
-        if (s.leaf) slot.SetLeaf(s.leaf);
-      }
-      slot.inner.reset();
-    }
+    if (slot.inner->summary.count == 1) CollapseLone(slot);
   }
   XorInto(node->summary.digest, path);
   --node->summary.count;
@@ -124,11 +169,8 @@ bool RemoveIfPresent(std::shared_ptr<Inner>& node_ptr, int depth, const Path& pa
   if (slot.leaf) {
     slot.leaf.reset();
     node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
-  } else if (slot.inner->summary.count == 1) {  // collapse a lone leaf upwards
-    for (Slot& s : slot.inner->slots) {
-      if (s.leaf) slot.SetLeaf(s.leaf);
-    }
-    slot.inner.reset();
+  } else if (slot.inner->summary.count == 1) {
+    CollapseLone(slot);
   }
   XorInto(node->summary.digest, path);
   --node->summary.count;
