@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 
 #include "once/base/result.h"
 
@@ -197,12 +198,20 @@ std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& pat
 }
 
 void RemoveBatch(std::shared_ptr<Inner>& root, std::span<const Path> paths) {
-  // In path order, consecutive removals walk the same upper nodes.
-  std::vector<Path> sorted(paths.begin(), paths.end());
-  std::sort(sorted.begin(), sorted.end(), [](const Path& a, const Path& b) {
-    return Prefix64(a) != Prefix64(b) ? Prefix64(a) < Prefix64(b) : a < b;
-  });
-  for (const Path& path : sorted) (void)RemoveIfPresent(root, 0, path);
+  // In path order, consecutive removals walk the same upper nodes. A path
+  // is sorted as its two big-endian halves: path order, compared as words.
+  std::vector<std::pair<uint64_t, uint64_t>> sorted;
+  sorted.reserve(paths.size());
+  for (const Path& path : paths) sorted.emplace_back(Prefix64(path), Fingerprint(path));
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& [high, low] : sorted) {
+    Path path;
+    for (size_t b = 0; b < 8; ++b) {
+      path[b] = static_cast<uint8_t>(high >> (56 - 8 * b));
+      path[8 + b] = static_cast<uint8_t>(low >> (56 - 8 * b));
+    }
+    (void)RemoveIfPresent(root, 0, path);
+  }
 }
 
 void CollectAll(View view, std::vector<const Leaf*>& out) {
