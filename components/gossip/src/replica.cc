@@ -238,12 +238,12 @@ Bookmark Replica::MakeBookmark() const {
   return bookmark;
 }
 
-void Replica::CommitJoin(std::vector<Message>&& received, std::span<const Path> deleted,
+void Replica::CommitJoin(ReceivedLeaves&& received, std::span<const Path> deleted,
                          const itc::Version& peer_ceiling) {
   internal::RemoveBatch(root_, deleted);
-  for (Message& m : received) {
-    if (itc::Leq(m.version, ceiling_)) continue;  // seen here already (and so deleted)
-    internal::Insert(root_, internal::MakeLeaf(m.path, std::move(m.version), m.payload));
+  for (auto& leaf : received) {
+    if (itc::Leq(leaf->version, ceiling_)) continue;  // seen here already (and so deleted)
+    internal::Insert(root_, std::move(leaf));
   }
   ceiling_ = itc::Join(ceiling_, peer_ceiling);
 }
