@@ -29,27 +29,33 @@ std::shared_ptr<Inner> NewRoot() { return std::make_shared<Inner>(); }
 
 namespace {
 
-// Allocates a block with `extra` bytes after the object and says where they
-// start. allocate_shared allocates one block (control block and object) with
-// a copy of it, which it keeps for the deallocation.
+// The bytes to add after a leaf, and where they landed.
+struct Tail {
+  size_t bytes = 0;
+  uint8_t* at = nullptr;
+};
+
+// Allocates a block with a Tail's bytes after the object and says where they
+// start. allocate_shared allocates one block (control block and object) and
+// keeps a copy of this allocator in it (never used to allocate again), so it
+// holds one pointer only.
 template <typename T>
 struct TailAllocator {
   using value_type = T;
-  size_t extra = 0;
-  uint8_t** tail = nullptr;
-  TailAllocator(size_t extra_bytes, uint8_t** tail_out) : extra(extra_bytes), tail(tail_out) {}
+  Tail* tail = nullptr;
+  explicit TailAllocator(Tail* t) : tail(t) {}
   template <typename U>
-  TailAllocator(const TailAllocator<U>& other) : extra(other.extra), tail(other.tail) {}
+  TailAllocator(const TailAllocator<U>& other) : tail(other.tail) {}
   T* allocate(size_t n) {
     static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
-    auto* block = static_cast<uint8_t*>(::operator new(n * sizeof(T) + extra));
-    if (tail) *tail = block + n * sizeof(T);
+    auto* block = static_cast<uint8_t*>(::operator new(n * sizeof(T) + tail->bytes));
+    tail->at = block + n * sizeof(T);
     return reinterpret_cast<T*>(block);
   }
   void deallocate(T* block, size_t) { ::operator delete(block); }
   template <typename U>
   bool operator==(const TailAllocator<U>& other) const {
-    return extra == other.extra;
+    return tail == other.tail;
   }
 };
 
@@ -57,12 +63,12 @@ struct TailAllocator {
 
 std::shared_ptr<const Leaf> MakeLeaf(const Path& path, itc::Version version,
                                      std::span<const uint8_t> payload) {
-  uint8_t* tail = nullptr;
-  std::shared_ptr<Leaf> leaf = std::allocate_shared<Leaf>(
-      TailAllocator<Leaf>(payload.size(), &tail), path, std::move(version));
-  ONCE_CHECK(tail != nullptr);
-  if (!payload.empty()) std::memcpy(tail, payload.data(), payload.size());
-  leaf->payload = std::span<const uint8_t>(tail, payload.size());
+  Tail tail{payload.size()};
+  std::shared_ptr<Leaf> leaf =
+      std::allocate_shared<Leaf>(TailAllocator<Leaf>(&tail), path, std::move(version));
+  ONCE_CHECK(tail.at != nullptr);
+  if (!payload.empty()) std::memcpy(tail.at, payload.data(), payload.size());
+  leaf->payload = std::span<const uint8_t>(tail.at, payload.size());
   return leaf;
 }
 
