@@ -43,9 +43,7 @@ Bytes Reencode(const wire::Frame& f) {
   }
   if (f.kind == wire::Kind::kHello || f.kind == wire::Kind::kData) {
     for (const wire::Record& rec : f.data.records) Check(fb.AddRecord(rec));
-    for (const Message& m : f.data.messages) {
-      Check(fb.AddMessage(internal::Leaf{m.path, m.version, m.payload}));
-    }
+    for (const auto& leaf : f.data.messages) Check(fb.AddMessage(*leaf));
   }
   Bytes out = fb.Finish(f.data.idle);
   return Bytes(out.begin() + wire::kFrameHeaderBytes, out.end());

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <cstring>
+#include <utility>
 
 #include "once/base/result.h"
 
@@ -24,6 +26,51 @@ View View::Child(int depth, int nibble) const {
 }
 
 std::shared_ptr<Inner> NewRoot() { return std::make_shared<Inner>(); }
+
+namespace {
+
+// The bytes to add after a leaf, and where they landed.
+struct Tail {
+  size_t bytes = 0;
+  uint8_t* at = nullptr;
+};
+
+// Allocates a block with a Tail's bytes after the object and says where they
+// start. allocate_shared allocates one block (control block and object) and
+// keeps a copy of this allocator in it (never used to allocate again), so it
+// holds one pointer only.
+template <typename T>
+struct TailAllocator {
+  using value_type = T;
+  Tail* tail = nullptr;
+  explicit TailAllocator(Tail* t) : tail(t) {}
+  template <typename U>
+  TailAllocator(const TailAllocator<U>& other) : tail(other.tail) {}
+  T* allocate(size_t n) {
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+    auto* block = static_cast<uint8_t*>(::operator new(n * sizeof(T) + tail->bytes));
+    tail->at = block + n * sizeof(T);
+    return reinterpret_cast<T*>(block);
+  }
+  void deallocate(T* block, size_t) { ::operator delete(block); }
+  template <typename U>
+  bool operator==(const TailAllocator<U>& other) const {
+    return tail == other.tail;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const Leaf> MakeLeaf(const Path& path, itc::Version version,
+                                     std::span<const uint8_t> payload) {
+  Tail tail{payload.size()};
+  std::shared_ptr<Leaf> leaf =
+      std::allocate_shared<Leaf>(TailAllocator<Leaf>(&tail), path, std::move(version));
+  ONCE_CHECK(tail.at != nullptr);
+  if (!payload.empty()) std::memcpy(tail.at, payload.data(), payload.size());
+  leaf->payload = std::span<const uint8_t>(tail.at, payload.size());
+  return leaf;
+}
 
 namespace {
 
@@ -80,6 +127,16 @@ void InsertAt(std::shared_ptr<Inner>& node_ptr, int depth, std::shared_ptr<const
   slot.inner = std::move(child);
 }
 
+// Replaces a slot's inner node that holds a single leaf by that leaf.
+void CollapseLone(Slot& slot) {
+  const Inner& child = *slot.inner;
+  for (uint16_t m = child.occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
+    const Slot& s = child.slots[std::countr_zero(m)];
+    if (s.leaf) slot.SetLeaf(s.leaf);
+  }
+  slot.inner.reset();
+}
+
 // The caller has checked that `path` is present under `node_ptr`.
 std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth, const Path& path,
                                      bool keep_bounds) {
@@ -91,12 +148,7 @@ std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth
     node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
   } else {
     removed = RemoveAt(slot.inner, depth + 1, path, keep_bounds);
-    if (slot.inner->summary.count == 1) {  // collapse a lone leaf upwards
-      for (Slot& s : slot.inner->slots) {
-        if (s.leaf) slot.SetLeaf(s.leaf);
-      }
-      slot.inner.reset();
-    }
+    if (slot.inner->summary.count == 1) CollapseLone(slot);
   }
   XorInto(node->summary.digest, path);
   --node->summary.count;
@@ -124,11 +176,8 @@ bool RemoveIfPresent(std::shared_ptr<Inner>& node_ptr, int depth, const Path& pa
   if (slot.leaf) {
     slot.leaf.reset();
     node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
-  } else if (slot.inner->summary.count == 1) {  // collapse a lone leaf upwards
-    for (Slot& s : slot.inner->slots) {
-      if (s.leaf) slot.SetLeaf(s.leaf);
-    }
-    slot.inner.reset();
+  } else if (slot.inner->summary.count == 1) {
+    CollapseLone(slot);
   }
   XorInto(node->summary.digest, path);
   --node->summary.count;
@@ -155,12 +204,20 @@ std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& pat
 }
 
 void RemoveBatch(std::shared_ptr<Inner>& root, std::span<const Path> paths) {
-  // In path order, consecutive removals walk the same upper nodes.
-  std::vector<Path> sorted(paths.begin(), paths.end());
-  std::sort(sorted.begin(), sorted.end(), [](const Path& a, const Path& b) {
-    return Prefix64(a) != Prefix64(b) ? Prefix64(a) < Prefix64(b) : a < b;
-  });
-  for (const Path& path : sorted) (void)RemoveIfPresent(root, 0, path);
+  // In path order, consecutive removals walk the same upper nodes. A path
+  // is sorted as its two big-endian halves: path order, compared as words.
+  std::vector<std::pair<uint64_t, uint64_t>> sorted;
+  sorted.reserve(paths.size());
+  for (const Path& path : paths) sorted.emplace_back(Prefix64(path), Fingerprint(path));
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& [high, low] : sorted) {
+    Path path;
+    for (size_t b = 0; b < 8; ++b) {
+      path[b] = static_cast<uint8_t>(high >> (56 - 8 * b));
+      path[8 + b] = static_cast<uint8_t>(low >> (56 - 8 * b));
+    }
+    (void)RemoveIfPresent(root, 0, path);
+  }
 }
 
 void CollectAll(View view, std::vector<const Leaf*>& out) {

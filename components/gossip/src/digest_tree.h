@@ -23,11 +23,22 @@ namespace once::gossip::internal {
 inline constexpr int kFanout = 16;
 inline constexpr int kDepthMax = 32;  // nibbles in a Path
 
+// A message as the tree holds it. Made only by MakeLeaf, which puts the
+// payload bytes in the leaf's own heap block (after its shared count), so a
+// leaf costs two blocks (this one and its version's nodes), not three: fewer
+// blocks for a removal to free and for the allocator to sort later.
 struct Leaf {
+  Leaf(const Path& p, itc::Version v) : path(p), version(std::move(v)) {}
+  Leaf(const Leaf&) = delete;  // the payload lives in this leaf's block
+  Leaf& operator=(const Leaf&) = delete;
+
   Path path{};
   itc::Version version;
-  Bytes payload;
+  std::span<const uint8_t> payload;  // in the leaf's block; valid as long as it
 };
+
+std::shared_ptr<const Leaf> MakeLeaf(const Path& path, itc::Version version,
+                                     std::span<const uint8_t> payload);
 
 // A leaf's fingerprint: path bytes 8..15, big-endian. Leaves under one node
 // differ there unless their paths collide in 64 bits.

@@ -64,7 +64,7 @@ Result<Host::Begun> Host::Begin() {
   return Begun{replica_.Snap(), generation_};
 }
 
-Status Host::Commit(Begun&& begun, std::vector<Message>&& received, std::span<const Path> deleted,
+Status Host::Commit(Begun&& begun, ReceivedLeaves&& received, std::span<const Path> deleted,
                     const itc::Version& peer_ceiling) {
   begun.snapshot = Snapshot();
   std::lock_guard lock(mu_);

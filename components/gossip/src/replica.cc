@@ -31,7 +31,9 @@ Path PathOf(const itc::Version& version) {
 
 namespace {
 
-Message ToMessage(const Leaf& leaf) { return Message{leaf.path, leaf.version, leaf.payload}; }
+Message ToMessage(const Leaf& leaf) {
+  return Message{leaf.path, leaf.version, Bytes(leaf.payload.begin(), leaf.payload.end())};
+}
 
 std::vector<Message> ToMessages(const std::vector<const Leaf*>& leaves) {
   std::vector<Message> out;
@@ -120,7 +122,7 @@ Snapshot Merge(const Snapshot& a, const Snapshot& b) {
   }
   for (const Leaf* leaf : b_all) {
     if (!internal::Find(a.root_.get(), leaf->path) && !itc::Leq(leaf->version, a.ceiling_)) {
-      internal::Insert(root, std::make_shared<const Leaf>(*leaf));
+      internal::Insert(root, internal::MakeLeaf(leaf->path, leaf->version, leaf->payload));
     }
   }
   return Snapshot(a.network_, itc::Join(a.ceiling_, b.ceiling_), std::move(root));
@@ -194,7 +196,7 @@ Result<std::vector<itc::Version>> Replica::Apply(std::span<const Op> ops) {
     if (version_bytes > kVersionBytesMax) {
       return LimitError("version_bytes_max", static_cast<int64_t>(version_bytes), kVersionBytesMax);
     }
-    added.push_back(std::make_shared<const Leaf>(Leaf{PathOf(ceiling), ceiling, op.payload}));
+    added.push_back(internal::MakeLeaf(PathOf(ceiling), ceiling, op.payload));
     sent.push_back(ceiling);
   }
   if (added.empty() && removed.empty()) return sent;  // only no-op redactions: no tick
@@ -236,13 +238,12 @@ Bookmark Replica::MakeBookmark() const {
   return bookmark;
 }
 
-void Replica::CommitJoin(std::vector<Message>&& received, std::span<const Path> deleted,
+void Replica::CommitJoin(ReceivedLeaves&& received, std::span<const Path> deleted,
                          const itc::Version& peer_ceiling) {
   internal::RemoveBatch(root_, deleted);
-  for (Message& m : received) {
-    if (itc::Leq(m.version, ceiling_)) continue;  // seen here already (and so deleted)
-    internal::Insert(root_, std::make_shared<const Leaf>(
-                                Leaf{m.path, std::move(m.version), std::move(m.payload)}));
+  for (auto& leaf : received) {
+    if (itc::Leq(leaf->version, ceiling_)) continue;  // seen here already (and so deleted)
+    internal::Insert(root_, std::move(leaf));
   }
   ceiling_ = itc::Join(ceiling_, peer_ceiling);
 }

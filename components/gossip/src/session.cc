@@ -137,7 +137,7 @@ class Reconciler {
 
   Status OnData(Data&& data) {
     for (const Record& rec : data.records) ONCE_RETURN_IF_ERROR(OnRecord(rec));
-    for (Message& m : data.messages) ONCE_RETURN_IF_ERROR(OnMessage(std::move(m)));
+    for (auto& leaf : data.messages) ONCE_RETURN_IF_ERROR(OnMessage(std::move(leaf)));
     return Ok();
   }
 
@@ -162,8 +162,8 @@ class Reconciler {
   }
 
   bool Settled() const { return open_.empty() && records_.empty() && ship_.empty(); }
-  const std::vector<Message>& received() const { return received_; }
-  std::vector<Message> TakeReceived() { return std::move(received_); }
+  const ReceivedLeaves& received() const { return received_; }
+  ReceivedLeaves TakeReceived() { return std::move(received_); }
   const std::vector<Path>& deleted() const { return deleted_; }
   uint64_t sent() const { return sent_; }
 
@@ -399,7 +399,8 @@ class Reconciler {
     for (const Leaf* leaf : unseen) ship_.push_back(leaf);
   }
 
-  Status OnMessage(Message&& m) {
+  Status OnMessage(std::shared_ptr<const Leaf>&& leaf) {
+    const Leaf& m = *leaf;
     if (received_.size() >= options_.session_messages_max) {
       return LimitError("session_messages_max", static_cast<int64_t>(received_.size() + 1),
                         static_cast<int64_t>(options_.session_messages_max));
@@ -416,7 +417,7 @@ class Reconciler {
     if (!itc::Leq(m.version, peer_ceiling_)) return Hostile("a version above its ceiling");
     if (itc::Leq(m.version, mine_.ceiling())) return Hostile("a message this side has seen");
     if (!received_paths_.insert(m.path).second) return Hostile("a message shipped twice");
-    received_.push_back(std::move(m));
+    received_.push_back(std::move(leaf));
     return Ok();
   }
 
@@ -438,7 +439,7 @@ class Reconciler {
   std::deque<const Leaf*> ship_;
   std::vector<internal::Tagged> listed_;
   std::vector<uint64_t> lacking_;  // the fingerprints of lacking listings sent
-  std::vector<Message> received_;
+  ReceivedLeaves received_;
   std::unordered_set<Path, PathHash> received_paths_;
   std::vector<Path> deleted_;
   uint64_t payload_bytes_ = 0;

@@ -164,14 +164,13 @@ Result<Record> ReadRecord(Reader& r) {
   return rec;
 }
 
-Result<Message> ReadMessage(Reader& r) {
-  Message m;
-  ONCE_RETURN_IF_ERROR(r.Array(m.path));
-  ONCE_ASSIGN_OR_RETURN(auto version, r.Blob("version_bytes_max", kVersionBytesMax));
-  ONCE_ASSIGN_OR_RETURN(m.version, itc::Version::Decode(version));
+Result<std::shared_ptr<const internal::Leaf>> ReadMessage(Reader& r) {
+  Path path{};
+  ONCE_RETURN_IF_ERROR(r.Array(path));
+  ONCE_ASSIGN_OR_RETURN(auto version_bytes, r.Blob("version_bytes_max", kVersionBytesMax));
+  ONCE_ASSIGN_OR_RETURN(itc::Version version, itc::Version::Decode(version_bytes));
   ONCE_ASSIGN_OR_RETURN(auto payload, r.Blob("payload_bytes_max", kPayloadBytesMax));
-  m.payload.assign(payload.begin(), payload.end());
-  return m;
+  return internal::MakeLeaf(path, std::move(version), payload);
 }
 
 Result<Data> ReadData(Reader& r) {
@@ -191,8 +190,8 @@ Result<Data> ReadData(Reader& r) {
   if (messages > r.left() / 19) return Malformed("more messages declared than bytes");
   data.messages.reserve(messages);
   for (uint64_t i = 0; i < messages; ++i) {
-    ONCE_ASSIGN_OR_RETURN(Message m, ReadMessage(r));
-    data.messages.push_back(std::move(m));
+    ONCE_ASSIGN_OR_RETURN(auto leaf, ReadMessage(r));
+    data.messages.push_back(std::move(leaf));
   }
   if (data.idle && !data.records.empty()) return Malformed("idle frame carries records");
   return data;

@@ -67,7 +67,9 @@ using internal::Fingerprint;
 struct Data {
   bool idle = false;
   std::vector<Record> records;
-  std::vector<Message> messages;
+  // Decoded straight into leaves (payload in the leaf's block): a received
+  // message costs no more heap blocks than one sent here.
+  ReceivedLeaves messages;
 };
 
 struct Hello {

@@ -52,8 +52,8 @@ wire::Hello HelloLike(const wire::Frame& theirs, itc::Version ceiling, Summary r
   return h;
 }
 
-internal::Leaf LeafOf(const itc::Version& v, Path path) {
-  return internal::Leaf{path, v, Payload("evil")};
+std::shared_ptr<const internal::Leaf> LeafOf(const itc::Version& v, Path path) {
+  return internal::MakeLeaf(path, v, Payload("evil"));
 }
 
 class HostileTest : public ::testing::Test {
@@ -95,7 +95,7 @@ TEST_F(HostileTest, PathThatIsNotTheHashOfItsVersion) {
     wrong[0] = 1;
     wire::FrameBuilder fb(wire::Kind::kHello, kFrameBytesMax);
     fb.PutHello(HelloLike(f, evil_version_, Summary{wrong, 1}));
-    fb.AddMessage(LeafOf(evil_version_, wrong));
+    fb.AddMessage(*LeafOf(evil_version_, wrong));
     return fb.Finish(false);
   });
   EXPECT_EQ(e.code, ErrorCode::kCorruption);
@@ -107,7 +107,7 @@ TEST_F(HostileTest, VersionAboveTheSendersCeiling) {
     const Path path = PathOf(evil_version_);
     wire::FrameBuilder fb(wire::Kind::kHello, kFrameBytesMax);
     fb.PutHello(HelloLike(f, itc::Version{}, Summary{path, 1}));
-    fb.AddMessage(LeafOf(evil_version_, path));
+    fb.AddMessage(*LeafOf(evil_version_, path));
     return fb.Finish(false);
   });
   EXPECT_EQ(e.code, ErrorCode::kCorruption);
@@ -119,7 +119,7 @@ TEST_F(HostileTest, MoreMessagesThanTheDeclaredSetSize) {
     const Path path = PathOf(evil_version_);
     wire::FrameBuilder fb(wire::Kind::kHello, kFrameBytesMax);
     fb.PutHello(HelloLike(f, evil_version_, Summary{}));
-    fb.AddMessage(LeafOf(evil_version_, path));
+    fb.AddMessage(*LeafOf(evil_version_, path));
     return fb.Finish(false);
   });
   EXPECT_EQ(e.code, ErrorCode::kCorruption);
@@ -221,7 +221,7 @@ TEST(WireTest, RoundTripsAFrame) {
   rec.present = 1 << 7;
   rec.children[7] = Summary{PathOf(v), 1};
   ASSERT_TRUE(fb.AddRecord(rec));
-  ASSERT_TRUE(fb.AddMessage(internal::Leaf{PathOf(v), v, Payload("p")}));
+  ASSERT_TRUE(fb.AddMessage(*internal::MakeLeaf(PathOf(v), v, Payload("p"))));
   const Bytes bytes = fb.Finish(false);
   auto f = wire::Decode(std::span(bytes).subspan(4));
   ASSERT_TRUE(f) << f.error().ToString();
@@ -233,7 +233,9 @@ TEST(WireTest, RoundTripsAFrame) {
   EXPECT_EQ(f->data.records[0].key, rec.key);
   EXPECT_EQ(f->data.records[0].children[7], rec.children[7]);
   ASSERT_EQ(f->data.messages.size(), 1u);
-  EXPECT_EQ(f->data.messages[0].version, v);
+  EXPECT_EQ(f->data.messages[0]->version, v);
+  const auto& payload = f->data.messages[0]->payload;
+  EXPECT_EQ(Bytes(payload.begin(), payload.end()), Payload("p"));
 }
 
 TEST(WireTest, BoundedRecordsRoundTripAndRejectUnseenOutsideTheChild) {
@@ -344,7 +346,7 @@ TEST(WireTest, RandomAndBitFlippedBytesNeverCrash) {
   fb.PutHello(h);
   for (int i = 0; i < 5; ++i) {
     auto v = *r.Send(Payload("m"));
-    fb.AddMessage(internal::Leaf{PathOf(v), v, Payload("m")});
+    fb.AddMessage(*internal::MakeLeaf(PathOf(v), v, Payload("m")));
   }
   const Bytes valid = fb.Finish(false);
   const std::span<const uint8_t> body = std::span(valid).subspan(4);

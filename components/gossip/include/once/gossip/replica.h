@@ -94,7 +94,10 @@ struct Bookmark {
 
 namespace internal {
 struct Inner;
-}
+struct Leaf;  // a message as the digest tree holds it (one heap block with its payload)
+}  // namespace internal
+// Messages a session received, decoded straight into the tree's leaves.
+using ReceivedLeaves = std::vector<std::shared_ptr<const internal::Leaf>>;
 
 // The digest tree summary of a set: XOR of its paths and its size.
 struct Summary {
@@ -175,7 +178,7 @@ class Replica {
   // For the session layer: the join with a peer's state learned in a session.
   // Inserts `received` (unless held or already seen), removes `deleted` (the
   // peer saw them and deleted them), then joins `peer_ceiling` in.
-  void CommitJoin(std::vector<Message>&& received, std::span<const Path> deleted,
+  void CommitJoin(ReceivedLeaves&& received, std::span<const Path> deleted,
                   const itc::Version& peer_ceiling);
   // Identity moves (for bootstrap and retire; the caller persists first).
   Result<itc::Party> ForkParty();

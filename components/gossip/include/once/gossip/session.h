@@ -79,7 +79,7 @@ class Host {
   // The join with what a session learned. kCancelled (and no change) if the
   // replica changed universe since Begin.
   // The snapshot is released first, so the tree is changed in place.
-  Status Commit(Begun&& begun, std::vector<Message>&& received, std::span<const Path> deleted,
+  Status Commit(Begun&& begun, ReceivedLeaves&& received, std::span<const Path> deleted,
                 const itc::Version& peer_ceiling);
   // Forks the party for a newcomer (the kept half is persisted first) and
   // takes the snapshot to reconcile with it, atomically, so the grant and the
