@@ -35,8 +35,53 @@ Result<std::unique_ptr<InboxStore>> OpenInboxStore(const AppBackend& backend,
 App::App(AppConfig config) : config_(std::move(config)) {}
 
 App::~App() {
-  if (service_) service_->Stop();
+  Stop();
   if (runtime_) runtime_->WaitIdle();
+}
+
+Status App::Start() {
+  if (sweeper_.joinable()) return {};
+  if (park_timers_) ONCE_RETURN_IF_ERROR(park_timers_->Sweep());
+  if (inbox_) {
+    Result<SweepReport> swept = inbox_->Sweep();
+    if (!swept) return std::unexpected(swept.error());
+    if (!swept->errors.empty()) return std::unexpected(swept->errors.front());
+  }
+  if (service_) service_->Start();
+  if (inbox_ && config_.inbox_sweep_interval_ms > 0) {
+    sweeper_stopping_ = false;
+    sweeper_ = std::thread([this, ms = config_.inbox_sweep_interval_ms] { SweepInboxEvery(ms); });
+  }
+  return {};
+}
+
+void App::Stop() {
+  {
+    std::lock_guard lock(sweeper_mu_);
+    sweeper_stopping_ = true;
+  }
+  sweeper_cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+  if (service_) service_->Stop();
+}
+
+void App::SweepInboxEvery(int64_t interval_ms) {
+  std::unique_lock lock(sweeper_mu_);
+  while (!sweeper_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms),
+                               [this] { return sweeper_stopping_; })) {
+    lock.unlock();
+    ReportSweep(inbox_->Sweep());
+    lock.lock();
+  }
+}
+
+void App::ReportSweep(const Result<SweepReport>& swept) const {
+  if (!config_.runtime.on_error) return;
+  if (!swept) {
+    config_.runtime.on_error(swept.error());
+    return;
+  }
+  for (const Error& e : swept->errors) config_.runtime.on_error(e);
 }
 
 Result<std::unique_ptr<App>> App::Create(AppConfig config) {

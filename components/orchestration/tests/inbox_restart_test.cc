@@ -4,6 +4,7 @@
 // delivering for one execution never deliver a message twice or lose one.
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -21,10 +22,16 @@ using testing::HookStore;
 // One process (or node): its own event store and App on the database; the
 // App builds the inbox store on the backend.
 struct Node {
-  Node(testing::BaseStore& db, const Clock& clock, Rng& rng, std::vector<Error>& errors)
+  Node(testing::BaseStore& db, const Clock& clock, Rng& rng, std::vector<Error>& errors,
+       int64_t sweep_ms = 0)
       : events(db.OpenEventStore()), hook(*events) {
     AppConfig config{.store = &hook, .clock = &clock, .rng = &rng};
-    config.runtime.on_error = [&errors](const Error& e) { errors.push_back(e); };
+    config.inbox_sweep_interval_ms = sweep_ms;
+    config.runtime.on_error = [&errors](const Error& e) {
+      static std::mutex mu;  // the App's sweeper thread reports here too
+      std::lock_guard lock(mu);
+      errors.push_back(e);
+    };
     config.backend = db.app_backend();
     auto made = App::Create(std::move(config));
     ONCE_CHECK_MSG(made.has_value(), "App::Create failed");
@@ -123,6 +130,29 @@ TEST_P(InboxRestartTest, ACrashAfterTheAppendIsNeverDeliveredAgainAfterTheRestar
   EXPECT_EQ(after->State("r").result["value"], Json::array({"one", "two"}));
   EXPECT_EQ(Consumed("r"), 2);
   EXPECT_EQ(Resumed("r"), 2);
+}
+
+// A sender stores a message and dies between the acquire and the append of
+// its delivery; the other node, already running, delivers it on its own
+// (its Start() sweeper), with no restart and no operator.
+TEST_P(InboxRestartTest, ARunningNodeDeliversAMessageACrashedSenderStranded) {
+  auto running = std::make_unique<Node>(db_, clock_, rng_, errors_, /*sweep_ms=*/20);
+  ASSERT_TRUE(running->app->runtime().Start("receiver", "r", Json()));
+  ASSERT_TRUE(running->app->Start());
+  {
+    auto sender = Boot();
+    sender->hook.crash_next = HookStore::Crash::kBeforeAppend;
+    // The sweeper may deliver before the sender's own acquire: the sender
+    // never appends either way, so every delivery below is the sweeper's.
+    EXPECT_NE(sender->inbox().Send("r", "approve", "yes").value().delivery, Delivery::kDelivered);
+  }
+  for (int i = 0; i < 500 && Consumed("r") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  running->app->Stop();
+  EXPECT_EQ(Consumed("r"), 1);
+  EXPECT_EQ(Resumed("r"), 1);
+  EXPECT_EQ(running->State("r").result["value"], "yes");
 }
 
 // Two nodes, each with its own stores and App on one database, send 2 x 15

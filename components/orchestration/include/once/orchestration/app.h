@@ -10,8 +10,15 @@
 //   config.retention = RetentionPolicy{.age_ms_min = 7 * 86'400'000};
 //   ONCE_ASSIGN_OR_RETURN(std::unique_ptr<App> app, App::Create(std::move(config)));
 //   app->runtime().Register("order", Order);
-//   app->timer_service()->Start();
-//   app->inbox()->Sweep();  // messages stored before the restart
+//   ONCE_RETURN_IF_ERROR(app->Start());  // boot sweeps, timers, inbox sweeper
+//
+// Start() after Register: it writes the timer row of every timer park that
+// lacks one (a crash between a park and its row), delivers the messages
+// stored before a restart (Inbox::Sweep), starts the TimerService, and runs
+// Inbox::Sweep again every inbox_sweep_interval_ms on a thread of its own, so
+// a message another node stored and then crashed before delivering reaches
+// its parked execution without a restart or an operator. Stop() (and the
+// destructor) joins that thread and stops the TimerService.
 //
 // kernel.features.redrive (AppConfig::features.redrive) is OFF by default: an
 // older node's TimerService judges every row by the park and would retire a
@@ -36,9 +43,12 @@
 
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "once/base/clock.h"
@@ -87,6 +97,9 @@ struct AppConfig {
   InboxStore* inbox = nullptr;
   std::optional<AppBackend> backend;
   inbox::InboxLimits inbox_limits;  // for a store the App builds
+  // How often Start()'s background thread runs Inbox::Sweep (ms): the most a
+  // message stranded by a crashed sender waits. 0: never (boot sweep only).
+  int64_t inbox_sweep_interval_ms = 5'000;
 };
 
 class App {
@@ -106,6 +119,12 @@ class App {
   InboxStore* inbox_store() { return config_.inbox; }
   lifecycle::LogLifecycle* lifecycle() { return lifecycle_.get(); }
 
+  // See the file comment. Idempotent while running. Returns the first error
+  // of the boot sweeps (the timer service is then not started); errors of
+  // the background sweeps go to runtime.on_error.
+  Status Start();
+  void Stop();
+
   // See above. `supervisor` must outlive the App.
   void Supervise(ChildSupervisor& supervisor);
   // The re-drive wiring: kUnsupported when features.redrive is off,
@@ -117,6 +136,8 @@ class App {
   void OnPark(const std::string& id, int64_t seq, const store::Envelope& park);
   void OnChildSettled(const events::Json& parent);
   void OnRuntimeError(const Error& e);
+  void SweepInboxEvery(int64_t interval_ms);
+  void ReportSweep(const Result<SweepReport>& swept) const;
 
   AppConfig config_;
   std::function<void(const std::string&, int64_t, const store::Envelope&)> user_on_park_;
@@ -130,6 +151,11 @@ class App {
   std::unique_ptr<Inbox> inbox_;
   std::unique_ptr<lifecycle::LogLifecycle> lifecycle_;
   std::vector<ChildSupervisor*> supervised_;
+
+  std::mutex sweeper_mu_;
+  std::condition_variable sweeper_cv_;
+  bool sweeper_stopping_ = false;  // guarded by sweeper_mu_
+  std::thread sweeper_;
 };
 
 }  // namespace once::orchestration
