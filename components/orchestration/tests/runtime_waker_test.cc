@@ -107,6 +107,30 @@ TEST_P(WakerTest, SweepWritesTheRowsAParkHookMissed) {
   EXPECT_EQ(timers_.RowsOf("s").value().size(), 1u);
 }
 
+// A wake reads the log once: the park is found in that read and the resume
+// takes it over (Runtime::ResumeWithLog). On a fencing store the tail under
+// the new token comes with the acquire; on one that does not fence the
+// resume reads the tail past the log in hand (no events when none landed).
+TEST_P(WakerTest, AWakeReadsTheLogOnce) {
+  testing::ReadCountingStore counting(base_.get());
+  runtime::Runtime rt(counting, clock_);
+  testing::RegisterWorkflows(rt);
+  RuntimeWaker waker(rt);
+  int64_t t0 = clock_.NowUnixMillis();
+  ASSERT_TRUE(rt.Start("sleeper", "w", Json()));
+  const bool fences = base_.get().Supports(store::Capability::kAcquireFenceIfReadTail);
+  for (int64_t wake : {t0 + 1000, t0 + 2000}) {
+    clock_.Advance(std::chrono::seconds(1));
+    const int log_events = static_cast<int>(testing::Log(base_.get(), "w").size());
+    counting.reads = 0;
+    counting.events_read = 0;
+    ASSERT_EQ(waker.Wake({"w", wake, std::nullopt}).value(), WakeVerdict::kResumed);
+    EXPECT_EQ(counting.events_read, log_events) << wake;  // each event read once
+    EXPECT_EQ(counting.reads, fences ? 1 : 2) << wake;
+  }
+  EXPECT_EQ(rt.Inspect("w").value().status, runtime::ExecutionStatus::kCompleted);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, WakerTest, ::testing::Values(Backend::kMemory, Backend::kSqlite),
                          testing::BackendName);
 

@@ -145,6 +145,24 @@ inline std::vector<Backend> DurableInboxBackends() {
 // A database of the chosen backend (SQLite: a fresh temp file; PostgreSQL:
 // a fresh schema) with one event store open on it, and more store objects
 // on the same data on demand (another process or node).
+// Counts range reads and the events they return; forwards everything else
+// (the combined acquire included).
+class ReadCountingStore final
+    : public store::EventStoreWrapper<ReadCountingStore, store::ForwardEverything> {
+ public:
+  explicit ReadCountingStore(EventStore& target) : EventStoreWrapper(target) {}
+  std::atomic<int> reads{0};
+  std::atomic<int> events_read{0};
+
+  Result<std::vector<store::Envelope>> ReadRange(std::string_view id, int64_t first,
+                                                 int64_t last) override {
+    ++reads;
+    Result<std::vector<store::Envelope>> r = target().ReadRange(id, first, last);
+    if (r) events_read += static_cast<int>(r->size());
+    return r;
+  }
+};
+
 class BaseStore {
  public:
   BaseStore(Backend backend, const Clock& clock) : backend_(backend), clock_(clock) {
