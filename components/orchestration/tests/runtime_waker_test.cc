@@ -22,7 +22,10 @@ class WakerTest : public ::testing::TestWithParam<Backend> {
       if (hook_on) park_timers_.OnPark(id, seq, park);
     }};
   }
-  void SetUp() override { testing::RegisterWorkflows(rt_); }
+  void SetUp() override {
+    if (std::string why = base_.SkipReason(); !why.empty()) GTEST_SKIP() << why;
+    testing::RegisterWorkflows(rt_);
+  }
   runtime::ExecutionStatus Status(std::string_view id) { return rt_.Inspect(id).value().status; }
 
   ManualClock clock_;
@@ -131,7 +134,7 @@ TEST_P(WakerTest, AWakeReadsTheLogOnce) {
   EXPECT_EQ(rt.Inspect("w").value().status, runtime::ExecutionStatus::kCompleted);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, WakerTest, ::testing::Values(Backend::kMemory, Backend::kSqlite),
+INSTANTIATE_TEST_SUITE_P(Backends, WakerTest, ::testing::ValuesIn(testing::InboxBackends()),
                          testing::BackendName);
 
 }  // namespace

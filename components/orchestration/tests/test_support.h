@@ -125,8 +125,8 @@ inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
   return "Unknown";
 }
 
-// The backends a binary's inbox cases run on: memory and SQLite in the unit
-// binary, PostgreSQL in the postgres one.
+// The backends a binary's inbox (and waker) cases run on: memory and SQLite
+// in the unit binary, PostgreSQL in the postgres one.
 inline std::vector<Backend> InboxBackends() {
 #if ONCE_TEST_POSTGRES_BACKEND
   return {Backend::kPostgres};
@@ -142,9 +142,6 @@ inline std::vector<Backend> DurableInboxBackends() {
 #endif
 }
 
-// A database of the chosen backend (SQLite: a fresh temp file; PostgreSQL:
-// a fresh schema) with one event store open on it, and more store objects
-// on the same data on demand (another process or node).
 // Counts range reads and the events they return; forwards everything else
 // (the combined acquire included).
 class ReadCountingStore final
@@ -163,6 +160,9 @@ class ReadCountingStore final
   }
 };
 
+// A database of the chosen backend (SQLite: a fresh temp file; PostgreSQL:
+// a fresh schema) with one event store open on it, and more store objects
+// on the same data on demand (another process or node).
 class BaseStore {
  public:
   BaseStore(Backend backend, const Clock& clock) : backend_(backend), clock_(clock) {
