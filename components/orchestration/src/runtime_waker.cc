@@ -19,13 +19,18 @@ const events::Json* TimerWait(const store::Envelope& park, int64_t wake_at_ms) {
 }  // namespace
 
 Result<WakeVerdict> RuntimeWaker::Wake(const timers::TimerRow& row) {
-  ONCE_ASSIGN_OR_RETURN(std::optional<runtime::Park> park, runtime_.LocatePark(row.execution_id));
+  // One read: the park is found in it, and the resume takes it over (the
+  // acquire and the tail read under the new token still decide).
+  ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log,
+                        internal::ReadLog(runtime_.store(), row.execution_id));
+  const store::Envelope* park = runtime::FindOpenPark(log);
   if (!park) return WakeVerdict::kObsolete;
-  const events::Json* wait = TimerWait(park->envelope, row.wake_at_ms);
+  const events::Json* wait = TimerWait(*park, row.wake_at_ms);
   if (!wait) return WakeVerdict::kObsolete;
   runtime::RunOptions options{.fence_if_parked_at = park->sequence,
                               .answer = runtime::Answer{*wait, events::Json()}};
-  Result<runtime::RunOutcome> r = runtime_.Resume(row.execution_id, options);
+  Result<runtime::RunOutcome> r =
+      runtime_.ResumeWithLog(row.execution_id, std::move(log), std::move(options));
   if (r) return WakeVerdict::kResumed;
   switch (r.error().code) {
     case ErrorCode::kResumeRefused:

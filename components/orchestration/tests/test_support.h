@@ -125,8 +125,8 @@ inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
   return "Unknown";
 }
 
-// The backends a binary's inbox cases run on: memory and SQLite in the unit
-// binary, PostgreSQL in the postgres one.
+// The backends a binary's inbox (and waker) cases run on: memory and SQLite
+// in the unit binary, PostgreSQL in the postgres one.
 inline std::vector<Backend> InboxBackends() {
 #if ONCE_TEST_POSTGRES_BACKEND
   return {Backend::kPostgres};
@@ -141,6 +141,24 @@ inline std::vector<Backend> DurableInboxBackends() {
   return {Backend::kSqlite};
 #endif
 }
+
+// Counts range reads and the events they return; forwards everything else
+// (the combined acquire included).
+class ReadCountingStore final
+    : public store::EventStoreWrapper<ReadCountingStore, store::ForwardEverything> {
+ public:
+  explicit ReadCountingStore(EventStore& target) : EventStoreWrapper(target) {}
+  std::atomic<int> reads{0};
+  std::atomic<int> events_read{0};
+
+  Result<std::vector<store::Envelope>> ReadRange(std::string_view id, int64_t first,
+                                                 int64_t last) override {
+    ++reads;
+    Result<std::vector<store::Envelope>> r = target().ReadRange(id, first, last);
+    if (r) events_read += static_cast<int>(r->size());
+    return r;
+  }
+};
 
 // A database of the chosen backend (SQLite: a fresh temp file; PostgreSQL:
 // a fresh schema) with one event store open on it, and more store objects

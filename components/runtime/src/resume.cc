@@ -46,11 +46,36 @@ Result<RunOutcome> Runtime::ResumeAs(std::string_view id, std::string_view princ
   return ResumeImpl(id, principal, options, {});
 }
 
+Result<RunOutcome> Runtime::ResumeWithLog(std::string_view id, std::vector<Envelope> log,
+                                          RunOptions options) {
+  ONCE_RETURN_IF_ERROR(CheckLogInHand(id, log));
+  Outermost outermost(*this);
+  return ResumeImpl(id, "", options, {.log_in_hand = &log});
+}
+
 Result<RunOutcome> Runtime::Deliver(std::string_view id, std::string_view topic, Json message,
                                     RunOptions options) {
   Outermost outermost(*this);
   ResumeExtras extras{.topic = std::string(topic), .message = std::move(message)};
   return ResumeImpl(id, "", options, extras);
+}
+
+// A caller's log: ascending, contiguous, this execution's.
+Status Runtime::CheckLogInHand(std::string_view id, std::span<const Envelope> log) {
+  for (size_t i = 0; i < log.size(); ++i) {
+    const Envelope& e = log[i];
+    if (!e.execution_id.empty() && e.execution_id != id) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "the log in hand holds an event of " + e.execution_id, std::string(id));
+    }
+    if (i > 0 && e.sequence != log[i - 1].sequence + 1) {
+      return MakeError(
+          ErrorCode::kInvalidArgument,
+          "the log in hand is not contiguous at sequence " + std::to_string(e.sequence),
+          std::string(id));
+    }
+  }
+  return Ok();
 }
 
 // Refusals that need no token: unknown, terminal, not parked, not parked at
@@ -78,7 +103,13 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   } else {
     ONCE_ASSIGN_OR_RETURN(log, ReadAll(id, 1));
   }
-  ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, extras));
+  Status resumable = CheckResumable(id, log, options, extras);
+  if (!resumable && extras.log_in_hand) {
+    // A log read earlier may be stale: refuse only on the current one.
+    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+    resumable = CheckResumable(id, log, options, extras);
+  }
+  ONCE_RETURN_IF_ERROR(resumable);
   ExecutionState st = Fold(log);
   const Def* def = Find(st.workflow);
   if (!def)

@@ -166,6 +166,97 @@ TEST_F(ResumeFenceSeparateTailTest, WithoutTheCombinedAcquireTheTailIsASecondRea
   EXPECT_EQ(store_.reads, 2);
 }
 
+// ResumeWithLog: the caller's read is the only one; the acquire brings the
+// tail along.
+TEST_F(ResumeFenceTest, ResumeWithLogReadsNothingBeforeTheAcquire) {
+  std::vector<Envelope> log = Log(store_, "ex");
+  store_.reads = 0;
+  Result<RunOutcome> out =
+      rt_.ResumeWithLog("ex", std::move(log), {.fence_if_parked_at = park_seq_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(store_.acquire_if_calls, 1);
+  EXPECT_EQ(store_.reads, 0);
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 1);
+}
+
+TEST_F(ResumeFenceSeparateTailTest, ResumeWithLogReadsOnlyTheTailUnderTheNewToken) {
+  std::vector<Envelope> log = Log(store_, "ex");
+  store_.reads = 0;
+  ASSERT_TRUE(rt_.ResumeWithLog("ex", std::move(log), {.fence_if_parked_at = park_seq_}));
+  EXPECT_EQ(store_.reads, 1);
+}
+
+// A stale, short log (read before the park landed): the refusal it shows is
+// re-checked on the current log, and the resume acts on the park.
+TEST_F(ResumeFenceTest, ResumeWithAStaleShortLogActsOnTheAdvancedView) {
+  std::vector<Envelope> prefix = Log(store_, "ex");
+  prefix.resize(1);  // EXECUTION_STARTED only: running, no park
+  Result<RunOutcome> out =
+      rt_.ResumeWithLog("ex", std::move(prefix), {.fence_if_parked_at = park_seq_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);  // the second sleep
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
+  EXPECT_EQ(Log(memory_, "ex")[park_seq_].kind, "EXECUTION_RESUMED");
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 1);
+}
+
+// A stale log whose park a rival has answered since: the conditional acquire
+// and the re-check under it refuse; nothing is appended.
+TEST_F(ResumeFenceTest, ResumeWithAStaleLogOfAnAnsweredParkIsRefused) {
+  std::vector<Envelope> stale = Log(store_, "ex");
+  ASSERT_TRUE(rt_.Resume("ex", {.fence_if_parked_at = park_seq_}));  // the rival
+  auto before = Log(memory_, "ex");
+  int64_t token = memory_.ReadFence("ex").value();
+  Result<RunOutcome> out =
+      rt_.ResumeWithLog("ex", std::move(stale), {.fence_if_parked_at = park_seq_});
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::kResumeRefused);
+  EXPECT_EQ(out.error().As<ResumeRefusedDetail>()->reason, "not-suspended");
+  EXPECT_EQ(Log(memory_, "ex"), before);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), token);
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
+}
+
+// A stale log missing ignorable appends made after the park: the run
+// appends after them (the tail under the new token), no sequence conflict.
+TEST_F(ResumeFenceTest, ResumeWithAStaleLogAppendsAfterWhatLandedSince) {
+  std::vector<Envelope> stale = Log(store_, "ex");
+  ASSERT_TRUE(rt_.RecordExecutionDenied("ex", "mallory", "no"));
+  Result<RunOutcome> out =
+      rt_.ResumeWithLog("ex", std::move(stale), {.fence_if_parked_at = park_seq_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  auto log = Log(memory_, "ex");
+  EXPECT_EQ(log[park_seq_].kind, "EXECUTION_DENIED");
+  EXPECT_EQ(log[park_seq_ + 1].kind, "EXECUTION_RESUMED");
+}
+
+TEST_F(ResumeFenceTest, ResumeWithLogRefusesALogThatIsNotOneContiguousRun) {
+  std::vector<Envelope> gap = Log(store_, "ex");
+  ASSERT_EQ(gap.size(), 2u);  // started, the park
+  gap[1].sequence += 1;       // 1, 3
+  std::vector<Envelope> other = Log(store_, "ex");
+  other[0].execution_id = "someone-else";
+  store_.reads = 0;
+  for (auto* log : {&gap, &other}) {
+    Result<RunOutcome> out =
+        rt_.ResumeWithLog("ex", std::move(*log), {.fence_if_parked_at = park_seq_});
+    ASSERT_FALSE(out);
+    EXPECT_EQ(out.error().code, ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(store_.reads, 0);
+  EXPECT_EQ(store_.acquire_if_calls, 0);
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 0);
+}
+
+TEST_F(ResumeFenceTest, ResumeWithAnEmptyLogReadsItAndResumes) {
+  ASSERT_TRUE(rt_.ResumeWithLog("ex", {}, {.fence_if_parked_at = park_seq_}));
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
+  Result<RunOutcome> unknown = rt_.ResumeWithLog("nobody", {}, {.fence_if_parked_at = 2});
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().As<ResumeRefusedDetail>()->reason, "unknown-execution");
+}
+
 TEST_F(ResumeFenceTest, AnsweredParkOrNonParkSequenceIsNotSuspendedAndTakesNoToken) {
   ASSERT_TRUE(rt_.Resume("ex", {.fence_if_parked_at = park_seq_}));
   auto before = Log(memory_, "ex");

@@ -4,7 +4,7 @@
 // Runtime, and ParkTimers writes those rows when an execution parks.
 //
 // RuntimeWaker::Wake(row) (the TimerService's Waker):
-//   * reads the open park (Runtime::LocatePark). No unanswered park, or a
+//   * reads the log once and finds the open park in it. No unanswered park, or a
 //     park that does not wait on THIS timer ({"type":"timer","wake_at_ms"}
 //     equal to row.wake_at_ms): kObsolete (the service retires the row);
 //   * otherwise resumes with fence_if_parked_at = the park's sequence and the
@@ -13,6 +13,10 @@
 //     kStaleFence / kSequenceConflict of the run after the acquire (a rival
 //     took the park in between), kContended (the service backs off in
 //     process and never retires it for that). Other errors are returned.
+//     The resume is Runtime::ResumeWithLog on the log already read, so a
+//     wake costs one log read, the conditional acquire (which brings the
+//     tail read under the new token along, where the store can) and the
+//     run's append.
 //   On a store that does not fence the fence option is ignored.
 //
 // ParkTimers (scheduling; DECIDED: a park hook plus a boot sweep). OnPark is

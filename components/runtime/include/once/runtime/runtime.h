@@ -155,6 +155,25 @@ class Runtime {
   Result<RunOutcome> Resume(std::string_view id, RunOptions options = {});
   Result<RunOutcome> ResumeAs(std::string_view id, std::string_view principal,
                               RunOptions options = {});
+  // Resume with the log the caller has already read (a timer waker that
+  // read it to find the park): the resume reads nothing before the acquire.
+  // Contract: `log` is what reads of `id` returned, possibly stale: its
+  // events ascending and contiguous, each naming `id` (or no id). It is taken
+  // as a prefix of the current log and decides nothing on its own:
+  //   * a refusal seen on it (unknown, terminal, not parked at the expected
+  //     park) is re-checked on the current log (one more read): a stale log
+  //     costs that read, never a wrong refusal;
+  //   * otherwise the resume goes on exactly as Resume's: the park's token
+  //     comes from the park in hand, fence_if_parked_at takes the fence with
+  //     the conditional acquire, the tail is read under the new token (with
+  //     the acquire on a store with AcquireFenceIfReadTail) and the
+  //     resumable check re-run on that advanced view; without a fence option
+  //     the tail is read all the same before the run.
+  // kInvalidArgument (nothing read, nothing written) when the events are not
+  // ascending and contiguous or name another execution. Otherwise the
+  // errors of Resume. Reads saved against Resume: one range read.
+  Result<RunOutcome> ResumeWithLog(std::string_view id, std::vector<Envelope> log,
+                                   RunOptions options = {});
   // Answers a Receive(topic) park with `message` ([MESSAGE_CONSUMED,
   // EXECUTION_RESUMED] in one append). kResumeRefused "not-suspended" when
   // the open park does not wait on the topic (no inbox yet).
@@ -208,6 +227,7 @@ class Runtime {
                                StartOptions options);
   Result<RunOutcome> ResumeImpl(std::string_view id, std::string_view principal,
                                 const RunOptions& options, const ResumeExtras& extras);
+  static Status CheckLogInHand(std::string_view id, std::span<const Envelope> log);
   Status CheckResumable(std::string_view id, std::span<const Envelope> log,
                         const RunOptions& options, const ResumeExtras& extras) const;
   // The token a run presents. `fresh`: the log was advanced to the store's
