@@ -124,6 +124,13 @@ AcquireGroupStats AcquireGroup::stats() const {
           .replays = replays_.load(std::memory_order_relaxed)};
 }
 
+void AcquireGroup::PromoteLocked() {
+  if (leader_pending_ || queue_.empty() || in_flight_ >= groups_in_flight_max_) return;
+  leader_pending_ = true;
+  queue_.front()->lead = true;
+  queue_.front()->cv.notify_one();
+}
+
 void AcquireGroup::Run(AcquireOp& op) {
   Waiter self{.op = &op};
   std::vector<AcquireOp*> group;
@@ -131,35 +138,31 @@ void AcquireGroup::Run(AcquireOp& op) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     queue_.push_back(&self);
-    if (!leader_active_) {
-      leader_active_ = true;
-      self.lead = true;
-    }
+    PromoteLocked();
     self.cv.wait(lock, [&] { return self.done || self.lead; });
     if (self.done) return;
-    // The leader is at the front: a new leader found the queue empty, a
-    // handed-off one is the oldest waiter.
+    // Only the pending leader takes from the queue, and it was the front
+    // when promoted: it still is.
     while (!queue_.empty() && waiters.size() < kAcquireGroupMax) {
       waiters.push_back(queue_.front());
       group.push_back(queue_.front()->op);
       queue_.pop_front();
     }
+    leader_pending_ = false;
+    ++in_flight_;
+    PromoteLocked();  // the next group may form while this one runs
   }
   RunGroup(group);
   std::lock_guard<std::mutex> lock(mu_);
   // Notified under the lock: a follower cannot return (and destroy its
-  // Waiter) before the notify is done. The next leader is woken last, so
+  // Waiter) before the notify is done. The next leader is promoted last, so
   // that the callers just answered can queue their next acquire first.
   for (Waiter* w : waiters) {
     w->done = true;
     if (w != &self) w->cv.notify_one();
   }
-  if (queue_.empty()) {
-    leader_active_ = false;
-  } else {
-    queue_.front()->lead = true;
-    queue_.front()->cv.notify_one();
-  }
+  --in_flight_;
+  PromoteLocked();
 }
 
 void AcquireGroup::RunGroup(std::span<AcquireOp* const> arrived) {

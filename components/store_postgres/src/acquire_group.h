@@ -1,11 +1,11 @@
 // Private: group commit of the fence acquires (AcquireFence, AcquireFenceIf,
 // AcquireFenceIfReadTail) of one PostgresEventStore.
 //
-// Leader/follower. A caller enqueues its acquire and waits. If no group is
-// running it becomes the leader: it takes the queue (FIFO, at most
-// kAcquireGroupMax acquires, its own first), checks out one pooled
-// connection and sends every acquire's statements in ONE libpq pipeline, one
-// implicit READ COMMITTED transaction, one commit (one WAL flush). Inside the
+// Leader/follower. A caller enqueues its acquire and waits. The oldest
+// waiter becomes a leader when fewer than groups_in_flight_max groups run:
+// it takes the queue (FIFO, at most kAcquireGroupMax acquires, its own
+// first), checks out one pooled connection and sends every acquire's statements in ONE libpq
+// pipeline, one implicit READ COMMITTED transaction, one commit (one WAL flush). Inside the
 // pipeline the acquires run in execution-id order (bytewise, as COLLATE "C";
 // FIFO among equal ids), so groups, and the store's other ordered lockers,
 // take fence rows in one global order and do not deadlock each other. Each
@@ -57,7 +57,10 @@ struct AcquireOp {
 
 class AcquireGroup {
  public:
-  explicit AcquireGroup(ConnectionPool& pool) : pool_(pool) {}
+  // At most groups_in_flight_max groups run at once (each on its own
+  // connection); callers that arrive meanwhile queue for the next group.
+  AcquireGroup(ConnectionPool& pool, size_t groups_in_flight_max)
+      : pool_(pool), groups_in_flight_max_(groups_in_flight_max) {}
 
   // Runs `op` in a group; returns once op.result is set (after the group's
   // commit, or with the error that left it undone). Any thread.
@@ -75,11 +78,16 @@ class AcquireGroup {
 
   // Runs and commits `group` on one connection; sets every op's result.
   void RunGroup(std::span<AcquireOp* const> group);
+  // Makes the oldest waiter the leader of the next group, if none is pending
+  // and fewer than groups_in_flight_max_ groups run.
+  void PromoteLocked();
 
   ConnectionPool& pool_;
+  const size_t groups_in_flight_max_;
   std::mutex mu_;
-  std::deque<Waiter*> queue_;   // GUARDED_BY(mu_)
-  bool leader_active_ = false;  // GUARDED_BY(mu_); false implies queue_ empty
+  std::deque<Waiter*> queue_;    // GUARDED_BY(mu_)
+  bool leader_pending_ = false;  // GUARDED_BY(mu_): a promoted leader has not taken its group
+  size_t in_flight_ = 0;         // GUARDED_BY(mu_): groups taken and not yet answered
 
   std::atomic<uint64_t> commits_{0};
   std::atomic<uint64_t> acquires_{0};

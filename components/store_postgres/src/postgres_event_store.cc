@@ -289,10 +289,11 @@ Status Migrate(const PostgresOptions& options, const Clock& clock) {
 }
 
 Status CheckOptions(const PostgresOptions& o) {
-  if (o.schema.empty() || o.connections_max == 0 || o.checkout_timeout_ms < 0 ||
-      o.migration_lock_timeout_ms < 0) {
+  if (o.schema.empty() || o.connections_max == 0 || o.acquire_groups_in_flight_max == 0 ||
+      o.checkout_timeout_ms < 0 || o.migration_lock_timeout_ms < 0) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "PostgresOptions: schema must be set, connections_max > 0, timeouts >= 0");
+                     "PostgresOptions: schema must be set, connections_max > 0, "
+                     "acquire_groups_in_flight_max > 0, timeouts >= 0");
   }
   return Ok();
 }
@@ -304,7 +305,8 @@ PostgresEventStore::PostgresEventStore(PostgresOptions options, const Clock& clo
     : options_(std::move(options)),
       clock_(clock),
       pool_(std::move(pool)),
-      acquire_group_(std::make_unique<pg::AcquireGroup>(*pool_)) {}
+      acquire_group_(
+          std::make_unique<pg::AcquireGroup>(*pool_, options_.acquire_groups_in_flight_max)) {}
 
 PostgresEventStore::~PostgresEventStore() = default;
 

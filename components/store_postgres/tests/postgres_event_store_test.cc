@@ -402,6 +402,16 @@ void OnThreads(int n, Fn fn) {
   for (auto& t : threads) t.join();
 }
 
+// Counts the pool connections of the test schema `of` waiting on a lock, seen
+// from `observer`'s side connection (which must not be in a transaction:
+// pg_stat_activity is read once per transaction).
+std::string LockWaiters(testing::TestSchema& observer, const testing::TestSchema& of) {
+  return observer.Sql(
+      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+      "application_name = '" +
+      of.name() + "'");
+}
+
 // Concurrent acquires share transactions: rows bumped in one transaction
 // carry one xmin. Without the group every acquire is its own transaction
 // (as many xmins as rows).
@@ -453,12 +463,14 @@ class RowGate {
 // execution in a group get serial tokens; of conditional acquires with one
 // expectation in a group exactly one is granted.
 TEST_F(PostgresStoreTest, QueuedAcquiresFillGroupsUpToTheLimitInSerialOrder) {
+  PostgresOptions options = schema_->Options();
+  options.acquire_groups_in_flight_max = 1;
+  store_ = OpenStore(options);
+  ASSERT_NE(store_, nullptr);
+  testing::TestSchema observer(testing::TestPostgresUrl());
   RowGate gate(*schema_, "gate");
   std::thread first([&] { EXPECT_EQ(store_->AcquireFence("gate").value_or(0), 1); });
-  while (store_->AcquireStats().commits == 0 &&
-         schema_->Sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                      "AND application_name = '" +
-                      schema_->name() + "'") != "1") {
+  while (LockWaiters(observer, *schema_) != "1") {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   constexpr int kOthers = 2 * static_cast<int>(kAcquireGroupMax) + 10;
@@ -505,6 +517,7 @@ TEST_F(PostgresStoreTest, QueuedAcquiresFillGroupsUpToTheLimitInSerialOrder) {
 TEST_F(PostgresStoreTest, AFailingAcquireFailsAloneInItsGroup) {
   PostgresOptions options = schema_->Options();
   options.conninfo += "&options=-c%20lock_timeout%3D3000";
+  options.acquire_groups_in_flight_max = 1;
   auto store = OpenStore(options);
   ASSERT_NE(store, nullptr);
   testing::TestSchema& side = *schema_;
@@ -540,6 +553,54 @@ TEST_F(PostgresStoreTest, AFailingAcquireFailsAloneInItsGroup) {
   EXPECT_EQ(stats.replays, 1u);
   EXPECT_EQ(stats.largest, 11u);
   EXPECT_EQ(stats.acquires, 12u);  // the failed one is counted in its committed group
+}
+
+// With acquire_groups_in_flight_max = 2 and both groups held on locked rows,
+// a third group does not start: the acquires behind them wait in the queue.
+TEST_F(PostgresStoreTest, AcquireGroupsInFlightStopAtTheLimit) {
+  PostgresOptions options = schema_->Options();
+  options.acquire_groups_in_flight_max = 2;
+  auto store = OpenStore(options);
+  ASSERT_NE(store, nullptr);
+  testing::TestSchema second_side(testing::TestPostgresUrl());
+  second_side.Sql("SET search_path TO \"" + schema_->name() + "\"");
+  testing::TestSchema observer(testing::TestPostgresUrl());
+  RowGate gate_a(*schema_, "gate-a");
+  RowGate gate_b(second_side, "gate-b");
+  auto wait_for_waiters = [&](const char* n) {
+    while (LockWaiters(observer, *schema_) != n) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  // One after the other, so that each is a group of its own.
+  std::thread a([&] { EXPECT_EQ(store->AcquireFence("gate-a").value_or(0), 1); });
+  wait_for_waiters("1");
+  std::thread b([&] { EXPECT_EQ(store->AcquireFence("gate-b").value_or(0), 1); });
+  wait_for_waiters("2");
+  std::atomic<int> done{0};
+  std::thread rest([&] {
+    OnThreads(5, [&](int i) {
+      if (store->AcquireFence("free-" + std::to_string(i)).value_or(0) == 1) done.fetch_add(1);
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(done.load(), 0);  // free rows, but no third group ran
+  EXPECT_EQ(store->AcquireStats().commits, 0u);
+  gate_a.Release();
+  a.join();
+  rest.join();
+  EXPECT_EQ(done.load(), 5);
+  gate_b.Release();
+  b.join();
+  EXPECT_EQ(store->AcquireStats().acquires, 7u);
+}
+
+TEST_F(PostgresStoreTest, AcquireGroupsInFlightMustBePositive) {
+  PostgresOptions options = schema_->Options();
+  options.acquire_groups_in_flight_max = 0;
+  auto store = PostgresEventStore::Open(options, clock_);
+  ASSERT_FALSE(store);
+  EXPECT_EQ(store.error().code, ErrorCode::kInvalidArgument);
 }
 
 // Builds the pre-version state: parks without their fence rows, no marker.

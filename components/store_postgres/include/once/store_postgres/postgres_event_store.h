@@ -57,6 +57,10 @@ struct PostgresOptions {
   // sets search_path to it (tests use one random schema each).
   std::string schema = "public";
   size_t connections_max = 16;
+  // Fence acquire groups (see AcquireFence) running at once, each on its own
+  // pooled connection; >= 1. Callers arriving while this many run queue for
+  // the next group.
+  size_t acquire_groups_in_flight_max = 4;
   int64_t checkout_timeout_ms = 5'000;
   // How long Open() waits for the migration lock and the table locks.
   int64_t migration_lock_timeout_ms = 10'000;
@@ -88,7 +92,10 @@ struct PostgresAcquireStats {
 };
 
 // Acquires (AcquireFence, AcquireFenceIf, AcquireFenceIfReadTail) in one
-// group transaction at most.
+// group transaction at most. 64 is the runtime throughput harness's
+// executions in flight (one wave of resumes fits one commit) and bounds a
+// group's pipeline (at most 4 statements per acquire) and the time its rows
+// stay locked; larger waves take several groups, one after another.
 inline constexpr size_t kAcquireGroupMax = 64;
 
 class PostgresEventStore final : public EventStore {
@@ -116,7 +123,8 @@ class PostgresEventStore final : public EventStore {
   bool Supports(Capability) const override { return true; }
   // Acquires share commits. Concurrent AcquireFence, AcquireFenceIf and
   // AcquireFenceIfReadTail calls of one store are grouped (leader/follower,
-  // at most kAcquireGroupMax a group): one pooled connection, one libpq
+  // at most kAcquireGroupMax a group, at most acquire_groups_in_flight_max
+  // groups at once): one pooled connection, one libpq
   // pipeline, one READ COMMITTED transaction and one commit for the group,
   // fence rows locked in execution-id order (no deadlock between groups).
   // Each call's verdict is the one a transaction of its own would give in
