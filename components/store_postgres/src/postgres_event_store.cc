@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "acquire_group.h"
 #include "once/store/validate.h"
 #include "pg_conn.h"
 #include "sql.h"
@@ -300,10 +301,11 @@ Status Migrate(const PostgresOptions& options, const Clock& clock) {
 }
 
 Status CheckOptions(const PostgresOptions& o) {
-  if (o.schema.empty() || o.connections_max == 0 || o.checkout_timeout_ms < 0 ||
-      o.migration_lock_timeout_ms < 0) {
+  if (o.schema.empty() || o.connections_max == 0 || o.acquire_groups_in_flight_max == 0 ||
+      o.checkout_timeout_ms < 0 || o.migration_lock_timeout_ms < 0) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "PostgresOptions: schema must be set, connections_max > 0, timeouts >= 0");
+                     "PostgresOptions: schema must be set, connections_max > 0, "
+                     "acquire_groups_in_flight_max > 0, timeouts >= 0");
   }
   return Ok();
 }
@@ -312,7 +314,11 @@ Status CheckOptions(const PostgresOptions& o) {
 
 PostgresEventStore::PostgresEventStore(PostgresOptions options, const Clock& clock,
                                        std::unique_ptr<pg::ConnectionPool> pool)
-    : options_(std::move(options)), clock_(clock), pool_(std::move(pool)) {}
+    : options_(std::move(options)),
+      clock_(clock),
+      pool_(std::move(pool)),
+      acquire_group_(
+          std::make_unique<pg::AcquireGroup>(*pool_, options_.acquire_groups_in_flight_max)) {}
 
 PostgresEventStore::~PostgresEventStore() = default;
 
@@ -452,9 +458,10 @@ Status PostgresEventStore::DeleteExecution(std::string_view id) {
 
 Result<int64_t> PostgresEventStore::AcquireFence(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
-  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("acquire", Params().Text(std::string(id))));
-  return IntAt(res.get(), 0, 0);
+  pg::AcquireOp op{.id = std::string(id)};
+  acquire_group_->Run(op);
+  if (!op.result) return std::unexpected(op.result.error());
+  return op.result->acquire.fence;
 }
 
 Result<int64_t> PostgresEventStore::ReadFence(std::string_view id) {
@@ -464,69 +471,28 @@ Result<int64_t> PostgresEventStore::ReadFence(std::string_view id) {
   return PQntuples(res.get()) == 0 ? 0 : IntAt(res.get(), 0, 0);
 }
 
-namespace {
-
-// The conditional acquire as prepared statements in one pipeline (one round
-// trip, one implicit transaction): READ COMMITTED; ensure the row; lock it
-// FOR UPDATE; the conditional bump, whose NOT EXISTS scan is a new statement
-// and so takes a fresh snapshot after the lock was granted (a single
-// UPDATE's re-check would reuse its old snapshot and miss an answer that
-// committed while it waited); and, when asked, the tail, read inside the lock.
-std::vector<pg::PipelineStep> AcquireIfSteps(std::string_view id, FenceExpectation expect,
-                                             std::optional<int64_t> read_after, int64_t limit) {
-  std::string key(id);
-  std::vector<pg::PipelineStep> steps;
-  steps.push_back({nullptr, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED", Params()});
-  steps.push_back({"ensure_fence", "", Params().Text(key)});
-  steps.push_back({"lock_fence", "", Params().Text(key)});
-  steps.push_back({"fence_if_bump", "", Params().Text(key).Int(expect.fence).Int(expect.park_seq)});
-  if (read_after)
-    steps.push_back({"fence_if_tail", "", Params().Text(key).Int(*read_after).Int(limit)});
-  return steps;
-}
-
-// The acquire's verdict from the pipeline's results (SET, ensure, lock, bump[, tail]).
-Result<ConditionalAcquire> AcquireVerdict(const std::vector<PgResult>& results, size_t expected,
-                                          std::string_view id) {
-  if (results.size() != expected || PQntuples(results[2].get()) != 1) {
-    return MakeError(ErrorCode::kInternal, "AcquireFenceIf: unexpected results", std::string(id));
-  }
-  int64_t current = IntAt(results[2].get(), 0, 0);
-  if (PQntuples(results[3].get()) == 0) return ConditionalAcquire{.stale = true, .fence = current};
-  return ConditionalAcquire{.stale = false, .fence = IntAt(results[3].get(), 0, 0)};
-}
-
-}  // namespace
-
 Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view id,
                                                               FenceExpectation expect) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits()));
-  auto steps = AcquireIfSteps(id, expect, std::nullopt, 0);
-  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  ONCE_ASSIGN_OR_RETURN(std::vector<PgResult> results, conn->Pipeline(steps));
-  return AcquireVerdict(results, steps.size(), id);
+  pg::AcquireOp op{.id = std::string(id), .expect = expect};
+  acquire_group_->Run(op);
+  if (!op.result) return std::unexpected(op.result.error());
+  return op.result->acquire;
 }
 
 Result<AcquireWithTail> PostgresEventStore::AcquireFenceIfReadTail(std::string_view id,
                                                                    FenceExpectation expect,
                                                                    int64_t read_after) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits(), read_after));
-  auto steps =
-      AcquireIfSteps(id, expect, read_after, static_cast<int64_t>(limits().read_events_max));
-  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  ONCE_ASSIGN_OR_RETURN(std::vector<PgResult> results, conn->Pipeline(steps));
-  AcquireWithTail out;
-  ONCE_ASSIGN_OR_RETURN(out.acquire, AcquireVerdict(results, steps.size(), id));
-  const PGresult* r = results.back().get();
-  out.tail.reserve(PQntuples(r));
-  for (int i = 0; i < PQntuples(r); ++i) {
-    ONCE_ASSIGN_OR_RETURN(Envelope e,
-                          DecodeRow(id, IntAt(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-                                    PQgetvalue(r, i, 3), IntAt(r, i, 4)));
-    out.tail.push_back(std::move(e));
-  }
-  return out;
+  pg::AcquireOp op{.id = std::string(id),
+                   .expect = expect,
+                   .read_after = read_after,
+                   .tail_max = static_cast<int64_t>(limits().read_events_max)};
+  acquire_group_->Run(op);
+  return std::move(op.result);
 }
+
+PostgresAcquireStats PostgresEventStore::AcquireStats() const { return acquire_group_->stats(); }
 
 Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, Encode(req, limits(), clock_));

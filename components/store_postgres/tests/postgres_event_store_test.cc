@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 
@@ -389,6 +392,215 @@ TEST_F(PostgresStoreTest, AcquireFenceIfIsReadCommittedUnderAStricterDefault) {
   ASSERT_TRUE(store->Append(Req("ex", 1, {Started(), Parked()})));
   EXPECT_FALSE(store->AcquireFenceIf("ex", {0, 2}).value().stale);
   EXPECT_TRUE(store->AcquireFenceIf("ex", {0, 2}).value().stale);
+}
+
+// Runs fn(i) on n threads at once and joins them.
+template <class Fn>
+void OnThreads(int n, Fn fn) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) threads.emplace_back(fn, i);
+  for (auto& t : threads) t.join();
+}
+
+// Counts the pool connections of the test schema `of` waiting on a lock, seen
+// from `observer`'s side connection (which must not be in a transaction:
+// pg_stat_activity is read once per transaction).
+std::string LockWaiters(testing::TestSchema& observer, const testing::TestSchema& of) {
+  return observer.Sql(
+      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+      "application_name = '" +
+      of.name() + "'");
+}
+
+// Concurrent acquires share transactions: rows bumped in one transaction
+// carry one xmin. Without the group every acquire is its own transaction
+// (as many xmins as rows).
+TEST_F(PostgresStoreTest, ConcurrentAcquiresShareCommits) {
+  constexpr int kThreads = 48;
+  constexpr int kRounds = 8;
+  std::atomic<int> wrong{0};
+  OnThreads(kThreads, [&](int t) {
+    for (int r = 0; r < kRounds; ++r) {
+      std::string id = "ex-" + std::to_string(t) + "-" + std::to_string(r);
+      bool granted =
+          (t + r) % 3 == 0 ? store_->AcquireFence(id).value_or(0) == 1
+          : (t + r) % 3 == 1
+              ? store_->AcquireFenceIf(id, {0, 0}).value_or(ConditionalAcquire{}).fence == 1
+              : !store_->AcquireFenceIfReadTail(id, {0, 0}, 0)
+                     .value_or(AcquireWithTail{{true, 0}, {}})
+                     .acquire.stale;
+      if (!granted) wrong.fetch_add(1);
+    }
+  });
+  EXPECT_EQ(wrong.load(), 0);
+  constexpr int kAcquires = kThreads * kRounds;
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM fences WHERE token = 1"), std::to_string(kAcquires));
+  int transactions = std::stoi(schema_->Sql("SELECT count(DISTINCT xmin::text) FROM fences"));
+  EXPECT_LT(transactions, kAcquires / 2) << "acquires did not share transactions";
+  PostgresAcquireStats stats = store_->AcquireStats();
+  EXPECT_EQ(stats.acquires, static_cast<uint64_t>(kAcquires));
+  EXPECT_EQ(stats.commits, static_cast<uint64_t>(transactions));
+  EXPECT_LE(stats.largest, kAcquireGroupMax);
+  EXPECT_EQ(stats.replays, 0u);
+}
+
+// Holds the fence row of `id` FOR UPDATE on the side connection until Release.
+class RowGate {
+ public:
+  RowGate(testing::TestSchema& schema, const std::string& id) : schema_(schema) {
+    schema_.Sql("INSERT INTO fences VALUES ('" + id + "', 0) ON CONFLICT DO NOTHING");
+    schema_.Sql("BEGIN");
+    schema_.Sql("SELECT token FROM fences WHERE execution_id = '" + id + "' FOR UPDATE");
+  }
+  void Release() { schema_.Sql("COMMIT"); }
+
+ private:
+  testing::TestSchema& schema_;
+};
+
+// The first group waits on a held row while the rest queue: the next groups
+// are full (kAcquireGroupMax) and none is larger; two acquires of one
+// execution in a group get serial tokens; of conditional acquires with one
+// expectation in a group exactly one is granted.
+TEST_F(PostgresStoreTest, QueuedAcquiresFillGroupsUpToTheLimitInSerialOrder) {
+  PostgresOptions options = schema_->Options();
+  options.acquire_groups_in_flight_max = 1;
+  store_ = OpenStore(options);
+  ASSERT_NE(store_, nullptr);
+  testing::TestSchema observer(testing::TestPostgresUrl());
+  RowGate gate(*schema_, "gate");
+  std::thread first([&] { EXPECT_EQ(store_->AcquireFence("gate").value_or(0), 1); });
+  while (LockWaiters(observer, *schema_) != "1") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  constexpr int kOthers = 2 * static_cast<int>(kAcquireGroupMax) + 10;
+  std::vector<int64_t> same(10);
+  std::vector<ConditionalAcquire> conditional(10);
+  std::atomic<int> distinct_ok{0};
+  std::thread others([&] {
+    OnThreads(kOthers, [&](int i) {
+      if (i < 10) {
+        same[i] = store_->AcquireFence("same").value_or(0);
+      } else if (i < 20) {
+        conditional[i - 10] =
+            store_->AcquireFenceIf("cond", {0, 0}).value_or(ConditionalAcquire{true, -1});
+      } else if (store_->AcquireFence("own-" + std::to_string(i)).value_or(0) == 1) {
+        distinct_ok.fetch_add(1);
+      }
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // let them queue behind the gate
+  gate.Release();
+  first.join();
+  others.join();
+  std::sort(same.begin(), same.end());
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(same[i], i + 1);
+  int granted = 0;
+  for (const auto& c : conditional) {
+    if (!c.stale) {
+      ++granted;
+      EXPECT_EQ(c.fence, 1);
+    } else {
+      EXPECT_GE(c.fence, 1);
+    }
+  }
+  EXPECT_EQ(granted, 1);
+  EXPECT_EQ(distinct_ok.load(), kOthers - 20);
+  PostgresAcquireStats stats = store_->AcquireStats();
+  EXPECT_EQ(stats.largest, kAcquireGroupMax);
+  EXPECT_EQ(stats.acquires, static_cast<uint64_t>(kOthers + 1));
+  EXPECT_GE(stats.commits, 4u);  // the gate's, then at least 3 for 2 * 64 + 10
+}
+
+// One acquire of a group fails (its row stays locked past lock_timeout): it
+// fails alone with kTimeout and changes nothing; the rest of its group commit.
+TEST_F(PostgresStoreTest, AFailingAcquireFailsAloneInItsGroup) {
+  PostgresOptions options = schema_->Options();
+  options.conninfo += "&options=-c%20lock_timeout%3D3000";
+  options.acquire_groups_in_flight_max = 1;
+  auto store = OpenStore(options);
+  ASSERT_NE(store, nullptr);
+  testing::TestSchema& side = *schema_;
+  testing::TestSchema held_side(testing::TestPostgresUrl());
+  // Two side connections: one gates the first group, one holds "held".
+  held_side.Sql("SET search_path TO \"" + side.name() + "\"");
+  RowGate held(held_side, "held");
+  RowGate gate(side, "gate");
+  std::thread first([&] { EXPECT_EQ(store->AcquireFence("gate").value_or(0), 1); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::optional<Error> held_error;
+  std::atomic<int> others_ok{0};
+  std::thread rest([&] {
+    OnThreads(11, [&](int i) {
+      if (i == 0) {
+        auto r = store->AcquireFenceIf("held", {0, 0});
+        if (!r) held_error = r.error();
+      } else if (store->AcquireFence("other-" + std::to_string(i)).value_or(0) == 1) {
+        others_ok.fetch_add(1);
+      }
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  gate.Release();
+  first.join();
+  rest.join();
+  held.Release();
+  ASSERT_TRUE(held_error.has_value());
+  EXPECT_EQ(held_error->code, ErrorCode::kTimeout) << held_error->ToString();
+  EXPECT_EQ(others_ok.load(), 10);
+  EXPECT_EQ(store->ReadFence("held").value(), 0);
+  PostgresAcquireStats stats = store->AcquireStats();
+  EXPECT_EQ(stats.replays, 1u);
+  EXPECT_EQ(stats.largest, 11u);
+  EXPECT_EQ(stats.acquires, 12u);  // the failed one is counted in its committed group
+}
+
+// With acquire_groups_in_flight_max = 2 and both groups held on locked rows,
+// a third group does not start: the acquires behind them wait in the queue.
+TEST_F(PostgresStoreTest, AcquireGroupsInFlightStopAtTheLimit) {
+  PostgresOptions options = schema_->Options();
+  options.acquire_groups_in_flight_max = 2;
+  auto store = OpenStore(options);
+  ASSERT_NE(store, nullptr);
+  testing::TestSchema second_side(testing::TestPostgresUrl());
+  second_side.Sql("SET search_path TO \"" + schema_->name() + "\"");
+  testing::TestSchema observer(testing::TestPostgresUrl());
+  RowGate gate_a(*schema_, "gate-a");
+  RowGate gate_b(second_side, "gate-b");
+  auto wait_for_waiters = [&](const char* n) {
+    while (LockWaiters(observer, *schema_) != n) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  // One after the other, so that each is a group of its own.
+  std::thread a([&] { EXPECT_EQ(store->AcquireFence("gate-a").value_or(0), 1); });
+  wait_for_waiters("1");
+  std::thread b([&] { EXPECT_EQ(store->AcquireFence("gate-b").value_or(0), 1); });
+  wait_for_waiters("2");
+  std::atomic<int> done{0};
+  std::thread rest([&] {
+    OnThreads(5, [&](int i) {
+      if (store->AcquireFence("free-" + std::to_string(i)).value_or(0) == 1) done.fetch_add(1);
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(done.load(), 0);  // free rows, but no third group ran
+  EXPECT_EQ(store->AcquireStats().commits, 0u);
+  gate_a.Release();
+  a.join();
+  rest.join();
+  EXPECT_EQ(done.load(), 5);
+  gate_b.Release();
+  b.join();
+  EXPECT_EQ(store->AcquireStats().acquires, 7u);
+}
+
+TEST_F(PostgresStoreTest, AcquireGroupsInFlightMustBePositive) {
+  PostgresOptions options = schema_->Options();
+  options.acquire_groups_in_flight_max = 0;
+  auto store = PostgresEventStore::Open(options, clock_);
+  ASSERT_FALSE(store);
+  EXPECT_EQ(store.error().code, ErrorCode::kInvalidArgument);
 }
 
 // Builds the pre-version state: parks without their fence rows, no marker.

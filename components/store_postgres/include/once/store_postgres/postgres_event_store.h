@@ -57,6 +57,10 @@ struct PostgresOptions {
   // sets search_path to it (tests use one random schema each).
   std::string schema = "public";
   size_t connections_max = 16;
+  // Fence acquire groups (see AcquireFence) running at once, each on its own
+  // pooled connection; >= 1. Callers arriving while this many run queue for
+  // the next group.
+  size_t acquire_groups_in_flight_max = 4;
   int64_t checkout_timeout_ms = 5'000;
   // How long Open() waits for the migration lock and the table locks.
   int64_t migration_lock_timeout_ms = 10'000;
@@ -76,7 +80,23 @@ inline constexpr int64_t kMigrationLockKey = 0x6f6e63655f6d6967;  // "once_mig"
 
 namespace pg {
 class ConnectionPool;
+class AcquireGroup;
 }  // namespace pg
+
+// Fence acquire group commit counters of one store; for diagnostics and tests.
+struct PostgresAcquireStats {
+  uint64_t commits = 0;   // group transactions committed
+  uint64_t acquires = 0;  // acquires answered by those commits
+  uint64_t largest = 0;   // acquires in the largest group (at most kAcquireGroupMax)
+  uint64_t replays = 0;   // groups replayed under savepoints after a statement failed
+};
+
+// Acquires (AcquireFence, AcquireFenceIf, AcquireFenceIfReadTail) in one
+// group transaction at most. 64 is the runtime throughput harness's
+// executions in flight (one wave of resumes fits one commit) and bounds a
+// group's pipeline (at most 4 statements per acquire) and the time its rows
+// stay locked; larger waves take several groups, one after another.
+inline constexpr size_t kAcquireGroupMax = 64;
 
 class PostgresEventStore final : public EventStore {
  public:
@@ -101,15 +121,26 @@ class PostgresEventStore final : public EventStore {
   const Limits& limits() const override { return options_.limits; }
 
   bool Supports(Capability) const override { return true; }
+  // Acquires share commits. Concurrent AcquireFence, AcquireFenceIf and
+  // AcquireFenceIfReadTail calls of one store are grouped (leader/follower,
+  // at most kAcquireGroupMax a group, at most acquire_groups_in_flight_max
+  // groups at once): one pooled connection, one libpq
+  // pipeline, one READ COMMITTED transaction and one commit for the group,
+  // fence rows locked in execution-id order (no deadlock between groups).
+  // Each call's verdict is the one a transaction of its own would give in
+  // some serial order; a call that fails (e.g. kBusy after a deadlock with an
+  // unordered locker) is rolled back under its own SAVEPOINT and fails alone,
+  // the others commit. A lost connection or a failed COMMIT fails every call
+  // of the group (kUnavailable / kBusy), as it would a lone call.
   Result<int64_t> AcquireFence(std::string_view id) override;
   Result<int64_t> ReadFence(std::string_view id) override;
-  // One round trip: prepared statements in one libpq pipeline (one implicit
-  // transaction) of SET TRANSACTION ISOLATION LEVEL READ COMMITTED; ensure
-  // the row; SELECT ... FOR UPDATE; a conditional UPDATE whose NOT EXISTS
-  // scan runs on a fresh snapshot taken after the row lock was granted.
+  // One round trip for the group: per call, prepared statements in the
+  // group's pipeline (after SET TRANSACTION ISOLATION LEVEL READ COMMITTED):
+  // ensure the row; SELECT ... FOR UPDATE; a conditional UPDATE whose NOT
+  // EXISTS scan runs on a fresh snapshot taken after the row lock was granted.
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
-  // The same pipeline with one more statement, the tail SELECT: still one
-  // round trip and one transaction, read inside the row lock.
+  // The same statements with one more, the tail SELECT: still the group's
+  // round trip and transaction, read inside the row lock.
   Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view id, FenceExpectation expect,
                                                  int64_t read_after) override;
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
@@ -118,6 +149,8 @@ class PostgresEventStore final : public EventStore {
   // that the head (max(sequence)) does not move.
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
 
+  PostgresAcquireStats AcquireStats() const;
+
  private:
   PostgresEventStore(PostgresOptions options, const Clock& clock,
                      std::unique_ptr<pg::ConnectionPool> pool);
@@ -125,6 +158,7 @@ class PostgresEventStore final : public EventStore {
   PostgresOptions options_;
   const Clock& clock_;
   std::unique_ptr<pg::ConnectionPool> pool_;
+  std::unique_ptr<pg::AcquireGroup> acquire_group_;  // uses pool_
 };
 
 // The offline park-fence backfill for installations that opened with

@@ -1,0 +1,98 @@
+// Private: group commit of the fence acquires (AcquireFence, AcquireFenceIf,
+// AcquireFenceIfReadTail) of one PostgresEventStore.
+//
+// Leader/follower. A caller enqueues its acquire and waits. The oldest
+// waiter becomes a leader when fewer than groups_in_flight_max groups run:
+// it takes the queue (FIFO, at most kAcquireGroupMax acquires, its own
+// first), checks out one pooled connection and sends every acquire's statements in ONE libpq
+// pipeline, one implicit READ COMMITTED transaction, one commit (one WAL flush). Inside the
+// pipeline the acquires run in execution-id order (bytewise, as COLLATE "C";
+// FIFO among equal ids), so groups, and the store's other ordered lockers,
+// take fence rows in one global order and do not deadlock each other. Each
+// acquire's statements are those of a transaction of its own (ensure the row,
+// lock it FOR UPDATE, bump; the conditional bump and the tail are new
+// statements, so they see what committed before the lock was granted), and
+// two acquires of one execution in a group run one after the other, the
+// second seeing the first's bump: every verdict is the one some serial order
+// of the acquires would give.
+//
+// Failures. A statement that fails aborts the pipeline's transaction, so
+// nothing of the group was written; the leader then replays the group in one
+// explicit transaction, each acquire under its own SAVEPOINT: an acquire that
+// fails again (a deadlock with an unordered locker: kBusy, retryable; a lock
+// or statement timeout: kTimeout) is rolled back and fails alone, the others
+// commit. A lost connection or a failed COMMIT fails every acquire of the
+// group with that error (kUnavailable / kBusy: none of them is known to be
+// durable, as for a lone acquire).
+
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "once/store/event_store.h"
+#include "once/store_postgres/postgres_event_store.h"
+#include "pg_conn.h"
+
+namespace once::store::pg {
+
+using AcquireGroupStats = PostgresAcquireStats;
+
+// One acquire. `expect` nullopt: the unconditional AcquireFence.
+struct AcquireOp {
+  std::string id;
+  std::optional<FenceExpectation> expect;
+  std::optional<int64_t> read_after;  // the tail past this sequence (conditional only)
+  int64_t tail_max = 0;               // rows of the tail at most
+  // The answer: the new token (or {stale, current}) and the tail.
+  Result<AcquireWithTail> result = AcquireWithTail{};
+};
+
+class AcquireGroup {
+ public:
+  // At most groups_in_flight_max groups run at once (each on its own
+  // connection); callers that arrive meanwhile queue for the next group.
+  AcquireGroup(ConnectionPool& pool, size_t groups_in_flight_max)
+      : pool_(pool), groups_in_flight_max_(groups_in_flight_max) {}
+
+  // Runs `op` in a group; returns once op.result is set (after the group's
+  // commit, or with the error that left it undone). Any thread.
+  void Run(AcquireOp& op);
+
+  AcquireGroupStats stats() const;
+
+ private:
+  struct Waiter {
+    AcquireOp* op = nullptr;
+    bool done = false;  // GUARDED_BY(mu_)
+    bool lead = false;  // GUARDED_BY(mu_)
+    std::condition_variable cv;
+  };
+
+  // Runs and commits `group` on one connection; sets every op's result.
+  void RunGroup(std::span<AcquireOp* const> group);
+  // Makes the oldest waiter the leader of the next group, if none is pending
+  // and fewer than groups_in_flight_max_ groups run.
+  void PromoteLocked();
+
+  ConnectionPool& pool_;
+  const size_t groups_in_flight_max_;
+  std::mutex mu_;
+  std::deque<Waiter*> queue_;    // GUARDED_BY(mu_)
+  bool leader_pending_ = false;  // GUARDED_BY(mu_): a promoted leader has not taken its group
+  size_t in_flight_ = 0;         // GUARDED_BY(mu_): groups taken and not yet answered
+
+  std::atomic<uint64_t> commits_{0};
+  std::atomic<uint64_t> acquires_{0};
+  std::atomic<uint64_t> largest_{0};
+  std::atomic<uint64_t> replays_{0};
+};
+
+}  // namespace once::store::pg
