@@ -227,6 +227,17 @@ Status SledCore::CheckSubmitted(const RequestPayload& payload,
     if (!active_ || active_->id != job->session_id) {
       return MakeError(ErrorCode::kNotFound, "session not active", job->session_id.ToString());
     }
+    // Another signed job already holds this chain position here: on delivery
+    // it would be dropped, so the submitter learns now and re-signs at the
+    // chain's next id.
+    if (active_->known.contains(job->job_id)) {
+      return MakeError(ErrorCode::kInvalidArgument, "chain position already taken",
+                       job->job_id.ToString());
+    }
+    if (active_->passed.contains(job->job_id)) {
+      return MakeError(ErrorCode::kInvalidArgument, "chain position already passed",
+                       job->job_id.ToString());
+    }
     const size_t queued = active_->known.size();
     if (queued >= config_.limits.queued_jobs_per_session_max) {
       return LimitError("queued_jobs_per_session_max", static_cast<int64_t>(queued + 1),

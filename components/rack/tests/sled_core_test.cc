@@ -333,8 +333,14 @@ TEST(SledCoreTest, SessionSkipBurnsACancelledChainPosition) {
     EXPECT_TRUE(rack.Started(i, next_id)) << i;
     EXPECT_EQ(rack.core(i).next_free_job_id(), after.next) << i;
   }
-  // The burned job arriving late never runs.
-  ASSERT_TRUE(rack.Submit(A, lost).status.has_value());
+  // The burned job arriving late is refused by the accepting sled and, if
+  // delivered anyway, never runs.
+  auto late = rack.Submit(A, lost).status;
+  ASSERT_FALSE(late.has_value());
+  EXPECT_NE(late.error().message.find("chain position already passed"), std::string::npos);
+  auto wire = Encode(lost);
+  ASSERT_TRUE(wire.has_value());
+  rack.Inject(A, *wire);
   rack.SyncAll();
   EXPECT_FALSE(rack.Started(A, lost_id));
   EXPECT_FALSE(rack.Started(B, lost_id));
@@ -559,6 +565,28 @@ TEST(SledCoreTest, QueuedJobsPerSessionAreLimited) {
   EXPECT_EQ(refused->state, JobState::kError);
   EXPECT_EQ(refused->error_code, ErrorCode::kLimitExceeded);
   EXPECT_NE(refused->error.find("queued_jobs_per_session_max"), std::string::npos);
+}
+
+// Two clients that read the same next id sign two jobs for one position:
+// the accepting sled refuses the second with a typed error instead of
+// gossiping a job that every sled would drop.
+TEST(SledCoreTest, ASecondJobForATakenChainPositionIsRefused) {
+  Rack rack(1);
+  auto chain = rack.StartSession(A);
+  ClientChain rival = *chain;
+  SignedRequest first = rack.NextJob(*chain, "true");
+  SignedRequest second = rack.NextJob(rival, "false");
+  const JobId id = std::get<JobStart>(first.payload).job_id;
+  ASSERT_EQ(std::get<JobStart>(second.payload).job_id, id);
+  ASSERT_TRUE(rack.Submit(A, first).status.has_value());
+  auto refused = rack.Submit(A, second).status;
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  // "taken" while the first job is queued or running, "passed" once done.
+  EXPECT_NE(refused.error().message.find("chain position already"), std::string::npos);
+  // The position keeps its first job; the chain moves on from it.
+  SignedRequest next = rack.NextJob(*chain, "true");
+  EXPECT_TRUE(rack.Submit(A, next).status.has_value());
 }
 
 TEST(SledCoreTest, HistoryEvictsTheCausallyOldestFinishedJobsFirst) {
