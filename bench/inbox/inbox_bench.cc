@@ -1,15 +1,13 @@
 // inbox_bench: what one inbox message costs. N executions (500 by default)
 // each park on Receive("go") (and would receive a second: the measured
-// delivery re-parks, so it deletes the message with Trim, not Forget); then, one at a time, the message is stored
-// (InboxStore::Put: one durable commit) and delivered (Inbox::DeliverPending:
-// a log read, the conditional acquire, the [MESSAGE_CONSUMED,
-// EXECUTION_RESUMED, ...] append, then the Trim of the delivered message,
-// one more commit). Separately, N Trim calls alone (each on a message put
-// for it), and N raw commits of one small row on the same storage (SQLite:
-// a table in the same directory, WAL, synchronous=FULL; PostgreSQL: an
-// INSERT autocommit on the same server): the floor a durable write pays.
-// Times are wall-clock per operation (p50, p99) and the thread's CPU time
-// per operation (the machine is shared: CPU time is the steadier figure).
+// delivery re-parks, so it deletes the message with Trim, not Forget); then, one at a time, the
+// message is stored (InboxStore::Put: one durable commit) and delivered (Inbox::DeliverPending: a
+// log read, the conditional acquire, the [MESSAGE_CONSUMED, EXECUTION_RESUMED, ...] append, then
+// the Trim of the delivered message, one more commit). Separately, N Trim calls alone (each on a
+// message put for it), and N raw commits of one small row on the same storage (SQLite: a table in
+// the same directory, WAL, synchronous=FULL; PostgreSQL: an INSERT autocommit on the same server):
+// the floor a durable write pays. Times are wall-clock per operation (p50, p99) and the thread's
+// CPU time per operation (the machine is shared: CPU time is the steadier figure).
 //
 //   inbox_bench --backend sqlite --dir /tmp/ib
 //   inbox_bench --backend postgres --url postgresql://postgres@127.0.0.1:5432/postgres
