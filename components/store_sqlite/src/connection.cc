@@ -163,4 +163,18 @@ Status EnableWal(Connection& c) {
   }
 }
 
+Result<std::unique_ptr<Connection>> OpenFileInWal(std::string_view store, const std::string& path,
+                                                  const ConnectionOptions& options,
+                                                  std::span<const std::string> sql) {
+  if (path.empty() || path == ":memory:" || path.starts_with("file::memory:")) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "sqlite: the " + std::string(store) +
+                         " store needs a database file, not an in-memory database",
+                     path);
+  }
+  ONCE_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, Connection::Open(path, options, sql));
+  ONCE_RETURN_IF_ERROR(EnableWal(*conn));
+  return conn;
+}
+
 }  // namespace once::store::sqlite_internal

@@ -95,4 +95,33 @@ class Connection {
 // (another process opening the same new file) holds it.
 Status EnableWal(Connection& c);
 
+// The connection of a store that must live in a database file (the timer and
+// inbox stores): kInvalidArgument naming `store` for an empty path or an
+// in-memory database, else Connection::Open and EnableWal.
+Result<std::unique_ptr<Connection>> OpenFileInWal(std::string_view store, const std::string& path,
+                                                  const ConnectionOptions& options,
+                                                  std::span<const std::string> sql);
+
+// body() between the statements `begin` (BEGIN IMMEDIATE) and `commit` of
+// the connection's list; an error of the body or of the COMMIT runs
+// `rollback` (when a transaction is open) and is returned.
+template <class F>
+auto InTransaction(Connection& c, size_t begin, size_t commit, size_t rollback, F&& body)
+    -> decltype(body()) {
+  auto run = [&c](size_t id) -> Status {
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(id));
+    return s.Run();
+  };
+  if (Status begun = run(begin); !begun) return std::unexpected(begun.error());
+  auto result = body();
+  if (result) {
+    Status committed = run(commit);
+    if (committed) return result;
+    result = std::unexpected(committed.error());
+  }
+  // A failed COMMIT or an I/O error may already have ended the transaction.
+  if (c.InTransaction()) (void)run(rollback);
+  return result;
+}
+
 }  // namespace once::store::sqlite_internal

@@ -159,16 +159,6 @@ constexpr Migration kMigrations[] = {
 };
 static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
 
-Status Run(Connection& c, Sql id) {
-  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(id));
-  return s.Run();
-}
-
-void Rollback(Connection& c) {
-  // A failed COMMIT or an I/O error may already have ended the transaction.
-  if (c.InTransaction()) (void)Run(c, kRollback);
-}
-
 Result<int64_t> QueryInt(Connection& c, Sql id, std::string_view text, int64_t absent) {
   ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(id));
   ONCE_RETURN_IF_ERROR(s.Bind(1, text));
@@ -251,11 +241,8 @@ Status MigrateLocked(Connection& c) {
 }
 
 Status Migrate(Connection& c) {
-  ONCE_RETURN_IF_ERROR(Run(c, kBegin));
-  Status s = MigrateLocked(c);
-  if (s) s = Run(c, kCommit);
-  if (!s) Rollback(c);
-  return s;
+  return sqlite_internal::InTransaction(c, kBegin, kCommit, kRollback,
+                                        [&] { return MigrateLocked(c); });
 }
 
 }  // namespace

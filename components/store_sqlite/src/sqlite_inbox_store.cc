@@ -81,24 +81,9 @@ constexpr const char* kInboxMigrations[] = {
 };
 static_assert(std::size(kInboxMigrations) == kSqliteInboxSchemaVersion);
 
-Status Run(Connection& c, InboxSql id) {
-  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(id));
-  return s.Run();
-}
-
-// body() between BEGIN IMMEDIATE and COMMIT; an error (of the body or of the
-// COMMIT) rolls back.
 template <class F>
 auto Transaction(Connection& c, F&& body) -> decltype(body()) {
-  if (Status begun = Run(c, kBegin); !begun) return std::unexpected(begun.error());
-  auto result = body();
-  if (result) {
-    Status committed = Run(c, kCommit);
-    if (committed) return result;
-    result = std::unexpected(committed.error());
-  }
-  if (c.InTransaction()) (void)Run(c, kRollback);
-  return result;
+  return sqlite_internal::InTransaction(c, kBegin, kCommit, kRollback, std::forward<F>(body));
 }
 
 Result<int> ReadVersion(Connection& c) {
@@ -144,19 +129,14 @@ SqliteInboxStore::~SqliteInboxStore() = default;
 
 Result<std::unique_ptr<SqliteInboxStore>> SqliteInboxStore::Open(const std::string& path,
                                                                  SqliteInboxOptions options) {
-  if (path.empty() || path == ":memory:" || path.starts_with("file::memory:")) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "sqlite: the inbox store needs a database file, not an in-memory database",
-                     path);
-  }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   sqlite_internal::ConnectionOptions co;
   co.busy_timeout = impl->options.busy_timeout;
   co.synchronous = impl->options.durability == Durability::kFull ? 2 : 1;
   co.vfs = impl->options.vfs;
-  ONCE_ASSIGN_OR_RETURN(impl->conn, Connection::Open(path, co, InboxSqlText()));
-  ONCE_RETURN_IF_ERROR(sqlite_internal::EnableWal(*impl->conn));
+  ONCE_ASSIGN_OR_RETURN(impl->conn,
+                        sqlite_internal::OpenFileInWal("inbox", path, co, InboxSqlText()));
   Connection& c = *impl->conn;
   ONCE_RETURN_IF_ERROR(Transaction(c, [&] { return MigrateLocked(c); }));
   return std::unique_ptr<SqliteInboxStore>(new SqliteInboxStore(std::move(impl)));

@@ -121,31 +121,6 @@ Status MigrateLocked(Connection& c) {
   return c.Exec(kCreateIndex);
 }
 
-Status Run(Connection& c, TimerSql id) {
-  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(id));
-  return s.Run();
-}
-
-void Rollback(Connection& c) {
-  if (c.InTransaction()) (void)Run(c, kRollback);
-}
-
-// Runs body() inside BEGIN IMMEDIATE ... COMMIT; an error rolls back.
-template <class F>
-auto InTransaction(Connection& c, F&& body) -> decltype(body()) {
-  if (Status s = Run(c, kBegin); !s) return std::unexpected(s.error());
-  auto result = body();
-  if (result) {
-    if (Status s = Run(c, kCommit); !s) {
-      Rollback(c);
-      return std::unexpected(s.error());
-    }
-    return result;
-  }
-  Rollback(c);
-  return result;
-}
-
 std::string EncodeRedrive(const Redrive& r) { return events::Json{{"attempt", r.attempt}}.dump(); }
 
 Result<std::optional<Redrive>> DecodeRedrive(const Statement& s, int column, std::string_view id) {
@@ -194,20 +169,16 @@ SqliteTimerStore::~SqliteTimerStore() = default;
 
 Result<std::unique_ptr<SqliteTimerStore>> SqliteTimerStore::Open(const std::string& path,
                                                                  SqliteTimerOptions options) {
-  if (path.empty() || path == ":memory:" || path.starts_with("file::memory:")) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "sqlite: the timer store needs a database file, not an in-memory database",
-                     path);
-  }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   sqlite_internal::ConnectionOptions co;
   co.busy_timeout = impl->options.busy_timeout;
   co.synchronous = impl->options.durability == Durability::kFull ? 2 : 1;
   co.vfs = impl->options.vfs;
-  ONCE_ASSIGN_OR_RETURN(impl->conn, Connection::Open(path, co, TimerSqlText()));
-  ONCE_RETURN_IF_ERROR(sqlite_internal::EnableWal(*impl->conn));
-  ONCE_RETURN_IF_ERROR(InTransaction(*impl->conn, [&] { return MigrateLocked(*impl->conn); }));
+  ONCE_ASSIGN_OR_RETURN(impl->conn,
+                        sqlite_internal::OpenFileInWal("timer", path, co, TimerSqlText()));
+  ONCE_RETURN_IF_ERROR(sqlite_internal::InTransaction(*impl->conn, kBegin, kCommit, kRollback,
+                                                      [&] { return MigrateLocked(*impl->conn); }));
   impl->group = std::make_unique<sqlite_internal::WriteGroup>(
       *impl->conn, impl->mu,
       sqlite_internal::TransactionSql{.begin = kBegin,
