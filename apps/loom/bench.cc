@@ -170,6 +170,7 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   std::mutex error_mu;
   std::string first_error;
   auto worker = [&](int w) {
+    latencies[w].reserve(executions / concurrency + 1);  // no growth inside the timed run
     for (int i = next.fetch_add(1); i < executions; i = next.fetch_add(1)) {
       auto t0 = Steady::now();
       Status s = RunOne(rt, c, fmt::format("{}-{}", tag, i));

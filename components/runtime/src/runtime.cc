@@ -85,7 +85,7 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
   run.principal = std::move(options.principal);
   run.parent = std::move(options.parent);
   run.fence = options.fence.value_or(0);
-  Json payload{{"workflow", workflow}, {"input", input}};
+  Json payload = events::JsonObject("workflow", workflow, "input", input);
   if (!run.parent.is_null()) payload["parent"] = run.parent;
   if (!run.principal.empty()) payload["principal"] = run.principal;
   if (!options.continued_from.is_null()) payload["continued_from"] = options.continued_from;
@@ -124,11 +124,13 @@ Result<RunOutcome> Runtime::Finish(RunState& run, Context& ctx, Result<Json> bod
   RunOutcome out{run.id, ExecutionStatus::kCompleted, Json(), std::nullopt};
   if (body_result) {
     out.value = std::move(*body_result);
-    run.pending.push_back(run.Kernel(KernelKind::kExecutionCompleted, Json{{"value", out.value}}));
+    run.pending.push_back(
+        run.Kernel(KernelKind::kExecutionCompleted, events::JsonObject("value", out.value)));
   } else {
     out.status = ExecutionStatus::kFailed;
     out.value = internal::ErrorToJson(body_result.error());
-    run.pending.push_back(run.Kernel(KernelKind::kExecutionFailed, Json{{"error", out.value}}));
+    run.pending.push_back(
+        run.Kernel(KernelKind::kExecutionFailed, events::JsonObject("error", out.value)));
   }
   ONCE_RETURN_IF_ERROR(Flush(run));
   if (!run.parent.is_null()) {

@@ -33,14 +33,18 @@ Result<int64_t> MemoryEventStore::AppendLocked(const AppendRequest& req,
   if (req.expected_next != head + 1) {
     return SequenceConflict(req.execution_id, head + 1, req.expected_next);
   }
-  if (it == logs_.end()) it = logs_.emplace(req.execution_id, Log{}).first;
+  if (it == logs_.end()) {
+    std::string key =
+        movable ? std::move(const_cast<std::string&>(req.execution_id)) : req.execution_id;
+    it = logs_.emplace(std::move(key), Log{}).first;
+  }
   Log& log = it->second;
   log.events.reserve(log.events.size() + req.events.size());
   for (size_t i = 0; i < req.events.size(); ++i) {
     auto& source = const_cast<Envelope&>(req.events[i]);
     Envelope& e =
         movable ? log.events.emplace_back(std::move(source)) : log.events.emplace_back(source);
-    if (e.execution_id != req.execution_id) e.execution_id = req.execution_id;
+    e.execution_id.clear();  // kept once, as the map's key; ReadLocked fills it in
     e.sequence = req.expected_next + static_cast<int64_t>(i);
     if (e.time_ms == 0) e.time_ms = checked.now_ms;
     if (e.metadata.is_null()) e.metadata = Json::object();
@@ -166,6 +170,7 @@ std::vector<Envelope> MemoryEventStore::ReadLocked(std::string_view id, int64_t 
   auto count = std::min(static_cast<size_t>(to - from + 1), limits_.read_events_max);
   auto begin = events.begin() + (from - base);
   out.assign(begin, begin + static_cast<std::ptrdiff_t>(count));
+  for (Envelope& e : out) e.execution_id = it->first;
   return out;
 }
 
@@ -209,7 +214,6 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
   }
   Log copy;
   copy.events.assign(src->second.events.begin(), src->second.events.begin() + through);
-  for (auto& e : copy.events) e.execution_id = std::string(to);
   copy.head = through;
   logs_[std::string(to)] = std::move(copy);
   return Ok();

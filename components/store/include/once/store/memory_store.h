@@ -55,13 +55,15 @@ class MemoryEventStore final : public EventStore {
 
  private:
   struct Log {
-    std::vector<Envelope> events;  // events[i].sequence == first + i
+    // events[i].sequence == first + i. Their execution_id is left empty:
+    // the map's key holds it once, and reads fill it in.
+    std::vector<Envelope> events;
     int64_t head = 0;
   };
   enum class GuardKind { kFence, kIfUnchanged };
 
   // Requires mu_. `checked` is CheckAppend(req). Copies the events, or moves
-  // them when `movable` (req is then left with moved-from events).
+  // them (and the id of a new log) when `movable`: req is then left moved-from.
   Result<int64_t> AppendLocked(const AppendRequest& req, const CheckedAppend& checked,
                                GuardKind guard, int64_t token, bool movable = false);
   int64_t FenceLocked(std::string_view id) const;
