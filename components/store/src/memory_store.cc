@@ -37,6 +37,7 @@ Result<int64_t> MemoryEventStore::AppendLocked(const AppendRequest& req,
     std::string key =
         movable ? std::move(const_cast<std::string&>(req.execution_id)) : req.execution_id;
     it = logs_.emplace(std::move(key), Log{}).first;
+    sorted_ids_stale_ = true;
   }
   Log& log = it->second;
   log.events.reserve(log.events.size() + req.events.size());
@@ -109,12 +110,20 @@ Result<ExecutionPage> MemoryEventStore::ListExecutions(std::string_view after, s
   limit = std::min(limit, limits_.list_page_executions_max);
   ExecutionPage page;
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = logs_.upper_bound(after); it != logs_.end(); ++it) {
+  if (sorted_ids_stale_) {
+    sorted_ids_.clear();
+    sorted_ids_.reserve(logs_.size());
+    for (const auto& [id, log] : logs_) sorted_ids_.push_back(id);
+    std::sort(sorted_ids_.begin(), sorted_ids_.end());
+    sorted_ids_stale_ = false;
+  }
+  for (auto it = std::upper_bound(sorted_ids_.begin(), sorted_ids_.end(), after);
+       it != sorted_ids_.end(); ++it) {
     if (page.execution_ids.size() == limit) {
       page.next_after = page.execution_ids.back();
       break;
     }
-    page.execution_ids.push_back(it->first);
+    page.execution_ids.emplace_back(*it);
   }
   return page;
 }
@@ -122,7 +131,10 @@ Result<ExecutionPage> MemoryEventStore::ListExecutions(std::string_view after, s
 Status MemoryEventStore::DeleteExecution(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = logs_.find(id); it != logs_.end()) logs_.erase(it);
+  if (auto it = logs_.find(id); it != logs_.end()) {
+    logs_.erase(it);
+    sorted_ids_stale_ = true;
+  }
   if (auto it = fences_.find(id); it != fences_.end() && it->second == 0) fences_.erase(it);
   return Ok();
 }
@@ -153,7 +165,11 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(std::string_view id, FenceE
     }
   }
   int64_t next = current + 1;
-  fences_[std::string(id)] = next;
+  if (auto it = fences_.find(id); it != fences_.end()) {
+    it->second = next;
+  } else {
+    fences_.emplace(std::string(id), next);
+  }
   return ConditionalAcquire{.stale = false, .fence = next};
 }
 
@@ -215,7 +231,8 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
   Log copy;
   copy.events.assign(src->second.events.begin(), src->second.events.begin() + through);
   copy.head = through;
-  logs_[std::string(to)] = std::move(copy);
+  bool added = logs_.insert_or_assign(std::string(to), std::move(copy)).second;
+  if (added) sorted_ids_stale_ = true;
   return Ok();
 }
 
