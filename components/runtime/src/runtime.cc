@@ -18,6 +18,11 @@ using store::Capability;
 namespace {
 
 constexpr int kAuditAppendAttemptsMax = 8;  // sequence races of an unguarded audit append
+// Events a start buffers before its first append when the body is one step:
+// STARTED, STEP_COMPLETED, COMPLETED (one spare). Reserved up front: the
+// vector is handed to the store whole, and growing it 1 -> 2 -> 4 was three
+// allocations per execution.
+constexpr size_t kStartPendingEvents = 4;
 
 // "a" -> "a~2", "a~2" -> "a~3".
 std::string NextGenerationId(std::string_view id) {
@@ -90,6 +95,7 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
   if (!run.principal.empty()) payload["principal"] = run.principal;
   if (!options.continued_from.is_null()) payload["continued_from"] = options.continued_from;
   run.input = std::move(input);
+  run.pending.reserve(kStartPendingEvents);
   run.pending.push_back(run.Kernel(KernelKind::kExecutionStarted, std::move(payload)));
   return Execute(run);
 }
@@ -121,7 +127,7 @@ Result<RunOutcome> Runtime::Finish(RunState& run, Context& ctx, Result<Json> bod
                      run.id);
   }
   if (ctx.continue_input_) return FinishContinued(run, std::move(*ctx.continue_input_));
-  RunOutcome out{run.id, ExecutionStatus::kCompleted, Json(), std::nullopt};
+  RunOutcome out{"", ExecutionStatus::kCompleted, Json(), std::nullopt};
   if (body_result) {
     out.value = std::move(*body_result);
     run.pending.push_back(
@@ -134,8 +140,9 @@ Result<RunOutcome> Runtime::Finish(RunState& run, Context& ctx, Result<Json> bod
   }
   ONCE_RETURN_IF_ERROR(Flush(run));
   if (!run.parent.is_null()) {
-    Schedule([this, parent = run.parent] { NotifyParent(parent); });
+    Schedule([this, parent = std::move(run.parent)] { NotifyParent(parent); });
   }
+  out.execution_id = std::move(run.id);  // the run ends here: Execute's callers return this
   return out;
 }
 

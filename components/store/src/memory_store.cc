@@ -1,6 +1,8 @@
 #include "once/store/memory_store.h"
 
 #include <algorithm>
+#include <iterator>
+#include <tuple>
 
 #include "once/store/validate.h"
 
@@ -37,29 +39,40 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest
   } else if (req.fence && *req.fence < current) {
     return StaleFence(req.execution_id, *req.fence, current);
   }
-  auto it = shard.logs.find(req.execution_id);
+  // One hash lookup: a first append creates the log as it looks it up.
+  auto it = shard.logs.end();
+  if (req.expected_next == 1) {
+    auto& id = const_cast<std::string&>(req.execution_id);
+    bool added = false;
+    std::tie(it, added) =
+        movable ? shard.logs.try_emplace(std::move(id)) : shard.logs.try_emplace(id);
+    if (added) ids_changed_.store(true, std::memory_order_relaxed);
+  } else {
+    it = shard.logs.find(req.execution_id);
+  }
+  const std::string& id = it == shard.logs.end() ? req.execution_id : it->first;
   int64_t head = it == shard.logs.end() ? 0 : it->second.head;
-  if (req.expected_next != head + 1) {
-    return SequenceConflict(req.execution_id, head + 1, req.expected_next);
-  }
-  if (it == shard.logs.end()) {
-    std::string key =
-        movable ? std::move(const_cast<std::string&>(req.execution_id)) : req.execution_id;
-    it = shard.logs.emplace(std::move(key), Log{}).first;
-    ids_changed_.store(true, std::memory_order_relaxed);
-  }
+  if (req.expected_next != head + 1) return SequenceConflict(id, head + 1, req.expected_next);
   Log& log = it->second;
-  log.events.reserve(log.events.size() + req.events.size());
-  for (size_t i = 0; i < req.events.size(); ++i) {
-    auto& source = const_cast<Envelope&>(req.events[i]);
-    Envelope& e =
-        movable ? log.events.emplace_back(std::move(source)) : log.events.emplace_back(source);
+  auto& source = const_cast<std::vector<Envelope>&>(req.events);
+  const size_t n = source.size();
+  const size_t first = log.events.size();
+  if (movable && first == 0) {
+    log.events = std::move(source);  // the request's vector becomes the log
+  } else if (movable) {
+    log.events.insert(log.events.end(), std::make_move_iterator(source.begin()),
+                      std::make_move_iterator(source.end()));
+  } else {
+    log.events.insert(log.events.end(), source.begin(), source.end());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Envelope& e = log.events[first + i];
     e.execution_id.clear();  // kept once, as the map's key; ReadLocked fills it in
     e.sequence = req.expected_next + static_cast<int64_t>(i);
     if (e.time_ms == 0) e.time_ms = checked.now_ms;
     if (e.metadata.is_null()) e.metadata = Json::object();
   }
-  log.head = req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
+  log.head = req.expected_next + static_cast<int64_t>(n) - 1;
   return log.head;
 }
 
