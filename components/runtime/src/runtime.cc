@@ -439,14 +439,19 @@ void Runtime::Schedule(std::function<void()> task) {
   }
   std::lock_guard lock(deferred_mu_);
   deferred_.push_back(std::move(task));
+  deferred_queued_.store(true, std::memory_order_release);
 }
 
 void Runtime::DrainDeferred() {
   for (;;) {
     std::vector<std::function<void()>> tasks;
     {
+      // Every outermost call on every thread ends here: with nothing queued
+      // (the common case) it takes no lock shared by all of them.
+      if (!deferred_queued_.load(std::memory_order_acquire)) return;
       std::lock_guard lock(deferred_mu_);
       tasks.swap(deferred_);
+      deferred_queued_.store(false, std::memory_order_relaxed);
     }
     if (tasks.empty()) return;
     for (auto& task : tasks) task();
