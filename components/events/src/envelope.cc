@@ -15,8 +15,7 @@ Envelope KernelEvent(KernelKind kind, Json payload, int64_t fence) {
   Envelope e;
   e.kind = std::string(Name(kind));
   e.payload = std::move(payload);
-  e.metadata = Json::object({{"kernel", true}});
-  if (fence > 0) e.metadata["fence"] = fence;
+  e.metadata = fence > 0 ? JsonObject("kernel", true, "fence", fence) : JsonObject("kernel", true);
   return e;
 }
 

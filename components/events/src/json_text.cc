@@ -1,5 +1,8 @@
 #include "once/events/json_text.h"
 
+#include <array>
+#include <cstdint>
+
 namespace once::events {
 namespace {
 
@@ -91,8 +94,31 @@ bool AppendStringLiteral(std::string_view s, std::string& out) {
 
 }  // namespace
 
+namespace {
+
+// How many bytes each ASCII byte takes inside a JSON string literal; 0 for
+// the bytes of a multi-byte UTF-8 sequence (>= 0x80), which take themselves.
+constexpr std::array<uint8_t, 256> kLiteralBytes = [] {
+  std::array<uint8_t, 256> t{};
+  for (size_t c = 0; c < 0x80; ++c) t[c] = c < 0x20 ? 6 : 1;
+  for (unsigned char c : {'\b', '\t', '\n', '\f', '\r', '"', '\\'}) t[c] = 2;
+  return t;
+}();
+
+}  // namespace
+
 std::optional<size_t> JsonStringLiteralSize(std::string_view s) {
+  // ASCII (nearly every key and most values): one table add per byte, no
+  // branch; anything else takes the byte-by-byte path below.
   size_t n = 2;
+  bool ascii = true;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    n += kLiteralBytes[c];
+    ascii &= c < 0x80;
+  }
+  if (ascii) return n;
+  n = 2;
   size_t i = 0;
   while (i < s.size()) {
     auto c = static_cast<unsigned char>(s[i]);

@@ -22,6 +22,18 @@ TEST(EnvelopeTest, AppEventIsNotStamped) {
   EXPECT_FALSE(e.answering());
 }
 
+TEST(EnvelopeTest, JsonObjectEqualsTheInitializerListForm) {
+  Json value{{"n", 1}, {"list", {1, 2}}};
+  std::string_view name = "charge";
+  EXPECT_EQ(JsonObject("name", name, "value", value), (Json{{"name", "charge"}, {"value", value}}));
+  EXPECT_EQ(JsonObject(), Json::object());
+  Json moved = JsonObject("value", std::move(value));
+  EXPECT_EQ(moved["value"]["list"], Json({1, 2}));
+  EXPECT_TRUE(value.is_null());  // moved from, not copied
+  EXPECT_EQ(KernelEvent(KernelKind::kStepCompleted, nullptr, 3).metadata,
+            (Json{{"kernel", true}, {"fence", 3}}));
+}
+
 TEST(EnvelopeTest, ParseJsonRejectsMalformedText) {
   EXPECT_EQ(ParseJson("{\"a\":1}").value()["a"], 1);
   EXPECT_TRUE(ParseJson("17").value().is_number_integer());

@@ -91,10 +91,11 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
   Result<Json> r = fn();
   if (r) {
     run_.pending.push_back(
-        run_.Kernel(KernelKind::kStepCompleted, Json{{"name", name}, {"value", *r}}));
+        run_.Kernel(KernelKind::kStepCompleted, events::JsonObject("name", name, "value", *r)));
   } else {
-    run_.pending.push_back(run_.Kernel(KernelKind::kStepFailed,
-                                       Json{{"name", name}, {"error", ErrorToJson(r.error())}}));
+    run_.pending.push_back(
+        run_.Kernel(KernelKind::kStepFailed,
+                    events::JsonObject("name", name, "error", ErrorToJson(r.error()))));
   }
   run_.step_result_pending = true;  // appended with the next boundary
   return r;

@@ -18,6 +18,11 @@ using store::Capability;
 namespace {
 
 constexpr int kAuditAppendAttemptsMax = 8;  // sequence races of an unguarded audit append
+// Events a start buffers before its first append when the body is one step:
+// STARTED, STEP_COMPLETED, COMPLETED (one spare). Reserved up front: the
+// vector is handed to the store whole, and growing it 1 -> 2 -> 4 was three
+// allocations per execution.
+constexpr size_t kStartPendingEvents = 4;
 
 // "a" -> "a~2", "a~2" -> "a~3".
 std::string NextGenerationId(std::string_view id) {
@@ -85,11 +90,12 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
   run.principal = std::move(options.principal);
   run.parent = std::move(options.parent);
   run.fence = options.fence.value_or(0);
-  Json payload{{"workflow", workflow}, {"input", input}};
+  Json payload = events::JsonObject("workflow", workflow, "input", input);
   if (!run.parent.is_null()) payload["parent"] = run.parent;
   if (!run.principal.empty()) payload["principal"] = run.principal;
   if (!options.continued_from.is_null()) payload["continued_from"] = options.continued_from;
   run.input = std::move(input);
+  run.pending.reserve(kStartPendingEvents);
   run.pending.push_back(run.Kernel(KernelKind::kExecutionStarted, std::move(payload)));
   return Execute(run);
 }
@@ -121,19 +127,22 @@ Result<RunOutcome> Runtime::Finish(RunState& run, Context& ctx, Result<Json> bod
                      run.id);
   }
   if (ctx.continue_input_) return FinishContinued(run, std::move(*ctx.continue_input_));
-  RunOutcome out{run.id, ExecutionStatus::kCompleted, Json(), std::nullopt};
+  RunOutcome out{"", ExecutionStatus::kCompleted, Json(), std::nullopt};
   if (body_result) {
     out.value = std::move(*body_result);
-    run.pending.push_back(run.Kernel(KernelKind::kExecutionCompleted, Json{{"value", out.value}}));
+    run.pending.push_back(
+        run.Kernel(KernelKind::kExecutionCompleted, events::JsonObject("value", out.value)));
   } else {
     out.status = ExecutionStatus::kFailed;
     out.value = internal::ErrorToJson(body_result.error());
-    run.pending.push_back(run.Kernel(KernelKind::kExecutionFailed, Json{{"error", out.value}}));
+    run.pending.push_back(
+        run.Kernel(KernelKind::kExecutionFailed, events::JsonObject("error", out.value)));
   }
   ONCE_RETURN_IF_ERROR(Flush(run));
   if (!run.parent.is_null()) {
-    Schedule([this, parent = run.parent] { NotifyParent(parent); });
+    Schedule([this, parent = std::move(run.parent)] { NotifyParent(parent); });
   }
+  out.execution_id = std::move(run.id);  // the run ends here: Execute's callers return this
   return out;
 }
 
@@ -430,14 +439,19 @@ void Runtime::Schedule(std::function<void()> task) {
   }
   std::lock_guard lock(deferred_mu_);
   deferred_.push_back(std::move(task));
+  deferred_queued_.store(true, std::memory_order_release);
 }
 
 void Runtime::DrainDeferred() {
   for (;;) {
     std::vector<std::function<void()>> tasks;
     {
+      // Every outermost call on every thread ends here: with nothing queued
+      // (the common case) it takes no lock shared by all of them.
+      if (!deferred_queued_.load(std::memory_order_acquire)) return;
       std::lock_guard lock(deferred_mu_);
       tasks.swap(deferred_);
+      deferred_queued_.store(false, std::memory_order_relaxed);
     }
     if (tasks.empty()) return;
     for (auto& task : tasks) task();

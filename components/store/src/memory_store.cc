@@ -1,6 +1,8 @@
 #include "once/store/memory_store.h"
 
 #include <algorithm>
+#include <iterator>
+#include <tuple>
 
 #include "once/store/validate.h"
 
@@ -14,51 +16,78 @@ MemoryEventStore::MemoryEventStore(Limits limits, const Clock& clock)
 
 MemoryEventStore::~MemoryEventStore() = default;
 
-int64_t MemoryEventStore::FenceLocked(std::string_view id) const {
-  auto it = fences_.find(id);
-  return it == fences_.end() ? 0 : it->second;
+size_t MemoryEventStore::ShardIndex(std::string_view id) const {
+  // The high bits: the shard's own table buckets by the low ones.
+  return (IdHash{}(id) >> 40) % kShards;
 }
 
-Result<int64_t> MemoryEventStore::AppendLocked(const AppendRequest& req,
+MemoryEventStore::Shard& MemoryEventStore::ShardOf(std::string_view id) {
+  return shards_[ShardIndex(id)];
+}
+
+int64_t MemoryEventStore::FenceLocked(const Shard& shard, std::string_view id) {
+  auto it = shard.fences.find(id);
+  return it == shard.fences.end() ? 0 : it->second;
+}
+
+Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest& req,
                                                const CheckedAppend& checked, GuardKind guard,
                                                int64_t token, bool movable) {
-  int64_t current = FenceLocked(req.execution_id);
+  int64_t current = FenceLocked(shard, req.execution_id);
   if (guard == GuardKind::kIfUnchanged) {
     if (current != token) return StaleFence(req.execution_id, token, current);
   } else if (req.fence && *req.fence < current) {
     return StaleFence(req.execution_id, *req.fence, current);
   }
-  auto it = logs_.find(req.execution_id);
-  int64_t head = it == logs_.end() ? 0 : it->second.head;
-  if (req.expected_next != head + 1) {
-    return SequenceConflict(req.execution_id, head + 1, req.expected_next);
+  // One hash lookup: a first append creates the log as it looks it up.
+  auto it = shard.logs.end();
+  if (req.expected_next == 1) {
+    auto& id = const_cast<std::string&>(req.execution_id);
+    bool added = false;
+    std::tie(it, added) =
+        movable ? shard.logs.try_emplace(std::move(id)) : shard.logs.try_emplace(id);
+    if (added) ids_changed_.store(true, std::memory_order_relaxed);
+  } else {
+    it = shard.logs.find(req.execution_id);
   }
-  if (it == logs_.end()) it = logs_.emplace(req.execution_id, Log{}).first;
+  const std::string& id = it == shard.logs.end() ? req.execution_id : it->first;
+  int64_t head = it == shard.logs.end() ? 0 : it->second.head;
+  if (req.expected_next != head + 1) return SequenceConflict(id, head + 1, req.expected_next);
   Log& log = it->second;
-  log.events.reserve(log.events.size() + req.events.size());
-  for (size_t i = 0; i < req.events.size(); ++i) {
-    auto& source = const_cast<Envelope&>(req.events[i]);
-    Envelope& e =
-        movable ? log.events.emplace_back(std::move(source)) : log.events.emplace_back(source);
-    if (e.execution_id != req.execution_id) e.execution_id = req.execution_id;
+  auto& source = const_cast<std::vector<Envelope>&>(req.events);
+  const size_t n = source.size();
+  const size_t first = log.events.size();
+  if (movable && first == 0) {
+    log.events = std::move(source);  // the request's vector becomes the log
+  } else if (movable) {
+    log.events.insert(log.events.end(), std::make_move_iterator(source.begin()),
+                      std::make_move_iterator(source.end()));
+  } else {
+    log.events.insert(log.events.end(), source.begin(), source.end());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Envelope& e = log.events[first + i];
+    e.execution_id.clear();  // kept once, as the map's key; ReadLocked fills it in
     e.sequence = req.expected_next + static_cast<int64_t>(i);
     if (e.time_ms == 0) e.time_ms = checked.now_ms;
     if (e.metadata.is_null()) e.metadata = Json::object();
   }
-  log.head = req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
+  log.head = req.expected_next + static_cast<int64_t>(n) - 1;
   return log.head;
 }
 
 Result<int64_t> MemoryEventStore::Append(const AppendRequest& req) {
   ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
-  std::lock_guard<std::mutex> lock(mu_);
-  return AppendLocked(req, checked, GuardKind::kFence, 0);
+  Shard& shard = ShardOf(req.execution_id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return AppendLocked(shard, req, checked, GuardKind::kFence, 0);
 }
 
 Result<int64_t> MemoryEventStore::Append(AppendRequest&& req) {
   ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
-  std::lock_guard<std::mutex> lock(mu_);
-  return AppendLocked(req, checked, GuardKind::kFence, 0, /*movable=*/true);
+  Shard& shard = ShardOf(req.execution_id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return AppendLocked(shard, req, checked, GuardKind::kFence, 0, /*movable=*/true);
 }
 
 Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
@@ -73,14 +102,27 @@ Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
     if (checked.back()) bytes += checked.back()->bytes;
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits_));
+  // One transaction: every shard the batch touches is locked (in index
+  // order, so two batches never wait on each other crosswise) before any
+  // request is applied, so no reader sees part of the batch.
+  std::vector<size_t> shard_of(requests.size());
+  std::array<bool, kShards> touched{};
+  for (size_t i = 0; i < requests.size(); ++i) {
+    shard_of[i] = ShardIndex(requests[i].execution_id);
+    touched[shard_of[i]] = true;
+  }
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (size_t s = 0; s < kShards; ++s) {
+    if (touched[s]) locks.emplace_back(shards_[s].mu);
+  }
   std::vector<Result<int64_t>> out;
   out.reserve(requests.size());
-  std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!checked[i]) {
       out.push_back(std::unexpected(checked[i].error()));
     } else {
-      out.push_back(AppendLocked(requests[i], *checked[i], GuardKind::kFence, 0));
+      out.push_back(
+          AppendLocked(shards_[shard_of[i]], requests[i], *checked[i], GuardKind::kFence, 0));
     }
   }
   return out;
@@ -89,58 +131,79 @@ Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
 Result<std::vector<Envelope>> MemoryEventStore::ReadRange(std::string_view id, int64_t first,
                                                           int64_t last) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  std::lock_guard<std::mutex> lock(mu_);
-  return ReadLocked(id, first, last);
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return ReadLocked(shard, id, first, last);
 }
 
 Result<int64_t> MemoryEventStore::Head(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = logs_.find(id);
-  return it == logs_.end() ? 0 : it->second.head;
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.logs.find(id);
+  return it == shard.logs.end() ? 0 : it->second.head;
 }
 
 Result<ExecutionPage> MemoryEventStore::ListExecutions(std::string_view after, size_t limit) {
   if (limit == 0) return MakeError(ErrorCode::kInvalidArgument, "limit must be >= 1");
   limit = std::min(limit, limits_.list_page_executions_max);
   ExecutionPage page;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = logs_.upper_bound(after); it != logs_.end(); ++it) {
+  std::lock_guard<std::mutex> list_lock(list_mu_);
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (Shard& shard : shards_) locks.emplace_back(shard.mu);
+  if (ids_changed_.exchange(false, std::memory_order_relaxed)) {
+    sorted_ids_.clear();
+    for (const Shard& shard : shards_) {
+      for (const auto& [id, log] : shard.logs) sorted_ids_.push_back(id);
+    }
+    std::sort(sorted_ids_.begin(), sorted_ids_.end());
+  }
+  for (auto it = std::upper_bound(sorted_ids_.begin(), sorted_ids_.end(), after);
+       it != sorted_ids_.end(); ++it) {
     if (page.execution_ids.size() == limit) {
       page.next_after = page.execution_ids.back();
       break;
     }
-    page.execution_ids.push_back(it->first);
+    page.execution_ids.emplace_back(*it);
   }
   return page;
 }
 
 Status MemoryEventStore::DeleteExecution(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = logs_.find(id); it != logs_.end()) logs_.erase(it);
-  if (auto it = fences_.find(id); it != fences_.end() && it->second == 0) fences_.erase(it);
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (auto it = shard.logs.find(id); it != shard.logs.end()) {
+    shard.logs.erase(it);
+    ids_changed_.store(true, std::memory_order_relaxed);
+  }
+  if (auto it = shard.fences.find(id); it != shard.fences.end() && it->second == 0) {
+    shard.fences.erase(it);
+  }
   return Ok();
 }
 
 Result<int64_t> MemoryEventStore::AcquireFence(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = fences_.find(id);
-  if (it == fences_.end()) it = fences_.emplace(std::string(id), 0).first;
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.fences.find(id);
+  if (it == shard.fences.end()) it = shard.fences.emplace(std::string(id), 0).first;
   return ++it->second;
 }
 
 Result<int64_t> MemoryEventStore::ReadFence(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  std::lock_guard<std::mutex> lock(mu_);
-  return FenceLocked(id);
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return FenceLocked(shard, id);
 }
 
-ConditionalAcquire MemoryEventStore::AcquireIfLocked(std::string_view id, FenceExpectation expect) {
-  int64_t current = FenceLocked(id);
+ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, std::string_view id,
+                                                     FenceExpectation expect) {
+  int64_t current = FenceLocked(shard, id);
   if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
-  if (auto it = logs_.find(id); it != logs_.end()) {
+  if (auto it = shard.logs.find(id); it != shard.logs.end()) {
     const auto& events = it->second.events;
     auto tail = std::upper_bound(events.begin(), events.end(), expect.park_seq,
                                  [](int64_t seq, const Envelope& e) { return seq < e.sequence; });
@@ -149,15 +212,19 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(std::string_view id, FenceE
     }
   }
   int64_t next = current + 1;
-  fences_[std::string(id)] = next;
+  if (auto it = shard.fences.find(id); it != shard.fences.end()) {
+    it->second = next;
+  } else {
+    shard.fences.emplace(std::string(id), next);
+  }
   return ConditionalAcquire{.stale = false, .fence = next};
 }
 
-std::vector<Envelope> MemoryEventStore::ReadLocked(std::string_view id, int64_t first,
-                                                   int64_t last) const {
+std::vector<Envelope> MemoryEventStore::ReadLocked(const Shard& shard, std::string_view id,
+                                                   int64_t first, int64_t last) const {
   std::vector<Envelope> out;
-  auto it = logs_.find(id);
-  if (it == logs_.end() || it->second.events.empty()) return out;
+  auto it = shard.logs.find(id);
+  if (it == shard.logs.end() || it->second.events.empty()) return out;
   const auto& events = it->second.events;
   int64_t base = events.front().sequence;
   int64_t from = std::max(first, base);
@@ -166,61 +233,75 @@ std::vector<Envelope> MemoryEventStore::ReadLocked(std::string_view id, int64_t 
   auto count = std::min(static_cast<size_t>(to - from + 1), limits_.read_events_max);
   auto begin = events.begin() + (from - base);
   out.assign(begin, begin + static_cast<std::ptrdiff_t>(count));
+  for (Envelope& e : out) e.execution_id = it->first;
   return out;
 }
 
 Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
                                                             FenceExpectation expect) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits_));
-  std::lock_guard<std::mutex> lock(mu_);
-  return AcquireIfLocked(id, expect);
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return AcquireIfLocked(shard, id, expect);
 }
 
 Result<AcquireWithTail> MemoryEventStore::AcquireFenceIfReadTail(std::string_view id,
                                                                  FenceExpectation expect,
                                                                  int64_t read_after) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits_, read_after));
-  std::lock_guard<std::mutex> lock(mu_);
-  AcquireWithTail out{.acquire = AcquireIfLocked(id, expect)};
-  out.tail = ReadLocked(id, read_after + 1, kToEnd);
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  AcquireWithTail out{.acquire = AcquireIfLocked(shard, id, expect)};
+  out.tail = ReadLocked(shard, id, read_after + 1, kToEnd);
   return out;
 }
 
 Result<int64_t> MemoryEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
-  std::lock_guard<std::mutex> lock(mu_);
-  return AppendLocked(req, checked, GuardKind::kIfUnchanged, observed);
+  Shard& shard = ShardOf(req.execution_id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return AppendLocked(shard, req, checked, GuardKind::kIfUnchanged, observed);
 }
 
 Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, int64_t through) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(from, limits_));
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(to, limits_));
   if (through < 1) return MakeError(ErrorCode::kInvalidArgument, "through must be >= 1");
-  std::lock_guard<std::mutex> lock(mu_);
-  auto src = logs_.find(from);
-  if (src == logs_.end() || src->second.head < through || src->second.events.empty() ||
+  Shard& src_shard = ShardOf(from);
+  Shard& dst_shard = ShardOf(to);
+  // Both locks, deadlock-free in any order; one when both ids share a shard.
+  std::unique_lock<std::mutex> src_lock(src_shard.mu, std::defer_lock);
+  std::unique_lock<std::mutex> dst_lock(dst_shard.mu, std::defer_lock);
+  if (&src_shard == &dst_shard) {
+    src_lock.lock();
+  } else {
+    std::lock(src_lock, dst_lock);
+  }
+  auto src = src_shard.logs.find(from);
+  if (src == src_shard.logs.end() || src->second.head < through || src->second.events.empty() ||
       src->second.events.front().sequence != 1) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "source has no complete prefix through " + std::to_string(through),
                      std::string(from));
   }
-  if (auto dst = logs_.find(to); dst != logs_.end() && dst->second.head > 0) {
+  if (auto dst = dst_shard.logs.find(to); dst != dst_shard.logs.end() && dst->second.head > 0) {
     return SequenceConflict(to, dst->second.head + 1, 1);
   }
   Log copy;
   copy.events.assign(src->second.events.begin(), src->second.events.begin() + through);
-  for (auto& e : copy.events) e.execution_id = std::string(to);
   copy.head = through;
-  logs_[std::string(to)] = std::move(copy);
+  bool added = dst_shard.logs.insert_or_assign(std::string(to), std::move(copy)).second;
+  if (added) ids_changed_.store(true, std::memory_order_relaxed);
   return Ok();
 }
 
 Status MemoryEventStore::TruncatePrefixKeeping(std::string_view id, int64_t first_kept) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
   if (first_kept < 1) return MakeError(ErrorCode::kInvalidArgument, "first_kept must be >= 1");
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = logs_.find(id);
-  if (it == logs_.end()) return Ok();
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.logs.find(id);
+  if (it == shard.logs.end()) return Ok();
   auto& events = it->second.events;
   first_kept = std::min(first_kept, it->second.head);  // the newest event stays
   auto keep = std::lower_bound(events.begin(), events.end(), first_kept,

@@ -10,6 +10,13 @@ namespace {
 
 // Returns false on an invalid UTF-8 sequence or a control character.
 bool IsCleanUtf8(std::string_view s) {
+  // Printable ASCII (nearly every id): one pass without branches.
+  bool printable_ascii = true;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    printable_ascii &= c >= 0x20 && c < 0x7f;
+  }
+  if (printable_ascii) return true;
   size_t i = 0;
   while (i < s.size()) {
     auto c = static_cast<unsigned char>(s[i]);
@@ -113,10 +120,11 @@ std::optional<size_t> SerializedJsonSize(const Json& json) {
       return n;
     }
     case Json::value_t::object: {
-      size_t n = 2 + (json.empty() ? 0 : json.size() - 1);  // braces, commas
-      for (auto it = json.begin(); it != json.end(); ++it) {
-        std::optional<size_t> k = events::JsonStringLiteralSize(it.key());
-        std::optional<size_t> m = SerializedJsonSize(it.value());
+      const auto& object = json.get_ref<const Json::object_t&>();
+      size_t n = 2 + (object.empty() ? 0 : object.size() - 1);  // braces, commas
+      for (const auto& [key, value] : object) {
+        std::optional<size_t> k = events::JsonStringLiteralSize(key);
+        std::optional<size_t> m = SerializedJsonSize(value);
         if (!k || !m) return std::nullopt;
         n += *k + 1 + *m;  // key, colon, value
       }
@@ -183,11 +191,11 @@ Status ValidateKind(std::string_view kind, const Limits& limits) {
                      LimitDetail{"kind_bytes_max", static_cast<int64_t>(kind.size()),
                                  static_cast<int64_t>(limits.kind_bytes_max)});
   }
-  for (char c : kind) {
-    if (c <= 0x20 || c >= 0x7f) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "event kind must be printable ASCII without spaces");
-    }
+  bool printable = true;  // 0x21..0x7e; one pass without branches
+  for (char c : kind) printable &= static_cast<unsigned char>(c) - 0x21u <= 0x7eu - 0x21u;
+  if (!printable) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "event kind must be printable ASCII without spaces");
   }
   return Ok();
 }

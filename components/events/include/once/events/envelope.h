@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "once/base/result.h"
 #include "once/events/kinds.h"
@@ -41,6 +42,13 @@ struct Envelope {
   friend bool operator==(const Envelope&, const Envelope&) = default;
 };
 
+// A JSON object from key/value pairs, built in place:
+//   JsonObject("name", name, "value", std::move(v))  ==  Json{{"name", name}, {"value", v}}
+// (an initializer list builds a [key, value] array per member, copies it and
+// frees it again; this emplaces each member once, moving rvalues).
+template <class... KeysAndValues>
+Json JsonObject(KeysAndValues&&... members);
+
 // Builds a kernel event (metadata.kernel = true; metadata.fence when fence > 0).
 Envelope KernelEvent(KernelKind kind, Json payload, int64_t fence = 0);
 // Builds an application event (no kernel stamp).
@@ -50,5 +58,22 @@ Envelope AppEvent(std::string kind, Json payload);
 // that fit in int64_t come back signed (number_integer), as a writer of
 // Json(17) had them.
 Result<Json> ParseJson(std::string_view text);
+
+namespace internal {
+inline void EmplaceMembers(Json::object_t&) {}
+template <class V, class... Rest>
+void EmplaceMembers(Json::object_t& object, std::string_view key, V&& value, Rest&&... rest) {
+  object.emplace(std::string(key), Json(std::forward<V>(value)));
+  EmplaceMembers(object, std::forward<Rest>(rest)...);
+}
+}  // namespace internal
+
+template <class... KeysAndValues>
+Json JsonObject(KeysAndValues&&... members) {
+  static_assert(sizeof...(members) % 2 == 0, "JsonObject takes key, value pairs");
+  Json out(Json::value_t::object);
+  internal::EmplaceMembers(out.get_ref<Json::object_t&>(), std::forward<KeysAndValues>(members)...);
+  return out;
+}
 
 }  // namespace once::events

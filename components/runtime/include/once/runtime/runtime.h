@@ -279,6 +279,7 @@ class Runtime {
   std::unique_ptr<WorkerPool> pool_;
   std::mutex deferred_mu_;
   std::vector<std::function<void()>> deferred_;  // GUARDED_BY(deferred_mu_); inline mode
+  std::atomic<bool> deferred_queued_{false};     // deferred_ may be non-empty
 };
 
 }  // namespace once::runtime
