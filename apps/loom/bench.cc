@@ -72,10 +72,10 @@ using Steady = std::chrono::steady_clock;
 // park_resume_if_separate is park_resume_if on a store that does not offer
 // AcquireFenceIfReadTail (the tail is a read of its own, as before it
 // existed): the paired comparison of the two paths.
-const std::vector<std::string> kCases = {"unfenced",       "fenced",
-                                         "park_resume",    "park_resume_fence",
-                                         "park_resume_if", "park_resume_if_separate",
-                                         "raw_acquire",    "raw_acquire_if"};
+const std::vector<std::string> kCases = {
+    "unfenced",          "fenced",         "park_resume",
+    "park_resume_fence", "park_resume_if", "park_resume_if_separate",
+    "raw_acquire",       "raw_acquire_if", "raw_read"};
 
 struct SeparateTailDecisions : store::ForwardEverything {
   static constexpr store::Decide kAcquireFenceIfReadTail = store::Decide::kRefuse;
@@ -100,11 +100,25 @@ void RegisterWorkflows(Runtime& rt) {
   });
 }
 
+// Wall time an execution spends in Start and in Resume (the --stages run).
+struct Phases {
+  std::atomic<int64_t> start_us{0};
+  std::atomic<int64_t> resume_us{0};
+};
+
+int64_t MicrosSince(Steady::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - t0).count();
+}
+
 // One execution of a case, synchronously on the calling thread.
-Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
+Status RunOne(Runtime& rt, const std::string& c, const std::string& id, Phases* phases) {
   store::EventStore& store = rt.store();
   if (c == "raw_acquire") {
     ONCE_RETURN_IF_ERROR(store.AcquireFence(id));
+    return Ok();
+  }
+  if (c == "raw_read") {  // an empty log: the round trip alone
+    ONCE_RETURN_IF_ERROR(store.ReadRange(id, 1, store::kToEnd));
     return Ok();
   }
   if (c == "raw_acquire_if") {  // on an empty log: compares, bumps, reads nothing
@@ -117,8 +131,10 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
     ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
     start.fence = token;
   }
+  auto t_start = Steady::now();
   ONCE_ASSIGN_OR_RETURN(auto out,
                         rt.Start(Parks(c) ? "park_once" : "one_step", id, Json{{"n", 1}}, start));
+  if (phases) phases->start_us += MicrosSince(t_start);
   if (!Parks(c)) {
     if (out.status != runtime::ExecutionStatus::kCompleted) {
       return MakeError(ErrorCode::kInternal, "execution did not complete", id);
@@ -127,6 +143,7 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
   }
   if (!out.park_seq) return MakeError(ErrorCode::kInternal, "execution did not park", id);
   RunOptions resume;
+  auto t_resume = Steady::now();
   if (c == "park_resume_fence") {
     ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
     resume.fence = token;
@@ -134,6 +151,7 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
     resume.fence_if_parked_at = *out.park_seq;
   }
   ONCE_ASSIGN_OR_RETURN(auto done, rt.Resume(id, resume));
+  if (phases) phases->resume_us += MicrosSince(t_resume);
   if (done.status != runtime::ExecutionStatus::kCompleted) {
     return MakeError(ErrorCode::kInternal, "resumed execution did not complete", id);
   }
@@ -157,7 +175,7 @@ double ProcessCpuSeconds() {
 }
 
 RunFigures RunCase(store::EventStore& store, const std::string& c, int executions, int concurrency,
-                   const std::string& tag, size_t flushes_in_flight) {
+                   const std::string& tag, size_t flushes_in_flight, Phases* phases = nullptr) {
   SystemClock clock;
   runtime::RuntimeOptions options{.workers = 0};
   options.committer.flushes_in_flight_max = flushes_in_flight;
@@ -172,7 +190,7 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   auto worker = [&](int w) {
     for (int i = next.fetch_add(1); i < executions; i = next.fetch_add(1)) {
       auto t0 = Steady::now();
-      Status s = RunOne(rt, c, fmt::format("{}-{}", tag, i));
+      Status s = RunOne(rt, c, fmt::format("{}-{}", tag, i), phases);
       latencies[w].push_back(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
       if (!s) {
         std::lock_guard<std::mutex> lock(error_mu);
@@ -253,6 +271,37 @@ std::pair<double, double> CountRoundTrips(const BenchOptions& options, const std
   return {calls, commits};
 }
 
+// One run of a case at full concurrency through the profiling decorator:
+// the mean wall time of Start, Resume and each store method per execution.
+// A method's time is the store's (pool waits and the acquire group's queue
+// included); Start's or Resume's time less the store's is the runtime's own
+// (the committer's queue included, as Append runs inside a flush).
+void PrintStages(const BenchOptions& options, const std::string& backend, const std::string& c,
+                 const Clock& clock) {
+  BackendSpec spec{.backend = backend, .url = options.url};
+  std::string tag = fmt::format("{}-stages-{}", c, clock.NowUnixMillis());
+  spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
+  auto store = OpenBackend(spec, clock);
+  if (!store) return;
+  store::ProfilingStore profiled(**store, clock);
+  Phases phases;
+  RunFigures f = RunCase(profiled, c, options.executions, options.concurrency, tag,
+                         runtime::CommitterOptions{}.flushes_in_flight_max, &phases);
+  double n = options.executions;
+  std::string line =
+      fmt::format("loom-stages backend={} case={} wf_per_s={:.0f} start_ms={:.2f} resume_ms={:.2f}",
+                  backend, c, f.wf_per_s, phases.start_us / n / 1e3, phases.resume_us / n / 1e3);
+  for (const auto& [method, s] : profiled.Snapshot()) {
+    if (s.calls == 0) continue;
+    line += fmt::format(" {}_per_exec={:.2f} {}_mean_ms={:.2f} {}_max_ms={:.1f}", method,
+                        s.calls / n, method, s.total_us / 1e3 / s.calls, method, s.max_us / 1e3);
+  }
+  fmt::print("{}\n", line);
+  store->reset();
+  std::error_code ec;
+  for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
+}
+
 // One timed run of one case on a fresh store; false when the store did not open.
 bool TimedRun(const BenchOptions& options, const std::string& backend, const std::string& c,
               int run, size_t flushes, const Clock& clock, RunFigures& out) {
@@ -330,6 +379,9 @@ int RunBench(const BenchOptions& options) {
           "loom-bench backend={} case={} flushes_in_flight={} wf_per_s={:.0f} p50_ms={:.2f} "
           "cpu_us_per_exec={:.1f} calls_per_exec={:.2f} commits_per_exec_unbatched={:.2f}\n",
           backend, cell.c, cell.flushes, rate, p50, cpu, calls, commits);
+    }
+    if (options.stages) {
+      for (const auto& c : cases) PrintStages(options, backend, c, clock);
     }
     std::fflush(stdout);
   }
