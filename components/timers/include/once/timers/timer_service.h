@@ -37,9 +37,14 @@
 // is in BENCHMARKS.md "Timers: lateness"):
 //   * claim_rows_max (1,000) rows are claimed per poll (the store caps it
 //     too, TimerLimits::claim_rows_max), and at most that many are in hand.
-//   * fire_concurrency (32): one poll's rows are fired on up to that many
+//   * fire_concurrency (128): one poll's rows are fired on up to that many
 //     threads started for the poll (the rows of one execution stay on one
-//     thread, in order); PollOnce returns when all of them are fired. The
+//     thread, in order); PollOnce returns when all of them are fired. A wake
+//     waits on store round trips (the log read, the acquire, the append),
+//     which the SQL stores share among concurrent callers, so more wakes in
+//     flight fill those shared trips: 10,000 rows due at once, loaded
+//     machine, 32 -> 128 threads: PostgreSQL 3,965 -> 6,545 rows/s, SQLite
+//     7,097 -> 10,593; memory 78,740 -> 66,225 (thread start-up). The
 //     Waker and the Redrivers must then be callable from several threads at
 //     once (RuntimeWaker, ChildSupervisor and Inbox are); 1 fires in order on
 //     the poll thread.
@@ -112,7 +117,8 @@ struct TimerServiceOptions {
   std::string owner = "node";  // the lease owner name; unique per node
   int64_t poll_interval_ms = 250;
   size_t claim_rows_max = 1'000;  // rows claimed per poll; rows in hand at most
-  size_t fire_concurrency = 32;  // threads firing one poll's rows (1: in order, on the poll thread)
+  size_t fire_concurrency =
+      128;                       // threads firing one poll's rows (1: in order, on the poll thread)
   bool repoll_when_full = true;  // a full claim is followed by the next poll at once
   int64_t claim_ahead_ms = 250;  // also claim rows due this soon, fired at their wake; < lease_ms
   int64_t lease_ms = 30'000;
