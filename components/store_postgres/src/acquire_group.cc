@@ -4,7 +4,6 @@
 #include <cstdlib>
 
 #include "once/store/validate.h"
-#include "sql.h"
 
 namespace once::store::pg {
 namespace {
@@ -14,10 +13,9 @@ int64_t IntAt(const PGresult* res, int row, int col) {
 }
 
 // Appends op's statements (see acquire_group.h): the unconditional bump, or
-// lock the row (creating it at token 0 if missing), then the conditional
-// bump, with the tail in the same statement when asked. The bump is a
-// statement of its own, after the lock, so that its NOT EXISTS scan (and the
-// tail) take a fresh snapshot after the lock was granted (a single UPDATE's
+// ensure the row, lock it FOR UPDATE, the conditional bump and, when asked,
+// the tail. The bump is a statement of its own so that its NOT EXISTS scan
+// takes a fresh snapshot after the lock was granted (a single UPDATE's
 // re-check would reuse its old snapshot and miss an answer that committed
 // while it waited).
 void AppendSteps(const AcquireOp& op, std::vector<PipelineStep>& steps) {
@@ -25,17 +23,20 @@ void AppendSteps(const AcquireOp& op, std::vector<PipelineStep>& steps) {
     steps.push_back({"acquire", "", Params().Text(op.id)});
     return;
   }
-  steps.push_back({"fence_lock", "", Params().Text(op.id)});
-  Params bump = Params().Text(op.id).Int(op.expect->fence).Int(op.expect->park_seq);
+  steps.push_back({"ensure_fence", "", Params().Text(op.id)});
+  steps.push_back({"lock_fence", "", Params().Text(op.id)});
+  steps.push_back(
+      {"fence_if_bump", "", Params().Text(op.id).Int(op.expect->fence).Int(op.expect->park_seq)});
   if (op.read_after) {
     steps.push_back(
-        {"fence_if_bump_tail", "", std::move(bump.Int(*op.read_after).Int(op.tail_max))});
-  } else {
-    steps.push_back({"fence_if_bump", "", std::move(bump)});
+        {"fence_if_tail", "", Params().Text(op.id).Int(*op.read_after).Int(op.tail_max)});
   }
 }
 
-size_t StepCount(const AcquireOp& op) { return op.expect ? 2 : 1; }
+size_t StepCount(const AcquireOp& op) {
+  if (!op.expect) return 1;
+  return op.read_after ? 4 : 3;
+}
 
 // op's answer from its results (in AppendSteps order).
 Result<AcquireWithTail> Verdict(const AcquireOp& op, std::span<const PgResult> results) {
@@ -49,27 +50,18 @@ Result<AcquireWithTail> Verdict(const AcquireOp& op, std::span<const PgResult> r
     out.acquire.fence = IntAt(results[0].get(), 0, 0);
     return out;
   }
-  if (PQntuples(results[0].get()) != 1) return unexpected();
-  const int64_t locked = IntAt(results[0].get(), 0, 0);
-  const PGresult* bump = results[1].get();
-  if (!op.read_after) {
-    out.acquire = PQntuples(bump) == 0
-                      ? ConditionalAcquire{.stale = true, .fence = locked}
-                      : ConditionalAcquire{.stale = false, .fence = IntAt(bump, 0, 0)};
-    return out;
-  }
-  // One row at least: the bumped token (NULL: stale) beside each tail row,
-  // or beside NULLs when the tail is empty.
-  if (PQntuples(bump) < 1) return unexpected();
-  out.acquire = PQgetisnull(bump, 0, 0)
-                    ? ConditionalAcquire{.stale = true, .fence = locked}
+  if (PQntuples(results[1].get()) != 1) return unexpected();
+  const PGresult* bump = results[2].get();
+  out.acquire = PQntuples(bump) == 0
+                    ? ConditionalAcquire{.stale = true, .fence = IntAt(results[1].get(), 0, 0)}
                     : ConditionalAcquire{.stale = false, .fence = IntAt(bump, 0, 0)};
-  if (PQgetisnull(bump, 0, 1)) return out;
-  out.tail.reserve(PQntuples(bump));
-  for (int i = 0; i < PQntuples(bump); ++i) {
-    ONCE_ASSIGN_OR_RETURN(
-        Envelope e, DecodeRow(op.id, IntAt(bump, i, 1), PQgetvalue(bump, i, 2),
-                              PQgetvalue(bump, i, 3), PQgetvalue(bump, i, 4), IntAt(bump, i, 5)));
+  if (!op.read_after) return out;
+  const PGresult* r = results[3].get();
+  out.tail.reserve(PQntuples(r));
+  for (int i = 0; i < PQntuples(r); ++i) {
+    ONCE_ASSIGN_OR_RETURN(Envelope e,
+                          DecodeRow(op.id, IntAt(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                                    PQgetvalue(r, i, 3), IntAt(r, i, 4)));
     out.tail.push_back(std::move(e));
   }
   return out;
@@ -83,7 +75,7 @@ void FailAll(std::span<AcquireOp* const> group, const Error& why) {
 // (and nothing written) when a statement failed.
 Result<bool> RunPipelined(Conn& conn, std::span<AcquireOp* const> group) {
   std::vector<PipelineStep> steps;
-  steps.reserve(1 + group.size() * 2);
+  steps.reserve(1 + group.size() * 4);
   steps.push_back({nullptr, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED", Params()});
   for (const AcquireOp* op : group) AppendSteps(*op, steps);
   auto results = conn.Pipeline(steps);
@@ -124,19 +116,6 @@ Status RunUnderSavepoints(Conn& conn, std::span<AcquireOp* const> group) {
 }
 
 }  // namespace
-
-std::string FenceLockSql() {
-  return "INSERT INTO fences (execution_id, token) VALUES ($1::text, 0) ON CONFLICT "
-         "(execution_id) DO UPDATE SET token = fences.token RETURNING token";
-}
-
-std::string FenceIfBumpTailSql() {
-  return "WITH bump AS (" + sql::FenceIfBumpSql() +
-         ") SELECT (SELECT token FROM bump), t.sequence, t.kind, t.payload, t.metadata::text, "
-         "t.time_ms FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT x.sequence, x.kind, x.payload, "
-         "x.metadata, x.time_ms FROM events x WHERE x.execution_id = $1::text AND x.sequence > "
-         "$4::int8 ORDER BY x.sequence LIMIT $5::int8) t ON true ORDER BY t.sequence";
-}
 
 AcquireGroupStats AcquireGroup::stats() const {
   return {.commits = commits_.load(std::memory_order_relaxed),

@@ -3,17 +3,14 @@
 //
 // Leader/follower (group_runner.h): a leader takes up to kAcquireGroupMax
 // queued acquires, checks out one pooled connection and sends every
-// acquire's statements in ONE libpq pipeline, one implicit READ COMMITTED
-// transaction, one commit (one WAL flush). Inside the pipeline the acquires
-// run in execution-id order (bytewise, as COLLATE "C"; FIFO among equal ids),
-// so groups, and the store's other ordered lockers, take fence rows in one
-// global order and do not deadlock each other. Each acquire's statements are
-// those of a transaction of its own (an unconditional bump; or lock the row,
-// creating it if missing, then the conditional bump with the tail, a new
-// statement, so it sees what committed before the lock was granted), and two
-// acquires of one execution in a group run one after the other, the second
-// seeing the first's bump: every verdict is the one some serial order of the
-// acquires would give.
+// acquire's statements in ONE libpq pipeline, one implicit READ COMMITTED transaction, one commit
+// (one WAL flush). Inside the pipeline the acquires run in execution-id order (bytewise, as COLLATE
+// "C"; FIFO among equal ids), so groups, and the store's other ordered lockers, take fence rows in
+// one global order and do not deadlock each other. Each acquire's statements are those of a
+// transaction of its own (ensure the row, lock it FOR UPDATE, bump; the conditional bump and the
+// tail are new statements, so they see what committed before the lock was granted), and two
+// acquires of one execution in a group run one after the other, the second seeing the first's bump:
+// every verdict is the one some serial order of the acquires would give.
 //
 // Failures. A statement that fails aborts the pipeline's transaction, so
 // nothing of the group was written; the leader then replays the group in one
@@ -70,15 +67,5 @@ class AcquireGroup final : public GroupRunner<AcquireOp> {
   std::atomic<uint64_t> largest_{0};
   std::atomic<uint64_t> replays_{0};
 };
-
-// The statements of a conditional acquire (prepared as "fence_lock" and
-// "fence_if_bump_tail"): lock the fence row, creating it at token 0 if
-// missing (an upsert whose no-op update locks the newest version, waiting for
-// a holder as FOR UPDATE would), returning the token; and the conditional
-// bump (sql::FenceIfBumpSql, $1-$3) with the tail past $4 (at most $5 rows) in
-// one statement, so under one snapshot taken after the lock: rows of (bumped
-// token or NULL when stale, then the tail's columns, NULL when it is empty).
-std::string FenceLockSql();
-std::string FenceIfBumpTailSql();
 
 }  // namespace once::store::pg

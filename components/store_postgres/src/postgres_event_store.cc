@@ -196,8 +196,9 @@ std::vector<Statement> Statements() {
        "ON CONFLICT (execution_id) DO NOTHING"},
       {"lock_fence", "SELECT token FROM fences WHERE execution_id = $1::text FOR UPDATE"},
       {"fence_if_bump", sql::FenceIfBumpSql()},
-      {"fence_lock", pg::FenceLockSql()},
-      {"fence_if_bump_tail", pg::FenceIfBumpTailSql()},
+      {"fence_if_tail",
+       "SELECT sequence, kind, payload, metadata::text, time_ms FROM events "
+       "WHERE execution_id = $1::text AND sequence > $2::int8 ORDER BY sequence LIMIT $3::int8"},
       {"delete_events", "DELETE FROM events WHERE execution_id = $1::text"},
       {"delete_zero_fence", "DELETE FROM fences WHERE execution_id = $1::text AND token = 0"},
       {"copy_prefix",

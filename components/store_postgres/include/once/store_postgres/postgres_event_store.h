@@ -98,7 +98,7 @@ struct PostgresAcquireStats {
 // Acquires (AcquireFence, AcquireFenceIf, AcquireFenceIfReadTail) in one
 // group transaction at most. 64 is the runtime throughput harness's
 // executions in flight (one wave of resumes fits one commit) and bounds a
-// group's pipeline (at most 2 statements per acquire) and the time its rows
+// group's pipeline (at most 4 statements per acquire) and the time its rows
 // stay locked; larger waves take several groups, one after another.
 inline constexpr size_t kAcquireGroupMax = 64;
 
@@ -158,13 +158,11 @@ class PostgresEventStore final : public EventStore {
   Result<int64_t> ReadFence(std::string_view id) override;
   // One round trip for the group: per call, prepared statements in the
   // group's pipeline (after SET TRANSACTION ISOLATION LEVEL READ COMMITTED):
-  // lock the row (an upsert: created at token 0 if missing); a conditional
-  // UPDATE whose NOT EXISTS scan runs on a fresh snapshot taken after the row
-  // lock was granted.
+  // ensure the row; SELECT ... FOR UPDATE; a conditional UPDATE whose NOT
+  // EXISTS scan runs on a fresh snapshot taken after the row lock was granted.
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
-  // The same, with the tail read by the conditional UPDATE's statement (a
-  // data-modifying CTE beside the tail SELECT: one snapshot, taken inside the
-  // row lock): still the group's round trip and transaction.
+  // The same statements with one more, the tail SELECT: still the group's
+  // round trip and transaction, read inside the row lock.
   Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view id, FenceExpectation expect,
                                                  int64_t read_after) override;
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
