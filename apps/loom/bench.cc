@@ -24,6 +24,7 @@
 //   raw_acquire        AcquireFence alone: not an execution, the floor of
 //                      one unbatched commit, measured in the same run      1
 //   raw_acquire_if     AcquireFenceIfReadTail alone (on an empty log)      1
+//   raw_read           ReadRange alone (of an empty log)                   0
 //
 // Why this is the minimum: Start must not return before its events are
 // durable (one commit); a park must be durable before Start returns, so the
@@ -35,10 +36,16 @@
 // commit). The conditional resume's tail under the new token (design record
 // review round 1 P2-1) now travels with the acquire, so it costs what the
 // AcquireFence resume costs. With group commit the appends of concurrent
-// executions share store writes (SQL backends); the fence acquires do not
-// (one transaction each): raw_acquire is their ceiling. The in-memory store
-// has no durable write to share, so the runtime appends on the calling
-// thread without a Committer.
+// executions share store writes (SQL backends); on PostgreSQL concurrent
+// fence acquires share transactions and concurrent log reads share
+// statements too (acquire and read groups), so a round trip above is one
+// caller's view, not one trip of its own. raw_acquire is the ceiling of the
+// acquires, raw_read of the reads. The in-memory store has no durable write
+// to share, so the runtime appends on the calling thread without a Committer.
+//
+// --stages adds one run per case through the profiling decorator at full
+// concurrency and prints where an execution's wall time goes (loom-stages
+// lines): Start, Resume and each store method.
 
 #include <fmt/format.h>
 

@@ -40,14 +40,12 @@
 //   * fire_concurrency (128): one poll's rows are fired on up to that many
 //     threads started for the poll (the rows of one execution stay on one
 //     thread, in order); PollOnce returns when all of them are fired. A wake
-//     waits on store round trips (the log read, the acquire, the append),
-//     which the SQL stores share among concurrent callers, so more wakes in
-//     flight fill those shared trips: 10,000 rows due at once, loaded
-//     machine, 32 -> 128 threads: PostgreSQL 3,965 -> 6,545 rows/s, SQLite
-//     7,097 -> 10,593; memory 78,740 -> 66,225 (thread start-up). The
-//     Waker and the Redrivers must then be callable from several threads at
-//     once (RuntimeWaker, ChildSupervisor and Inbox are); 1 fires in order on
-//     the poll thread.
+//     waits on store round trips (the log read, the acquire, the append)
+//     that the SQL stores share among concurrent callers, so more wakes in
+//     flight fill those shared trips (BENCHMARKS.md: 128 against 32 on
+//     PostgreSQL and SQLite). The Waker and the Redrivers must then be
+//     callable from several threads at once (RuntimeWaker, ChildSupervisor
+//     and Inbox are); 1 fires in order on the poll thread.
 //   * retiring is batched: the rows a poll is done with (resumed, obsolete,
 //     exhausted, re-driven) are retired together by CompleteMany after the
 //     poll's firing, one commit per complete_keys_max rows, instead of one
