@@ -24,6 +24,7 @@
 //   raw_acquire        AcquireFence alone: not an execution, the floor of
 //                      one unbatched commit, measured in the same run      1
 //   raw_acquire_if     AcquireFenceIfReadTail alone (on an empty log)      1
+//   raw_read           ReadRange alone (of an empty log)                   0
 //
 // Why this is the minimum: Start must not return before its events are
 // durable (one commit); a park must be durable before Start returns, so the
@@ -35,10 +36,16 @@
 // commit). The conditional resume's tail under the new token (design record
 // review round 1 P2-1) now travels with the acquire, so it costs what the
 // AcquireFence resume costs. With group commit the appends of concurrent
-// executions share store writes (SQL backends); the fence acquires do not
-// (one transaction each): raw_acquire is their ceiling. The in-memory store
-// has no durable write to share, so the runtime appends on the calling
-// thread without a Committer.
+// executions share store writes (SQL backends); on PostgreSQL concurrent
+// fence acquires share transactions and concurrent log reads share
+// statements too (acquire and read groups), so a round trip above is one
+// caller's view, not one trip of its own. raw_acquire is the ceiling of the
+// acquires, raw_read of the reads. The in-memory store has no durable write
+// to share, so the runtime appends on the calling thread without a Committer.
+//
+// --stages adds one run per case through the profiling decorator at full
+// concurrency and prints where an execution's wall time goes (loom-stages
+// lines): Start, Resume and each store method.
 
 #include <fmt/format.h>
 
@@ -72,10 +79,10 @@ using Steady = std::chrono::steady_clock;
 // park_resume_if_separate is park_resume_if on a store that does not offer
 // AcquireFenceIfReadTail (the tail is a read of its own, as before it
 // existed): the paired comparison of the two paths.
-const std::vector<std::string> kCases = {"unfenced",       "fenced",
-                                         "park_resume",    "park_resume_fence",
-                                         "park_resume_if", "park_resume_if_separate",
-                                         "raw_acquire",    "raw_acquire_if"};
+const std::vector<std::string> kCases = {
+    "unfenced",          "fenced",         "park_resume",
+    "park_resume_fence", "park_resume_if", "park_resume_if_separate",
+    "raw_acquire",       "raw_acquire_if", "raw_read"};
 
 struct SeparateTailDecisions : store::ForwardEverything {
   static constexpr store::Decide kAcquireFenceIfReadTail = store::Decide::kRefuse;
@@ -107,11 +114,25 @@ Json Input() {
   return kInput;
 }
 
+// Wall time an execution spends in Start and in Resume (the --stages run).
+struct Phases {
+  std::atomic<int64_t> start_us{0};
+  std::atomic<int64_t> resume_us{0};
+};
+
+int64_t MicrosSince(Steady::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - t0).count();
+}
+
 // One execution of a case, synchronously on the calling thread.
-Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
+Status RunOne(Runtime& rt, const std::string& c, const std::string& id, Phases* phases) {
   store::EventStore& store = rt.store();
   if (c == "raw_acquire") {
     ONCE_RETURN_IF_ERROR(store.AcquireFence(id));
+    return Ok();
+  }
+  if (c == "raw_read") {  // an empty log: the round trip alone
+    ONCE_RETURN_IF_ERROR(store.ReadRange(id, 1, store::kToEnd));
     return Ok();
   }
   if (c == "raw_acquire_if") {  // on an empty log: compares, bumps, reads nothing
@@ -124,8 +145,10 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
     ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
     start.fence = token;
   }
+  auto t_start = Steady::now();
   ONCE_ASSIGN_OR_RETURN(auto out,
                         rt.Start(Parks(c) ? "park_once" : "one_step", id, Input(), start));
+  if (phases) phases->start_us += MicrosSince(t_start);
   if (!Parks(c)) {
     if (out.status != runtime::ExecutionStatus::kCompleted) {
       return MakeError(ErrorCode::kInternal, "execution did not complete", id);
@@ -134,6 +157,7 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
   }
   if (!out.park_seq) return MakeError(ErrorCode::kInternal, "execution did not park", id);
   RunOptions resume;
+  auto t_resume = Steady::now();
   if (c == "park_resume_fence") {
     ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
     resume.fence = token;
@@ -141,6 +165,7 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id) {
     resume.fence_if_parked_at = *out.park_seq;
   }
   ONCE_ASSIGN_OR_RETURN(auto done, rt.Resume(id, resume));
+  if (phases) phases->resume_us += MicrosSince(t_resume);
   if (done.status != runtime::ExecutionStatus::kCompleted) {
     return MakeError(ErrorCode::kInternal, "resumed execution did not complete", id);
   }
@@ -164,7 +189,7 @@ double ProcessCpuSeconds() {
 }
 
 RunFigures RunCase(store::EventStore& store, const std::string& c, int executions, int concurrency,
-                   const std::string& tag, size_t flushes_in_flight) {
+                   const std::string& tag, size_t flushes_in_flight, Phases* phases = nullptr) {
   SystemClock clock;
   runtime::RuntimeOptions options{.workers = 0};
   options.committer.flushes_in_flight_max = flushes_in_flight;
@@ -180,7 +205,7 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
     latencies[w].reserve(executions / concurrency + 1);  // no growth inside the timed run
     for (int i = next.fetch_add(1); i < executions; i = next.fetch_add(1)) {
       auto t0 = Steady::now();
-      Status s = RunOne(rt, c, fmt::format("{}-{}", tag, i));
+      Status s = RunOne(rt, c, fmt::format("{}-{}", tag, i), phases);
       latencies[w].push_back(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
       if (!s) {
         std::lock_guard<std::mutex> lock(error_mu);
@@ -261,6 +286,37 @@ std::pair<double, double> CountRoundTrips(const BenchOptions& options, const std
   return {calls, commits};
 }
 
+// One run of a case at full concurrency through the profiling decorator:
+// the mean wall time of Start, Resume and each store method per execution.
+// A method's time is the store's (pool waits and the acquire group's queue
+// included); Start's or Resume's time less the store's is the runtime's own
+// (the committer's queue included, as Append runs inside a flush).
+void PrintStages(const BenchOptions& options, const std::string& backend, const std::string& c,
+                 const Clock& clock) {
+  BackendSpec spec{.backend = backend, .url = options.url};
+  std::string tag = fmt::format("{}-stages-{}", c, clock.NowUnixMillis());
+  spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
+  auto store = OpenBackend(spec, clock);
+  if (!store) return;
+  store::ProfilingStore profiled(**store, clock);
+  Phases phases;
+  RunFigures f = RunCase(profiled, c, options.executions, options.concurrency, tag,
+                         runtime::CommitterOptions{}.flushes_in_flight_max, &phases);
+  double n = options.executions;
+  std::string line =
+      fmt::format("loom-stages backend={} case={} wf_per_s={:.0f} start_ms={:.2f} resume_ms={:.2f}",
+                  backend, c, f.wf_per_s, phases.start_us / n / 1e3, phases.resume_us / n / 1e3);
+  for (const auto& [method, s] : profiled.Snapshot()) {
+    if (s.calls == 0) continue;
+    line += fmt::format(" {}_per_exec={:.2f} {}_mean_ms={:.2f} {}_max_ms={:.1f}", method,
+                        s.calls / n, method, s.total_us / 1e3 / s.calls, method, s.max_us / 1e3);
+  }
+  fmt::print("{}\n", line);
+  store->reset();
+  std::error_code ec;
+  for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
+}
+
 // One timed run of one case on a fresh store; false when the store did not open.
 bool TimedRun(const BenchOptions& options, const std::string& backend, const std::string& c,
               int run, size_t flushes, const Clock& clock, RunFigures& out) {
@@ -338,6 +394,9 @@ int RunBench(const BenchOptions& options) {
           "loom-bench backend={} case={} flushes_in_flight={} wf_per_s={:.0f} p50_ms={:.2f} "
           "cpu_us_per_exec={:.1f} calls_per_exec={:.2f} commits_per_exec_unbatched={:.2f}\n",
           backend, cell.c, cell.flushes, rate, p50, cpu, calls, commits);
+    }
+    if (options.stages) {
+      for (const auto& c : cases) PrintStages(options, backend, c, clock);
     }
     std::fflush(stdout);
   }

@@ -33,6 +33,11 @@ struct BenchOptions {
   // Committer flushes in flight; several values run paired (empty: the
   // runtime's default).
   std::vector<size_t> flushes_in_flight;
+  // Also one run per case through the profiling decorator at full
+  // concurrency: where an execution's latency goes (Start, Resume, each
+  // store method; queueing in the committer and the acquire groups is the
+  // call's time less the store's).
+  bool stages = false;
 };
 int RunBench(const BenchOptions& options);
 

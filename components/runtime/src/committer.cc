@@ -24,7 +24,7 @@ Result<int64_t> Committer::Commit(store::AppendRequest req) {
     if (CanLead()) {
       LeadFlush(lock);
     } else {
-      cv_.wait(lock);
+      slot.cv.wait(lock);
     }
   }
   return std::move(slot.result);
@@ -64,13 +64,29 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
     writing_.insert(batch.back().execution_id);  // a view into batch: reserved, never moved
     it = queue_.erase(it);
   }
+  WakeNextLeader();  // with flushes_in_flight_max > 1 the next may start now
   lock.unlock();
   if (!batch.empty()) Write(batch, taken);
   lock.lock();
   for (const auto& r : batch) writing_.erase(r.execution_id);
-  for (Slot* s : taken) s->done = true;
+  // Notified under mu_: a caller cannot see done (and destroy its Slot)
+  // before its notify is over.
+  for (Slot* s : taken) {
+    s->done = true;
+    s->cv.notify_one();
+  }
   --flushes_in_flight_;
-  cv_.notify_all();
+  WakeNextLeader();
+}
+
+void Committer::WakeNextLeader() {
+  if (flushes_in_flight_ >= options_.flushes_in_flight_max) return;
+  for (Slot* s : queue_) {
+    if (!writing_.contains(s->req->execution_id)) {
+      s->cv.notify_one();
+      return;
+    }
+  }
 }
 
 void Committer::Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken) {

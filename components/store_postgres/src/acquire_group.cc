@@ -124,47 +124,6 @@ AcquireGroupStats AcquireGroup::stats() const {
           .replays = replays_.load(std::memory_order_relaxed)};
 }
 
-void AcquireGroup::PromoteLocked() {
-  if (leader_pending_ || queue_.empty() || in_flight_ >= groups_in_flight_max_) return;
-  leader_pending_ = true;
-  queue_.front()->lead = true;
-  queue_.front()->cv.notify_one();
-}
-
-void AcquireGroup::Run(AcquireOp& op) {
-  Waiter self{.op = &op};
-  std::vector<AcquireOp*> group;
-  std::vector<Waiter*> waiters;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    queue_.push_back(&self);
-    PromoteLocked();
-    self.cv.wait(lock, [&] { return self.done || self.lead; });
-    if (self.done) return;
-    // Only the pending leader takes from the queue, and it was the front
-    // when promoted: it still is.
-    while (!queue_.empty() && waiters.size() < kAcquireGroupMax) {
-      waiters.push_back(queue_.front());
-      group.push_back(queue_.front()->op);
-      queue_.pop_front();
-    }
-    leader_pending_ = false;
-    ++in_flight_;
-    PromoteLocked();  // the next group may form while this one runs
-  }
-  RunGroup(group);
-  std::lock_guard<std::mutex> lock(mu_);
-  // Notified under the lock: a follower cannot return (and destroy its
-  // Waiter) before the notify is done. The next leader is promoted last, so
-  // that the callers just answered can queue their next acquire first.
-  for (Waiter* w : waiters) {
-    w->done = true;
-    if (w != &self) w->cv.notify_one();
-  }
-  --in_flight_;
-  PromoteLocked();
-}
-
 void AcquireGroup::RunGroup(std::span<AcquireOp* const> arrived) {
   // Execution-id order (bytewise, as COLLATE "C"), FIFO among equal ids.
   std::vector<AcquireOp*> group(arrived.begin(), arrived.end());

@@ -1,20 +1,16 @@
 // Private: group commit of the fence acquires (AcquireFence, AcquireFenceIf,
 // AcquireFenceIfReadTail) of one PostgresEventStore.
 //
-// Leader/follower. A caller enqueues its acquire and waits. The oldest
-// waiter becomes a leader when fewer than groups_in_flight_max groups run:
-// it takes the queue (FIFO, at most kAcquireGroupMax acquires, its own
-// first), checks out one pooled connection and sends every acquire's statements in ONE libpq
-// pipeline, one implicit READ COMMITTED transaction, one commit (one WAL flush). Inside the
-// pipeline the acquires run in execution-id order (bytewise, as COLLATE "C";
-// FIFO among equal ids), so groups, and the store's other ordered lockers,
-// take fence rows in one global order and do not deadlock each other. Each
-// acquire's statements are those of a transaction of its own (ensure the row,
-// lock it FOR UPDATE, bump; the conditional bump and the tail are new
-// statements, so they see what committed before the lock was granted), and
-// two acquires of one execution in a group run one after the other, the
-// second seeing the first's bump: every verdict is the one some serial order
-// of the acquires would give.
+// Leader/follower (group_runner.h): a leader takes up to kAcquireGroupMax
+// queued acquires, checks out one pooled connection and sends every
+// acquire's statements in ONE libpq pipeline, one implicit READ COMMITTED transaction, one commit
+// (one WAL flush). Inside the pipeline the acquires run in execution-id order (bytewise, as COLLATE
+// "C"; FIFO among equal ids), so groups, and the store's other ordered lockers, take fence rows in
+// one global order and do not deadlock each other. Each acquire's statements are those of a
+// transaction of its own (ensure the row, lock it FOR UPDATE, bump; the conditional bump and the
+// tail are new statements, so they see what committed before the lock was granted), and two
+// acquires of one execution in a group run one after the other, the second seeing the first's bump:
+// every verdict is the one some serial order of the acquires would give.
 //
 // Failures. A statement that fails aborts the pipeline's transaction, so
 // nothing of the group was written; the leader then replays the group in one
@@ -28,15 +24,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <vector>
 
+#include "group_runner.h"
 #include "once/store/event_store.h"
 #include "once/store_postgres/postgres_event_store.h"
 #include "pg_conn.h"
@@ -55,40 +48,20 @@ struct AcquireOp {
   Result<AcquireWithTail> result = AcquireWithTail{};
 };
 
-class AcquireGroup {
+class AcquireGroup final : public GroupRunner<AcquireOp> {
  public:
   // At most groups_in_flight_max groups run at once (each on its own
   // connection); callers that arrive meanwhile queue for the next group.
   AcquireGroup(ConnectionPool& pool, size_t groups_in_flight_max)
-      : pool_(pool), groups_in_flight_max_(groups_in_flight_max) {}
-
-  // Runs `op` in a group; returns once op.result is set (after the group's
-  // commit, or with the error that left it undone). Any thread.
-  void Run(AcquireOp& op);
+      : GroupRunner(kAcquireGroupMax, groups_in_flight_max), pool_(pool) {}
 
   AcquireGroupStats stats() const;
 
  private:
-  struct Waiter {
-    AcquireOp* op = nullptr;
-    bool done = false;  // GUARDED_BY(mu_)
-    bool lead = false;  // GUARDED_BY(mu_)
-    std::condition_variable cv;
-  };
-
   // Runs and commits `group` on one connection; sets every op's result.
-  void RunGroup(std::span<AcquireOp* const> group);
-  // Makes the oldest waiter the leader of the next group, if none is pending
-  // and fewer than groups_in_flight_max_ groups run.
-  void PromoteLocked();
+  void RunGroup(std::span<AcquireOp* const> group) override;
 
   ConnectionPool& pool_;
-  const size_t groups_in_flight_max_;
-  std::mutex mu_;
-  std::deque<Waiter*> queue_;    // GUARDED_BY(mu_)
-  bool leader_pending_ = false;  // GUARDED_BY(mu_): a promoted leader has not taken its group
-  size_t in_flight_ = 0;         // GUARDED_BY(mu_): groups taken and not yet answered
-
   std::atomic<uint64_t> commits_{0};
   std::atomic<uint64_t> acquires_{0};
   std::atomic<uint64_t> largest_{0};

@@ -6,6 +6,7 @@
 #include "acquire_group.h"
 #include "once/store/validate.h"
 #include "pg_conn.h"
+#include "read_group.h"
 #include "sql.h"
 
 namespace once::store {
@@ -177,10 +178,7 @@ std::vector<Statement> Statements() {
       {"append_update", sql::AppendSql("UPDATE")},
       {"append_lean", sql::LeanAppendSql()},
       {"head", "SELECT COALESCE(max(sequence), 0) FROM events WHERE execution_id = $1::text"},
-      {"read_range",
-       "SELECT sequence, kind, payload, metadata::text, time_ms FROM events "
-       "WHERE execution_id = $1::text AND sequence >= $2::int8 AND sequence <= $3::int8 "
-       "ORDER BY sequence LIMIT $4::int8"},
+      {"read_ranges", pg::ReadRangesSql()},
       {"list",
        "WITH RECURSIVE ids(id, n) AS ("
        "(SELECT execution_id, 1 FROM events WHERE execution_id > $1::text "
@@ -302,10 +300,12 @@ Status Migrate(const PostgresOptions& options, const Clock& clock) {
 
 Status CheckOptions(const PostgresOptions& o) {
   if (o.schema.empty() || o.connections_max == 0 || o.acquire_groups_in_flight_max == 0 ||
-      o.checkout_timeout_ms < 0 || o.migration_lock_timeout_ms < 0) {
+      o.read_groups_in_flight_max == 0 || o.checkout_timeout_ms < 0 ||
+      o.migration_lock_timeout_ms < 0) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "PostgresOptions: schema must be set, connections_max > 0, "
-                     "acquire_groups_in_flight_max > 0, timeouts >= 0");
+                     "acquire_groups_in_flight_max > 0, read_groups_in_flight_max > 0, "
+                     "timeouts >= 0");
   }
   return Ok();
 }
@@ -318,7 +318,8 @@ PostgresEventStore::PostgresEventStore(PostgresOptions options, const Clock& clo
       clock_(clock),
       pool_(std::move(pool)),
       acquire_group_(
-          std::make_unique<pg::AcquireGroup>(*pool_, options_.acquire_groups_in_flight_max)) {}
+          std::make_unique<pg::AcquireGroup>(*pool_, options_.acquire_groups_in_flight_max)),
+      read_group_(std::make_unique<pg::ReadGroup>(*pool_, options_.read_groups_in_flight_max)) {}
 
 PostgresEventStore::~PostgresEventStore() = default;
 
@@ -401,22 +402,14 @@ Result<std::vector<Result<int64_t>>> PostgresEventStore::AppendBatch(
 Result<std::vector<Envelope>> PostgresEventStore::ReadRange(std::string_view id, int64_t first,
                                                             int64_t last) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
-  std::vector<Envelope> out;
   first = std::max<int64_t>(first, 1);
-  if (last < first) return out;
-  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  Params p;
-  p.Text(std::string(id)).Int(first).Int(last).Int(static_cast<int64_t>(limits().read_events_max));
-  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("read_range", p));
-  const PGresult* r = res.get();
-  out.reserve(PQntuples(r));
-  for (int i = 0; i < PQntuples(r); ++i) {
-    ONCE_ASSIGN_OR_RETURN(Envelope e,
-                          DecodeRow(id, IntAt(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-                                    PQgetvalue(r, i, 3), IntAt(r, i, 4)));
-    out.push_back(std::move(e));
-  }
-  return out;
+  if (last < first) return std::vector<Envelope>{};
+  pg::ReadOp op{.id = id,
+                .first = first,
+                .last = last,
+                .limit = static_cast<int64_t>(limits().read_events_max)};
+  read_group_->Run(op);
+  return std::move(op.result);
 }
 
 Result<int64_t> PostgresEventStore::Head(std::string_view id) {
@@ -493,6 +486,8 @@ Result<AcquireWithTail> PostgresEventStore::AcquireFenceIfReadTail(std::string_v
 }
 
 PostgresAcquireStats PostgresEventStore::AcquireStats() const { return acquire_group_->stats(); }
+
+PostgresReadStats PostgresEventStore::ReadStats() const { return read_group_->stats(); }
 
 Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, Encode(req, limits(), clock_));

@@ -595,12 +595,79 @@ TEST_F(PostgresStoreTest, AcquireGroupsInFlightStopAtTheLimit) {
   EXPECT_EQ(store->AcquireStats().acquires, 7u);
 }
 
-TEST_F(PostgresStoreTest, AcquireGroupsInFlightMustBePositive) {
+TEST_F(PostgresStoreTest, GroupsInFlightMustBePositive) {
+  for (size_t PostgresOptions::*limit : {&PostgresOptions::acquire_groups_in_flight_max,
+                                         &PostgresOptions::read_groups_in_flight_max}) {
+    PostgresOptions options = schema_->Options();
+    options.*limit = 0;
+    auto store = PostgresEventStore::Open(options, clock_);
+    ASSERT_FALSE(store);
+    EXPECT_EQ(store.error().code, ErrorCode::kInvalidArgument);
+  }
+}
+
+// The first read group waits on a locked table while the rest queue: the
+// next groups are full (kReadGroupMax) and none is larger; every read gets
+// exactly its own range of its own execution, each capped at
+// read_events_max, whatever else its group read.
+TEST_F(PostgresStoreTest, QueuedReadsFillGroupsUpToTheLimitEachGettingItsOwnRange) {
   PostgresOptions options = schema_->Options();
-  options.acquire_groups_in_flight_max = 0;
-  auto store = PostgresEventStore::Open(options, clock_);
-  ASSERT_FALSE(store);
-  EXPECT_EQ(store.error().code, ErrorCode::kInvalidArgument);
+  options.read_groups_in_flight_max = 1;
+  options.limits.read_events_max = 4;
+  store_ = OpenStore(options);
+  ASSERT_NE(store_, nullptr);
+  constexpr int kLogs = 7;  // log i holds i + 1 events: 1..7
+  for (int i = 0; i < kLogs; ++i) {
+    std::vector<Envelope> events = {Started()};
+    for (int k = 1; k <= i; ++k) events.push_back(AppEvent("e" + std::to_string(k), {{"k", k}}));
+    ASSERT_TRUE(store_->Append(Req("log-" + std::to_string(i), 1, events)));
+  }
+  testing::TestSchema observer(testing::TestPostgresUrl());
+  schema_->Sql("BEGIN");
+  schema_->Sql("LOCK TABLE events IN ACCESS EXCLUSIVE MODE");
+  std::thread first([&] { EXPECT_EQ(store_->ReadRange("log-0", 1, kToEnd).value().size(), 1u); });
+  while (LockWaiters(observer, *schema_) != "1") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Read i: log i % kLogs from i % 3 + 1 to that + i % 5, or an unknown id.
+  constexpr int kOthers = 2 * static_cast<int>(kReadGroupMax) + 10;
+  std::atomic<int> wrong{0};
+  std::thread others([&] {
+    OnThreads(kOthers, [&](int i) {
+      if (i % 11 == 0) {
+        if (!store_->ReadRange("none-" + std::to_string(i), 1, kToEnd).value().empty()) {
+          wrong.fetch_add(1);
+        }
+        return;
+      }
+      int log = i % kLogs;
+      int64_t first = i % 3 + 1, last = first + i % 5;
+      int64_t want_last = std::min<int64_t>({last, log + 1, first + 3});
+      auto got = store_->ReadRange("log-" + std::to_string(log), first, last);
+      if (!got) {
+        wrong.fetch_add(1);
+        return;
+      }
+      size_t want = want_last >= first ? static_cast<size_t>(want_last - first + 1) : 0;
+      bool right = got->size() == want;
+      for (size_t k = 0; right && k < got->size(); ++k) {
+        const Envelope& e = (*got)[k];
+        right = e.execution_id == "log-" + std::to_string(log) &&
+                e.sequence == first + static_cast<int64_t>(k) &&
+                (e.sequence == 1 || e.kind == "e" + std::to_string(e.sequence - 1));
+      }
+      if (!right) wrong.fetch_add(1);
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // let them queue behind the lock
+  schema_->Sql("COMMIT");
+  first.join();
+  others.join();
+  EXPECT_EQ(wrong.load(), 0);
+  PostgresReadStats stats = store_->ReadStats();
+  EXPECT_EQ(stats.largest, kReadGroupMax);
+  EXPECT_EQ(stats.reads, static_cast<uint64_t>(kOthers + 1));
+  EXPECT_GE(stats.groups, 4u);  // the first, then at least 3 for 2 * 64 + 10
 }
 
 // Builds the pre-version state: parks without their fence rows, no marker.

@@ -65,10 +65,15 @@ class Committer {
   struct Slot {
     store::AppendRequest* req;
     Result<int64_t> result = 0;
-    bool done = false;
+    bool done = false;           // GUARDED_BY(mu_)
+    std::condition_variable cv;  // wakes this caller only: done, or asked to lead
   };
   void LeadFlush(std::unique_lock<std::mutex>& lock);
   bool CanLead() const;  // requires mu_
+  // Requires mu_: when another flush may start, wakes the oldest caller that
+  // could lead it (one thread, not every waiter: a flush's end used to wake
+  // all of them, and most went back to sleep).
+  void WakeNextLeader();
   // Without mu_: one store write for `batch`; results into `taken`.
   void Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken);
   void Linger(std::unique_lock<std::mutex>& lock);
@@ -76,7 +81,6 @@ class Committer {
   store::EventStore& store_;
   const CommitterOptions options_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::condition_variable linger_cv_;             // wakes a lingering leader
   std::deque<Slot*> queue_;                       // GUARDED_BY(mu_)
   size_t flushes_in_flight_ = 0;                  // GUARDED_BY(mu_)

@@ -61,6 +61,9 @@ struct PostgresOptions {
   // pooled connection; >= 1. Callers arriving while this many run queue for
   // the next group.
   size_t acquire_groups_in_flight_max = 4;
+  // Read groups (see ReadRange) running at once, each on its own pooled
+  // connection; >= 1.
+  size_t read_groups_in_flight_max = 4;
   int64_t checkout_timeout_ms = 5'000;
   // How long Open() waits for the migration lock and the table locks.
   int64_t migration_lock_timeout_ms = 10'000;
@@ -81,6 +84,7 @@ inline constexpr int64_t kMigrationLockKey = 0x6f6e63655f6d6967;  // "once_mig"
 namespace pg {
 class ConnectionPool;
 class AcquireGroup;
+class ReadGroup;
 }  // namespace pg
 
 // Fence acquire group commit counters of one store; for diagnostics and tests.
@@ -98,6 +102,18 @@ struct PostgresAcquireStats {
 // stay locked; larger waves take several groups, one after another.
 inline constexpr size_t kAcquireGroupMax = 64;
 
+// ReadRange calls answered by one grouped statement at most: one wave of the
+// harness's 64 executions; the rows of a group are at most kReadGroupMax *
+// Limits::read_events_max.
+inline constexpr size_t kReadGroupMax = 64;
+
+// Read group counters of one store; for diagnostics and tests.
+struct PostgresReadStats {
+  uint64_t groups = 0;   // grouped statements run
+  uint64_t reads = 0;    // ReadRange calls they answered
+  uint64_t largest = 0;  // reads in the largest group (at most kReadGroupMax)
+};
+
 class PostgresEventStore final : public EventStore {
  public:
   // Connects, migrates (and backfills, unless disabled). `clock` stamps
@@ -113,6 +129,12 @@ class PostgresEventStore final : public EventStore {
   // savepoints in one transaction.
   Result<std::vector<Result<int64_t>>> AppendBatch(
       std::span<const AppendRequest> requests) override;
+  // Reads share round trips. Concurrent calls of one store are grouped
+  // (leader/follower, at most kReadGroupMax a group, at most
+  // read_groups_in_flight_max groups at once) into one statement on one
+  // pooled connection; a call on an idle store runs at once, alone. Each call
+  // sees every append committed before it began. A failed statement or a
+  // lost connection fails every call of its group with that error.
   Result<std::vector<Envelope>> ReadRange(std::string_view id, int64_t first,
                                           int64_t last) override;
   Result<int64_t> Head(std::string_view id) override;
@@ -150,6 +172,7 @@ class PostgresEventStore final : public EventStore {
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
 
   PostgresAcquireStats AcquireStats() const;
+  PostgresReadStats ReadStats() const;
 
  private:
   PostgresEventStore(PostgresOptions options, const Clock& clock,
@@ -159,6 +182,7 @@ class PostgresEventStore final : public EventStore {
   const Clock& clock_;
   std::unique_ptr<pg::ConnectionPool> pool_;
   std::unique_ptr<pg::AcquireGroup> acquire_group_;  // uses pool_
+  std::unique_ptr<pg::ReadGroup> read_group_;        // uses pool_
 };
 
 // The offline park-fence backfill for installations that opened with

@@ -1,0 +1,102 @@
+// Private: leader/follower grouping of one kind of store call, shared by the
+// fence acquire groups (acquire_group.h) and the read groups (read_group.h).
+//
+// A caller enqueues its op and waits. The oldest waiter becomes a leader when
+// fewer than groups_in_flight_max groups run: it takes the queue (FIFO, at
+// most group_max ops, its own first), runs them with RunGroup (one round trip
+// on one pooled connection, in the subclasses), and wakes the others. A new
+// leader is promoted as soon as a group has been taken, so with capacity left
+// an op never waits for another group to finish; a lone caller on an idle
+// store runs at once, alone.
+
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "once/base/result.h"
+
+namespace once::store::pg {
+
+template <class Op>
+class GroupRunner {
+ public:
+  // group_max >= 1 ops a group; groups_in_flight_max >= 1 groups at once.
+  GroupRunner(size_t group_max, size_t groups_in_flight_max)
+      : group_max_(group_max), groups_in_flight_max_(groups_in_flight_max) {
+    ONCE_CHECK(group_max_ > 0 && groups_in_flight_max_ > 0);
+  }
+  virtual ~GroupRunner() = default;
+  GroupRunner(const GroupRunner&) = delete;
+  GroupRunner& operator=(const GroupRunner&) = delete;
+
+  // Runs `op` in a group; returns once RunGroup has answered it. Any thread.
+  void Run(Op& op) {
+    Waiter self{.op = &op};
+    std::vector<Op*> group;
+    std::vector<Waiter*> waiters;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      queue_.push_back(&self);
+      PromoteLocked();
+      self.cv.wait(lock, [&] { return self.done || self.lead; });
+      if (self.done) return;
+      // Only the pending leader takes from the queue, and it was the front
+      // when promoted: it still is.
+      while (!queue_.empty() && waiters.size() < group_max_) {
+        waiters.push_back(queue_.front());
+        group.push_back(queue_.front()->op);
+        queue_.pop_front();
+      }
+      leader_pending_ = false;
+      ++in_flight_;
+      PromoteLocked();  // the next group may form while this one runs
+    }
+    RunGroup(group);
+    std::lock_guard<std::mutex> lock(mu_);
+    // Notified under the lock: a follower cannot return (and destroy its
+    // Waiter) before the notify is done. The next leader is promoted last, so
+    // that the callers just answered can queue their next op first.
+    for (Waiter* w : waiters) {
+      w->done = true;
+      if (w != &self) w->cv.notify_one();
+    }
+    --in_flight_;
+    PromoteLocked();
+  }
+
+ protected:
+  // Runs every op of `group` (arrival order) and sets each one's answer.
+  // Called without the runner's lock, from the leader's thread.
+  virtual void RunGroup(std::span<Op* const> group) = 0;
+
+ private:
+  struct Waiter {
+    Op* op = nullptr;
+    bool done = false;  // GUARDED_BY(mu_)
+    bool lead = false;  // GUARDED_BY(mu_)
+    std::condition_variable cv;
+  };
+
+  // Makes the oldest waiter the leader of the next group, if none is pending
+  // and fewer than groups_in_flight_max_ groups run.
+  void PromoteLocked() {
+    if (leader_pending_ || queue_.empty() || in_flight_ >= groups_in_flight_max_) return;
+    leader_pending_ = true;
+    queue_.front()->lead = true;
+    queue_.front()->cv.notify_one();
+  }
+
+  const size_t group_max_;
+  const size_t groups_in_flight_max_;
+  std::mutex mu_;
+  std::deque<Waiter*> queue_;    // GUARDED_BY(mu_)
+  bool leader_pending_ = false;  // GUARDED_BY(mu_): a promoted leader has not taken its group
+  size_t in_flight_ = 0;         // GUARDED_BY(mu_): groups taken and not yet answered
+};
+
+}  // namespace once::store::pg

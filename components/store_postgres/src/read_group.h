@@ -1,0 +1,57 @@
+// Private: grouped ReadRange calls of one PostgresEventStore.
+//
+// Leader/follower (group_runner.h): a leader takes up to kReadGroupMax
+// queued reads, checks out one pooled connection and answers them all with
+// ONE statement (the "read_ranges" statement: an index range scan per read,
+// under one snapshot taken after every read of the group was asked), so
+// concurrent reads share a round trip instead of paying one each. Each read
+// sees every append that committed before its call began, as a lone read
+// would. A failed statement or a lost connection fails every read of the
+// group with that error (reads change nothing: the callers may retry).
+
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "group_runner.h"
+#include "once/store/event_store.h"
+#include "once/store_postgres/postgres_event_store.h"
+#include "pg_conn.h"
+
+namespace once::store::pg {
+
+// One ReadRange: events first..last of `id`, at most `limit` of them.
+struct ReadOp {
+  std::string_view id;
+  int64_t first = 1;
+  int64_t last = 0;
+  int64_t limit = 0;
+  Result<std::vector<Envelope>> result = std::vector<Envelope>{};
+};
+
+class ReadGroup final : public GroupRunner<ReadOp> {
+ public:
+  ReadGroup(ConnectionPool& pool, size_t groups_in_flight_max)
+      : GroupRunner(kReadGroupMax, groups_in_flight_max), pool_(pool) {}
+
+  PostgresReadStats stats() const;
+
+ private:
+  void RunGroup(std::span<ReadOp* const> group) override;
+
+  ConnectionPool& pool_;
+  std::atomic<uint64_t> groups_{0};
+  std::atomic<uint64_t> reads_{0};
+  std::atomic<uint64_t> largest_{0};
+};
+
+// The statement the groups run: $1 ids (text[]), $2 firsts, $3 lasts, $4
+// limits (int8[]); rows (ordinal of the read, sequence, kind, payload,
+// metadata, time_ms), ordered by read and sequence.
+const char* ReadRangesSql();
+
+}  // namespace once::store::pg
