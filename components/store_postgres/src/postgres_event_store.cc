@@ -322,12 +322,14 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
   }
   if (fresh) {
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateTables)));
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, sql::kSchemaVersion));
     // A new database holds no park written before parks created fence rows.
     return PutRow(conn, sql::kParkFencesMarker, clock.NowUnixMillis());
   }
   if (IntAt(version.get(), 0, 0) == 1) {
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV1ToV2)));
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, 2));
   }
   if (!options.backfill_park_fences) return Ok();

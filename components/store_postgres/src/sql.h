@@ -8,7 +8,8 @@
 
 namespace once::store::sql {
 
-// 1: metadata jsonb. 2: metadata text (the client's JSON as written).
+// 1: metadata jsonb. 2: metadata text (the client's JSON as written) and the
+// hash index on fences.
 inline constexpr int64_t kSchemaVersion = 2;
 inline constexpr std::string_view kVersionRow = "version";
 inline constexpr std::string_view kParkFencesMarker = "park_fences_backfilled";
@@ -37,7 +38,15 @@ CREATE TABLE IF NOT EXISTS fences (
   token bigint NOT NULL
 ))";
 
-// Version 1 -> 2: metadata jsonb becomes its JSON text (rewrites the table).
+// The append guard reads every request's fence row by id: a hash index
+// answers that equality probe without the B-tree's per-level text compares
+// (about half a microsecond of server CPU an append). The primary key stays
+// for ON CONFLICT and ordered scans; fence rows are written rarely.
+inline constexpr std::string_view kCreateFenceHashIndex =
+    "CREATE INDEX IF NOT EXISTS fences_id_hash ON fences USING hash (execution_id)";
+
+// Version 1 -> 2: metadata jsonb becomes its JSON text (rewrites the table),
+// and fences gets kCreateFenceHashIndex.
 inline constexpr std::string_view kMigrateV1ToV2 =
     "ALTER TABLE events ALTER COLUMN metadata TYPE text USING metadata::text";
 

@@ -688,6 +688,9 @@ TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
       schema_->Sql("SELECT data_type FROM information_schema.columns WHERE table_schema = '" +
                    schema_->name() + "' AND table_name = 'events' AND column_name = 'metadata'"),
       "text");
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + schema_->name() +
+                         "' AND indexname = 'fences_id_hash'"),
+            "1");
   auto rows = store->ReadRange("parked", 1, kToEnd).value();
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[1].kind, "EXECUTION_SUSPENDED");
