@@ -81,6 +81,11 @@ Params AppendParams(std::span<const Item> items) {
 Params LeanParams(std::span<const Item> items) {
   std::vector<std::string_view> ids, req_ids, kinds, payloads, metadata;
   std::vector<std::optional<int64_t>> fences, expected, seqs, times;
+  size_t n = 0;
+  for (const Item& it : items) n += it.enc->events.size();
+  req_ids.reserve(items.size());
+  for (auto* v : {&ids, &kinds, &payloads, &metadata}) v->reserve(n);
+  for (auto* v : {&fences, &expected, &seqs, &times}) v->reserve(n);
   for (const Item& it : items) {
     req_ids.push_back(it.req->execution_id);
     for (const auto& e : it.enc->events) {

@@ -13,7 +13,9 @@ std::string QuotedList(std::span<const std::string_view> names) {
   std::string out;
   for (auto name : names) {
     if (!out.empty()) out += ", ";
-    out += "'" + std::string(name) + "'";
+    out += '\'';
+    out += name;
+    out += '\'';
   }
   return out;
 }
@@ -85,11 +87,18 @@ constexpr char kAccepted[] = R"(v.expected_next = v.head + 1
 // The event rows of the accepted requests; `first` is the first of the six
 // event array parameters.
 std::string EventRows(int first) {
-  std::string p[6];
-  for (int i = 0; i < 6; ++i) p[i] = "$" + std::to_string(first + i);
-  return "unnest(" + p[0] + "::int8[], " + p[1] + "::int8[], " + p[2] + "::text[], " + p[3] +
-         "::text[], " + p[4] + "::text[], " + p[5] +
-         "::int8[])\n    AS x(req, seq, kind, payload, metadata, time_ms)";
+  static constexpr const char* kTypes[6] = {"int8", "int8", "text", "text", "text", "int8"};
+  std::string out = "unnest(";
+  for (int i = 0; i < 6; ++i) {
+    if (i > 0) out += ", ";
+    out += '$';
+    out += std::to_string(first + i);
+    out += "::";
+    out += kTypes[i];
+    out += "[]";
+  }
+  out += ")\n    AS x(req, seq, kind, payload, metadata, time_ms)";
+  return out;
 }
 constexpr char kInsertColumns[] =
     "INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms)";
