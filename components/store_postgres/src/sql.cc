@@ -159,7 +159,7 @@ std::string AppendSql(std::string_view lock_strength) {
 // spares the probe AppendSql's head check makes for it. The arrays are
 // unnested in the select list (lockstep, no tuplestore per array). Verdicts
 // (token, head) are read only for the requests that did not land, from the
-// same snapshot.
+// same snapshot, and only when some did not (a one-time filter).
 std::string LeanAppendSql() {
   return R"(WITH ins AS (
   )" + std::string(kInsertColumns) +
@@ -183,7 +183,8 @@ SELECT r.ord,
   COALESCE((SELECT p.token FROM fences p WHERE p.execution_id = r.execution_id), 0),
   COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0), 0
 FROM unnest($9::text[]) WITH ORDINALITY AS r(execution_id, ord)
-WHERE r.execution_id NOT IN (SELECT i.execution_id FROM ins i))";
+WHERE (SELECT count(*) FROM ins) < cardinality($1::text[])
+  AND r.execution_id NOT IN (SELECT i.execution_id FROM ins i))";
 }
 
 std::string FenceIfBumpSql() {
