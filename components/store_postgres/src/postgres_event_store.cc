@@ -23,29 +23,6 @@ int64_t IntAt(const PGresult* res, int row, int col) {
   return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
 }
 
-// jsonb refuses \u0000; find it before the server would refuse the batch.
-bool HasNul(const Json& j) {
-  if (j.is_string()) return j.get_ref<const std::string&>().find('\0') != std::string::npos;
-  if (j.is_array()) return std::any_of(j.begin(), j.end(), HasNul);
-  if (j.is_object()) {
-    for (const auto& [key, value] : j.items()) {
-      if (key.find('\0') != std::string::npos || HasNul(value)) return true;
-    }
-  }
-  return false;
-}
-
-Result<EncodedAppend> Encode(const AppendRequest& req, const Limits& limits, const Clock& clock) {
-  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits, clock));
-  for (const auto& e : req.events) {
-    if (HasNul(e.metadata)) {
-      return MakeError(ErrorCode::kInvalidArgument, "metadata holds a NUL character",
-                       req.execution_id);
-    }
-  }
-  return enc;
-}
-
 // One request of an append statement.
 struct Item {
   const AppendRequest* req = nullptr;
@@ -60,13 +37,15 @@ struct Verdict {
   int64_t head = 0;
 };
 
-// True when the lean statement serves `items`: no lock, no park.
+// True when the lean statement serves `items`: no lock, no park, no exact
+// token.
 bool IsLean(std::span<const Item> items) {
   return std::none_of(items.begin(), items.end(),
-                      [](const Item& it) { return it.lock || it.enc->suspends; });
+                      [](const Item& it) { return it.lock || it.exact || it.enc->suspends; });
 }
 
-Params AppendParams(std::span<const Item> items, bool lean) {
+// The parameters of sql::AppendSql.
+Params AppendParams(std::span<const Item> items) {
   std::vector<std::string_view> ids, kinds, payloads, metadata;
   std::vector<std::optional<int64_t>> fences, expected, ev_req, seqs, times;
   std::vector<bool> exact, lock, suspends;
@@ -90,13 +69,43 @@ Params AppendParams(std::span<const Item> items, bool lean) {
   // Binary arrays: no escaping here, no array literal parse on the server.
   Params p;
   p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(fences));
-  p.Binary(pg::BoolArrayBinary(exact));
-  if (!lean) p.Binary(pg::BoolArrayBinary(lock));
-  p.Binary(pg::IntArrayBinary(expected));
-  if (!lean) p.Binary(pg::BoolArrayBinary(suspends));
+  p.Binary(pg::BoolArrayBinary(exact)).Binary(pg::BoolArrayBinary(lock));
+  p.Binary(pg::IntArrayBinary(expected)).Binary(pg::BoolArrayBinary(suspends));
   p.Binary(pg::IntArrayBinary(ev_req)).Binary(pg::IntArrayBinary(seqs));
   p.Binary(pg::TextArrayBinary(kinds)).Binary(pg::TextArrayBinary(payloads));
   p.Binary(pg::TextArrayBinary(metadata)).Binary(pg::IntArrayBinary(times));
+  return p;
+}
+
+// The parameters of sql::LeanAppendSql: each event carries its request's
+// id, fence and expected_next.
+Params LeanParams(std::span<const Item> items) {
+  std::vector<std::string_view> ids, req_ids, kinds, payloads, metadata;
+  std::vector<std::optional<int64_t>> fences, expected, seqs, times;
+  size_t n = 0;
+  for (const Item& it : items) n += it.enc->events.size();
+  req_ids.reserve(items.size());
+  for (auto* v : {&ids, &kinds, &payloads, &metadata}) v->reserve(n);
+  for (auto* v : {&fences, &expected, &seqs, &times}) v->reserve(n);
+  for (const Item& it : items) {
+    req_ids.push_back(it.req->execution_id);
+    for (const auto& e : it.enc->events) {
+      ids.push_back(it.req->execution_id);
+      fences.push_back(it.fence);
+      expected.push_back(it.req->expected_next);
+      seqs.push_back(e.sequence);
+      kinds.push_back(e.kind);
+      payloads.push_back(e.payload_json);
+      metadata.push_back(e.metadata_json);
+      times.push_back(e.time_ms);
+    }
+  }
+  Params p;
+  p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(fences));
+  p.Binary(pg::IntArrayBinary(expected)).Binary(pg::IntArrayBinary(seqs));
+  p.Binary(pg::TextArrayBinary(kinds)).Binary(pg::TextArrayBinary(payloads));
+  p.Binary(pg::TextArrayBinary(metadata)).Binary(pg::IntArrayBinary(times));
+  p.Binary(pg::TextArrayBinary(req_ids));
   return p;
 }
 
@@ -113,30 +122,70 @@ Result<int64_t> Judge(const Item& it, const Verdict& v) {
   return req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
 }
 
-// Runs the append statement (`statement`, or the lean one when it serves
-// the items and `statement` is the guard's); element i is items[i]'s outcome.
-Result<std::vector<Result<int64_t>>> RunAppend(Conn& conn, const char* statement,
-                                               std::span<const Item> items) {
-  bool lean = std::string_view(statement) == "append_share" && IsLean(items);
-  ONCE_ASSIGN_OR_RETURN(PgResult res,
-                        conn.Prepared(lean ? "append_lean" : statement, AppendParams(items, lean)));
-  if (PQntuples(res.get()) != static_cast<int>(items.size())) {
-    return MakeError(ErrorCode::kInternal, "append returned an unexpected row count");
-  }
-  std::vector<Result<int64_t>> out;
-  out.reserve(items.size());
+// The rows a statement inserted must be the events of the requests it accepted.
+Status CheckInserted(std::span<const Item> items, const std::vector<Result<int64_t>>& out,
+                     int64_t inserted) {
   int64_t expected_rows = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    int row = static_cast<int>(i);
-    out.push_back(Judge(items[i], Verdict{IntAt(res.get(), row, 1), IntAt(res.get(), row, 2)}));
-    if (out.back()) expected_rows += static_cast<int64_t>(items[i].enc->events.size());
+    if (out[i]) expected_rows += static_cast<int64_t>(items[i].enc->events.size());
   }
-  int64_t inserted = items.empty() ? 0 : IntAt(res.get(), 0, 3);
   if (inserted != expected_rows) {
     return MakeError(ErrorCode::kInternal, "append inserted " + std::to_string(inserted) +
                                                " rows, the verdicts accept " +
                                                std::to_string(expected_rows));
   }
+  return Ok();
+}
+
+// Runs sql::LeanAppendSql: every request lands but those it returns a
+// verdict for, and each of those must be refused by its verdict.
+Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> items) {
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared("append_lean", LeanParams(items)));
+  const PGresult* r = res.get();
+  std::vector<Result<int64_t>> out;
+  out.reserve(items.size());
+  for (const Item& it : items) {
+    out.push_back(it.req->expected_next + static_cast<int64_t>(it.req->events.size()) - 1);
+  }
+  std::optional<int64_t> inserted;
+  for (int row = 0; row < PQntuples(r); ++row) {
+    int64_t ord = IntAt(r, row, 0);
+    if (ord == 0) {
+      inserted = IntAt(r, row, 3);
+      continue;
+    }
+    if (ord < 1 || ord > static_cast<int64_t>(items.size())) {
+      return MakeError(ErrorCode::kInternal, "append returned an unknown request");
+    }
+    size_t i = static_cast<size_t>(ord - 1);
+    out[i] = Judge(items[i], Verdict{IntAt(r, row, 1), IntAt(r, row, 2)});
+    if (out[i]) {
+      return MakeError(ErrorCode::kInternal, "append refused a request its verdict accepts",
+                       items[i].req->execution_id);
+    }
+  }
+  if (!inserted) return MakeError(ErrorCode::kInternal, "append returned no row count");
+  ONCE_RETURN_IF_ERROR(CheckInserted(items, out, *inserted));
+  return out;
+}
+
+// Runs the append statement (`statement`, or the lean one when it serves
+// the items and `statement` is the guard's); element i is items[i]'s outcome.
+Result<std::vector<Result<int64_t>>> RunAppend(Conn& conn, const char* statement,
+                                               std::span<const Item> items) {
+  if (std::string_view(statement) == "append_share" && IsLean(items)) return RunLean(conn, items);
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(statement, AppendParams(items)));
+  if (PQntuples(res.get()) != static_cast<int>(items.size())) {
+    return MakeError(ErrorCode::kInternal, "append returned an unexpected row count");
+  }
+  std::vector<Result<int64_t>> out;
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    int row = static_cast<int>(i);
+    out.push_back(Judge(items[i], Verdict{IntAt(res.get(), row, 1), IntAt(res.get(), row, 2)}));
+  }
+  int64_t inserted = items.empty() ? 0 : IntAt(res.get(), 0, 3);
+  ONCE_RETURN_IF_ERROR(CheckInserted(items, out, inserted));
   return out;
 }
 
@@ -275,10 +324,16 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
     return MakeError(ErrorCode::kUnsupported, "the schema is newer than this build");
   }
   if (fresh) {
-    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateTablesV1)));
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateTables)));
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, sql::kSchemaVersion));
     // A new database holds no park written before parks created fence rows.
     return PutRow(conn, sql::kParkFencesMarker, clock.NowUnixMillis());
+  }
+  if (IntAt(version.get(), 0, 0) == 1) {
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV1ToV2)));
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
+    ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, 2));
   }
   if (!options.backfill_park_fences) return Ok();
   ONCE_ASSIGN_OR_RETURN(bool done, HasRow(conn, sql::kParkFencesMarker));
@@ -341,7 +396,7 @@ Result<std::unique_ptr<PostgresEventStore>> PostgresEventStore::Open(const Postg
 }
 
 Result<int64_t> PostgresEventStore::Append(const AppendRequest& req) {
-  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, Encode(req, limits(), clock_));
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), clock_));
   Item item{&req, &enc, req.fence, false, enc.answering && !options_.testing_disable_for_share};
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   auto res = RunAppend(*conn, "append_share", std::span<const Item>(&item, 1));
@@ -357,7 +412,7 @@ Result<std::vector<Result<int64_t>>> PostgresEventStore::AppendBatch(
   encoded.reserve(requests.size());
   size_t bytes = 0;
   for (const auto& r : requests) {
-    encoded.push_back(Encode(r, limits(), clock_));
+    encoded.push_back(EncodeAppend(r, limits(), clock_));
     if (encoded.back()) bytes += encoded.back()->bytes;
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits()));
@@ -490,7 +545,7 @@ PostgresAcquireStats PostgresEventStore::AcquireStats() const { return acquire_g
 PostgresReadStats PostgresEventStore::ReadStats() const { return read_group_->stats(); }
 
 Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
-  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, Encode(req, limits(), clock_));
+  ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), clock_));
   if (observed < 0) {
     return MakeError(ErrorCode::kInvalidArgument, "observed fence must be >= 0", req.execution_id);
   }

@@ -13,7 +13,9 @@ std::string QuotedList(std::span<const std::string_view> names) {
   std::string out;
   for (auto name : names) {
     if (!out.empty()) out += ", ";
-    out += "'" + std::string(name) + "'";
+    out += '\'';
+    out += name;
+    out += '\'';
   }
   return out;
 }
@@ -24,7 +26,7 @@ std::string AnsweringPredicate(std::string_view alias) {
   std::string a(alias);
   return "(" + a + ".kind IN (" + QuotedList(events::AnsweringKernelKindNames()) + ") OR (" + a +
          ".kind NOT IN (" + QuotedList(events::AllKernelKindNames()) + ") AND " + a +
-         ".metadata->'kernel' = 'true'::jsonb))";
+         ".metadata::jsonb -> 'kernel' = 'true'::jsonb))";
 }
 
 std::string BackfillAllSql() {
@@ -85,11 +87,18 @@ constexpr char kAccepted[] = R"(v.expected_next = v.head + 1
 // The event rows of the accepted requests; `first` is the first of the six
 // event array parameters.
 std::string EventRows(int first) {
-  std::string p[6];
-  for (int i = 0; i < 6; ++i) p[i] = "$" + std::to_string(first + i);
-  return "unnest(" + p[0] + "::int8[], " + p[1] + "::int8[], " + p[2] + "::text[], " + p[3] +
-         "::text[], " + p[4] + "::text[], " + p[5] +
-         "::int8[])\n    AS x(req, seq, kind, payload, metadata, time_ms)";
+  static constexpr const char* kTypes[6] = {"int8", "int8", "text", "text", "text", "int8"};
+  std::string out = "unnest(";
+  for (int i = 0; i < 6; ++i) {
+    if (i > 0) out += ", ";
+    out += '$';
+    out += std::to_string(first + i);
+    out += "::";
+    out += kTypes[i];
+    out += "[]";
+  }
+  out += ")\n    AS x(req, seq, kind, payload, metadata, time_ms)";
+  return out;
 }
 constexpr char kInsertColumns[] =
     "INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms)";
@@ -124,7 +133,7 @@ std::string AppendSql(std::string_view lock_strength) {
 ), ins AS (
   )" + kInsertColumns +
          R"(
-  SELECT a.execution_id, x.seq, x.kind, x.payload, x.metadata::jsonb, x.time_ms
+  SELECT a.execution_id, x.seq, x.kind, x.payload, x.metadata, x.time_ms
   FROM )" +
          EventRows(7) +
          R"(
@@ -138,31 +147,44 @@ std::string AppendSql(std::string_view lock_strength) {
 )" + kResult;
 }
 
-// The common case (no request locks a fence row or parks): AppendSql
-// without the locked CTE, the park-fence insert and the request flags they
-// read. The verdict is computed exactly as there.
+// The common case (no request locks a fence row, parks or compares tokens
+// exactly): one pass over the events, each carrying its request's id, fence
+// and expected_next, that inserts the rows whose request passes the guard.
+// Every event of a request reads the same rows from the statement's one
+// snapshot, so a request lands whole or not at all. Per request it costs
+// two index probes: the fence row (a plain read), and the log from
+// expected_next - 1, whose first row must be the predecessor (at 1: no row
+// at all, also after a truncated prefix). A row already at expected_next is
+// left to the primary key (the unique violation the caller replays), which
+// spares the probe AppendSql's head check makes for it. The arrays are
+// unnested in the select list (lockstep, no tuplestore per array). Verdicts
+// (token, head) are read only for the requests that did not land, from the
+// same snapshot, and only when some did not (a one-time filter).
 std::string LeanAppendSql() {
-  return R"(WITH verdict AS (
-  SELECT r.ord, r.execution_id, r.fence, r.exact, r.expected_next,
-    COALESCE((SELECT p.token FROM fences p WHERE p.execution_id = r.execution_id), 0) AS token,)" +
-         std::string(kHeadColumn) + R"(
-  FROM unnest($1::text[], $2::int8[], $3::bool[], $4::int8[])
-    WITH ORDINALITY AS r(execution_id, fence, exact, expected_next, ord))" +
-         kHeadProbe + R"(
-), ins AS (
-  )" + kInsertColumns +
+  return R"(WITH ins AS (
+  )" + std::string(kInsertColumns) +
          R"(
-  SELECT v.execution_id, x.seq, x.kind, x.payload, x.metadata::jsonb, x.time_ms
-  FROM )" +
-         EventRows(5) +
-         R"(
-  JOIN verdict v ON v.ord = x.req
-  WHERE )" +
-         kAccepted +
-         R"(
-  RETURNING 1
+  SELECT x.execution_id, x.seq, x.kind, x.payload, x.metadata, x.time_ms
+  FROM (SELECT unnest($1::text[]) AS execution_id, unnest($2::int8[]) AS fence,
+          unnest($3::int8[]) AS expected_next, unnest($4::int8[]) AS seq,
+          unnest($5::text[]) AS kind, unnest($6::text[]) AS payload,
+          unnest($7::text[]) AS metadata, unnest($8::int8[]) AS time_ms) x
+  WHERE (x.fence IS NULL OR x.fence >= COALESCE(
+      (SELECT p.token FROM fences p WHERE p.execution_id = x.execution_id), 0))
+    AND COALESCE((SELECT e.sequence FROM events e
+                  WHERE e.execution_id = x.execution_id AND e.sequence >= x.expected_next - 1
+                  ORDER BY e.sequence LIMIT 1),
+                 CASE WHEN x.expected_next = 1 THEN 0 END) = x.expected_next - 1
+  RETURNING execution_id
 )
-)" + kResult;
+SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins)
+UNION ALL
+SELECT r.ord,
+  COALESCE((SELECT p.token FROM fences p WHERE p.execution_id = r.execution_id), 0),
+  COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0), 0
+FROM unnest($9::text[]) WITH ORDINALITY AS r(execution_id, ord)
+WHERE (SELECT count(*) FROM ins) < cardinality($1::text[])
+  AND r.execution_id NOT IN (SELECT i.execution_id FROM ins i))";
 }
 
 std::string FenceIfBumpSql() {

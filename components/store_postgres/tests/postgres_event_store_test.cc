@@ -90,12 +90,14 @@ TEST_F(PostgresStoreTest, SequenceConflictsOnDuplicateAndGap) {
 TEST_F(PostgresStoreTest, BadInputIsRefusedWithTheSharedCodes) {
   EXPECT_EQ(store_->Append(Req("", 1, {Started()})).error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(store_->Append(Req("ex", 1, {})).error().code, ErrorCode::kInvalidArgument);
-  Envelope nul = AppEvent("x", 1);
+  // Payload and metadata are stored as JSON text, so \u0000 round-trips in
+  // both (jsonb, version 1's metadata column, refused it).
+  Envelope nul = AppEvent("x", std::string("a\0b", 3));
   nul.metadata = {{"k", std::string("a\0b", 3)}};
-  EXPECT_EQ(store_->Append(Req("ex", 1, {nul})).error().code, ErrorCode::kInvalidArgument);
-  Envelope nul_payload = AppEvent("x", std::string("a\0b", 3));
-  ASSERT_TRUE(store_->Append(Req("ex", 1, {nul_payload})));  // payload is stored as text
-  EXPECT_EQ(store_->ReadRange("ex", 1, 1).value()[0].payload, nul_payload.payload);
+  ASSERT_TRUE(store_->Append(Req("ex", 1, {nul})));
+  Envelope back = store_->ReadRange("ex", 1, 1).value()[0];
+  EXPECT_EQ(back.payload, nul.payload);
+  EXPECT_EQ(back.metadata, nul.metadata);
 }
 
 TEST_F(PostgresStoreTest, FenceGuardsAppends) {
@@ -147,6 +149,53 @@ TEST_F(PostgresStoreTest, BatchRefusesPerExecutionAndCommitsTheRest) {
   std::vector<AppendRequest> twice = {Req("a", 3, {AppEvent("x", 1)}),
                                       Req("a", 4, {AppEvent("x", 1)})};
   EXPECT_EQ(store_->AppendBatch(twice).error().code, ErrorCode::kInvalidArgument);
+}
+
+// A batch of appends that neither answer, park nor compare exactly runs the
+// lean statement, which leaves a row already at expected_next to the primary
+// key: the batch is replayed request by request and only the duplicate
+// fails. Every other refusal is a verdict of the one statement. A multi-event
+// request lands whole or not at all.
+TEST_F(PostgresStoreTest, LeanBatchRefusesPerExecutionAndCommitsTheRest) {
+  for (std::string id : {"dup", "gap", "fenced"}) {
+    ASSERT_TRUE(store_->Append(Req(id, 1, {Started(), AppEvent("x", 1), AppEvent("x", 2)})));
+  }
+  ASSERT_EQ(store_->AcquireFence("fenced").value(), 1);
+  std::vector<AppendRequest> batch = {
+      Req("new", 1, {Started(), AppEvent("x", 1)}),
+      Req("dup", 2, {AppEvent("x", 1)}),        // rows 2 and 3 exist
+      Req("gap", 5, {AppEvent("x", 1)}),        // head 3
+      Req("fenced", 4, {AppEvent("x", 1)}, 0),  // token 1
+      Req("unguarded", 1, {Started()}, std::nullopt),
+      Req("dup-last", 1, {Started(), AppEvent("x", 1)}),
+  };
+  ASSERT_TRUE(store_->Append(Req("dup-last", 1, {Started()})));  // its first row exists
+  auto out = store_->AppendBatch(batch).value();
+  ASSERT_EQ(out.size(), batch.size());
+  EXPECT_EQ(out[0].value(), 2);
+  EXPECT_EQ(out[1].error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(out[1].error().As<SequenceDetail>()->expected, 4);
+  EXPECT_EQ(out[2].error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(out[2].error().As<SequenceDetail>()->expected, 4);
+  EXPECT_EQ(out[3].error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(out[3].error().As<StaleFenceDetail>()->current, 1);
+  EXPECT_EQ(out[4].value(), 1);
+  EXPECT_EQ(out[5].error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(out[5].error().As<SequenceDetail>()->expected, 2);
+  EXPECT_EQ(store_->Head("new").value(), 2);
+  EXPECT_EQ(store_->Head("dup").value(), 3);
+  EXPECT_EQ(store_->Head("gap").value(), 3);
+  EXPECT_EQ(store_->Head("fenced").value(), 3);
+  EXPECT_EQ(store_->Head("unguarded").value(), 1);
+  EXPECT_EQ(store_->Head("dup-last").value(), 1);
+  // Without the duplicates the same shape commits in the one statement.
+  std::vector<AppendRequest> next = {Req("new", 3, {AppEvent("x", 2)}),
+                                     Req("dup", 4, {AppEvent("x", 3), AppEvent("x", 4)}),
+                                     Req("fenced", 4, {AppEvent("x", 1)}, 1)};
+  out = store_->AppendBatch(next).value();
+  EXPECT_EQ(out[0].value(), 3);
+  EXPECT_EQ(out[1].value(), 5);
+  EXPECT_EQ(out[2].value(), 4);
 }
 
 TEST_F(PostgresStoreTest, BatchPrimaryKeyRaceFailsOnlyTheLoser) {
@@ -336,7 +385,7 @@ TEST_F(PostgresStoreTest, ListExecutionsPagesInByteOrder) {
 TEST_F(PostgresStoreTest, MigrationIsIdempotent) {
   auto again = OpenStore();
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "1");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
   ASSERT_TRUE(again->Append(Req("ex", 1, {Started()})));
   EXPECT_EQ(store_->Head("ex").value(), 1);
 }
@@ -670,6 +719,70 @@ TEST_F(PostgresStoreTest, QueuedReadsFillGroupsUpToTheLimitEachGettingItsOwnRang
   EXPECT_GE(stats.groups, 4u);  // the first, then at least 3 for 2 * 64 + 10
 }
 
+// A database written by schema version 1 (metadata jsonb), built by hand:
+// Open() must migrate it to version 2 (metadata text) under the migration
+// lock, keep every row's JSON, and the guard and AcquireFenceIf must work
+// on the migrated rows. Without the migration the first append fails (text
+// into a jsonb column) and the version stays 1.
+class MigrationV1Test : public PostgresTest {
+ protected:
+  void SetUp() override {
+    PostgresTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    schema_->Sql(R"(
+CREATE TABLE once_schema (name text PRIMARY KEY, value bigint NOT NULL);
+CREATE TABLE events (
+  execution_id text COLLATE "C" NOT NULL, sequence bigint NOT NULL, kind text NOT NULL,
+  payload text NOT NULL, metadata jsonb NOT NULL, time_ms bigint NOT NULL,
+  PRIMARY KEY (execution_id, sequence));
+CREATE TABLE fences (execution_id text COLLATE "C" PRIMARY KEY, token bigint NOT NULL);
+INSERT INTO once_schema VALUES ('version', 1), ('park_fences_backfilled', 1);
+INSERT INTO events VALUES
+  ('parked', 1, 'EXECUTION_STARTED', '{"input":1}', '{"fence":0,"kernel":true}', 5),
+  ('parked', 2, 'EXECUTION_SUSPENDED', '{"on":"timer"}', '{"fence":0,"kernel":true}', 6),
+  ('parked', 3, 'order.placed', '{"n":1}', '{"trace":"a\"b","n":[1,2.5,null]}', 7),
+  ('answered', 1, 'EXECUTION_SUSPENDED', '{}', '{"fence":0,"kernel":true}', 8),
+  ('answered', 2, 'NEWER_KIND', '{}', '{"kernel":true}', 9);
+INSERT INTO fences VALUES ('parked', 0), ('answered', 0);)");
+  }
+};
+
+TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
+  EXPECT_EQ(
+      schema_->Sql("SELECT data_type FROM information_schema.columns WHERE table_schema = '" +
+                   schema_->name() + "' AND table_name = 'events' AND column_name = 'metadata'"),
+      "text");
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + schema_->name() +
+                         "' AND indexname = 'fences_id_hash'"),
+            "1");
+  auto rows = store->ReadRange("parked", 1, kToEnd).value();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1].kind, "EXECUTION_SUSPENDED");
+  EXPECT_EQ(rows[1].metadata, (Json{{"fence", 0}, {"kernel", true}}));
+  EXPECT_EQ(rows[2].payload, (Json{{"n", 1}}));
+  EXPECT_EQ(rows[2].metadata, (Json{{"trace", "a\"b"}, {"n", {1, 2.5, nullptr}}}));
+  EXPECT_EQ(rows[2].time_ms, 7);
+  // The guard on migrated rows: the lean path and the FOR SHARE path.
+  ASSERT_EQ(store->Append(Req("parked", 4, {AppEvent("more", 1)})).value(), 4);
+  EXPECT_EQ(store->Append(Req("parked", 4, {AppEvent("more", 1)})).error().code,
+            ErrorCode::kSequenceConflict);
+  // The answering scan reads migrated metadata: a stamped unknown kind answers.
+  EXPECT_TRUE(store->AcquireFenceIf("answered", {.fence = 0, .park_seq = 1}).value().stale);
+  auto won = store->AcquireFenceIf("parked", {.fence = 0, .park_seq = 2}).value();
+  EXPECT_FALSE(won.stale);
+  EXPECT_EQ(won.fence, 1);
+  ASSERT_EQ(
+      store->Append(Req("parked", 5, {KernelEvent(KernelKind::kExecutionResumed, {})}, 1)).value(),
+      5);
+  // Opening again leaves version 2 alone.
+  store.reset();
+  ASSERT_NE(OpenStore(), nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
+}
+
 // Builds the pre-version state: parks without their fence rows, no marker.
 class BackfillTest : public PostgresStoreTest {
  protected:
@@ -779,7 +892,7 @@ TEST_F(PostgresStoreTest, DISABLED_GroupCommitVsRawBatchedInsert) {
     PGresult* res = PQexecParams(
         schema_->side(),
         "INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms) "
-        "SELECT i, s, 'STEP_COMPLETED', p, m::jsonb, 1 FROM unnest($1::text[], $2::int8[], "
+        "SELECT i, s, 'STEP_COMPLETED', p, m, 1 FROM unnest($1::text[], $2::int8[], "
         "$3::text[], $4::text[]) AS x(i, s, p, m)",
         4, nullptr, params, nullptr, nullptr, 0);
     ASSERT_EQ(PQresultStatus(res), PGRES_COMMAND_OK) << PQresultErrorMessage(res);

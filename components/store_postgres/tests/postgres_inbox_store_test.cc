@@ -33,7 +33,7 @@ TEST_F(PostgresInboxTest, SharesTheEventStoreSchemaWithItsOwnVersionRow) {
   ASSERT_TRUE(inbox.has_value()) << inbox.error().ToString();
   EXPECT_EQ((*inbox)->SchemaVersion().value(), kPostgresInboxSchemaVersion);
   EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'inbox_version'"), "1");
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "1");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
   EXPECT_EQ((*inbox)->Put("x", "t", "hello").value(), 1);
   EXPECT_EQ(schema_->Sql("SELECT message FROM inbox_messages WHERE execution_id = 'x'"),
             "\"hello\"");

@@ -13,9 +13,12 @@
 //   ONCE_ASSIGN_OR_RETURN(int64_t head, store->Append(req));
 //
 // Tables (in options.schema): events(execution_id, sequence, kind, payload
-// text, metadata jsonb, time_ms), fences(execution_id, token) and
-// once_schema(name, value), the schema version and one-time markers. Open()
-// migrates under pg_advisory_xact_lock(kMigrationLockKey), idempotently.
+// text, metadata text, time_ms), fences(execution_id, token) and
+// once_schema(name, value), the schema version and one-time markers. Payload
+// and metadata are the client's JSON text, stored as written (the client
+// validated it), so a read returns exactly the JSON that was appended. Open()
+// migrates under pg_advisory_xact_lock(kMigrationLockKey), idempotently;
+// schema version 2 turned version 1's metadata jsonb column into text.
 //
 // Concurrency. Every method may be called from any thread; each checks a
 // connection out of a bounded pool (connections_max; a checkout that waits
@@ -30,12 +33,16 @@
 // force_generic_plan and enable_seqscan = off: every statement is index probes
 // keyed by its parameters, planned once per connection. The append binds its
 // arrays in binary form; its head check probes from expected_next - 1 and
-// reads max(sequence) only for a request that does not fit.
+// reads max(sequence) only for a request that does not fit. An append that
+// neither answers a park, parks nor compares tokens exactly (the common
+// case) runs one pass over its events and leaves the duplicate check (a row
+// at expected_next) to the primary key: such a batch is then replayed request
+// by request in one transaction, so that only the duplicate fails.
 //
 // Errors. A lost connection is kUnavailable and the connection is discarded;
 // serialization failures and deadlocks (40001, 40P01) are kBusy; lock and
 // statement timeouts (55P03, 57014) are kTimeout; data the server refuses
-// (class 22, e.g. a \u0000 in metadata) is kInvalidArgument; anything else is
+// (class 22) is kInvalidArgument; anything else is
 // kInternal with the SQLSTATE in the message.
 
 #pragma once
