@@ -71,20 +71,124 @@ void FailAll(std::span<AcquireOp* const> group, const Error& why) {
   for (AcquireOp* op : group) op->result = std::unexpected(why);
 }
 
-// The fast path: every op in one pipeline, one implicit transaction. False
+// True when `group` (in execution-id order) can run as group-wide
+// statements: two or more conditional acquires of distinct executions. Two
+// acquires of one execution must see each other's bump, and an
+// unconditional one has no expectation: those groups run op by op.
+bool GroupWide(std::span<AcquireOp* const> group) {
+  if (group.size() < 2) return false;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (!group[i]->expect) return false;
+    if (i > 0 && group[i]->id == group[i - 1]->id) return false;
+  }
+  return true;
+}
+
+// The group-wide statements: ensure every fence row, lock them all FOR
+// UPDATE in execution-id order, then (new statements, so new snapshots taken
+// after every lock was granted) the conditional bump of all and the tails
+// of those that asked. The verdicts are those of the op-by-op statements:
+// the executions are distinct, so no acquire sees another's bump.
+void AppendGroupSteps(std::span<AcquireOp* const> group, std::vector<PipelineStep>& steps) {
+  std::vector<std::string_view> ids;
+  std::vector<std::optional<int64_t>> fences, parks, tail_ords, tail_afters, tail_max;
+  std::vector<std::string_view> tail_ids;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const AcquireOp& op = *group[i];
+    ids.push_back(op.id);
+    fences.push_back(op.expect->fence);
+    parks.push_back(op.expect->park_seq);
+    if (op.read_after) {
+      tail_ords.push_back(static_cast<int64_t>(i + 1));
+      tail_ids.push_back(op.id);
+      tail_afters.push_back(*op.read_after);
+      tail_max.push_back(op.tail_max);
+    }
+  }
+  std::string id_array = TextArrayBinary(ids);
+  steps.push_back({"ensure_fences", "", Params().Binary(id_array)});
+  steps.push_back({"lock_fences", "", Params().Binary(id_array)});
+  steps.push_back({"fence_if_bump_many", "",
+                   Params()
+                       .Binary(std::move(id_array))
+                       .Binary(IntArrayBinary(fences))
+                       .Binary(IntArrayBinary(parks))});
+  if (tail_ids.empty()) return;
+  steps.push_back({"fence_if_tails", "",
+                   Params()
+                       .Binary(IntArrayBinary(tail_ords))
+                       .Binary(TextArrayBinary(tail_ids))
+                       .Binary(IntArrayBinary(tail_afters))
+                       .Binary(IntArrayBinary(tail_max))});
+}
+
+// The ops' answers from the group-wide results (AppendGroupSteps order).
+Status GroupVerdicts(std::span<AcquireOp* const> group, std::span<const PgResult> results) {
+  auto unexpected = [] {
+    return MakeError(ErrorCode::kInternal, "grouped fence acquire: unexpected results");
+  };
+  const size_t n = group.size();
+  // The position (1-based) a row names, or 0 when out of range.
+  auto ord_at = [n](const PGresult* r, int row) -> size_t {
+    int64_t ord = IntAt(r, row, 0);
+    return ord >= 1 && ord <= static_cast<int64_t>(n) ? static_cast<size_t>(ord) : 0;
+  };
+  if (results.size() < 3) return unexpected();
+  const PGresult* locked = results[1].get();
+  const PGresult* bumped = results[2].get();
+  if (PQntuples(locked) != static_cast<int>(n)) return unexpected();
+  for (int row = 0; row < PQntuples(locked); ++row) {
+    size_t ord = ord_at(locked, row);
+    if (ord == 0) return unexpected();
+    group[ord - 1]->result = AcquireWithTail{
+        .acquire = ConditionalAcquire{.stale = true, .fence = IntAt(locked, row, 1)}};
+  }
+  for (int row = 0; row < PQntuples(bumped); ++row) {
+    size_t ord = ord_at(bumped, row);
+    if (ord == 0) return unexpected();
+    group[ord - 1]->result->acquire =
+        ConditionalAcquire{.stale = false, .fence = IntAt(bumped, row, 1)};
+  }
+  if (results.size() < 4) return Ok();
+  const PGresult* r = results[3].get();
+  for (int row = 0; row < PQntuples(r); ++row) {
+    size_t ord = ord_at(r, row);
+    if (ord == 0) return unexpected();
+    AcquireOp& op = *group[ord - 1];
+    if (!op.result) continue;  // an earlier row of its tail failed to decode
+    Result<Envelope> e = DecodeRow(op.id, IntAt(r, row, 1), PQgetvalue(r, row, 2),
+                                   PQgetvalue(r, row, 3), PQgetvalue(r, row, 4), IntAt(r, row, 5));
+    if (!e) {
+      op.result = std::unexpected(e.error());
+      continue;
+    }
+    op.result->tail.push_back(std::move(*e));
+  }
+  return Ok();
+}
+
+// The fast path: the whole group in one pipeline, one implicit transaction
+// (READ COMMITTED: the session default every pooled connection sets). False
 // (and nothing written) when a statement failed.
 Result<bool> RunPipelined(Conn& conn, std::span<AcquireOp* const> group) {
+  const bool group_wide = GroupWide(group);
   std::vector<PipelineStep> steps;
-  steps.reserve(1 + group.size() * 4);
-  steps.push_back({nullptr, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED", Params()});
-  for (const AcquireOp* op : group) AppendSteps(*op, steps);
+  steps.reserve(group_wide ? 4 : group.size() * 4);
+  if (group_wide) {
+    AppendGroupSteps(group, steps);
+  } else {
+    for (const AcquireOp* op : group) AppendSteps(*op, steps);
+  }
   auto results = conn.Pipeline(steps);
   if (!results) {
     if (conn.broken()) return std::unexpected(results.error());
     return false;
   }
+  if (group_wide) {
+    if (Status s = GroupVerdicts(group, *results); !s) FailAll(group, s.error());
+    return true;
+  }
   std::span<const PgResult> rest(*results);
-  rest = rest.subspan(1);
   for (AcquireOp* op : group) {
     size_t n = std::min(StepCount(*op), rest.size());
     op->result = Verdict(*op, rest.first(n));
@@ -121,7 +225,8 @@ AcquireGroupStats AcquireGroup::stats() const {
   return {.commits = commits_.load(std::memory_order_relaxed),
           .acquires = acquires_.load(std::memory_order_relaxed),
           .largest = largest_.load(std::memory_order_relaxed),
-          .replays = replays_.load(std::memory_order_relaxed)};
+          .replays = replays_.load(std::memory_order_relaxed),
+          .group_wide = group_wide_.load(std::memory_order_relaxed)};
 }
 
 void AcquireGroup::RunGroup(std::span<AcquireOp* const> arrived) {
@@ -141,6 +246,7 @@ void AcquireGroup::RunGroup(std::span<AcquireOp* const> arrived) {
     }
   }
   commits_.fetch_add(1, std::memory_order_relaxed);
+  if (*fast && GroupWide(group)) group_wide_.fetch_add(1, std::memory_order_relaxed);
   acquires_.fetch_add(group.size(), std::memory_order_relaxed);
   uint64_t size = group.size();
   uint64_t seen = largest_.load(std::memory_order_relaxed);

@@ -3,7 +3,8 @@
 //
 // Leader/follower (group_runner.h): a leader takes up to kAcquireGroupMax
 // queued acquires, checks out one pooled connection and sends every
-// acquire's statements in ONE libpq pipeline, one implicit READ COMMITTED transaction, one commit
+// acquire's statements in ONE libpq pipeline, one implicit READ COMMITTED transaction (the
+// pooled connections' session default), one commit
 // (one WAL flush). Inside the pipeline the acquires run in execution-id order (bytewise, as COLLATE
 // "C"; FIFO among equal ids), so groups, and the store's other ordered lockers, take fence rows in
 // one global order and do not deadlock each other. Each acquire's statements are those of a
@@ -11,6 +12,12 @@
 // tail are new statements, so they see what committed before the lock was granted), and two
 // acquires of one execution in a group run one after the other, the second seeing the first's bump:
 // every verdict is the one some serial order of the acquires would give.
+// A group of two or more conditional acquires of distinct executions (the
+// common case: resumes of different executions) runs as four group-wide
+// statements instead of four an acquire: ensure every row, lock them all in
+// execution-id order, the conditional bump of all, the tails; with distinct
+// executions no acquire could see another's bump, so the verdicts are the
+// same.
 //
 // Failures. A statement that fails aborts the pipeline's transaction, so
 // nothing of the group was written; the leader then replays the group in one
@@ -66,6 +73,7 @@ class AcquireGroup final : public GroupRunner<AcquireOp> {
   std::atomic<uint64_t> acquires_{0};
   std::atomic<uint64_t> largest_{0};
   std::atomic<uint64_t> replays_{0};
+  std::atomic<uint64_t> group_wide_{0};
 };
 
 }  // namespace once::store::pg

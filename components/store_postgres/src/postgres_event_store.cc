@@ -245,6 +245,20 @@ std::vector<Statement> Statements() {
        "ON CONFLICT (execution_id) DO NOTHING"},
       {"lock_fence", "SELECT token FROM fences WHERE execution_id = $1::text FOR UPDATE"},
       {"fence_if_bump", sql::FenceIfBumpSql()},
+      // The group-wide forms (acquire_group.cc): arrays in execution-id order.
+      {"ensure_fences",
+       "INSERT INTO fences (execution_id, token) SELECT r.id, 0 FROM unnest($1::text[]) AS r(id) "
+       "ON CONFLICT (execution_id) DO NOTHING"},
+      {"lock_fences",
+       "SELECT r.ord, f.token FROM unnest($1::text[]) WITH ORDINALITY AS r(id, ord) "
+       "JOIN fences f ON f.execution_id = r.id ORDER BY r.ord FOR UPDATE OF f"},
+      {"fence_if_bump_many", sql::FenceIfBumpManySql()},
+      {"fence_if_tails",
+       "SELECT r.ord, e.sequence, e.kind, e.payload, e.metadata::text, e.time_ms "
+       "FROM unnest($1::int8[], $2::text[], $3::int8[], $4::int8[]) AS r(ord, id, after, lim) "
+       "CROSS JOIN LATERAL (SELECT x.sequence, x.kind, x.payload, x.metadata, x.time_ms "
+       "FROM events x WHERE x.execution_id = r.id AND x.sequence > r.after "
+       "ORDER BY x.sequence LIMIT r.lim) e ORDER BY r.ord, e.sequence"},
       {"fence_if_tail",
        "SELECT sequence, kind, payload, metadata::text, time_ms FROM events "
        "WHERE execution_id = $1::text AND sequence > $2::int8 ORDER BY sequence LIMIT $3::int8"},
@@ -278,7 +292,8 @@ std::vector<Statement> Statements() {
 // for as long as the connection lives, hence enable_seqscan = off.
 Status PrepareAll(Conn& conn) {
   ONCE_RETURN_IF_ERROR(
-      conn.Exec("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off"));
+      conn.Exec("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; "
+                "SET default_transaction_isolation = 'read committed'"));
   for (const auto& s : Statements()) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
   return Ok();
 }

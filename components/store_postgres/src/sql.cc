@@ -187,6 +187,16 @@ WHERE (SELECT count(*) FROM ins) < cardinality($1::text[])
   AND r.execution_id NOT IN (SELECT i.execution_id FROM ins i))";
 }
 
+std::string FenceIfBumpManySql() {
+  return "UPDATE fences f SET token = f.token + 1 "
+         "FROM unnest($1::text[], $2::int8[], $3::int8[]) WITH ORDINALITY AS r(id, fence, park, "
+         "ord) "
+         "WHERE f.execution_id = r.id AND f.token = r.fence "
+         "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = r.id "
+         "AND a.sequence > r.park AND " +
+         AnsweringPredicate("a") + ") RETURNING r.ord, f.token";
+}
+
 std::string FenceIfBumpSql() {
   return "UPDATE fences SET token = token + 1 WHERE execution_id = $1::text AND token = $2::int8 "
          "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = $1::text "

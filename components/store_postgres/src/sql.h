@@ -73,6 +73,13 @@ std::string AppendSql(std::string_view lock_strength);
 // park's sequence): prepared, run as its own statement after the row lock.
 std::string FenceIfBumpSql();
 
+// The same conditional bump for a whole acquire group of distinct
+// executions ($1 ids text[], $2 expected tokens int8[], $3 park sequences
+// int8[], in execution-id order), run after every row is locked. Returns
+// (ord, token) for each execution it bumped; ord is the 1-based position in
+// the arrays.
+std::string FenceIfBumpManySql();
+
 // The append statement for requests where none locks (AppendSql's $4 all
 // false), none parks ($6 all false) and none is exact ($3 all false): the
 // same guard, in one pass over the events. Parameters, one entry per event:

@@ -561,6 +561,88 @@ TEST_F(PostgresStoreTest, QueuedAcquiresFillGroupsUpToTheLimitInSerialOrder) {
   EXPECT_GE(stats.commits, 4u);  // the gate's, then at least 3 for 2 * 64 + 10
 }
 
+// A group of conditional acquires of distinct executions runs as group-wide
+// statements and gives each the verdict a lone acquire would: a first-ever
+// acquire of a park is granted; a moved token is stale with the current one;
+// an answer past the park is stale with the unchanged token; ignorable
+// events past the park leave it open and come back as the tail.
+TEST_F(PostgresStoreTest, GroupWideConditionalAcquiresGiveLoneVerdicts) {
+  PostgresOptions options = schema_->Options();
+  options.acquire_groups_in_flight_max = 1;
+  store_ = OpenStore(options);
+  ASSERT_NE(store_, nullptr);
+  constexpr int kEach = 8;
+  auto id = [](const char* what, int i) { return std::string(what) + "-" + std::to_string(i); };
+  for (int i = 0; i < kEach; ++i) {
+    ASSERT_TRUE(store_->Append(Req(id("fresh", i), 1, {Started(), Parked()})));
+    ASSERT_TRUE(store_->Append(Req(id("moved", i), 1, {Started(), Parked()})));
+    ASSERT_EQ(store_->AcquireFence(id("moved", i)).value(), 1);
+    ASSERT_TRUE(store_->Append(Req(id("answered", i), 1, {Started(), Parked()})));
+    ASSERT_TRUE(store_->Append(
+        Req(id("answered", i), 3, {KernelEvent(KernelKind::kExecutionResumed, nullptr)})));
+    ASSERT_TRUE(store_->Append(Req(id("ignored", i), 1, {Started(), Parked()})));
+    ASSERT_TRUE(store_->Append(
+        Req(id("ignored", i), 3,
+            {KernelEvent(KernelKind::kExecutionDenied, {}), AppEvent("note", i)}, std::nullopt)));
+  }
+  testing::TestSchema observer(testing::TestPostgresUrl());
+  RowGate gate(*schema_, "gate");
+  std::thread first([&] { EXPECT_EQ(store_->AcquireFence("gate").value_or(0), 1); });
+  while (LockWaiters(observer, *schema_) != "1") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const PostgresAcquireStats before = store_->AcquireStats();
+  std::vector<Result<AcquireWithTail>> got(4 * kEach, AcquireWithTail{});
+  const char* kinds[] = {"fresh", "moved", "answered", "ignored"};
+  std::thread others([&] {
+    OnThreads(4 * kEach, [&](int i) {
+      got[i] = store_->AcquireFenceIfReadTail(id(kinds[i / kEach], i % kEach), {0, 2}, 2);
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let them queue behind the gate
+  gate.Release();
+  first.join();
+  others.join();
+  for (int i = 0; i < 4 * kEach; ++i) {
+    ASSERT_TRUE(got[i]) << i << ": " << got[i].error().ToString();
+    const AcquireWithTail& r = *got[i];
+    switch (i / kEach) {
+      case 0:  // fresh: granted, nothing past the park
+        EXPECT_FALSE(r.acquire.stale) << i;
+        EXPECT_EQ(r.acquire.fence, 1) << i;
+        EXPECT_TRUE(r.tail.empty()) << i;
+        break;
+      case 1:  // moved: stale, the current token
+        EXPECT_TRUE(r.acquire.stale) << i;
+        EXPECT_EQ(r.acquire.fence, 1) << i;
+        break;
+      case 2:  // answered: stale, the token unchanged
+        EXPECT_TRUE(r.acquire.stale) << i;
+        EXPECT_EQ(r.acquire.fence, 0) << i;
+        ASSERT_EQ(r.tail.size(), 1u) << i;
+        EXPECT_TRUE(r.tail[0].Is(KernelKind::kExecutionResumed)) << i;
+        break;
+      default:  // ignored: granted, the two ignorable events are the tail
+        EXPECT_FALSE(r.acquire.stale) << i;
+        EXPECT_EQ(r.acquire.fence, 1) << i;
+        ASSERT_EQ(r.tail.size(), 2u) << i;
+        EXPECT_EQ(r.tail[0].sequence, 3) << i;
+        EXPECT_EQ(r.tail[1].payload, Json(i % kEach)) << i;
+        EXPECT_EQ(r.tail[1].execution_id, id("ignored", i % kEach)) << i;
+    }
+  }
+  for (int i = 0; i < kEach; ++i) {
+    EXPECT_EQ(store_->ReadFence(id("fresh", i)).value(), 1);
+    EXPECT_EQ(store_->ReadFence(id("moved", i)).value(), 1);
+    EXPECT_EQ(store_->ReadFence(id("answered", i)).value(), 0);
+    EXPECT_EQ(store_->ReadFence(id("ignored", i)).value(), 1);
+  }
+  const PostgresAcquireStats after = store_->AcquireStats();
+  EXPECT_EQ(after.acquires - before.acquires, static_cast<uint64_t>(4 * kEach + 1));
+  EXPECT_GE(after.group_wide - before.group_wide, 1u);
+  EXPECT_EQ(after.replays, before.replays);
+}
+
 // One acquire of a group fails (its row stays locked past lock_timeout): it
 // fails alone with kTimeout and changes nothing; the rest of its group commit.
 TEST_F(PostgresStoreTest, AFailingAcquireFailsAloneInItsGroup) {

@@ -66,11 +66,15 @@ struct PostgresOptions {
   size_t connections_max = 16;
   // Fence acquire groups (see AcquireFence) running at once, each on its own
   // pooled connection; >= 1. Callers arriving while this many run queue for
-  // the next group.
-  size_t acquire_groups_in_flight_max = 4;
+  // the next group. One is the default: a group's cost is mostly per
+  // statement and per commit, so while one group runs the next one grows
+  // (64 concurrent park/resume executions on 2 cores: 1 in flight 6,200/s,
+  // 4 in flight 4,115/s; BENCHMARKS.md). Raise it when the server has cores
+  // to spare and the commit latency, not CPU, bounds the rate.
+  size_t acquire_groups_in_flight_max = 1;
   // Read groups (see ReadRange) running at once, each on its own pooled
-  // connection; >= 1.
-  size_t read_groups_in_flight_max = 4;
+  // connection; >= 1. One by default, for the same reason.
+  size_t read_groups_in_flight_max = 1;
   int64_t checkout_timeout_ms = 5'000;
   // How long Open() waits for the migration lock and the table locks.
   int64_t migration_lock_timeout_ms = 10'000;
@@ -96,10 +100,11 @@ class ReadGroup;
 
 // Fence acquire group commit counters of one store; for diagnostics and tests.
 struct PostgresAcquireStats {
-  uint64_t commits = 0;   // group transactions committed
-  uint64_t acquires = 0;  // acquires answered by those commits
-  uint64_t largest = 0;   // acquires in the largest group (at most kAcquireGroupMax)
-  uint64_t replays = 0;   // groups replayed under savepoints after a statement failed
+  uint64_t commits = 0;     // group transactions committed
+  uint64_t acquires = 0;    // acquires answered by those commits
+  uint64_t largest = 0;     // acquires in the largest group (at most kAcquireGroupMax)
+  uint64_t replays = 0;     // groups replayed under savepoints after a statement failed
+  uint64_t group_wide = 0;  // groups run as group-wide statements (distinct conditional acquires)
 };
 
 // Acquires (AcquireFence, AcquireFenceIf, AcquireFenceIfReadTail) in one
