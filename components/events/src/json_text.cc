@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 namespace once::events {
 namespace {
@@ -66,12 +67,34 @@ void AppendEscape(unsigned char c, std::string& out) {
   }
 }
 
-// Copies runs that need no escaping in one append each.
+// True when none of the 8 bytes at p needs escaping or is outside ASCII
+// (no byte < 0x20, '"', '\\' or >= 0x80). Word-at-a-time: a byte below k
+// sets its high bit in (x - k * ones) & ~x, and a borrow only crosses into a
+// higher byte from a byte that is itself below k, so "any" is exact.
+bool EightPlain(const char* p) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  uint64_t x;
+  std::memcpy(&x, p, sizeof x);
+  uint64_t control = (x - kOnes * 0x20) & ~x;
+  uint64_t quote = x ^ (kOnes * '"');
+  uint64_t backslash = x ^ (kOnes * '\\');
+  quote = (quote - kOnes) & ~quote;
+  backslash = (backslash - kOnes) & ~backslash;
+  return ((control | quote | backslash | x) & kHigh) == 0;
+}
+
+// Copies runs that need no escaping in one append each; plain ASCII is
+// skipped 8 bytes at a time.
 bool AppendStringLiteral(std::string_view s, std::string& out) {
   out += '"';
   size_t run = 0;  // start of the pending unescaped run
   size_t i = 0;
   while (i < s.size()) {
+    if (i + 8 <= s.size() && EightPlain(s.data() + i)) {
+      i += 8;
+      continue;
+    }
     auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
       ++i;
@@ -112,14 +135,20 @@ std::optional<size_t> JsonStringLiteralSize(std::string_view s) {
   // branch; anything else takes the byte-by-byte path below.
   size_t n = 2;
   bool ascii = true;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
+  size_t i = 0;
+  while (i < s.size()) {
+    if (i + 8 <= s.size() && EightPlain(s.data() + i)) {
+      n += 8;
+      i += 8;
+      continue;
+    }
+    auto c = static_cast<unsigned char>(s[i++]);
     n += kLiteralBytes[c];
     ascii &= c < 0x80;
   }
   if (ascii) return n;
   n = 2;
-  size_t i = 0;
+  i = 0;
   while (i < s.size()) {
     auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {

@@ -6,6 +6,8 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <string>
+#include <vector>
 
 namespace once::events {
 namespace {
@@ -120,6 +122,25 @@ TEST(JsonTextTest, RandomValuesMatchDump) {
   for (int i = 0; i < 5000; ++i) {
     ExpectSameAsDump(random_json(0));
     ExpectSameAsDump(Json(random_string()));
+  }
+}
+
+// Plain ASCII is skipped 8 bytes at a time: one byte that needs escaping or
+// is not ASCII, at every offset of strings up to 40 bytes long, and the
+// boundary bytes around each class, must come out as dump() writes them.
+TEST(JsonTextTest, OneSpecialByteAtEveryOffsetOfAPlainRun) {
+  const std::vector<std::string> specials = {
+      "\"",       "\\",           std::string("\0", 1), "\x01", "\x1f", "\t", "\n", "\x7f",
+      "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",   " ",    "!",    "#",  "[",  "]",
+      "~"};
+  for (const std::string& special : specials) {
+    for (size_t length = 0; length <= 40; ++length) {
+      for (size_t at = 0; at <= length; ++at) {
+        std::string s(length, 'x');
+        s.insert(at, special);
+        ExpectSameAsDump(Json(s));
+      }
+    }
   }
 }
 

@@ -97,12 +97,17 @@ constexpr uint32_t kBoolOid = 16;
 constexpr uint32_t kInt8Oid = 20;
 constexpr uint32_t kTextOid = 25;
 
+// Network byte order, one append each (not a push_back per byte).
 void PutU32(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
+  const char bytes[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                         static_cast<char>(v >> 8), static_cast<char>(v)};
+  out.append(bytes, sizeof bytes);
 }
 
 void PutU64(std::string& out, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
+  char bytes[8];
+  for (int k = 0; k < 8; ++k) bytes[k] = static_cast<char>(v >> (56 - 8 * k));
+  out.append(bytes, sizeof bytes);
 }
 
 // ndim 1, the null flag, the element type, then (size, lower bound 1).
