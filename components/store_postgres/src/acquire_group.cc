@@ -1,16 +1,13 @@
 #include "acquire_group.h"
 
 #include <algorithm>
-#include <cstdlib>
+#include <limits>
 
 #include "once/store/validate.h"
+#include "read_group.h"
 
 namespace once::store::pg {
 namespace {
-
-int64_t IntAt(const PGresult* res, int row, int col) {
-  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
-}
 
 // Appends op's statements (see acquire_group.h): the unconditional bump, or
 // ensure the row, lock it FOR UPDATE, the conditional bump and, when asked,
@@ -84,26 +81,38 @@ bool GroupWide(std::span<AcquireOp* const> group) {
   return true;
 }
 
+// The tails a group-wide run reads, as ranges of the read groups' statement
+// (read_group.h): range k is the tail of group[ops[k]].
+struct GroupTails {
+  Ranges ranges;
+  std::vector<size_t> ops;
+};
+
+GroupTails TailsOf(std::span<AcquireOp* const> group) {
+  GroupTails tails;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const AcquireOp& op = *group[i];
+    // Nothing follows the largest sequence: that tail is empty.
+    if (!op.read_after || *op.read_after == std::numeric_limits<int64_t>::max()) continue;
+    tails.ranges.Add(op.id, *op.read_after + 1, std::numeric_limits<int64_t>::max(), op.tail_max);
+    tails.ops.push_back(i);
+  }
+  return tails;
+}
+
 // The group-wide statements: ensure every fence row, lock them all FOR
 // UPDATE in execution-id order, then (new statements, so new snapshots taken
 // after every lock was granted) the conditional bump of all and the tails
 // of those that asked. The verdicts are those of the op-by-op statements:
 // the executions are distinct, so no acquire sees another's bump.
-void AppendGroupSteps(std::span<AcquireOp* const> group, std::vector<PipelineStep>& steps) {
+void AppendGroupSteps(std::span<AcquireOp* const> group, const GroupTails& tails,
+                      std::vector<PipelineStep>& steps) {
   std::vector<std::string_view> ids;
-  std::vector<std::optional<int64_t>> fences, parks, tail_ords, tail_afters, tail_max;
-  std::vector<std::string_view> tail_ids;
-  for (size_t i = 0; i < group.size(); ++i) {
-    const AcquireOp& op = *group[i];
-    ids.push_back(op.id);
-    fences.push_back(op.expect->fence);
-    parks.push_back(op.expect->park_seq);
-    if (op.read_after) {
-      tail_ords.push_back(static_cast<int64_t>(i + 1));
-      tail_ids.push_back(op.id);
-      tail_afters.push_back(*op.read_after);
-      tail_max.push_back(op.tail_max);
-    }
+  std::vector<std::optional<int64_t>> fences, parks;
+  for (const AcquireOp* op : group) {
+    ids.push_back(op->id);
+    fences.push_back(op->expect->fence);
+    parks.push_back(op->expect->park_seq);
   }
   std::string id_array = TextArrayBinary(ids);
   steps.push_back({"ensure_fences", "", Params().Binary(id_array)});
@@ -113,17 +122,12 @@ void AppendGroupSteps(std::span<AcquireOp* const> group, std::vector<PipelineSte
                        .Binary(std::move(id_array))
                        .Binary(IntArrayBinary(fences))
                        .Binary(IntArrayBinary(parks))});
-  if (tail_ids.empty()) return;
-  steps.push_back({"fence_if_tails", "",
-                   Params()
-                       .Binary(IntArrayBinary(tail_ords))
-                       .Binary(TextArrayBinary(tail_ids))
-                       .Binary(IntArrayBinary(tail_afters))
-                       .Binary(IntArrayBinary(tail_max))});
+  if (!tails.ops.empty()) steps.push_back({"read_ranges", "", tails.ranges.ToParams()});
 }
 
 // The ops' answers from the group-wide results (AppendGroupSteps order).
-Status GroupVerdicts(std::span<AcquireOp* const> group, std::span<const PgResult> results) {
+Status GroupVerdicts(std::span<AcquireOp* const> group, const GroupTails& tails,
+                     std::span<const PgResult> results) {
   auto unexpected = [] {
     return MakeError(ErrorCode::kInternal, "grouped fence acquire: unexpected results");
   };
@@ -133,7 +137,7 @@ Status GroupVerdicts(std::span<AcquireOp* const> group, std::span<const PgResult
     int64_t ord = IntAt(r, row, 0);
     return ord >= 1 && ord <= static_cast<int64_t>(n) ? static_cast<size_t>(ord) : 0;
   };
-  if (results.size() < 3) return unexpected();
+  if (results.size() != (tails.ops.empty() ? 3u : 4u)) return unexpected();
   const PGresult* locked = results[1].get();
   const PGresult* bumped = results[2].get();
   if (PQntuples(locked) != static_cast<int>(n)) return unexpected();
@@ -149,22 +153,16 @@ Status GroupVerdicts(std::span<AcquireOp* const> group, std::span<const PgResult
     group[ord - 1]->result->acquire =
         ConditionalAcquire{.stale = false, .fence = IntAt(bumped, row, 1)};
   }
-  if (results.size() < 4) return Ok();
-  const PGresult* r = results[3].get();
-  for (int row = 0; row < PQntuples(r); ++row) {
-    size_t ord = ord_at(r, row);
-    if (ord == 0) return unexpected();
-    AcquireOp& op = *group[ord - 1];
-    if (!op.result) continue;  // an earlier row of its tail failed to decode
-    Result<Envelope> e = DecodeRow(op.id, IntAt(r, row, 1), PQgetvalue(r, row, 2),
-                                   PQgetvalue(r, row, 3), PQgetvalue(r, row, 4), IntAt(r, row, 5));
+  if (tails.ops.empty()) return Ok();
+  return DecodeRanges(results[3].get(), tails.ranges, [&](size_t k, Result<Envelope> e) {
+    AcquireOp& op = *group[tails.ops[k]];
+    if (!op.result) return;  // an earlier row of its tail failed to decode
     if (!e) {
       op.result = std::unexpected(e.error());
-      continue;
+      return;
     }
     op.result->tail.push_back(std::move(*e));
-  }
-  return Ok();
+  });
 }
 
 // The fast path: the whole group in one pipeline, one implicit transaction
@@ -172,10 +170,12 @@ Status GroupVerdicts(std::span<AcquireOp* const> group, std::span<const PgResult
 // (and nothing written) when a statement failed.
 Result<bool> RunPipelined(Conn& conn, std::span<AcquireOp* const> group) {
   const bool group_wide = GroupWide(group);
+  GroupTails tails;
   std::vector<PipelineStep> steps;
   steps.reserve(group_wide ? 4 : group.size() * 4);
   if (group_wide) {
-    AppendGroupSteps(group, steps);
+    tails = TailsOf(group);
+    AppendGroupSteps(group, tails, steps);
   } else {
     for (const AcquireOp* op : group) AppendSteps(*op, steps);
   }
@@ -185,7 +185,7 @@ Result<bool> RunPipelined(Conn& conn, std::span<AcquireOp* const> group) {
     return false;
   }
   if (group_wide) {
-    if (Status s = GroupVerdicts(group, *results); !s) FailAll(group, s.error());
+    if (Status s = GroupVerdicts(group, tails, *results); !s) FailAll(group, s.error());
     return true;
   }
   std::span<const PgResult> rest(*results);
@@ -248,10 +248,7 @@ void AcquireGroup::RunGroup(std::span<AcquireOp* const> arrived) {
   commits_.fetch_add(1, std::memory_order_relaxed);
   if (*fast && GroupWide(group)) group_wide_.fetch_add(1, std::memory_order_relaxed);
   acquires_.fetch_add(group.size(), std::memory_order_relaxed);
-  uint64_t size = group.size();
-  uint64_t seen = largest_.load(std::memory_order_relaxed);
-  while (size > seen && !largest_.compare_exchange_weak(seen, size, std::memory_order_relaxed)) {
-  }
+  RaiseToAtLeast(largest_, group.size());
 }
 
 }  // namespace once::store::pg

@@ -11,8 +11,10 @@
 
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <span>
@@ -21,6 +23,13 @@
 #include "once/base/result.h"
 
 namespace once::store::pg {
+
+// Raises `max` to `value` if it is lower (the groups' "largest" statistics).
+inline void RaiseToAtLeast(std::atomic<uint64_t>& max, uint64_t value) {
+  uint64_t seen = max.load(std::memory_order_relaxed);
+  while (value > seen && !max.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
 
 template <class Op>
 class GroupRunner {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 
 namespace once::store::pg {
@@ -156,6 +157,10 @@ std::string BoolArrayBinary(const std::vector<bool>& items) {
     out.push_back(b ? 1 : 0);
   }
   return out;
+}
+
+int64_t IntAt(const PGresult* res, int row, int col) {
+  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
 }
 
 std::string QuoteIdentifier(std::string_view name) {

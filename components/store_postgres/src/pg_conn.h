@@ -59,6 +59,9 @@ std::string TextArrayBinary(const std::vector<std::string_view>& items);
 std::string IntArrayBinary(const std::vector<std::optional<int64_t>>& items);
 std::string BoolArrayBinary(const std::vector<bool>& items);
 
+// The integer in text form at (row, col) of a result (0 when not a number).
+int64_t IntAt(const PGresult* res, int row, int col);
+
 // A quoted SQL identifier ("a""b").
 std::string QuoteIdentifier(std::string_view name);
 

@@ -12,16 +12,13 @@
 namespace once::store {
 
 using pg::Conn;
+using pg::IntAt;
 using pg::Params;
 using pg::PgResult;
 
 namespace {
 
 constexpr char kUniqueViolation[] = "23505";
-
-int64_t IntAt(const PGresult* res, int row, int col) {
-  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
-}
 
 // One request of an append statement.
 struct Item {
@@ -44,11 +41,42 @@ bool IsLean(std::span<const Item> items) {
                       [](const Item& it) { return it.lock || it.exact || it.enc->suspends; });
 }
 
+// The per-event columns both append statements take, bound in this order:
+// sequence int8[], kind text[], payload text[], metadata text[], time_ms int8[].
+struct EventColumns {
+  std::vector<std::optional<int64_t>> seqs, times;
+  std::vector<std::string_view> kinds, payloads, metadata;
+
+  explicit EventColumns(size_t n) {
+    for (auto* v : {&seqs, &times}) v->reserve(n);
+    for (auto* v : {&kinds, &payloads, &metadata}) v->reserve(n);
+  }
+  void Add(const EncodedEvent& e) {
+    seqs.push_back(e.sequence);
+    kinds.push_back(e.kind);
+    payloads.push_back(e.payload_json);
+    metadata.push_back(e.metadata_json);
+    times.push_back(e.time_ms);
+  }
+  void BindTo(Params& p) const {
+    p.Binary(pg::IntArrayBinary(seqs)).Binary(pg::TextArrayBinary(kinds));
+    p.Binary(pg::TextArrayBinary(payloads)).Binary(pg::TextArrayBinary(metadata));
+    p.Binary(pg::IntArrayBinary(times));
+  }
+};
+
+size_t EventCount(std::span<const Item> items) {
+  size_t n = 0;
+  for (const Item& it : items) n += it.enc->events.size();
+  return n;
+}
+
 // The parameters of sql::AppendSql.
 Params AppendParams(std::span<const Item> items) {
-  std::vector<std::string_view> ids, kinds, payloads, metadata;
-  std::vector<std::optional<int64_t>> fences, expected, ev_req, seqs, times;
+  std::vector<std::string_view> ids;
+  std::vector<std::optional<int64_t>> fences, expected, ev_req;
   std::vector<bool> exact, lock, suspends;
+  EventColumns events(EventCount(items));
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     ids.push_back(it.req->execution_id);
@@ -59,11 +87,7 @@ Params AppendParams(std::span<const Item> items) {
     suspends.push_back(it.enc->suspends);
     for (const auto& e : it.enc->events) {
       ev_req.push_back(static_cast<int64_t>(i + 1));
-      seqs.push_back(e.sequence);
-      kinds.push_back(e.kind);
-      payloads.push_back(e.payload_json);
-      metadata.push_back(e.metadata_json);
-      times.push_back(e.time_ms);
+      events.Add(e);
     }
   }
   // Binary arrays: no escaping here, no array literal parse on the server.
@@ -71,40 +95,35 @@ Params AppendParams(std::span<const Item> items) {
   p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(fences));
   p.Binary(pg::BoolArrayBinary(exact)).Binary(pg::BoolArrayBinary(lock));
   p.Binary(pg::IntArrayBinary(expected)).Binary(pg::BoolArrayBinary(suspends));
-  p.Binary(pg::IntArrayBinary(ev_req)).Binary(pg::IntArrayBinary(seqs));
-  p.Binary(pg::TextArrayBinary(kinds)).Binary(pg::TextArrayBinary(payloads));
-  p.Binary(pg::TextArrayBinary(metadata)).Binary(pg::IntArrayBinary(times));
+  p.Binary(pg::IntArrayBinary(ev_req));
+  events.BindTo(p);
   return p;
 }
 
 // The parameters of sql::LeanAppendSql: each event carries its request's
 // id, fence and expected_next.
 Params LeanParams(std::span<const Item> items) {
-  std::vector<std::string_view> ids, req_ids, kinds, payloads, metadata;
-  std::vector<std::optional<int64_t>> fences, expected, seqs, times;
-  size_t n = 0;
-  for (const Item& it : items) n += it.enc->events.size();
+  const size_t n = EventCount(items);
+  std::vector<std::string_view> ids, req_ids;
+  std::vector<std::optional<int64_t>> fences, expected;
+  EventColumns events(n);
   req_ids.reserve(items.size());
-  for (auto* v : {&ids, &kinds, &payloads, &metadata}) v->reserve(n);
-  for (auto* v : {&fences, &expected, &seqs, &times}) v->reserve(n);
+  ids.reserve(n);
+  fences.reserve(n);
+  expected.reserve(n);
   for (const Item& it : items) {
     req_ids.push_back(it.req->execution_id);
     for (const auto& e : it.enc->events) {
       ids.push_back(it.req->execution_id);
       fences.push_back(it.fence);
       expected.push_back(it.req->expected_next);
-      seqs.push_back(e.sequence);
-      kinds.push_back(e.kind);
-      payloads.push_back(e.payload_json);
-      metadata.push_back(e.metadata_json);
-      times.push_back(e.time_ms);
+      events.Add(e);
     }
   }
   Params p;
   p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(fences));
-  p.Binary(pg::IntArrayBinary(expected)).Binary(pg::IntArrayBinary(seqs));
-  p.Binary(pg::TextArrayBinary(kinds)).Binary(pg::TextArrayBinary(payloads));
-  p.Binary(pg::TextArrayBinary(metadata)).Binary(pg::IntArrayBinary(times));
+  p.Binary(pg::IntArrayBinary(expected));
+  events.BindTo(p);
   p.Binary(pg::TextArrayBinary(req_ids));
   return p;
 }
@@ -253,12 +272,6 @@ std::vector<Statement> Statements() {
        "SELECT r.ord, f.token FROM unnest($1::text[]) WITH ORDINALITY AS r(id, ord) "
        "JOIN fences f ON f.execution_id = r.id ORDER BY r.ord FOR UPDATE OF f"},
       {"fence_if_bump_many", sql::FenceIfBumpManySql()},
-      {"fence_if_tails",
-       "SELECT r.ord, e.sequence, e.kind, e.payload, e.metadata::text, e.time_ms "
-       "FROM unnest($1::int8[], $2::text[], $3::int8[], $4::int8[]) AS r(ord, id, after, lim) "
-       "CROSS JOIN LATERAL (SELECT x.sequence, x.kind, x.payload, x.metadata, x.time_ms "
-       "FROM events x WHERE x.execution_id = r.id AND x.sequence > r.after "
-       "ORDER BY x.sequence LIMIT r.lim) e ORDER BY r.ord, e.sequence"},
       {"fence_if_tail",
        "SELECT sequence, kind, payload, metadata::text, time_ms FROM events "
        "WHERE execution_id = $1::text AND sequence > $2::int8 ORDER BY sequence LIMIT $3::int8"},

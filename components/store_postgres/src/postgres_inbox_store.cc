@@ -9,6 +9,7 @@ namespace once::store {
 
 using inbox::InboxMessage;
 using pg::Conn;
+using pg::IntAt;
 using pg::Params;
 using pg::PgResult;
 
@@ -76,10 +77,6 @@ constexpr Statement kStatements[] = {
 Status PrepareAll(Conn& conn) {
   for (const Statement& s : kStatements) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
   return Ok();
-}
-
-int64_t IntAt(const PGresult* res, int row, int col) {
-  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
 }
 
 // 32-bit FNV-1a of the id: the advisory lock's second key.

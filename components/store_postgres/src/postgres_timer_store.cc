@@ -10,6 +10,7 @@
 namespace once::store {
 
 using pg::Conn;
+using pg::IntAt;
 using pg::Params;
 using pg::PgResult;
 using timers::TimerKey;
@@ -86,10 +87,6 @@ std::vector<Statement> Statements() {
 Status PrepareAll(Conn& conn) {
   for (const auto& s : Statements()) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
   return Ok();
-}
-
-int64_t IntAt(const PGresult* res, int row, int col) {
-  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
 }
 
 std::vector<TimerRow> Rows(const PGresult* res) {

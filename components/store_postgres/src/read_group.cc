@@ -1,38 +1,8 @@
 #include "read_group.h"
 
-#include <cstdlib>
-
 #include "once/store/validate.h"
 
 namespace once::store::pg {
-namespace {
-
-int64_t IntAt(const PGresult* res, int row, int col) {
-  return std::strtoll(PQgetvalue(res, row, col), nullptr, 10);
-}
-
-void FailAll(std::span<ReadOp* const> group, const Error& why) {
-  for (ReadOp* op : group) op->result = std::unexpected(why);
-}
-
-Params GroupParams(std::span<ReadOp* const> group) {
-  std::vector<std::string_view> ids;
-  std::vector<std::optional<int64_t>> firsts, lasts, limits;
-  for (const ReadOp* op : group) {
-    ids.push_back(op->id);
-    firsts.push_back(op->first);
-    lasts.push_back(op->last);
-    limits.push_back(op->limit);
-  }
-  Params p;
-  p.Binary(TextArrayBinary(ids))
-      .Binary(IntArrayBinary(firsts))
-      .Binary(IntArrayBinary(lasts))
-      .Binary(IntArrayBinary(limits));
-  return p;
-}
-
-}  // namespace
 
 const char* ReadRangesSql() {
   return "SELECT r.ord, e.sequence, e.kind, e.payload, e.metadata::text, e.time_ms "
@@ -44,6 +14,44 @@ const char* ReadRangesSql() {
          "ORDER BY r.ord, e.sequence";
 }
 
+void Ranges::Add(std::string_view id, int64_t first, int64_t last, int64_t limit) {
+  ids.push_back(id);
+  firsts.push_back(first);
+  lasts.push_back(last);
+  limits.push_back(limit);
+}
+
+Params Ranges::ToParams() const {
+  Params p;
+  p.Binary(TextArrayBinary(ids))
+      .Binary(IntArrayBinary(firsts))
+      .Binary(IntArrayBinary(lasts))
+      .Binary(IntArrayBinary(limits));
+  return p;
+}
+
+Status DecodeRanges(const PGresult* rows, const Ranges& ranges,
+                    const std::function<void(size_t, Result<Envelope>)>& add) {
+  for (int row = 0; row < PQntuples(rows); ++row) {
+    int64_t ord = IntAt(rows, row, 0);
+    if (ord < 1 || ord > static_cast<int64_t>(ranges.ids.size())) {
+      return MakeError(ErrorCode::kInternal, "grouped read: unexpected row");
+    }
+    size_t i = static_cast<size_t>(ord - 1);
+    add(i, DecodeRow(ranges.ids[i], IntAt(rows, row, 1), PQgetvalue(rows, row, 2),
+                     PQgetvalue(rows, row, 3), PQgetvalue(rows, row, 4), IntAt(rows, row, 5)));
+  }
+  return Ok();
+}
+
+namespace {
+
+void FailAll(std::span<ReadOp* const> group, const Error& why) {
+  for (ReadOp* op : group) op->result = std::unexpected(why);
+}
+
+}  // namespace
+
 PostgresReadStats ReadGroup::stats() const {
   return {.groups = groups_.load(std::memory_order_relaxed),
           .reads = reads_.load(std::memory_order_relaxed),
@@ -53,32 +61,24 @@ PostgresReadStats ReadGroup::stats() const {
 void ReadGroup::RunGroup(std::span<ReadOp* const> group) {
   groups_.fetch_add(1, std::memory_order_relaxed);
   reads_.fetch_add(group.size(), std::memory_order_relaxed);
-  uint64_t size = group.size();
-  uint64_t seen = largest_.load(std::memory_order_relaxed);
-  while (size > seen && !largest_.compare_exchange_weak(seen, size, std::memory_order_relaxed)) {
-  }
+  RaiseToAtLeast(largest_, group.size());
+  Ranges ranges;
+  for (const ReadOp* op : group) ranges.Add(op->id, op->first, op->last, op->limit);
   auto conn = pool_.Checkout();
   if (!conn) return FailAll(group, conn.error());
-  auto res = (*conn)->Prepared("read_ranges", GroupParams(group));
+  auto res = (*conn)->Prepared("read_ranges", ranges.ToParams());
   if (!res) return FailAll(group, res.error());
-  const PGresult* r = res->get();
   for (ReadOp* op : group) op->result = std::vector<Envelope>{};
-  for (int i = 0; i < PQntuples(r); ++i) {
-    int64_t ord = IntAt(r, i, 0);
-    if (ord < 1 || ord > static_cast<int64_t>(group.size())) {
-      return FailAll(group,
-                     MakeError(ErrorCode::kInternal, "grouped read: unexpected row").error());
-    }
-    ReadOp& op = *group[ord - 1];
-    if (!op.result) continue;  // a row of it failed to decode
-    Result<Envelope> e = DecodeRow(op.id, IntAt(r, i, 1), PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
-                                   PQgetvalue(r, i, 4), IntAt(r, i, 5));
+  Status decoded = DecodeRanges(res->get(), ranges, [&](size_t i, Result<Envelope> e) {
+    ReadOp& op = *group[i];
+    if (!op.result) return;  // an earlier row of it failed to decode
     if (!e) {
       op.result = std::unexpected(e.error());
-      continue;
+      return;
     }
     op.result->push_back(std::move(*e));
-  }
+  });
+  if (!decoded) FailAll(group, decoded.error());
 }
 
 }  // namespace once::store::pg

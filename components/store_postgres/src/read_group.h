@@ -13,8 +13,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "group_runner.h"
@@ -51,7 +54,23 @@ class ReadGroup final : public GroupRunner<ReadOp> {
 
 // The statement the groups run: $1 ids (text[]), $2 firsts, $3 lasts, $4
 // limits (int8[]); rows (ordinal of the read, sequence, kind, payload,
-// metadata, time_ms), ordered by read and sequence.
+// metadata, time_ms), ordered by read and sequence. The grouped conditional
+// acquires read their tails with it too (acquire_group.cc).
 const char* ReadRangesSql();
+
+// The ranges of one ReadRangesSql call, range i at position i.
+struct Ranges {
+  std::vector<std::string_view> ids;
+  std::vector<std::optional<int64_t>> firsts, lasts, limits;
+
+  void Add(std::string_view id, int64_t first, int64_t last, int64_t limit);
+  Params ToParams() const;
+};
+
+// Decodes the rows of ReadRangesSql for `ranges`, in order: add(i, event)
+// for a row of range i (an event that failed to decode comes as its error).
+// kInternal, and nothing more added, when a row names no range.
+Status DecodeRanges(const PGresult* rows, const Ranges& ranges,
+                    const std::function<void(size_t, Result<Envelope>)>& add);
 
 }  // namespace once::store::pg
