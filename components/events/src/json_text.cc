@@ -84,12 +84,37 @@ bool EightPlain(const char* p) {
   return ((control | quote | backslash | x) & kHigh) == 0;
 }
 
+// How many bytes each ASCII byte takes inside a JSON string literal; 0 for
+// the bytes of a multi-byte UTF-8 sequence (>= 0x80), which take themselves.
+// A byte is plain when it takes exactly 1.
+constexpr std::array<uint8_t, 256> kLiteralBytes = [] {
+  std::array<uint8_t, 256> t{};
+  for (size_t c = 0; c < 0x80; ++c) t[c] = c < 0x20 ? 6 : 1;
+  for (unsigned char c : {'\b', '\t', '\n', '\f', '\r', '"', '\\'}) t[c] = 2;
+  return t;
+}();
+
+// The length of a prefix of s that is plain ASCII: s itself when all of it
+// is (whole words tested at once, then the tail shorter than a word a byte
+// at a time without branches, so a short key takes a few instructions),
+// else a multiple of 8 at or before the first byte that is not plain.
+size_t PlainPrefix(std::string_view s) {
+  size_t i = 0;
+  while (i + 8 <= s.size() && EightPlain(s.data() + i)) i += 8;
+  if (s.size() - i >= 8) return i;
+  bool plain = true;
+  for (size_t k = i; k < s.size(); ++k) {
+    plain &= kLiteralBytes[static_cast<unsigned char>(s[k])] == 1;
+  }
+  return plain ? s.size() : i;
+}
+
 // Copies runs that need no escaping in one append each; plain ASCII is
 // skipped 8 bytes at a time.
 bool AppendStringLiteral(std::string_view s, std::string& out) {
   out += '"';
   size_t run = 0;  // start of the pending unescaped run
-  size_t i = 0;
+  size_t i = PlainPrefix(s);
   while (i < s.size()) {
     if (i + 8 <= s.size() && EightPlain(s.data() + i)) {
       i += 8;
@@ -117,25 +142,17 @@ bool AppendStringLiteral(std::string_view s, std::string& out) {
 
 }  // namespace
 
-namespace {
-
-// How many bytes each ASCII byte takes inside a JSON string literal; 0 for
-// the bytes of a multi-byte UTF-8 sequence (>= 0x80), which take themselves.
-constexpr std::array<uint8_t, 256> kLiteralBytes = [] {
-  std::array<uint8_t, 256> t{};
-  for (size_t c = 0; c < 0x80; ++c) t[c] = c < 0x20 ? 6 : 1;
-  for (unsigned char c : {'\b', '\t', '\n', '\f', '\r', '"', '\\'}) t[c] = 2;
-  return t;
-}();
-
-}  // namespace
+bool AppendJsonStringLiteral(std::string_view s, std::string& out) {
+  return AppendStringLiteral(s, out);
+}
 
 std::optional<size_t> JsonStringLiteralSize(std::string_view s) {
   // ASCII (nearly every key and most values): one table add per byte, no
   // branch; anything else takes the byte-by-byte path below.
-  size_t n = 2;
+  size_t i = PlainPrefix(s);
+  if (i == s.size()) return s.size() + 2;
+  size_t n = 2 + i;
   bool ascii = true;
-  size_t i = 0;
   while (i < s.size()) {
     if (i + 8 <= s.size() && EightPlain(s.data() + i)) {
       n += 8;
