@@ -27,7 +27,7 @@ Row MakeRow(const Workload& w) {
   events::Envelope e =
       events::KernelEvent(events::KernelKind::kStepCompleted, payload, w.fenced ? 1 : 0);
   row.kind = e.kind;
-  row.metadata_json = e.metadata.dump();
+  row.metadata_json = e.metadata.ToJson().dump();
   return row;
 }
 

@@ -81,7 +81,7 @@ class StoreTarget : public Target {
       }
       r.fence = token;
       r.events.push_back(events::KernelEvent(events::KernelKind::kStepCompleted, payload, token));
-      ONCE_CHECK_MSG(r.events.back().metadata.dump() == row.metadata_json,
+      ONCE_CHECK_MSG(r.events.back().metadata.ToJson().dump() == row.metadata_json,
                      "the store's rows and the raw rows must be the same size");
       requests.push_back(std::move(r));
     }

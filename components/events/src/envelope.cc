@@ -4,18 +4,12 @@
 
 namespace once::events {
 
-int64_t Envelope::fence() const {
-  if (!metadata.is_object()) return 0;
-  auto it = metadata.find("fence");
-  if (it == metadata.end() || !it->is_number_integer()) return 0;
-  return it->get<int64_t>();
-}
-
 Envelope KernelEvent(KernelKind kind, Json payload, int64_t fence) {
   Envelope e;
   e.kind = std::string(Name(kind));
   e.payload = std::move(payload);
-  e.metadata = fence > 0 ? JsonObject("kernel", true, "fence", fence) : JsonObject("kernel", true);
+  e.metadata.kernel = true;
+  e.metadata.fence = fence > 0 ? fence : 0;
   return e;
 }
 
@@ -23,7 +17,6 @@ Envelope AppEvent(std::string kind, Json payload) {
   Envelope e;
   e.kind = std::move(kind);
   e.payload = std::move(payload);
-  e.metadata = Json::object();
   return e;
 }
 

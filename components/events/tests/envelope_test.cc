@@ -30,7 +30,7 @@ TEST(EnvelopeTest, JsonObjectEqualsTheInitializerListForm) {
   Json moved = JsonObject("value", std::move(value));
   EXPECT_EQ(moved["value"]["list"], Json({1, 2}));
   EXPECT_TRUE(value.is_null());  // moved from, not copied
-  EXPECT_EQ(KernelEvent(KernelKind::kStepCompleted, nullptr, 3).metadata,
+  EXPECT_EQ(KernelEvent(KernelKind::kStepCompleted, nullptr, 3).metadata.ToJson(),
             (Json{{"kernel", true}, {"fence", 3}}));
 }
 

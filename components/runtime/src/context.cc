@@ -113,8 +113,8 @@ Status Context::Emit(std::string_view kind, Json payload) {
     return Ok();
   }
   Envelope ev = events::AppEvent(std::string(kind), std::move(payload));
-  ev.metadata["emit"] = true;
-  if (run_.fence > 0) ev.metadata["fence"] = run_.fence;
+  ev.metadata.extra["emit"] = true;
+  ev.metadata.fence = run_.fence;
   run_.pending.push_back(std::move(ev));
   return Ok();
 }

@@ -129,8 +129,9 @@ bool IsBodyEvent(const Envelope& e) {
   auto kind = events::ParseKernelKind(e.kind);
   if (!kind) {
     if (e.is_kernel()) return false;  // a newer node's kernel kind
-    auto it = e.metadata.is_object() ? e.metadata.find("emit") : e.metadata.end();
-    return it != e.metadata.end() && it->is_boolean() && it->get<bool>();
+    const Json& extra = e.metadata.extra;
+    auto it = extra.is_object() ? extra.find("emit") : extra.end();
+    return it != extra.end() && it->is_boolean() && it->get<bool>();
   }
   switch (*kind) {
     case KernelKind::kStepCompleted:

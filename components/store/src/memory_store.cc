@@ -70,7 +70,6 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest
     e.execution_id.clear();  // kept once, as the map's key; ReadLocked fills it in
     e.sequence = req.expected_next + static_cast<int64_t>(i);
     if (e.time_ms == 0) e.time_ms = checked.now_ms;
-    if (e.metadata.is_null()) e.metadata = Json::object();
   }
   log.head = req.expected_next + static_cast<int64_t>(n) - 1;
   return log.head;

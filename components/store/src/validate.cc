@@ -67,9 +67,8 @@ Status CheckEventShape(const AppendRequest& req, size_t i, int64_t seq, const Li
                      req.execution_id);
   }
   ONCE_RETURN_IF_ERROR(ValidateKind(e.kind, limits));
-  if (!e.metadata.is_null() && !e.metadata.is_object()) {
-    return MakeError(ErrorCode::kInvalidArgument, "metadata must be a JSON object",
-                     req.execution_id);
+  if (std::optional<std::string_view> problem = e.metadata.Problem()) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string(*problem), req.execution_id);
   }
   return Ok();
 }
@@ -140,6 +139,27 @@ std::optional<size_t> SerializedJsonSize(const Json& json) {
   }
 }
 
+std::optional<size_t> SerializedMetadataSize(const events::Metadata& m) {
+  size_t n = 2;  // braces
+  size_t members = 0;
+  if (m.fence != 0) {
+    n += 8 + DecimalDigits(static_cast<uint64_t>(m.fence));  // "fence":N (Problem(): fence >= 0)
+    ++members;
+  }
+  if (m.kernel) {
+    n += 13;  // "kernel":true
+    ++members;
+  }
+  if (m.extra.is_object() && !m.extra.empty()) {
+    std::optional<size_t> extra = SerializedJsonSize(m.extra);
+    if (!extra) return std::nullopt;
+    n += *extra - 2;
+    members += m.extra.size();
+  }
+  if (members > 1) n += members - 1;  // commas
+  return n;
+}
+
 Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits,
                                   const Clock& clock) {
   ONCE_RETURN_IF_ERROR(CheckRequestShape(req, limits));
@@ -149,8 +169,7 @@ Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits
     ONCE_RETURN_IF_ERROR(
         CheckEventShape(req, i, req.expected_next + static_cast<int64_t>(i), limits));
     std::optional<size_t> payload = SerializedJsonSize(e.payload);
-    std::optional<size_t> metadata =
-        e.metadata.is_null() ? std::optional<size_t>(2) : SerializedJsonSize(e.metadata);
+    std::optional<size_t> metadata = SerializedMetadataSize(e.metadata);
     if (!payload || !metadata) {
       return MakeError(ErrorCode::kInvalidArgument, "unserializable JSON: a string is not UTF-8",
                        req.execution_id);
@@ -214,12 +233,8 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
     enc.sequence = seq;
     enc.kind = e.kind;
     // Exactly dump()'s text, without its per-character output path.
-    bool serialized = events::AppendJsonText(e.payload, enc.payload_json);
-    if (e.metadata.is_null()) {
-      enc.metadata_json = "{}";
-    } else {
-      serialized = serialized && events::AppendJsonText(e.metadata, enc.metadata_json);
-    }
+    bool serialized = events::AppendJsonText(e.payload, enc.payload_json) &&
+                      events::AppendMetadataText(e.metadata, enc.metadata_json);
     if (!serialized) {
       return MakeError(ErrorCode::kInvalidArgument, "unserializable JSON: a string is not UTF-8",
                        req.execution_id);
@@ -294,8 +309,9 @@ Result<Envelope> DecodeRow(std::string_view execution_id, int64_t sequence, std:
     return true;
   };
   e.payload = Json::parse(payload_json, signed_ints, false);
-  e.metadata = Json::parse(metadata_json, signed_ints, false);
-  if (e.payload.is_discarded() || e.metadata.is_discarded()) {
+  Result<events::Metadata> metadata = events::ParseMetadataText(metadata_json);
+  if (metadata) e.metadata = std::move(*metadata);
+  if (e.payload.is_discarded() || !metadata) {
     return MakeError(ErrorCode::kCorruption,
                      "stored event " + std::to_string(sequence) + " is not valid JSON",
                      std::string(execution_id));

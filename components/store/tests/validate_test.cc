@@ -45,7 +45,7 @@ TEST(ValidateTest, EncodeAppendChecksEverything) {
   wrong_seq.events[0].sequence = 4;
   EXPECT_EQ(EncodeAppend(wrong_seq, limits, clock).error().code, ErrorCode::kInvalidArgument);
   AppendRequest bad_meta = req;
-  bad_meta.events[0].metadata = Json::array();
+  bad_meta.events[0].metadata.extra = Json::array();
   EXPECT_EQ(EncodeAppend(bad_meta, limits, clock).error().code, ErrorCode::kInvalidArgument);
   AppendRequest bad_kind = req;
   bad_kind.events[0].kind = "has space";
@@ -66,11 +66,13 @@ TEST(ValidateTest, DecodeRowRejectsCorruptJson) {
 }
 
 TEST(ValidateTest, DecodeRowReadsIntegersBackSigned) {
-  auto e = DecodeRow("x", 1, "K", "[17, -2, 18446744073709551615]", "{\"fence\": 3}", 5).value();
+  auto e = DecodeRow("x", 1, "K", "[17, -2, 18446744073709551615]", "{\"fence\": 3, \"n\": 4}", 5)
+               .value();
   EXPECT_EQ(e.payload[0].type(), Json(17).type());
   EXPECT_EQ(e.payload[1].type(), Json(-2).type());
   EXPECT_TRUE(e.payload[2].is_number_unsigned());  // does not fit in int64_t
-  EXPECT_EQ(e.metadata["fence"].type(), Json(3).type());
+  EXPECT_EQ(e.metadata.fence, 3);
+  EXPECT_EQ(e.metadata.extra["n"].type(), Json(4).type());
   EXPECT_EQ(DecodeRow("x", 1, "K", "17", "{}", 5).value().payload.type(), Json(17).type());
 }
 

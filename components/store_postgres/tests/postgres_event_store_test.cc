@@ -57,7 +57,7 @@ TEST_F(PostgresStoreTest, AppendReadsBackExactly) {
                                            {"n", 12345678901234},
                                            {"f", 0.25},
                                            {"list", {1, "two", nullptr}}});
-  app.metadata = {{"trace", "abc"}, {"quote", "a\"b\\c"}};
+  app.metadata = events::Metadata::FromJson({{"trace", "abc"}, {"quote", "a\"b\\c"}});
   ASSERT_EQ(store_->Append(Req("ex-1", 1, {Started(), app})).value(), 2);
   auto events = store_->ReadRange("ex-1", 1, kToEnd).value();
   ASSERT_EQ(events.size(), 2u);
@@ -93,7 +93,7 @@ TEST_F(PostgresStoreTest, BadInputIsRefusedWithTheSharedCodes) {
   // Payload and metadata are stored as JSON text, so \u0000 round-trips in
   // both (jsonb, version 1's metadata column, refused it).
   Envelope nul = AppEvent("x", std::string("a\0b", 3));
-  nul.metadata = {{"k", std::string("a\0b", 3)}};
+  nul.metadata = events::Metadata::FromJson({{"k", std::string("a\0b", 3)}});
   ASSERT_TRUE(store_->Append(Req("ex", 1, {nul})));
   Envelope back = store_->ReadRange("ex", 1, 1).value()[0];
   EXPECT_EQ(back.payload, nul.payload);
@@ -255,7 +255,7 @@ TEST_F(PostgresStoreTest, AcquireFenceIfComparesTokenAndPark) {
       KernelEvent(KernelKind::kStepFailed, {}), KernelEvent(KernelKind::kMessageConsumed, {}),
       AppEvent("sibling.emit", 1)};
   Envelope stamped_string = AppEvent("NEWER_KIND", {});
-  stamped_string.metadata = {{"kernel", "true"}};
+  stamped_string.metadata = events::Metadata::FromJson({{"kernel", "true"}});
   ignorable.push_back(stamped_string);
   ASSERT_TRUE(store_->Append(Req("ex", 3, ignorable, std::nullopt)));
   auto open = store_->AcquireFenceIf("ex", {.fence = 1, .park_seq = 2}).value();
@@ -263,7 +263,7 @@ TEST_F(PostgresStoreTest, AcquireFenceIfComparesTokenAndPark) {
   EXPECT_EQ(open.fence, 2);
   // An unknown kind stamped kernel: true answers (fail closed).
   Envelope newer = AppEvent("NEWER_KIND", {});
-  newer.metadata = {{"kernel", true}};
+  newer.metadata = events::Metadata::FromJson({{"kernel", true}});
   ASSERT_TRUE(store_->Append(Req("ex", 9, {newer}, 2)));
   auto answered = store_->AcquireFenceIf("ex", {.fence = 2, .park_seq = 2}).value();
   EXPECT_TRUE(answered.stale);
@@ -279,7 +279,7 @@ TEST_F(PostgresStoreTest, AcquireFenceIfStaleForEachAnsweringKind) {
     std::string id = "ex-" + std::string(kind);
     ASSERT_TRUE(store_->Append(Req(id, 1, {Started(), Parked()})));
     Envelope answer = AppEvent(std::string(kind), {});
-    answer.metadata = {{"kernel", true}};
+    answer.metadata = events::Metadata::FromJson({{"kernel", true}});
     ASSERT_TRUE(store_->Append(Req(id, 3, {answer})));
     auto r = store_->AcquireFenceIf(id, {.fence = 0, .park_seq = 2}).value();
     EXPECT_TRUE(r.stale) << kind;
@@ -843,9 +843,9 @@ TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
   auto rows = store->ReadRange("parked", 1, kToEnd).value();
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[1].kind, "EXECUTION_SUSPENDED");
-  EXPECT_EQ(rows[1].metadata, (Json{{"fence", 0}, {"kernel", true}}));
+  EXPECT_EQ(rows[1].metadata.ToJson(), (Json{{"fence", 0}, {"kernel", true}}));
   EXPECT_EQ(rows[2].payload, (Json{{"n", 1}}));
-  EXPECT_EQ(rows[2].metadata, (Json{{"trace", "a\"b"}, {"n", {1, 2.5, nullptr}}}));
+  EXPECT_EQ(rows[2].metadata.ToJson(), (Json{{"trace", "a\"b"}, {"n", {1, 2.5, nullptr}}}));
   EXPECT_EQ(rows[2].time_ms, 7);
   // The guard on migrated rows: the lean path and the FOR SHARE path.
   ASSERT_EQ(store->Append(Req("parked", 4, {AppEvent("more", 1)})).value(), 4);
@@ -958,7 +958,7 @@ TEST_F(PostgresStoreTest, DISABLED_GroupCommitVsRawBatchedInsert) {
   double grouped_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - grouped_start).count();
   std::string payload = Json{{"result", 1}}.dump();
-  std::string metadata = KernelEvent(KernelKind::kStepCompleted, {}).metadata.dump();
+  std::string metadata = KernelEvent(KernelKind::kStepCompleted, {}).metadata.ToJson().dump();
   auto raw_start = std::chrono::steady_clock::now();
   for (int b = 0; b < kBatches; ++b) {
     std::string ids = "{", seqs = "{", payloads = "{", metas = "{";

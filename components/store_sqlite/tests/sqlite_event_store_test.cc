@@ -143,7 +143,7 @@ TEST(SqliteEventStore, RoundTripsEnvelopesExactly) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].execution_id, "ex-1");
   EXPECT_EQ(got[0].payload, app.payload);
-  EXPECT_EQ(got[0].metadata, Json::object());
+  EXPECT_EQ(got[0].metadata.ToJson(), Json::object());
   EXPECT_EQ(got[0].time_ms, clock.NowUnixMillis());
   EXPECT_TRUE(got[1].payload.is_null());
   EXPECT_EQ(got[1].time_ms, 42);
@@ -161,7 +161,7 @@ TEST(SqliteEventStore, KernelStampMustBeBooleanTrue) {
     std::string id = "ex-" + std::to_string(i);
     Park(*store, id);
     Envelope e = events::AppEvent("FUTURE_KERNEL_KIND", {});
-    e.metadata = {{"kernel", cases[i].kernel}};
+    e.metadata = events::Metadata::FromJson({{"kernel", cases[i].kernel}});
     ASSERT_TRUE(store->Append(Req(id, 3, {e}, std::nullopt)).has_value());
     auto acquired = store->AcquireFenceIf(id, {.fence = 0, .park_seq = 2});
     ASSERT_TRUE(acquired.has_value()) << acquired.error().ToString();
@@ -455,7 +455,7 @@ TEST(SqliteEventStore, VersionOneDatabaseIsMigrated) {
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[1].kind, "custom");
   EXPECT_EQ(a[1].payload["k"], 1);
-  EXPECT_EQ(a[1].metadata["fence"], 3);
+  EXPECT_EQ(a[1].metadata.fence, 3);
   EXPECT_EQ(a[1].time_ms, 6);
   EXPECT_EQ(store->Head("b").value(), 1);
   EXPECT_EQ(store->Head("gone").value(), 9);

@@ -251,7 +251,7 @@ TEST_P(EventStoreConformance, AppendOneReturnsHeadAndReadsBack) {
   EXPECT_EQ(got[0].sequence, 1);
   EXPECT_EQ(got[0].kind, "EXECUTION_STARTED");
   EXPECT_EQ(got[0].payload, (Json{{"input", 7}}));
-  EXPECT_EQ(got[0].metadata, (Json{{"kernel", true}}));
+  EXPECT_EQ(got[0].metadata.ToJson(), (Json{{"kernel", true}}));
 }
 
 TEST_P(EventStoreConformance, AppendManyNumbersDenselyInOrder) {
@@ -355,17 +355,39 @@ TEST_P(EventStoreConformance, MetadataMustBeAnObject) {
   for (Json metadata : {Json::array({1, 2}), Json("kernel"), Json(3), Json(true)}) {
     SCOPED_TRACE(metadata.dump());
     Envelope e = Step(1);
-    e.metadata = metadata;
+    e.metadata.extra = metadata;
     EXPECT_TRUE(Fails(store().Append(Req("ex-1", 1, {e})), ErrorCode::kInvalidArgument));
   }
   EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
 
   Envelope absent = Step(1);
-  absent.metadata = nullptr;  // absent metadata reads back as an empty object
+  absent.metadata = {};  // no members reads back as an empty object
   AppendOk(store(), Req("ex-1", 1, {absent}));
   std::vector<Envelope> got = Read(store(), "ex-1");
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].metadata, Json::object());
+  EXPECT_EQ(got[0].metadata.ToJson(), Json::object());
+}
+
+// A member of extra that a field owns would read back as the field (or be
+// written twice): refused, nothing written.
+TEST_P(EventStoreConformance, MetadataFieldsAreNotRepeatedInExtra) {
+  auto with = [](int64_t fence, bool kernel, Json extra) {
+    Envelope e = Step(1);
+    e.metadata = {.fence = fence, .kernel = kernel, .extra = std::move(extra)};
+    return e;
+  };
+  for (const Envelope& e : {with(0, false, {{"fence", 4}}), with(0, false, {{"kernel", true}}),
+                            with(2, false, {{"fence", "two"}}), with(0, true, {{"kernel", 1}}),
+                            with(-1, false, nullptr)}) {
+    SCOPED_TRACE(e.metadata.extra.dump());
+    EXPECT_TRUE(Fails(store().Append(Req("ex-1", 1, {e})), ErrorCode::kInvalidArgument));
+  }
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+  // The same names with values the fields do not own stay in extra.
+  Envelope kept = with(0, false, {{"fence", 0}, {"kernel", "true"}});
+  AppendOk(store(), Req("ex-1", 1, {kept}));
+  EXPECT_EQ(Read(store(), "ex-1")[0].metadata, kept.metadata);
+  EXPECT_EQ(Read(store(), "ex-1")[0].metadata.ToJson(), (Json{{"fence", 0}, {"kernel", "true"}}));
 }
 
 TEST_P(EventStoreConformance, JsonRoundTripsExactly) {
@@ -386,7 +408,8 @@ TEST_P(EventStoreConformance, JsonRoundTripsExactly) {
                                 Json::object()};
   std::vector<Envelope> evs;
   for (const Json& p : payloads) evs.push_back(AppEvent("data", p));
-  evs.back().metadata = {{"kernel", false}, {"fence", 3}, {"trace", {{"id", "ab-12"}, {"n", 1}}}};
+  evs.back().metadata = events::Metadata::FromJson(
+      {{"kernel", false}, {"fence", 3}, {"trace", {{"id", "ab-12"}, {"n", 1}}}});
   AppendOk(store(), Req("json", 1, evs));
   std::vector<Envelope> got = Read(store(), "json");
   ASSERT_EQ(got.size(), payloads.size());
@@ -396,6 +419,8 @@ TEST_P(EventStoreConformance, JsonRoundTripsExactly) {
     EXPECT_EQ(got[i].payload.type(), payloads[i].type());
   }
   EXPECT_EQ(got.back().metadata, evs.back().metadata);
+  EXPECT_EQ(got.back().metadata.ToJson(),
+            (Json{{"kernel", false}, {"fence", 3}, {"trace", {{"id", "ab-12"}, {"n", 1}}}}));
   EXPECT_TRUE(got[1].payload.is_null());
 }
 
@@ -843,7 +868,8 @@ constexpr int64_t kHolder = -100;
 std::vector<KindCase> AnsweringCases() {
   Envelope unstamped_resume = AppEvent("EXECUTION_RESUMED", {{"v", 1}});
   Envelope stamped_unknown = AppEvent("EXECUTION_REWOUND", {{"to", 2}});
-  stamped_unknown.metadata = {{"kernel", true}};  // a kernel kind from a newer node
+  stamped_unknown.metadata =
+      events::Metadata::FromJson({{"kernel", true}});  // a kernel kind from a newer node
   return {
       {"EXECUTION_RESUMED", Kernel(KernelKind::kExecutionResumed, {{"value", 1}}), kHolder},
       {"EXECUTION_RESUMED with a null payload", Kernel(KernelKind::kExecutionResumed), kHolder},
@@ -861,7 +887,7 @@ std::vector<KindCase> AnsweringCases() {
 std::vector<KindCase> IgnorableCases() {
   auto app = [](std::string kind, Json metadata) {
     Envelope e = AppEvent(std::move(kind), {{"x", 1}});
-    e.metadata = std::move(metadata);
+    e.metadata = events::Metadata::FromJson(std::move(metadata));
     return e;
   };
   return {
@@ -1160,7 +1186,7 @@ TEST_P(EventStoreConformance, CopyPrefixCopiesEventsExactly) {
   std::vector<Envelope> evs = {Kernel(KernelKind::kExecutionStarted, {{"input", "ü"}}), Step(2),
                                Step(3), Kernel(KernelKind::kExecutionSuspended), Step(5)};
   evs[1].time_ms = 1111;
-  evs[2].metadata = {{"fence", 0}, {"trace", "t"}};
+  evs[2].metadata = events::Metadata::FromJson({{"fence", 0}, {"trace", "t"}});
   AppendOk(store(), Req("from", 1, evs));
   ASSERT_TRUE(store().CopyPrefix("from", "to", 3));
   std::vector<Envelope> src = Read(store(), "from");

@@ -4,11 +4,12 @@
 //
 //   Envelope e{.execution_id = "order-7", .sequence = 1,
 //              .kind = "EXECUTION_STARTED", .payload = {{"input", 3}},
-//              .metadata = {{"kernel", true}}, .time_ms = clock.NowUnixMillis()};
+//              .metadata = {.kernel = true}, .time_ms = clock.NowUnixMillis()};
 //
-// Sequences are 1-based and dense per execution. metadata holds `fence` (the
-// token the append was made under, absent or 0 when none was held) and
-// `kernel: true` on every kernel event; applications may add other members.
+// Sequences are 1-based and dense per execution. metadata (metadata.h) holds
+// `fence` (the token the append was made under, 0 when none was held) and
+// `kernel: true` on every kernel event; applications may add other members
+// in metadata.extra.
 
 #pragma once
 
@@ -20,6 +21,7 @@
 
 #include "once/base/result.h"
 #include "once/events/kinds.h"
+#include "once/events/metadata.h"
 
 namespace once::events {
 
@@ -29,13 +31,13 @@ struct Envelope {
   std::string execution_id;
   int64_t sequence = 0;
   std::string kind;
-  Json payload;         // any JSON value; null when absent
-  Json metadata;        // an object, or null
+  Json payload;  // any JSON value; null when absent
+  Metadata metadata;
   int64_t time_ms = 0;  // Unix milliseconds when appended
 
-  // The token in metadata.fence, or 0.
-  int64_t fence() const;
-  bool is_kernel() const { return IsKernelStamped(metadata); }
+  // The token the append was made under (metadata.fence), or 0.
+  int64_t fence() const { return metadata.fence; }
+  bool is_kernel() const { return metadata.kernel; }
   bool answering() const { return IsAnswering(kind, metadata); }
   bool Is(KernelKind k) const { return kind == Name(k); }
 

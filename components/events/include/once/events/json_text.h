@@ -23,6 +23,10 @@ namespace once::events {
 // an unspecified tail the caller discards.
 bool AppendJsonText(const Json& json, std::string& out);
 
+// Appends the string literal dump() writes for `s` (quotes and escapes) and
+// returns true; false when `s` is not valid UTF-8.
+bool AppendJsonStringLiteral(std::string_view s, std::string& out);
+
 // The length of the string literal dump() writes for `s` (quotes and
 // escapes), or nullopt when `s` is not valid UTF-8 (dump() would throw).
 std::optional<size_t> JsonStringLiteralSize(std::string_view s);

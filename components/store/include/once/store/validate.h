@@ -72,6 +72,9 @@ Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits
 // without serializing. nullopt when dump() would throw (a string that is not
 // valid UTF-8).
 std::optional<size_t> SerializedJsonSize(const Json& json);
+// The same for metadata text (events::AppendMetadataText), for metadata
+// without a Problem().
+std::optional<size_t> SerializedMetadataSize(const events::Metadata& metadata);
 
 // Validates a batch's shape: count, distinct executions, total bytes.
 Status ValidateBatchShape(std::span<const AppendRequest> requests, const Limits& limits);
