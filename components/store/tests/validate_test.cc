@@ -21,6 +21,24 @@ TEST(ValidateTest, ExecutionIds) {
   EXPECT_EQ(ValidateExecutionId("", limits).error().code, ErrorCode::kInvalidArgument);
 }
 
+// Ids and kinds are checked eight bytes at a time: every byte value at every
+// place of a word and of the tail, between neighbours at both ends of the
+// range (a borrow or carry between bytes must not hide or invent one).
+TEST(ValidateTest, EveryByteAtEveryPlaceOfIdsAndKinds) {
+  Limits limits;
+  for (char fill : {'!', '~', 'a'}) {
+    for (size_t at = 0; at < 19; ++at) {
+      for (int b = 0; b < 256; ++b) {
+        std::string s(19, fill);
+        s[at] = static_cast<char>(b);
+        SCOPED_TRACE(testing::Message() << "fill " << fill << " byte " << b << " at " << at);
+        EXPECT_EQ(ValidateKind(s, limits).has_value(), b >= 0x21 && b <= 0x7e);
+        EXPECT_EQ(ValidateExecutionId(s, limits).has_value(), b >= 0x20 && b <= 0x7e);
+      }
+    }
+  }
+}
+
 TEST(ValidateTest, EncodeAppendChecksEverything) {
   Limits limits;
   limits.event_bytes_max = 64;
