@@ -112,49 +112,74 @@ Status CheckRequestShape(const AppendRequest& req, const Limits& limits) {
 
 }  // namespace
 
-std::optional<size_t> SerializedJsonSize(const Json& json) {
+namespace {
+
+// Adds the length of the literal of `s` to n; false when s is not UTF-8.
+// Short plain strings (most keys and many values) are sized inline.
+bool AddStringSize(std::string_view s, size_t& n) {
+  if (events::IsShortPlainJsonString(s)) {
+    n += s.size() + 2;
+    return true;
+  }
+  std::optional<size_t> m = events::JsonStringLiteralSize(s);
+  if (!m) return false;
+  n += *m;
+  return true;
+}
+
+// Adds the length of json.dump() to n; false when dump() would throw.
+bool AddJsonSize(const Json& json, size_t& n) {
   switch (json.type()) {
     case Json::value_t::null:
-      return 4;
+      n += 4;
+      return true;
     case Json::value_t::boolean:
-      return json.get<bool>() ? 4 : 5;
+      n += json.get<bool>() ? 4 : 5;
+      return true;
     case Json::value_t::number_integer: {
       int64_t v = json.get<int64_t>();
       uint64_t magnitude = v < 0 ? ~static_cast<uint64_t>(v) + 1 : static_cast<uint64_t>(v);
-      return DecimalDigits(magnitude) + (v < 0 ? 1 : 0);
+      n += DecimalDigits(magnitude) + (v < 0 ? 1 : 0);
+      return true;
     }
     case Json::value_t::number_unsigned:
-      return DecimalDigits(json.get<uint64_t>());
+      n += DecimalDigits(json.get<uint64_t>());
+      return true;
     case Json::value_t::string:
-      return events::JsonStringLiteralSize(json.get_ref<const std::string&>());
+      return AddStringSize(json.get_ref<const std::string&>(), n);
     case Json::value_t::array: {
-      size_t n = 2 + (json.empty() ? 0 : json.size() - 1);  // brackets, commas
-      for (const Json& v : json) {
-        std::optional<size_t> m = SerializedJsonSize(v);
-        if (!m) return std::nullopt;
-        n += *m;
+      const auto& array = json.get_ref<const Json::array_t&>();
+      n += array.empty() ? 2 : 1 + array.size();  // brackets, commas
+      for (const Json& v : array) {
+        if (!AddJsonSize(v, n)) return false;
       }
-      return n;
+      return true;
     }
     case Json::value_t::object: {
       const auto& object = json.get_ref<const Json::object_t&>();
-      size_t n = 2 + (object.empty() ? 0 : object.size() - 1);  // braces, commas
+      n += object.empty() ? 2 : 1 + 2 * object.size();  // braces, commas, colons
       for (const auto& [key, value] : object) {
-        std::optional<size_t> k = events::JsonStringLiteralSize(key);
-        std::optional<size_t> m = SerializedJsonSize(value);
-        if (!k || !m) return std::nullopt;
-        n += *k + 1 + *m;  // key, colon, value
+        if (!AddStringSize(key, n) || !AddJsonSize(value, n)) return false;
       }
-      return n;
+      return true;
     }
     default:
       break;  // floats (shortest round-trip form), binary, discarded: rare
   }
   try {
-    return json.dump().size();
+    n += json.dump().size();
+    return true;
   } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
+    return false;
   }
+}
+
+}  // namespace
+
+std::optional<size_t> SerializedJsonSize(const Json& json) {
+  size_t n = 0;
+  if (!AddJsonSize(json, n)) return std::nullopt;
+  return n;
 }
 
 std::optional<size_t> SerializedMetadataSize(const events::Metadata& m) {

@@ -31,4 +31,17 @@ bool AppendJsonStringLiteral(std::string_view s, std::string& out);
 // escapes), or nullopt when `s` is not valid UTF-8 (dump() would throw).
 std::optional<size_t> JsonStringLiteralSize(std::string_view s);
 
+// True when `s` is at most 16 bytes of plain ASCII (no control, quote,
+// backslash or byte >= 0x80): its literal is itself in quotes. Inline, for
+// the many short keys and values of a tree being sized or written.
+inline bool IsShortPlainJsonString(std::string_view s) {
+  if (s.size() > 16) return false;
+  bool plain = true;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    plain &= c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  }
+  return plain;
+}
+
 }  // namespace once::events
