@@ -10,6 +10,7 @@
 
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,13 +35,15 @@ std::optional<size_t> JsonStringLiteralSize(std::string_view s);
 // True when `s` is at most 16 bytes of plain ASCII (no control, quote,
 // backslash or byte >= 0x80): its literal is itself in quotes. Inline, for
 // the many short keys and values of a tree being sized or written.
+inline constexpr std::array<bool, 256> kPlainJsonBytes = [] {
+  std::array<bool, 256> t{};
+  for (size_t c = 0x20; c < 0x80; ++c) t[c] = c != '"' && c != '\\';
+  return t;
+}();
 inline bool IsShortPlainJsonString(std::string_view s) {
   if (s.size() > 16) return false;
   bool plain = true;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    plain &= c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-  }
+  for (char c : s) plain &= kPlainJsonBytes[static_cast<unsigned char>(c)];
   return plain;
 }
 
