@@ -196,7 +196,7 @@ std::optional<size_t> SerializedMetadataSize(const events::Metadata& m) {
   if (m.extra.is_object() && !m.extra.empty()) {
     std::optional<size_t> extra = SerializedJsonSize(m.extra);
     if (!extra) return std::nullopt;
-    n += *extra - 2;
+    n += *extra - 2 - (m.extra.size() - 1);  // its members, without its braces and commas
     members += m.extra.size();
   }
   if (members > 1) n += members - 1;  // commas

@@ -39,6 +39,21 @@ TEST(ValidateTest, EveryByteAtEveryPlaceOfIdsAndKinds) {
   }
 }
 
+TEST(ValidateTest, MetadataSizeIsTheLengthOfItsText) {
+  for (const Json& object : {Json::object(), Json{{"kernel", true}}, Json{{"fence", 9}},
+                             Json{{"fence", 12345678901}, {"kernel", true}},
+                             Json{{"a", 1}, {"fence", 3}, {"g", "x\"y"}, {"kernel", true}},
+                             Json{{"fence", 0}, {"kernel", "true"}, {"z", {1, 2.5}}}}) {
+    SCOPED_TRACE(object.dump());
+    events::Metadata m = events::Metadata::FromJson(object);
+    std::string text;
+    ASSERT_TRUE(events::AppendMetadataText(m, text));
+    EXPECT_EQ(SerializedMetadataSize(m), text.size());
+  }
+  events::Metadata bad{.extra = {{"s", std::string("\xc3")}}};  // not UTF-8
+  EXPECT_FALSE(SerializedMetadataSize(bad));
+}
+
 TEST(ValidateTest, EncodeAppendChecksEverything) {
   Limits limits;
   limits.event_bytes_max = 64;

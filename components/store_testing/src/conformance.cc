@@ -652,6 +652,26 @@ TEST_P(EventStoreConformance, EventOverEventBytesMaxIsLimitExceeded) {
   EXPECT_EQ(HeadOf(*s, "ex-1"), 1);
 }
 
+// The limit counts metadata as its text: fields, the members of extra
+// between and around them, their commas.
+TEST_P(EventStoreConformance, EventBytesCountMetadataExactly) {
+  Envelope e = AppEvent("blob", Json(""));
+  e.metadata = events::Metadata::FromJson({{"a", 1}, {"fence", 3}, {"g", "x"}, {"kernel", true}});
+  size_t bytes = e.payload.dump().size() + e.metadata.ToJson().dump().size();
+  Limits limits;
+  limits.event_bytes_max = bytes;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(AppendOk(*s, Req("ex-1", 1, {e})), 1);  // exactly at the limit
+  limits.event_bytes_max = bytes - 1;
+  s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  Result<int64_t> r = s->Append(Req("ex-2", 1, {e}));
+  ASSERT_FALSE(r);
+  ExpectLimit(r.error(), "event_bytes_max", static_cast<int64_t>(bytes),
+              static_cast<int64_t>(bytes - 1));
+}
+
 TEST_P(EventStoreConformance, BatchOverBatchBytesMaxIsLimitExceeded) {
   Limits limits;
   limits.event_bytes_max = 100;
