@@ -86,7 +86,6 @@ bool EightPlain(const char* p) {
 
 // How many bytes each ASCII byte takes inside a JSON string literal; 0 for
 // the bytes of a multi-byte UTF-8 sequence (>= 0x80), which take themselves.
-// A byte is plain when it takes exactly 1.
 constexpr std::array<uint8_t, 256> kLiteralBytes = [] {
   std::array<uint8_t, 256> t{};
   for (size_t c = 0; c < 0x80; ++c) t[c] = c < 0x20 ? 6 : 1;
@@ -104,7 +103,7 @@ size_t PlainPrefix(std::string_view s) {
   if (s.size() - i >= 8) return i;
   bool plain = true;
   for (size_t k = i; k < s.size(); ++k) {
-    plain &= kLiteralBytes[static_cast<unsigned char>(s[k])] == 1;
+    plain &= kPlainJsonBytes[static_cast<unsigned char>(s[k])];
   }
   return plain ? s.size() : i;
 }

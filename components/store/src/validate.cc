@@ -110,10 +110,6 @@ Status CheckRequestShape(const AppendRequest& req, const Limits& limits) {
   return Ok();
 }
 
-}  // namespace
-
-namespace {
-
 // Adds the length of the literal of `s` to n; false when s is not UTF-8.
 // Short plain strings (most keys and many values) are sized inline.
 bool AddStringSize(std::string_view s, size_t& n) {
