@@ -31,7 +31,7 @@ void PrintLog(store::EventStore& store, const std::string& execution_id) {
              log.size());
   fmt::print("  {:>3}  {:<20}  {:>5}  {}\n", "seq", "kind", "fence", "payload");
   for (const auto& e : log) {
-    fmt::print("  {:>3}  {:<20}  {:>5}  {}\n", e.sequence, e.kind, e.fence(),
+    fmt::print("  {:>3}  {:<20}  {:>5}  {}\n", e.sequence, e.kind.view(), e.fence(),
                Shorten(e.payload.dump(), 90));
   }
 }

@@ -6,7 +6,7 @@ namespace once::events {
 
 Envelope KernelEvent(KernelKind kind, Json payload, int64_t fence) {
   Envelope e;
-  e.kind = std::string(Name(kind));
+  e.kind = kind;
   e.payload = std::move(payload);
   e.metadata.kernel = true;
   e.metadata.fence = fence > 0 ? fence : 0;

@@ -1,6 +1,9 @@
 #include "once/events/kinds.h"
 
 #include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "once/events/kind.h"
 
 namespace once::events {
 namespace {
@@ -48,5 +51,17 @@ bool IsAnswering(std::string_view kind, const nlohmann::json& metadata) {
 
 std::span<const std::string_view> AnsweringKernelKindNames() { return kAnsweringNames; }
 std::span<const std::string_view> AllKernelKindNames() { return kAllNames; }
+
+Kind Kind::FromStored(std::string name) {
+  if (std::optional<KernelKind> k = ParseKernelKind(name)) return Kind(*k);
+  return Kind(std::move(name));
+}
+
+std::ostream& operator<<(std::ostream& os, const Kind& kind) { return os << kind.view(); }
+
+std::string operator+(std::string text, const Kind& kind) {
+  text += kind.view();
+  return text;
+}
 
 }  // namespace once::events

@@ -87,8 +87,10 @@ bool operator==(const Metadata& a, const Metadata& b) {
   return a.extra == b.extra;
 }
 
-bool IsAnswering(std::string_view kind, const Metadata& metadata) {
-  if (auto k = ParseKernelKind(kind)) return Info(*k).effect == ParkEffect::kAnswering;
+bool IsAnswering(const Kind& kind, const Metadata& metadata) {
+  std::optional<KernelKind> k = kind.interned();
+  if (!k) k = ParseKernelKind(kind.view());
+  if (k) return Info(*k).effect == ParkEffect::kAnswering;
   return metadata.kernel;
 }
 

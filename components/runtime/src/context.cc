@@ -26,7 +26,7 @@ bool Matches(const Json& got, const Json& want) {
 }
 
 std::string Describe(const Envelope& e) {
-  std::string out = e.kind;
+  std::string out = e.kind.str();
   if (const Json& name = Member(e.payload, "name"); name.is_string()) {
     out += " '" + name.get<std::string>() + "'";
   } else if (const Json& call = Member(e.payload, "call"); call.is_string()) {

@@ -15,7 +15,7 @@ using testing::HookStore;
 std::vector<std::string> Kinds(store::EventStore& s, std::string_view id) {
   std::vector<std::string> out;
   std::vector<Envelope> log = s.ReadRange(id, 1, store::kToEnd).value();
-  for (const auto& e : log) out.push_back(e.kind);
+  for (const auto& e : log) out.push_back(e.kind.str());
   return out;
 }
 

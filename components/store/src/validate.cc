@@ -84,7 +84,11 @@ Status CheckEventShape(const AppendRequest& req, size_t i, int64_t seq, const Li
     return MakeError(ErrorCode::kInvalidArgument, "event names another execution",
                      req.execution_id);
   }
-  ONCE_RETURN_IF_ERROR(ValidateKind(e.kind, limits));
+  // A kernel kind's name was checked when its table was built; only its
+  // length can meet a configured limit.
+  if (!e.kind.interned() || e.kind.size() > limits.kind_bytes_max) {
+    ONCE_RETURN_IF_ERROR(ValidateKind(e.kind, limits));
+  }
   if (std::optional<std::string_view> problem = e.metadata.Problem()) {
     return MakeError(ErrorCode::kInvalidArgument, std::string(*problem), req.execution_id);
   }
@@ -268,7 +272,7 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
     ONCE_RETURN_IF_ERROR(CheckEventShape(req, i, seq, limits));
     EncodedEvent enc;
     enc.sequence = seq;
-    enc.kind = e.kind;
+    enc.kind = e.kind.str();
     // Exactly dump()'s text, without its per-character output path.
     bool serialized = events::AppendJsonText(e.payload, enc.payload_json) &&
                       events::AppendMetadataText(e.metadata, enc.metadata_json);
@@ -289,7 +293,7 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
       enc.time_ms = now_ms;
     }
     enc.answering = events::IsAnswering(e.kind, e.metadata);
-    enc.suspends = e.kind == events::Name(events::KernelKind::kExecutionSuspended);
+    enc.suspends = e.kind.Is(events::KernelKind::kExecutionSuspended);
     out.answering |= enc.answering;
     out.suspends |= enc.suspends;
     out.events.push_back(std::move(enc));
@@ -333,7 +337,7 @@ Result<Envelope> DecodeRow(std::string_view execution_id, int64_t sequence, std:
   Envelope e;
   e.execution_id = std::string(execution_id);
   e.sequence = sequence;
-  e.kind = std::move(kind);
+  e.kind = events::Kind::FromStored(std::move(kind));
   e.time_ms = time_ms;
   // The parser reads a non-negative integer as number_unsigned; the writer
   // most likely held a signed one (Json(17)). Read back what fits in int64_t

@@ -185,7 +185,7 @@ AcquireWithTail AcquireIfRead(EventStore& s, std::string_view id, int64_t fence,
 
 std::vector<std::string> Kinds(const std::vector<Envelope>& events) {
   std::vector<std::string> out;
-  for (const auto& e : events) out.push_back(e.kind);
+  for (const auto& e : events) out.push_back(e.kind.str());
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "once/base/result.h"
+#include "once/events/kind.h"
 #include "once/events/kinds.h"
 #include "once/events/metadata.h"
 
@@ -30,7 +31,7 @@ using Json = nlohmann::json;
 struct Envelope {
   std::string execution_id;
   int64_t sequence = 0;
-  std::string kind;
+  Kind kind;
   Json payload;  // any JSON value; null when absent
   Metadata metadata;
   int64_t time_ms = 0;  // Unix milliseconds when appended
@@ -39,7 +40,7 @@ struct Envelope {
   int64_t fence() const { return metadata.fence; }
   bool is_kernel() const { return metadata.kernel; }
   bool answering() const { return IsAnswering(kind, metadata); }
-  bool Is(KernelKind k) const { return kind == Name(k); }
+  bool Is(KernelKind k) const { return kind.Is(k); }
 
   friend bool operator==(const Envelope&, const Envelope&) = default;
 };

@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "once/base/result.h"
+#include "once/events/kind.h"
 #include "once/events/kinds.h"
 
 namespace once::events {
@@ -52,7 +53,7 @@ struct Metadata {
 };
 
 // The three rules of IsAnswering (kinds.h) on a struct.
-bool IsAnswering(std::string_view kind, const Metadata& metadata);
+bool IsAnswering(const Kind& kind, const Metadata& metadata);
 
 // Appends json.dump() of metadata.ToJson() to `out`; false when a string in
 // `extra` is not UTF-8 (as AppendJsonText). Metadata without `extra` is
