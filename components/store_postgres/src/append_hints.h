@@ -27,8 +27,10 @@
 namespace once::store::pg {
 
 // A version of a fence row: the transaction that wrote it (xmin) and where
-// it is (ctid). Both are compared, so a version is not mistaken for another
-// even across transaction id wraparound.
+// it is (ctid). Both are compared: mistaking a later version for this one
+// would take the transaction with the same 32-bit id, 2^32 transactions
+// later, rewriting this execution's fence row into the same slot while the
+// entry is still remembered.
 struct FenceVersion {
   uint32_t xmin = 0;
   uint32_t block = 0;

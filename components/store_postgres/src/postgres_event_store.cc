@@ -170,6 +170,22 @@ Status CheckInserted(std::span<const Item> items, const std::vector<Result<int64
   return Ok();
 }
 
+// After a committed lean statement: a request that landed advances its
+// execution's hint (to the version it learned, if it asked), a refused one
+// is forgotten (learned again next time).
+void Teach(pg::AppendHints& hints, std::span<const Item> items,
+           const std::vector<Result<int64_t>>& out,
+           const std::vector<std::optional<pg::FenceVersion>>& learned) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string& id = items[i].req->execution_id;
+    if (out[i]) {
+      hints.Landed(id, *out[i], learned[i]);
+    } else {
+      hints.Forget(id);
+    }
+  }
+}
+
 // Runs sql::LeanAppendSql: every request lands but those it returns a
 // verdict for, and each of those must be refused by its verdict. `hints`
 // (nullptr: none) is consulted and taught, so the statement must commit on
@@ -216,16 +232,7 @@ Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> i
   }
   if (!inserted) return MakeError(ErrorCode::kInternal, "append returned no row count");
   ONCE_RETURN_IF_ERROR(CheckInserted(items, out, *inserted));
-  if (hints) {
-    for (size_t i = 0; i < items.size(); ++i) {
-      const std::string& id = items[i].req->execution_id;
-      if (out[i]) {
-        hints->Landed(id, *out[i], learned[i]);
-      } else {
-        hints->Forget(id);
-      }
-    }
-  }
+  if (hints) Teach(*hints, items, out, learned);
   return out;
 }
 
