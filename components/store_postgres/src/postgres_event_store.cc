@@ -102,7 +102,8 @@ Params AppendParams(std::span<const Item> items) {
 }
 
 // The parameters of sql::LeanAppendSql: each event carries its request's
-// id, fence, expected_next and fence-row version hint; asks[i] is items[i]'s.
+// id, fence, expected_next and (hinted: asks not empty) fence-row version
+// hint; asks[i] is items[i]'s.
 Params LeanParams(std::span<const Item> items, std::span<const pg::AppendHints::Ask> asks) {
   const size_t n = EventCount(items);
   std::vector<std::string_view> ids, req_ids;
@@ -120,9 +121,9 @@ Params LeanParams(std::span<const Item> items, std::span<const pg::AppendHints::
   hint_ctid.reserve(n);
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
-    const std::optional<pg::FenceVersion>& v = asks[i].version;
+    const pg::FenceVersion* v = !asks.empty() && asks[i].version ? &*asks[i].version : nullptr;
     req_ids.push_back(it.req->execution_id);
-    learn.push_back(asks[i].learn);
+    learn.push_back(!asks.empty() && asks[i].learn);
     for (const auto& e : it.enc->events) {
       ids.push_back(it.req->execution_id);
       fences.push_back(it.fence);
@@ -137,6 +138,7 @@ Params LeanParams(std::span<const Item> items, std::span<const pg::AppendHints::
   p.Binary(pg::IntArrayBinary(expected));
   events.BindTo(p);
   p.Binary(pg::TextArrayBinary(req_ids));
+  if (asks.empty()) return p;
   p.Binary(pg::XidArrayBinary(hint_xmin)).Binary(pg::TidArrayBinary(hint_ctid));
   p.Binary(pg::BoolArrayBinary(learn));
   return p;
@@ -188,17 +190,21 @@ void Teach(pg::AppendHints& hints, std::span<const Item> items,
 
 // Runs sql::LeanAppendSql: every request lands but those it returns a
 // verdict for, and each of those must be refused by its verdict. `hints`
-// (nullptr: none) is consulted and taught, so the statement must commit on
-// its own (no explicit transaction around it).
+// (nullptr: none) is consulted and taught when there are at least
+// kHintedRequestsMin items, so the statement must commit on its own (no
+// explicit transaction around it).
 Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> items,
                                              pg::AppendHints* hints) {
-  std::vector<pg::AppendHints::Ask> asks(items.size());
+  if (items.size() < pg::kHintedRequestsMin) hints = nullptr;
+  std::vector<pg::AppendHints::Ask> asks;
   if (hints) {
-    for (size_t i = 0; i < items.size(); ++i) {
-      asks[i] = hints->Before(items[i].req->execution_id, items[i].req->expected_next);
+    asks.reserve(items.size());
+    for (const Item& it : items) {
+      asks.push_back(hints->Before(it.req->execution_id, it.req->expected_next));
     }
   }
-  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared("append_lean", LeanParams(items, asks)));
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(hints ? "append_lean_hinted" : "append_lean",
+                                                    LeanParams(items, asks)));
   const PGresult* r = res.get();
   std::vector<Result<int64_t>> out;
   out.reserve(items.size());
@@ -296,7 +302,8 @@ std::vector<Statement> Statements() {
   return {
       {"append_share", sql::AppendSql("SHARE")},
       {"append_update", sql::AppendSql("UPDATE")},
-      {"append_lean", sql::LeanAppendSql()},
+      {"append_lean", sql::LeanAppendSql(false)},
+      {"append_lean_hinted", sql::LeanAppendSql(true)},
       {"head", "SELECT COALESCE(max(sequence), 0) FROM events WHERE execution_id = $1::text"},
       {"read_ranges", pg::ReadRangesSql()},
       {"list",

@@ -331,6 +331,20 @@ TEST_F(PostgresStoreTest, CopyPrefixAndTruncate) {
   EXPECT_EQ(store_->Head("src").value(), 3);  // the newest event is kept
 }
 
+// Appends `req` in a lean batch large enough to use hints
+// (pg::kHintedRequestsMin), padded with first appends of new executions;
+// returns req's outcome.
+Result<int64_t> AppendHinted(PostgresEventStore& store, const AppendRequest& req, int& pads) {
+  std::vector<AppendRequest> batch = {req};
+  while (batch.size() < pg::kHintedRequestsMin) {
+    batch.push_back(Req("pad-" + std::to_string(pads++), 1, {Started()}));
+  }
+  auto out = store.AppendBatch(batch);
+  if (!out) return std::unexpected(out.error());
+  for (size_t k = 1; k < out->size(); ++k) EXPECT_TRUE((*out)[k]);
+  return std::move((*out)[0]);
+}
+
 // A lean append at head + 1 skips the probe of row head when the store
 // appended row head itself and the fence row is the version it read then.
 // Another store's DeleteExecution must defeat that: it writes a new version
@@ -339,65 +353,64 @@ TEST_F(PostgresStoreTest, CopyPrefixAndTruncate) {
 TEST_F(PostgresStoreTest, AppendHintsDoNotOutliveADeleteByAnotherStore) {
   auto other = OpenStore();
   ASSERT_NE(other, nullptr);
-  for (std::string id : {"single", "batched"}) {
-    SCOPED_TRACE(id);
-    int64_t token = store_->AcquireFence(id).value();
-    int64_t peer_next = 1;
-    auto append = [&](int64_t next) -> Result<int64_t> {
-      AppendRequest req = Req(id, next, {AppEvent("x", next)}, token);
-      if (id == "single") return store_->Append(req);
-      std::vector<AppendRequest> batch = {req, Req(id + "-peer", peer_next, {AppEvent("x", 1)})};
-      ++peer_next;
-      auto out = store_->AppendBatch(batch);
-      if (!out) return std::unexpected(out.error());
-      EXPECT_TRUE((*out)[1]);
-      return std::move((*out)[0]);
-    };
-    const uint64_t hinted_before = store_->AppendStats().hinted;
-    ASSERT_EQ(append(1).value(), 1);  // learns the fence row's version
-    ASSERT_EQ(append(2).value(), 2);  // skips the probe of row 1
-    EXPECT_EQ(store_->AppendStats().hinted, hinted_before + 1 + (id == "batched"));
-    ASSERT_TRUE(other->DeleteExecution(id));
-    auto gap = append(3);
-    ASSERT_FALSE(gap);
-    EXPECT_EQ(gap.error().code, ErrorCode::kSequenceConflict);
-    EXPECT_EQ(gap.error().As<SequenceDetail>()->expected, 1);
-    EXPECT_EQ(store_->Head(id).value(), 0);
-    ASSERT_EQ(append(1).value(), 1);  // starts over
-  }
+  int pads = 0;
+  int64_t token = store_->AcquireFence("ex").value();
+  auto append = [&](int64_t next) {
+    return AppendHinted(*store_, Req("ex", next, {AppEvent("x", next)}, token), pads);
+  };
+  ASSERT_EQ(append(1).value(), 1);  // learns the fence row's version
+  EXPECT_EQ(store_->AppendStats().hinted, 0u);
+  ASSERT_EQ(append(2).value(), 2);  // skips the probe of row 1
+  EXPECT_EQ(store_->AppendStats().hinted, 1u);
+  ASSERT_TRUE(other->DeleteExecution("ex"));
+  auto gap = append(3);
+  ASSERT_FALSE(gap);
+  EXPECT_EQ(gap.error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(gap.error().As<SequenceDetail>()->expected, 1);
+  EXPECT_EQ(store_->Head("ex").value(), 0);
+  ASSERT_EQ(append(1).value(), 1);  // starts over
 }
 
 // A hint is a version and a head, not a verdict: a fence moved by another
-// store refuses the stale holder, and a truncated prefix keeps the hinted
-// predecessor, so the skip still lands exactly where the probe would.
+// store refuses the stale holder, a duplicate still meets the primary key,
+// and a truncated prefix keeps the hinted predecessor, so the skip lands
+// exactly where the probe would. Lone appends neither use nor need hints.
 TEST_F(PostgresStoreTest, AppendHintsFollowOtherStoresAcquiresAndTruncation) {
   auto other = OpenStore();
   ASSERT_NE(other, nullptr);
+  int pads = 0;
   int64_t token = store_->AcquireFence("ex").value();
-  for (int64_t next = 1; next <= 5; ++next) {
-    ASSERT_EQ(store_->Append(Req("ex", next, {AppEvent("x", next)}, token)).value(), next);
-  }
+  auto append = [&](int64_t next, int64_t fence) {
+    return AppendHinted(*store_, Req("ex", next, {AppEvent("x", next)}, fence), pads);
+  };
+  for (int64_t next = 1; next <= 5; ++next) ASSERT_EQ(append(next, token).value(), next);
   EXPECT_EQ(store_->AppendStats().hinted, 4u);
   ASSERT_TRUE(other->TruncatePrefixKeeping("ex", 100));  // keeps row 5
-  ASSERT_EQ(store_->Append(Req("ex", 6, {AppEvent("x", 6)}, token)).value(), 6);
+  ASSERT_EQ(append(6, token).value(), 6);
   EXPECT_EQ(store_->AppendStats().hinted, 5u);
+  ASSERT_EQ(store_->Append(Req("ex", 7, {AppEvent("x", 7)}, token)).value(), 7);  // plain
+  EXPECT_EQ(store_->AppendStats().hinted, 5u);
+  ASSERT_EQ(append(8, token).value(), 8);  // probes (the hint says 6), then advances
+  ASSERT_EQ(append(9, token).value(), 9);
+  EXPECT_EQ(store_->AppendStats().hinted, 6u);
   int64_t moved = other->AcquireFence("ex").value();
-  auto stale = store_->Append(Req("ex", 7, {AppEvent("x", 7)}, token));
+  auto stale = append(10, token);
   ASSERT_FALSE(stale);
   EXPECT_EQ(stale.error().code, ErrorCode::kStaleFence);
-  ASSERT_EQ(store_->Append(Req("ex", 7, {AppEvent("x", 7)}, moved)).value(), 7);
-  ASSERT_EQ(store_->Append(Req("ex", 8, {AppEvent("x", 8)}, moved)).value(), 8);
-  auto dup = store_->Append(Req("ex", 8, {AppEvent("x", 8)}, moved));
+  ASSERT_EQ(append(10, moved).value(), 10);
+  ASSERT_EQ(append(11, moved).value(), 11);
+  auto dup = append(11, moved);
   ASSERT_FALSE(dup);
   EXPECT_EQ(dup.error().code, ErrorCode::kSequenceConflict);
-  EXPECT_EQ(store_->Head("ex").value(), 8);
-  EXPECT_EQ(store_->ReadRange("ex", 1, kToEnd).value().size(), 4u);  // 5..8
+  EXPECT_EQ(store_->Head("ex").value(), 11);
+  EXPECT_EQ(store_->ReadRange("ex", 1, kToEnd).value().size(), 7u);  // 5..11
 }
 
 // append_hints_max bounds the executions remembered: a full table is
 // cleared, and every append still lands where the probe says; 0 turns hints
 // off.
 TEST_F(PostgresStoreTest, AppendHintsStopAtTheLimit) {
+  const size_t executions = pg::kHintedRequestsMin + 1;
   for (size_t max : {size_t{0}, size_t{2}}) {
     SCOPED_TRACE(max);
     PostgresOptions options = schema_->Options();
@@ -407,7 +420,7 @@ TEST_F(PostgresStoreTest, AppendHintsStopAtTheLimit) {
     const std::string prefix = "max" + std::to_string(max) + "-";
     for (int64_t next = 1; next <= 4; ++next) {
       std::vector<AppendRequest> batch;
-      for (int e = 0; e < 3; ++e) {
+      for (size_t e = 0; e < executions; ++e) {
         batch.push_back(Req(prefix + std::to_string(e), next, {AppEvent("x", next)}));
       }
       auto out = store->AppendBatch(batch);
@@ -423,7 +436,9 @@ TEST_F(PostgresStoreTest, AppendHintsStopAtTheLimit) {
       EXPECT_GE(stats.hint_clears, 1u);
       EXPECT_GE(stats.hinted, 1u);
     }
-    for (int e = 0; e < 3; ++e) EXPECT_EQ(store->Head(prefix + std::to_string(e)).value(), 4);
+    for (size_t e = 0; e < executions; ++e) {
+      EXPECT_EQ(store->Head(prefix + std::to_string(e)).value(), 4);
+    }
   }
 }
 

@@ -38,9 +38,10 @@
 // neither answers a park, parks nor compares tokens exactly (the common
 // case) runs one pass over its events and leaves the duplicate check (a row
 // at expected_next) to the primary key: such a batch is then replayed request
-// by request in one transaction, so that only the duplicate fails. That pass
-// also skips the predecessor probe of an execution whose last append this
-// store made (append_hints_max), as long as the execution's fence row is
+// by request in one transaction, so that only the duplicate fails. In a
+// batch of at least 8 requests that pass also skips the predecessor probe of
+// an execution whose last append this store made (append_hints_max), as
+// long as the execution's fence row is
 // still the version read then: rows leave a log only through
 // DeleteExecution, which writes a new version of the fence row, and
 // TruncatePrefixKeeping, which keeps the newest row. (An operator who deletes
@@ -91,8 +92,9 @@ struct PostgresOptions {
   bool backfill_park_fences = true;
   // Executions whose newest appended row the store remembers, with the
   // version of their fence row it was appended under; >= 0, 0 turns it off.
-  // The next lean append of such an execution skips the probe of its
-  // predecessor when the fence row is still that version (see Plans). A
+  // The next lean append of such an execution in an AppendBatch of at least
+  // 8 requests skips the probe of its predecessor when the fence row is
+  // still that version (see Plans; smaller appends do not use hints). A
   // full table is cleared (those executions probe once and are learned
   // again); an entry is about 100 bytes plus the id.
   size_t append_hints_max = 16'384;
