@@ -147,23 +147,6 @@ std::string AppendSql(std::string_view lock_strength) {
 )" + kResult;
 }
 
-// The common case (no request locks a fence row, parks or compares tokens
-// exactly): one pass over the events, each carrying its request's id, fence,
-// expected_next and fence-row version hint, that inserts the rows whose
-// request passes the guard. Every event of a request reads the same rows
-// from the statement's one snapshot, so a request lands whole or not at all.
-// Per request it reads the fence row (one hash-index probe) and probes the
-// log from expected_next - 1, whose first row must be the predecessor (at 1:
-// no row at all, also after a truncated prefix). The hinted form decides in
-// the fence row's subplan: stale (0), fits with the predecessor known (2:
-// the row is the hinted version, see append_hints.h) or fits (1); only 1
-// probes the log. A row already at
-// expected_next is left to the primary key (the unique violation the caller
-// replays), which spares the probe AppendSql's head check makes for it. The
-// arrays are unnested in the select list (lockstep, no tuplestore per
-// array). Fence-row versions are read only for the requests that ask
-// ($12), and verdicts (token, head) only for the requests that did not land,
-// from the same snapshot, and only when some did not (a one-time filter).
 namespace {
 
 // The lean guard's predecessor check: the first row from expected_next - 1
@@ -175,6 +158,23 @@ constexpr char kPredecessorFits[] = R"(COALESCE((SELECT e.sequence FROM events e
 
 }  // namespace
 
+// The common case (no request locks a fence row, parks or compares tokens
+// exactly): one pass over the events, each carrying its request's id, fence,
+// expected_next (and, in the hinted form, fence-row version hint), that
+// inserts the rows whose request passes the guard. Every event of a request reads the same rows
+// from the statement's one snapshot, so a request lands whole or not at all.
+// Per request it reads the fence row (one hash-index probe) and probes the
+// log from expected_next - 1, whose first row must be the predecessor (at 1:
+// no row at all, also after a truncated prefix). The hinted form decides in
+// the fence row's subplan: stale (0), fits with the predecessor known (2:
+// the row is the hinted version, see append_hints.h) or fits (1); only 1
+// probes the log. A row already at expected_next is left to the primary key
+// (the unique violation the caller replays), which spares the probe
+// AppendSql's head check makes for it. The arrays are unnested in the select
+// list (lockstep, no tuplestore per array). Fence-row versions are read only
+// for the requests that ask ($12), and verdicts (token, head) only for the
+// requests that did not land, from the same snapshot, and only when some did
+// not (a one-time filter).
 std::string LeanAppendSql(bool hinted) {
   std::string guard;
   if (hinted) {
