@@ -97,6 +97,8 @@ namespace {
 constexpr uint32_t kBoolOid = 16;
 constexpr uint32_t kInt8Oid = 20;
 constexpr uint32_t kTextOid = 25;
+constexpr uint32_t kTidOid = 27;
+constexpr uint32_t kXidOid = 28;
 
 // Network byte order, one append each (not a push_back per byte).
 void PutU32(std::string& out, uint32_t v) {
@@ -123,6 +125,24 @@ std::string ArrayHeader(size_t n, bool has_null, uint32_t element_oid, size_t bo
   return out;
 }
 
+// An array of fixed-size elements: `put` appends one element's bytes.
+template <class T, class Put>
+std::string FixedArrayBinary(const std::vector<std::optional<T>>& items, uint32_t element_oid,
+                             uint32_t element_bytes, Put put) {
+  bool has_null = std::any_of(items.begin(), items.end(), [](auto& v) { return !v; });
+  std::string out =
+      ArrayHeader(items.size(), has_null, element_oid, items.size() * (4 + element_bytes));
+  for (const auto& v : items) {
+    if (!v) {
+      PutU32(out, 0xffffffffu);  // length -1: NULL
+      continue;
+    }
+    PutU32(out, element_bytes);
+    put(out, *v);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string TextArrayBinary(const std::vector<std::string_view>& items) {
@@ -137,17 +157,9 @@ std::string TextArrayBinary(const std::vector<std::string_view>& items) {
 }
 
 std::string IntArrayBinary(const std::vector<std::optional<int64_t>>& items) {
-  bool has_null = std::any_of(items.begin(), items.end(), [](auto& v) { return !v; });
-  std::string out = ArrayHeader(items.size(), has_null, kInt8Oid, items.size() * 12);
-  for (const auto& v : items) {
-    if (!v) {
-      PutU32(out, 0xffffffffu);  // length -1: NULL
-      continue;
-    }
-    PutU32(out, 8);
-    PutU64(out, static_cast<uint64_t>(*v));
-  }
-  return out;
+  return FixedArrayBinary(items, kInt8Oid, 8, [](std::string& out, int64_t v) {
+    PutU64(out, static_cast<uint64_t>(v));
+  });
 }
 
 std::string BoolArrayBinary(const std::vector<bool>& items) {
@@ -157,6 +169,18 @@ std::string BoolArrayBinary(const std::vector<bool>& items) {
     out.push_back(b ? 1 : 0);
   }
   return out;
+}
+
+std::string TidArrayBinary(const std::vector<std::optional<Tid>>& items) {
+  return FixedArrayBinary(items, kTidOid, 6, [](std::string& out, const Tid& t) {
+    PutU32(out, t.block);
+    const char offset[2] = {static_cast<char>(t.offset >> 8), static_cast<char>(t.offset)};
+    out.append(offset, sizeof offset);
+  });
+}
+
+std::string XidArrayBinary(const std::vector<std::optional<uint32_t>>& items) {
+  return FixedArrayBinary(items, kXidOid, 4, [](std::string& out, uint32_t x) { PutU32(out, x); });
 }
 
 int64_t IntAt(const PGresult* res, int row, int col) {

@@ -58,6 +58,13 @@ std::string BoolArray(const std::vector<bool>& items);
 std::string TextArrayBinary(const std::vector<std::string_view>& items);
 std::string IntArrayBinary(const std::vector<std::optional<int64_t>>& items);
 std::string BoolArrayBinary(const std::vector<bool>& items);
+// tid[] (block, offset) and xid[] (32-bit transaction ids); nullopt is NULL.
+struct Tid {
+  uint32_t block = 0;
+  uint16_t offset = 0;
+};
+std::string TidArrayBinary(const std::vector<std::optional<Tid>>& items);
+std::string XidArrayBinary(const std::vector<std::optional<uint32_t>>& items);
 
 // The integer in text form at (row, col) of a result (0 when not a number).
 int64_t IntAt(const PGresult* res, int row, int col);

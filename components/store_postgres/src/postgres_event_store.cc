@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "acquire_group.h"
+#include "append_hints.h"
 #include "once/store/validate.h"
 #include "pg_conn.h"
 #include "read_group.h"
@@ -101,22 +102,34 @@ Params AppendParams(std::span<const Item> items) {
 }
 
 // The parameters of sql::LeanAppendSql: each event carries its request's
-// id, fence and expected_next.
-Params LeanParams(std::span<const Item> items) {
+// id, fence, expected_next and (hinted: asks not empty) fence-row version
+// hint; asks[i] is items[i]'s.
+Params LeanParams(std::span<const Item> items, std::span<const pg::AppendHints::Ask> asks) {
   const size_t n = EventCount(items);
   std::vector<std::string_view> ids, req_ids;
   std::vector<std::optional<int64_t>> fences, expected;
+  std::vector<std::optional<uint32_t>> hint_xmin;
+  std::vector<std::optional<pg::Tid>> hint_ctid;
+  std::vector<bool> learn;
   EventColumns events(n);
   req_ids.reserve(items.size());
+  learn.reserve(items.size());
   ids.reserve(n);
   fences.reserve(n);
   expected.reserve(n);
-  for (const Item& it : items) {
+  hint_xmin.reserve(n);
+  hint_ctid.reserve(n);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    const pg::FenceVersion* v = !asks.empty() && asks[i].version ? &*asks[i].version : nullptr;
     req_ids.push_back(it.req->execution_id);
+    learn.push_back(!asks.empty() && asks[i].learn);
     for (const auto& e : it.enc->events) {
       ids.push_back(it.req->execution_id);
       fences.push_back(it.fence);
       expected.push_back(it.req->expected_next);
+      hint_xmin.push_back(v ? std::optional(v->xmin) : std::nullopt);
+      hint_ctid.push_back(v ? std::optional(pg::Tid{v->block, v->offset}) : std::nullopt);
       events.Add(e);
     }
   }
@@ -125,6 +138,9 @@ Params LeanParams(std::span<const Item> items) {
   p.Binary(pg::IntArrayBinary(expected));
   events.BindTo(p);
   p.Binary(pg::TextArrayBinary(req_ids));
+  if (asks.empty()) return p;
+  p.Binary(pg::XidArrayBinary(hint_xmin)).Binary(pg::TidArrayBinary(hint_ctid));
+  p.Binary(pg::BoolArrayBinary(learn));
   return p;
 }
 
@@ -156,10 +172,39 @@ Status CheckInserted(std::span<const Item> items, const std::vector<Result<int64
   return Ok();
 }
 
+// After a committed lean statement: a request that landed advances its
+// execution's hint (to the version it learned, if it asked), a refused one
+// is forgotten (learned again next time).
+void Teach(pg::AppendHints& hints, std::span<const Item> items,
+           const std::vector<Result<int64_t>>& out,
+           const std::vector<std::optional<pg::FenceVersion>>& learned) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string& id = items[i].req->execution_id;
+    if (out[i]) {
+      hints.Landed(id, *out[i], learned[i]);
+    } else {
+      hints.Forget(id);
+    }
+  }
+}
+
 // Runs sql::LeanAppendSql: every request lands but those it returns a
-// verdict for, and each of those must be refused by its verdict.
-Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> items) {
-  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared("append_lean", LeanParams(items)));
+// verdict for, and each of those must be refused by its verdict. `hints`
+// (nullptr: none) is consulted and taught when there are at least
+// kHintedRequestsMin items, so the statement must commit on its own (no
+// explicit transaction around it).
+Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> items,
+                                             pg::AppendHints* hints) {
+  if (items.size() < pg::kHintedRequestsMin) hints = nullptr;
+  std::vector<pg::AppendHints::Ask> asks;
+  if (hints) {
+    asks.reserve(items.size());
+    for (const Item& it : items) {
+      asks.push_back(hints->Before(it.req->execution_id, it.req->expected_next));
+    }
+  }
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(hints ? "append_lean_hinted" : "append_lean",
+                                                    LeanParams(items, asks)));
   const PGresult* r = res.get();
   std::vector<Result<int64_t>> out;
   out.reserve(items.size());
@@ -167,14 +212,22 @@ Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> i
     out.push_back(it.req->expected_next + static_cast<int64_t>(it.req->events.size()) - 1);
   }
   std::optional<int64_t> inserted;
+  std::vector<std::optional<pg::FenceVersion>> learned(items.size());
   for (int row = 0; row < PQntuples(r); ++row) {
     int64_t ord = IntAt(r, row, 0);
     if (ord == 0) {
       inserted = IntAt(r, row, 3);
       continue;
     }
-    if (ord < 1 || ord > static_cast<int64_t>(items.size())) {
+    if (ord < -static_cast<int64_t>(items.size()) || ord > static_cast<int64_t>(items.size())) {
       return MakeError(ErrorCode::kInternal, "append returned an unknown request");
+    }
+    if (ord < 0) {
+      // No fence row: a zero version, which no row has (ctid offsets start at 1).
+      learned[static_cast<size_t>(-ord - 1)] = PQgetisnull(r, row, 4)
+                                                   ? std::optional(pg::FenceVersion{})
+                                                   : pg::ParseFenceVersion(PQgetvalue(r, row, 4));
+      continue;
     }
     size_t i = static_cast<size_t>(ord - 1);
     out[i] = Judge(items[i], Verdict{IntAt(r, row, 1), IntAt(r, row, 2)});
@@ -185,14 +238,19 @@ Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> i
   }
   if (!inserted) return MakeError(ErrorCode::kInternal, "append returned no row count");
   ONCE_RETURN_IF_ERROR(CheckInserted(items, out, *inserted));
+  if (hints) Teach(*hints, items, out, learned);
   return out;
 }
 
 // Runs the append statement (`statement`, or the lean one when it serves
 // the items and `statement` is the guard's); element i is items[i]'s outcome.
+// `hints` as RunLean's.
 Result<std::vector<Result<int64_t>>> RunAppend(Conn& conn, const char* statement,
-                                               std::span<const Item> items) {
-  if (std::string_view(statement) == "append_share" && IsLean(items)) return RunLean(conn, items);
+                                               std::span<const Item> items,
+                                               pg::AppendHints* hints) {
+  if (std::string_view(statement) == "append_share" && IsLean(items)) {
+    return RunLean(conn, items, hints);
+  }
   ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(statement, AppendParams(items)));
   if (PQntuples(res.get()) != static_cast<int>(items.size())) {
     return MakeError(ErrorCode::kInternal, "append returned an unexpected row count");
@@ -224,7 +282,7 @@ Result<int64_t> SequenceRaceLost(Conn& conn, const AppendRequest& req) {
 // only this request.
 Result<int64_t> RunUnderSavepoint(Conn& conn, const Item& item) {
   ONCE_RETURN_IF_ERROR(conn.Exec("SAVEPOINT one"));
-  auto res = RunAppend(conn, "append_share", std::span<const Item>(&item, 1));
+  auto res = RunAppend(conn, "append_share", std::span<const Item>(&item, 1), nullptr);
   if (!res && conn.last_sqlstate() == kUniqueViolation) {
     ONCE_RETURN_IF_ERROR(conn.Exec("ROLLBACK TO SAVEPOINT one"));
     ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(conn, item.req->execution_id));
@@ -244,7 +302,8 @@ std::vector<Statement> Statements() {
   return {
       {"append_share", sql::AppendSql("SHARE")},
       {"append_update", sql::AppendSql("UPDATE")},
-      {"append_lean", sql::LeanAppendSql()},
+      {"append_lean", sql::LeanAppendSql(false)},
+      {"append_lean_hinted", sql::LeanAppendSql(true)},
       {"head", "SELECT COALESCE(max(sequence), 0) FROM events WHERE execution_id = $1::text"},
       {"read_ranges", pg::ReadRangesSql()},
       {"list",
@@ -263,6 +322,8 @@ std::vector<Statement> Statements() {
        "INSERT INTO fences (execution_id, token) VALUES ($1::text, 0) "
        "ON CONFLICT (execution_id) DO NOTHING"},
       {"lock_fence", "SELECT token FROM fences WHERE execution_id = $1::text FOR UPDATE"},
+      // Locks the row and writes a new version of it (append_hints.h).
+      {"renew_fence", "UPDATE fences SET token = token WHERE execution_id = $1::text"},
       {"fence_if_bump", sql::FenceIfBumpSql()},
       // The group-wide forms (acquire_group.cc): arrays in execution-id order.
       {"ensure_fences",
@@ -402,7 +463,8 @@ PostgresEventStore::PostgresEventStore(PostgresOptions options, const Clock& clo
       pool_(std::move(pool)),
       acquire_group_(
           std::make_unique<pg::AcquireGroup>(*pool_, options_.acquire_groups_in_flight_max)),
-      read_group_(std::make_unique<pg::ReadGroup>(*pool_, options_.read_groups_in_flight_max)) {}
+      read_group_(std::make_unique<pg::ReadGroup>(*pool_, options_.read_groups_in_flight_max)),
+      append_hints_(std::make_unique<pg::AppendHints>(options_.append_hints_max)) {}
 
 PostgresEventStore::~PostgresEventStore() = default;
 
@@ -427,8 +489,11 @@ Result<int64_t> PostgresEventStore::Append(const AppendRequest& req) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), clock_));
   Item item{&req, &enc, req.fence, false, enc.answering && !options_.testing_disable_for_share};
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  auto res = RunAppend(*conn, "append_share", std::span<const Item>(&item, 1));
-  if (!res && conn->last_sqlstate() == kUniqueViolation) return SequenceRaceLost(*conn, req);
+  auto res = RunAppend(*conn, "append_share", std::span<const Item>(&item, 1), append_hints_.get());
+  if (!res && conn->last_sqlstate() == kUniqueViolation) {
+    append_hints_->Forget(req.execution_id);
+    return SequenceRaceLost(*conn, req);
+  }
   if (!res) return std::unexpected(res.error());
   return std::move((*res)[0]);
 }
@@ -459,12 +524,14 @@ Result<std::vector<Result<int64_t>>> PostgresEventStore::AppendBatch(
   }
   if (items.empty()) return out;
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  auto fast = RunAppend(*conn, "append_share", items);
+  auto fast = RunAppend(*conn, "append_share", items, append_hints_.get());
   if (fast) {
     for (size_t k = 0; k < items.size(); ++k) out[slot[k]] = std::move((*fast)[k]);
     return out;
   }
   if (conn->last_sqlstate() != kUniqueViolation) return std::unexpected(fast.error());
+  // The replay commits only at its end: it neither uses nor teaches hints.
+  for (const Item& it : items) append_hints_->Forget(it.req->execution_id);
   // A concurrent append won a primary-key race: replay request by request so
   // that only the loser fails, still in one transaction.
   auto slow = InTransaction(*conn, [&]() -> Status {
@@ -524,8 +591,10 @@ Status PostgresEventStore::DeleteExecution(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   Params p = Params().Text(std::string(id));
+  append_hints_->Forget(id);
+  // A new fence row version: no store's hint survives the deletion.
   return InTransaction(*conn, [&]() -> Status {
-    ONCE_RETURN_IF_ERROR(conn->Prepared("lock_fence", p));
+    ONCE_RETURN_IF_ERROR(conn->Prepared("renew_fence", p));
     ONCE_RETURN_IF_ERROR(conn->Prepared("delete_events", p));
     ONCE_RETURN_IF_ERROR(conn->Prepared("delete_zero_fence", p));
     return Ok();
@@ -534,6 +603,7 @@ Status PostgresEventStore::DeleteExecution(std::string_view id) {
 
 Result<int64_t> PostgresEventStore::AcquireFence(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  append_hints_->Forget(id);  // the row gets a new version: learn it on the next append
   pg::AcquireOp op{.id = std::string(id)};
   acquire_group_->Run(op);
   if (!op.result) return std::unexpected(op.result.error());
@@ -550,6 +620,7 @@ Result<int64_t> PostgresEventStore::ReadFence(std::string_view id) {
 Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view id,
                                                               FenceExpectation expect) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits()));
+  append_hints_->Forget(id);
   pg::AcquireOp op{.id = std::string(id), .expect = expect};
   acquire_group_->Run(op);
   if (!op.result) return std::unexpected(op.result.error());
@@ -560,6 +631,7 @@ Result<AcquireWithTail> PostgresEventStore::AcquireFenceIfReadTail(std::string_v
                                                                    FenceExpectation expect,
                                                                    int64_t read_after) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits(), read_after));
+  append_hints_->Forget(id);
   pg::AcquireOp op{.id = std::string(id),
                    .expect = expect,
                    .read_after = read_after,
@@ -572,6 +644,12 @@ PostgresAcquireStats PostgresEventStore::AcquireStats() const { return acquire_g
 
 PostgresReadStats PostgresEventStore::ReadStats() const { return read_group_->stats(); }
 
+PostgresAppendStats PostgresEventStore::AppendStats() const {
+  pg::AppendHintCounts c = append_hints_->counts();
+  return PostgresAppendStats{
+      .hinted = c.hinted, .learned = c.learned, .hint_entries = c.entries, .hint_clears = c.clears};
+}
+
 Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), clock_));
   if (observed < 0) {
@@ -582,7 +660,7 @@ Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, 
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   auto res = InTransaction(*conn, [&]() -> Result<std::vector<Result<int64_t>>> {
     ONCE_RETURN_IF_ERROR(conn->Prepared("ensure_fence", Params().Text(req.execution_id)));
-    return RunAppend(*conn, "append_update", std::span<const Item>(&item, 1));
+    return RunAppend(*conn, "append_update", std::span<const Item>(&item, 1), nullptr);
   });
   if (!res && conn->last_sqlstate() == kUniqueViolation) return SequenceRaceLost(*conn, req);
   if (!res) return std::unexpected(res.error());

@@ -147,20 +147,52 @@ std::string AppendSql(std::string_view lock_strength) {
 )" + kResult;
 }
 
+namespace {
+
+// The lean guard's predecessor check: the first row from expected_next - 1
+// must be the predecessor (at 1: no row at all).
+constexpr char kPredecessorFits[] = R"(COALESCE((SELECT e.sequence FROM events e
+                  WHERE e.execution_id = x.execution_id AND e.sequence >= x.expected_next - 1
+                  ORDER BY e.sequence LIMIT 1),
+                 CASE WHEN x.expected_next = 1 THEN 0 END) = x.expected_next - 1)";
+
+}  // namespace
+
 // The common case (no request locks a fence row, parks or compares tokens
-// exactly): one pass over the events, each carrying its request's id, fence
-// and expected_next, that inserts the rows whose request passes the guard.
-// Every event of a request reads the same rows from the statement's one
-// snapshot, so a request lands whole or not at all. Per request it costs
-// two index probes: the fence row (a plain read), and the log from
-// expected_next - 1, whose first row must be the predecessor (at 1: no row
-// at all, also after a truncated prefix). A row already at expected_next is
-// left to the primary key (the unique violation the caller replays), which
-// spares the probe AppendSql's head check makes for it. The arrays are
-// unnested in the select list (lockstep, no tuplestore per array). Verdicts
-// (token, head) are read only for the requests that did not land, from the
-// same snapshot, and only when some did not (a one-time filter).
-std::string LeanAppendSql() {
+// exactly): one pass over the events, each carrying its request's id, fence,
+// expected_next (and, in the hinted form, fence-row version hint), that
+// inserts the rows whose request passes the guard. Every event of a request reads the same rows
+// from the statement's one snapshot, so a request lands whole or not at all.
+// Per request it reads the fence row (one hash-index probe) and probes the
+// log from expected_next - 1, whose first row must be the predecessor (at 1:
+// no row at all, also after a truncated prefix). The hinted form decides in
+// the fence row's subplan: stale (0), fits with the predecessor known (2:
+// the row is the hinted version, see append_hints.h) or fits (1); only 1
+// probes the log. A row already at expected_next is left to the primary key
+// (the unique violation the caller replays), which spares the probe
+// AppendSql's head check makes for it. The arrays are unnested in the select
+// list (lockstep, no tuplestore per array). Fence-row versions are read only
+// for the requests that ask ($12), and verdicts (token, head) only for the
+// requests that did not land, from the same snapshot, and only when some did
+// not (a one-time filter).
+std::string LeanAppendSql(bool hinted) {
+  std::string guard;
+  if (hinted) {
+    guard = R"(CASE COALESCE(
+      (SELECT CASE WHEN x.fence < p.token THEN 0
+                   WHEN p.xmin = x.hint_xmin AND p.ctid = x.hint_ctid THEN 2 ELSE 1 END
+       FROM fences p WHERE p.execution_id = x.execution_id),
+      CASE WHEN x.fence < 0 THEN 0 ELSE 1 END)
+    WHEN 2 THEN true
+    WHEN 1 THEN )" +
+            std::string(kPredecessorFits) +
+            R"(
+    ELSE false END)";
+  } else {
+    guard = R"((x.fence IS NULL OR x.fence >= COALESCE(
+      (SELECT p.token FROM fences p WHERE p.execution_id = x.execution_id), 0))
+    AND )" + std::string(kPredecessorFits);
+  }
   return R"(WITH ins AS (
   )" + std::string(kInsertColumns) +
          R"(
@@ -168,20 +200,29 @@ std::string LeanAppendSql() {
   FROM (SELECT unnest($1::text[]) AS execution_id, unnest($2::int8[]) AS fence,
           unnest($3::int8[]) AS expected_next, unnest($4::int8[]) AS seq,
           unnest($5::text[]) AS kind, unnest($6::text[]) AS payload,
-          unnest($7::text[]) AS metadata, unnest($8::int8[]) AS time_ms) x
-  WHERE (x.fence IS NULL OR x.fence >= COALESCE(
-      (SELECT p.token FROM fences p WHERE p.execution_id = x.execution_id), 0))
-    AND COALESCE((SELECT e.sequence FROM events e
-                  WHERE e.execution_id = x.execution_id AND e.sequence >= x.expected_next - 1
-                  ORDER BY e.sequence LIMIT 1),
-                 CASE WHEN x.expected_next = 1 THEN 0 END) = x.expected_next - 1
+          unnest($7::text[]) AS metadata, unnest($8::int8[]) AS time_ms)" +
+         (hinted ? ",\n          unnest($10::xid[]) AS hint_xmin, unnest($11::tid[]) AS hint_ctid"
+                 : "") +
+         R"() x
+  WHERE )" +
+         guard +
+         R"(
   RETURNING execution_id
 )
-SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins)
-UNION ALL
+SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins), NULL::text
+UNION ALL)" +
+         (hinted ? R"(
+SELECT -g.ord, 0, 0, 0,
+  (SELECT p.xmin::text || ' ' || p.ctid::text FROM fences p WHERE p.execution_id = g.execution_id)
+FROM unnest($9::text[], $12::bool[]) WITH ORDINALITY AS g(execution_id, learn, ord)
+WHERE g.learn
+UNION ALL)"
+                 : "") +
+         R"(
 SELECT r.ord,
   COALESCE((SELECT p.token FROM fences p WHERE p.execution_id = r.execution_id), 0),
-  COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0), 0
+  COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0), 0,
+  NULL::text
 FROM unnest($9::text[]) WITH ORDINALITY AS r(execution_id, ord)
 WHERE (SELECT count(*) FROM ins) < cardinality($1::text[])
   AND r.execution_id NOT IN (SELECT i.execution_id FROM ins i))";

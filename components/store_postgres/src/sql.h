@@ -85,12 +85,18 @@ std::string FenceIfBumpManySql();
 // same guard, in one pass over the events. Parameters, one entry per event:
 //   $1 execution id text[], $2 its request's fence int8[] (NULL: unguarded),
 //   $3 its request's expected_next int8[], $4 sequence int8[], $5 kind text[],
-//   $6 payload text[], $7 metadata text[], $8 time_ms int8[];
-// and one per request: $9 ids text[] (a request's 1-based ord is its index).
-// Returns a row (0, 0, 0, rows inserted) and, for each request that did not
-// land, (ord, token, head, 0). Unlike AppendSql, a request whose row at
-// expected_next exists fails the statement with a unique violation (23505),
-// as a concurrent insert of that row fails either statement.
-std::string LeanAppendSql();
+//   $6 payload text[], $7 metadata text[], $8 time_ms int8[],
+//   when `hinted`: $10 xid[] and $11 tid[], its request's fence-row version
+//   hint (xmin, ctid; NULL: none), under which row expected_next - 1 is
+//   known to exist (append_hints.h);
+// and one per request: $9 ids text[] (a request's 1-based ord is its index),
+// when `hinted`: $12 learn bool[] (return the fence row's version).
+// Returns a row (0, 0, 0, rows inserted, NULL); when `hinted`, for each
+// request that asks to learn, (-ord, 0, 0, 0, "<xmin> (<block>,<offset>)"
+// or NULL without a fence row); and for each request that did not land,
+// (ord, token, head, 0, NULL). Unlike AppendSql, a request whose row at expected_next exists fails
+// the statement with a unique violation (23505), as a concurrent insert of
+// that row fails either statement.
+std::string LeanAppendSql(bool hinted);
 
 }  // namespace once::store::sql

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "../src/append_hints.h"
 #include "once/events/envelope.h"
 #include "once/store/validate.h"
 #include "test_database.h"
@@ -328,6 +329,127 @@ TEST_F(PostgresStoreTest, CopyPrefixAndTruncate) {
   EXPECT_EQ(store_->CopyPrefix("src", "again", 3).error().code, ErrorCode::kInvalidArgument);
   ASSERT_TRUE(store_->TruncatePrefixKeeping("src", 100));
   EXPECT_EQ(store_->Head("src").value(), 3);  // the newest event is kept
+}
+
+// Appends `req` in a lean batch large enough to use hints
+// (pg::kHintedRequestsMin), padded with first appends of new executions;
+// returns req's outcome.
+Result<int64_t> AppendHinted(PostgresEventStore& store, const AppendRequest& req, int& pads) {
+  std::vector<AppendRequest> batch = {req};
+  while (batch.size() < pg::kHintedRequestsMin) {
+    batch.push_back(Req("pad-" + std::to_string(pads++), 1, {Started()}));
+  }
+  auto out = store.AppendBatch(batch);
+  if (!out) return std::unexpected(out.error());
+  for (size_t k = 1; k < out->size(); ++k) EXPECT_TRUE((*out)[k]);
+  return std::move((*out)[0]);
+}
+
+// A lean append at head + 1 skips the probe of row head when the store
+// appended row head itself and the fence row is the version it read then.
+// Another store's DeleteExecution must defeat that: it writes a new version
+// of the fence row. (With DeleteExecution only locking the row, as before,
+// the third append lands at 3 on an empty log and this test fails.)
+TEST_F(PostgresStoreTest, AppendHintsDoNotOutliveADeleteByAnotherStore) {
+  auto other = OpenStore();
+  ASSERT_NE(other, nullptr);
+  int pads = 0;
+  int64_t token = store_->AcquireFence("ex").value();
+  auto append = [&](int64_t next) {
+    return AppendHinted(*store_, Req("ex", next, {AppEvent("x", next)}, token), pads);
+  };
+  ASSERT_EQ(append(1).value(), 1);  // learns the fence row's version
+  EXPECT_EQ(store_->AppendStats().hinted, 0u);
+  ASSERT_EQ(append(2).value(), 2);  // skips the probe of row 1
+  EXPECT_EQ(store_->AppendStats().hinted, 1u);
+  ASSERT_TRUE(other->DeleteExecution("ex"));
+  auto gap = append(3);
+  ASSERT_FALSE(gap);
+  EXPECT_EQ(gap.error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(gap.error().As<SequenceDetail>()->expected, 1);
+  EXPECT_EQ(store_->Head("ex").value(), 0);
+  ASSERT_EQ(append(1).value(), 1);  // starts over
+}
+
+// A hint is a version and a head, not a verdict: a fence moved by another
+// store refuses the stale holder, a duplicate still meets the primary key,
+// and a truncated prefix keeps the hinted predecessor, so the skip lands
+// exactly where the probe would. Lone appends neither use nor need hints.
+TEST_F(PostgresStoreTest, AppendHintsFollowOtherStoresAcquiresAndTruncation) {
+  auto other = OpenStore();
+  ASSERT_NE(other, nullptr);
+  int pads = 0;
+  int64_t token = store_->AcquireFence("ex").value();
+  auto append = [&](int64_t next, int64_t fence) {
+    return AppendHinted(*store_, Req("ex", next, {AppEvent("x", next)}, fence), pads);
+  };
+  for (int64_t next = 1; next <= 5; ++next) ASSERT_EQ(append(next, token).value(), next);
+  EXPECT_EQ(store_->AppendStats().hinted, 4u);
+  ASSERT_TRUE(other->TruncatePrefixKeeping("ex", 100));  // keeps row 5
+  ASSERT_EQ(append(6, token).value(), 6);
+  EXPECT_EQ(store_->AppendStats().hinted, 5u);
+  ASSERT_EQ(store_->Append(Req("ex", 7, {AppEvent("x", 7)}, token)).value(), 7);  // plain
+  EXPECT_EQ(store_->AppendStats().hinted, 5u);
+  ASSERT_EQ(append(8, token).value(), 8);  // probes (the hint says 6), then advances
+  ASSERT_EQ(append(9, token).value(), 9);
+  EXPECT_EQ(store_->AppendStats().hinted, 6u);
+  int64_t moved = other->AcquireFence("ex").value();
+  auto stale = append(10, token);
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kStaleFence);
+  ASSERT_EQ(append(10, moved).value(), 10);
+  ASSERT_EQ(append(11, moved).value(), 11);
+  auto dup = append(11, moved);
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(store_->Head("ex").value(), 11);
+  EXPECT_EQ(store_->ReadRange("ex", 1, kToEnd).value().size(), 7u);  // 5..11
+}
+
+// append_hints_max bounds the executions remembered: a full table is
+// cleared, and every append still lands where the probe says; 0 turns hints
+// off.
+TEST_F(PostgresStoreTest, AppendHintsStopAtTheLimit) {
+  const size_t executions = pg::kHintedRequestsMin + 1;
+  for (size_t max : {size_t{0}, size_t{2}}) {
+    SCOPED_TRACE(max);
+    PostgresOptions options = schema_->Options();
+    options.append_hints_max = max;
+    auto store = OpenStore(options);
+    ASSERT_NE(store, nullptr);
+    const std::string prefix = "max" + std::to_string(max) + "-";
+    for (int64_t next = 1; next <= 4; ++next) {
+      std::vector<AppendRequest> batch;
+      for (size_t e = 0; e < executions; ++e) {
+        batch.push_back(Req(prefix + std::to_string(e), next, {AppEvent("x", next)}));
+      }
+      auto out = store->AppendBatch(batch);
+      ASSERT_TRUE(out);
+      for (auto& r : *out) EXPECT_EQ(r.value(), next);
+      EXPECT_LE(store->AppendStats().hint_entries, max);
+    }
+    PostgresAppendStats stats = store->AppendStats();
+    if (max == 0) {
+      EXPECT_EQ(stats.hinted + stats.learned + stats.hint_entries + stats.hint_clears, 0u);
+    } else {
+      EXPECT_GE(stats.hint_entries, 1u);
+      EXPECT_GE(stats.hint_clears, 1u);
+      EXPECT_GE(stats.hinted, 1u);
+    }
+    for (size_t e = 0; e < executions; ++e) {
+      EXPECT_EQ(store->Head(prefix + std::to_string(e)).value(), 4);
+    }
+  }
+}
+
+TEST(AppendHintsTest, ParsesFenceVersionsAndRefusesAnythingElse) {
+  EXPECT_EQ(pg::ParseFenceVersion("13515 (0,1)"), (pg::FenceVersion{13515, 0, 1}));
+  EXPECT_EQ(pg::ParseFenceVersion("4294967295 (4294967295,65535)"),
+            (pg::FenceVersion{4294967295u, 4294967295u, 65535}));
+  for (std::string_view bad : {"", "1", "1 (2,3", "1 (2,3) ", "1 (2;3)", "4294967296 (0,1)",
+                               "1 (0,65536)", "-1 (0,1)", "1  (0,1)", "x (0,1)"}) {
+    EXPECT_EQ(pg::ParseFenceVersion(bad), std::nullopt) << bad;
+  }
 }
 
 // The append's head check probes from expected_next - 1 and falls back to

@@ -25,7 +25,8 @@
 // longer than checkout_timeout_ms is kBusy). The fence row orders everything
 // that must not interleave: an append whose events answer a park
 // (events::IsAnswering) reads it FOR SHARE, AcquireFenceIf /
-// AppendIfUnchanged / DeleteExecution take it FOR UPDATE, and a park
+// AppendIfUnchanged take it FOR UPDATE, DeleteExecution updates it (a new
+// version of the row, token unchanged; see Plans), and a park
 // (EXECUTION_SUSPENDED) creates the execution's token-0 row so that there is
 // a row to lock before anyone answers or acquires.
 //
@@ -37,7 +38,14 @@
 // neither answers a park, parks nor compares tokens exactly (the common
 // case) runs one pass over its events and leaves the duplicate check (a row
 // at expected_next) to the primary key: such a batch is then replayed request
-// by request in one transaction, so that only the duplicate fails.
+// by request in one transaction, so that only the duplicate fails. In a
+// batch of at least 8 requests that pass also skips the predecessor probe of
+// an execution whose last append this store made (append_hints_max), as
+// long as the execution's fence row is
+// still the version read then: rows leave a log only through
+// DeleteExecution, which writes a new version of the fence row, and
+// TruncatePrefixKeeping, which keeps the newest row. (An operator who deletes
+// events by hand must renew the fence row the same way, or restart stores.)
 //
 // Errors. A lost connection is kUnavailable and the connection is discarded;
 // serialization failures and deadlocks (40001, 40P01) are kBusy; lock and
@@ -82,6 +90,14 @@ struct PostgresOptions {
   // parked and unanswered (logs written before parks created their row).
   // Large installations set false and run BackfillParkFences() offline.
   bool backfill_park_fences = true;
+  // Executions whose newest appended row the store remembers, with the
+  // version of their fence row it was appended under; >= 0, 0 turns it off.
+  // The next lean append of such an execution in an AppendBatch of at least
+  // 8 requests skips the probe of its predecessor when the fence row is
+  // still that version (see Plans; smaller appends do not use hints). A
+  // full table is cleared (those executions probe once and are learned
+  // again); an entry is about 100 bytes plus the id.
+  size_t append_hints_max = 16'384;
   Limits limits;
   // TEST ONLY: answering appends skip the FOR SHARE read of the fence row.
   // This reopens the append-vs-AcquireFenceIf race; the race tests use it to
@@ -96,6 +112,7 @@ namespace pg {
 class ConnectionPool;
 class AcquireGroup;
 class ReadGroup;
+class AppendHints;
 }  // namespace pg
 
 // Fence acquire group commit counters of one store; for diagnostics and tests.
@@ -124,6 +141,15 @@ struct PostgresReadStats {
   uint64_t groups = 0;   // grouped statements run
   uint64_t reads = 0;    // ReadRange calls they answered
   uint64_t largest = 0;  // reads in the largest group (at most kReadGroupMax)
+};
+
+// Append hint counters of one store (append_hints_max); for diagnostics and
+// tests.
+struct PostgresAppendStats {
+  uint64_t hinted = 0;        // lean requests sent with a fence row version
+  uint64_t learned = 0;       // fence row versions learned from append statements
+  uint64_t hint_entries = 0;  // executions remembered now (at most append_hints_max)
+  uint64_t hint_clears = 0;   // times the full table was cleared
 };
 
 class PostgresEventStore final : public EventStore {
@@ -185,6 +211,7 @@ class PostgresEventStore final : public EventStore {
 
   PostgresAcquireStats AcquireStats() const;
   PostgresReadStats ReadStats() const;
+  PostgresAppendStats AppendStats() const;
 
  private:
   PostgresEventStore(PostgresOptions options, const Clock& clock,
@@ -195,6 +222,7 @@ class PostgresEventStore final : public EventStore {
   std::unique_ptr<pg::ConnectionPool> pool_;
   std::unique_ptr<pg::AcquireGroup> acquire_group_;  // uses pool_
   std::unique_ptr<pg::ReadGroup> read_group_;        // uses pool_
+  std::unique_ptr<pg::AppendHints> append_hints_;
 };
 
 // The offline park-fence backfill for installations that opened with
