@@ -206,15 +206,27 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   std::vector<std::vector<double>> latencies(concurrency);
   std::mutex error_mu;
   std::string first_error;
+  for (auto& l : latencies) l.reserve(executions);  // no growth inside the timed run
+  // The run ends when its last execution completes: the clock and the CPU
+  // time are read there, by the thread that completed it, not after the
+  // clients exit (at memory speed most clients never get an execution, and
+  // waiting for each to be scheduled once to exit was several percent of a run).
+  std::atomic<int> completed{0};
+  Steady::time_point end;
+  double cpu_end = 0;
   auto worker = [&](int w) {
-    latencies[w].reserve(executions / concurrency + 1);  // no growth inside the timed run
     for (int i = next.fetch_add(1); i < executions; i = next.fetch_add(1)) {
       auto t0 = Steady::now();
       Status s = RunOne(rt, c, ids[i], phases);
-      latencies[w].push_back(std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
+      auto t1 = Steady::now();
+      latencies[w].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       if (!s) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (first_error.empty()) first_error = s.error().ToString();
+      }
+      if (completed.fetch_add(1) + 1 == executions) {
+        end = t1;
+        cpu_end = ProcessCpuSeconds();
       }
     }
   };
@@ -234,8 +246,8 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   go.store(true);
   go.notify_all();
   for (auto& t : threads) t.join();
-  double seconds = std::chrono::duration<double>(Steady::now() - start).count();
-  double cpu_seconds = ProcessCpuSeconds() - cpu_start;
+  double seconds = std::chrono::duration<double>(end - start).count();
+  double cpu_seconds = cpu_end - cpu_start;
   std::vector<double> all;
   for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());

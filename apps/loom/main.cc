@@ -38,8 +38,12 @@ int main(int argc, char** argv) {
                         "park_resume_if_separate, raw_acquire, raw_acquire_if, raw_read");
   bench_cmd->add_option("--url", bench.url, "PostgreSQL URL (default $ONCE_TEST_POSTGRES_URL)");
   bench_cmd->add_option("--dir", bench.dir, "folder for SQLite files")->capture_default_str();
-  bench_cmd->add_option("--executions", bench.executions, "per run")->capture_default_str();
-  bench_cmd->add_option("--concurrency", bench.concurrency, "in flight")->capture_default_str();
+  bench_cmd->add_option("--executions", bench.executions, "per run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--concurrency", bench.concurrency, "in flight")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--runs", bench.runs, "runs per cell (median)")->capture_default_str();
   bench_cmd->add_flag("--stages", bench.stages,
                       "also print where an execution's latency goes (one profiled run per case)");
