@@ -209,7 +209,7 @@ Status Runtime::Flush(RunState& run) {
 
 Result<int64_t> Runtime::Commit(AppendRequest req) {
   if (committer_) return committer_->Commit(std::move(req));
-  direct_commits_.fetch_add(1, std::memory_order_relaxed);
+  direct_commits_.Add();
   if (memory_) return memory_->Append(std::move(req));  // moves the events in
   return store_.Append(req);
 }
@@ -469,7 +469,7 @@ void Runtime::ReportError(const Error& e) {
 
 CommitterStats Runtime::commit_stats() const {
   if (committer_) return committer_->stats();
-  uint64_t n = direct_commits_.load(std::memory_order_relaxed);
+  uint64_t n = direct_commits_.Sum();
   return CommitterStats{.requests = n, .store_writes = n};
 }
 

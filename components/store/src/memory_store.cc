@@ -46,7 +46,7 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest
     bool added = false;
     std::tie(it, added) =
         movable ? shard.logs.try_emplace(std::move(id)) : shard.logs.try_emplace(id);
-    if (added) ids_changed_.store(true, std::memory_order_relaxed);
+    if (added) MarkIdsChanged();
   } else {
     it = shard.logs.find(req.execution_id);
   }
@@ -174,7 +174,7 @@ Status MemoryEventStore::DeleteExecution(std::string_view id) {
   std::lock_guard<std::mutex> lock(shard.mu);
   if (auto it = shard.logs.find(id); it != shard.logs.end()) {
     shard.logs.erase(it);
-    ids_changed_.store(true, std::memory_order_relaxed);
+    MarkIdsChanged();
   }
   if (auto it = shard.fences.find(id); it != shard.fences.end() && it->second == 0) {
     shard.fences.erase(it);
@@ -290,7 +290,7 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
   copy.events.assign(src->second.events.begin(), src->second.events.begin() + through);
   copy.head = through;
   bool added = dst_shard.logs.insert_or_assign(std::string(to), std::move(copy)).second;
-  if (added) ids_changed_.store(true, std::memory_order_relaxed);
+  if (added) MarkIdsChanged();
   return Ok();
 }
 

@@ -64,6 +64,7 @@
 
 #include "once/base/clock.h"
 #include "once/base/result.h"
+#include "once/base/striped_counter.h"
 #include "once/runtime/committer.h"
 #include "once/runtime/context.h"
 #include "once/runtime/log_view.h"
@@ -275,7 +276,7 @@ class Runtime {
   std::map<std::string, Def, std::less<>> workflows_;  // written only before running
   store::MemoryEventStore* memory_ = nullptr;          // store_, when it is one
   std::unique_ptr<Committer> committer_;
-  std::atomic<uint64_t> direct_commits_{0};  // appends made without the Committer
+  StripedCounter direct_commits_;  // appends made without the Committer
   std::unique_ptr<WorkerPool> pool_;
   std::mutex deferred_mu_;
   std::vector<std::function<void()>> deferred_;  // GUARDED_BY(deferred_mu_); inline mode
