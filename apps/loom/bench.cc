@@ -215,27 +215,46 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   std::vector<std::vector<double>> latencies(concurrency);
   std::mutex error_mu;
   std::string first_error;
-  for (auto& l : latencies) l.reserve(executions);  // no growth inside the timed run
   // The run ends when its last execution completes: the clock and the CPU
   // time are read there, by the thread that completed it, not after the
   // clients exit (at memory speed most clients never get an execution, and
   // waiting for each to be scheduled once to exit was several percent of a run).
   std::atomic<int> completed{0};
+  // Clients out of work wait for the run's end before they exit: a thread's
+  // exit (its stack handed back, the other core's TLB flushed) inside the
+  // timed run was the run's cost, not the runtime's.
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool done = false;
   Steady::time_point end;
   double cpu_end = 0;
-  auto worker = [&](int w) {
-    for (int i = next.fetch_add(1); i < executions; i = next.fetch_add(1)) {
-      auto t0 = Steady::now();
-      Status s = RunOne(rt, c, ids[i], std::move(inputs[i]), phases);
-      auto t1 = Steady::now();
-      latencies[w].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      if (!s) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (first_error.empty()) first_error = s.error().ToString();
+  // Clients claim executions kClaim at a time and count completions per
+  // claim: two counters bumped by every execution moved their cache lines
+  // between the cores on each one.
+  constexpr int kClaim = 8;
+  // Each client records into a vector of its own, reserved before the clock
+  // and handed over at the end: the vectors' headers side by side in one
+  // array shared cache lines that every push_back wrote.
+  auto worker = [&](std::vector<double>& mine) {
+    for (int first = next.fetch_add(kClaim); first < executions; first = next.fetch_add(kClaim)) {
+      int last = std::min(first + kClaim, executions);
+      Steady::time_point t1;
+      for (int i = first; i < last; ++i) {
+        auto t0 = Steady::now();
+        Status s = RunOne(rt, c, ids[i], std::move(inputs[i]), phases);
+        t1 = Steady::now();
+        mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        if (!s) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (first_error.empty()) first_error = s.error().ToString();
+        }
       }
-      if (completed.fetch_add(1) + 1 == executions) {
+      if (completed.fetch_add(last - first) + (last - first) == executions) {
         end = t1;
         cpu_end = ProcessCpuSeconds();
+        std::lock_guard<std::mutex> lock(done_mu);
+        done = true;
+        done_cv.notify_all();
       }
     }
   };
@@ -247,6 +266,8 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   std::vector<std::thread> threads;
   for (int w = 0; w < concurrency; ++w) {
     threads.emplace_back([&, w] {
+      std::vector<double> mine;
+      mine.reserve(executions);  // no growth inside the timed run
       if (warm_up) {
         Status s = RunOne(rt, c, fmt::format("{}-warm-{}", tag, w), Input(), nullptr);
         if (!s) {
@@ -257,7 +278,10 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
       ready.fetch_add(1);
       ready.notify_one();
       go.wait(false);
-      worker(w);
+      worker(mine);
+      latencies[w] = std::move(mine);
+      std::unique_lock<std::mutex> lock(done_mu);
+      done_cv.wait(lock, [&] { return done; });
     });
   }
   for (int r = ready.load(); r < concurrency; r = ready.load()) ready.wait(r);
@@ -330,9 +354,9 @@ void PrintStages(const BenchOptions& options, const std::string& backend, const 
   if (!store) return;
   store::ProfilingStore profiled(**store, clock);
   Phases phases;
-  RunFigures f = RunCase(profiled, c, options.executions, options.concurrency, tag,
-                         runtime::CommitterOptions{}.flushes_in_flight_max, /*warm_up=*/true,
-                         &phases);
+  RunFigures f =
+      RunCase(profiled, c, options.executions, options.concurrency, tag,
+              runtime::CommitterOptions{}.flushes_in_flight_max, /*warm_up=*/true, &phases);
   double n = options.executions;
   std::string line =
       fmt::format("loom-stages backend={} case={} wf_per_s={:.0f} start_ms={:.2f} resume_ms={:.2f}",
