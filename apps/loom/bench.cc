@@ -186,11 +186,130 @@ double ProcessCpuSeconds() {
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
-// warm_up: each client first runs one execution of its own (not counted,
-// before the clock), as a service's long-lived request threads are warm:
-// their stacks, allocator caches and the code paths. Without it, at memory
-// speed, 64 threads each running for the first time inside the timed run
-// cost a third of it.
+// One timed run of a case: `concurrency` client threads, each calling
+// RunOne synchronously, `executions` in all.
+//
+// The harness's own costs stay outside the timed span, each for a measured
+// reason:
+// - ids and inputs are made before the clock (a client holds them already;
+//   formatting ids was a tenth of a memory-backend execution);
+// - clients exist before the clock, warm up with one execution of their own
+//   when warm_up (a service's request threads are warm: stacks, allocator
+//   caches, code paths), and are released by an atomic flag, not a mutex
+//   they would all queue for;
+// - they claim executions kClaim at a time, count completions per claim and
+//   record latencies into vectors of their own (every per-execution write to
+//   a shared cache line moved it between the cores);
+// - the run ends when its last execution completes (clock and CPU read by
+//   the thread that completed it), and clients out of work wait for that
+//   moment before they exit (a thread's exit inside the span, its stack
+//   handed back and the other core's TLB flushed, was the harness's cost).
+class ClientRun {
+ public:
+  ClientRun(Runtime& rt, const std::string& c, int executions, const std::string& tag,
+            Phases* phases)
+      : rt_(rt), case_(c), executions_(executions), tag_(tag), phases_(phases) {
+    ids_.reserve(executions);
+    inputs_.reserve(executions);
+    for (int i = 0; i < executions; ++i) {
+      ids_.push_back(fmt::format("{}-{}", tag, i));
+      inputs_.push_back(Input());
+    }
+  }
+
+  // Runs the clients and returns the run's figures.
+  RunFigures Run(int concurrency, bool warm_up) {
+    std::vector<std::vector<double>> latencies(concurrency);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < concurrency; ++w) {
+      threads.emplace_back([&, w] { latencies[w] = Client(w, warm_up); });
+    }
+    for (int r = ready_.load(); r < concurrency; r = ready_.load()) ready_.wait(r);
+    auto start = Steady::now();
+    double cpu_start = ProcessCpuSeconds();
+    go_.store(true);
+    go_.notify_all();
+    for (auto& t : threads) t.join();
+    std::vector<double> all;
+    for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+    std::sort(all.begin(), all.end());
+    RunFigures f;
+    f.wf_per_s = executions_ / std::chrono::duration<double>(end_ - start).count();
+    f.p50_ms = all.empty() ? 0 : all[all.size() / 2];
+    f.cpu_us = (cpu_end_ - cpu_start) * 1e6 / executions_;
+    f.error = first_error_;
+    return f;
+  }
+
+ private:
+  static constexpr int kClaim = 8;
+
+  // One client thread: warm up, wait for the release, work, wait for the end.
+  std::vector<double> Client(int w, bool warm_up) {
+    std::vector<double> mine;
+    mine.reserve(executions_);  // no growth inside the timed run
+    if (warm_up) Note(RunOne(rt_, case_, fmt::format("{}-warm-{}", tag_, w), Input(), nullptr));
+    ready_.fetch_add(1);
+    ready_.notify_one();
+    go_.wait(false);
+    Work(mine);
+    std::unique_lock<std::mutex> lock(done_mu_);
+    done_cv_.wait(lock, [&] { return done_; });
+    return mine;
+  }
+
+  void Work(std::vector<double>& mine) {
+    for (int first = next_.fetch_add(kClaim); first < executions_;
+         first = next_.fetch_add(kClaim)) {
+      int last = std::min(first + kClaim, executions_);
+      Steady::time_point t1;
+      for (int i = first; i < last; ++i) {
+        auto t0 = Steady::now();
+        Status s = RunOne(rt_, case_, ids_[i], std::move(inputs_[i]), phases_);
+        t1 = Steady::now();
+        mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        Note(s);
+      }
+      if (completed_.fetch_add(last - first) + (last - first) == executions_) End(t1);
+    }
+  }
+
+  // Called once, by the client that completed the last execution.
+  void End(Steady::time_point t) {
+    end_ = t;
+    cpu_end_ = ProcessCpuSeconds();
+    std::lock_guard<std::mutex> lock(done_mu_);
+    done_ = true;
+    done_cv_.notify_all();
+  }
+
+  void Note(const Status& s) {
+    if (s) return;
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (first_error_.empty()) first_error_ = s.error().ToString();
+  }
+
+  Runtime& rt_;
+  const std::string& case_;
+  const int executions_;
+  const std::string& tag_;
+  Phases* const phases_;
+  std::vector<std::string> ids_;
+  std::vector<Json> inputs_;
+  std::atomic<int> ready_{0};
+  std::atomic<bool> go_{false};
+  std::atomic<int> next_{0};
+  std::atomic<int> completed_{0};
+  Steady::time_point end_;  // written by End, read after the joins
+  double cpu_end_ = 0;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;  // GUARDED_BY(done_mu_)
+  std::mutex error_mu_;
+  std::string first_error_;  // GUARDED_BY(error_mu_)
+};
+
+// warm_up: see ClientRun (the round-trip count run has none).
 RunFigures RunCase(store::EventStore& store, const std::string& c, int executions, int concurrency,
                    const std::string& tag, size_t flushes_in_flight, bool warm_up,
                    Phases* phases = nullptr) {
@@ -201,105 +320,7 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   Runtime rt(c == "park_resume_if_separate" ? static_cast<store::EventStore&>(separate) : store,
              clock, options);
   RegisterWorkflows(rt);
-  // A client holds its execution ids already: they are made before the clock
-  // starts (formatting them was a tenth of a memory-backend execution).
-  std::vector<std::string> ids;
-  std::vector<Json> inputs;
-  ids.reserve(executions);
-  inputs.reserve(executions);
-  for (int i = 0; i < executions; ++i) {
-    ids.push_back(fmt::format("{}-{}", tag, i));
-    inputs.push_back(Input());
-  }
-  std::atomic<int> next{0};
-  std::vector<std::vector<double>> latencies(concurrency);
-  std::mutex error_mu;
-  std::string first_error;
-  // The run ends when its last execution completes: the clock and the CPU
-  // time are read there, by the thread that completed it, not after the
-  // clients exit (at memory speed most clients never get an execution, and
-  // waiting for each to be scheduled once to exit was several percent of a run).
-  std::atomic<int> completed{0};
-  // Clients out of work wait for the run's end before they exit: a thread's
-  // exit (its stack handed back, the other core's TLB flushed) inside the
-  // timed run was the run's cost, not the runtime's.
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  bool done = false;
-  Steady::time_point end;
-  double cpu_end = 0;
-  // Clients claim executions kClaim at a time and count completions per
-  // claim: two counters bumped by every execution moved their cache lines
-  // between the cores on each one.
-  constexpr int kClaim = 8;
-  // Each client records into a vector of its own, reserved before the clock
-  // and handed over at the end: the vectors' headers side by side in one
-  // array shared cache lines that every push_back wrote.
-  auto worker = [&](std::vector<double>& mine) {
-    for (int first = next.fetch_add(kClaim); first < executions; first = next.fetch_add(kClaim)) {
-      int last = std::min(first + kClaim, executions);
-      Steady::time_point t1;
-      for (int i = first; i < last; ++i) {
-        auto t0 = Steady::now();
-        Status s = RunOne(rt, c, ids[i], std::move(inputs[i]), phases);
-        t1 = Steady::now();
-        mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-        if (!s) {
-          std::lock_guard<std::mutex> lock(error_mu);
-          if (first_error.empty()) first_error = s.error().ToString();
-        }
-      }
-      if (completed.fetch_add(last - first) + (last - first) == executions) {
-        end = t1;
-        cpu_end = ProcessCpuSeconds();
-        std::lock_guard<std::mutex> lock(done_mu);
-        done = true;
-        done_cv.notify_all();
-      }
-    }
-  };
-  // The clients are started before the clock and released together: thread
-  // creation is not the runtime's cost (at memory speed it was most of a run).
-  // They wait on an atomic flag, not a mutex they would all queue for.
-  std::atomic<bool> go{false};
-  std::atomic<int> ready{0};
-  std::vector<std::thread> threads;
-  for (int w = 0; w < concurrency; ++w) {
-    threads.emplace_back([&, w] {
-      std::vector<double> mine;
-      mine.reserve(executions);  // no growth inside the timed run
-      if (warm_up) {
-        Status s = RunOne(rt, c, fmt::format("{}-warm-{}", tag, w), Input(), nullptr);
-        if (!s) {
-          std::lock_guard<std::mutex> lock(error_mu);
-          if (first_error.empty()) first_error = s.error().ToString();
-        }
-      }
-      ready.fetch_add(1);
-      ready.notify_one();
-      go.wait(false);
-      worker(mine);
-      latencies[w] = std::move(mine);
-      std::unique_lock<std::mutex> lock(done_mu);
-      done_cv.wait(lock, [&] { return done; });
-    });
-  }
-  for (int r = ready.load(); r < concurrency; r = ready.load()) ready.wait(r);
-  auto start = Steady::now();
-  double cpu_start = ProcessCpuSeconds();
-  go.store(true);
-  go.notify_all();
-  for (auto& t : threads) t.join();
-  double seconds = std::chrono::duration<double>(end - start).count();
-  double cpu_seconds = cpu_end - cpu_start;
-  std::vector<double> all;
-  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  std::sort(all.begin(), all.end());
-  RunFigures f;
-  f.wf_per_s = executions / seconds;
-  f.p50_ms = all.empty() ? 0 : all[all.size() / 2];
-  f.cpu_us = cpu_seconds * 1e6 / executions;
-  f.error = first_error;
+  RunFigures f = ClientRun(rt, c, executions, tag, phases).Run(concurrency, warm_up);
   f.group_commit = rt.commit_stats();
   return f;
 }
