@@ -145,7 +145,7 @@ bool AppendJsonStringLiteral(std::string_view s, std::string& out) {
   return AppendStringLiteral(s, out);
 }
 
-std::optional<size_t> JsonStringLiteralSize(std::string_view s) {
+std::optional<size_t> internal::JsonStringLiteralSizeSlow(std::string_view s) {
   // ASCII (nearly every key and most values): one table add per byte, no
   // branch; anything else takes the byte-by-byte path below.
   size_t i = PlainPrefix(s);

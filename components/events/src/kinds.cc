@@ -44,9 +44,13 @@ bool IsKernelStamped(const nlohmann::json& metadata) {
   return it != metadata.end() && it->is_boolean() && it->get<bool>();
 }
 
+bool IsAnswering(std::optional<KernelKind> kernel_kind, bool kernel_stamped) {
+  if (kernel_kind) return Info(*kernel_kind).effect == ParkEffect::kAnswering;
+  return kernel_stamped;
+}
+
 bool IsAnswering(std::string_view kind, const nlohmann::json& metadata) {
-  if (auto k = ParseKernelKind(kind)) return Info(*k).effect == ParkEffect::kAnswering;
-  return IsKernelStamped(metadata);
+  return IsAnswering(ParseKernelKind(kind), IsKernelStamped(metadata));
 }
 
 std::span<const std::string_view> AnsweringKernelKindNames() { return kAnsweringNames; }

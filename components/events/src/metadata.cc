@@ -89,9 +89,7 @@ bool operator==(const Metadata& a, const Metadata& b) {
 
 bool IsAnswering(const Kind& kind, const Metadata& metadata) {
   std::optional<KernelKind> k = kind.interned();
-  if (!k) k = ParseKernelKind(kind.view());
-  if (k) return Info(*k).effect == ParkEffect::kAnswering;
-  return metadata.kernel;
+  return IsAnswering(k ? k : ParseKernelKind(kind.view()), metadata.kernel);
 }
 
 bool AppendMetadataText(const Metadata& m, std::string& out) {

@@ -115,12 +115,7 @@ Status CheckRequestShape(const AppendRequest& req, const Limits& limits) {
 }
 
 // Adds the length of the literal of `s` to n; false when s is not UTF-8.
-// Short plain strings (most keys and many values) are sized inline.
 bool AddStringSize(std::string_view s, size_t& n) {
-  if (events::IsShortPlainJsonString(s)) {
-    n += s.size() + 2;
-    return true;
-  }
   std::optional<size_t> m = events::JsonStringLiteralSize(s);
   if (!m) return false;
   n += *m;

@@ -28,23 +28,29 @@ bool AppendJsonText(const Json& json, std::string& out);
 // returns true; false when `s` is not valid UTF-8.
 bool AppendJsonStringLiteral(std::string_view s, std::string& out);
 
-// The length of the string literal dump() writes for `s` (quotes and
-// escapes), or nullopt when `s` is not valid UTF-8 (dump() would throw).
-std::optional<size_t> JsonStringLiteralSize(std::string_view s);
-
-// True when `s` is at most 16 bytes of plain ASCII (no control, quote,
-// backslash or byte >= 0x80): its literal is itself in quotes. Inline, for
-// the many short keys and values of a tree being sized or written.
+// Plain bytes stand for themselves in a JSON string literal: ASCII that is
+// not a control, a quote or a backslash.
 inline constexpr std::array<bool, 256> kPlainJsonBytes = [] {
   std::array<bool, 256> t{};
   for (size_t c = 0x20; c < 0x80; ++c) t[c] = c != '"' && c != '\\';
   return t;
 }();
-inline bool IsShortPlainJsonString(std::string_view s) {
-  if (s.size() > 16) return false;
-  bool plain = true;
-  for (char c : s) plain &= kPlainJsonBytes[static_cast<unsigned char>(c)];
-  return plain;
+
+namespace internal {
+std::optional<size_t> JsonStringLiteralSizeSlow(std::string_view s);
+}  // namespace internal
+
+// The length of the string literal dump() writes for `s` (quotes and
+// escapes), or nullopt when `s` is not valid UTF-8 (dump() would throw).
+// Inline for a string of at most 16 plain bytes (most keys and many values
+// of a tree being sized): one table test a byte, no call.
+inline std::optional<size_t> JsonStringLiteralSize(std::string_view s) {
+  if (s.size() <= 16) {
+    bool plain = true;
+    for (char c : s) plain &= kPlainJsonBytes[static_cast<unsigned char>(c)];
+    if (plain) return s.size() + 2;
+  }
+  return internal::JsonStringLiteralSizeSlow(s);
 }
 
 }  // namespace once::events

@@ -106,7 +106,9 @@ std::optional<KernelKind> ParseKernelKind(std::string_view name);
 // (the string "true" does not count).
 bool IsKernelStamped(const nlohmann::json& metadata);
 
-// The three rules above.
+// The three rules above, given the kernel kind the event's kind names (if
+// any) and whether its metadata is kernel-stamped.
+bool IsAnswering(std::optional<KernelKind> kernel_kind, bool kernel_stamped);
 bool IsAnswering(std::string_view kind, const nlohmann::json& metadata);
 
 // For SQL scans: the names of the answering kernel kinds, and of all kernel
