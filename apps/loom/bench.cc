@@ -58,6 +58,7 @@
 #include <mutex>
 #include <thread>
 
+#include "allocator_settings.h"
 #include "loom_app.h"
 #include "once/runtime/runtime.h"
 #include "once/store/wrapper.h"
@@ -428,8 +429,8 @@ int RunBench(const BenchOptions& options) {
   if (flushes.empty()) flushes.push_back(runtime::CommitterOptions{}.flushes_in_flight_max);
   SystemClock clock;
   int failures = 0;
-  fmt::print("loom bench: {} executions per run, {} in flight, median of {} runs\n",
-             options.executions, options.concurrency, options.runs);
+  fmt::print("loom bench: {} executions per run, {} in flight, median of {} runs; allocator {}\n",
+             options.executions, options.concurrency, options.runs, AllocatorDescription());
   fmt::print("{:<10} {:<24} {:>3} {:>10} {:>8} {:>9} {:>10} {:>12}\n", "backend", "case", "f",
              "exec/s", "p50 ms", "cpu us", "calls/exec", "commits/exec");
   for (const auto& backend : options.backends) {

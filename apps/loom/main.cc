@@ -6,10 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include "allocator_settings.h"
 #include "loom_app.h"
 
 int main(int argc, char** argv) {
   using namespace once::loom_app;
+  ApplyAllocatorSettings(argv);
   CLI::App app{"loom: durable workflows that run at most once"};
   app.require_subcommand(1);
 

@@ -1,0 +1,31 @@
+#include "allocator_settings.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace once::loom_app {
+
+void ApplyAllocatorSettings(char** argv) {
+#ifdef ONCE_MALLOC_TCMALLOC
+  if (std::getenv(kTransferObjectsVariable) != nullptr) return;  // set by the caller, or by us
+  std::string value = std::to_string(kTransferObjectsMax);
+  if (setenv(kTransferObjectsVariable, value.c_str(), /*overwrite=*/0) != 0) return;
+  execv("/proc/self/exe", argv);  // returns only on failure: keep the defaults
+#else
+  (void)argv;
+#endif
+}
+
+std::string AllocatorDescription() {
+#ifdef ONCE_MALLOC_TCMALLOC
+  const char* transfer = std::getenv(kTransferObjectsVariable);
+  return std::string("tcmalloc, ") + kTransferObjectsVariable + "=" +
+         (transfer != nullptr ? transfer : "unset (32)");
+#else
+  return "system (glibc)";
+#endif
+}
+
+}  // namespace once::loom_app
