@@ -3,8 +3,9 @@
 // An execution is start, one step, complete; the park/resume cases add a
 // park (Sleep) and a resume. Each case runs `executions` executions with
 // `concurrency` of them in flight (one client thread each), `runs` times on
-// a fresh store, and reports the median executions/s and the median of the
-// runs' p50 latency (start call to completion).
+// a fresh store, each timed run after `warm_up_runs` untimed ones of its own
+// case, and reports the median executions/s and the median of the runs' p50
+// latency (start call to completion).
 //
 // Store round trips and commits per execution. A boundary is where a step's
 // result must be durable before a later effect (context.h):
@@ -429,8 +430,11 @@ int RunBench(const BenchOptions& options) {
   if (flushes.empty()) flushes.push_back(runtime::CommitterOptions{}.flushes_in_flight_max);
   SystemClock clock;
   int failures = 0;
-  fmt::print("loom bench: {} executions per run, {} in flight, median of {} runs; allocator {}\n",
-             options.executions, options.concurrency, options.runs, AllocatorDescription());
+  fmt::print(
+      "loom bench: {} executions per run, {} in flight, median of {} runs (each after {} untimed); "
+      "allocator {}\n",
+      options.executions, options.concurrency, options.runs, options.warm_up_runs,
+      AllocatorDescription());
   fmt::print("{:<10} {:<24} {:>3} {:>10} {:>8} {:>9} {:>10} {:>12}\n", "backend", "case", "f",
              "exec/s", "p50 ms", "cpu us", "calls/exec", "commits/exec");
   for (const auto& backend : options.backends) {
@@ -448,8 +452,22 @@ int RunBench(const BenchOptions& options) {
     bool opened = true;
     for (int run = 0; run < options.runs && opened; ++run) {
       for (Cell& cell : cells) {
+        // Each timed run follows untimed runs of its own case, so it finds
+        // the allocator's free lists, the caches and the server as its own
+        // case leaves them, not as the previous cell's store did (paired,
+        // memory unfenced in the full table: 1.41 times the exec/s with one
+        // warm-up run; alone it was already there; BENCHMARKS.md).
+        for (int w = 0; w < options.warm_up_runs && opened; ++w) {
+          RunFigures warm;
+          opened = TimedRun(options, backend, cell.c, -1 - w, cell.flushes, clock, warm);
+          if (!warm.error.empty()) {
+            fmt::print(stderr, "loom bench: {} {} (warm-up run): {}\n", backend, cell.c,
+                       warm.error);
+            ++failures;
+          }
+        }
         RunFigures f;
-        opened = TimedRun(options, backend, cell.c, run, cell.flushes, clock, f);
+        opened = opened && TimedRun(options, backend, cell.c, run, cell.flushes, clock, f);
         if (!f.error.empty()) {
           fmt::print(stderr, "loom bench: {} {}: {}\n", backend, cell.c, f.error);
           ++failures;

@@ -29,6 +29,9 @@ struct BenchOptions {
   int executions = 3000;
   int concurrency = 64;
   int runs = 5;
+  // Untimed runs of a case, each on a store of its own, before each of its
+  // timed runs (bench.cc, RunBench: why).
+  int warm_up_runs = 1;
   bool count_round_trips = true;
   // Committer flushes in flight; several values run paired (empty: the
   // runtime's default).

@@ -47,6 +47,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--runs", bench.runs, "runs per cell (median)")->capture_default_str();
+  bench_cmd
+      ->add_option("--warm-up-runs", bench.warm_up_runs,
+                   "untimed runs of the same case before each timed run")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
   bench_cmd->add_flag("--stages", bench.stages,
                       "also print where an execution's latency goes (one profiled run per case)");
   bench_cmd->add_option("--flushes-in-flight", bench.flushes_in_flight,
