@@ -186,6 +186,27 @@ std::optional<size_t> internal::JsonStringLiteralSizeSlow(std::string_view s) {
   return n;
 }
 
+bool JsonDepthWithin(const Json& json, size_t depth_max) {
+  // The containers themselves, not Json's iterators: this runs on every
+  // input, step value and result a runtime takes.
+  switch (json.type()) {
+    case Json::value_t::array:
+      if (depth_max == 0) return false;
+      for (const Json& v : json.get_ref<const Json::array_t&>()) {
+        if (v.is_structured() && !JsonDepthWithin(v, depth_max - 1)) return false;
+      }
+      return true;
+    case Json::value_t::object:
+      if (depth_max == 0) return false;
+      for (const auto& [key, v] : json.get_ref<const Json::object_t&>()) {
+        if (v.is_structured() && !JsonDepthWithin(v, depth_max - 1)) return false;
+      }
+      return true;
+    default:
+      return true;
+  }
+}
+
 bool AppendJsonText(const Json& json, std::string& out) {
   switch (json.type()) {
     case Json::value_t::null:

@@ -146,3 +146,50 @@ TEST(JsonTextTest, OneSpecialByteAtEveryOffsetOfAPlainRun) {
 
 }  // namespace
 }  // namespace once::events
+
+namespace once::events {
+namespace {
+
+// [[...[1]...]] with `depth` arrays, or {"a":{"a":...}} with `depth` objects.
+Json NestedJson(size_t depth, bool objects) {
+  Json json = 1;
+  for (size_t i = 0; i < depth; ++i) {
+    Json outer = objects ? Json::object() : Json::array();
+    if (objects) {
+      outer["a"] = std::move(json);
+    } else {
+      outer.push_back(std::move(json));
+    }
+    json = std::move(outer);
+  }
+  return json;
+}
+
+TEST(JsonDepthTest, CountsContainersNestedInsideEachOther) {
+  EXPECT_TRUE(JsonDepthWithin(Json(1), 0));
+  EXPECT_TRUE(JsonDepthWithin(Json("deep"), 0));
+  EXPECT_FALSE(JsonDepthWithin(Json::array(), 0));
+  EXPECT_TRUE(JsonDepthWithin(Json::array(), 1));
+  EXPECT_TRUE(JsonDepthWithin(Json::object(), 1));
+  for (bool objects : {false, true}) {
+    for (size_t depth : {1, 2, 7, 64}) {
+      EXPECT_TRUE(JsonDepthWithin(NestedJson(depth, objects), depth)) << depth;
+      EXPECT_FALSE(JsonDepthWithin(NestedJson(depth, objects), depth - 1)) << depth;
+    }
+  }
+  // The deepest branch counts, wherever it is.
+  Json wide = Json::array({1, NestedJson(3, true), Json::array(), NestedJson(5, false)});
+  EXPECT_TRUE(JsonDepthWithin(wide, 6));
+  EXPECT_FALSE(JsonDepthWithin(wide, 5));
+}
+
+// The walk stops one level past the limit, so a hostile tree is safe to ask
+// about (a recursive walk of it overflowed the stack).
+TEST(JsonDepthTest, AHostileTreeIsAnsweredWithoutWalkingAllOfIt) {
+  Json hostile = NestedJson(300'000, false);
+  EXPECT_FALSE(JsonDepthWithin(hostile, 512));
+  EXPECT_FALSE(JsonDepthWithin(hostile, 0));
+}
+
+}  // namespace
+}  // namespace once::events

@@ -1,5 +1,6 @@
 #include "once/inbox/inbox_store.h"
 
+#include "once/events/json_text.h"
 #include "once/store/event_store.h"
 #include "once/store/validate.h"
 
@@ -35,7 +36,14 @@ Result<std::string> ValidatePut(std::string_view execution_id, std::string_view 
     e.subject = subject;
     return std::unexpected(std::move(e));
   }
-  std::optional<size_t> bytes = store::SerializedJsonSize(message);
+  std::optional<size_t> bytes = store::SerializedJsonSize(message, limits.message_depth_max);
+  if (!bytes && !events::JsonDepthWithin(message, limits.message_depth_max)) {
+    auto depth_max = static_cast<int64_t>(limits.message_depth_max);
+    return MakeError(
+        ErrorCode::kLimitExceeded,
+        "an inbox message nests more than " + std::to_string(depth_max) + " containers deep",
+        subject, LimitDetail{"inbox_message_depth_max", depth_max + 1, depth_max});
+  }
   if (!bytes) {
     return MakeError(ErrorCode::kInvalidArgument, "inbox message: a string is not UTF-8", subject);
   }

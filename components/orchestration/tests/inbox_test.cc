@@ -187,6 +187,38 @@ TEST_P(InboxTest, AMessageAtTheSizeLimitIsDeliveredWhole) {
   EXPECT_EQ(Consumed(), 1);
 }
 
+// [[...[1]...]]: `depth` arrays, built without recursion.
+Json Nested(size_t depth) {
+  Json json = 1;
+  for (size_t i = 0; i < depth; ++i) {
+    Json outer = Json::array();
+    outer.push_back(std::move(json));
+    json = std::move(outer);
+  }
+  return json;
+}
+
+// A message nested message_depth_max deep is delivered, and the body that
+// returns it completes (its events hold it one level down); one level more
+// is refused by Send and nothing is stored. A hostile 300,000 levels (600 KB
+// of JSON, under message_bytes_max) is refused the same way, not a crash.
+TEST_P(InboxTest, AMessageAtTheDepthLimitIsDeliveredADeeperOneIsRefused) {
+  Make(false);
+  ASSERT_TRUE(rt_.Start("receiver", "r", Json()));
+  size_t max = messages_->limits().message_depth_max;
+  for (size_t depth : {max + 1, size_t{300'000}}) {
+    Result<SendResult> refused = inbox_->Send("r", "approve", Nested(depth));
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().code, ErrorCode::kLimitExceeded);
+    EXPECT_EQ(refused.error().As<LimitDetail>()->limit, "inbox_message_depth_max");
+    EXPECT_TRUE(messages_->Pending("r").value().empty());
+  }
+  EXPECT_EQ(State("r").status, runtime::ExecutionStatus::kSuspended);
+  ASSERT_EQ(inbox_->Send("r", "approve", Nested(max)).value().delivery, Delivery::kDelivered);
+  EXPECT_EQ(State("r").status, runtime::ExecutionStatus::kCompleted);
+  EXPECT_EQ(State("r").result["value"], Nested(max));
+}
+
 TEST_P(InboxTest, PendingMessagesPerExecutionAtTheLimitThroughSend) {
   messages_ = base_.OpenInbox({.pending_messages_per_execution_max = 2});
   Make(false);

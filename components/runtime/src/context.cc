@@ -90,6 +90,9 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
   ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/false));
   Result<Json> r = fn();
   if (r) {
+    if (Status s = runtime_.CheckDepth(*r, "the step's value", run_.id); !s) {
+      return Fail(s.error());  // not recorded: like a value the store refuses
+    }
     run_.pending.push_back(
         run_.Kernel(KernelKind::kStepCompleted, events::JsonObject("name", name, "value", *r)));
   } else {
@@ -103,6 +106,8 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
 
 Status Context::Emit(std::string_view kind, Json payload) {
   if (latched_) return Latched();
+  ONCE_RETURN_IF_ERROR(
+      runtime_.CheckDepth(payload, "the emitted payload", run_.id, /*wrapped=*/false));
   if (events::ParseKernelKind(kind)) {
     return MakeError(ErrorCode::kInvalidArgument, "Emit takes an application kind", run_.id);
   }
@@ -169,6 +174,9 @@ Status Context::SleepUntil(TimePoint wake_at) {
 Status Context::StartChild(std::string_view workflow, std::string_view key, Json input,
                            std::string_view group) {
   if (latched_) return Latched();
+  if (Status s = runtime_.CheckDepth(input, "the child's input", run_.id); !s) {
+    return Fail(s.error());
+  }
   if (!group.empty()) groups_[std::string(group)].emplace_back(key);
   if (const Envelope* e = NextBodyEvent()) {
     if (!e->Is(KernelKind::kChildStarted) || Member(e->payload, "key") != key) {
@@ -226,6 +234,9 @@ Result<Json> Context::Receive(std::string_view topic) {
 
 Status Context::ContinueAsNew(Json input) {
   if (latched_) return Latched();
+  if (Status s = runtime_.CheckDepth(input, "the next input", run_.id); !s) {
+    return Fail(s.error());
+  }
   continue_input_ = std::move(input);
   latched_ = Error{ErrorCode::kCancelled, "continued as new: return from the body", run_.id, {}};
   return Ok();

@@ -56,6 +56,7 @@ Result<RunOutcome> Runtime::ResumeWithLog(std::string_view id, std::vector<Envel
 Result<RunOutcome> Runtime::Deliver(std::string_view id, std::string_view topic, Json message,
                                     RunOptions options) {
   Outermost outermost(*this);
+  ONCE_RETURN_IF_ERROR(CheckDepth(message, "the message", id));
   ResumeExtras extras{.topic = std::string(topic), .message = std::move(message)};
   return ResumeImpl(id, "", options, extras);
 }

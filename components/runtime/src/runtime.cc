@@ -3,6 +3,8 @@
 #include <charconv>
 
 #include "json_access.h"
+#include "once/events/json_text.h"
+#include "once/store/validate.h"
 #include "run_state.h"
 
 namespace once::runtime {
@@ -71,6 +73,16 @@ const Runtime::Def* Runtime::Find(std::string_view workflow) const {
   return it == workflows_.end() ? nullptr : &it->second;
 }
 
+Status Runtime::CheckDepth(const Json& value, std::string_view what, std::string_view id,
+                           bool wrapped) const {
+  size_t depth_max = store_.limits().json_depth_max;
+  size_t above = wrapped ? 1 : 0;  // levels of its payload above the value
+  if (depth_max >= above && events::JsonDepthWithin(value, depth_max - above)) return Ok();
+  // "the input's event nests more than 512 containers deep"
+  return store::JsonDepthError(wrapped ? std::string(what) + "'s event" : std::string(what),
+                               std::string(id), depth_max);
+}
+
 // ---- Start -------------------------------------------------------------------
 
 Result<RunOutcome> Runtime::Start(std::string_view workflow, std::string_view id, Json input,
@@ -83,6 +95,7 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
                                       StartOptions options) {
   const Def* def = Find(workflow);
   if (!def) return MakeError(ErrorCode::kNotFound, "unknown workflow", std::string(workflow));
+  ONCE_RETURN_IF_ERROR(CheckDepth(input, "the input", id));
   RunState run;
   run.id = id;
   run.workflow = workflow;
@@ -129,6 +142,7 @@ Result<RunOutcome> Runtime::Finish(RunState& run, Context& ctx, Result<Json> bod
   if (ctx.continue_input_) return FinishContinued(run, std::move(*ctx.continue_input_));
   RunOutcome out{"", ExecutionStatus::kCompleted, Json(), std::nullopt};
   if (body_result) {
+    ONCE_RETURN_IF_ERROR(CheckDepth(*body_result, "the body's result", run.id));
     out.value = std::move(*body_result);
     run.pending.push_back(
         run.Kernel(KernelKind::kExecutionCompleted, events::JsonObject("value", out.value)));
@@ -282,6 +296,7 @@ Result<int64_t> Runtime::RecordExecutionDenied(std::string_view id, std::string_
 }
 
 Result<int64_t> Runtime::RecordOutcome(std::string_view id, Json outcome) {
+  ONCE_RETURN_IF_ERROR(CheckDepth(outcome, "the outcome", id));
   ONCE_ASSIGN_OR_RETURN(ExecutionState st, Inspect(id));
   if (!IsTerminal(st.status)) {
     return MakeError(ErrorCode::kInvalidArgument, "an outcome is recorded on a terminal log",

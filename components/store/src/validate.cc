@@ -95,6 +95,22 @@ Status CheckEventShape(const AppendRequest& req, size_t i, int64_t seq, const Li
   return Ok();
 }
 
+bool EventDepthWithin(const Envelope& e, const Limits& limits) {
+  return events::JsonDepthWithin(e.payload, limits.json_depth_max) &&
+         events::JsonDepthWithin(e.metadata.extra, limits.json_depth_max);
+}
+
+// Why an event that cannot be serialized is refused: a value nested deeper
+// than json_depth_max (a limit), else a string that is not UTF-8.
+std::unexpected<Error> UnserializableEvent(const AppendRequest& req, const Envelope& e,
+                                           const Limits& limits) {
+  if (!EventDepthWithin(e, limits)) {
+    return JsonDepthError("a payload or metadata", req.execution_id, limits.json_depth_max);
+  }
+  return MakeError(ErrorCode::kInvalidArgument, "unserializable JSON: a string is not UTF-8",
+                   req.execution_id);
+}
+
 // The request-level checks both EncodeAppend and CheckAppend start with.
 Status CheckRequestShape(const AppendRequest& req, const Limits& limits) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(req.execution_id, limits));
@@ -122,8 +138,10 @@ bool AddStringSize(std::string_view s, size_t& n) {
   return true;
 }
 
-// Adds the length of json.dump() to n; false when dump() would throw.
-bool AddJsonSize(const Json& json, size_t& n) {
+// Adds the length of json.dump() to n; false when dump() would throw, or
+// when a container lies more than depth_left levels down (the walk stops
+// there: it never recurses deeper than that).
+bool AddJsonSize(const Json& json, size_t& n, size_t depth_left) {
   switch (json.type()) {
     case Json::value_t::null:
       n += 4;
@@ -143,18 +161,20 @@ bool AddJsonSize(const Json& json, size_t& n) {
     case Json::value_t::string:
       return AddStringSize(json.get_ref<const std::string&>(), n);
     case Json::value_t::array: {
+      if (depth_left == 0) return false;
       const auto& array = json.get_ref<const Json::array_t&>();
       n += array.empty() ? 2 : 1 + array.size();  // brackets, commas
       for (const Json& v : array) {
-        if (!AddJsonSize(v, n)) return false;
+        if (!AddJsonSize(v, n, depth_left - 1)) return false;
       }
       return true;
     }
     case Json::value_t::object: {
+      if (depth_left == 0) return false;
       const auto& object = json.get_ref<const Json::object_t&>();
       n += object.empty() ? 2 : 1 + 2 * object.size();  // braces, commas, colons
       for (const auto& [key, value] : object) {
-        if (!AddStringSize(key, n) || !AddJsonSize(value, n)) return false;
+        if (!AddStringSize(key, n) || !AddJsonSize(value, n, depth_left - 1)) return false;
       }
       return true;
     }
@@ -171,13 +191,13 @@ bool AddJsonSize(const Json& json, size_t& n) {
 
 }  // namespace
 
-std::optional<size_t> SerializedJsonSize(const Json& json) {
+std::optional<size_t> SerializedJsonSize(const Json& json, size_t depth_max) {
   size_t n = 0;
-  if (!AddJsonSize(json, n)) return std::nullopt;
+  if (!AddJsonSize(json, n, depth_max)) return std::nullopt;
   return n;
 }
 
-std::optional<size_t> SerializedMetadataSize(const events::Metadata& m) {
+std::optional<size_t> SerializedMetadataSize(const events::Metadata& m, size_t depth_max) {
   size_t n = 2;  // braces
   size_t members = 0;
   if (m.fence != 0) {
@@ -189,7 +209,7 @@ std::optional<size_t> SerializedMetadataSize(const events::Metadata& m) {
     ++members;
   }
   if (m.extra.is_object() && !m.extra.empty()) {
-    std::optional<size_t> extra = SerializedJsonSize(m.extra);
+    std::optional<size_t> extra = SerializedJsonSize(m.extra, depth_max);
     if (!extra) return std::nullopt;
     n += *extra - 2 - (m.extra.size() - 1);  // its members, without its braces and commas
     members += m.extra.size();
@@ -206,12 +226,9 @@ Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits
     const Envelope& e = req.events[i];
     ONCE_RETURN_IF_ERROR(
         CheckEventShape(req, i, req.expected_next + static_cast<int64_t>(i), limits));
-    std::optional<size_t> payload = SerializedJsonSize(e.payload);
-    std::optional<size_t> metadata = SerializedMetadataSize(e.metadata);
-    if (!payload || !metadata) {
-      return MakeError(ErrorCode::kInvalidArgument, "unserializable JSON: a string is not UTF-8",
-                       req.execution_id);
-    }
+    std::optional<size_t> payload = SerializedJsonSize(e.payload, limits.json_depth_max);
+    std::optional<size_t> metadata = SerializedMetadataSize(e.metadata, limits.json_depth_max);
+    if (!payload || !metadata) return UnserializableEvent(req, e, limits);
     size_t bytes = *payload + *metadata;
     if (bytes > limits.event_bytes_max) {
       return LimitError("event_bytes_max", static_cast<int64_t>(bytes),
@@ -222,6 +239,25 @@ Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
   return out;
+}
+
+std::unexpected<Error> JsonDepthError(std::string_view what, std::string subject,
+                                      size_t depth_max) {
+  return MakeError(
+      ErrorCode::kLimitExceeded,
+      std::string(what) + " nests more than " + std::to_string(depth_max) + " containers deep",
+      std::move(subject),
+      LimitDetail{"json_depth_max", static_cast<int64_t>(depth_max) + 1,
+                  static_cast<int64_t>(depth_max)});
+}
+
+Status CheckJsonDepth(const AppendRequest& req, const Limits& limits) {
+  for (const Envelope& e : req.events) {
+    if (!EventDepthWithin(e, limits)) {
+      return JsonDepthError("a payload or metadata", req.execution_id, limits.json_depth_max);
+    }
+  }
+  return Ok();
 }
 
 Status ValidateExecutionId(std::string_view id, const Limits& limits) {
@@ -268,13 +304,12 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
     EncodedEvent enc;
     enc.sequence = seq;
     enc.kind = e.kind.str();
-    // Exactly dump()'s text, without its per-character output path.
-    bool serialized = events::AppendJsonText(e.payload, enc.payload_json) &&
+    // Exactly dump()'s text, without its per-character output path; the
+    // serializer recurses, so the depth is checked first.
+    bool serialized = EventDepthWithin(e, limits) &&
+                      events::AppendJsonText(e.payload, enc.payload_json) &&
                       events::AppendMetadataText(e.metadata, enc.metadata_json);
-    if (!serialized) {
-      return MakeError(ErrorCode::kInvalidArgument, "unserializable JSON: a string is not UTF-8",
-                       req.execution_id);
-    }
+    if (!serialized) return UnserializableEvent(req, e, limits);
     size_t bytes = enc.payload_json.size() + enc.metadata_json.size();
     if (bytes > limits.event_bytes_max) {
       return LimitError("event_bytes_max", static_cast<int64_t>(bytes),

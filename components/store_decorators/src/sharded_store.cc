@@ -27,20 +27,31 @@ Result<std::vector<Result<int64_t>>> ShardedStore::AppendBatch(
     std::span<const AppendRequest> requests) {
   ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits()));
   // The batch's byte limit holds for the whole batch, not per shard.
+  // A request that fails its own checks fails alone, here: it is not copied
+  // into its shard's batch (a copy of a tree nested past json_depth_max
+  // would recurse past the stack), and its shard would refuse it the same way.
   SystemClock clock;
   size_t bytes = 0;
-  for (const auto& r : requests) {
-    if (auto checked = CheckAppend(r, limits(), clock)) bytes += checked->bytes;
+  std::vector<Result<int64_t>> out(requests.size(), 0);
+  std::vector<bool> refused(requests.size(), false);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto checked = CheckAppend(requests[i], limits(), clock);
+    if (checked) {
+      bytes += checked->bytes;
+    } else {
+      out[i] = std::unexpected(checked.error());
+      refused[i] = true;
+    }
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits()));
   std::vector<std::vector<AppendRequest>> per_shard(shards_.size());
   std::vector<std::vector<size_t>> positions(shards_.size());
   for (size_t i = 0; i < requests.size(); ++i) {
+    if (refused[i]) continue;
     size_t s = ShardOf(requests[i].execution_id);
     per_shard[s].push_back(requests[i]);
     positions[s].push_back(i);
   }
-  std::vector<Result<int64_t>> out(requests.size(), 0);
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (per_shard[s].empty()) continue;
     auto results = shards_[s]->AppendBatch(per_shard[s]);

@@ -60,6 +60,7 @@ Error TenantStore::Unscope(Error e) const {
 }
 
 Result<AppendRequest> TenantStore::ScopeRequest(const AppendRequest& req) const {
+  ONCE_RETURN_IF_ERROR(CheckJsonDepth(req, limits_));  // before the copy: it recurses
   AppendRequest scoped = req;
   ONCE_ASSIGN_OR_RETURN(scoped.execution_id, Scope(req.execution_id));
   for (auto& e : scoped.events) {
@@ -83,17 +84,27 @@ Result<int64_t> TenantStore::Append(const AppendRequest& req) {
 
 Result<std::vector<Result<int64_t>>> TenantStore::AppendBatch(
     std::span<const AppendRequest> requests) {
+  ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits_));
+  // A request that cannot be scoped fails alone, like any refused request.
   std::vector<AppendRequest> scoped;
-  scoped.reserve(requests.size());
-  for (const auto& r : requests) {
-    ONCE_ASSIGN_OR_RETURN(AppendRequest s, ScopeRequest(r));
-    scoped.push_back(std::move(s));
+  std::vector<size_t> positions;
+  std::vector<Result<int64_t>> out(requests.size(), 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Result<AppendRequest> s = ScopeRequest(requests[i]);
+    if (!s) {
+      out[i] = std::unexpected(s.error());
+      continue;
+    }
+    scoped.push_back(std::move(*s));
+    positions.push_back(i);
   }
+  if (scoped.empty()) return out;
   ONCE_ASSIGN_OR_RETURN(auto results, target().AppendBatch(scoped));
-  for (auto& r : results) {
-    if (!r) r = std::unexpected(Unscope(r.error()));
+  for (size_t k = 0; k < positions.size(); ++k) {
+    Result<int64_t>& r = results[k];
+    out[positions[k]] = r ? std::move(r) : std::unexpected(Unscope(r.error()));
   }
-  return results;
+  return out;
 }
 
 Result<std::vector<Envelope>> TenantStore::ReadRange(std::string_view id, int64_t first,

@@ -672,6 +672,70 @@ TEST_P(EventStoreConformance, EventBytesCountMetadataExactly) {
               static_cast<int64_t>(bytes - 1));
 }
 
+// [[...[1]...]]: `depth` arrays, built without recursion.
+Json Nested(size_t depth) {
+  Json json = 1;
+  for (size_t i = 0; i < depth; ++i) {
+    Json outer = Json::array();
+    outer.push_back(std::move(json));
+    json = std::move(outer);
+  }
+  return json;
+}
+
+// One event, moved in: a braced list of Envelopes would copy the tree, and a
+// copy recurses as deep as the tree goes.
+AppendRequest OneEvent(std::string id, Envelope e) {
+  AppendRequest req{.execution_id = std::move(id), .expected_next = 1};
+  req.events.push_back(std::move(e));
+  return req;
+}
+
+TEST_P(EventStoreConformance, JsonNestedPastJsonDepthMaxIsLimitExceeded) {
+  Limits limits;
+  limits.json_depth_max = 16;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(AppendOk(*s, OneEvent("ex-1", AppEvent("deep", Nested(16)))), 1);  // at the limit
+  Result<std::vector<Envelope>> read = s->ReadRange("ex-1", 1, kToEnd);
+  ASSERT_TRUE(read) << Describe(read.error());
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ((*read)[0].payload, Nested(16));
+
+  Result<int64_t> r = s->Append(OneEvent("ex-2", AppEvent("deep", Nested(17))));
+  ASSERT_FALSE(r);
+  ExpectLimit(r.error(), "json_depth_max", 17, 16);
+  Envelope in_metadata = AppEvent("deep-metadata", Json());
+  in_metadata.metadata.extra = Json::object({{"a", Nested(16)}});  // the object is a level
+  r = s->Append(OneEvent("ex-3", in_metadata));
+  ASSERT_FALSE(r);
+  ExpectLimit(r.error(), "json_depth_max", 17, 16);
+
+  std::vector<AppendRequest> batch;
+  batch.push_back(OneEvent("ex-4", AppEvent("flat", Json(1))));
+  batch.push_back(OneEvent("ex-5", AppEvent("deep", Nested(17))));
+  Result<std::vector<Result<int64_t>>> many = s->AppendBatch(batch);
+  ASSERT_TRUE(many) << Describe(many.error());
+  ASSERT_EQ(many->size(), 2u);
+  EXPECT_TRUE((*many)[0]);
+  ASSERT_FALSE((*many)[1]);  // the deep request fails alone
+  ExpectLimit((*many)[1].error(), "json_depth_max", 17, 16);
+  EXPECT_EQ(ListAll(*s), (std::vector<std::string>{"ex-1", "ex-4"}));
+}
+
+// 300,000 nested arrays are 600 KB of JSON, under event_bytes_max. The
+// stores' size walk and serializer recursed once a level and overflowed the
+// stack: the process died on a caller's payload.
+TEST_P(EventStoreConformance, HostileNestingIsRefusedNotACrash) {
+  EventStore* s = MakeStore(Limits{});
+  ASSERT_NE(s, nullptr);
+  Result<int64_t> r = s->Append(OneEvent("ex-1", AppEvent("deep", Nested(300'000))));
+  ASSERT_FALSE(r);
+  auto depth_max = static_cast<int64_t>(s->limits().json_depth_max);
+  ExpectLimit(r.error(), "json_depth_max", depth_max + 1, depth_max);
+  EXPECT_EQ(ListAll(*s), std::vector<std::string>{});
+}
+
 TEST_P(EventStoreConformance, BatchOverBatchBytesMaxIsLimitExceeded) {
   Limits limits;
   limits.event_bytes_max = 100;

@@ -24,6 +24,14 @@ namespace once::events {
 // an unspecified tail the caller discards.
 bool AppendJsonText(const Json& json, std::string& out);
 
+// Whether no container in `json` lies more than depth_max containers deep
+// (a scalar is at depth 0, [] and {} at 1, [[]] at 2). JSON trees are
+// copied, sized, serialized and compared by recursive code (nlohmann's own
+// and ours), and a tree deeper than a thread's stack allows crashes the
+// process: 300,000 nested arrays are 600 KB of JSON. The walk goes at most
+// depth_max + 1 levels down, so it is safe on any tree.
+bool JsonDepthWithin(const Json& json, size_t depth_max);
+
 // Appends the string literal dump() writes for `s` (quotes and escapes) and
 // returns true; false when `s` is not valid UTF-8.
 bool AppendJsonStringLiteral(std::string_view s, std::string& out);

@@ -27,10 +27,11 @@
 // limits().pending_messages_per_execution_max per execution.
 //
 // Limits (InboxLimits, units last): message_bytes_max (the compact JSON
-// serialization of the message), topic_bytes_max, and
-// pending_messages_per_execution_max (messages stored and not yet deleted,
-// all topics of one execution). Crossing one is kLimitExceeded with a
-// LimitDetail naming it (inbox_message_bytes_max, inbox_topic_bytes_max,
+// serialization of the message), message_depth_max (containers nested in
+// it), topic_bytes_max, and pending_messages_per_execution_max (messages
+// stored and not yet deleted, all topics of one execution). Crossing one is
+// kLimitExceeded with a LimitDetail naming it (inbox_message_bytes_max,
+// inbox_message_depth_max, inbox_topic_bytes_max,
 // inbox_pending_messages_per_execution_max). Malformed input is
 // kInvalidArgument: an execution id that the event stores would refuse
 // (store::ValidateExecutionId), an empty topic or one with a control
@@ -50,6 +51,7 @@
 
 #include "once/base/result.h"
 #include "once/events/envelope.h"
+#include "once/store/event_store.h"
 
 namespace once::inbox {
 
@@ -66,6 +68,10 @@ struct InboxLimits {
   // EXECUTION_RESUMED, and a message that could never be appended would
   // never be delivered.
   size_t message_bytes_max = 256 * 1024;
+  // Containers nested inside each other in one message: one less than the
+  // event store's json_depth_max, since a delivery writes the message one
+  // level down ({"message": ...}, {"value": ...}).
+  size_t message_depth_max = store::kJsonDepthMaxDefault - 1;
   size_t topic_bytes_max = 255;
   // Messages stored and not yet deleted, over all topics of one execution.
   size_t pending_messages_per_execution_max = 10'000;

@@ -269,6 +269,14 @@ class Runtime {
   void DrainDeferred();
   void ReportError(const Error& e);
   const Def* Find(std::string_view workflow) const;
+  // kLimitExceeded "json_depth_max" when `value` (`what`: "the input", ...)
+  // would nest its event's payload deeper than the store's json_depth_max:
+  // a `wrapped` value sits one level down in its payload ({"input": value}),
+  // so it may nest one level less. Checked where a caller's JSON enters,
+  // before its first copy: a copy of a tree recurses as deep as the tree
+  // goes, and past the stack that is a crash.
+  Status CheckDepth(const Json& value, std::string_view what, std::string_view id,
+                    bool wrapped = true) const;
 
   store::EventStore& store_;
   const Clock& clock_;

@@ -53,6 +53,8 @@ namespace once::store {
 using events::Envelope;
 using events::Json;
 
+inline constexpr size_t kJsonDepthMaxDefault = 512;
+
 // Named limits. Units last.
 struct Limits {
   size_t execution_id_bytes_max = 255;
@@ -63,6 +65,10 @@ struct Limits {
   size_t batch_executions_max = 1'024;      // requests in one AppendBatch
   size_t read_events_max = 10'000;          // events one ReadRange returns at most
   size_t list_page_executions_max = 1'000;  // ids one ListExecutions returns at most
+  // Containers nested inside each other in a payload or in metadata
+  // (events::JsonDepthWithin: deeper trees crash recursive code). Keep it in
+  // the thousands at most: checks walk this deep on the thread's stack.
+  size_t json_depth_max = kJsonDepthMaxDefault;
 };
 
 inline constexpr int64_t kToEnd = std::numeric_limits<int64_t>::max();

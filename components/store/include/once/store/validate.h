@@ -50,8 +50,8 @@ struct EncodedAppend {
   bool suspends = false;   // some event is a park
 };
 
-// Validates one request (id, kinds, sequences, metadata shape, sizes) and
-// encodes it. An empty events list is kInvalidArgument. Times of 0 become
+// Validates one request (id, kinds, sequences, metadata shape, sizes,
+// nesting depth) and encodes it. An empty events list is kInvalidArgument. Times of 0 become
 // clock.Now().
 Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limits,
                                    const Clock& clock);
@@ -70,11 +70,23 @@ Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits
 
 // The exact length of json.dump() (compact, UTF-8 kept as is), computed
 // without serializing. nullopt when dump() would throw (a string that is not
-// valid UTF-8).
-std::optional<size_t> SerializedJsonSize(const Json& json);
+// valid UTF-8) or when a container lies more than depth_max levels down
+// (events::JsonDepthWithin; the walk stops there).
+std::optional<size_t> SerializedJsonSize(const Json& json, size_t depth_max = kJsonDepthMaxDefault);
 // The same for metadata text (events::AppendMetadataText), for metadata
 // without a Problem().
-std::optional<size_t> SerializedMetadataSize(const events::Metadata& metadata);
+std::optional<size_t> SerializedMetadataSize(const events::Metadata& metadata,
+                                             size_t depth_max = kJsonDepthMaxDefault);
+
+// kLimitExceeded "json_depth_max" (LimitDetail value depth_max + 1: the
+// walk stops there): `what` (a payload, an input, ...) nests more than
+// depth_max containers deep (events::JsonDepthWithin).
+std::unexpected<Error> JsonDepthError(std::string_view what, std::string subject, size_t depth_max);
+
+// The json_depth_max check alone, for a decorator that copies a request
+// before its target validates it: copying a tree recurses as deep as the
+// tree goes.
+Status CheckJsonDepth(const AppendRequest& req, const Limits& limits);
 
 // Validates a batch's shape: count, distinct executions, total bytes.
 Status ValidateBatchShape(std::span<const AppendRequest> requests, const Limits& limits);
