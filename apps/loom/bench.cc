@@ -455,7 +455,7 @@ int RunBench(const BenchOptions& options) {
         // Each timed run follows untimed runs of its own case, so it finds
         // the allocator's free lists, the caches and the server as its own
         // case leaves them, not as the previous cell's store did (paired,
-        // memory unfenced in the full table: 1.41 times the exec/s with one
+        // memory unfenced in the full table: 1.55 times the exec/s with one
         // warm-up run; alone it was already there; BENCHMARKS.md).
         for (int w = 0; w < options.warm_up_runs && opened; ++w) {
           RunFigures warm;
