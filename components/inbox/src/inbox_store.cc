@@ -38,11 +38,8 @@ Result<std::string> ValidatePut(std::string_view execution_id, std::string_view 
   }
   std::optional<size_t> bytes = store::SerializedJsonSize(message, limits.message_depth_max);
   if (!bytes && !events::JsonDepthWithin(message, limits.message_depth_max)) {
-    auto depth_max = static_cast<int64_t>(limits.message_depth_max);
-    return MakeError(
-        ErrorCode::kLimitExceeded,
-        "an inbox message nests more than " + std::to_string(depth_max) + " containers deep",
-        subject, LimitDetail{"inbox_message_depth_max", depth_max + 1, depth_max});
+    return store::JsonDepthError("an inbox message", subject, limits.message_depth_max,
+                                 "inbox_message_depth_max");
   }
   if (!bytes) {
     return MakeError(ErrorCode::kInvalidArgument, "inbox message: a string is not UTF-8", subject);

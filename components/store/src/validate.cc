@@ -241,13 +241,13 @@ Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits
   return out;
 }
 
-std::unexpected<Error> JsonDepthError(std::string_view what, std::string subject,
-                                      size_t depth_max) {
+std::unexpected<Error> JsonDepthError(std::string_view what, std::string subject, size_t depth_max,
+                                      std::string limit) {
   return MakeError(
       ErrorCode::kLimitExceeded,
       std::string(what) + " nests more than " + std::to_string(depth_max) + " containers deep",
       std::move(subject),
-      LimitDetail{"json_depth_max", static_cast<int64_t>(depth_max) + 1,
+      LimitDetail{std::move(limit), static_cast<int64_t>(depth_max) + 1,
                   static_cast<int64_t>(depth_max)});
 }
 

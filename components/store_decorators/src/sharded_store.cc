@@ -32,22 +32,20 @@ Result<std::vector<Result<int64_t>>> ShardedStore::AppendBatch(
   // would recurse past the stack), and its shard would refuse it the same way.
   SystemClock clock;
   size_t bytes = 0;
-  std::vector<Result<int64_t>> out(requests.size(), 0);
-  std::vector<bool> refused(requests.size(), false);
+  std::vector<Result<int64_t>> out(requests.size(), 0);  // an error: refused here
   for (size_t i = 0; i < requests.size(); ++i) {
     auto checked = CheckAppend(requests[i], limits(), clock);
     if (checked) {
       bytes += checked->bytes;
     } else {
       out[i] = std::unexpected(checked.error());
-      refused[i] = true;
     }
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits()));
   std::vector<std::vector<AppendRequest>> per_shard(shards_.size());
   std::vector<std::vector<size_t>> positions(shards_.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (refused[i]) continue;
+    if (!out[i]) continue;
     size_t s = ShardOf(requests[i].execution_id);
     per_shard[s].push_back(requests[i]);
     positions[s].push_back(i);

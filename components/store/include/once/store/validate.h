@@ -78,10 +78,11 @@ std::optional<size_t> SerializedJsonSize(const Json& json, size_t depth_max = kJ
 std::optional<size_t> SerializedMetadataSize(const events::Metadata& metadata,
                                              size_t depth_max = kJsonDepthMaxDefault);
 
-// kLimitExceeded "json_depth_max" (LimitDetail value depth_max + 1: the
-// walk stops there): `what` (a payload, an input, ...) nests more than
-// depth_max containers deep (events::JsonDepthWithin).
-std::unexpected<Error> JsonDepthError(std::string_view what, std::string subject, size_t depth_max);
+// kLimitExceeded naming `limit` (LimitDetail value depth_max + 1: the walk
+// stops there): `what` (a payload, an input, ...) nests more than depth_max
+// containers deep (events::JsonDepthWithin).
+std::unexpected<Error> JsonDepthError(std::string_view what, std::string subject, size_t depth_max,
+                                      std::string limit = "json_depth_max");
 
 // The json_depth_max check alone, for a decorator that copies a request
 // before its target validates it: copying a tree recurses as deep as the
