@@ -1,6 +1,404 @@
 #include "once/rack/boundary.h"
 
+#include <algorithm>
+
+#include "wire.h"
+
 namespace once::rack {
+namespace {
+
+using wire::Reader;
+using wire::Writer;
+
+constexpr uint8_t kRecordFormat = 1;
+constexpr uint8_t kHasNetwork = 1;
+constexpr uint8_t kHasChain = 1;  // session, last_executed, successor
+constexpr uint8_t kHasOutcome = 2;
+constexpr uint8_t kHasMarker = 4;
+constexpr uint8_t kHasLastReset = 2;
+
+bool StrictlyAbove(const itc::Version& v, const itc::Version& floor) {
+  return itc::Leq(floor, v) && !(v == floor);
+}
+
+// ---- encoding ----
+
+Status WriteVersion(Writer& w, const itc::Version& v) {
+  const Bytes bytes = v.Encode();
+  ONCE_RETURN_IF_ERROR(
+      wire::CheckSize("boundary_version_bytes_max", bytes.size(), kBoundaryVersionBytesMax));
+  w.U16(static_cast<uint16_t>(bytes.size()));
+  w.Raw(bytes);
+  return Ok();
+}
+
+Result<itc::Version> ReadVersion(Reader& r) {
+  ONCE_ASSIGN_OR_RETURN(uint16_t size, r.U16());
+  ONCE_RETURN_IF_ERROR(
+      wire::CheckSize("boundary_version_bytes_max", size, kBoundaryVersionBytesMax));
+  if (size > r.remaining()) return MakeError(ErrorCode::kInvalidArgument, "truncated");
+  Bytes bytes(size);
+  for (uint8_t& b : bytes) {
+    ONCE_ASSIGN_OR_RETURN(b, r.U8());
+  }
+  auto version = itc::Version::Decode(bytes);
+  if (!version) {
+    return MakeError(ErrorCode::kInvalidArgument, "bad version: " + version.error().message);
+  }
+  return *version;
+}
+
+template <class Id>
+Result<Id> ReadId(Reader& r) {
+  ONCE_ASSIGN_OR_RETURN(auto raw, r.Fixed<kId88Bytes>());
+  return Id{raw};
+}
+
+Status WriteOutcome(Writer& w, const ExitReport& report) {
+  w.U8(static_cast<uint8_t>(report.outcome.kind));
+  w.U32(static_cast<uint32_t>(report.outcome.code));
+  const std::string& error = report.outcome.error;
+  ONCE_RETURN_IF_ERROR(
+      wire::CheckSize("boundary_error_text_bytes_max", error.size(), kBoundaryErrorTextBytesMax));
+  w.U16(static_cast<uint16_t>(error.size()));
+  w.Raw({reinterpret_cast<const uint8_t*>(error.data()), error.size()});
+  for (const OutputSummary* s : {&report.stdout_summary, &report.stderr_summary}) {
+    w.U64(s->bytes);
+    w.Raw(s->hash);
+  }
+  return Ok();
+}
+
+Result<ExitReport> ReadOutcome(Reader& r) {
+  ExitReport report;
+  ONCE_ASSIGN_OR_RETURN(uint8_t kind, r.U8());
+  if (kind < 1 || kind > 3) return MakeError(ErrorCode::kInvalidArgument, "unknown exit kind");
+  report.outcome.kind = static_cast<ExitOutcome::Kind>(kind);
+  ONCE_ASSIGN_OR_RETURN(uint32_t code, r.U32());
+  report.outcome.code = static_cast<int32_t>(code);
+  ONCE_ASSIGN_OR_RETURN(uint16_t size, r.U16());
+  ONCE_RETURN_IF_ERROR(
+      wire::CheckSize("boundary_error_text_bytes_max", size, kBoundaryErrorTextBytesMax));
+  for (uint16_t i = 0; i < size; ++i) {
+    ONCE_ASSIGN_OR_RETURN(uint8_t c, r.U8());
+    report.outcome.error.push_back(static_cast<char>(c));
+  }
+  for (OutputSummary* s : {&report.stdout_summary, &report.stderr_summary}) {
+    ONCE_ASSIGN_OR_RETURN(s->bytes, r.U64());
+    ONCE_ASSIGN_OR_RETURN(s->hash, r.Fixed<32>());
+  }
+  return report;
+}
+
+Status WriteUniverse(Writer& w, const UniverseBoundary& u) {
+  const bool chain = u.session.has_value();
+  if (chain != u.last_executed.has_value() || chain != u.successor.has_value()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "boundary: session, last_executed and successor go together");
+  }
+  w.U8(static_cast<uint8_t>((chain ? kHasChain : 0) | (u.outcome ? kHasOutcome : 0) |
+                            (u.marker ? kHasMarker : 0)));
+  ONCE_RETURN_IF_ERROR(WriteVersion(w, u.executed));
+  if (chain) {
+    w.Raw(u.session->bytes);
+    w.Raw(u.last_executed->bytes);
+    w.Raw(u.successor->bytes);
+  }
+  if (u.outcome) ONCE_RETURN_IF_ERROR(WriteOutcome(w, *u.outcome));
+  if (u.marker) ONCE_RETURN_IF_ERROR(WriteVersion(w, *u.marker));
+  return Ok();
+}
+
+Result<UniverseBoundary> ReadUniverse(Reader& r) {
+  UniverseBoundary u;
+  ONCE_ASSIGN_OR_RETURN(uint8_t flags, r.U8());
+  if (flags & ~(kHasChain | kHasOutcome | kHasMarker)) {
+    return MakeError(ErrorCode::kInvalidArgument, "boundary: unknown universe flags");
+  }
+  ONCE_ASSIGN_OR_RETURN(u.executed, ReadVersion(r));
+  if (flags & kHasChain) {
+    ONCE_ASSIGN_OR_RETURN(u.session, ReadId<SessionId>(r));
+    ONCE_ASSIGN_OR_RETURN(u.last_executed, ReadId<JobId>(r));
+    ONCE_ASSIGN_OR_RETURN(u.successor, ReadId<JobId>(r));
+  }
+  if (flags & kHasOutcome) {
+    ONCE_ASSIGN_OR_RETURN(u.outcome, ReadOutcome(r));
+  }
+  if (flags & kHasMarker) {
+    ONCE_ASSIGN_OR_RETURN(u.marker, ReadVersion(r));
+  }
+  return u;
+}
+
+Result<NetworkId> ReadNetwork(Reader& r) {
+  ONCE_ASSIGN_OR_RETURN(auto raw, r.Fixed<16>());
+  NetworkId network;
+  network.bytes = raw;
+  return network;
+}
+
+// ---- the rules ----
+
+std::vector<LeftUniverse>::const_iterator FindLeft(const BoundaryRecord& record,
+                                                   const NetworkId& network) {
+  return std::find_if(record.left.begin(), record.left.end(),
+                      [&](const LeftUniverse& l) { return l.network == network; });
+}
+
+bool KnownExactly(const BoundaryRecord& record, const NetworkId& network) {
+  return record.network == network || FindLeft(record, network) != record.left.end();
+}
+
+// Makes `network` the record's universe. Whenever the record's network
+// changes, the old one goes into the map first (evicting the oldest into the
+// filter), in every branch.
+void Enter(BoundaryRecord& record, const NetworkId& network, const BoundaryOptions& options) {
+  if (record.network == network) return;
+  if (record.network) {
+    record.left.push_back(LeftUniverse{*record.network, std::move(record.here)});
+    while (record.left.size() > options.left_universes_max) {
+      record.evicted.Insert(record.left.front().network);
+      record.left.erase(record.left.begin());
+    }
+  }
+  record.here = UniverseBoundary{};
+  if (auto it = FindLeft(record, network); it != record.left.end()) {
+    record.here = it->boundary;
+    record.left.erase(it);
+  }
+  record.network = network;
+}
+
+void RecordOutcome(UniverseBoundary& u, const JobId& job, const ExitReport& outcome) {
+  if (u.last_executed != job) return;
+  u.outcome = outcome;
+  if (u.outcome->outcome.error.size() > kBoundaryErrorTextBytesMax) {
+    u.outcome->outcome.error.resize(kBoundaryErrorTextBytesMax);
+  }
+}
+
+}  // namespace
+
+// ---- NetworkFilter ----
+
+namespace {
+// The probe positions of a network: 13-bit slices of BLAKE2b-256("once.sush.left" || id).
+std::array<size_t, kNetworkFilterProbes> Probes(const NetworkId& network) {
+  static_assert(kNetworkFilterBits == 8192 && kNetworkFilterProbes * 13 <= 256);
+  const Digest256 digest = Blake2b256({AsBytes("once.sush.left"), network.bytes});
+  std::array<size_t, kNetworkFilterProbes> out{};
+  for (size_t p = 0; p < kNetworkFilterProbes; ++p) {
+    size_t value = 0;
+    for (size_t bit = 13 * p; bit < 13 * p + 13; ++bit) {
+      value = value << 1 | ((digest[bit / 8] >> (7 - bit % 8)) & 1);
+    }
+    out[p] = value;
+  }
+  return out;
+}
+}  // namespace
+
+void NetworkFilter::Insert(const NetworkId& network) {
+  for (size_t bit : Probes(network)) bits_[bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
+}
+
+bool NetworkFilter::MayContain(const NetworkId& network) const {
+  for (size_t bit : Probes(network)) {
+    if ((bits_[bit / 8] & (1u << (bit % 8))) == 0) return false;
+  }
+  return true;
+}
+
+size_t NetworkFilter::bits_set() const {
+  size_t n = 0;
+  for (uint8_t byte : bits_) n += static_cast<size_t>(__builtin_popcount(byte));
+  return n;
+}
+
+NetworkFilter NetworkFilter::FromBytes(std::span<const uint8_t, kNetworkFilterBits / 8> bytes) {
+  NetworkFilter filter;
+  std::copy(bytes.begin(), bytes.end(), filter.bits_.begin());
+  return filter;
+}
+
+// ---- codec ----
+
+Result<Bytes> EncodeBoundary(const BoundaryRecord& record) {
+  Writer w;
+  w.U8(kRecordFormat);
+  w.U8(record.network ? kHasNetwork : 0);
+  if (record.network) w.Raw(record.network->bytes);
+  w.U8(static_cast<uint8_t>(record.amnesia));
+  w.U32(record.resets);
+  w.U8(record.last_reset ? kHasLastReset : 0);
+  if (record.last_reset) w.Raw(record.last_reset->bytes);
+  ONCE_RETURN_IF_ERROR(WriteUniverse(w, record.here));
+  if (record.left.size() > UINT16_MAX)
+    return LimitError("left_universes_max", record.left.size(), UINT16_MAX);
+  w.U16(static_cast<uint16_t>(record.left.size()));
+  for (const LeftUniverse& left : record.left) {
+    w.Raw(left.network.bytes);
+    ONCE_RETURN_IF_ERROR(WriteUniverse(w, left.boundary));
+  }
+  w.Raw(record.evicted.bytes());
+  Bytes out = w.Take();
+  ONCE_RETURN_IF_ERROR(
+      wire::CheckSize("boundary_record_bytes_max", out.size(), kBoundaryRecordBytesMax));
+  return out;
+}
+
+Result<BoundaryRecord> DecodeBoundary(std::span<const uint8_t> bytes) {
+  ONCE_RETURN_IF_ERROR(
+      wire::CheckSize("boundary_record_bytes_max", bytes.size(), kBoundaryRecordBytesMax));
+  Reader r(bytes);
+  BoundaryRecord record;
+  ONCE_ASSIGN_OR_RETURN(uint8_t format, r.U8());
+  if (format != kRecordFormat) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "unknown boundary record format " + std::to_string(format));
+  }
+  ONCE_ASSIGN_OR_RETURN(uint8_t flags, r.U8());
+  if (flags & ~kHasNetwork) return MakeError(ErrorCode::kInvalidArgument, "boundary: bad flags");
+  if (flags & kHasNetwork) {
+    ONCE_ASSIGN_OR_RETURN(record.network, ReadNetwork(r));
+  }
+  ONCE_ASSIGN_OR_RETURN(uint8_t amnesia, r.U8());
+  if (amnesia > static_cast<uint8_t>(Amnesia::kPermanent)) {
+    return MakeError(ErrorCode::kInvalidArgument, "boundary: unknown amnesia");
+  }
+  record.amnesia = static_cast<Amnesia>(amnesia);
+  ONCE_ASSIGN_OR_RETURN(record.resets, r.U32());
+  ONCE_ASSIGN_OR_RETURN(uint8_t reset_flags, r.U8());
+  if (reset_flags & ~kHasLastReset) {
+    return MakeError(ErrorCode::kInvalidArgument, "boundary: bad reset flags");
+  }
+  if (reset_flags & kHasLastReset) {
+    ONCE_ASSIGN_OR_RETURN(record.last_reset, ReadId<Nonce>(r));
+  }
+  ONCE_ASSIGN_OR_RETURN(record.here, ReadUniverse(r));
+  ONCE_ASSIGN_OR_RETURN(uint16_t left, r.U16());
+  for (uint16_t i = 0; i < left; ++i) {
+    LeftUniverse entry;
+    ONCE_ASSIGN_OR_RETURN(entry.network, ReadNetwork(r));
+    ONCE_ASSIGN_OR_RETURN(entry.boundary, ReadUniverse(r));
+    if (record.network == entry.network || FindLeft(record, entry.network) != record.left.end()) {
+      return MakeError(ErrorCode::kInvalidArgument, "boundary: a universe listed twice");
+    }
+    record.left.push_back(std::move(entry));
+  }
+  ONCE_ASSIGN_OR_RETURN(auto filter, r.Fixed<kNetworkFilterBits / 8>());
+  record.evicted = NetworkFilter::FromBytes(filter);
+  ONCE_RETURN_IF_ERROR(r.End());
+  if (!record.network && !(record.here == UniverseBoundary{})) {
+    return MakeError(ErrorCode::kInvalidArgument, "boundary: a boundary without its network");
+  }
+  return record;
+}
+
+// ---- rules ----
+
+Arrival ClassifyArrival(const BoundaryRecord& record, const NetworkId& network,
+                        const BoundaryOptions& options) {
+  if (KnownExactly(record, network)) return Arrival::kKnown;
+  if (record.amnesia != Amnesia::kNone) {
+    // The rejected design mints nothing now and hops at the first execution.
+    return options.flaws.lazy_entry_marker ? Arrival::kNew : Arrival::kEntry;
+  }
+  if (record.evicted.MayContain(network)) return Arrival::kFlipFlop;
+  return Arrival::kNew;
+}
+
+std::optional<UniverseBoundary> BoundaryFor(const BoundaryRecord& record,
+                                            const NetworkId& network) {
+  if (record.network == network) return record.here;
+  if (auto it = FindLeft(record, network); it != record.left.end()) return it->boundary;
+  return std::nullopt;
+}
+
+SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& network,
+                            const SessionId& session, const itc::Version& session_start) {
+  std::optional<UniverseBoundary> b = BoundaryFor(record, network);
+  if (!b) {
+    // Its past there is unknown (amnesic, or a filter hit) and no marker
+    // stands yet: only a hop makes anything safe to run.
+    if (record.amnesia != Amnesia::kNone || record.evicted.MayContain(network)) {
+      return SessionVerdict::kNeedsHop;
+    }
+    return SessionVerdict::kNew;  // never entered: V is bottom
+  }
+  if (b->session == session) return SessionVerdict::kResume;
+  if (StrictlyAbove(session_start, b->executed)) return SessionVerdict::kNew;
+  if (b->marker) return SessionVerdict::kGated;
+  return SessionVerdict::kNeedsHop;
+}
+
+bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVerdict verdict,
+               const itc::Version& job_version) {
+  switch (verdict) {
+    case SessionVerdict::kResume:
+    case SessionVerdict::kNew:
+      return true;
+    case SessionVerdict::kGated: {
+      std::optional<UniverseBoundary> b = BoundaryFor(record, network);
+      return b && b->marker && StrictlyAbove(job_version, *b->marker);
+    }
+    case SessionVerdict::kNeedsHop:
+      return false;
+  }
+  return false;
+}
+
+BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
+                              const SessionId& session, const itc::Version& session_start,
+                              const JobId& job, const JobId& successor,
+                              const BoundaryOptions& options) {
+  Enter(record, network, options);
+  UniverseBoundary& here = record.here;
+  here.executed = options.flaws.single_session_version ? session_start
+                                                       : itc::Join(here.executed, session_start);
+  here.session = session;
+  here.last_executed = job;
+  here.successor = successor;
+  here.outcome.reset();
+  here.marker.reset();
+  if (record.amnesia == Amnesia::kUntilFirstExecution) record.amnesia = Amnesia::kNone;
+  return record;
+}
+
+BoundaryRecord AfterMarker(BoundaryRecord record, const NetworkId& network,
+                           const itc::Version& marker, MarkerKind kind,
+                           const BoundaryOptions& options) {
+  const bool exact = KnownExactly(record, network);
+  if (kind == MarkerKind::kFlipFlop && options.flaws.no_filter_insert_on_hit) {
+    record.network = network;  // the rejected design: the old universe is forgotten
+    record.here = UniverseBoundary{};
+  } else {
+    Enter(record, network, options);
+  }
+  // A marker minted where the past is unknown also bounds V: a session
+  // started before it may have been executed in a forgotten life.
+  if (kind != MarkerKind::kHop || !exact) {
+    record.here.executed = itc::Join(record.here.executed, marker);
+  }
+  record.here.marker = marker;
+  return record;
+}
+
+BoundaryRecord AfterEnd(BoundaryRecord record, const JobId& job, const ExitReport& outcome) {
+  RecordOutcome(record.here, job, outcome);
+  for (LeftUniverse& left : record.left) RecordOutcome(left.boundary, job, outcome);
+  return record;
+}
+
+BoundaryRecord ResetRecord(const Nonce& reset_nonce) {
+  BoundaryRecord record;
+  record.amnesia = Amnesia::kPermanent;
+  record.resets = 1;
+  record.last_reset = reset_nonce;
+  return record;
+}
+
+// ---- MemoryBoundaryStore ----
 
 Status MemoryBoundaryStore::Record(const BoundaryRecord& record) {
   if (fail_next_) {
@@ -8,8 +406,14 @@ Status MemoryBoundaryStore::Record(const BoundaryRecord& record) {
     fail_next_.reset();
     return std::unexpected(std::move(error));
   }
+  ONCE_RETURN_IF_ERROR(EncodeBoundary(record));  // what the drives would refuse, refuse here
   records_.push_back(record);
   return Ok();
+}
+
+std::optional<BoundaryRecord> MemoryBoundaryStore::current() const {
+  if (!records_.empty()) return records_.back();
+  return load_.record;
 }
 
 }  // namespace once::rack

@@ -13,7 +13,10 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 
 #include "once/rack/limits.h"
 
@@ -101,12 +104,20 @@ struct ChildPlan {
   int stdout_fd;
   int stderr_fd;
   int error_fd;
+  int go_fd;  // the parent writes one byte once the job's pidfile is durable
   ResourceLimits limits;
 };
 
 // Runs in the forked child: only async-signal-safe calls.
 [[noreturn]] void RunChild(const ChildPlan& plan) {
   ::setsid();
+  // Nothing runs before the parent has recorded this process: a server that
+  // dies in between leaves no job it cannot find again (EOF: it died).
+  char go = 0;
+  ssize_t got;
+  while ((got = ::read(plan.go_fd, &go, 1)) < 0 && errno == EINTR) {
+  }
+  if (got != 1) ::_exit(126);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
@@ -138,6 +149,40 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
   for (auto& s : strings) out.push_back(s.data());
   out.push_back(nullptr);
   return out;
+}
+
+// The kernel's start time of `pid` (clock ticks since boot, /proc/PID/stat
+// field 22), or nullopt if there is no such process.
+std::optional<uint64_t> ProcessStartTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (!in.good() && text.empty()) return std::nullopt;
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return std::nullopt;
+}
+
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+// Kills a process group and waits (bounded) until none of it is left.
+bool KillGroup(pid_t pgid, std::chrono::milliseconds wait) {
+  ::kill(-pgid, SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (::kill(-pgid, 0) == 0 || errno != ESRCH) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    ::usleep(5000);
+  }
+  return true;
 }
 
 }  // namespace
@@ -197,7 +242,86 @@ Result<std::unique_ptr<ProcessExecutor>> ProcessExecutor::Create(ExecutorConfig 
   std::filesystem::create_directories(config.base_dir, ec);
   if (ec) return MakeError(ErrorCode::kUnavailable, "create " + config.base_dir.string());
   ONCE_RETURN_IF_ERROR(MakePrivateDir(config.base_dir / "jobs", /*must_be_new=*/false));
-  return std::unique_ptr<ProcessExecutor>(new ProcessExecutor(std::move(config)));
+  ONCE_RETURN_IF_ERROR(MakePrivateDir(config.base_dir / "running", /*must_be_new=*/false));
+  std::unique_ptr<ProcessExecutor> executor(new ProcessExecutor(std::move(config)));
+  ONCE_RETURN_IF_ERROR(executor->EndOrphans());
+  return executor;
+}
+
+std::filesystem::path ProcessExecutor::PidfilePath(const JobId& id) const {
+  return config_.base_dir / "running" / (id.ToString() + ".pid");
+}
+
+// Durable before the job's process may exec (RunChild waits for it).
+Status ProcessExecutor::WritePidfile(const JobId& id, pid_t pid) {
+  const auto start = ProcessStartTicks(pid);
+  nlohmann::json record = {{"job_id", id.ToString()},
+                           {"pid", pid},
+                           {"start_ticks", start.value_or(0)},
+                           {"boot_id", BootId()}};
+  const std::string text = record.dump() + "\n";
+  const auto path = PidfilePath(id);
+  const auto tmp = std::filesystem::path(path.string() + ".tmp");
+  {
+    ::unlink(tmp.c_str());
+    ONCE_ASSIGN_OR_RETURN(Fd fd, CreatePrivateFile(tmp));
+    ONCE_RETURN_IF_ERROR(
+        WriteAll(fd.get(), reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    if (::fsync(fd.get()) != 0) return std::unexpected(Errno("fsync " + tmp.string()));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return std::unexpected(Errno("rename " + path.string()));
+  }
+  Fd dir(::open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.open() || ::fsync(dir.get()) != 0) {
+    return std::unexpected(Errno("fsync " + path.parent_path().string()));
+  }
+  return Ok();
+}
+
+void ProcessExecutor::RemovePidfile(const JobId& id) { ::unlink(PidfilePath(id).c_str()); }
+
+// A previous life's jobs that may still run: every pidfile names a process
+// group; if its leader is the same process (same boot, same start time),
+// the whole group is killed, and the server reports the job Interrupted
+// through the boundary rules. Pidfiles of processes long gone are removed.
+Status ProcessExecutor::EndOrphans() {
+  std::error_code ec;
+  const std::string boot = BootId();
+  for (const auto& entry : std::filesystem::directory_iterator(config_.base_dir / "running", ec)) {
+    const auto& path = entry.path();
+    if (path.extension() != ".pid") {
+      std::filesystem::remove(path, ec);  // a .tmp a crash left
+      continue;
+    }
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    nlohmann::json record = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.value("boot_id", std::string()) == boot &&
+        record.contains("pid") && record["pid"].is_number_integer()) {
+      const pid_t pid = record["pid"].get<pid_t>();
+      const auto start = ProcessStartTicks(pid);
+      const uint64_t recorded = record.value("start_ticks", uint64_t{0});
+      if (pid > 1 && start && (recorded == 0 || *start == recorded)) {
+        if (!KillGroup(pid, kOrphanKillWait)) {
+          return MakeError(
+              ErrorCode::kUnavailable,
+              "job process group " + std::to_string(pid) + " of a previous life " + "would not die",
+              path.string());
+        }
+        if (auto id = JobId::Parse(record.value("job_id", std::string())); id) {
+          orphans_killed_.push_back(*id);
+        }
+      } else if (pid > 1 && !start) {
+        // The leader is gone; members of its group may not be.
+        (void)KillGroup(pid, kOrphanKillWait);
+      }
+    }
+    std::filesystem::remove(path, ec);
+  }
+  if (ec)
+    return MakeError(ErrorCode::kUnavailable, "list " + (config_.base_dir / "running").string());
+  return Ok();
 }
 
 ProcessExecutor::ProcessExecutor(ExecutorConfig config) : config_(std::move(config)) {}
@@ -210,6 +334,7 @@ ProcessExecutor::~ProcessExecutor() {
       while (::waitpid(job->pid, &status, 0) < 0 && errno == EINTR) {
       }
     }
+    RemovePidfile(id);
   }
 }
 
@@ -247,13 +372,15 @@ Status ProcessExecutor::Start(const JobSpec& spec) {
   }
   for (auto& h : job->hashes) crypto_generichash_init(&h, nullptr, 0, 32);
 
-  int out[2], err[2], fail[2];
+  int out[2], err[2], fail[2], go[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return std::unexpected(Errno("pipe"));
   Fd out_r(out[0]), out_w(out[1]);
   if (::pipe2(err, O_CLOEXEC) != 0) return std::unexpected(Errno("pipe"));
   Fd err_r(err[0]), err_w(err[1]);
   if (::pipe2(fail, O_CLOEXEC) != 0) return std::unexpected(Errno("pipe"));
   Fd fail_r(fail[0]), fail_w(fail[1]);
+  if (::pipe2(go, O_CLOEXEC) != 0) return std::unexpected(Errno("pipe"));
+  Fd go_r(go[0]), go_w(go[1]);
 
   std::vector<std::string> args = {"bash", "-c", spec.command};
   std::vector<std::string> env = {kPath,
@@ -264,8 +391,9 @@ Status ProcessExecutor::Start(const JobSpec& spec) {
                                   "SUSH_COMMAND=" + spec.command,
                                   "SUSH_JOB_OUTPUT_DIR=" + dir.string()};
   std::vector<char*> argv = Pointers(args), envp = Pointers(env);
-  ChildPlan plan{config_.shell.c_str(), argv.data(), envp.data(),  config_.home.c_str(),
-                 out_w.get(),           err_w.get(), fail_w.get(), config_.limits};
+  ChildPlan plan{config_.shell.c_str(), argv.data(), envp.data(),
+                 config_.home.c_str(),  out_w.get(), err_w.get(),
+                 fail_w.get(),          go_r.get(),  config_.limits};
 
   pid_t pid = ::fork();
   if (pid < 0) return std::unexpected(Errno("fork"));
@@ -273,6 +401,23 @@ Status ProcessExecutor::Start(const JobSpec& spec) {
   out_w.Reset();
   err_w.Reset();
   fail_w.Reset();
+  go_r.Reset();
+  if (auto recorded = WritePidfile(spec.job_id, pid); !recorded) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return recorded;
+  }
+  const char one = 1;
+  if (::write(go_w.get(), &one, 1) != 1) {
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    RemovePidfile(spec.job_id);
+    return std::unexpected(Errno("start job"));
+  }
+  go_w.Reset();
   ChildFailure failure{};
   ssize_t n;
   while ((n = ::read(fail_r.get(), &failure, sizeof failure)) < 0 && errno == EINTR) {
@@ -280,6 +425,7 @@ Status ProcessExecutor::Start(const JobSpec& spec) {
   if (n > 0) {
     int status = 0;
     ::waitpid(pid, &status, 0);
+    RemovePidfile(spec.job_id);
     errno = failure.error;
     return std::unexpected(
         Errno("job process setup failed at stage " + std::to_string(failure.stage)));

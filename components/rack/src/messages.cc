@@ -14,6 +14,7 @@ enum PayloadKind : uint8_t {
   kSessionSkipKind = 3,
   kJobStartKind = 4,
   kJobStopKind = 5,
+  kSledResetKind = 6,
 };
 enum MessageKind : uint8_t {
   kRequestKind = 1,
@@ -23,6 +24,9 @@ enum MessageKind : uint8_t {
   kJobErrorKind = 19,
   kSledErrorKind = 20,
   kVersionKind = 21,
+  kJobSkippedKind = 22,
+  kJobInterruptedKind = 23,
+  kLifeMarkerKind = 24,
 };
 constexpr std::string_view kSigningContext = "once.sush.request.v1";
 
@@ -72,6 +76,12 @@ struct PayloadWriter {
     w.Raw(p.job_id.bytes);
     return Ok();
   }
+  Status operator()(const SledReset& p) {
+    w.U8(kSledResetKind);
+    ONCE_RETURN_IF_ERROR(w.String(p.baseboard, "baseboard_bytes_max", kBaseboardBytesMax));
+    w.Raw(p.reset_nonce.bytes);
+    return Ok();
+  }
 };
 
 Result<RequestPayload> ReadPayloadBody(Reader& r, uint8_t kind) {
@@ -106,6 +116,12 @@ Result<RequestPayload> ReadPayloadBody(Reader& r, uint8_t kind) {
     case kJobStopKind: {
       JobStop p;
       ONCE_ASSIGN_OR_RETURN(p.job_id, ReadId<JobId>(r));
+      return p;
+    }
+    case kSledResetKind: {
+      SledReset p;
+      ONCE_ASSIGN_OR_RETURN(p.baseboard, ReadBaseboard(r));
+      ONCE_ASSIGN_OR_RETURN(p.reset_nonce, ReadId<Nonce>(r));
       return p;
     }
     default:
@@ -171,7 +187,25 @@ struct MessageWriter {
     w.U8(static_cast<uint8_t>(m.kind));
     w.Raw(m.first.bytes);
     w.Raw(m.second.bytes);
+    w.Raw(m.marker.bytes);
+    w.U32(m.count);
     return w.String(m.message, "error_text_bytes_max", kErrorTextBytesMax);
+  }
+  Status operator()(const JobSkipped& m) {
+    ONCE_RETURN_IF_ERROR(Head(kJobSkippedKind, m.baseboard));
+    w.Raw(m.job_id.bytes);
+    w.U8(static_cast<uint8_t>(m.reason));
+    return w.String(m.detail, "error_text_bytes_max", kErrorTextBytesMax);
+  }
+  Status operator()(const JobInterrupted& m) {
+    ONCE_RETURN_IF_ERROR(Head(kJobInterruptedKind, m.baseboard));
+    w.Raw(m.job_id.bytes);
+    return Ok();
+  }
+  Status operator()(const LifeMarker& m) {
+    ONCE_RETURN_IF_ERROR(Head(kLifeMarkerKind, m.baseboard));
+    w.Raw(m.nonce.bytes);
+    return Ok();
   }
   Status operator()(const VersionAnnouncement& m) {
     ONCE_RETURN_IF_ERROR(Head(kVersionKind, m.baseboard));
@@ -236,13 +270,38 @@ Result<Message> ReadEvent(Reader& r, uint8_t kind) {
       SledError m;
       m.baseboard = baseboard;
       ONCE_ASSIGN_OR_RETURN(uint8_t sled_kind, r.U8());
-      if (sled_kind != static_cast<uint8_t>(SledErrorKind::kConcurrentSessions)) {
+      if (sled_kind < static_cast<uint8_t>(SledErrorKind::kConcurrentSessions) ||
+          sled_kind > static_cast<uint8_t>(SledErrorKind::kBoundaryReset)) {
         return MakeError(ErrorCode::kInvalidArgument, "unknown sled error kind");
       }
+      m.kind = static_cast<SledErrorKind>(sled_kind);
       ONCE_ASSIGN_OR_RETURN(m.first, ReadId<SessionId>(r));
       ONCE_ASSIGN_OR_RETURN(m.second, ReadId<SessionId>(r));
+      ONCE_ASSIGN_OR_RETURN(m.marker, ReadId<Nonce>(r));
+      ONCE_ASSIGN_OR_RETURN(m.count, r.U32());
       ONCE_ASSIGN_OR_RETURN(m.message, r.String("error_text_bytes_max", kErrorTextBytesMax));
       return m;
+    }
+    case kJobSkippedKind: {
+      JobSkipped m;
+      m.baseboard = baseboard;
+      ONCE_ASSIGN_OR_RETURN(m.job_id, ReadId<JobId>(r));
+      ONCE_ASSIGN_OR_RETURN(uint8_t reason, r.U8());
+      if (reason < static_cast<uint8_t>(SkipReason::kLightcone) ||
+          reason > static_cast<uint8_t>(SkipReason::kUntrusted)) {
+        return MakeError(ErrorCode::kInvalidArgument, "unknown skip reason");
+      }
+      m.reason = static_cast<SkipReason>(reason);
+      ONCE_ASSIGN_OR_RETURN(m.detail, r.String("error_text_bytes_max", kErrorTextBytesMax));
+      return m;
+    }
+    case kJobInterruptedKind: {
+      ONCE_ASSIGN_OR_RETURN(JobId id, ReadId<JobId>(r));
+      return JobInterrupted{baseboard, id};
+    }
+    case kLifeMarkerKind: {
+      ONCE_ASSIGN_OR_RETURN(Nonce nonce, ReadId<Nonce>(r));
+      return LifeMarker{baseboard, nonce};
     }
     case kVersionKind: {
       VersionAnnouncement m;
@@ -261,6 +320,36 @@ Result<Message> ReadEvent(Reader& r, uint8_t kind) {
 }
 
 }  // namespace
+
+std::string_view SkipReasonName(SkipReason reason) {
+  switch (reason) {
+    case SkipReason::kLightcone:
+      return "lightcone";
+    case SkipReason::kAlreadyExecuted:
+      return "already executed";
+    case SkipReason::kUntrusted:
+      return "untrusted";
+  }
+  return "?";
+}
+
+std::string_view SledErrorKindName(SledErrorKind kind) {
+  switch (kind) {
+    case SledErrorKind::kConcurrentSessions:
+      return "ConcurrentSessions";
+    case SledErrorKind::kSessionHop:
+      return "SessionHop";
+    case SledErrorKind::kUniverseFlipFlop:
+      return "UniverseFlipFlop";
+    case SledErrorKind::kUntrusted:
+      return "Untrusted";
+    case SledErrorKind::kUniverseDropped:
+      return "UniverseDropped";
+    case SledErrorKind::kBoundaryReset:
+      return "BoundaryReset";
+  }
+  return "?";
+}
 
 Result<Bytes> EncodePayload(const RequestPayload& payload) {
   Writer w;

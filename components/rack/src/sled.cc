@@ -2,15 +2,74 @@
 
 namespace once::rack {
 
+Status HostPort::Send(Bytes payload) {
+  ONCE_RETURN_IF_ERROR(host_.Send(std::move(payload)));
+  if (hooks_.nudge) hooks_.nudge();
+  return Ok();
+}
+
+GossipFeed HostPort::Read(const itc::Version& checkpoint) {
+  return host_.Read([&](const gossip::Replica& replica) {
+    gossip::Observation seen = replica.Observe(checkpoint);
+    return GossipFeed{replica.network(), std::move(seen.messages), std::move(seen.checkpoint),
+                      replica.ceiling()};
+  });
+}
+
 std::vector<Output> Sled::Handle(const Input& input) {
   std::vector<Output> rest;
   Dispatch(core_.Handle(input), rest);
   return rest;
 }
 
-std::vector<Output> Sled::PollProcesses(std::chrono::milliseconds timeout) {
+std::vector<Output> Sled::Deliver(TimePoint now) {
   std::vector<Output> rest;
-  for (const ProcessExited& ended : runner_.Poll(timeout)) Dispatch(core_.Handle(ended), rest);
+  DeliverInto(now, rest);
+  return rest;
+}
+
+void Sled::DeliverInto(TimePoint now, std::vector<Output>& rest) {
+  // A second read only after a universe change: its messages, from zero.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    GossipFeed feed = gossip_.Read(checkpoint_);
+    ceiling_ = feed.ceiling;
+    if (!joined_ || feed.network != network_) {
+      drain_now_ = joined_;  // a bootstrap delivered the winner's whole set
+      joined_ = true;
+      drained_ = false;
+      network_ = feed.network;
+      checkpoint_ = itc::Version{};
+      sessions_at_join_ = gossip_.sessions_completed();
+      joined_at_ = now;
+      Dispatch(core_.Handle(Joined{network_}), rest);
+      continue;
+    }
+    for (gossip::Message& message : feed.messages) {
+      Dispatch(core_.Handle(Delivered{std::move(message.version), std::move(message.payload)}),
+               rest);
+    }
+    checkpoint_ = std::move(feed.checkpoint);
+    return;
+  }
+}
+
+std::vector<Output> Sled::Pump(TimePoint now, std::chrono::milliseconds poll_timeout) {
+  std::vector<Output> rest;
+  DeliverInto(now, rest);
+  if (joined_ && !drained_ &&
+      (drain_now_ || !gossip_.has_peers() || gossip_.sessions_completed() > sessions_at_join_ ||
+       now - joined_at_ >= options_.drain_timeout)) {
+    drained_ = true;
+    Dispatch(core_.Handle(ReplayDrained{ceiling_}), rest);
+    DeliverInto(now, rest);  // what the drain sent (markers, statuses)
+  }
+  for (const ProcessExited& ended : runner_.Poll(poll_timeout)) {
+    Dispatch(core_.Handle(ended), rest);
+  }
+  if (!next_tick_ || now >= *next_tick_) {
+    Dispatch(core_.Handle(TimerTick{now}), rest);
+    next_tick_ = now + options_.tick_period;
+  }
   return rest;
 }
 

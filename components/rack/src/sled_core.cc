@@ -1,6 +1,7 @@
 #include "once/rack/sled_core.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "once/rack/chain.h"
 #include "once/rack/limits.h"
@@ -18,17 +19,6 @@ std::string Truncated(std::string text, size_t max) {
   return text;
 }
 
-int Rank(JobState state) {
-  switch (state) {
-    case JobState::kQueued:
-      return 0;
-    case JobState::kStarted:
-      return 1;
-    default:
-      return 2;
-  }
-}
-
 bool StrictlyAfter(const itc::Version& v, const itc::Version& frontier) {
   return itc::Leq(frontier, v) && !(v == frontier);
 }
@@ -42,9 +32,24 @@ JobStatus ErrorStatus(ErrorCode code, std::string message) {
   return status;
 }
 
+// A genuine job that this sled will not run (the gate could not record it).
+JobStatus FailedStatus(ErrorCode code, std::string message) {
+  JobStatus status = ErrorStatus(code, std::move(message));
+  status.refused = false;
+  return status;
+}
+
 JobStatus SimpleStatus(JobState state) {
   JobStatus status;
   status.state = state;
+  return status;
+}
+
+JobStatus SkippedStatus(SkipReason reason, std::string detail) {
+  JobStatus status;
+  status.state = JobState::kSkipped;
+  status.skip_reason = reason;
+  status.detail = std::move(detail);
   return status;
 }
 
@@ -77,7 +82,44 @@ Status ValidateJob(const JobStart& job) {
   return Ok();
 }
 
+// The merge strength of a status (see sled_core.h): what a later life cannot
+// know (that an earlier one ran the job) outranks what this life decided.
+int Strength(const JobStatus& s) {
+  switch (s.state) {
+    case JobState::kError:  // refused (a forgery may come first), never started, or ended
+      return s.refused ? 0 : s.outcome.kind == ExitOutcome::Kind::kFailed ? 5 : 3;
+    case JobState::kQueued:
+      return 1;
+    case JobState::kStarted:
+      return 2;
+    case JobState::kCancelled:
+    case JobState::kSkipped:
+      return 3;
+    case JobState::kInterrupted:
+      return 4;
+    case JobState::kStopped:
+      return 5;
+  }
+  return 0;
+}
+
+auto TieKey(const JobStatus& s) {
+  return std::tie(s.state, s.skip_reason, s.detail, s.outcome.kind, s.outcome.code, s.outcome.error,
+                  s.stdout_summary.bytes, s.stdout_summary.hash, s.stderr_summary.bytes,
+                  s.stderr_summary.hash, s.error_code, s.error);
+}
+
+constexpr std::string_view kLightconeDetail =
+    "queued before this sled's lightcone marker (it moved between partitions, or its record "
+    "is new): only jobs submitted after it arrived run here";
+
 }  // namespace
+
+bool Stronger(const JobStatus& a, const JobStatus& b) {
+  const int sa = Strength(a), sb = Strength(b);
+  if (sa != sb) return sa > sb;
+  return TieKey(a) > TieKey(b);
+}
 
 std::string_view JobStateName(JobState state) {
   switch (state) {
@@ -91,21 +133,56 @@ std::string_view JobStateName(JobState state) {
       return "Cancelled";
     case JobState::kError:
       return "Error";
+    case JobState::kSkipped:
+      return "Skipped";
+    case JobState::kInterrupted:
+      return "Interrupted";
+  }
+  return "?";
+}
+
+std::string_view GateStateName(GateState state) {
+  switch (state) {
+    case GateState::kNotJoined:
+      return "not joined";
+    case GateState::kReplaying:
+      return "replaying";
+    case GateState::kMintingMarker:
+      return "minting marker";
+    case GateState::kOpen:
+      return "open";
+    case GateState::kUntrusted:
+      return "untrusted";
   }
   return "?";
 }
 
 SledCore::SledCore(SledConfig config, Rng& rng, BoundaryStore& boundary)
-    : config_(std::move(config)), rng_(rng), boundary_(boundary) {}
+    : config_(std::move(config)), rng_(rng), store_(boundary) {
+  const BoundaryLoad& load = store_.loaded();
+  if (load.record) {
+    record_ = *load.record;
+  } else {
+    trusted_ = false;
+    untrusted_reason_ =
+        load.untrusted_reason.empty() ? "the drives cannot be trusted" : load.untrusted_reason;
+    reset_nonce_ = FreshNonce();
+  }
+}
 
 std::vector<Output> SledCore::Handle(const Input& input) {
   out_.clear();
+  // The rejected design writes the record only after the process started:
+  // a crash before the next input loses it.
+  if (deferred_write_) WriteDeferredRecord();
   std::visit(Overloaded{
                  [&](const Delivered& in) { OnDelivered(in); },
                  [&](const ClientSubmit& in) { OnSubmit(in); },
                  [&](const IssueSessionNonce&) { OnIssueNonce(); },
                  [&](const ProcessExited& in) { OnProcessExited(in); },
                  [&](const TimerTick& in) { OnTick(in); },
+                 [&](const Joined& in) { OnJoined(in); },
+                 [&](const ReplayDrained& in) { OnReplayDrained(in); },
              },
              input);
   return std::move(out_);
@@ -128,7 +205,48 @@ const JobStatus* SledCore::StatusOf(const JobId& id, const std::string& baseboar
   return it == record->statuses.end() ? nullptr : &it->second;
 }
 
+const JobStatus* SledCore::OwnStatus(const JobId& id) const {
+  return StatusOf(id, config_.identity.baseboard);
+}
+
+std::vector<JobId> SledCore::History(size_t offset, size_t limit) const {
+  std::vector<JobId> out;
+  for (auto it = history_order_.rbegin(); it != history_order_.rend() && out.size() < limit; ++it) {
+    if (!history_.contains(*it)) continue;
+    if (offset > 0) {
+      --offset;
+      continue;
+    }
+    out.push_back(*it);
+  }
+  return out;
+}
+
 size_t SledCore::queued_jobs() const { return active_ ? active_->known.size() : 0; }
+
+std::vector<JobId> SledCore::running() const {
+  std::vector<JobId> out;
+  for (const auto& [id, r] : running_) out.push_back(id);
+  return out;
+}
+
+std::optional<Nonce> SledCore::reset_nonce() const {
+  if (trusted_) return std::nullopt;
+  return reset_nonce_;
+}
+
+GateState SledCore::gate() const {
+  if (!trusted_) return GateState::kUntrusted;
+  if (!network_) return GateState::kNotJoined;
+  if (!drained_) return GateState::kReplaying;
+  if (pending_marker_) return GateState::kMintingMarker;
+  return GateState::kOpen;
+}
+
+std::optional<SessionVerdict> SledCore::active_verdict() const {
+  if (!active_ || !network_ || !trusted_) return std::nullopt;
+  return JudgeSession(record_, *network_, active_->id, active_->start_version);
+}
 
 std::optional<JobId> SledCore::next_free_job_id() const {
   if (!active_) return std::nullopt;
@@ -183,7 +301,7 @@ void SledCore::OnDelivered(const Delivered& input) {
   if (const auto* request = std::get_if<SignedRequest>(&*message)) {
     OnRequest(input.version, *request, input.payload);
   } else {
-    OnEvent(*message);
+    OnEvent(input.version, *message);
   }
 }
 
@@ -222,6 +340,7 @@ Status SledCore::CheckSubmitted(const RequestPayload& payload,
     return Ok();
   }
   if (const auto* skip = std::get_if<SessionSkip>(&payload)) return CheckSkip(*skip);
+  if (const auto* reset = std::get_if<SledReset>(&payload)) return CheckReset(*reset);
   if (const auto* job = std::get_if<JobStart>(&payload)) {
     ONCE_RETURN_IF_ERROR(ValidateJob(*job));
     if (!active_ || active_->id != job->session_id) {
@@ -248,14 +367,29 @@ Status SledCore::CheckSubmitted(const RequestPayload& payload,
   return Ok();
 }
 
+Status SledCore::CheckReset(const SledReset& reset) const {
+  if (reset.baseboard != config_.identity.baseboard) {
+    return MakeError(ErrorCode::kInvalidArgument, "sled reset names another sled", reset.baseboard);
+  }
+  if (trusted_) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "the boundary record is trusted: nothing to reset");
+  }
+  if (reset.reset_nonce != reset_nonce_) {
+    return MakeError(ErrorCode::kPermissionDenied,
+                     "reset nonce is not this sled's current one (read GET /v1/boundary)",
+                     reset.reset_nonce.ToString());
+  }
+  return Ok();
+}
+
 void SledCore::OnIssueNonce() {
   Reply reply;
   if (nonces_.size() >= config_.limits.session_nonces_max) {
     reply.status = LimitError("session_nonces_max", static_cast<int64_t>(nonces_.size() + 1),
                               static_cast<int64_t>(config_.limits.session_nonces_max));
   } else {
-    Nonce nonce;
-    rng_.Fill(nonce.bytes.data(), nonce.bytes.size());
+    Nonce nonce = FreshNonce();
     nonces_[nonce] = now_ + config_.limits.session_nonce_ttl;
     reply.nonce = nonce;
   }
@@ -271,6 +405,12 @@ void SledCore::OnProcessExited(const ProcessExited& input) {
     return;
   }
   running_.erase(it);
+  // The outcome is recorded before it is gossiped, so that a later life that
+  // finds the start but not the stop reports the truth.
+  if (trusted_) {
+    BoundaryRecord next = AfterEnd(record_, input.job_id, input.report);
+    if (!(next == record_)) WriteRecord(std::move(next), "outcome of " + input.job_id.ToString());
+  }
   JobStopped stopped{config_.identity.baseboard, input.job_id, input.report.outcome,
                      input.report.stdout_summary, input.report.stderr_summary};
   stopped.outcome.error = Truncated(stopped.outcome.error, kErrorTextBytesMax);
@@ -280,13 +420,109 @@ void SledCore::OnProcessExited(const ProcessExited& input) {
 
 void SledCore::OnTick(const TimerTick& input) {
   now_ = input.now;
+  if (!started_at_) started_at_ = now_;
   std::erase_if(nonces_, [&](const auto& entry) { return entry.second <= now_; });
-  if (!announced_) {
+  if (!announced_ && network_) {
     announced_ = true;
     Send(VersionAnnouncement{config_.identity.baseboard,
                              config_.identity.cubby.value_or(kCubbyUnknown),
                              Truncated(config_.build_version, kBuildVersionBytesMax)});
   }
+}
+
+// Entering a universe: the birth marker (and, for an amnesic record, the
+// entry marker) is one LifeMarker; a universe the record left long ago gets a
+// UniverseFlipFlop marker; an untrusted sled says so.
+void SledCore::OnJoined(const Joined& input) {
+  if (network_) ForgetUniverse();
+  network_ = input.network;
+  drained_ = false;
+  announced_ = false;
+  birth_.reset();
+  join_frontier_.reset();
+  pending_marker_.reset();
+  unclassified_starts_.clear();
+  previous_life_starts_.clear();
+  passed_unresolved_.clear();
+  birth_nonce_ = FreshNonce();
+  Send(LifeMarker{config_.identity.baseboard, birth_nonce_});
+  if (!trusted_) {
+    Send(SledError{config_.identity.baseboard,
+                   SledErrorKind::kUntrusted,
+                   {},
+                   {},
+                   {},
+                   0,
+                   Truncated("boundary record untrusted: " + untrusted_reason_ +
+                                 " (every job is skipped until `sush sled reset`)",
+                             kErrorTextBytesMax)});
+    return;
+  }
+  switch (ClassifyArrival(record_, input.network, config_.boundary)) {
+    case Arrival::kEntry:
+      pending_marker_ = PendingMarker{birth_nonce_, MarkerKind::kEntry};
+      break;
+    case Arrival::kFlipFlop: {
+      const Nonce nonce = FreshNonce();
+      pending_marker_ = PendingMarker{nonce, MarkerKind::kFlipFlop};
+      Send(SledError{config_.identity.baseboard,
+                     SledErrorKind::kUniverseFlipFlop,
+                     {},
+                     {},
+                     nonce,
+                     0,
+                     "this sled returned to a gossip universe it left before: jobs queued "
+                     "before it arrived are skipped here, later ones run"});
+      break;
+    }
+    case Arrival::kKnown:
+    case Arrival::kNew:
+      break;
+  }
+}
+
+// The universe was dropped for another's: what it held is gone. Running
+// processes stay (they block non-concurrent starts until they end).
+void SledCore::ForgetUniverse() {
+  std::optional<std::pair<SessionId, uint32_t>> dropped;
+  if (active_) {
+    uint32_t jobs = 0;
+    for (const auto& [id, record] : history_) jobs += record.job.session_id == active_->id;
+    dropped.emplace(active_->id, jobs);
+  }
+  frontier_ = itc::Version{};
+  active_.reset();
+  history_.clear();
+  history_order_.clear();
+  sleds_.clear();
+  if (dropped) {
+    // Sent after the new universe's LifeMarker would be nicer, but the order
+    // of two own sends carries no meaning: both land in the new universe.
+    Send(SledError{config_.identity.baseboard,
+                   SledErrorKind::kUniverseDropped,
+                   dropped->first,
+                   {},
+                   {},
+                   dropped->second,
+                   Truncated("a smaller gossip universe met this one and was dropped: session " +
+                                 dropped->first.ToString() + " with " +
+                                 std::to_string(dropped->second) + " job(s) is gone here",
+                             kErrorTextBytesMax)});
+  }
+}
+
+void SledCore::OnReplayDrained(const ReplayDrained& input) {
+  if (!network_ || drained_) return;
+  drained_ = true;
+  join_frontier_ = input.ceiling;
+  if (config_.boundary.flaws.zombies_by_join_frontier) {
+    std::vector<std::pair<itc::Version, JobId>> starts;
+    starts.swap(unclassified_starts_);
+    for (const auto& [version, id] : starts) ClassifyStart(version, id);
+  }
+  ResolvePreviousLives();
+  MintHopIfNeeded();
+  Advance();
 }
 
 // ---- requests ----
@@ -308,6 +544,7 @@ void SledCore::OnRequest(const itc::Version& version, const SignedRequest& reque
                  [&](const SessionSkip& p) { OnSessionSkip(p); },
                  [&](const JobStart&) { OnJobStart(version, request, raw); },
                  [&](const JobStop& p) { OnJobStop(p); },
+                 [&](const SledReset& p) { OnSledReset(p); },
              },
              *payload);
 }
@@ -325,7 +562,12 @@ void SledCore::OnSessionStart(const itc::Version& version, const SessionStart& s
   if (active_ && itc::Concurrent(version, active_->start_version)) {
     SessionId first = active_->id;
     EndSession(SessionEnd::kAnnihilated);
-    Send(SledError{config_.identity.baseboard, SledErrorKind::kConcurrentSessions, first, id,
+    Send(SledError{config_.identity.baseboard,
+                   SledErrorKind::kConcurrentSessions,
+                   first,
+                   id,
+                   {},
+                   0,
                    "concurrent sessions annihilated; start a new session"});
   }
   // Otherwise stale: absorbed into the frontier.
@@ -382,7 +624,7 @@ void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& requ
   if (auto room = Remember(version, request, true); !room) {
     return RefuseJob(version, request, room.error(), true);
   }
-  PendingJob pending{job, ToBeSignedDigest(request), raw, Targets(job), false, false};
+  PendingJob pending{job, ToBeSignedDigest(request), raw, version, Targets(job), false, false};
   if (pending.targeted) SetStatus(job.job_id, config_.identity.baseboard, {});
   auto [it, inserted] = session.known.emplace(job.job_id, std::move(pending));
   if (session.stops.erase(job.job_id) > 0) {
@@ -417,21 +659,81 @@ void SledCore::OnJobStop(const JobStop& stop) {
   active_->stops.insert(stop.job_id);  // the job is behind a hole: cancel it on arrival
 }
 
+// An operator's reset of this untrusted sled: a fresh, permanently amnesic
+// record over whatever the drives hold; then an entry marker, as for a new sled.
+void SledCore::OnSledReset(const SledReset& reset) {
+  if (reset.baseboard != config_.identity.baseboard) return;
+  if (auto allowed = CheckReset(reset); !allowed) {
+    Emit(Diagnostic{allowed.error()});
+    return;
+  }
+  BoundaryRecord fresh = ResetRecord(reset.reset_nonce);
+  if (auto written = store_.Reset(fresh); !written) {
+    untrusted_reason_ = "reset failed: " + written.error().message;
+    reset_nonce_ = FreshNonce();
+    Emit(BoundaryChanged{"untrusted: " + untrusted_reason_});
+    return;
+  }
+  trusted_ = true;
+  untrusted_reason_.clear();
+  record_ = std::move(fresh);
+  Emit(BoundaryChanged{"reset by an operator"});
+  Send(SledError{config_.identity.baseboard,
+                 SledErrorKind::kBoundaryReset,
+                 {},
+                 {},
+                 {},
+                 0,
+                 "boundary record reset by an operator: only jobs submitted from now on run here"});
+  if (network_ && ClassifyArrival(record_, *network_, config_.boundary) == Arrival::kEntry) {
+    const Nonce nonce = FreshNonce();
+    pending_marker_ = PendingMarker{nonce, MarkerKind::kEntry};
+    Send(LifeMarker{config_.identity.baseboard, nonce});
+  }
+}
+
 // ---- events ----
 
-void SledCore::OnEvent(const Message& event) {
+void SledCore::OnEvent(const itc::Version& version, const Message& event) {
+  const std::string& me = config_.identity.baseboard;
   std::visit(
       Overloaded{
           [&](const SignedRequest&) {},
           [&](const JobStarted& e) {
             Learn(e.job_id, e.baseboard, SimpleStatus(JobState::kStarted));
+            if (e.baseboard == me) NoteOwnStart(version, e.job_id);
           },
           [&](const JobStopped& e) { Learn(e.job_id, e.baseboard, StatusFromStop(e)); },
           [&](const JobCancelled& e) {
             Learn(e.job_id, e.baseboard, SimpleStatus(JobState::kCancelled));
           },
           [&](const JobError& e) { Learn(e.job_id, e.baseboard, ErrorStatus(e.code, e.message)); },
-          [&](const SledError& e) { Emit(SledErrorSeen{e}); },
+          [&](const JobSkipped& e) {
+            Learn(e.job_id, e.baseboard, SkippedStatus(e.reason, e.detail));
+          },
+          [&](const JobInterrupted& e) {
+            Learn(e.job_id, e.baseboard, SimpleStatus(JobState::kInterrupted));
+          },
+          [&](const SledError& e) {
+            if (e.baseboard == me && pending_marker_ && pending_marker_->nonce == e.marker &&
+                (e.kind == SledErrorKind::kSessionHop ||
+                 e.kind == SledErrorKind::kUniverseFlipFlop)) {
+              OnMarkerDelivered(version);
+            }
+            Emit(SledErrorSeen{e});
+          },
+          [&](const LifeMarker& e) {
+            if (e.baseboard != me) return;
+            if (e.nonce == birth_nonce_ && !birth_) {
+              birth_ = version;
+              if (!config_.boundary.flaws.zombies_by_join_frontier) {
+                std::vector<std::pair<itc::Version, JobId>> starts;
+                starts.swap(unclassified_starts_);
+                for (const auto& [v, id] : starts) ClassifyStart(v, id);
+              }
+            }
+            if (pending_marker_ && pending_marker_->nonce == e.nonce) OnMarkerDelivered(version);
+          },
           [&](const VersionAnnouncement& e) {
             if (sleds_.contains(e.baseboard) || sleds_.size() < config_.limits.known_sleds_max) {
               sleds_[e.baseboard] = e;
@@ -441,12 +743,155 @@ void SledCore::OnEvent(const Message& event) {
       event);
 }
 
-// A status learned from gossip. This sled's own statuses are set where they
-// happen (Report); gossip about this baseboard only fills a gap (e.g. events
-// of a previous life), so a late echo never overrides newer local knowledge.
+// A status learned from gossip, merged by strength: a late echo of an older
+// status of this sled never overrides newer knowledge, and an earlier life's
+// fact (it ran) overrides this life's guess.
 void SledCore::Learn(const JobId& id, const std::string& baseboard, const JobStatus& status) {
-  if (baseboard == config_.identity.baseboard && StatusOf(id, baseboard) != nullptr) return;
   SetStatus(id, baseboard, status);
+  if (baseboard == config_.identity.baseboard && status.terminal()) {
+    previous_life_starts_.erase(id);
+  }
+}
+
+// ---- previous lives ----
+
+void SledCore::NoteOwnStart(const itc::Version& version, const JobId& id) {
+  if (running_.contains(id) || executed_.contains(id)) return;  // this life's own
+  const bool by_frontier = config_.boundary.flaws.zombies_by_join_frontier;
+  if ((by_frontier && !drained_) || (!by_frontier && !birth_)) {
+    unclassified_starts_.emplace_back(version, id);
+    return;
+  }
+  ClassifyStart(version, id);
+  if (drained_) ResolvePreviousLives();
+}
+
+// A start of this baseboard that this process did not make: of a previous
+// life iff not strictly above the birth marker (this life's events observed
+// it before they were sent). The rejected design compares with the frontier
+// of the peer it drained from, which a previous life may have outrun.
+void SledCore::ClassifyStart(const itc::Version& version, const JobId& id) {
+  if (running_.contains(id) || executed_.contains(id)) return;
+  const bool previous = config_.boundary.flaws.zombies_by_join_frontier
+                            ? join_frontier_ && itc::Leq(version, *join_frontier_)
+                            : birth_ && !StrictlyAfter(version, *birth_);
+  if (!previous) return;
+  const JobStatus* own = OwnStatus(id);
+  if (own == nullptr || !own->terminal()) previous_life_starts_.insert(id);
+}
+
+// Once replay has drained: a previous life's start with no end known is
+// Interrupted, unless the record kept its outcome; and a position passed in
+// a previous life that no status of this sled covers is Skipped{already
+// executed} (or, for the record's last job, its outcome or Interrupted).
+void SledCore::ResolvePreviousLives() {
+  if (!drained_) return;
+  std::set<JobId> starts;
+  starts.swap(previous_life_starts_);
+  for (const JobId& id : starts) {
+    const JobStatus* own = OwnStatus(id);
+    if (own != nullptr && own->terminal()) continue;
+    ResolvePassed(id, /*last=*/true);
+  }
+  std::vector<std::pair<JobId, bool>> passed;
+  passed.swap(passed_unresolved_);
+  for (const auto& [id, last] : passed) ResolvePassed(id, last);
+}
+
+void SledCore::ResolvePassed(const JobId& id, bool last) {
+  const JobStatus* own = OwnStatus(id);
+  if (own != nullptr && own->terminal()) return;
+  if (!last) {
+    return ReportIfStronger(id,
+                            SkippedStatus(SkipReason::kAlreadyExecuted,
+                                          "this sled passed the position in an earlier life"),
+                            JobSkipped{config_.identity.baseboard, id, SkipReason::kAlreadyExecuted,
+                                       "this sled passed the position in an earlier life"});
+  }
+  std::optional<ExitReport> recorded;
+  if (record_.here.last_executed == id) recorded = record_.here.outcome;
+  for (const LeftUniverse& left : record_.left) {
+    if (left.boundary.last_executed == id && left.boundary.outcome)
+      recorded = left.boundary.outcome;
+  }
+  if (recorded) {
+    JobStopped stopped{config_.identity.baseboard, id, recorded->outcome, recorded->stdout_summary,
+                       recorded->stderr_summary};
+    return ReportIfStronger(id, StatusFromStop(stopped), stopped);
+  }
+  ++interrupted_;
+  ReportIfStronger(id, SimpleStatus(JobState::kInterrupted),
+                   JobInterrupted{config_.identity.baseboard, id});
+}
+
+// ---- markers ----
+
+Nonce SledCore::FreshNonce() {
+  Nonce nonce;
+  rng_.Fill(nonce.bytes.data(), nonce.bytes.size());
+  return nonce;
+}
+
+// Rule 4, decided when the session becomes active (after the drain): a hop
+// now makes every job submitted after the marker spreads runnable.
+void SledCore::MintHopIfNeeded(bool at_gate) {
+  if (!trusted_ || !drained_ || pending_marker_ || !active_ || !network_) return;
+  const SessionVerdict verdict =
+      JudgeSession(record_, *network_, active_->id, active_->start_version);
+  if (verdict != SessionVerdict::kNeedsHop) return;
+  // The rejected design mints an amnesic record's marker only when a job
+  // reaches the gate, which skips that job.
+  if (config_.boundary.flaws.lazy_entry_marker && !at_gate && record_.amnesia != Amnesia::kNone &&
+      !BoundaryFor(record_, *network_)) {
+    return;
+  }
+  const Nonce nonce = FreshNonce();
+  pending_marker_ = PendingMarker{nonce, MarkerKind::kHop};
+  const std::optional<UniverseBoundary> b = BoundaryFor(record_, *network_);
+  const SessionId recorded = b && b->session ? *b->session : SessionId{};
+  Send(SledError{
+      config_.identity.baseboard, SledErrorKind::kSessionHop, recorded, active_->id, nonce, 0,
+      Truncated("this sled hops into session " + active_->id.ToString() + " (it last executed in " +
+                    (b && b->session ? b->session->ToString() : std::string("none")) +
+                    "): jobs queued before this hop are skipped here, later ones run",
+                kErrorTextBytesMax)});
+}
+
+void SledCore::OnMarkerDelivered(const itc::Version& version) {
+  const PendingMarker marker = *pending_marker_;
+  pending_marker_.reset();
+  if (!trusted_ || !network_) return;
+  BoundaryRecord next = AfterMarker(record_, *network_, version, marker.kind, config_.boundary);
+  static constexpr const char* kWhy[] = {"entry marker", "universe flip-flop marker",
+                                         "session hop marker"};
+  const std::string why = kWhy[static_cast<int>(marker.kind)];
+  if (marker.kind == MarkerKind::kEntry && config_.boundary.flaws.unpersisted_entry_marker) {
+    record_ = std::move(next);  // the rejected design keeps it in memory only
+  } else {
+    WriteRecord(std::move(next), why);
+  }
+  MintHopIfNeeded();
+  Advance();
+}
+
+// A write that fails leaves the record as it was in memory (what it refused
+// to make durable never counts); the next write tries again, so a drive that
+// keeps failing shows as an Error on every job it would have run.
+void SledCore::WriteRecord(BoundaryRecord next, std::string why) {
+  if (auto written = store_.Record(next); !written) {
+    Emit(Diagnostic{MakeError(written.error().code, "boundary record not written (" + why +
+                                                        "): " + written.error().message)
+                        .error()});
+    Emit(BoundaryChanged{"not written (" + why + "): " + written.error().message});
+    return;
+  }
+  record_ = std::move(next);
+  Emit(BoundaryChanged{std::move(why)});
+}
+
+void SledCore::WriteDeferredRecord() {
+  deferred_write_ = false;
+  WriteRecord(record_, "executed (written after the start)");
 }
 
 // ---- sessions and the chain ----
@@ -456,7 +901,16 @@ void SledCore::Activate(const SessionId& id, const itc::Version& version) {
   active_->id = id;
   active_->start_version = version;
   active_->next = FirstJobId(id);
+  // Rule 2: the recorded session resumes by chain position; the positions up
+  // to its last executed job are passed, never run.
+  if (trusted_ && network_ &&
+      JudgeSession(record_, *network_, id, version) == SessionVerdict::kResume) {
+    const UniverseBoundary b = *BoundaryFor(record_, *network_);
+    active_->next = *b.successor;
+    active_->replay = Replay{FirstJobId(id), *b.last_executed};
+  }
   Emit(SessionChanged{id, SessionEnd::kNone});
+  MintHopIfNeeded();
 }
 
 void SledCore::EndSession(SessionEnd why) {
@@ -467,8 +921,43 @@ void SledCore::EndSession(SessionEnd why) {
   Emit(SessionChanged{std::nullopt, why});
 }
 
-// Walks the chain as far as the known jobs allow, starting targeted ones.
+// The earlier life's part of the chain: consumed, never run.
+void SledCore::AdvanceReplay() {
+  while (active_ && active_->replay) {
+    Session& session = *active_;
+    Replay& replay = *session.replay;
+    const JobId id = replay.at;
+    const bool last = id == replay.until;
+    JobId next;
+    if (session.skips.erase(id) > 0) {
+      if (auto it = session.known.find(id); it != session.known.end()) session.known.erase(it);
+      next = NextJobIdAfterBurned(id);
+    } else {
+      auto it = session.known.find(id);
+      if (it == session.known.end()) return;  // a hole: wait for the predecessor
+      if (it->second.targeted) {
+        if (drained_) {
+          ResolvePassed(id, last);
+        } else {
+          passed_unresolved_.emplace_back(id, last);
+        }
+      }
+      next = NextJobId(it->second.digest);
+      session.known.erase(it);
+    }
+    Pass(id);
+    if (last) {
+      session.replay.reset();
+    } else {
+      replay.at = next;
+    }
+  }
+}
+
+// Walks the chain as far as the known jobs allow, starting targeted ones
+// that the boundary rules let run.
 void SledCore::Advance() {
+  AdvanceReplay();
   while (active_) {
     Session& session = *active_;
     const JobId id = session.next;
@@ -477,24 +966,39 @@ void SledCore::Advance() {
         if (it->second.targeted && !it->second.cancelled) Cancel(it->second);
         session.known.erase(it);
       }
-      Pass(id, NextJobIdAfterBurned(id));
+      Pass(id);
+      session.next = NextJobIdAfterBurned(id);
       continue;
     }
     auto it = session.known.find(id);
     if (it == session.known.end()) return;  // a hole: wait for the predecessor
     PendingJob& pending = it->second;
     if (pending.targeted && !pending.cancelled) {
-      if (!pending.job.concurrent && !running_.empty()) return;
-      if (running_.size() >= config_.limits.running_jobs_max) return;
-      Execute(pending);
+      switch (Judge(pending)) {
+        case Gate::kHold:
+          return;
+        case Gate::kRun:
+          if (!pending.job.concurrent && !running_.empty()) return;
+          if (running_.size() >= config_.limits.running_jobs_max) return;
+          Execute(pending);
+          if (!active_) return;
+          break;
+        case Gate::kSkipLightcone:
+          Skip(pending, SkipReason::kLightcone);
+          break;
+        case Gate::kSkipUntrusted:
+          Skip(pending, SkipReason::kUntrusted);
+          break;
+      }
     }
     JobId next = NextJobId(pending.digest);
     session.known.erase(it);
-    Pass(id, next);
+    Pass(id);
+    session.next = next;
   }
 }
 
-void SledCore::Pass(const JobId& id, const JobId& next) {
+void SledCore::Pass(const JobId& id) {
   Session& session = *active_;
   session.passed.insert(id);
   session.passed_order.push_back(id);
@@ -502,27 +1006,60 @@ void SledCore::Pass(const JobId& id, const JobId& next) {
     session.passed.erase(session.passed_order.front());
     session.passed_order.pop_front();
   }
-  session.next = next;
+}
+
+SledCore::Gate SledCore::Judge(const PendingJob& pending) {
+  if (!trusted_) return Gate::kSkipUntrusted;
+  if (!network_ || !drained_ || pending_marker_) return Gate::kHold;
+  const SessionVerdict verdict =
+      JudgeSession(record_, *network_, active_->id, active_->start_version);
+  if (verdict == SessionVerdict::kNeedsHop) {
+    MintHopIfNeeded(/*at_gate=*/true);
+    return Gate::kHold;
+  }
+  return JobMayRun(record_, *network_, verdict, pending.version) ? Gate::kRun
+                                                                 : Gate::kSkipLightcone;
+}
+
+void SledCore::Skip(const PendingJob& pending, SkipReason reason) {
+  const JobId& id = pending.job.job_id;
+  ++skipped_;
+  const std::string detail =
+      reason == SkipReason::kUntrusted
+          ? Truncated("boundary record untrusted: " + untrusted_reason_, kErrorTextBytesMax)
+          : std::string(kLightconeDetail);
+  ReportIfStronger(id, SkippedStatus(reason, detail),
+                   JobSkipped{config_.identity.baseboard, id, reason, detail});
 }
 
 // THE EXECUTION GATE. Every process start passes here, and only here: the job
 // is the active session's next chain link, targets this sled, has not started
-// in this life, and the boundary is recorded before the process may start.
+// in this life, the boundary rules let it run, and the boundary record naming
+// it is on both drives before the process may start.
 void SledCore::Execute(const PendingJob& pending) {
   const JobId& id = pending.job.job_id;
   ONCE_CHECK(active_ && id == active_->next && pending.job.session_id == active_->id);
   ONCE_CHECK(pending.targeted && !pending.cancelled && !running_.contains(id));
   if (executed_.contains(id)) {
     return Report(
-        id, ErrorStatus(ErrorCode::kPermissionDenied, "already executed"),
+        id, FailedStatus(ErrorCode::kPermissionDenied, "already executed"),
         JobError{config_.identity.baseboard, id, ErrorCode::kPermissionDenied, "already executed"});
   }
-  BoundaryRecord record{active_->id, active_->start_version, id, NextJobId(pending.digest)};
-  if (auto recorded = boundary_.Record(record); !recorded) {
+  BoundaryRecord next = AfterExecution(record_, *network_, active_->id, active_->start_version, id,
+                                       NextJobId(pending.digest), config_.boundary);
+  if (config_.boundary.flaws.record_after_start) {
+    record_ = std::move(next);  // the rejected design: written at the next input
+    deferred_write_ = true;
+  } else if (auto recorded = store_.Record(next); !recorded) {
     std::string why =
         Truncated("boundary not recorded: " + recorded.error().message, kErrorTextBytesMax);
-    return Report(id, ErrorStatus(recorded.error().code, why),
-                  JobError{config_.identity.baseboard, id, recorded.error().code, why});
+    Report(id, FailedStatus(recorded.error().code, why),
+           JobError{config_.identity.baseboard, id, recorded.error().code, why});
+    Emit(BoundaryChanged{"not written: " + recorded.error().message});
+    return;
+  } else {
+    record_ = std::move(next);
+    Emit(BoundaryChanged{"executed " + id.ToString()});
   }
   executed_.insert(id);
   executed_order_.push_back(id);
@@ -544,7 +1081,7 @@ void SledCore::RefuseJob(const itc::Version& version, const SignedRequest& reque
                          const Error& error, bool verified) {
   const JobStart& job = *AsJobStart(request);
   auto target = Target::Parse(job.target);
-  const JobStatus* mine = StatusOf(job.job_id, config_.identity.baseboard);
+  const JobStatus* mine = OwnStatus(job.job_id);
   if ((target && !target->Matches(config_.identity)) || mine != nullptr) {
     // Not ours, or this id already has a status here (a genuine job, or an
     // earlier refusal): a forgery reusing its id must not change it.
@@ -569,15 +1106,18 @@ void SledCore::Report(const JobId& id, const JobStatus& status, Message event) {
   Send(event);
 }
 
+void SledCore::ReportIfStronger(const JobId& id, const JobStatus& status, Message event) {
+  const JobStatus* own = OwnStatus(id);
+  if (own != nullptr && !Stronger(status, *own)) return;
+  Report(id, status, std::move(event));
+}
+
 void SledCore::SetStatus(const JobId& id, const std::string& baseboard, const JobStatus& status) {
   auto record = history_.find(id);
   if (record == history_.end()) return;
   auto& statuses = record->second.statuses;
   auto it = statuses.find(baseboard);
-  if (it != statuses.end() && Rank(status.state) <= Rank(it->second.state) &&
-      !(it->second.refused && status.state != JobState::kError)) {
-    return;
-  }
+  if (it != statuses.end() && !Stronger(status, it->second)) return;
   if (it == statuses.end() && statuses.size() >= config_.limits.known_sleds_max) return;
   statuses[baseboard] = status;
   Emit(JobStatusChanged{id, baseboard, status});
@@ -592,11 +1132,16 @@ Status SledCore::Remember(const itc::Version& version, const SignedRequest& requ
       it->second.key_id = request.key_id;
       it->second.version = version;
       it->second.verified = true;
+      history_order_.push_back(job.job_id);
     }
     return Ok();
   }
   ONCE_RETURN_IF_ERROR(MakeRoomInHistory());
   history_.emplace(job.job_id, JobRecord{job, request.key_id, version, verified, {}});
+  if (verified) {
+    history_order_.push_back(job.job_id);
+    while (history_order_.size() > config_.limits.history_entries_max) history_order_.pop_front();
+  }
   return Ok();
 }
 

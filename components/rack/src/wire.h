@@ -23,6 +23,10 @@ inline Status CheckSize(const char* limit, size_t size, size_t max) {
 class Writer {
  public:
   void U8(uint8_t v) { out_.push_back(v); }
+  void U16(uint16_t v) {
+    out_.push_back(static_cast<uint8_t>(v >> 8));
+    out_.push_back(static_cast<uint8_t>(v));
+  }
   void U32(uint32_t v) {
     for (int s = 24; s >= 0; s -= 8) out_.push_back(static_cast<uint8_t>(v >> s));
   }
@@ -53,6 +57,12 @@ class Reader {
   Result<uint8_t> U8() {
     ONCE_RETURN_IF_ERROR(Need(1));
     return bytes_[pos_++];
+  }
+  Result<uint16_t> U16() {
+    ONCE_RETURN_IF_ERROR(Need(2));
+    uint16_t v = static_cast<uint16_t>(bytes_[pos_] << 8 | bytes_[pos_ + 1]);
+    pos_ += 2;
+    return v;
   }
   Result<uint32_t> U32() {
     ONCE_RETURN_IF_ERROR(Need(4));
@@ -90,6 +100,7 @@ class Reader {
     ONCE_ASSIGN_OR_RETURN(Bytes raw, Blob(limit, max));
     return std::string(raw.begin(), raw.end());
   }
+  size_t remaining() const { return bytes_.size() - pos_; }
   Status End() const {
     if (pos_ != bytes_.size()) return MakeError(ErrorCode::kInvalidArgument, "trailing bytes");
     return Ok();

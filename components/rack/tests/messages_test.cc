@@ -34,17 +34,26 @@ std::vector<Message> Samples() {
           JobCancelled{"b", MakeId<JobId>(4)},
           JobError{"b", MakeId<JobId>(5), ErrorCode::kPermissionDenied, "unknown key"},
           SledError{"b", SledErrorKind::kConcurrentSessions, MakeId<SessionId>(6),
-                    MakeId<SessionId>(7), "concurrent sessions"},
-          VersionAnnouncement{"b", 17, "once 0.1"}};
+                    MakeId<SessionId>(7), Nonce{}, 0, "concurrent sessions"},
+          SledError{"b", SledErrorKind::kSessionHop, MakeId<SessionId>(6), MakeId<SessionId>(7),
+                    MakeId<Nonce>(8), 0, "hop"},
+          SledError{"b", SledErrorKind::kUniverseDropped, MakeId<SessionId>(6), SessionId{},
+                    Nonce{}, 12, "dropped"},
+          VersionAnnouncement{"b", 17, "once 0.1"},
+          JobSkipped{"b", MakeId<JobId>(9), SkipReason::kAlreadyExecuted, "passed before"},
+          JobInterrupted{"b", MakeId<JobId>(10)},
+          LifeMarker{"b", MakeId<Nonce>(11)}};
 }
 
 TEST_F(MessagesTest, EveryMessageRoundTrips) {
   std::vector<Message> messages = Samples();
   std::vector<RequestPayload> payloads = {
       SessionStart{"913-0000019:BRM1", MakeId<Nonce>(1), MakeId<Nonce>(2)},
-      SessionStop{MakeId<SessionId>(3)}, SessionSkip{MakeId<SessionId>(3), MakeId<JobId>(4)},
+      SessionStop{MakeId<SessionId>(3)},
+      SessionSkip{MakeId<SessionId>(3), MakeId<JobId>(4)},
       JobStart{MakeId<JobId>(5), MakeId<SessionId>(3), "uptime", "0,1", true},
-      JobStop{MakeId<JobId>(5)}};
+      JobStop{MakeId<JobId>(5)},
+      SledReset{"913-0000019:BRM1", MakeId<Nonce>(6)}};
   for (const auto& payload : payloads) {
     auto signed_request = Sign(payload, support_);
     ASSERT_TRUE(signed_request.has_value());
@@ -100,7 +109,7 @@ TEST_F(MessagesTest, UnknownFormatAndKindAreRefused) {
   auto bytes = Encode(Samples()[0]);
   ASSERT_TRUE(bytes.has_value());
   Bytes wrong_format = *bytes;
-  wrong_format[0] = 2;
+  wrong_format[0] = kMessageFormat + 1;
   auto r = Decode(wrong_format);
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().message.find("format"), std::string::npos);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <set>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "once/base/rng.h"
+#include "once/gossip/replica.h"
 #include "once/itc/clock.h"
 #include "once/rack/chain.h"
 #include "once/rack/sled_core.h"
@@ -30,7 +32,9 @@ class Rack {
  public:
   struct Sled {
     MemoryBoundaryStore drives;
+    SledConfig config;
     std::unique_ptr<SledCore> core;
+    std::vector<JobId> ever_started;  // every process start, across lives
     itc::Clock clock = itc::Clock::Seed();
     std::set<size_t> delivered;
     std::vector<StartProcess> started;
@@ -57,18 +61,64 @@ class Rack {
       } else {
         sled->clock = std::move(seed_clock);
       }
-      SledConfig config{SledIdentity{Baseboard(i), static_cast<uint8_t>(i)}, "once-test", trusted_,
-                        limits};
-      sled->core = std::make_unique<SledCore>(std::move(config), rng_, sled->drives);
+      sled->config = SledConfig{SledIdentity{Baseboard(i), static_cast<uint8_t>(i)}, "once-test",
+                                trusted_, limits};
+      sled->core = std::make_unique<SledCore>(sled->config, rng_, sled->drives);
       sleds_.push_back(std::move(sled));
     }
-    for (size_t i = 0; i < count; ++i) Handle(i, TimerTick{FromUnixMillis(1'700'000'000'000)});
+    for (size_t i = 0; i < count; ++i) Boot(i);
+    SyncAll();  // as `sush rack up` waits for: every sled has heard every other's markers
   }
 
-  ~Rack() {
-    for (auto& sled : sleds_) {
-      EXPECT_EQ(sled->drives.records().size(), sled->started.size())
-          << "a process started without its boundary record";
+  // One universe for the whole rack (the harness's clocks are forks of one seed).
+  static NetworkId Network() {
+    NetworkId network;
+    network.bytes.fill(0x42);
+    return network;
+  }
+
+  // Sled i's process starts: it joins the rack's universe, its replay drains
+  // at once (the harness delivers by hand), and time starts.
+  void Boot(size_t i) {
+    Handle(i, Joined{Network()});
+    Handle(i, ReplayDrained{sleds_[i]->clock.version()});
+    Handle(i, TimerTick{FromUnixMillis(1'700'000'000'000)});
+  }
+
+  // Sled i's process dies and starts again: the drives keep the last record
+  // written (or `load` replaces what they hold), the gossip set is forgotten
+  // (the bookmark keeps only the own region of the clock), and the replay has
+  // not drained yet: deliver to it, then call Drain.
+  void Restart(size_t i, std::optional<BoundaryLoad> load = std::nullopt) {
+    Sled& sled = *sleds_[i];
+    if (!load) load = BoundaryLoad{sled.drives.current(), "adopted", "", {}};
+    sled.core.reset();
+    sled.drives = MemoryBoundaryStore(std::move(*load));
+    sled.core = std::make_unique<SledCore>(sled.config, rng_, sled.drives);
+    sled.delivered.clear();
+    sled.started.clear();
+    itc::Version own = gossip::Restrict(sled.clock.version(), sled.clock.party());
+    auto party = itc::Party::Decode(sled.clock.party().Encode());
+    sled.clock = itc::Clock(std::move(*party), std::move(own));
+    Handle(i, Joined{Network()});
+    Handle(i, TimerTick{FromUnixMillis(1'700'000'000'000)});
+  }
+  void Drain(size_t i) { Handle(i, ReplayDrained{sleds_[i]->clock.version()}); }
+  // How many times sled i ever started `job`, across its lives.
+  size_t Runs(size_t i, const JobId& job) const {
+    const auto& all = sleds_[i]->ever_started;
+    return static_cast<size_t>(std::count(all.begin(), all.end(), job));
+  }
+  // Everyone in `group` receives everything anyone in it has seen.
+  void SyncGroup(const std::vector<size_t>& group) {
+    size_t before = SIZE_MAX;
+    while (before != sent_.size()) {
+      before = sent_.size();
+      for (size_t to : group) {
+        for (size_t from : group) {
+          if (from != to) Sync(from, to);
+        }
+      }
     }
   }
 
@@ -203,7 +253,13 @@ class Rack {
         sent_.push_back(Sent{*version, b->payload});
         DeliverOne(i, sent_.size() - 1);  // the gossip layer delivers own sends too
       } else if (auto* s = std::get_if<StartProcess>(&output)) {
+        // The gate wrote the record naming this job before asking for the process.
+        const auto& records = sled.drives.records();
+        EXPECT_TRUE(std::any_of(records.begin(), records.end(), [&](const BoundaryRecord& r) {
+          return r.here.last_executed == s->job_id;
+        })) << "a process started without its boundary record";
         sled.started.push_back(*s);
+        sled.ever_started.push_back(s->job_id);
       } else if (auto* s = std::get_if<StopProcess>(&output)) {
         sled.stop_requests.push_back(s->job_id);
       } else if (auto* r = std::get_if<Reply>(&output)) {

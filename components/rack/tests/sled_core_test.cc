@@ -488,9 +488,10 @@ TEST(SledCoreTest, ABoundaryThatCannotBeRecordedMeansTheJobNeverRuns) {
   EXPECT_EQ(rack.Status(A, id1, A)->error_code, ErrorCode::kUnavailable);
   ASSERT_TRUE(rack.Submit(A, j2).status.has_value());  // the chain moved on
   EXPECT_TRUE(rack.Started(A, std::get<JobStart>(j2.payload).job_id));
-  ASSERT_EQ(rack.sled(A).drives.records().size(), 1u);
-  EXPECT_EQ(rack.sled(A).drives.records()[0].last_executed, std::get<JobStart>(j2.payload).job_id);
-  EXPECT_EQ(rack.sled(A).drives.records()[0].next_job_id, chain->next);
+  const BoundaryRecord& last = rack.sled(A).drives.records().back();
+  EXPECT_EQ(last.here.last_executed, std::get<JobStart>(j2.payload).job_id);
+  EXPECT_EQ(last.here.successor, chain->next);
+  EXPECT_EQ(last.here.session, chain->session);
 }
 
 // ---- session nonces ----

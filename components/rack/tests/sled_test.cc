@@ -1,5 +1,5 @@
-// One sled with real processes: the core, the ProcessExecutor and a loopback
-// gossip layer that stamps each send with an ITC version and delivers it back.
+// One sled with real processes: the core, the ProcessExecutor and a real
+// gossip Host (no peers) behind the HostPort the server uses.
 
 #include "once/rack/sled.h"
 
@@ -14,25 +14,6 @@
 
 namespace once::rack {
 namespace {
-
-class LoopbackGossip final : public GossipSender {
- public:
-  Status Send(Bytes payload) override {
-    ONCE_ASSIGN_OR_RETURN(itc::Version version, clock_.Send());
-    queue_.push_back(Delivered{version, std::move(payload)});
-    return Ok();
-  }
-  bool Empty() const { return queue_.empty(); }
-  Delivered Pop() {
-    Delivered d = std::move(queue_.front());
-    queue_.pop_front();
-    return d;
-  }
-
- private:
-  itc::Clock clock_ = itc::Clock::Seed();
-  std::deque<Delivered> queue_;
-};
 
 class SledTest : public ::testing::Test {
  protected:
@@ -51,8 +32,8 @@ class SledTest : public ::testing::Test {
     ASSERT_TRUE(trusted.Add(support_.public_key).has_value());
     core_ = std::make_unique<SledCore>(
         SledConfig{SledIdentity{"913-0000019:BRM1", 0}, "test", trusted, {}}, rng_, drives_);
-    sled_ = std::make_unique<Sled>(*core_, *executor_, gossip_);
-    Pump(sled_->Handle(TimerTick{FromUnixMillis(1'700'000'000'000)}));
+    sled_ = std::make_unique<Sled>(*core_, *executor_, port_);
+    Pump({});
   }
   void TearDown() override {
     sled_.reset();
@@ -61,10 +42,10 @@ class SledTest : public ::testing::Test {
   }
 
   // Delivers everything gossiped, collecting what the sled hands back.
-  void Pump(std::vector<Output> outputs) {
+  void Pump(std::vector<Output> outputs, std::chrono::milliseconds wait = {}) {
     for (auto& o : outputs) rest_.push_back(std::move(o));
-    while (!gossip_.Empty()) {
-      for (auto& o : sled_->Handle(gossip_.Pop())) rest_.push_back(std::move(o));
+    for (int round = 0; round < 3; ++round) {
+      for (auto& o : sled_->Pump(now_, wait)) rest_.push_back(std::move(o));
     }
   }
   Reply Call(const Input& input) {
@@ -79,7 +60,7 @@ class SledTest : public ::testing::Test {
   SignedRequest SignOrDie(const RequestPayload& payload) { return *Sign(payload, support_); }
   const JobStatus* RunUntilTerminal(const JobId& id) {
     for (int i = 0; i < 200; ++i) {
-      Pump(sled_->PollProcesses(std::chrono::milliseconds(50)));
+      Pump({}, std::chrono::milliseconds(50));
       const JobStatus* status = core_->StatusOf(id, "913-0000019:BRM1");
       if (status != nullptr && status->terminal()) return status;
     }
@@ -90,7 +71,9 @@ class SledTest : public ::testing::Test {
   SeededRng rng_{3};
   KeyPair support_ = KeyPair::Generate(rng_);
   MemoryBoundaryStore drives_;
-  LoopbackGossip gossip_;
+  gossip::Host host_{gossip::Replica::Seed(rng_)};
+  HostPort port_{host_, {}};
+  TimePoint now_ = FromUnixMillis(1'700'000'000'000);
   std::unique_ptr<ProcessExecutor> executor_;
   std::unique_ptr<SledCore> core_;
   std::unique_ptr<Sled> sled_;
@@ -115,7 +98,9 @@ TEST_F(SledTest, ASignedJobRunsAsARealProcessAndItsStatusIsGossiped) {
   std::stringstream text;
   text << out.rdbuf();
   EXPECT_EQ(text.str(), "hi\n");
-  EXPECT_EQ(drives_.records().size(), 1u);
+  ASSERT_FALSE(drives_.records().empty());
+  EXPECT_EQ(drives_.current()->here.last_executed, id);
+  EXPECT_EQ(drives_.current()->here.outcome->outcome.code, 4);  // recorded when it ended
 }
 
 TEST_F(SledTest, AJobWhoseOutputFolderExistsIsAnErrorAndDoesNotRun) {

@@ -16,6 +16,15 @@
 //     a job never runs twice over the same base.
 //   - Stop sends SIGKILL to the process group; the leader is reaped with
 //     waitpid and its exit status or signal reported.
+//   - A job outlives nothing it should not: before a job's process may exec,
+//     its pidfile {base}/running/{job id}.pid (pid = process group, the
+//     kernel's start time, the boot id) is durable (the child waits for the
+//     parent's go; a parent that dies first leaves a child that exits without
+//     running anything). Create kills the process group of every pidfile a
+//     previous life left whose leader is still the same process (same boot,
+//     same start time), waits until the group is gone, and lists those jobs
+//     in orphans_killed(); the core reports them Interrupted once its replay
+//     drains. So the next job never starts while an earlier one may run.
 //
 //   ONCE_ASSIGN_OR_RETURN(auto runner, ProcessExecutor::Create(config));
 //   ONCE_RETURN_IF_ERROR(runner->Start(JobSpec{id, session, "uptime", request}));
@@ -26,6 +35,8 @@
 // and reaps every job still running.
 
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <filesystem>
@@ -99,6 +110,8 @@ class ProcessExecutor final : public JobRunner {
   size_t running() const override { return jobs_.size(); }
 
   std::filesystem::path JobDir(const JobId& id) const;
+  // Jobs of a previous life whose processes Create found running and killed.
+  const std::vector<JobId>& orphans_killed() const { return orphans_killed_; }
 
   struct Job;  // a running process with its pipes, files and hashes
 
@@ -106,9 +119,17 @@ class ProcessExecutor final : public JobRunner {
   explicit ProcessExecutor(ExecutorConfig config);
   void ReadAvailable(Job& job);
   bool Finished(Job& job);
+  std::filesystem::path PidfilePath(const JobId& id) const;
+  Status WritePidfile(const JobId& id, pid_t pid);
+  void RemovePidfile(const JobId& id);
+  Status EndOrphans();
 
   ExecutorConfig config_;
   std::map<JobId, std::unique_ptr<Job>> jobs_;
+  std::vector<JobId> orphans_killed_;
 };
+
+// How long Create waits for a previous life's job process group to die.
+inline constexpr auto kOrphanKillWait = std::chrono::milliseconds(5000);
 
 }  // namespace once::rack

@@ -66,7 +66,17 @@ struct JobStop {
   JobId job_id;
   friend bool operator==(const JobStop&, const JobStop&) = default;
 };
-using RequestPayload = std::variant<SessionStart, SessionStop, SessionSkip, JobStart, JobStop>;
+// An operator's reset of the boundary record of the untrusted sled
+// `baseboard`, naming the reset nonce that sled shows while it is untrusted
+// (GET /v1/boundary): a reset replayed from gossip in a later life, or meant
+// for another discard, names a nonce no longer shown and does nothing.
+struct SledReset {
+  std::string baseboard;
+  Nonce reset_nonce;
+  friend bool operator==(const SledReset&, const SledReset&) = default;
+};
+using RequestPayload =
+    std::variant<SessionStart, SessionStop, SessionSkip, JobStart, JobStop, SledReset>;
 
 // A payload, its exact encoded bytes, the signing key's id and the signature.
 struct SignedRequest {
@@ -131,12 +141,58 @@ struct JobError {
   std::string message;
   friend bool operator==(const JobError&, const JobError&) = default;
 };
-enum class SledErrorKind : uint8_t { kConcurrentSessions = 1 };
+// Why a sled skipped a job it was targeted by (a terminal status; the job
+// never runs there).
+enum class SkipReason : uint8_t {
+  kLightcone = 1,        // queued before this sled's marker: it moved, or lost its record
+  kAlreadyExecuted = 2,  // this sled passed the position in an earlier life
+  kUntrusted = 3,        // the sled's drives cannot be trusted (see GET /v1/boundary)
+};
+std::string_view SkipReasonName(SkipReason reason);
+
+// The sled will never run the job (see SkipReason).
+struct JobSkipped {
+  std::string baseboard;
+  JobId job_id;
+  SkipReason reason = SkipReason::kLightcone;
+  std::string detail;  // operator-legible, at most error_text_bytes_max
+  friend bool operator==(const JobSkipped&, const JobSkipped&) = default;
+};
+// The job started in an earlier life of the sled and no end of it is known:
+// its process was killed (or found gone) when the sled restarted.
+struct JobInterrupted {
+  std::string baseboard;
+  JobId job_id;
+  friend bool operator==(const JobInterrupted&, const JobInterrupted&) = default;
+};
+// A point in causality minted by a sled when it starts, or when it enters a
+// universe: its version is the sled's birth marker (and, for an empty
+// boundary record, its entry marker). `nonce` lets the sled recognise its
+// own marker when gossip delivers it back.
+struct LifeMarker {
+  std::string baseboard;
+  Nonce nonce;
+  friend bool operator==(const LifeMarker&, const LifeMarker&) = default;
+};
+
+enum class SledErrorKind : uint8_t {
+  kConcurrentSessions = 1,  // first: the active session, second: the concurrent start
+  kSessionHop = 2,          // first: the recorded session, second: the one hopped to
+  kUniverseFlipFlop = 3,    // the sled returned to a universe it left (filter hit)
+  kUntrusted = 4,           // the drives disagree or failed: every job is refused
+  kUniverseDropped = 5,     // first: the session dropped with a lost universe, count: jobs
+  kBoundaryReset = 6,       // an operator reset the untrusted record
+};
+std::string_view SledErrorKindName(SledErrorKind kind);
 struct SledError {
   std::string baseboard;
   SledErrorKind kind = SledErrorKind::kConcurrentSessions;
-  SessionId first;   // the session that was active
-  SessionId second;  // the concurrent start that met it
+  SessionId first;
+  SessionId second;
+  // For kSessionHop and kUniverseFlipFlop: this error's version is the
+  // sled's new lightcone marker; the nonce lets the sled recognise it.
+  Nonce marker;
+  uint32_t count = 0;  // kUniverseDropped: jobs of the dropped session
   std::string message;
   friend bool operator==(const SledError&, const SledError&) = default;
 };
@@ -148,12 +204,13 @@ struct VersionAnnouncement {
   friend bool operator==(const VersionAnnouncement&, const VersionAnnouncement&) = default;
 };
 
-using Message = std::variant<SignedRequest, JobStarted, JobStopped, JobCancelled, JobError,
-                             SledError, VersionAnnouncement>;
+using Message =
+    std::variant<SignedRequest, JobStarted, JobStopped, JobCancelled, JobError, SledError,
+                 VersionAnnouncement, JobSkipped, JobInterrupted, LifeMarker>;
 
 // ---- Encoding ----
 
-inline constexpr uint8_t kMessageFormat = 1;
+inline constexpr uint8_t kMessageFormat = 2;
 inline constexpr uint8_t kPayloadFormat = 1;
 
 // kLimitExceeded if a field or the whole message passes its limit.

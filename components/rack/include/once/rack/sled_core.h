@@ -35,7 +35,30 @@
 //   delivered): a stop is causally before any skip a sled accepted, so every
 //   sled that delivers the skip has seen the stop.
 // - Every process start passes through one function (the execution gate),
-//   which records the BoundaryStore entry first.
+//   which writes the boundary record (boundary.h) to the BoundaryStore first,
+//   and starts the process only if that write succeeded.
+// - The boundary rules (seed 001; issue 13 rules 1-8; docs/sush-boundary.md):
+//   the gate stays closed after a Joined until ReplayDrained (the sled has
+//   heard what a peer holds), and while a marker is being minted. Then a job
+//   of the recorded session resumes by chain position (positions up to the
+//   record's last_executed are passed, never run); a session whose start is
+//   strictly above V runs its queue; any other session needs a lightcone hop
+//   (a gossiped SessionHop whose version is the marker), decided eagerly when
+//   the session becomes active, and only jobs strictly above the marker run;
+//   every other targeted job gets a terminal Skipped{reason}. An amnesic
+//   record mints an entry marker when it joins a universe; a universe in the
+//   filter gets a UniverseFlipFlop marker. An untrusted sled (its drives
+//   disagree or failed) skips every job until an operator's SledReset.
+// - Previous lives: a LifeMarker minted at every join is the birth marker;
+//   an own-baseboard JobStarted not above it, of a job this process did not
+//   start, belongs to a previous life; once replay has drained, one with no
+//   end known becomes Interrupted (or Stopped with the outcome the record
+//   kept for it).
+// - Statuses per (job, sled) only grow, by strength: a refused Error <
+//   Queued < Started < Skipped/Cancelled < Interrupted < Stopped/Error after
+//   a start (ties broken by content), so every sled converges on the same
+//   status whatever order it learns them in, and a fact about an earlier
+//   life (it ran) wins over this life's guess (skipped).
 //
 // Not thread-safe: one thread (or one simulated actor) owns a core.
 
@@ -82,6 +105,7 @@ struct SledConfig {
   std::string build_version;
   TrustedKeys trusted;
   SledLimits limits;
+  BoundaryOptions boundary;  // flaws: the simulator's negative controls only
 };
 
 // ---- Inputs ----
@@ -106,11 +130,32 @@ struct ProcessExited {
 struct TimerTick {
   TimePoint now;
 };
-using Input = std::variant<Delivered, ClientSubmit, IssueSessionNonce, ProcessExited, TimerTick>;
+// The sled entered universe `network`: at process start (before any
+// Delivered), and whenever its gossip node dropped its universe for another's
+// (what the old universe held is forgotten; running processes stay).
+struct Joined {
+  NetworkId network;
+};
+// Since the last Joined, a reconciliation with a peer completed (or the drain
+// timeout passed): the sled has heard what its peers hold. `ceiling` is the
+// replica's ceiling at that moment.
+struct ReplayDrained {
+  itc::Version ceiling;
+};
+using Input = std::variant<Delivered, ClientSubmit, IssueSessionNonce, ProcessExited, TimerTick,
+                           Joined, ReplayDrained>;
 
 // ---- Outputs ----
 
-enum class JobState : uint8_t { kQueued, kStarted, kStopped, kCancelled, kError };
+enum class JobState : uint8_t {
+  kQueued,
+  kStarted,
+  kStopped,
+  kCancelled,
+  kError,
+  kSkipped,      // never runs on this sled (skip_reason)
+  kInterrupted,  // started in an earlier life, no end known
+};
 std::string_view JobStateName(JobState state);
 
 struct JobStatus {
@@ -124,9 +169,13 @@ struct JobStatus {
   // that a genuine job holds this id (Queued, Started, ...) overrides it, so
   // a forgery delivered first cannot mask the real job's status.
   bool refused = false;
+  SkipReason skip_reason = SkipReason::kLightcone;  // kSkipped
+  std::string detail;                               // kSkipped
   bool terminal() const { return state != JobState::kQueued && state != JobState::kStarted; }
   friend bool operator==(const JobStatus&, const JobStatus&) = default;
 };
+// The merge order of statuses (see the file comment): true iff `a` replaces `b`.
+bool Stronger(const JobStatus& a, const JobStatus& b);
 
 // Send these bytes to every peer (gossip).
 struct Broadcast {
@@ -169,8 +218,12 @@ struct SledErrorSeen {
 struct Diagnostic {
   Error error;
 };
+// The boundary record changed on the drives (or, untrusted, could not).
+struct BoundaryChanged {
+  std::string why;  // "executed J", "entry marker", "session hop", "reset", "untrusted: ..."
+};
 using Output = std::variant<Broadcast, StartProcess, StopProcess, Reply, JobStatusChanged,
-                            SessionChanged, SledErrorSeen, Diagnostic>;
+                            SessionChanged, SledErrorSeen, Diagnostic, BoundaryChanged>;
 
 // A job this sled knows, with every sled's status for it.
 struct JobRecord {
@@ -181,9 +234,20 @@ struct JobRecord {
   std::map<std::string, JobStatus> statuses;  // by baseboard
 };
 
+// Where the boundary gate stands, for operators.
+enum class GateState : uint8_t {
+  kNotJoined,      // no Joined yet
+  kReplaying,      // joined, waiting for ReplayDrained
+  kMintingMarker,  // a marker was sent and is not delivered back yet
+  kOpen,           // jobs are judged by the rules
+  kUntrusted,      // every job is skipped until an operator's reset
+};
+std::string_view GateStateName(GateState state);
+
 class SledCore {
  public:
-  // `rng` and `boundary` must outlive the core.
+  // `rng` and `boundary` must outlive the core. The record (or the untrusted
+  // verdict) is read from `boundary.loaded()`.
   SledCore(SledConfig config, Rng& rng, BoundaryStore& boundary);
 
   // Applies one input; returns what to do, in order.
@@ -196,6 +260,9 @@ class SledCore {
   const JobRecord* FindJob(const JobId& id) const;
   const JobStatus* StatusOf(const JobId& id, const std::string& baseboard) const;
   size_t history_size() const { return history_.size(); }
+  // Trusted job starts in the order they were delivered, newest first.
+  std::vector<JobId> History(size_t offset, size_t limit) const;
+  size_t history_total() const { return history_order_.size(); }
   size_t queued_jobs() const;
   // The active session's next free chain position: from the chain's head,
   // past every known job (H("Some" || its digest)) and every burned position
@@ -207,23 +274,49 @@ class SledCore {
   // or not cancelled by a job stop).
   Status CheckSkip(const SessionSkip& skip) const;
   size_t running_jobs() const { return running_.size(); }
+  // Jobs of this process running now.
+  std::vector<JobId> running() const;
   // Processes started in this core's life.
   uint64_t executions() const { return executions_; }
   const std::map<std::string, VersionAnnouncement>& known_sleds() const { return sleds_; }
+  // The first TimerTick's time (this life's start), if one came.
+  std::optional<TimePoint> started_at() const { return started_at_; }
+
+  // ---- the boundary, for operators ----
+  const std::optional<NetworkId>& network() const { return network_; }
+  const BoundaryRecord& boundary() const { return record_; }  // meaningless when untrusted
+  bool trusted() const { return trusted_; }
+  const std::string& untrusted_reason() const { return untrusted_reason_; }
+  // The nonce a SledReset must name (only while untrusted).
+  std::optional<Nonce> reset_nonce() const;
+  GateState gate() const;
+  const std::optional<itc::Version>& birth_marker() const { return birth_; }
+  // How a job of the active session is judged now (nullopt: no session).
+  std::optional<SessionVerdict> active_verdict() const;
+  uint64_t skipped() const { return skipped_; }
+  uint64_t interrupted() const { return interrupted_; }
 
  private:
   struct PendingJob {
     JobStart job;
     Digest256 digest{};
     Bytes request;
+    itc::Version version;
     bool targeted = false;
     bool cancelled = false;  // this sled's Cancelled status was reported
     bool stopped = false;    // a job stop named it (targeted here or not)
+  };
+  // Chain positions this sled passed in an earlier life: walked to mark them
+  // passed (never run), from the session's first job to the record's last.
+  struct Replay {
+    JobId at;
+    JobId until;
   };
   struct Session {
     SessionId id;
     itc::Version start_version;
     JobId next;
+    std::optional<Replay> replay;
     std::map<JobId, PendingJob> known;
     std::set<JobId> skips;
     std::set<JobId> stops;  // job stops of jobs not known yet
@@ -233,12 +326,19 @@ class SledCore {
   struct Running {
     bool stop_requested = false;
   };
+  struct PendingMarker {
+    Nonce nonce;
+    MarkerKind kind;
+  };
+  enum class Gate : uint8_t { kHold, kRun, kSkipLightcone, kSkipUntrusted };
 
   void OnDelivered(const Delivered& input);
   void OnSubmit(const ClientSubmit& input);
   void OnIssueNonce();
   void OnProcessExited(const ProcessExited& input);
   void OnTick(const TimerTick& input);
+  void OnJoined(const Joined& input);
+  void OnReplayDrained(const ReplayDrained& input);
 
   void OnRequest(const itc::Version& version, const SignedRequest& request, const Bytes& raw);
   void OnSessionStart(const itc::Version& version, const SessionStart& start);
@@ -246,23 +346,44 @@ class SledCore {
   void OnSessionSkip(const SessionSkip& skip);
   void OnJobStart(const itc::Version& version, const SignedRequest& request, const Bytes& raw);
   void OnJobStop(const JobStop& stop);
-  void OnEvent(const Message& event);
+  void OnSledReset(const SledReset& reset);
+  void OnEvent(const itc::Version& version, const Message& event);
   Status CheckSubmitted(const RequestPayload& payload, std::optional<SessionId>& session_id);
+  Status CheckReset(const SledReset& reset) const;
 
   void Activate(const SessionId& id, const itc::Version& version);
   void EndSession(SessionEnd why);
+  void ForgetUniverse();
   void Advance();
-  void Pass(const JobId& id, const JobId& next);
+  void AdvanceReplay();
+  void Pass(const JobId& id);
+  // The boundary rules for the job at the chain's head.
+  Gate Judge(const PendingJob& pending);
   // The execution gate: the only place a StartProcess is emitted.
   void Execute(const PendingJob& pending);
+  void Skip(const PendingJob& pending, SkipReason reason);
+
+  // Markers (birth, entry, flip-flop, hop).
+  void MintHopIfNeeded(bool at_gate = false);
+  void OnMarkerDelivered(const itc::Version& version);
+  void NoteOwnStart(const itc::Version& version, const JobId& id);
+  void ClassifyStart(const itc::Version& version, const JobId& id);
+  void ResolvePreviousLives();
+  void ResolvePassed(const JobId& id, bool last);
+  void WriteRecord(BoundaryRecord next, std::string why);
+  void WriteDeferredRecord();
+  Nonce FreshNonce();
 
   // `request` carries a JobStart.
   void RefuseJob(const itc::Version& version, const SignedRequest& request, const Error& error,
                  bool verified);
   void Cancel(PendingJob& pending);
   void Report(const JobId& id, const JobStatus& status, Message event);
+  // Reports `status` only if it would change this sled's own status.
+  void ReportIfStronger(const JobId& id, const JobStatus& status, Message event);
   void Learn(const JobId& id, const std::string& baseboard, const JobStatus& status);
   void SetStatus(const JobId& id, const std::string& baseboard, const JobStatus& status);
+  const JobStatus* OwnStatus(const JobId& id) const;
   Status Remember(const itc::Version& version, const SignedRequest& request, bool verified);
   Status MakeRoomInHistory();
   bool Evictable(const JobId& id, const JobRecord& record) const;
@@ -273,8 +394,9 @@ class SledCore {
 
   SledConfig config_;
   Rng& rng_;
-  BoundaryStore& boundary_;
+  BoundaryStore& store_;
   TimePoint now_{};
+  std::optional<TimePoint> started_at_;
   bool announced_ = false;
   itc::Version frontier_;
   std::optional<Session> active_;
@@ -282,9 +404,30 @@ class SledCore {
   std::set<JobId> executed_;  // this life's starts (the gate's own guard)
   std::deque<JobId> executed_order_;
   uint64_t executions_ = 0;
+  uint64_t skipped_ = 0;
+  uint64_t interrupted_ = 0;
   std::map<JobId, JobRecord> history_;
+  std::deque<JobId> history_order_;    // trusted job starts, in delivery order
   std::map<Nonce, TimePoint> nonces_;  // issued, unused, with expiry
   std::map<std::string, VersionAnnouncement> sleds_;
+
+  // The boundary.
+  std::optional<NetworkId> network_;
+  BoundaryRecord record_;
+  bool trusted_ = true;
+  std::string untrusted_reason_;
+  Nonce reset_nonce_;
+  bool drained_ = false;
+  bool deferred_write_ = false;  // flaw record_after_start: record_ not on the drives yet
+  Nonce birth_nonce_;
+  std::optional<itc::Version> birth_;
+  std::optional<PendingMarker> pending_marker_;
+  std::optional<itc::Version> join_frontier_;  // flaw zombies_by_join_frontier
+  // Own starts not classified yet (no birth marker, or not drained for the flaw).
+  std::vector<std::pair<itc::Version, JobId>> unclassified_starts_;
+  std::set<JobId> previous_life_starts_;                   // unresolved
+  std::vector<std::pair<JobId, bool>> passed_unresolved_;  // (job, last), before the drain
+
   std::vector<Output> out_;
 };
 
