@@ -1,9 +1,11 @@
 #include "once/gossip/session.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <memory_resource>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -446,89 +448,10 @@ class Reconciler {
   uint64_t sent_ = 0;
 };
 
-// Frame I/O with the session's budget, deadline and counters.
-class Wire {
- public:
-  Wire(Stream& stream, const SessionOptions& options, Deadline deadline, SessionReport& report)
-      : stream_(stream), options_(options), deadline_(deadline), report_(report) {}
-
-  Status Send(const Bytes& frame) {
-    ONCE_RETURN_IF_ERROR(CountFrame(frame.size()));
-    return stream_.Write(frame, deadline_);
-  }
-
-  Result<Frame> Recv() {
-    uint8_t header[wire::kFrameHeaderBytes];
-    ONCE_RETURN_IF_ERROR(stream_.Read(header, deadline_));
-    const uint32_t size = uint32_t{header[0]} << 24 | uint32_t{header[1]} << 16 |
-                          uint32_t{header[2]} << 8 | header[3];
-    if (size > options_.frame_bytes_max) {
-      return LimitError("frame_bytes_max", size, static_cast<int64_t>(options_.frame_bytes_max));
-    }
-    ONCE_RETURN_IF_ERROR(CountFrame(size + wire::kFrameHeaderBytes));
-    Bytes body(size);
-    ONCE_RETURN_IF_ERROR(stream_.Read(body, deadline_));
-    ONCE_ASSIGN_OR_RETURN(Frame frame, wire::Decode(body));
-    if (frame.kind == Kind::kRefuse) {
-      return MakeError(ErrorCode::kUnsupported, "gossip peer refused: " + frame.reason);
-    }
-    return frame;
-  }
-
-  Result<Frame> Expect(Kind kind) {
-    ONCE_ASSIGN_OR_RETURN(Frame frame, Recv());
-    if (frame.kind != kind) return Hostile("an unexpected frame kind");
-    return frame;
-  }
-
-  Status Refuse(const std::string& reason) {
-    FrameBuilder fb(Kind::kRefuse, options_.frame_bytes_max);
-    fb.PutReason(reason);
-    return Send(fb.Finish(false));
-  }
-
-  size_t budget() const { return options_.frame_bytes_max; }
-
- private:
-  Status CountFrame(size_t bytes) {
-    if (++report_.frames > options_.session_frames_max) {
-      return LimitError("session_frames_max", static_cast<int64_t>(report_.frames),
-                        static_cast<int64_t>(options_.session_frames_max));
-    }
-    report_.bytes += bytes;
-    return Ok();
-  }
-
-  Stream& stream_;
-  const SessionOptions& options_;
-  Deadline deadline_;
-  SessionReport& report_;
-};
-
 Status CheckOptions(const SessionOptions& options) {
   if (options.frame_bytes_max < kFrameBytesMin || options.frame_bytes_max > kFrameBytesMax) {
     return MakeError(ErrorCode::kInvalidArgument, "frame_bytes_max outside its bounds");
   }
-  return Ok();
-}
-
-// Alternating data frames until two consecutive ones are idle.
-Status Converse(Wire& io, Reconciler& rec, bool my_turn, bool sent_idle, bool recv_idle) {
-  for (;;) {
-    if (my_turn) {
-      FrameBuilder fb(Kind::kData, io.budget());
-      sent_idle = rec.Fill(fb);
-      ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(sent_idle)));
-      if (sent_idle && recv_idle) break;
-    } else {
-      ONCE_ASSIGN_OR_RETURN(Frame frame, io.Expect(Kind::kData));
-      ONCE_RETURN_IF_ERROR(rec.OnData(std::move(frame.data)));
-      recv_idle = frame.data.idle;
-      if (sent_idle && recv_idle) break;
-    }
-    my_turn = !my_turn;
-  }
-  if (!rec.Settled()) return Hostile("the session ended with nodes in dispute");
   return Ok();
 }
 
@@ -559,155 +482,438 @@ void Tally(SessionReport& report, const Reconciler& rec) {
   report.deleted = rec.deleted().size();
 }
 
-Status RetireAsInitiator(Wire& io, Host& host) {
-  ONCE_ASSIGN_OR_RETURN(itc::Party party, host.Donate());
-  FrameBuilder fb(Kind::kDonate, io.budget());
-  fb.PutParty(party.Encode());
-  ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(false)));
-  ONCE_RETURN_IF_ERROR(io.Expect(Kind::kAck));
-  return Ok();
+uint32_t HeaderBodyBytes(std::span<const uint8_t, wire::kFrameHeaderBytes> header) {
+  return uint32_t{header[0]} << 24 | uint32_t{header[1]} << 16 | uint32_t{header[2]} << 8 |
+         header[3];
 }
 
-Status RetireAsResponder(Wire& io, Host& host) {
-  ONCE_ASSIGN_OR_RETURN(Frame frame, io.Expect(Kind::kDonate));
-  ONCE_ASSIGN_OR_RETURN(itc::Party party, itc::Party::Decode(frame.party));
-  if (auto taken = host.TakeDonation(std::move(party)); !taken) {
-    (void)io.Refuse(taken.error().message);
-    return taken;
+}  // namespace
+
+static_assert(SessionMachine::kHeaderBytes == wire::kFrameHeaderBytes);
+
+// The whole session of one side. Phases: the greeting, the alternating data
+// frames (Converse), then the identity step of kRetire, then done. A step
+// that must follow the write of this side's frame (the end of the
+// conversation when this side sent the last idle frame, or the end of the
+// session) waits in `after_write` for OnWritten.
+struct SessionMachine::State {
+  enum class Phase : uint8_t { kAwaitHello, kConverse, kAwaitAck, kAwaitDonate, kDone, kFailed };
+  enum class AfterWrite : uint8_t { kNothing, kEndConverse, kDone };
+
+  State(Host& h, const SessionOptions& o, bool init, Mode m)
+      : host(h), options(o), initiator(init), mode(m) {}
+
+  Host& host;
+  const SessionOptions options;
+  const bool initiator;
+  Mode mode;  // the responder learns it from the greeting
+  Phase phase = Phase::kAwaitHello;
+  AfterWrite after_write = AfterWrite::kNothing;
+  bool unconfirmed = false;  // frames taken, OnWritten not called yet
+  std::vector<Bytes> outgoing;
+  SessionReport report;
+  Error error;  // kFailed
+
+  Host::Begun begun;  // empty for a newcomer
+  std::optional<itc::Party> granted;
+  Hello peer;  // the peer's greeting
+  std::optional<Reconciler> rec;
+  bool sent_idle = false;
+  bool recv_idle = false;
+
+  size_t budget() const { return options.frame_bytes_max; }
+  const Snapshot& mine() const { return begun.snapshot; }
+
+  // ---- frames ----
+
+  Status CountFrame(size_t bytes) {
+    if (++report.frames > options.session_frames_max) {
+      return LimitError("session_frames_max", static_cast<int64_t>(report.frames),
+                        static_cast<int64_t>(options.session_frames_max));
+    }
+    report.bytes += bytes;
+    return Ok();
   }
-  return io.Send(FrameBuilder(Kind::kAck, io.budget()).Finish(false));
+
+  Status Queue(Bytes frame) {
+    ONCE_RETURN_IF_ERROR(CountFrame(frame.size()));
+    outgoing.push_back(std::move(frame));
+    return Ok();
+  }
+
+  // Queues a refusal (best effort: over session_frames_max it is dropped).
+  void Refuse(const std::string& reason) {
+    FrameBuilder fb(Kind::kRefuse, budget());
+    fb.PutReason(reason);
+    (void)Queue(fb.Finish(false));
+  }
+
+  Result<size_t> BodyBytes(std::span<const uint8_t, wire::kFrameHeaderBytes> header) const {
+    const uint32_t size = HeaderBodyBytes(header);
+    if (size > options.frame_bytes_max) {
+      return LimitError("frame_bytes_max", size, static_cast<int64_t>(options.frame_bytes_max));
+    }
+    if (report.frames + 1 > options.session_frames_max) {
+      return LimitError("session_frames_max", static_cast<int64_t>(report.frames + 1),
+                        static_cast<int64_t>(options.session_frames_max));
+    }
+    return size;
+  }
+
+  // Checks and decodes one received frame (a refusal is kUnsupported).
+  Result<Frame> Receive(std::span<const uint8_t> bytes) {
+    if (bytes.size() < wire::kFrameHeaderBytes) {
+      return MakeError(ErrorCode::kInvalidArgument, "gossip frame: shorter than its header");
+    }
+    const auto header = bytes.first<wire::kFrameHeaderBytes>();
+    const uint32_t size = HeaderBodyBytes(header);
+    if (size > options.frame_bytes_max) {
+      return LimitError("frame_bytes_max", size, static_cast<int64_t>(options.frame_bytes_max));
+    }
+    if (bytes.size() - wire::kFrameHeaderBytes != size) {
+      return MakeError(ErrorCode::kInvalidArgument, "gossip frame: length header disagrees");
+    }
+    ONCE_RETURN_IF_ERROR(CountFrame(bytes.size()));
+    ONCE_ASSIGN_OR_RETURN(Frame frame, wire::Decode(bytes.subspan(wire::kFrameHeaderBytes)));
+    if (frame.kind == Kind::kRefuse) {
+      return MakeError(ErrorCode::kUnsupported, "gossip peer refused: " + frame.reason);
+    }
+    return frame;
+  }
+
+  // ---- dispatch ----
+
+  Status OnFrame(std::span<const uint8_t> bytes) {
+    ONCE_ASSIGN_OR_RETURN(Frame frame, Receive(bytes));
+    switch (phase) {
+      case Phase::kAwaitHello:
+        if (frame.kind != Kind::kHello) return Hostile("an unexpected frame kind");
+        return initiator ? OnReply(std::move(frame)) : OnGreeting(std::move(frame));
+      case Phase::kConverse:
+        if (frame.kind != Kind::kData) return Hostile("an unexpected frame kind");
+        return OnData(std::move(frame.data));
+      case Phase::kAwaitAck:
+        if (frame.kind != Kind::kAck) return Hostile("an unexpected frame kind");
+        report.outcome = SessionReport::Outcome::kRetired;
+        phase = Phase::kDone;
+        return Ok();
+      case Phase::kAwaitDonate:
+        if (frame.kind != Kind::kDonate) return Hostile("an unexpected frame kind");
+        return OnDonation(frame.party);
+      case Phase::kDone:
+      case Phase::kFailed:
+        break;
+    }
+    ONCE_CHECK(false);  // OnFrame's caller checked the phase
+    return Ok();
+  }
+
+  Status OnWritten() {
+    unconfirmed = false;
+    const AfterWrite next = std::exchange(after_write, AfterWrite::kNothing);
+    if (next == AfterWrite::kEndConverse) return EndConverse();
+    if (next == AfterWrite::kDone) phase = Phase::kDone;
+    return Ok();
+  }
+
+  // ---- greeting ----
+
+  // The initiator's greeting: its Hello and the root record, proposed
+  // speculatively.
+  Status SendGreeting() {
+    FrameBuilder fb(Kind::kHello, budget());
+    fb.PutHello(MakeHello(mode, mine()));
+    Record root;
+    for (int c = 0; c < internal::kFanout; ++c) {
+      const View child = View{mine().root().get(), nullptr}.Child(0, c);
+      if (child.empty()) continue;
+      root.present |= static_cast<uint16_t>(1u << c);
+      root.children[c] = child.summary();
+    }
+    fb.AddRecord(root);
+    return Queue(fb.Finish(false));
+  }
+
+  // The initiator receives the responder's Hello.
+  Status OnReply(Frame&& reply) {
+    peer = std::move(reply.hello);
+    report.peer_network = peer.network;
+    if (peer.mode != mode) return Hostile("a greeting in another mode");
+    if (mode == Mode::kBootstrap) {
+      if (!peer.party) return Hostile("a bootstrap greeting without a party");
+      ONCE_ASSIGN_OR_RETURN(itc::Party party, itc::Party::Decode(*peer.party));
+      granted = std::move(party);
+    } else if (peer.network != mine().network()) {
+      report.outcome = Mismatch(mine(), peer);
+      phase = Phase::kDone;
+      return Ok();
+    }
+    rec.emplace(mine(), peer.ceiling, peer.root, options);
+    if (peer.converged) {
+      if (peer.ceiling != mine().ceiling())
+        return Hostile("a converged greeting with another ceiling");
+      return FinishInitiator();
+    }
+    rec->OpenRoot(/*proposed=*/true);
+    recv_idle = reply.data.idle;
+    ONCE_RETURN_IF_ERROR(rec->OnData(std::move(reply.data)));
+    phase = Phase::kConverse;
+    return SendData();
+  }
+
+  // The responder receives the initiator's Hello: takes its snapshot (or
+  // grants a newcomer a party) and answers.
+  Status OnGreeting(Frame&& first) {
+    peer = std::move(first.hello);
+    mode = peer.mode;
+    report.peer_network = peer.network;
+    if (peer.party) return Hostile("an initiator's greeting with a party");
+    if (!first.data.messages.empty()) return Hostile("an initiator's greeting with messages");
+    ONCE_RETURN_IF_ERROR(TakeSnapshot());
+    Hello hello = MakeHello(peer.mode, mine());
+    if (granted) hello.party = granted->Encode();
+    FrameBuilder fb(Kind::kHello, budget());
+    if (!granted && peer.network != mine().network()) {
+      fb.PutHello(hello);
+      ONCE_RETURN_IF_ERROR(Queue(fb.Finish(true)));
+      report.outcome = Mismatch(mine(), peer);
+      after_write = AfterWrite::kDone;
+      return Ok();
+    }
+    hello.converged = peer.ceiling == mine().ceiling();
+    rec.emplace(mine(), peer.ceiling, peer.root, options);
+    fb.PutHello(hello);
+    if (hello.converged) {
+      ONCE_RETURN_IF_ERROR(Queue(fb.Finish(true)));
+      report.outcome = SessionReport::Outcome::kConverged;
+      return AfterSync(/*written=*/false);
+    }
+    if (!rec->OpenRoot(/*proposed=*/false)) first.data.records.clear();
+    ONCE_RETURN_IF_ERROR(rec->OnData(std::move(first.data)));
+    sent_idle = rec->Fill(fb);
+    ONCE_RETURN_IF_ERROR(Queue(fb.Finish(sent_idle)));
+    phase = Phase::kConverse;
+    return Ok();
+  }
+
+  // The responder's snapshot: a grant for a newcomer, else Host::Begin.
+  Status TakeSnapshot() {
+    if (peer.mode == Mode::kBootstrap) {
+      if (!peer.network.bootstrapping() || peer.root.count != 0 || peer.ceiling != itc::Version{}) {
+        return Hostile("a newcomer's greeting that is not empty");
+      }
+      auto grant = host.Grant();
+      if (!grant) {
+        Refuse(grant.error().message);
+        return std::unexpected(grant.error());
+      }
+      granted = std::move(grant->party);
+      begun = std::move(grant->begun);
+      return Ok();
+    }
+    if (peer.network.bootstrapping()) {
+      return Hostile("a sync greeting from the bootstrapping network");
+    }
+    ONCE_ASSIGN_OR_RETURN(begun, host.Begin());
+    return Ok();
+  }
+
+  // ---- conversation: alternating data frames until two in a row are idle ----
+
+  Status SendData() {
+    FrameBuilder fb(Kind::kData, budget());
+    sent_idle = rec->Fill(fb);
+    ONCE_RETURN_IF_ERROR(Queue(fb.Finish(sent_idle)));
+    if (sent_idle && recv_idle) after_write = AfterWrite::kEndConverse;
+    return Ok();
+  }
+
+  Status OnData(Data&& data) {
+    recv_idle = data.idle;
+    ONCE_RETURN_IF_ERROR(rec->OnData(std::move(data)));
+    if (sent_idle && recv_idle) return EndConverse();
+    return SendData();
+  }
+
+  Status EndConverse() {
+    if (!rec->Settled()) return Hostile("the session ended with nodes in dispute");
+    return initiator ? FinishInitiator() : FinishResponder();
+  }
+
+  // ---- the end: commit, then the identity step ----
+
+  Status FinishInitiator() {
+    Tally(report, *rec);
+    if (mode == Mode::kBootstrap) {
+      Replica adopted = Replica::Fresh(peer.network, std::move(*granted));
+      adopted.CommitJoin(rec->TakeReceived(), {}, peer.ceiling);
+      ONCE_RETURN_IF_ERROR(host.Adopt(std::move(adopted)));
+      report.outcome = SessionReport::Outcome::kBootstrapped;
+      phase = Phase::kDone;
+      return Ok();
+    }
+    if (!peer.converged) {
+      ONCE_RETURN_IF_ERROR(
+          host.Commit(std::move(begun), rec->TakeReceived(), rec->deleted(), peer.ceiling));
+    }
+    report.outcome =
+        peer.converged ? SessionReport::Outcome::kConverged : SessionReport::Outcome::kSynced;
+    if (mode != Mode::kRetire) {
+      phase = Phase::kDone;
+      return Ok();
+    }
+    ONCE_ASSIGN_OR_RETURN(itc::Party party, host.Donate());
+    FrameBuilder fb(Kind::kDonate, budget());
+    fb.PutParty(party.Encode());
+    ONCE_RETURN_IF_ERROR(Queue(fb.Finish(false)));
+    phase = Phase::kAwaitAck;
+    return Ok();
+  }
+
+  Status FinishResponder() {
+    Tally(report, *rec);
+    ONCE_RETURN_IF_ERROR(
+        host.Commit(std::move(begun), rec->TakeReceived(), rec->deleted(), peer.ceiling));
+    report.outcome = SessionReport::Outcome::kSynced;
+    return AfterSync(/*written=*/true);
+  }
+
+  // The responder after its sync (or its converged greeting, still to be
+  // written): the outcome, then the donation of kRetire or the end.
+  Status AfterSync(bool written) {
+    if (granted) report.outcome = SessionReport::Outcome::kGranted;
+    if (peer.mode == Mode::kRetire) {
+      phase = Phase::kAwaitDonate;
+    } else if (written) {
+      phase = Phase::kDone;
+    } else {
+      after_write = AfterWrite::kDone;
+    }
+    return Ok();
+  }
+
+  Status OnDonation(const Bytes& encoded) {
+    ONCE_ASSIGN_OR_RETURN(itc::Party party, itc::Party::Decode(encoded));
+    if (auto taken = host.TakeDonation(std::move(party)); !taken) {
+      Refuse(taken.error().message);
+      return taken;
+    }
+    ONCE_RETURN_IF_ERROR(Queue(FrameBuilder(Kind::kAck, budget()).Finish(false)));
+    report.outcome = SessionReport::Outcome::kTookDonation;
+    after_write = AfterWrite::kDone;
+    return Ok();
+  }
+
+  // ---- errors ----
+
+  Status Fail(Status status) {
+    if (!status) {
+      error = status.error();
+      phase = Phase::kFailed;
+      after_write = AfterWrite::kNothing;
+    }
+    return status;
+  }
+  Status Failed() const { return std::unexpected(error); }
+};
+
+SessionMachine::SessionMachine(std::unique_ptr<State> state) : state_(std::move(state)) {}
+SessionMachine::SessionMachine(SessionMachine&&) noexcept = default;
+SessionMachine& SessionMachine::operator=(SessionMachine&&) noexcept = default;
+SessionMachine::~SessionMachine() = default;
+
+Result<SessionMachine> SessionMachine::Initiate(Host& host, Mode mode,
+                                                const SessionOptions& options) {
+  ONCE_RETURN_IF_ERROR(CheckOptions(options));
+  auto state = std::make_unique<State>(host, options, /*initiator=*/true, mode);
+  if (mode != Mode::kBootstrap) {
+    ONCE_ASSIGN_OR_RETURN(state->begun, host.Begin());
+  }
+  ONCE_RETURN_IF_ERROR(state->SendGreeting());
+  return SessionMachine(std::move(state));
+}
+
+Result<SessionMachine> SessionMachine::Respond(Host& host, const SessionOptions& options) {
+  ONCE_RETURN_IF_ERROR(CheckOptions(options));
+  return SessionMachine(std::make_unique<State>(host, options, /*initiator=*/false, Mode::kSync));
+}
+
+std::vector<Bytes> SessionMachine::TakeOutgoing() {
+  std::vector<Bytes> out = std::move(state_->outgoing);
+  state_->outgoing.clear();
+  if (!out.empty() && state_->phase != State::Phase::kFailed) state_->unconfirmed = true;
+  return out;
+}
+
+Status SessionMachine::OnWritten() {
+  State& s = *state_;
+  if (s.phase == State::Phase::kFailed) return s.Failed();
+  if (!s.unconfirmed) return Ok();
+  return s.Fail(s.OnWritten());
+}
+
+Status SessionMachine::OnFrame(std::span<const uint8_t> frame) {
+  State& s = *state_;
+  if (s.phase == State::Phase::kFailed) return s.Failed();
+  if (!s.outgoing.empty()) return s.Fail(Hostile("a frame out of turn"));
+  if (s.unconfirmed) ONCE_RETURN_IF_ERROR(s.Fail(s.OnWritten()));
+  if (s.phase == State::Phase::kDone) return Hostile("a frame after the end of the session");
+  return s.Fail(s.OnFrame(frame));
+}
+
+Result<size_t> SessionMachine::BodyBytes(std::span<const uint8_t, kHeaderBytes> header) const {
+  return state_->BodyBytes(header);
+}
+
+bool SessionMachine::done() const { return state_->phase == State::Phase::kDone; }
+
+bool SessionMachine::finished() const {
+  return state_->phase == State::Phase::kDone || state_->phase == State::Phase::kFailed;
+}
+
+const SessionReport& SessionMachine::report() const {
+  ONCE_CHECK(done());
+  return state_->report;
+}
+
+namespace {
+
+// Runs a machine over a stream: writes what it queues, reads what it waits
+// for (the header first, so frame_bytes_max is checked before the body is
+// read), until it is done or fails.
+Result<SessionReport> Drive(SessionMachine& machine, Stream& stream, Deadline deadline) {
+  for (;;) {
+    // A write may queue the next frame (a retiring initiator's donation).
+    for (auto frames = machine.TakeOutgoing(); !frames.empty(); frames = machine.TakeOutgoing()) {
+      for (const Bytes& frame : frames) ONCE_RETURN_IF_ERROR(stream.Write(frame, deadline));
+      ONCE_RETURN_IF_ERROR(machine.OnWritten());
+    }
+    if (machine.done()) return machine.report();
+    std::array<uint8_t, SessionMachine::kHeaderBytes> header{};
+    ONCE_RETURN_IF_ERROR(stream.Read(header, deadline));
+    ONCE_ASSIGN_OR_RETURN(const size_t body_bytes, machine.BodyBytes(header));
+    Bytes frame(header.size() + body_bytes);
+    std::copy(header.begin(), header.end(), frame.begin());
+    ONCE_RETURN_IF_ERROR(stream.Read(std::span(frame).subspan(header.size()), deadline));
+    if (Status status = machine.OnFrame(frame); !status) {
+      for (const Bytes& refusal : machine.TakeOutgoing()) (void)stream.Write(refusal, deadline);
+      return std::unexpected(status.error());
+    }
+  }
 }
 
 }  // namespace
 
 Result<SessionReport> Initiate(Stream& stream, Host& host, Mode mode, const SessionOptions& options,
                                Deadline deadline) {
-  ONCE_RETURN_IF_ERROR(CheckOptions(options));
-  SessionReport report;
-  Wire io(stream, options, deadline, report);
-  Host::Begun begun;
-  if (mode != Mode::kBootstrap) {
-    ONCE_ASSIGN_OR_RETURN(begun, host.Begin());
-  }
-  const Snapshot& mine = begun.snapshot;  // empty for a newcomer
-  {
-    FrameBuilder fb(Kind::kHello, io.budget());
-    fb.PutHello(MakeHello(mode, mine));
-    Record root;  // the root listing, proposed speculatively
-    for (int c = 0; c < internal::kFanout; ++c) {
-      const View child = View{mine.root().get(), nullptr}.Child(0, c);
-      if (child.empty()) continue;
-      root.present |= static_cast<uint16_t>(1u << c);
-      root.children[c] = child.summary();
-    }
-    fb.AddRecord(root);
-    ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(false)));
-  }
-  ONCE_ASSIGN_OR_RETURN(Frame reply, io.Expect(Kind::kHello));
-  const Hello& peer = reply.hello;
-  report.peer_network = peer.network;
-  if (peer.mode != mode) return Hostile("a greeting in another mode");
-  std::optional<itc::Party> granted;
-  Snapshot fresh;
-  if (mode == Mode::kBootstrap) {
-    if (!peer.party) return Hostile("a bootstrap greeting without a party");
-    ONCE_ASSIGN_OR_RETURN(itc::Party party, itc::Party::Decode(*peer.party));
-    granted = std::move(party);
-  } else if (peer.network != mine.network()) {
-    report.outcome = Mismatch(mine, peer);
-    return report;
-  }
-  Reconciler rec(mine, peer.ceiling, peer.root, options);
-  if (!peer.converged) {
-    rec.OpenRoot(/*proposed=*/true);
-    ONCE_RETURN_IF_ERROR(rec.OnData(std::move(reply.data)));
-    ONCE_RETURN_IF_ERROR(Converse(io, rec, true, false, reply.data.idle));
-  } else if (peer.ceiling != mine.ceiling()) {
-    return Hostile("a converged greeting with another ceiling");
-  }
-  Tally(report, rec);
-  if (mode == Mode::kBootstrap) {
-    Replica adopted = Replica::Fresh(peer.network, std::move(*granted));
-    adopted.CommitJoin(rec.TakeReceived(), {}, peer.ceiling);
-    ONCE_RETURN_IF_ERROR(host.Adopt(std::move(adopted)));
-    report.outcome = SessionReport::Outcome::kBootstrapped;
-    return report;
-  }
-  if (!peer.converged) {
-    ONCE_RETURN_IF_ERROR(
-        host.Commit(std::move(begun), rec.TakeReceived(), rec.deleted(), peer.ceiling));
-  }
-  report.outcome =
-      peer.converged ? SessionReport::Outcome::kConverged : SessionReport::Outcome::kSynced;
-  if (mode == Mode::kRetire) {
-    ONCE_RETURN_IF_ERROR(RetireAsInitiator(io, host));
-    report.outcome = SessionReport::Outcome::kRetired;
-  }
-  return report;
+  ONCE_ASSIGN_OR_RETURN(SessionMachine machine, SessionMachine::Initiate(host, mode, options));
+  return Drive(machine, stream, deadline);
 }
 
 Result<SessionReport> Respond(Stream& stream, Host& host, const SessionOptions& options,
                               Deadline deadline) {
-  ONCE_RETURN_IF_ERROR(CheckOptions(options));
-  SessionReport report;
-  Wire io(stream, options, deadline, report);
-  ONCE_ASSIGN_OR_RETURN(Frame first, io.Expect(Kind::kHello));
-  Hello& peer = first.hello;
-  report.peer_network = peer.network;
-  if (peer.party) return Hostile("an initiator's greeting with a party");
-  if (!first.data.messages.empty()) return Hostile("an initiator's greeting with messages");
-  std::optional<itc::Party> granted;
-  Host::Begun begun;
-  if (peer.mode == Mode::kBootstrap) {
-    if (!peer.network.bootstrapping() || peer.root.count != 0 || peer.ceiling != itc::Version{}) {
-      return Hostile("a newcomer's greeting that is not empty");
-    }
-    auto grant = host.Grant();
-    if (!grant) {
-      (void)io.Refuse(grant.error().message);
-      return std::unexpected(grant.error());
-    }
-    granted = std::move(grant->party);
-    begun = std::move(grant->begun);
-  } else if (peer.network.bootstrapping()) {
-    return Hostile("a sync greeting from the bootstrapping network");
-  } else {
-    ONCE_ASSIGN_OR_RETURN(begun, host.Begin());
-  }
-  const Snapshot& mine = begun.snapshot;
-  Hello hello = MakeHello(peer.mode, mine);
-  if (granted) hello.party = granted->Encode();
-  if (!granted && peer.network != mine.network()) {
-    FrameBuilder fb(Kind::kHello, io.budget());
-    fb.PutHello(hello);
-    ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(true)));
-    report.outcome = Mismatch(mine, peer);
-    return report;
-  }
-  hello.converged = peer.ceiling == mine.ceiling();
-  Reconciler rec(mine, peer.ceiling, peer.root, options);
-  FrameBuilder fb(Kind::kHello, io.budget());
-  fb.PutHello(hello);
-  if (hello.converged) {
-    ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(true)));
-  } else {
-    if (!rec.OpenRoot(/*proposed=*/false)) first.data.records.clear();
-    ONCE_RETURN_IF_ERROR(rec.OnData(std::move(first.data)));
-    const bool idle = rec.Fill(fb);
-    ONCE_RETURN_IF_ERROR(io.Send(fb.Finish(idle)));
-    ONCE_RETURN_IF_ERROR(Converse(io, rec, false, idle, false));
-    Tally(report, rec);
-    ONCE_RETURN_IF_ERROR(
-        host.Commit(std::move(begun), rec.TakeReceived(), rec.deleted(), peer.ceiling));
-  }
-  report.outcome =
-      hello.converged ? SessionReport::Outcome::kConverged : SessionReport::Outcome::kSynced;
-  if (granted) report.outcome = SessionReport::Outcome::kGranted;
-  if (peer.mode == Mode::kRetire) {
-    ONCE_RETURN_IF_ERROR(RetireAsResponder(io, host));
-    report.outcome = SessionReport::Outcome::kTookDonation;
-  }
-  return report;
+  ONCE_ASSIGN_OR_RETURN(SessionMachine machine, SessionMachine::Respond(host, options));
+  return Drive(machine, stream, deadline);
 }
 
 }  // namespace once::gossip

@@ -25,6 +25,20 @@
 // message); kUnsupported for a peer speaking another protocol version or a
 // replica without the party a mode needs; kCancelled when the replica left
 // its universe during the session. The stream is unusable after an error.
+//
+// Initiate and Respond are loops over a SessionMachine, which holds the whole
+// protocol and does no I/O: a caller that moves the frames itself (a
+// deterministic simulator, an event loop) runs the same sessions, frame by
+// frame, with the same bytes, limits, errors and commit points.
+//
+//   ONCE_ASSIGN_OR_RETURN(SessionMachine a, SessionMachine::Initiate(host_a, Mode::kSync, {}));
+//   ONCE_ASSIGN_OR_RETURN(SessionMachine b, SessionMachine::Respond(host_b, {}));
+//   while (!a.done() || !b.done()) {   // one thread; a real driver also stops on errors
+//     for (const Bytes& f : a.TakeOutgoing()) ONCE_RETURN_IF_ERROR(b.OnFrame(f));
+//     ONCE_RETURN_IF_ERROR(a.OnWritten());
+//     for (const Bytes& f : b.TakeOutgoing()) ONCE_RETURN_IF_ERROR(a.OnFrame(f));
+//     ONCE_RETURN_IF_ERROR(b.OnWritten());
+//   }
 
 #pragma once
 
@@ -33,6 +47,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <vector>
 
 #include "once/base/result.h"
 #include "once/gossip/limits.h"
@@ -139,6 +154,75 @@ struct SessionReport {
   uint64_t deleted = 0;   // local messages the peer had deleted
   uint64_t frames = 0;    // frames written and read
   uint64_t bytes = 0;     // bytes written and read
+};
+
+// One side of a session as a state machine without I/O (see the file
+// comment). The caller writes each frame TakeOutgoing returns, in order, then
+// calls OnWritten; it hands each frame it reads from the peer to OnFrame. At
+// most one frame is in flight in each session, so a machine never has more
+// than one frame to write, except a refusal after an error.
+//
+// The machine calls its Host at the protocol points the blocking functions
+// do: Begin (or Grant) before its first frame leaves; Commit, Adopt, Donate
+// and TakeDonation only once the last data frame of the session has been
+// read, or written (OnWritten). A caller that stops moving frames (a cut link,
+// a deadline it keeps itself) just drops the machine: the replica is
+// unchanged, and local Sends made meanwhile are kept.
+//
+// Errors: those of the blocking session (see the file comment) except the
+// stream's (the caller's I/O), plus kInvalidArgument for a frame whose length
+// header disagrees with its size and kCorruption for a frame that arrives out
+// of turn (before this side's own frame was taken). After an error the machine
+// is finished and every later call returns the same error. The replica is as
+// it was before the session, unless the error came in the retirement step
+// that follows a kRetire session's commit (the donation and its ack), as with
+// the blocking functions. TakeOutgoing may still hold a refusal (kRefuse) for
+// the caller to write, at its option, before it closes the link.
+//
+// Threads: one thread at a time per machine; the Host is thread-safe.
+class SessionMachine {
+ public:
+  // Bytes of a frame's length header (big-endian body size).
+  static constexpr size_t kHeaderBytes = 4;
+
+  // The initiating side: checks the options, takes the snapshot (Host::Begin,
+  // which persists the bookmark first; nothing for kBootstrap) and queues the
+  // greeting.
+  static Result<SessionMachine> Initiate(Host& host, Mode mode, const SessionOptions& options);
+  // The responding side: checks the options and waits for the peer's greeting.
+  static Result<SessionMachine> Respond(Host& host, const SessionOptions& options);
+
+  SessionMachine(SessionMachine&&) noexcept;
+  SessionMachine& operator=(SessionMachine&&) noexcept;
+  ~SessionMachine();
+
+  // The frames to write next, in order, each complete (header and body);
+  // empty when there is nothing to write.
+  std::vector<Bytes> TakeOutgoing();
+  // Every frame taken so far was written. A session whose last data frame is
+  // this side's commits here (and a retiring initiator then donates and queues
+  // the donation). A no-op when nothing taken is unconfirmed.
+  Status OnWritten();
+  // One frame from the peer, header and body. A frame while frames taken are
+  // still unconfirmed confirms them first (the peer answered them). A frame
+  // after the session's end is kCorruption and changes nothing.
+  Status OnFrame(std::span<const uint8_t> frame);
+  // The body size a received header announces, or the error OnFrame would
+  // return for any frame with that header (frame_bytes_max, checked before
+  // the body is read; session_frames_max). For a reader of byte streams.
+  Result<size_t> BodyBytes(std::span<const uint8_t, kHeaderBytes> header) const;
+
+  // Finished successfully: nothing left to write or read, report() valid.
+  bool done() const;
+  // Finished, successfully or by an error.
+  bool finished() const;
+  // The session's report (only when done()).
+  const SessionReport& report() const;
+
+ private:
+  struct State;
+  explicit SessionMachine(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 // Starts a session in `mode` (kBootstrap adopts the peer's universe on
