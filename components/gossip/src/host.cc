@@ -58,6 +58,11 @@ NetworkId Host::network() const {
   return replica_.network();
 }
 
+Status Host::Persist() {
+  std::lock_guard lock(mu_);
+  return PersistLocked();
+}
+
 Result<Host::Begun> Host::Begin() {
   std::lock_guard lock(mu_);
   ONCE_RETURN_IF_ERROR(PersistLocked());
@@ -101,6 +106,24 @@ Status Host::Adopt(Replica replica) {
   }
   if (on_reset_) on_reset_(old_network, new_network);
   return Ok();
+}
+
+Result<bool> Host::Bootstrapped(const NetworkId& network, itc::Party granted,
+                                ReceivedLeaves&& received, const itc::Version& ceiling) {
+  {
+    std::lock_guard lock(mu_);
+    if (replica_.network() == network && replica_.party()) {
+      replica_.CommitJoin(std::move(received), {}, ceiling);
+      // The halves are disjoint (the granted one was forked from the winner's).
+      (void)replica_.JoinParty(std::move(granted));
+      ONCE_RETURN_IF_ERROR(PersistLocked());
+      return false;
+    }
+  }
+  Replica adopted = Replica::Fresh(network, std::move(granted));
+  adopted.CommitJoin(std::move(received), {}, ceiling);
+  ONCE_RETURN_IF_ERROR(Adopt(std::move(adopted)));
+  return true;
 }
 
 Result<itc::Party> Host::Donate() {

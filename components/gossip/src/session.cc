@@ -745,9 +745,8 @@ struct SessionMachine::State {
   Status FinishInitiator() {
     Tally(report, *rec);
     if (mode == Mode::kBootstrap) {
-      Replica adopted = Replica::Fresh(peer.network, std::move(*granted));
-      adopted.CommitJoin(rec->TakeReceived(), {}, peer.ceiling);
-      ONCE_RETURN_IF_ERROR(host.Adopt(std::move(adopted)));
+      ONCE_RETURN_IF_ERROR(
+          host.Bootstrapped(peer.network, std::move(*granted), rec->TakeReceived(), peer.ceiling));
       report.outcome = SessionReport::Outcome::kBootstrapped;
       phase = Phase::kDone;
       return Ok();

@@ -15,6 +15,7 @@ constexpr uint8_t kHasNetwork = 1;
 constexpr uint8_t kHasChain = 1;  // session, last_executed, successor
 constexpr uint8_t kHasOutcome = 2;
 constexpr uint8_t kHasMarker = 4;
+constexpr uint8_t kHasRenewed = 8;
 constexpr uint8_t kHasLastReset = 2;
 
 bool StrictlyAbove(const itc::Version& v, const itc::Version& floor) {
@@ -23,19 +24,20 @@ bool StrictlyAbove(const itc::Version& v, const itc::Version& floor) {
 
 // ---- encoding ----
 
-Status WriteVersion(Writer& w, const itc::Version& v) {
+Status WriteVersion(Writer& w, const itc::Version& v,
+                    const char* limit = "boundary_version_bytes_max",
+                    size_t max = kBoundaryVersionBytesMax) {
   const Bytes bytes = v.Encode();
-  ONCE_RETURN_IF_ERROR(
-      wire::CheckSize("boundary_version_bytes_max", bytes.size(), kBoundaryVersionBytesMax));
+  ONCE_RETURN_IF_ERROR(wire::CheckSize(limit, bytes.size(), max));
   w.U16(static_cast<uint16_t>(bytes.size()));
   w.Raw(bytes);
   return Ok();
 }
 
-Result<itc::Version> ReadVersion(Reader& r) {
+Result<itc::Version> ReadVersion(Reader& r, const char* limit = "boundary_version_bytes_max",
+                                 size_t max = kBoundaryVersionBytesMax) {
   ONCE_ASSIGN_OR_RETURN(uint16_t size, r.U16());
-  ONCE_RETURN_IF_ERROR(
-      wire::CheckSize("boundary_version_bytes_max", size, kBoundaryVersionBytesMax));
+  ONCE_RETURN_IF_ERROR(wire::CheckSize(limit, size, max));
   if (size > r.remaining()) return MakeError(ErrorCode::kInvalidArgument, "truncated");
   Bytes bytes(size);
   for (uint8_t& b : bytes) {
@@ -90,14 +92,33 @@ Result<ExitReport> ReadOutcome(Reader& r) {
   return report;
 }
 
+Status WriteMarkers(Writer& w, const std::vector<itc::Version>& markers) {
+  ONCE_RETURN_IF_ERROR(wire::CheckSize("markers_max", markers.size(), kMarkersMax));
+  w.U8(static_cast<uint8_t>(markers.size()));
+  for (const itc::Version& m : markers) {
+    ONCE_RETURN_IF_ERROR(WriteVersion(w, m, "marker_bytes_max", kMarkerBytesMax));
+  }
+  return Ok();
+}
+
+Result<std::vector<itc::Version>> ReadMarkers(Reader& r) {
+  ONCE_ASSIGN_OR_RETURN(uint8_t count, r.U8());
+  ONCE_RETURN_IF_ERROR(wire::CheckSize("markers_max", count, kMarkersMax));
+  std::vector<itc::Version> out;
+  for (uint8_t i = 0; i < count; ++i) {
+    ONCE_ASSIGN_OR_RETURN(itc::Version m, ReadVersion(r, "marker_bytes_max", kMarkerBytesMax));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 Status WriteUniverse(Writer& w, const UniverseBoundary& u) {
   const bool chain = u.session.has_value();
   if (chain != u.last_executed.has_value() || chain != u.successor.has_value()) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "boundary: session, last_executed and successor go together");
   }
-  w.U8(static_cast<uint8_t>((chain ? kHasChain : 0) | (u.outcome ? kHasOutcome : 0) |
-                            (u.marker ? kHasMarker : 0)));
+  w.U8(static_cast<uint8_t>((chain ? kHasChain : 0) | (u.outcome ? kHasOutcome : 0)));
   ONCE_RETURN_IF_ERROR(WriteVersion(w, u.executed));
   if (chain) {
     w.Raw(u.session->bytes);
@@ -105,14 +126,14 @@ Status WriteUniverse(Writer& w, const UniverseBoundary& u) {
     w.Raw(u.successor->bytes);
   }
   if (u.outcome) ONCE_RETURN_IF_ERROR(WriteOutcome(w, *u.outcome));
-  if (u.marker) ONCE_RETURN_IF_ERROR(WriteVersion(w, *u.marker));
-  return Ok();
+  ONCE_RETURN_IF_ERROR(WriteMarkers(w, u.floor));
+  return WriteMarkers(w, u.markers);
 }
 
 Result<UniverseBoundary> ReadUniverse(Reader& r) {
   UniverseBoundary u;
   ONCE_ASSIGN_OR_RETURN(uint8_t flags, r.U8());
-  if (flags & ~(kHasChain | kHasOutcome | kHasMarker)) {
+  if (flags & ~(kHasChain | kHasOutcome)) {
     return MakeError(ErrorCode::kInvalidArgument, "boundary: unknown universe flags");
   }
   ONCE_ASSIGN_OR_RETURN(u.executed, ReadVersion(r));
@@ -124,9 +145,8 @@ Result<UniverseBoundary> ReadUniverse(Reader& r) {
   if (flags & kHasOutcome) {
     ONCE_ASSIGN_OR_RETURN(u.outcome, ReadOutcome(r));
   }
-  if (flags & kHasMarker) {
-    ONCE_ASSIGN_OR_RETURN(u.marker, ReadVersion(r));
-  }
+  ONCE_ASSIGN_OR_RETURN(u.floor, ReadMarkers(r));
+  ONCE_ASSIGN_OR_RETURN(u.markers, ReadMarkers(r));
   return u;
 }
 
@@ -154,6 +174,11 @@ bool KnownExactly(const BoundaryRecord& record, const NetworkId& network) {
 // filter), in every branch.
 void Enter(BoundaryRecord& record, const NetworkId& network, const BoundaryOptions& options) {
   if (record.network == network) return;
+  UniverseBoundary entered;  // what the map knows of it (taken out before any eviction)
+  if (auto it = FindLeft(record, network); it != record.left.end()) {
+    entered = it->boundary;
+    record.left.erase(it);
+  }
   if (record.network) {
     record.left.push_back(LeftUniverse{*record.network, std::move(record.here)});
     while (record.left.size() > options.left_universes_max) {
@@ -161,11 +186,7 @@ void Enter(BoundaryRecord& record, const NetworkId& network, const BoundaryOptio
       record.left.erase(record.left.begin());
     }
   }
-  record.here = UniverseBoundary{};
-  if (auto it = FindLeft(record, network); it != record.left.end()) {
-    record.here = it->boundary;
-    record.left.erase(it);
-  }
+  record.here = std::move(entered);
   record.network = network;
 }
 
@@ -315,6 +336,22 @@ std::optional<UniverseBoundary> BoundaryFor(const BoundaryRecord& record,
   return std::nullopt;
 }
 
+namespace {
+
+const itc::Version* Above(const std::vector<itc::Version>& markers, const itc::Version& v) {
+  for (const itc::Version& m : markers) {
+    if (StrictlyAbove(v, m)) return &m;
+  }
+  return nullptr;
+}
+
+void Push(std::vector<itc::Version>& markers, const itc::Version& m) {
+  markers.push_back(m);
+  if (markers.size() > kMarkersMax) markers.erase(markers.begin());
+}
+
+}  // namespace
+
 SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& network,
                             const SessionId& session, const itc::Version& session_start) {
   std::optional<UniverseBoundary> b = BoundaryFor(record, network);
@@ -327,20 +364,31 @@ SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& netwo
     return SessionVerdict::kNew;  // never entered: V is bottom
   }
   if (b->session == session) return SessionVerdict::kResume;
-  if (StrictlyAbove(session_start, b->executed)) return SessionVerdict::kNew;
-  if (b->marker) return SessionVerdict::kGated;
+  // Every session executed under here has its start below V, so one whose
+  // start is not below V never was; a past the record forgot is bounded by
+  // the floor instead, which only a start strictly above it clears.
+  const bool not_below = !itc::Leq(session_start, b->executed);
+  if (not_below && (b->floor.empty() || Above(b->floor, session_start))) {
+    return SessionVerdict::kNew;
+  }
+  if (!b->markers.empty()) return SessionVerdict::kGated;
   return SessionVerdict::kNeedsHop;
 }
 
 bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVerdict verdict,
-               const itc::Version& job_version) {
+               const itc::Version& job_version, const itc::Version* predecessor) {
   switch (verdict) {
     case SessionVerdict::kResume:
     case SessionVerdict::kNew:
       return true;
     case SessionVerdict::kGated: {
+      // At most once is per chain position, and a new job can claim an old
+      // position (another job held it across a partition): a position is new
+      // only if the job whose digest derived it is above a marker (the
+      // session's first position is as old as the session).
       std::optional<UniverseBoundary> b = BoundaryFor(record, network);
-      return b && b->marker && StrictlyAbove(job_version, *b->marker);
+      return b && Above(b->markers, job_version) != nullptr && predecessor != nullptr &&
+             Above(b->markers, *predecessor) != nullptr;
     }
     case SessionVerdict::kNeedsHop:
       return false;
@@ -350,8 +398,9 @@ bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVe
 
 BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
                               const SessionId& session, const itc::Version& session_start,
-                              const JobId& job, const JobId& successor,
-                              const BoundaryOptions& options) {
+                              const JobId& job, const itc::Version& job_version,
+                              const JobId& successor, const BoundaryOptions& options) {
+  (void)job_version;
   Enter(record, network, options);
   UniverseBoundary& here = record.here;
   here.executed = options.flaws.single_session_version ? session_start
@@ -360,7 +409,7 @@ BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
   here.last_executed = job;
   here.successor = successor;
   here.outcome.reset();
-  here.marker.reset();
+  here.markers.clear();  // lightcone gates only the first execution after re-entry
   if (record.amnesia == Amnesia::kUntilFirstExecution) record.amnesia = Amnesia::kNone;
   return record;
 }
@@ -368,19 +417,29 @@ BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
 BoundaryRecord AfterMarker(BoundaryRecord record, const NetworkId& network,
                            const itc::Version& marker, MarkerKind kind,
                            const BoundaryOptions& options) {
-  const bool exact = KnownExactly(record, network);
   if (kind == MarkerKind::kFlipFlop && options.flaws.no_filter_insert_on_hit) {
     record.network = network;  // the rejected design: the old universe is forgotten
     record.here = UniverseBoundary{};
   } else {
     Enter(record, network, options);
   }
-  // A marker minted where the past is unknown also bounds V: a session
-  // started before it may have been executed in a forgotten life.
-  if (kind != MarkerKind::kHop || !exact) {
-    record.here.executed = itc::Join(record.here.executed, marker);
+  UniverseBoundary& here = record.here;
+  switch (kind) {
+    case MarkerKind::kEntry:
+    case MarkerKind::kFlipFlop:
+      // The past here is forgotten (or never known): the marker bounds it.
+      Push(here.floor, marker);
+      Push(here.markers, marker);
+      break;
+    case MarkerKind::kHop:
+      here.markers.clear();
+      Push(here.markers, marker);
+      break;
+    case MarkerKind::kRenew:
+      Push(here.markers, marker);
+      if (!here.floor.empty()) Push(here.floor, marker);
+      break;
   }
-  record.here.marker = marker;
   return record;
 }
 

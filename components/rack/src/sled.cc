@@ -12,7 +12,7 @@ GossipFeed HostPort::Read(const itc::Version& checkpoint) {
   return host_.Read([&](const gossip::Replica& replica) {
     gossip::Observation seen = replica.Observe(checkpoint);
     return GossipFeed{replica.network(), std::move(seen.messages), std::move(seen.checkpoint),
-                      replica.ceiling()};
+                      replica.ceiling(), replica.party() ? replica.party()->Encode() : Bytes{}};
   });
 }
 
@@ -41,7 +41,7 @@ void Sled::DeliverInto(TimePoint now, std::vector<Output>& rest) {
       checkpoint_ = itc::Version{};
       sessions_at_join_ = gossip_.sessions_completed();
       joined_at_ = now;
-      Dispatch(core_.Handle(Joined{network_}), rest);
+      Dispatch(core_.Handle(Joined{network_, std::move(feed.party)}), rest);
       continue;
     }
     for (gossip::Message& message : feed.messages) {
@@ -87,6 +87,10 @@ void Sled::Dispatch(std::vector<Output> outputs, std::vector<Output>& rest) {
         ExitOutcome failed{ExitOutcome::Kind::kFailed, static_cast<int32_t>(started.error().code),
                            started.error().message};
         Dispatch(core_.Handle(ProcessExited{start->job_id, ExitReport{failed}}), rest);
+      }
+    } else if (std::holds_alternative<PersistGossipIdentity>(output)) {
+      if (auto persisted = gossip_.PersistIdentity(); !persisted) {
+        rest.push_back(Diagnostic{persisted.error()});
       }
     } else if (auto* stop = std::get_if<StopProcess>(&output)) {
       (void)runner_.Stop(stop->job_id);  // kNotFound: it already ended; Poll reports it

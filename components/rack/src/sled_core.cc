@@ -265,6 +265,15 @@ std::optional<JobId> SledCore::next_free_job_id() const {
   return tip;
 }
 
+bool SledCore::waiting_at_hole() const {
+  if (!active_) return false;
+  const Session& session = *active_;
+  const bool replay_hole = session.replay && !session.known.contains(session.replay->at) &&
+                           !session.skips.contains(session.replay->at);
+  return replay_hole || (!session.known.contains(session.next) &&
+                         !session.skips.contains(session.next) && !session.known.empty());
+}
+
 Status SledCore::CheckSkip(const SessionSkip& skip) const {
   if (!active_ || active_->id != skip.session_id) {
     return MakeError(ErrorCode::kNotFound, "session not active", skip.session_id.ToString());
@@ -315,6 +324,13 @@ void SledCore::OnSubmit(const ClientSubmit& input) {
     reply.status = MakeError(ErrorCode::kInvalidArgument, "not a signed request");
   } else if (auto payload = Verify(*request, config_.trusted); !payload) {
     reply.status = std::unexpected(payload.error());
+  } else if (!drained_) {
+    // A request signed against a view that has not heard from any peer since
+    // this sled (re)joined would be concurrent with what the rack knows, and
+    // the other sleds' markers would skip it: the client asks another sled.
+    reply.status = MakeError(ErrorCode::kUnavailable,
+                             "this sled is replaying gossip after joining its universe; try "
+                             "again in a moment or submit through another sled");
   } else {
     reply.status = CheckSubmitted(*payload, reply.session_id);
   }
@@ -441,11 +457,12 @@ void SledCore::OnJoined(const Joined& input) {
   birth_.reset();
   join_frontier_.reset();
   pending_marker_.reset();
+  party_ = input.party;
   unclassified_starts_.clear();
   previous_life_starts_.clear();
   passed_unresolved_.clear();
   birth_nonce_ = FreshNonce();
-  Send(LifeMarker{config_.identity.baseboard, birth_nonce_});
+  SendMarker(LifeMarker{config_.identity.baseboard, birth_nonce_});
   if (!trusted_) {
     Send(SledError{config_.identity.baseboard,
                    SledErrorKind::kUntrusted,
@@ -465,17 +482,18 @@ void SledCore::OnJoined(const Joined& input) {
     case Arrival::kFlipFlop: {
       const Nonce nonce = FreshNonce();
       pending_marker_ = PendingMarker{nonce, MarkerKind::kFlipFlop};
-      Send(SledError{config_.identity.baseboard,
-                     SledErrorKind::kUniverseFlipFlop,
-                     {},
-                     {},
-                     nonce,
-                     0,
-                     "this sled returned to a gossip universe it left before: jobs queued "
-                     "before it arrived are skipped here, later ones run"});
+      SendMarker(SledError{config_.identity.baseboard,
+                           SledErrorKind::kUniverseFlipFlop,
+                           {},
+                           {},
+                           nonce,
+                           0,
+                           "this sled returned to a gossip universe it left before: jobs queued "
+                           "before it arrived are skipped here, later ones run"});
       break;
     }
     case Arrival::kKnown:
+      break;
     case Arrival::kNew:
       break;
   }
@@ -521,8 +539,45 @@ void SledCore::OnReplayDrained(const ReplayDrained& input) {
     for (const auto& [version, id] : starts) ClassifyStart(version, id);
   }
   ResolvePreviousLives();
+  RenewLostMarker(input.ceiling);
   MintHopIfNeeded();
   Advance();
+}
+
+// A marker is kept as the own party's part of its version: a job is above
+// it iff its creator had seen this sled's event at the marker's height or a
+// later one, all of which this sled made after the marker in real time (the
+// gossip bookmark covered the marker before it was relied on, so a later
+// life never reuses its height). Where the party was split for newcomers,
+// their part of the marker is above only for sleds that heard of it, and a
+// marker whose every holder is down (or whose identity is gone: a wiped data
+// folder) may be one nobody gets above for a long time. So when the drain
+// finds a ceiling above none of the markers, one more marker, later in real
+// time, is minted: a job above any of them runs (a drain that only lagged
+// costs nothing: the earlier markers stay).
+itc::Version SledCore::OwnPart(const itc::Version& version) const {
+  auto party = itc::Party::Decode(party_);
+  return party ? gossip::Restrict(version, *party) : version;
+}
+
+void SledCore::RenewLostMarker(const itc::Version& ceiling) {
+  if (!trusted_ || !network_ || pending_marker_) return;
+  const std::optional<UniverseBoundary> b = BoundaryFor(record_, *network_);
+  if (!b) return;
+  auto lost = [&](const std::vector<itc::Version>& markers) {
+    return !markers.empty() && std::none_of(markers.begin(), markers.end(),
+                                            [&](const auto& m) { return itc::Leq(m, ceiling); });
+  };
+  if (!lost(b->markers) && !lost(b->floor)) return;
+  const Nonce nonce = FreshNonce();
+  pending_marker_ = PendingMarker{nonce, MarkerKind::kRenew};
+  SendMarker(LifeMarker{config_.identity.baseboard, nonce});
+}
+
+// A marker's message: the bookmark is made to cover it before it comes back.
+void SledCore::SendMarker(const Message& message) {
+  Send(message);
+  Emit(PersistGossipIdentity{});
 }
 
 // ---- requests ----
@@ -688,7 +743,7 @@ void SledCore::OnSledReset(const SledReset& reset) {
   if (network_ && ClassifyArrival(record_, *network_, config_.boundary) == Arrival::kEntry) {
     const Nonce nonce = FreshNonce();
     pending_marker_ = PendingMarker{nonce, MarkerKind::kEntry};
-    Send(LifeMarker{config_.identity.baseboard, nonce});
+    SendMarker(LifeMarker{config_.identity.baseboard, nonce});
   }
 }
 
@@ -849,7 +904,7 @@ void SledCore::MintHopIfNeeded(bool at_gate) {
   pending_marker_ = PendingMarker{nonce, MarkerKind::kHop};
   const std::optional<UniverseBoundary> b = BoundaryFor(record_, *network_);
   const SessionId recorded = b && b->session ? *b->session : SessionId{};
-  Send(SledError{
+  SendMarker(SledError{
       config_.identity.baseboard, SledErrorKind::kSessionHop, recorded, active_->id, nonce, 0,
       Truncated("this sled hops into session " + active_->id.ToString() + " (it last executed in " +
                     (b && b->session ? b->session->ToString() : std::string("none")) +
@@ -861,9 +916,10 @@ void SledCore::OnMarkerDelivered(const itc::Version& version) {
   const PendingMarker marker = *pending_marker_;
   pending_marker_.reset();
   if (!trusted_ || !network_) return;
-  BoundaryRecord next = AfterMarker(record_, *network_, version, marker.kind, config_.boundary);
+  BoundaryRecord next =
+      AfterMarker(record_, *network_, OwnPart(version), marker.kind, config_.boundary);
   static constexpr const char* kWhy[] = {"entry marker", "universe flip-flop marker",
-                                         "session hop marker"};
+                                         "session hop marker", "renewed marker"};
   const std::string why = kWhy[static_cast<int>(marker.kind)];
   if (marker.kind == MarkerKind::kEntry && config_.boundary.flaws.unpersisted_entry_marker) {
     record_ = std::move(next);  // the rejected design keeps it in memory only
@@ -992,6 +1048,7 @@ void SledCore::Advance() {
       }
     }
     JobId next = NextJobId(pending.digest);
+    session.next_from = pending.version;
     session.known.erase(it);
     Pass(id);
     session.next = next;
@@ -1017,8 +1074,9 @@ SledCore::Gate SledCore::Judge(const PendingJob& pending) {
     MintHopIfNeeded(/*at_gate=*/true);
     return Gate::kHold;
   }
-  return JobMayRun(record_, *network_, verdict, pending.version) ? Gate::kRun
-                                                                 : Gate::kSkipLightcone;
+  const itc::Version* from = active_->next_from ? &*active_->next_from : nullptr;
+  return JobMayRun(record_, *network_, verdict, pending.version, from) ? Gate::kRun
+                                                                       : Gate::kSkipLightcone;
 }
 
 void SledCore::Skip(const PendingJob& pending, SkipReason reason) {
@@ -1045,8 +1103,9 @@ void SledCore::Execute(const PendingJob& pending) {
         id, FailedStatus(ErrorCode::kPermissionDenied, "already executed"),
         JobError{config_.identity.baseboard, id, ErrorCode::kPermissionDenied, "already executed"});
   }
-  BoundaryRecord next = AfterExecution(record_, *network_, active_->id, active_->start_version, id,
-                                       NextJobId(pending.digest), config_.boundary);
+  BoundaryRecord next =
+      AfterExecution(record_, *network_, active_->id, active_->start_version, id, pending.version,
+                     NextJobId(pending.digest), config_.boundary);
   if (config_.boundary.flaws.record_after_start) {
     record_ = std::move(next);  // the rejected design: written at the next input
     deferred_write_ = true;

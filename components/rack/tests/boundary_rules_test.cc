@@ -130,28 +130,42 @@ TEST(BoundaryRulesTest, ThePartitionFlipFlopRunsNoJobTwice) {
   rack.Sync(2, X);
   rack.Drain(X);
   rack.SyncGroup({2, 3, X});
-  EXPECT_NE(FindError(rack.sled(X), SledErrorKind::kSessionHop), nullptr);
-  EXPECT_EQ(rack.Runs(X, Id(queued_b)), 0u);
-  EXPECT_EQ(rack.State(X, Id(queued_b), X), JobState::kSkipped);
-  EXPECT_EQ(rack.Status(X, Id(queued_b), X)->skip_reason, SkipReason::kLightcone);
+  // X never executed under side B's session (its start is not below X's V):
+  // its whole queue runs, the one queued before X arrived included.
+  EXPECT_EQ(FindError(rack.sled(X), SledErrorKind::kSessionHop), nullptr);
+  EXPECT_EQ(rack.Runs(X, Id(queued_b)), 1u);
+  rack.Exit(X, Id(queued_b), 0);
   SignedRequest j2 = rack.NextJob(*side_b, "append ledger", "1");
   ASSERT_TRUE(rack.Submit(2, j2).status.has_value());
   rack.SyncGroup({2, 3, X});
-  EXPECT_EQ(rack.Runs(X, Id(j2)), 1u);  // submitted after X arrived: runs
+  EXPECT_EQ(rack.Runs(X, Id(j2)), 1u);
   rack.Exit(X, Id(j2), 0);
+  rack.SyncGroup({2, 3, X});
+  SignedRequest queued_a = rack.NextJob(*side_a, "queued while X was away", "1");
+  ASSERT_TRUE(rack.Submit(0, queued_a).status.has_value());
 
-  rack.Restart(X);  // step 6: back on side A
+  rack.Restart(X);  // step 6: back on side A, whose session X did execute under
   rack.Sync(0, X);
   rack.Drain(X);
   rack.SyncGroup({0, X});
+  EXPECT_NE(FindError(rack.sled(X), SledErrorKind::kSessionHop), nullptr);
   EXPECT_EQ(rack.Runs(X, Id(j1)), 1u);  // step 8 does not happen
+  EXPECT_EQ(rack.Runs(X, Id(queued_a)), 0u);
+  EXPECT_EQ(rack.State(X, Id(queued_a), X), JobState::kSkipped);
+  EXPECT_EQ(rack.Status(X, Id(queued_a), X)->skip_reason, SkipReason::kLightcone);
+  // Submitted after the hop. The first one's chain position is older than
+  // the hop (its predecessor was queued before), and another job may have
+  // held it where X was: skipped too. The next position is new: it runs.
+  SignedRequest first_a = rack.NextJob(*side_a, "append ledger", "1");
+  ASSERT_TRUE(rack.Submit(0, first_a).status.has_value());
+  rack.SyncGroup({0, X});
+  EXPECT_EQ(rack.Runs(X, Id(first_a)), 0u);
   SignedRequest j3 = rack.NextJob(*side_a, "append ledger", "1");
   ASSERT_TRUE(rack.Submit(0, j3).status.has_value());
   rack.SyncGroup({0, X});
   EXPECT_EQ(rack.Runs(X, Id(j3)), 1u);
   // The other sleds learn why X skipped: a terminal status, not a silent Queued.
-  rack.SyncGroup({2, 3, X});
-  EXPECT_EQ(rack.State(2, Id(queued_b), X), JobState::kSkipped);
+  EXPECT_EQ(rack.State(0, Id(queued_a), X), JobState::kSkipped);
 }
 
 // Rule 3 with V, not a single stored session version: the three-session
@@ -180,14 +194,23 @@ ThreeSessions RunThreeSessionFlipFlop(BoundaryFlaws flaws) {
   rack.SyncGroup({0, X});
   rack.Exit(X, Id(c1), 0);
 
-  for (const auto& [peer, session] : {std::pair{size_t{1}, &d}, std::pair{size_t{2}, &a}}) {
+  // Into D (concurrent with C: never executed there, its jobs run), then
+  // into A (before C: below V, a hop; the first job after it holds a
+  // position as old as the session and is skipped, the next runs).
+  for (const auto& [peer, session, hop] :
+       {std::tuple{size_t{1}, &d, false}, std::tuple{size_t{2}, &a, true}}) {
     rack.Restart(X);
     rack.Sync(peer, X);
     rack.Drain(X);
     rack.SyncGroup({peer, X});
-    SignedRequest job = rack.NextJob(**session, "after the hop", "3");
+    SignedRequest first = rack.NextJob(**session, "first", "3");
+    EXPECT_TRUE(rack.Submit(peer, first).status.has_value());
+    rack.SyncGroup({peer, X});
+    if (rack.Runs(X, Id(first)) > 0) rack.Exit(X, Id(first), 0);
+    SignedRequest job = rack.NextJob(**session, "second", "3");
     EXPECT_TRUE(rack.Submit(peer, job).status.has_value());
     rack.SyncGroup({peer, X});
+    if (hop && !flaws.single_session_version) EXPECT_EQ(rack.Runs(X, Id(first)), 0u);
     EXPECT_EQ(rack.Runs(X, Id(job)), 1u);
     rack.Exit(X, Id(job), 0);
   }
@@ -228,8 +251,12 @@ TEST(BoundaryRulesTest, AWipedSledSkipsWhatWasQueuedBeforeItAndRunsWhatCameAfter
   EXPECT_EQ(rack.Runs(1, Id(j1)), 1u);
   EXPECT_EQ(rack.Runs(1, Id(queued)), 0u);
   EXPECT_EQ(rack.State(1, Id(queued), 1), JobState::kSkipped);
-  ASSERT_TRUE(rack.sled(1).drives.current()->here.marker.has_value());
+  ASSERT_FALSE(rack.sled(1).drives.current()->here.floor.empty());
   rack.SyncAll();
+  SignedRequest first = rack.NextJob(*chain, "first after: its position is older than the marker");
+  ASSERT_TRUE(rack.Submit(0, first).status.has_value());
+  rack.SyncAll();
+  EXPECT_EQ(rack.Runs(1, Id(first)), 0u);
   SignedRequest after = rack.NextJob(*chain, "after");
   ASSERT_TRUE(rack.Submit(0, after).status.has_value());
   rack.SyncAll();
@@ -239,12 +266,11 @@ TEST(BoundaryRulesTest, AWipedSledSkipsWhatWasQueuedBeforeItAndRunsWhatCameAfter
 size_t CrashLoopRuns(BoundaryFlaws flaws) {
   Rack rack(2);
   rack.sled(1).config.boundary.flaws = flaws;
-  auto chain = rack.StartSession(0);
-  rack.SyncAll();
   rack.Restart(1, BoundaryLoad{BoundaryRecord{}, "empty", "", {}});
   rack.Sync(0, 1);
   rack.Drain(1);
-  rack.SyncAll();  // the entry marker spreads
+  rack.SyncAll();                     // the entry marker spreads
+  auto chain = rack.StartSession(0);  // after the marker: all of it is new to sled 1
   SignedRequest job = rack.NextJob(*chain, "submitted between two crashes");
   EXPECT_TRUE(rack.Submit(0, job).status.has_value());
   rack.Restart(1);  // crashes before it ever heard of the job
@@ -297,9 +323,14 @@ TEST(BoundaryRulesTest, AnUntrustedSledSkipsEverythingUntilAnOperatorResetsIt) {
   EXPECT_EQ(rack.sled(1).drives.current()->resets, 1u);
   EXPECT_EQ(rack.sled(1).drives.current()->amnesia, Amnesia::kPermanent);
   rack.SyncAll();
+  // The session predates the reset: its next position is older than the
+  // entry marker (skipped), the one after it is new.
+  SignedRequest first = rack.NextJob(*chain, "first");
+  ASSERT_TRUE(rack.Submit(0, first).status.has_value());
   SignedRequest j2 = rack.NextJob(*chain, "two");
   ASSERT_TRUE(rack.Submit(0, j2).status.has_value());
   rack.SyncAll();
+  EXPECT_EQ(rack.Runs(1, Id(first)), 0u);
   EXPECT_EQ(rack.Runs(1, Id(j2)), 1u);
   // A replay of the reset in a later life changes nothing.
   rack.Restart(1);

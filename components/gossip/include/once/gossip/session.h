@@ -77,6 +77,9 @@ class Host {
   Observation Observe(const itc::Version& checkpoint) const;
   Snapshot Snap() const;
   NetworkId network() const;
+  // Saves the bookmark if the own events moved past the saved one (as Begin
+  // does before a session): durable on return.
+  Status Persist();
   // Runs `f(const Replica&)` under the host's lock.
   template <class F>
   auto Read(F&& f) const {
@@ -106,6 +109,14 @@ class Host {
   Result<Granted> Grant();
   // Drops this universe for `replica` (persisted first), then calls on_reset.
   Status Adopt(Replica replica);
+  // The end of a bootstrap into `network`: adopts a fresh replica of it with
+  // the `granted` party and the winner's messages, unless this replica is
+  // already of that universe (another bootstrap got there first while this
+  // one ran): then the granted party and the messages are joined into it, so
+  // nothing of its own (events not shipped yet) is lost. True if the
+  // universe changed.
+  Result<bool> Bootstrapped(const NetworkId& network, itc::Party granted, ReceivedLeaves&& received,
+                            const itc::Version& ceiling);
   // Gives the party away (persisted as retired first).
   Result<itc::Party> Donate();
   // Takes a donated party in (persisted after the join, before any ack).

@@ -16,12 +16,16 @@
 //   }
 //
 // The record, per universe (gossip network) the sled has executed in:
-//   V        the join of the start versions of every session it executed under;
+//   V        the join of the start versions of every session it executed under
+//            (a session whose start is not below V was never executed there);
 //   session  the session of the last executed job, with that job and its
 //            successor on the chain (so the chain resumes without the
 //            predecessor's bytes) and the job's outcome once it ended;
-//   marker   a lightcone marker: while nothing has executed since it was
-//            minted, a job of another session runs only if strictly above it.
+//   floor    markers bounding a past the record forgot (an empty record's entry
+//            marker): a session is new only if strictly above one of them;
+//   markers  the lightcone: while nothing has executed since they were
+//            minted, a job of a session that is not new runs only if it and
+//            the job that derived its chain position are strictly above one.
 // The current universe's boundary is `here`; universes left behind go to a
 // capped exact map (`left`, oldest first) and, when evicted from it, into a
 // Bloom filter (`evicted`), which never forgets.
@@ -53,15 +57,20 @@ using NetworkId = gossip::NetworkId;
 // ---- Named sizes (each has a test of its bound) ----
 
 // Universes kept exactly in the map of left universes; older ones fall to the filter.
-inline constexpr size_t kLeftUniversesMax = 32;
+inline constexpr size_t kLeftUniversesMax = 16;
+// Markers of each list (floor, lightcone) a universe's boundary keeps; the
+// oldest beyond it is dropped.
+inline constexpr size_t kMarkersMax = 3;
 // The Bloom filter of evicted universes: bits, probes, and the capacity at
 // which its false-positive rate is at most kNetworkFilterFalsePositiveMax.
 inline constexpr size_t kNetworkFilterBits = 8192;
 inline constexpr size_t kNetworkFilterProbes = 7;
 inline constexpr size_t kNetworkFilterCapacity = 256;
 inline constexpr double kNetworkFilterFalsePositiveMax = 2e-5;
-// Largest encoded version the record holds (V, a marker).
+// Largest encoded V the record holds, and largest encoded marker (a marker is
+// kept as this sled's own party's part of its version: mostly zeros).
 inline constexpr size_t kBoundaryVersionBytesMax = 512;
+inline constexpr size_t kMarkerBytesMax = 128;
 // Longest error text of a recorded outcome.
 inline constexpr size_t kBoundaryErrorTextBytesMax = 256;
 // Largest encoded record (the worst case of every field at its limit fits).
@@ -69,12 +78,19 @@ inline constexpr size_t kBoundaryRecordBytesMax = 64 * 1024;
 
 // What this sled did in one universe.
 struct UniverseBoundary {
-  itc::Version executed;               // V
+  itc::Version executed;               // V: exactly the sessions executed under here
   std::optional<SessionId> session;    // of the last executed job
   std::optional<JobId> last_executed;  // set together with session and successor
   std::optional<JobId> successor;      // the chain position after last_executed
   std::optional<ExitReport> outcome;   // how last_executed ended, once it did
-  std::optional<itc::Version> marker;  // the lightcone marker, until the next execution
+  // Markers that bound a past this record does not know (an empty record's
+  // entry marker, a filter hit's flip-flop marker, and their renewals): a
+  // session is new here only if strictly above one of them. Kept for good.
+  std::vector<itc::Version> floor;
+  // The lightcone since the last execution (hop, entry and flip-flop markers,
+  // renewals): a job of a session that is not new runs only if it, and the
+  // job that derived its chain position, are strictly above one of them.
+  std::vector<itc::Version> markers;
   friend bool operator==(const UniverseBoundary&, const UniverseBoundary&) = default;
 };
 
@@ -170,24 +186,29 @@ std::optional<UniverseBoundary> BoundaryFor(const BoundaryRecord& record, const 
 // How a session's jobs are judged (rules 2-4), from the boundary of its universe.
 enum class SessionVerdict : uint8_t {
   kResume,    // the recorded session: resume by chain position after last_executed
-  kNew,       // its start is strictly above V: never been there, its queue runs
-  kGated,     // a marker stands: each job runs iff strictly above it
+  kNew,       // its start is not below V (and above the floor, if any): never
+              // executed there, its queue runs
+  kGated,     // markers stand: a job runs iff it and its predecessor are above one
   kNeedsHop,  // anything else: a lightcone hop (gossip SessionHop; it is the marker)
 };
 SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& network,
                             const SessionId& session, const itc::Version& session_start);
-// Whether a job of that session with version `job_version` may run now.
+// Whether a job of that session with version `job_version` may run now at its
+// chain position, which the job of version `predecessor` derived (nullptr: the
+// session's first position, or one whose predecessor is unknown). Gated, both
+// must be strictly above a marker: at most once is per position, and a job
+// created after the marker may claim a position that existed before it.
 bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVerdict verdict,
-               const itc::Version& job_version);
+               const itc::Version& job_version, const itc::Version* predecessor);
 
 // The record after `job` of `session` is executed in `network` (rule 3's
 // fold and rule 1's chain fields; the marker is dropped: lightcone gates only
 // the first execution after re-entry).
 BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
                               const SessionId& session, const itc::Version& session_start,
-                              const JobId& job, const JobId& successor,
-                              const BoundaryOptions& options);
-enum class MarkerKind : uint8_t { kEntry, kFlipFlop, kHop };
+                              const JobId& job, const itc::Version& job_version,
+                              const JobId& successor, const BoundaryOptions& options);
+enum class MarkerKind : uint8_t { kEntry, kFlipFlop, kHop, kRenew };
 // The record once a marker of `kind` minted in `network` is known.
 BoundaryRecord AfterMarker(BoundaryRecord record, const NetworkId& network,
                            const itc::Version& marker, MarkerKind kind,

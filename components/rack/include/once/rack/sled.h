@@ -44,6 +44,7 @@ struct GossipFeed {
   std::vector<gossip::Message> messages;  // in causal delivery order
   itc::Version checkpoint;                // to read from next time
   itc::Version ceiling;                   // the replica's ceiling
+  Bytes party;                            // the replica's party (encoded); empty: none
 };
 
 // The core's view of its gossip layer.
@@ -53,6 +54,8 @@ class GossipPort {
   // Sends into the replica; the message comes back through Read.
   virtual Status Send(Bytes payload) = 0;
   virtual GossipFeed Read(const itc::Version& checkpoint) = 0;
+  // Makes the bookmark cover every own event sent so far (durable on return).
+  virtual Status PersistIdentity() = 0;
   // Reconciliation sessions completed (either role) since the port began.
   virtual uint64_t sessions_completed() const = 0;
   virtual bool has_peers() const = 0;
@@ -70,6 +73,7 @@ class HostPort final : public GossipPort {
   HostPort(gossip::Host& host, Hooks hooks) : host_(host), hooks_(std::move(hooks)) {}
   Status Send(Bytes payload) override;
   GossipFeed Read(const itc::Version& checkpoint) override;
+  Status PersistIdentity() override { return host_.Persist(); }
   uint64_t sessions_completed() const override { return hooks_.sessions ? hooks_.sessions() : 0; }
   bool has_peers() const override { return hooks_.has_peers; }
 

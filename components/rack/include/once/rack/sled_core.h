@@ -135,6 +135,7 @@ struct TimerTick {
 // (what the old universe held is forgotten; running processes stay).
 struct Joined {
   NetworkId network;
+  Bytes party;  // this sled's gossip identity there (itc Party encoding); empty: none
 };
 // Since the last Joined, a reconciliation with a peer completed (or the drain
 // timeout passed): the sled has heard what its peers hold. `ceiling` is the
@@ -213,6 +214,9 @@ struct SessionChanged {
 struct SledErrorSeen {
   SledError error;
 };
+// Persist the gossip bookmark now: the marker just broadcast must be covered
+// before the core relies on it (a later life then never reuses its height).
+struct PersistGossipIdentity {};
 // Something was dropped (undecodable delivery, duplicate, bad request that is
 // not a job): for logs, never for control flow.
 struct Diagnostic {
@@ -222,8 +226,9 @@ struct Diagnostic {
 struct BoundaryChanged {
   std::string why;  // "executed J", "entry marker", "session hop", "reset", "untrusted: ..."
 };
-using Output = std::variant<Broadcast, StartProcess, StopProcess, Reply, JobStatusChanged,
-                            SessionChanged, SledErrorSeen, Diagnostic, BoundaryChanged>;
+using Output =
+    std::variant<Broadcast, StartProcess, StopProcess, Reply, JobStatusChanged, SessionChanged,
+                 SledErrorSeen, Diagnostic, BoundaryChanged, PersistGossipIdentity>;
 
 // A job this sled knows, with every sled's status for it.
 struct JobRecord {
@@ -273,6 +278,10 @@ class SledCore {
   // (session not active), kInvalidArgument (position passed, already burned,
   // or not cancelled by a job stop).
   Status CheckSkip(const SessionSkip& skip) const;
+  // Whether the active session's chain waits at a position whose job this
+  // sled does not hold (a hole: the request was lost, or lost a race for the
+  // position); what follows waits until it arrives or is skipped.
+  bool waiting_at_hole() const;
   size_t running_jobs() const { return running_.size(); }
   // Jobs of this process running now.
   std::vector<JobId> running() const;
@@ -316,6 +325,9 @@ class SledCore {
     SessionId id;
     itc::Version start_version;
     JobId next;
+    // The version of the job whose digest derived `next` (none: the first
+    // position, or a successor from the record, or one after a burn of those).
+    std::optional<itc::Version> next_from;
     std::optional<Replay> replay;
     std::map<JobId, PendingJob> known;
     std::set<JobId> skips;
@@ -365,6 +377,9 @@ class SledCore {
 
   // Markers (birth, entry, flip-flop, hop).
   void MintHopIfNeeded(bool at_gate = false);
+  itc::Version OwnPart(const itc::Version& version) const;
+  void RenewLostMarker(const itc::Version& ceiling);
+  void SendMarker(const Message& message);
   void OnMarkerDelivered(const itc::Version& version);
   void NoteOwnStart(const itc::Version& version, const JobId& id);
   void ClassifyStart(const itc::Version& version, const JobId& id);
@@ -423,6 +438,7 @@ class SledCore {
   std::optional<itc::Version> birth_;
   std::optional<PendingMarker> pending_marker_;
   std::optional<itc::Version> join_frontier_;  // flaw zombies_by_join_frontier
+  Bytes party_;  // the gossip identity in network_ (encoded), as Joined said
   // Own starts not classified yet (no birth marker, or not drained for the flaw).
   std::vector<std::pair<itc::Version, JobId>> unclassified_starts_;
   std::set<JobId> previous_life_starts_;                   // unresolved
