@@ -25,7 +25,31 @@ View View::Child(int depth, int nibble) const {
   return View{};
 }
 
-std::shared_ptr<Inner> NewRoot() { return std::make_shared<Inner>(); }
+NodeRef::NodeRef(const NodeRef& other) : node_(other.node_) {
+  if (node_) node_->refs.Add();
+}
+
+NodeRef& NodeRef::operator=(const NodeRef& other) {
+  NodeRef copy(other);
+  std::swap(node_, copy.node_);
+  return *this;
+}
+
+NodeRef& NodeRef::operator=(NodeRef&& other) noexcept {
+  NodeRef taken(std::move(other));
+  std::swap(node_, taken.node_);
+  return *this;
+}
+
+NodeRef::~NodeRef() {
+  if (node_ && node_->refs.Drop()) delete node_;
+}
+
+void NodeRef::reset() { NodeRef dropped(std::move(*this)); }
+
+bool NodeRef::Unique() const { return node_->refs.One(); }
+
+NodeRef NewRoot() { return NodeRef(new Inner()); }
 
 namespace {
 
@@ -74,9 +98,11 @@ std::shared_ptr<const Leaf> MakeLeaf(const Path& path, itc::Version version,
 
 namespace {
 
-// Makes `node` exclusively ours, cloning it if a snapshot shares it.
-Inner* Own(std::shared_ptr<Inner>& node) {
-  if (node.use_count() > 1) node = std::make_shared<Inner>(*node);
+// Makes `node` exclusively ours, copying it if anything else holds it (a
+// snapshot, or a parent shared with one). Called on every node of a path,
+// from the root down, before the node is changed (see "Sharing").
+Inner* Own(NodeRef& node) {
+  if (!node.Unique()) node = NodeRef(new Inner(*node));
   return node.get();
 }
 
@@ -110,7 +136,7 @@ void RecomputeBounds(Inner& node) {
   if (first) node.floor = node.ceiling = itc::Version{};
 }
 
-void InsertAt(std::shared_ptr<Inner>& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
+void InsertAt(NodeRef& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
   Inner* node = Own(node_ptr);
   AddLeafSummary(*node, *leaf);
   Slot& slot = node->slots[Nibble(leaf->path, depth)];
@@ -121,7 +147,7 @@ void InsertAt(std::shared_ptr<Inner>& node_ptr, int depth, std::shared_ptr<const
     return;
   }
   ONCE_CHECK(depth + 1 < kDepthMax);  // two distinct paths part before the end
-  auto child = std::make_shared<Inner>();
+  NodeRef child = NewRoot();
   InsertAt(child, depth + 1, std::move(slot.leaf));
   InsertAt(child, depth + 1, std::move(leaf));
   slot.inner = std::move(child);
@@ -138,7 +164,7 @@ void CollapseLone(Slot& slot) {
 }
 
 // The caller has checked that `path` is present under `node_ptr`.
-std::shared_ptr<const Leaf> RemoveAt(std::shared_ptr<Inner>& node_ptr, int depth, const Path& path,
+std::shared_ptr<const Leaf> RemoveAt(NodeRef& node_ptr, int depth, const Path& path,
                                      bool keep_bounds) {
   Inner* node = Own(node_ptr);
   Slot& slot = node->slots[Nibble(path, depth)];
@@ -164,7 +190,7 @@ uint64_t Prefix64(const Path& path) {
 }
 
 // RemoveAt for a path that may be absent, in one walk; leaves the bounds.
-bool RemoveIfPresent(std::shared_ptr<Inner>& node_ptr, int depth, const Path& path) {
+bool RemoveIfPresent(NodeRef& node_ptr, int depth, const Path& path) {
   const Slot& peek = node_ptr->slots[Nibble(path, depth)];
   if (peek.leaf ? peek.leaf->path != path : !peek.inner) return false;
   if (peek.inner &&
@@ -192,18 +218,18 @@ const Leaf* Find(const Inner* root, const Path& path) {
   return view.leaf && view.leaf->path == path ? view.leaf : nullptr;
 }
 
-bool Insert(std::shared_ptr<Inner>& root, std::shared_ptr<const Leaf> leaf) {
+bool Insert(NodeRef& root, std::shared_ptr<const Leaf> leaf) {
   if (Find(root.get(), leaf->path)) return false;
   InsertAt(root, 0, std::move(leaf));
   return true;
 }
 
-std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& path) {
+std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path) {
   if (!Find(root.get(), path)) return nullptr;
   return RemoveAt(root, 0, path, false);
 }
 
-void RemoveBatch(std::shared_ptr<Inner>& root, std::span<const Path> paths) {
+void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
   // In path order, consecutive removals walk the same upper nodes. A path
   // is sorted as its two big-endian halves: path order, compared as words.
   std::vector<std::pair<uint64_t, uint64_t>> sorted;

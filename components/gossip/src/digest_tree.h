@@ -5,12 +5,34 @@
 // a whole subtree at once. Inserts and single removals keep the bounds exact
 // (given exact children); a batch of removals leaves them as they were, which
 // are still bounds (the sieve only needs bounds to be correct, and exact
-// bounds to be quick). A node shared with a Snapshot is cloned before it is
-// changed.
+// bounds to be quick).
+//
+// Sharing. The tree is persistent: a Snapshot is a counted reference to a
+// root (NodeRef), and every node reachable from a root that a Snapshot holds
+// stays exactly as it was for as long as that Snapshot lives, whatever the
+// replica does meanwhile. The replica changes a node in place only when no
+// one else can reach it, along the whole path: the writing functions below
+// walk down from the root and, at every node of the path, check that its
+// count is 1 (NodeRef::Unique) before they change it; a node that is shared
+// is copied first (path copying), and the copy's children are then shared
+// by two parents, so the walk copies the rest of the path too. A node whose
+// count is 1 under an unshared parent is reachable from that parent only.
+// The count is read with acquire ordering and dropped with release, so
+// whatever the last other holder did with a node (a session reading it
+// through its snapshot, then dropping the snapshot on its own thread)
+// happens before the replica changes it. (std::shared_ptr::use_count is a
+// relaxed read and gave no such order: issue 17.)
+//
+// Threads. The writing functions (Insert, Remove, RemoveBatch) run on one
+// thread at a time per tree, the owner of the replica's root (the Host's
+// lock). Reading functions, and copying or dropping NodeRefs and Snapshots,
+// may run on any thread at any time. A node is freed by whichever thread
+// drops its last reference.
 
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -49,7 +71,7 @@ inline uint64_t Fingerprint(const Path& path) {
 }
 
 struct Slot {
-  std::shared_ptr<Inner> inner;
+  NodeRef inner;
   std::shared_ptr<const Leaf> leaf;
   // The leaf's Fingerprint, kept beside the pointer so that listing a
   // subtree does not touch every leaf (leaf slots only).
@@ -61,10 +83,27 @@ struct Slot {
   }
 };
 
+// The number of NodeRefs to a node. A copy of a node is a new node, with a
+// count of its own (1: the NodeRef that adopts it).
+class RefCount {
+ public:
+  RefCount() = default;
+  RefCount(const RefCount&) {}
+  RefCount& operator=(const RefCount&) = delete;
+  void Add() { n_.fetch_add(1, std::memory_order_relaxed); }  // the caller holds one already
+  // True if that was the last reference.
+  bool Drop() { return n_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  bool One() const { return n_.load(std::memory_order_acquire) == 1; }
+
+ private:
+  std::atomic<uint32_t> n_{1};
+};
+
 struct Inner {
   // Bit c: slots[c] is not empty. Read first, so that a walk touches only
   // the occupied slots (most nodes deep in a large tree hold two or three).
   uint16_t occupied = 0;
+  RefCount refs;  // (in the padding before the summary)
   Summary summary;
   std::array<Slot, kFanout> slots;
   itc::Version floor;    // <= the meet of the leaves' versions (count > 0)
@@ -90,16 +129,16 @@ struct View {
   View Child(int depth, int nibble) const;
 };
 
-std::shared_ptr<Inner> NewRoot();
+NodeRef NewRoot();
 // False (and no change) if the path is already present.
-bool Insert(std::shared_ptr<Inner>& root, std::shared_ptr<const Leaf> leaf);
+bool Insert(NodeRef& root, std::shared_ptr<const Leaf> leaf);
 // Null (and no change) if absent.
-std::shared_ptr<const Leaf> Remove(std::shared_ptr<Inner>& root, const Path& path);
+std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path);
 // Removes every path present (absent ones are skipped) and leaves the floors
 // and ceilings as they were: removing a version keeps them bounds, and
 // recomputing them would read every sibling's version (most of a session
 // commit's cost when thousands of messages were deleted).
-void RemoveBatch(std::shared_ptr<Inner>& root, std::span<const Path> paths);
+void RemoveBatch(NodeRef& root, std::span<const Path> paths);
 const Leaf* Find(const Inner* root, const Path& path);
 
 // Every leaf under `view`.

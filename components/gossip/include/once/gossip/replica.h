@@ -35,6 +35,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "once/base/hex.h"
@@ -95,6 +96,35 @@ struct Bookmark {
 namespace internal {
 struct Inner;
 struct Leaf;  // a message as the digest tree holds it (one heap block with its payload)
+
+// A counted reference to a digest tree node. Copying and dropping one are
+// thread-safe (the count is atomic); the last one deletes the node. The
+// count is what tells the replica that no snapshot can reach a node any more
+// (digest_tree.h, "Sharing"), so it is read with acquire ordering, and
+// dropped with release: unlike std::shared_ptr::use_count.
+class NodeRef {
+ public:
+  NodeRef() = default;
+  // Takes over a node whose count is 1 (new, or a copy of one).
+  explicit NodeRef(Inner* adopted) : node_(adopted) {}
+  NodeRef(const NodeRef& other);
+  NodeRef(NodeRef&& other) noexcept : node_(std::exchange(other.node_, nullptr)) {}
+  NodeRef& operator=(const NodeRef& other);
+  NodeRef& operator=(NodeRef&& other) noexcept;
+  ~NodeRef();
+
+  Inner* get() const { return node_; }
+  Inner* operator->() const { return node_; }
+  Inner& operator*() const { return *node_; }
+  explicit operator bool() const { return node_ != nullptr; }
+  void reset();
+  // This is the only reference to the node, and whatever other holders did
+  // with it happened before this call returned true.
+  bool Unique() const;
+
+ private:
+  Inner* node_ = nullptr;
+};
 }  // namespace internal
 // Messages a session received, decoded straight into the tree's leaves.
 using ReceivedLeaves = std::vector<std::shared_ptr<const internal::Leaf>>;
@@ -107,8 +137,10 @@ struct Summary {
 };
 
 // An immutable view of a replica's state (network, ceiling, messages). Taking
-// one is O(1) (the digest tree is copy-on-write); it stays valid and
-// unchanged however the replica changes afterwards. Thread-safe to read.
+// one is O(1) (the digest tree is persistent and copy-on-write); it stays
+// valid and unchanged however the replica changes afterwards, on any thread
+// (the sharing rule is in src/digest_tree.h). Any number of threads may read
+// it at once without a lock, and copy or drop it on any thread.
 class Snapshot {
  public:
   Snapshot();
@@ -128,14 +160,14 @@ class Snapshot {
   friend Snapshot Merge(const Snapshot& a, const Snapshot& b);
 
   // For the session layer.
-  const std::shared_ptr<internal::Inner>& root() const { return root_; }
-  Snapshot(NetworkId network, itc::Version ceiling, std::shared_ptr<internal::Inner> root)
+  const internal::NodeRef& root() const { return root_; }
+  Snapshot(NetworkId network, itc::Version ceiling, internal::NodeRef root)
       : network_(network), ceiling_(std::move(ceiling)), root_(std::move(root)) {}
 
  private:
   NetworkId network_;
   itc::Version ceiling_;
-  std::shared_ptr<internal::Inner> root_;
+  internal::NodeRef root_;
 };
 
 class Replica {
@@ -192,7 +224,7 @@ class Replica {
   itc::Version ceiling_;
   // Set after Reclaim until the first own event: the bookmark's own region.
   std::optional<itc::Version> tick_floor_;
-  std::shared_ptr<internal::Inner> root_;
+  internal::NodeRef root_;
 };
 
 // `version` restricted to `party`'s region (zero elsewhere).

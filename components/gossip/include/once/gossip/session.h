@@ -96,7 +96,11 @@ class Host {
   Result<Begun> Begin();
   // The join with what a session learned. kCancelled (and no change) if the
   // replica changed universe since Begin.
-  // The snapshot is released first, so the tree is changed in place.
+  // The snapshot is released first (before the lock), so that nodes no other
+  // snapshot shares are changed in place rather than copied: the caller must
+  // not read through it afterwards (`received` and `deleted` are its own).
+  // Safe against concurrent sends: a node becomes the replica's to change
+  // only once every other holder has let go of it (src/digest_tree.h).
   Status Commit(Begun&& begun, ReceivedLeaves&& received, std::span<const Path> deleted,
                 const itc::Version& peer_ceiling);
   // Forks the party for a newcomer (the kept half is persisted first) and
