@@ -30,6 +30,7 @@ int64_t MemoryEventStore::FenceLocked(const Shard& shard, std::string_view id) {
   return it == shard.fences.end() ? 0 : it->second;
 }
 
+// Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest& req,
                                                const CheckedAppend& checked, GuardKind guard,
                                                int64_t token, bool movable) {
@@ -198,6 +199,7 @@ Result<int64_t> MemoryEventStore::ReadFence(std::string_view id) {
   return FenceLocked(shard, id);
 }
 
+// Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
 ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, std::string_view id,
                                                      FenceExpectation expect) {
   int64_t current = FenceLocked(shard, id);

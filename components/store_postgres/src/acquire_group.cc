@@ -15,6 +15,7 @@ namespace {
 // takes a fresh snapshot after the lock was granted (a single UPDATE's
 // re-check would reuse its old snapshot and miss an answer that committed
 // while it waited).
+// Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 void AppendSteps(const AcquireOp& op, std::vector<PipelineStep>& steps) {
   if (!op.expect) {
     steps.push_back({"acquire", "", Params().Text(op.id)});

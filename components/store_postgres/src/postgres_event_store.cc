@@ -280,6 +280,7 @@ Result<int64_t> SequenceRaceLost(Conn& conn, const AppendRequest& req) {
 
 // Runs one item inside `SAVEPOINT one`: a lost primary-key race rolls back
 // only this request.
+// Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> RunUnderSavepoint(Conn& conn, const Item& item) {
   ONCE_RETURN_IF_ERROR(conn.Exec("SAVEPOINT one"));
   auto res = RunAppend(conn, "append_share", std::span<const Item>(&item, 1), nullptr);
@@ -485,6 +486,7 @@ Result<std::unique_ptr<PostgresEventStore>> PostgresEventStore::Open(const Postg
       new PostgresEventStore(options, clock, std::move(pool)));
 }
 
+// Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> PostgresEventStore::Append(const AppendRequest& req) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), clock_));
   Item item{&req, &enc, req.fence, false, enc.answering && !options_.testing_disable_for_share};
@@ -498,6 +500,7 @@ Result<int64_t> PostgresEventStore::Append(const AppendRequest& req) {
   return std::move((*res)[0]);
 }
 
+// Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 Result<std::vector<Result<int64_t>>> PostgresEventStore::AppendBatch(
     std::span<const AppendRequest> requests) {
   ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits()));
@@ -627,6 +630,7 @@ Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view i
   return op.result->acquire;
 }
 
+// Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 Result<AcquireWithTail> PostgresEventStore::AcquireFenceIfReadTail(std::string_view id,
                                                                    FenceExpectation expect,
                                                                    int64_t read_after) {

@@ -107,6 +107,7 @@ constexpr char kResult[] =
 
 }  // namespace
 
+// Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 std::string AppendSql(std::string_view lock_strength) {
   return R"(WITH req AS (
   SELECT * FROM unnest($1::text[], $2::int8[], $3::bool[], $4::bool[], $5::int8[], $6::bool[])
@@ -175,6 +176,7 @@ constexpr char kPredecessorFits[] = R"(COALESCE((SELECT e.sequence FROM events e
 // for the requests that ask ($12), and verdicts (token, head) only for the
 // requests that did not land, from the same snapshot, and only when some did
 // not (a one-time filter).
+// Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 std::string LeanAppendSql(bool hinted) {
   std::string guard;
   if (hinted) {
@@ -238,6 +240,7 @@ std::string FenceIfBumpManySql() {
          AnsweringPredicate("a") + ") RETURNING r.ord, f.token";
 }
 
+// Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 std::string FenceIfBumpSql() {
   return "UPDATE fences SET token = token + 1 WHERE execution_id = $1::text AND token = $2::int8 "
          "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = $1::text "

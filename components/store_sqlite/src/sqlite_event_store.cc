@@ -200,6 +200,7 @@ enum class GuardKind { kFence, kIfUnchanged };
 
 // Inside a write transaction: the guard, the sequence, then the rows. A
 // refusal returns before anything is written.
+// Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> AppendOn(Connection& c, const AppendRequest& req, const EncodedAppend& enc,
                          GuardKind guard, int64_t observed) {
   // One statement reads both (an unguarded append ignores the token).
@@ -536,6 +537,7 @@ Result<int64_t> SqliteEventStore::ReadFence(std::string_view id) {
 namespace {
 
 // The conditional acquire on `c`, inside a write transaction.
+// Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
 Result<ConditionalAcquire> AcquireIfOn(Connection& c, std::string_view id,
                                        FenceExpectation expect) {
   ONCE_ASSIGN_OR_RETURN(int64_t current, FenceOn(c, id));
@@ -559,6 +561,7 @@ Result<ConditionalAcquire> SqliteEventStore::AcquireFenceIf(std::string_view id,
       0, [&](Connection& c) -> Result<ConditionalAcquire> { return AcquireIfOn(c, id, expect); });
 }
 
+// Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
 Result<AcquireWithTail> SqliteEventStore::AcquireFenceIfReadTail(std::string_view id,
                                                                  FenceExpectation expect,
                                                                  int64_t read_after) {
