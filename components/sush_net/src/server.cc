@@ -200,11 +200,19 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
   const auto verdict = core.active_verdict();
   const std::optional<itc::Version> entry =
       core.trusted() ? core.boundary().here.marker : std::nullopt;
+  // The record's `here` is about the universe it last executed or minted a
+  // marker in: a sled that returned to a universe of its map gates by that
+  // entry's marker.
+  std::optional<itc::Version> joined;
+  if (core.trusted() && core.network()) {
+    if (auto b = rack::BoundaryFor(core.boundary(), *core.network())) joined = b->marker;
+  }
   body["baseboard"] = facts.baseboard;
   body["versions"] = "ITC text (itc::FormatVersion)";
   body["joined_network"] = core.network() ? json(core.network()->ToHex()) : json(nullptr);
   body["markers"] =
       json{{"entry", entry ? json(itc::FormatVersion(*entry)) : json(nullptr)},
+           {"joined", joined ? json(itc::FormatVersion(*joined)) : json(nullptr)},
            {"birth",
             core.birth_marker() ? json(itc::FormatVersion(*core.birth_marker())) : json(nullptr)}};
   body["gate"] = std::string(rack::GateStateName(core.gate()));

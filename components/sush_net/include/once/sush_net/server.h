@@ -97,8 +97,17 @@ HttpAnswer GetJobs(const rack::SledCore& core, std::optional<std::string_view> o
                    std::optional<std::string_view> limit);
 // GET /v1/jobs/ID.
 HttpAnswer GetJob(const rack::SledCore& core, std::string_view id);
-// GET /v1/boundary: the boundary record and the drives (see api.h).
-// `heard` is the gossip replica's ceiling (what this sled has heard).
+// GET /v1/boundary: the boundary record (BoundaryRecordToJson, null fields
+// while untrusted) and beside it "baseboard", "joined_network" (the universe
+// the sled is in now), "markers" {"entry": the record's lightcone marker
+// (here.marker: entry, flip-flop or hop), "joined": the marker of the joined
+// universe's boundary (the one that gates now; differs from "entry" when the
+// sled is back in a universe of its map), "birth": this life's}, "gate",
+// "active_session", "active_verdict", "trusted", "locker_verdict" (at this
+// process's start), "drives" (now), "untrusted_reason" and "reset_nonce"
+// (while untrusted), "executions", "skipped", "interrupted" (this life),
+// "orphans_killed" (at start), "heard" (the gossip replica's ceiling, ITC
+// text: what this sled has heard; `heard`).
 HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
                        const rack::BoundaryStore& drives, const SledNotes& notes,
                        const itc::Version& heard);
