@@ -437,7 +437,14 @@ TEST_F(BoundaryTest, AHundredRestartsOfOneSledWhileJobsArriveRunEveryJobAtMostOn
   }
   std::this_thread::sleep_for(300ms);
   std::map<std::string, int> states;
-  for (const rack::JobId& id : submitted) ++states[StateOn(sleds_[0], id, x.baseboard)];
+  for (const rack::JobId& id : submitted) {
+    auto job = sleds_[0].client().Job(id);
+    if (!job) continue;
+    const json& status = (*job)["statuses"][x.baseboard];
+    ++states[status["state"].get<std::string>() +
+             (status.contains("skip_reason") ? " (" + status["skip_reason"].get<std::string>() + ")"
+                                             : "")];
+  }
   std::string shown;
   for (const auto& [state, n] : states) shown += " " + std::to_string(n) + " " + state;
   std::printf("%zu jobs during 100 restarts; the restarted sled's statuses:%s\n", submitted.size(),

@@ -82,6 +82,7 @@ struct Sled {
   std::filesystem::path data_dir;
   std::vector<std::string> extra_args;  // e.g. job limits
   std::vector<Address> cut;             // --cut at boot: gossip peers cut both ways
+  bool make_drives = true;              // Spawn creates the drive folders (as rack up does)
   pid_t pid = -1;
   SushClient client() const { return SushClient(http, {3000ms}); }
   // data_dir holds the sled's folders: data (the server's --data-dir), home,
@@ -210,7 +211,9 @@ class RackTest : public ::testing::Test {
 
   void Spawn(Sled& sled) {
     std::filesystem::create_directories(sled.data_dir / "home");
-    for (int i : {0, 1}) std::filesystem::create_directories(sled.drive(i));  // as rack up does
+    for (int i : {0, 1}) {
+      if (sled.make_drives) std::filesystem::create_directories(sled.drive(i));  // as rack up does
+    }
     std::vector<std::string> args{SUSH_SERVER_BINARY,
                                   "--baseboard",
                                   sled.baseboard,

@@ -512,6 +512,34 @@ TEST_F(RackTest, AJobLimitAboveItsCeilingIsRefusedAtStart) {
 // when it joins the universe, so a job queued before it joined is never run
 // there (a terminal Skipped{lightcone}, not a silent Queued); a job submitted
 // after it joined runs on every sled once.
+TEST_F(RackTest, WithoutTwoDrivesTheServerRefusesToStartAndAMissingDriveFolderIsUntrusted) {
+  PlanRack(2);
+  Sled& three = sleds_[0];  // a third --drive
+  three.extra_args = {"--drive", (root_ / "m2c").string()};
+  Spawn(three);
+  int status = 0;
+  ASSERT_EQ(::waitpid(three.pid, &status, 0), three.pid);
+  three.pid = -1;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  const std::string log = ReadFile(three.data_dir / "server.log");
+  EXPECT_NE(log.find("InvalidArgument"), std::string::npos) << log;
+  EXPECT_NE(log.find("two --drive folders needed"), std::string::npos) << log;
+
+  // The server never makes a drive folder: a missing one is a missing drive.
+  Sled& missing = sleds_[1];
+  missing.make_drives = false;
+  std::filesystem::create_directories(missing.drive(0));
+  Spawn(missing);
+  WaitHttp(missing);
+  auto boundary = missing.client().Boundary();
+  ASSERT_TRUE(boundary) << boundary.error().ToString();
+  EXPECT_EQ((*boundary)["trusted"], false);
+  EXPECT_EQ((*boundary)["locker_verdict"], "discarded");
+  EXPECT_EQ((*boundary)["drives"][1]["state"], "missing folder") << boundary->dump();
+  EXPECT_FALSE(std::filesystem::exists(missing.drive(1)));
+  EXPECT_EQ((*missing.client().Info())["gate"], "untrusted");
+}
+
 TEST_F(RackTest, AStaggeredStartConvergesAndLateSledsSkipEarlyWorkAndRunLaterWorkOnce) {
   PlanRack(3);
   Sled& first = sleds_[0];
