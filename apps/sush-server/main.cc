@@ -1,6 +1,7 @@
 // sush-server: one sled of a sush rack (docs/sush.md).
 //
 //   sush-server --baseboard 913-0000019:SLED00000 --cubby 0 --data-dir /var/lib/sush
+//               --drive /m2a/sush --drive /m2b/sush
 //               --http 127.0.0.1:7100 --gossip 127.0.0.1:7200
 //               --peer 127.0.0.1:7201 --peer 127.0.0.1:7202 --trusted-key operator.pub
 //   sush-server --config sled.json     # the same keys in JSON; flags given too override it
@@ -22,9 +23,13 @@ namespace {
 using namespace once;
 using nlohmann::json;
 
-Status ApplyConfigFile(const std::string& path, sush::ServerConfig& config,
-                       std::vector<std::string>& peers, std::vector<std::string>& keys,
-                       std::string& http, std::string& gossip) {
+// The list-valued keys of a configuration file (flags given too replace them).
+struct FileLists {
+  std::vector<std::string> peers, keys, drives, cut;
+  std::string http, gossip;
+};
+
+Status ApplyConfigFile(const std::string& path, sush::ServerConfig& config, FileLists& lists) {
   std::ifstream in(path);
   if (!in) return MakeError(ErrorCode::kNotFound, "no config file " + path);
   std::stringstream text;
@@ -37,10 +42,14 @@ Status ApplyConfigFile(const std::string& path, sush::ServerConfig& config,
     if (body.contains("baseboard")) config.baseboard = body["baseboard"].get<std::string>();
     if (body.contains("cubby")) config.cubby = body["cubby"].get<int>();
     if (body.contains("data_dir")) config.data_dir = body["data_dir"].get<std::string>();
-    if (body.contains("http")) http = body["http"].get<std::string>();
-    if (body.contains("gossip")) gossip = body["gossip"].get<std::string>();
-    if (body.contains("peers")) peers = body["peers"].get<std::vector<std::string>>();
-    if (body.contains("trusted_keys")) keys = body["trusted_keys"].get<std::vector<std::string>>();
+    if (body.contains("http")) lists.http = body["http"].get<std::string>();
+    if (body.contains("gossip")) lists.gossip = body["gossip"].get<std::string>();
+    if (body.contains("peers")) lists.peers = body["peers"].get<std::vector<std::string>>();
+    if (body.contains("trusted_keys")) {
+      lists.keys = body["trusted_keys"].get<std::vector<std::string>>();
+    }
+    if (body.contains("drives")) lists.drives = body["drives"].get<std::vector<std::string>>();
+    if (body.contains("cut")) lists.cut = body["cut"].get<std::vector<std::string>>();
     if (body.contains("gossip_interval_ms")) {
       config.gossip_interval_ms = std::chrono::milliseconds(body["gossip_interval_ms"].get<int>());
     }
@@ -72,13 +81,16 @@ int main(int argc, char** argv) {
   CLI::App app{"sush-server: one sled of a sush rack"};
   sush::ServerConfig config;
   std::string config_file, http, gossip, data_dir;
-  std::vector<std::string> peers, keys;
+  std::vector<std::string> peers, keys, drives, cut;
   int interval_ms = 0;
   uint64_t cpu_seconds = 0, memory_bytes = 0, file_bytes = 0, output_bytes_max = 0;
   app.add_option("--config", config_file, "JSON configuration file");
   app.add_option("--baseboard", config.baseboard, "baseboard id PART:SERIAL");
   app.add_option("--cubby", config.cubby, "cubby number 0-31");
   app.add_option("--data-dir", data_dir, "output storage and the gossip bookmark");
+  app.add_option("--drive", drives,
+                 "a folder on one M.2 drive for the boundary record (twice: one per drive; it "
+                 "must exist, a missing one is a missing drive)");
   app.add_option("--http", http, "HTTP API address 127.0.0.1:PORT");
   app.add_option("--gossip", gossip, "gossip address 127.0.0.1:PORT");
   app.add_option("--peer", peers, "another sled's gossip address (repeatable)");
@@ -92,20 +104,22 @@ int main(int argc, char** argv) {
   app.add_option("--output-bytes-max", output_bytes_max,
                  "a job's stdout+stderr limit (default 1 GiB)");
   app.add_flag("--test-admin", config.test_admin, "enable POST /admin/partition (tests only)");
+  app.add_option("--cut", cut,
+                 "a peer's gossip address cut both ways from the start (repeatable; tests only, "
+                 "with --test-admin)");
   CLI11_PARSE(app, argc, argv);
 
   if (!config_file.empty()) {
-    std::vector<std::string> file_peers, file_keys;
-    std::string file_http, file_gossip;
-    if (auto applied =
-            ApplyConfigFile(config_file, config, file_peers, file_keys, file_http, file_gossip);
-        !applied) {
+    FileLists file;
+    if (auto applied = ApplyConfigFile(config_file, config, file); !applied) {
       return Fail(applied.error());
     }
-    if (peers.empty()) peers = file_peers;
-    if (keys.empty()) keys = file_keys;
-    if (http.empty()) http = file_http;
-    if (gossip.empty()) gossip = file_gossip;
+    if (peers.empty()) peers = file.peers;
+    if (keys.empty()) keys = file.keys;
+    if (drives.empty()) drives = file.drives;
+    if (cut.empty()) cut = file.cut;
+    if (http.empty()) http = file.http;
+    if (gossip.empty()) gossip = file.gossip;
   }
   if (!data_dir.empty()) config.data_dir = data_dir;
   if (interval_ms > 0) config.gossip_interval_ms = std::chrono::milliseconds(interval_ms);
@@ -119,11 +133,14 @@ int main(int argc, char** argv) {
     if (!address) return Fail(address.error());
     *out = *address;
   }
-  for (const std::string& peer : peers) {
-    auto address = sush_net::ParseAddress(peer);
-    if (!address) return Fail(address.error());
-    config.peers.push_back(*address);
+  for (const auto& [texts, out] : {std::pair{&peers, &config.peers}, {&cut, &config.cut}}) {
+    for (const std::string& text : *texts) {
+      auto address = sush_net::ParseAddress(text);
+      if (!address) return Fail(address.error());
+      out->push_back(*address);
+    }
   }
+  for (const std::string& drive : drives) config.drives.emplace_back(drive);
   for (const std::string& key : keys) config.trusted_key_files.emplace_back(key);
 
   // Every thread inherits the blocked set; only sigwait below takes them.

@@ -1,32 +1,34 @@
 // File: sled_server.h
 //
 // One sled as a process: a gossip Node (TCP, peers from the configuration),
-// a rack::Sled (the core and a ProcessExecutor) and the HTTP+JSON API of
-// once/sush_net/api.h, glued together:
+// the boundary record on two drives (a LockerBoundaryStore over PosixFs), a
+// rack::Sled (the core, a ProcessExecutor and a HostPort on the node) and the
+// HTTP+JSON API, whose endpoints are the functions of
+// once/sush_net/server.h: this file only registers them with cpp-httplib.
 //
-//   gossip deliveries (causal order, own sends included) -> Sled Delivered
-//   Sled Broadcast -> the gossip host's Send (and a nudge of the node)
-//   every kTickPeriod -> TimerTick; every kLoopPeriod -> PollProcesses
-//   the node dropped its universe for another's -> a fresh core
+//   the serving loop, every kLoopPeriod: sled.Pump(clock.Now())
+//     (deliveries and universe changes, the drain signal, process output and
+//     exits, a TimerTick every kTickPeriod)
+//   POST /v1/submit: sled.Handle(ClientSubmit), then sled.Deliver
 //
-// One mutex (mu_) guards the Sled, its core, the executor and the history
-// order: the serving loop and the HTTP handlers take it; the gossip node
-// has its own lock and never calls back into the sled.
+// One mutex (mu_) guards the Sled, its core, the executor and the drives:
+// the serving loop and the HTTP handlers take it; the gossip node has its own
+// lock and never calls back into the sled (its filters read cut_, under
+// cut_mu_).
 //
 //   ONCE_ASSIGN_OR_RETURN(auto server, SledServer::Start(config));
 //   ... wait for SIGTERM ...
 //   server->Stop();   // drains within kDrainBudget
 //
-// A restart keeps only the gossip bookmark and the output folder: the
-// at-most-once record (the Boundary on the M.2 drives) is not written yet.
+// What a restart keeps: the boundary record on the drives (what this sled
+// executed), the gossip bookmark and the job output in the data folder; a
+// job a previous life left running is killed at start (its pidfile).
 
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -37,9 +39,11 @@
 #include "once/base/result.h"
 #include "once/base/rng.h"
 #include "once/gossip/node.h"
+#include "once/locker/fs.h"
 #include "once/rack/executor.h"
+#include "once/rack/locker_boundary_store.h"
 #include "once/rack/sled.h"
-#include "once/sush_net/api.h"
+#include "once/sush_net/server.h"
 
 namespace httplib {
 class Server;
@@ -52,40 +56,51 @@ inline constexpr char kSushVersion[] = "0.1.0";
 inline constexpr auto kLoopPeriod = std::chrono::milliseconds(10);
 // How often the core sees time pass.
 inline constexpr auto kTickPeriod = std::chrono::milliseconds(100);
+// After joining a universe, the boundary gate opens by this time even if no
+// peer answered (rack::SledOptions::drain_timeout).
+inline constexpr auto kDrainTimeout = std::chrono::milliseconds(2000);
 // Shutdown finishes within this (the issue asks for 5 s).
 inline constexpr auto kDrainBudget = std::chrono::milliseconds(5000);
 // How long a drain lets gossip carry the last events out.
 inline constexpr auto kDrainGossipGrace = std::chrono::milliseconds(300);
-// Signed jobs remembered for the history listing (delivery order).
-inline constexpr size_t kTrackedJobsMax = 65536;
-// Sled errors (ConcurrentSessions, ...) kept for GET /v1/session, newest last.
-inline constexpr size_t kSledErrorsKept = 16;
-// Most --peer addresses (a rack has 32 sleds).
+// Most --peer addresses (a rack has 32 sleds), and most --cut addresses.
 inline constexpr size_t kPeersMax = 64;
+// Drive folders: one per M.2 drive (locker::kSlots).
+inline constexpr size_t kDrives = 2;
 
 struct ServerConfig {
   std::string baseboard;  // "part:serial"
   int cubby = -1;         // 0..31
   std::filesystem::path data_dir;
+  // The boundary record's two slot folders, one per M.2 drive. They must
+  // exist: a missing folder is a missing drive (the sled starts untrusted).
+  std::vector<std::filesystem::path> drives;
   sush_net::Address http{"127.0.0.1", 0};
   sush_net::Address gossip{"127.0.0.1", 0};
   std::vector<sush_net::Address> peers;
   std::vector<std::filesystem::path> trusted_key_files;
   std::chrono::milliseconds gossip_interval_ms{100};
   bool test_admin = false;  // enables POST /admin/partition
-  std::string home;         // jobs' HOME and cwd; empty: this user's home
+  // With test_admin only: gossip peers cut (both ways) from the start, as if
+  // POST /admin/partition had been told before the first round.
+  std::vector<sush_net::Address> cut;
+  std::string home;  // jobs' HOME and cwd; empty: this user's home
   rack::ResourceLimits limits;
   uint64_t output_bytes_max = uint64_t{1} << 30;
 };
 
-// kInvalidArgument for a missing or malformed field, kLimitExceeded for
-// kPeersMax.
+// kInvalidArgument for a missing or malformed field (two drives needed,
+// --cut without --test-admin), kLimitExceeded for kPeersMax.
 Status CheckConfig(const ServerConfig& config);
 
 class SledServer {
  public:
-  // Binds both ports, loads the trusted keys, starts the threads.
-  // kUnavailable if a port cannot be bound; key file errors as LoadPublicKey.
+  // Checks the configuration, loads the trusted keys, kills what a previous
+  // life left running (the executor), opens the drives, binds both ports and
+  // starts the threads. kUnavailable if a port cannot be bound; key file
+  // errors as LoadPublicKey; kPermissionDenied if another process holds a
+  // drive. What the drives hold is never an error: a discarded record
+  // starts the sled untrusted.
   static Result<std::unique_ptr<SledServer>> Start(ServerConfig config);
   ~SledServer();
 
@@ -99,38 +114,35 @@ class SledServer {
  private:
   explicit SledServer(ServerConfig config);
   void Loop();
-  void DeliverLocked();
-  void ResetLocked(const gossip::NetworkId& network);
-  void TrackLocked(const Bytes& payload);
   void Consume(std::vector<rack::Output> outputs);
   void Route();
-  bool PeerAllowed(size_t peer);
-
-  class Sender;
+  // The answers of the endpoints that touch the sled, under mu_.
+  sush_net::OutputSink Sink();
+  itc::Version HeardLocked();
+  bool Cut(const std::string& peer);
+  void SetCut(const std::vector<sush_net::Address>& peers);
 
   ServerConfig config_;
+  sush_net::SledFacts facts_;
   rack::TrustedKeys trusted_;
   SystemRng rng_;
   SystemClock clock_;
+  locker::PosixFs fs_;
   std::unique_ptr<gossip::Node> node_;
-  std::unique_ptr<Sender> sender_;
   std::unique_ptr<httplib::Server> http_;
   uint16_t http_port_ = 0;
 
   std::mutex mu_;  // guards everything below
-  rack::MemoryBoundaryStore boundary_;
+  std::unique_ptr<rack::LockerBoundaryStore> drives_;
   std::unique_ptr<rack::ProcessExecutor> executor_;
   std::unique_ptr<rack::SledCore> core_;
+  std::unique_ptr<rack::HostPort> port_;
   std::unique_ptr<rack::Sled> sled_;
-  gossip::NetworkId network_;
-  itc::Version checkpoint_;
-  std::set<rack::JobId> tracked_;            // the ids in job_order_
-  std::deque<rack::JobId> job_order_;        // trusted job starts in delivery order, oldest first
-  std::deque<rack::SledError> sled_errors_;  // the latest kSledErrorsKept, oldest first
-  uint64_t resets_ = 0;
+  std::optional<rack::NetworkId> network_;  // the core's, as of the last Pump
+  sush_net::SledNotes notes_;
 
-  std::mutex partition_mu_;
-  std::set<std::string> partitioned_;  // gossip addresses not to gossip with
+  std::mutex cut_mu_;
+  std::set<std::string> cut_;  // gossip addresses cut both ways
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};

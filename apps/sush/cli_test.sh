@@ -2,7 +2,8 @@
 # The sush client end to end on a 2-sled rack: keys new (0600), --json on
 # commands, job output by cubby target, history, the REPL prompt, version as
 # 16 rows x 2 cubbies, job stop + session skip of the chain's next position,
-# --concurrent, session stop, rack down.
+# --concurrent, boundary, rack restart, sled reset (refused: trusted), session
+# stop, rack down.
 #   apps/sush/cli_test.sh path/to/sush
 set -euo pipefail
 sush="$1"
@@ -46,6 +47,29 @@ ran="$("$sush" --rack "$dir" --json job start -w --concurrent 'echo burned')"
 [[ "$(json '["job"]["job_id"]' <<<"$ran")" == "$after" ]] || fail "next job not at the burned successor"
 [[ "$(json '["job"]["concurrent"]' <<<"$ran")" == True ]] || fail "--concurrent"
 [[ "$(json '["stdout"]["913-0000019:SLED00000"]' <<<"$ran")" == burned ]] || fail "job after skip: $ran"
+# The boundary record: every sled trusted with its two drives; a sled killed
+# (-9) and restarted by `rack restart` keeps its record (adopted) and runs the
+# next job once; `sled reset` of a trusted sled is a typed refusal.
+b="$("$sush" --rack "$dir" --json boundary)"
+[[ "$(json '["sleds"].__len__()' <<<"$b")" == 2 ]] || fail "boundary: $b"
+[[ "$(json '["sleds"][1]["trusted"]' <<<"$b")" == True ]] || fail "boundary trusted: $b"
+[[ "$(json '["sleds"][1]["drives"].__len__()' <<<"$b")" == 2 ]] || fail "boundary drives: $b"
+[[ -d "$dir/sled1/m2a" && -d "$dir/sled1/m2b" ]] || fail "rack up made no drive folders"
+"$sush" --rack "$dir" boundary -T 1 | grep -q '^913-0000019:SLED00001: trusted, gate open' ||
+  fail "boundary text"
+"$sush" rack restart -T 1 --kill --dir "$dir" >/dev/null || fail "rack restart"
+[[ "$("$sush" --rack "$dir" --json boundary -T 1 | json '["sleds"][0]["locker_verdict"]')" == \
+  adopted ]] || fail "the restarted sled did not adopt its record"
+[[ "$("$sush" --rack "$dir" --json sled reset -T 1 | json '["error"]["code"]')" == \
+  InvalidArgument ]] || fail "sled reset of a trusted sled"
+for _ in $(seq 50); do
+  [[ "$("$sush" --rack "$dir" --json boundary -T 1 | json '["sleds"][0]["gate"]')" == open ]] && break
+  sleep 0.1
+done
+again="$("$sush" --rack "$dir" --json job start -w 'echo again >> $HOME/../ledger')"
+[[ "$(json '["job"]["statuses"]["913-0000019:SLED00001"]["state"]' <<<"$again")" == Stopped ]] ||
+  fail "no job after a restart: $again"
+[[ "$(grep -c again "$dir/sled1/ledger")" == 1 ]] || fail "ledger"
 # Usage errors and limits answer typed JSON errors too.
 [[ "$("$sush" --rack "$dir" --json job stop | json '["error"]["code"]')" == InvalidArgument ]] ||
   fail "usage error as JSON"

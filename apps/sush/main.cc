@@ -5,6 +5,9 @@
 //   sush --rack /tmp/rack job start -w 'echo hello from $SUSH_JOB_ID'
 //   sush --rack /tmp/rack job status WORD-WORD-... --full
 //   sush --rack /tmp/rack session skip WORD-WORD-...   # burn a cancelled job's position
+//   sush --rack /tmp/rack boundary [-T 2]   # each sled's boundary record and drives
+//   sush --rack /tmp/rack sled reset -T 2   # an untrusted sled's record, reset (signed)
+//   sush rack restart -T 2 --dir /tmp/rack [--kill]
 //   sush --rack /tmp/rack                   # the REPL (prompt "sush# ")
 //   sush rack down --dir /tmp/rack
 //
@@ -104,6 +107,9 @@ void Print(const Context& ctx, const json& body, const std::string& text) {
 
 std::string StatusText(const json& status) {
   std::string text = status.value("state", std::string("?"));
+  if (status.contains("skip_reason")) {
+    text += " (" + status.value("skip_reason", std::string()) + ")";
+  }
   if (status.contains("exit")) {
     const json& exit = status["exit"];
     const std::string kind = exit.value("kind", std::string());
@@ -272,10 +278,14 @@ std::string SledErrorsText(const json& session) {
   std::string text;
   if (!session.contains("errors") || !session["errors"].is_array()) return text;
   for (const json& e : session["errors"]) {
-    text += "  " + e.value("kind", std::string("?")) + " reported by " +
-            e.value("baseboard", std::string("?")) + ": " + e.value("message", std::string()) +
-            " (" + e.value("first", std::string()) + " met " + e.value("second", std::string()) +
-            ")\n";
+    const std::string kind = e.value("kind", std::string("?"));
+    text += "  " + kind + " reported by " + e.value("baseboard", std::string("?")) + ": " +
+            e.value("message", std::string());
+    if (kind == "ConcurrentSessions") {
+      text +=
+          " (" + e.value("first", std::string()) + " met " + e.value("second", std::string()) + ")";
+    }
+    text += "\n";
   }
   return text;
 }
@@ -292,6 +302,8 @@ int SessionCommand(const Context& ctx, const std::string& action, const std::str
         session["active"].is_null() ? "none" : session["active"].get<std::string>();
     Print(ctx, session,
           "session " + active + "\n" +
+              (session.contains("message") ? "  " + session["message"].get<std::string>() + "\n"
+                                           : std::string()) +
               (session["next_job_id"].is_null()
                    ? std::string()
                    : "  next job " + session["next_job_id"].get<std::string>() + "\n") +
@@ -358,6 +370,9 @@ int JobStatus(const Context& ctx, const std::string& id_text, bool wait, bool fu
   }
   for (const auto& [baseboard, status] : job["statuses"].items()) {
     text += "  " + baseboard + "  " + StatusText(status) + "\n";
+    if (full && status.contains("detail")) {
+      text += "      " + status["detail"].get<std::string>() + "\n";
+    }
     if (full && status.contains("stdout_hash")) {
       text += "      stdout blake2b " + status["stdout_hash"].get<std::string>() + "\n";
     }
@@ -406,15 +421,176 @@ int JobHistory(const Context& ctx, int limit, int offset) {
   std::string text;
   for (const json& job : history["jobs"]) {
     size_t terminal = 0;
+    std::map<std::string, size_t> states;  // "Stopped", "Skipped (lightcone)", ...
     for (const auto& [bb, status] : job["statuses"].items()) {
       terminal += status.value("terminal", false) ? 1 : 0;
+      std::string state = status.value("state", std::string("?"));
+      if (status.contains("skip_reason"))
+        state += " (" + status["skip_reason"].get<std::string>() + ")";
+      ++states[state];
+    }
+    std::string counts;
+    for (const auto& [state, n] : states) {
+      counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + state;
     }
     text += job["job_id"].get<std::string>() + "  " + std::to_string(terminal) + "/" +
             std::to_string(job["statuses"].size()) + " done  " + job["command"].get<std::string>() +
-            "\n";
+            (counts.empty() ? std::string() : "  [" + counts + "]") + "\n";
   }
   if (text.empty()) text = "no jobs\n";
   Print(ctx, history, text);
+  return 0;
+}
+
+// ---- The boundary record ----
+
+struct NamedSled {
+  std::string baseboard;
+  std::optional<int> cubby;
+  sush_net::SushClient client;
+};
+
+// The sleds a command names with -T: with --rack, those of rack.json ("*":
+// all); with --server, that sled if the target names it.
+Result<std::vector<NamedSled>> NamedSleds(const Context& ctx, const std::string& target) {
+  std::vector<NamedSled> out;
+  if (ctx.globals.server.empty() && ctx.rack) {
+    ONCE_ASSIGN_OR_RETURN(std::vector<sush::RackSled> sleds, sush::SledsOf(*ctx.rack, target));
+    for (const sush::RackSled& sled : sleds) {
+      out.push_back(NamedSled{sled.baseboard, sled.cubby, sush_net::SushClient(sled.http)});
+    }
+  } else {
+    ONCE_ASSIGN_OR_RETURN(sush_net::SushClient client, ctx.Sled());
+    ONCE_ASSIGN_OR_RETURN(json info, client.Info());
+    ONCE_ASSIGN_OR_RETURN(rack::Target parsed, rack::Target::Parse(target));
+    NamedSled sled{info.value("baseboard", std::string()), std::nullopt, client};
+    if (info.contains("cubby") && info["cubby"].is_number()) sled.cubby = info["cubby"].get<int>();
+    rack::SledIdentity identity{sled.baseboard, std::nullopt};
+    if (sled.cubby) identity.cubby = static_cast<uint8_t>(*sled.cubby);
+    if (parsed.Matches(identity)) out.push_back(std::move(sled));
+  }
+  if (out.empty()) {
+    return MakeError(ErrorCode::kNotFound, "-T " + target + " names no sled of this rack");
+  }
+  return out;
+}
+
+std::string Or(const json& value, const std::string& fallback = "-") {
+  return value.is_string() ? value.get<std::string>() : fallback;
+}
+
+std::string OutcomeText(const json& outcome) {
+  if (!outcome.is_object()) return "-";
+  const std::string kind = outcome.value("kind", std::string());
+  if (kind == "exited") return "exit " + std::to_string(outcome.value("code", 0));
+  if (kind == "signaled") {
+    return "signal " + std::to_string(outcome.value("code", 0)) + " (" +
+           outcome.value("signal", std::string("?")) + ")";
+  }
+  return "failed: " + outcome.value("error", std::string());
+}
+
+// One sled's GET /v1/boundary, for people.
+std::string BoundaryText(const json& b) {
+  const std::string head = b.value("baseboard", std::string("?"));
+  std::string text;
+  if (!b.value("trusted", false)) {
+    text = head + ": UNTRUSTED (locker verdict " + b.value("locker_verdict", std::string("?")) +
+           "): " + Or(b["untrusted_reason"], "") +
+           "\n  every job is skipped here until `sush sled reset -T " +
+           head.substr(head.rfind(':') + 1) + "` (reset nonce " + Or(b["reset_nonce"]) + ")\n";
+  } else {
+    const std::string verdict = b.value("locker_verdict", std::string("?"));
+    text = head + ": trusted, gate " + b.value("gate", std::string("?")) + ", locker verdict " +
+           (verdict == "discarded" ? "discarded at start, reset by an operator since" : verdict) +
+           "\n";
+    text += "  network    " + Or(b["network"], "none yet");
+    if (b["joined_network"] != b["network"]) text += " (joined " + Or(b["joined_network"]) + ")";
+    text += "\n  session    " + Or(b["session"]) + "\n  last job   " + Or(b["last_job"]) +
+            "\n  successor  " + Or(b["successor"]) + "\n  outcome    " + OutcomeText(b["outcome"]) +
+            "\n  V          " + Or(b["V"]) + "   (ITC text)\n  markers    entry " +
+            Or(b["markers"]["entry"]) +
+            (b["markers"]["joined"] != b["markers"]["entry"]
+                 ? ", joined universe's " + Or(b["markers"]["joined"])
+                 : std::string()) +
+            ", birth " + Or(b["markers"]["birth"]) + "\n  amnesia    " + Or(b["amnesia"]) + ", " +
+            std::to_string(b.value("resets", 0)) + " operator reset(s)\n";
+    const json& map = b["map"];
+    text += "  map        " + std::to_string(map.size()) + " universe(s) left\n";
+    for (const json& entry : map) {
+      text += "             " + Or(entry["network"]) + "  session " + Or(entry["session"]) +
+              "  last job " + Or(entry["last_job"]) + "\n";
+    }
+    const json& filter = b["filter"];
+    char rate[64];
+    std::snprintf(rate, sizeof(rate), "%.3g", filter.value("false_positive_rate", 0.0));
+    text += "  filter     " + std::to_string(filter.value("bits_set", 0)) + "/" +
+            std::to_string(filter.value("bits", 0)) + " bits set, est. false positive rate " +
+            rate + "\n  record     " + std::to_string(b.value("bytes", 0)) + " bytes\n";
+  }
+  for (const json& drive : b["drives"]) {
+    text += "  drive      " + drive.value("path", std::string()) + ": " +
+            drive.value("state", std::string()) + " (sequence " +
+            std::to_string(drive.value("sequence", uint64_t{0})) + ")";
+    if (!drive.value("message", std::string()).empty()) {
+      text += " " + drive["message"].get<std::string>();
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+int Boundary(const Context& ctx, const std::string& target) {
+  SUSH_TRY(std::vector<NamedSled> sleds, NamedSleds(ctx, target));
+  json all = json::array();
+  std::string text;
+  for (const NamedSled& sled : sleds) {
+    auto boundary = sled.client.Boundary();
+    if (boundary) {
+      all.push_back(*boundary);
+      text += BoundaryText(*boundary);
+    } else {
+      all.push_back(json{{"baseboard", sled.baseboard},
+                         {"error", sush_net::ErrorToJson(boundary.error())["error"]}});
+      text += sled.baseboard + ": unreachable: " + boundary.error().message + "\n";
+    }
+  }
+  Print(ctx, json{{"sleds", all}}, text);
+  return 0;
+}
+
+int SledReset(const Context& ctx, const std::string& target) {
+  SUSH_TRY(std::vector<NamedSled> sleds, NamedSleds(ctx, target));
+  if (sleds.size() != 1) {
+    return Fail(ctx, Error{ErrorCode::kInvalidArgument,
+                           "sled reset resets one sled; -T " + target + " names " +
+                               std::to_string(sleds.size()),
+                           "",
+                           {}});
+  }
+  SUSH_TRY(rack::KeyPair keys, ctx.Key());
+  const NamedSled& sled = sleds[0];
+  SUSH_TRY(rack::Nonce nonce, sled.client.ResetSled(keys));
+  // Accepted: the sled applies it when gossip delivers it back (at once).
+  json boundary;
+  for (int i = 0; i < 50; ++i) {
+    SUSH_TRY(boundary, sled.client.Boundary());
+    if (boundary.value("trusted", false)) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  if (!boundary.value("trusted", false)) {
+    return Fail(ctx, Error{ErrorCode::kUnavailable,
+                           "the reset of " + sled.baseboard + " was accepted but the sled is " +
+                               "still untrusted: " + Or(boundary["untrusted_reason"], ""),
+                           "",
+                           {}});
+  }
+  Print(
+      ctx,
+      json{
+          {"baseboard", sled.baseboard}, {"reset_nonce", nonce.ToString()}, {"boundary", boundary}},
+      "sled " + sled.baseboard + " reset (nonce " + nonce.ToString() +
+          "): trusted again; only jobs submitted from now on run there\n");
   return 0;
 }
 
@@ -497,6 +673,21 @@ int RackUpCommand(const Context& ctx, int sleds, const std::string& dir,
           rack.dir.string() + " session start\n  sush --rack " + rack.dir.string() +
           "            (REPL)\nstop it with:\n  sush rack down --dir " + rack.dir.string() + "\n";
   Print(ctx, sush::RackToJson(rack), text);
+  return 0;
+}
+
+int RackRestartCommand(const Context& ctx, const std::string& dir, const std::string& target,
+                       bool kill, const std::vector<std::string>& cut, bool no_cut) {
+  const std::string rack_dir = dir.empty() ? ctx.globals.rack_dir : dir;
+  if (rack_dir.empty()) {
+    return Fail(ctx, Error{ErrorCode::kInvalidArgument, "say which rack: --dir DIR", "", {}});
+  }
+  sush::RackRestartOptions options{target, kill, std::nullopt};
+  if (!cut.empty() || no_cut) options.cut = cut;
+  SUSH_TRY(sush::RackSled sled, sush::RackRestart(rack_dir, options));
+  Print(ctx, json{{"baseboard", sled.baseboard}, {"pid", sled.pid}, {"args", sled.args}},
+        "sled " + sled.baseboard + " restarted (" + (kill ? "SIGKILL" : "SIGTERM") + "), pid " +
+            std::to_string(sled.pid) + "\n");
   return 0;
 }
 
@@ -590,6 +781,22 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, bool in_re
   job_history->callback(
       [&] { action = [&](const Context& c) { return JobHistory(c, limit, offset); }; });
 
+  auto* boundary = app.add_subcommand("boundary", "each sled's boundary record and drives");
+  boundary->add_option("-T,--target", target, "*, or cubbies, serials, baseboard ids");
+  boundary->add_flag("--json", globals.json_output);
+  boundary->callback([&] { action = [&](const Context& c) { return Boundary(c, target); }; });
+
+  auto* sled_cmd = app.add_subcommand("sled", "one sled")->require_subcommand(1);
+  auto* reset = sled_cmd->add_subcommand(
+      "reset",
+      "reset an untrusted sled's boundary record (signed; from then on it runs only "
+      "jobs submitted after the reset)");
+  std::string reset_target;
+  reset->add_option("-T,--target", reset_target, "the sled: cubby, serial or baseboard id")
+      ->required();
+  reset->add_flag("--json", globals.json_output);
+  reset->callback([&] { action = [&](const Context& c) { return SledReset(c, reset_target); }; });
+
   auto* version = app.add_subcommand("version", "client, server and every sled, as the rack");
   version->add_flag("--json", globals.json_output);
   version->callback([&] { action = [&](const Context& c) { return Version(c); }; });
@@ -607,6 +814,22 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, bool in_re
   up->add_flag("--json", globals.json_output);
   up->callback([&] {
     action = [&](const Context& c) { return RackUpCommand(c, sleds, dir, server_bin, test_admin); };
+  });
+  auto* restart = rack_cmd->add_subcommand(
+      "restart", "stop one sled and start it again with its flags (data, drives, --cut)");
+  std::string restart_target;
+  bool kill = false, no_cut = false;
+  std::vector<std::string> cut;
+  restart->add_option("-T,--target", restart_target, "the sled")->required();
+  restart->add_option("--dir", dir, "the rack (default: --rack)");
+  restart->add_flag("--kill", kill, "SIGKILL (a crash) instead of SIGTERM");
+  restart->add_option("--cut", cut, "replace its --cut flags (a rack up --test-admin)");
+  restart->add_flag("--no-cut", no_cut, "drop its --cut flags");
+  restart->add_flag("--json", globals.json_output);
+  restart->callback([&] {
+    action = [&](const Context& c) {
+      return RackRestartCommand(c, dir, restart_target, kill, cut, no_cut);
+    };
   });
   auto* down = rack_cmd->add_subcommand("down", "stop the rack's sleds");
   down->add_option("--dir", dir)->required();

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "once/rack/keys.h"
+#include "once/rack/target.h"
 
 namespace once::sush {
 
@@ -151,16 +152,21 @@ std::filesystem::path FindServerBinary() {
 json RackToJson(const RackFile& rack) {
   json sleds = json::array();
   for (const RackSled& s : rack.sleds) {
+    json drives = json::array();
+    for (const auto& drive : s.drives) drives.push_back(drive.string());
     sleds.push_back(json{{"cubby", s.cubby},
                          {"baseboard", s.baseboard},
                          {"http", s.http.ToString()},
                          {"gossip", s.gossip.ToString()},
                          {"pid", s.pid},
-                         {"data_dir", s.data_dir.string()}});
+                         {"data_dir", s.data_dir.string()},
+                         {"drives", drives},
+                         {"args", s.args}});
   }
   return json{{"dir", rack.dir.string()},
               {"key", rack.key.string()},
               {"trusted_key", rack.trusted_key.string()},
+              {"server_binary", rack.server_binary.string()},
               {"sleds", sleds}};
 }
 
@@ -176,6 +182,7 @@ Result<RackFile> LoadRack(const std::filesystem::path& dir) {
     rack.dir = body.at("dir").get<std::string>();
     rack.key = body.at("key").get<std::string>();
     rack.trusted_key = body.at("trusted_key").get<std::string>();
+    rack.server_binary = body.value("server_binary", std::string());
     for (const json& s : body.at("sleds")) {
       RackSled sled;
       sled.cubby = s.at("cubby").get<int>();
@@ -184,6 +191,10 @@ Result<RackFile> LoadRack(const std::filesystem::path& dir) {
       ONCE_ASSIGN_OR_RETURN(sled.gossip, sush_net::ParseAddress(s.at("gossip").get<std::string>()));
       sled.pid = s.at("pid").get<int>();
       sled.data_dir = s.at("data_dir").get<std::string>();
+      for (const std::string& drive : s.value("drives", std::vector<std::string>{})) {
+        sled.drives.emplace_back(drive);
+      }
+      sled.args = s.value("args", std::vector<std::string>{});
       rack.sleds.push_back(std::move(sled));
     }
   } catch (const json::exception& e) {
@@ -218,8 +229,7 @@ Result<RackFile> RackUp(const RackUpOptions& options) {
     ONCE_RETURN_IF_ERROR(sush_net::SaveKeyPair(rack.key, "operator", keys));
     ONCE_RETURN_IF_ERROR(sush_net::SavePublicKey(rack.trusted_key, "operator", keys.public_key));
   }
-  const std::filesystem::path binary =
-      options.server_binary.empty() ? FindServerBinary() : options.server_binary;
+  rack.server_binary = options.server_binary.empty() ? FindServerBinary() : options.server_binary;
   ONCE_ASSIGN_OR_RETURN(std::vector<uint16_t> ports, FreePorts(2 * options.sleds));
   for (int i = 0; i < options.sleds; ++i) {
     RackSled sled;
@@ -229,35 +239,49 @@ Result<RackFile> RackUp(const RackUpOptions& options) {
     sled.baseboard = std::string("913-0000019:") + serial;
     sled.http = sush_net::Address{"127.0.0.1", ports[2 * i]};
     sled.gossip = sush_net::Address{"127.0.0.1", ports[2 * i + 1]};
-    sled.data_dir = dir / ("sled" + std::to_string(i)) / "data";
+    const auto sled_dir = dir / ("sled" + std::to_string(i));
+    sled.data_dir = sled_dir / "data";
+    sled.drives = {sled_dir / "m2a", sled_dir / "m2b"};
     rack.sleds.push_back(sled);
   }
   for (RackSled& sled : rack.sleds) {
     const auto sled_dir = sled.data_dir.parent_path();
     std::filesystem::create_directories(sled_dir / "home", ec);
-    std::vector<std::string> args{"--baseboard",
-                                  sled.baseboard,
-                                  "--cubby",
-                                  std::to_string(sled.cubby),
-                                  "--data-dir",
-                                  sled.data_dir.string(),
-                                  "--home",
-                                  (sled_dir / "home").string(),
-                                  "--http",
-                                  sled.http.ToString(),
-                                  "--gossip",
-                                  sled.gossip.ToString(),
-                                  "--trusted-key",
-                                  rack.trusted_key.string(),
-                                  "--gossip-interval-ms",
-                                  std::to_string(options.gossip_interval_ms)};
+    // The drive folders stand for the sled's two M.2 drives: rack up makes
+    // them; a server never does (a missing folder is a missing drive).
+    for (const auto& drive : sled.drives) {
+      std::filesystem::create_directories(drive, ec);
+      if (ec) return MakeError(ErrorCode::kUnavailable, "cannot create " + drive.string());
+      std::filesystem::permissions(drive, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, ec);
+    }
+    sled.args = {"--baseboard",
+                 sled.baseboard,
+                 "--cubby",
+                 std::to_string(sled.cubby),
+                 "--data-dir",
+                 sled.data_dir.string(),
+                 "--drive",
+                 sled.drives[0].string(),
+                 "--drive",
+                 sled.drives[1].string(),
+                 "--home",
+                 (sled_dir / "home").string(),
+                 "--http",
+                 sled.http.ToString(),
+                 "--gossip",
+                 sled.gossip.ToString(),
+                 "--trusted-key",
+                 rack.trusted_key.string(),
+                 "--gossip-interval-ms",
+                 std::to_string(options.gossip_interval_ms)};
     for (const RackSled& peer : rack.sleds) {
       if (peer.cubby == sled.cubby) continue;
-      args.push_back("--peer");
-      args.push_back(peer.gossip.ToString());
+      sled.args.push_back("--peer");
+      sled.args.push_back(peer.gossip.ToString());
     }
-    if (options.test_admin) args.push_back("--test-admin");
-    sled.pid = Spawn(binary, args, sled_dir / "server.log");
+    if (options.test_admin) sled.args.push_back("--test-admin");
+    sled.pid = Spawn(rack.server_binary, sled.args, sled_dir / "server.log");
     if (sled.pid < 0) return MakeError(ErrorCode::kUnavailable, "fork failed");
   }
   ONCE_RETURN_IF_ERROR(WriteRack(rack));
@@ -289,6 +313,79 @@ Result<RackFile> RackUp(const RackUpOptions& options) {
     std::this_thread::sleep_for(100ms);
   }
   return rack;
+}
+
+Result<std::vector<RackSled>> SledsOf(const RackFile& rack, const std::string& target_text) {
+  ONCE_ASSIGN_OR_RETURN(rack::Target target, rack::Target::Parse(target_text));
+  std::vector<RackSled> out;
+  for (const RackSled& sled : rack.sleds) {
+    if (target.Matches(rack::SledIdentity{sled.baseboard, static_cast<uint8_t>(sled.cubby)})) {
+      out.push_back(sled);
+    }
+  }
+  return out;
+}
+
+Result<RackSled> RackRestart(const std::filesystem::path& dir_in,
+                             const RackRestartOptions& options) {
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::canonical(dir_in, ec);
+  if (ec) return MakeError(ErrorCode::kNotFound, "no rack at " + dir_in.string());
+  ONCE_ASSIGN_OR_RETURN(RackFile rack, LoadRack(dir));
+  ONCE_ASSIGN_OR_RETURN(std::vector<RackSled> named, SledsOf(rack, options.target));
+  if (named.size() != 1) {
+    return MakeError(ErrorCode::kInvalidArgument, "-T " + options.target + " names " +
+                                                      std::to_string(named.size()) + " sleds of " +
+                                                      dir.string() + ": restart names one");
+  }
+  RackSled* sled = nullptr;
+  for (RackSled& s : rack.sleds) {
+    if (s.baseboard == named[0].baseboard) sled = &s;
+  }
+  if (sled->args.empty() || rack.server_binary.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "rack.json has no server flags for " + sled->baseboard + " (rack up again)");
+  }
+  if (IsOurServer(sled->pid, dir)) {
+    ::kill(sled->pid, options.kill ? SIGKILL : SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + kRackDownWait;
+    while (Alive(sled->pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+    if (Alive(sled->pid) && IsOurServer(sled->pid, dir)) ::kill(sled->pid, SIGKILL);
+    while (Alive(sled->pid)) std::this_thread::sleep_for(20ms);
+  }
+  if (options.cut) {
+    std::vector<std::string> args;
+    for (size_t i = 0; i < sled->args.size(); ++i) {
+      if (sled->args[i] == "--cut" && i + 1 < sled->args.size()) {
+        ++i;
+        continue;
+      }
+      args.push_back(sled->args[i]);
+    }
+    for (const std::string& peer : *options.cut) {
+      args.push_back("--cut");
+      args.push_back(peer);
+    }
+    sled->args = std::move(args);
+  }
+  sled->pid = Spawn(rack.server_binary, sled->args, sled->data_dir.parent_path() / "server.log");
+  if (sled->pid < 0) return MakeError(ErrorCode::kUnavailable, "fork failed");
+  ONCE_RETURN_IF_ERROR(WriteRack(rack));
+  const auto deadline = std::chrono::steady_clock::now() + kRackUpWait;
+  while (!sush_net::SushClient(sled->http, {500ms}).Info()) {
+    if (!Alive(sled->pid)) {
+      return MakeError(ErrorCode::kUnavailable,
+                       "sush-server " + sled->baseboard + " exited; see " +
+                           (sled->data_dir.parent_path() / "server.log").string());
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return MakeError(ErrorCode::kTimeout, sled->baseboard + " did not answer in time");
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return *sled;
 }
 
 Result<std::vector<int>> RackDown(const std::filesystem::path& dir_in) {

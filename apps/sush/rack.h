@@ -4,12 +4,19 @@
 // sush-server processes on loopback ports (cubbies 0..N-1, baseboards
 // 913-0000019:SLED0000i), all peers of one another, trusting a fresh key
 // DIR/keys/operator.key (0600; DIR/keys/operator.pub is what the sleds
-// load), and writes DIR/rack.json. `sush rack down --dir DIR` SIGTERMs the
-// pids of DIR/rack.json that are still ours (their /proc/PID/cmdline names
-// sush-server and DIR), waits, and SIGKILLs stragglers.
+// load), and writes DIR/rack.json. Each sled gets DIR/sledI/{data, home,
+// m2a, m2b, server.log}: m2a and m2b stand for its two M.2 drives (--drive
+// twice); rack up creates them (0700), a server never does (a missing drive
+// folder is a missing drive). `sush rack down --dir DIR` SIGTERMs the pids of
+// DIR/rack.json that are still ours (their /proc/PID/cmdline names
+// sush-server and DIR), waits, and SIGKILLs stragglers. `sush rack restart
+// -T SLED` stops one sled (SIGTERM, or SIGKILL with --kill: a crash) and
+// starts it again with the same flags (data, drives, --cut), as tests do by
+// hand.
 //
 //   ONCE_ASSIGN_OR_RETURN(RackFile rack, RackUp(RackUpOptions{4, "/tmp/rack"}));
 //   ONCE_ASSIGN_OR_RETURN(RackFile again, LoadRack("/tmp/rack"));
+//   ONCE_ASSIGN_OR_RETURN(RackSled one, RackRestart("/tmp/rack", {.target = "2", .kill = true}));
 //   ONCE_RETURN_IF_ERROR(RackDown("/tmp/rack"));
 
 #pragma once
@@ -17,6 +24,7 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,12 +47,15 @@ struct RackSled {
   sush_net::Address gossip;
   int pid = 0;
   std::filesystem::path data_dir;
+  std::vector<std::filesystem::path> drives;  // the two drive folders
+  std::vector<std::string> args;              // the server's flags, for a restart
 };
 
 struct RackFile {
   std::filesystem::path dir;
   std::filesystem::path key;          // the operator's key pair
   std::filesystem::path trusted_key;  // its public half, loaded by the sleds
+  std::filesystem::path server_binary;
   std::vector<RackSled> sleds;
 };
 
@@ -64,6 +75,20 @@ Result<RackFile> LoadRack(const std::filesystem::path& dir);
 Result<RackFile> RackUp(const RackUpOptions& options);
 // Returns the pids stopped.
 Result<std::vector<int>> RackDown(const std::filesystem::path& dir);
+
+struct RackRestartOptions {
+  std::string target;  // must name exactly one sled of the rack (cubby, serial, baseboard)
+  bool kill = false;   // SIGKILL (a crash) instead of SIGTERM (a drain)
+  // Replace the sled's --cut flags (needs a rack up --test-admin); nullopt keeps them.
+  std::optional<std::vector<std::string>> cut;
+};
+// Stops the sled (if it still runs) and starts it with its flags, waits until
+// it answers over HTTP, and records its new pid. kInvalidArgument if the
+// target names no sled or several; kUnavailable/kTimeout if it does not come
+// back.
+Result<RackSled> RackRestart(const std::filesystem::path& dir, const RackRestartOptions& options);
+// The sleds of `rack` that `target` names ("*": all).
+Result<std::vector<RackSled>> SledsOf(const RackFile& rack, const std::string& target);
 // The sush-server binary: $SUSH_SERVER, next to this program, in the build
 // tree's apps/sush-server, or on PATH.
 std::filesystem::path FindServerBinary();

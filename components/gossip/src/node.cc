@@ -281,7 +281,7 @@ struct Node::Impl {
   // closes, idles out or the node stops.
   void LinkLoop(std::shared_ptr<Link> link) {
     bool ok = link->dialed;  // a dialled link was greeted and registered by Dial
-    if (!ok && Greet(*link, nullptr)) {
+    if (!ok && Greet(*link, nullptr) && InboundAllowed(*link)) {
       std::lock_guard lock(mu);
       ok = !link->closed && RegisterLocked(link);
     }
@@ -320,7 +320,19 @@ struct Node::Impl {
     if (!link.stream->Read(std::span(&byte, 1), DeadlineIn(options.session_timeout_ms))) {
       return false;
     }
-    return byte == kOpen && Serve(link);
+    return byte == kOpen && InboundAllowed(link) && Serve(link);
+  }
+
+  // Whether the peer of `link` may have its sessions served (the peer's
+  // listening address is set by the greeting).
+  bool InboundAllowed(const Link& link) {
+    if (!options.peer_allowed_inbound) return true;
+    PeerAddress peer;
+    {
+      std::lock_guard lock(mu);
+      peer = link.peer;
+    }
+    return options.peer_allowed_inbound(peer);
   }
 
   // Grants the peer the turn and answers its session.

@@ -266,5 +266,40 @@ TEST(NodeTest, APeerFilterKeepsTwoNodesApartUntilItAllowsThem) {
   for (auto& n : nodes) n->Stop();
 }
 
+// A cut told to one side only holds both ways: the cut node refuses the
+// other's dials and the sessions it opens, not only its own rounds.
+TEST(NodeTest, AnInboundFilterRefusesThePeersLinksAndSessions) {
+  std::atomic<bool> cut{true};
+  std::vector<uint16_t> ports;
+  {
+    auto a = TcpListener::Listen(0), b = TcpListener::Listen(0);
+    ports = {(*a)->port(), (*b)->port()};
+  }
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    NodeOptions o;
+    o.port = ports[i];
+    o.peers.push_back(PeerAddress{"127.0.0.1", ports[1 - i]});
+    o.gossip_interval_ms = 20ms;
+    o.rng_seed = 3000 + i;
+    if (i == 0) {  // only node 0 is told
+      o.peer_allowed = [&cut](size_t) { return !cut.load(); };
+      o.peer_allowed_inbound = [&cut, port = ports[1]](const PeerAddress& peer) {
+        return !cut.load() || peer.port != port;
+      };
+    }
+    auto node = Node::Start(std::move(o));
+    ASSERT_TRUE(node) << node.error().ToString();
+    nodes.push_back(std::move(*node));
+  }
+  std::this_thread::sleep_for(300ms);
+  EXPECT_GT(nodes[1]->stats().rounds, 0u) << "node 1 kept dialling";
+  EXPECT_EQ(nodes[0]->stats().sessions_ok + nodes[1]->stats().sessions_ok, 0u);
+  EXPECT_NE(nodes[0]->host().network(), nodes[1]->host().network());
+  cut = false;
+  EXPECT_TRUE(Eventually([&] { return nodes[0]->host().network() == nodes[1]->host().network(); }));
+  for (auto& n : nodes) n->Stop();
+}
+
 }  // namespace
 }  // namespace once::gossip

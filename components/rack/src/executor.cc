@@ -105,12 +105,17 @@ struct ChildPlan {
   int stderr_fd;
   int error_fd;
   int go_fd;  // the parent writes one byte once the job's pidfile is durable
+  // The write end of the go pipe, which the fork copied: closed at once, or a
+  // parent that dies before its go would leave this child waiting forever
+  // (holding every descriptor of the server: the drives' locks, its ports).
+  int go_write_fd;
   ResourceLimits limits;
 };
 
 // Runs in the forked child: only async-signal-safe calls.
 [[noreturn]] void RunChild(const ChildPlan& plan) {
   ::setsid();
+  ::close(plan.go_write_fd);
   // Nothing runs before the parent has recorded this process: a server that
   // dies in between leaves no job it cannot find again (EOF: it died).
   char go = 0;
@@ -391,9 +396,9 @@ Status ProcessExecutor::Start(const JobSpec& spec) {
                                   "SUSH_COMMAND=" + spec.command,
                                   "SUSH_JOB_OUTPUT_DIR=" + dir.string()};
   std::vector<char*> argv = Pointers(args), envp = Pointers(env);
-  ChildPlan plan{config_.shell.c_str(), argv.data(), envp.data(),
-                 config_.home.c_str(),  out_w.get(), err_w.get(),
-                 fail_w.get(),          go_r.get(),  config_.limits};
+  ChildPlan plan{
+      config_.shell.c_str(), argv.data(),  envp.data(), config_.home.c_str(), out_w.get(),
+      err_w.get(),           fail_w.get(), go_r.get(),  go_w.get(),           config_.limits};
 
   pid_t pid = ::fork();
   if (pid < 0) return std::unexpected(Errno("fork"));

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "once/base/hex.h"
 #include "once/base/rng.h"
+#include "once/itc/text.h"
 #include "once/rack/chain.h"
 
 namespace once::sush_net {
@@ -151,19 +153,42 @@ std::string SignalName(int signal) {
   return abbrev == nullptr ? std::string("SIG?") : std::string("SIG") + abbrev;
 }
 
+namespace {
+
+json OutcomeToJson(const rack::ExitOutcome& outcome) {
+  json out{{"kind", ExitKindName(outcome.kind)}, {"code", outcome.code}, {"error", outcome.error}};
+  if (outcome.kind == rack::ExitOutcome::Kind::kSignaled) out["signal"] = SignalName(outcome.code);
+  return out;
+}
+
+template <class Id>
+json IdOrNull(const std::optional<Id>& id) {
+  return id ? json(id->ToString()) : json(nullptr);
+}
+
+json VersionOrNull(const std::optional<itc::Version>& version) {
+  return version ? json(itc::FormatVersion(*version)) : json(nullptr);
+}
+
+}  // namespace
+
 json StatusToJson(const rack::JobStatus& status) {
   json out{{"state", std::string(rack::JobStateName(status.state))},
            {"terminal", status.terminal()}};
   const bool ran = status.state == rack::JobState::kStopped ||
                    (status.state == rack::JobState::kError && !status.refused &&
                     status.stdout_summary.bytes + status.stderr_summary.bytes > 0);
+  if (status.state == rack::JobState::kSkipped) {
+    out["skip_reason"] = std::string(rack::SkipReasonName(status.skip_reason));
+    out["detail"] = status.detail;
+  }
+  if (status.state == rack::JobState::kInterrupted) {
+    out["detail"] =
+        "started in an earlier life of this sled and no end of it is known: its process was "
+        "killed (or found gone) when the sled restarted";
+  }
   if (status.state == rack::JobState::kStopped || ran) {
-    out["exit"] = json{{"kind", ExitKindName(status.outcome.kind)},
-                       {"code", status.outcome.code},
-                       {"error", status.outcome.error}};
-    if (status.outcome.kind == rack::ExitOutcome::Kind::kSignaled) {
-      out["exit"]["signal"] = SignalName(status.outcome.code);
-    }
+    out["exit"] = OutcomeToJson(status.outcome);
     out["stdout_bytes"] = status.stdout_summary.bytes;
     out["stderr_bytes"] = status.stderr_summary.bytes;
     out["stdout_hash"] = HexEncode(status.stdout_summary.hash);
@@ -193,13 +218,104 @@ json JobToJson(const rack::JobRecord& record) {
 }
 
 json SledErrorToJson(const rack::SledError& error) {
-  const std::string kind =
-      error.kind == rack::SledErrorKind::kConcurrentSessions ? "ConcurrentSessions" : "Unknown";
-  return json{{"kind", kind},
-              {"baseboard", error.baseboard},
-              {"first", error.first.ToString()},
-              {"second", error.second.ToString()},
-              {"message", error.message}};
+  json out{{"kind", std::string(rack::SledErrorKindName(error.kind))},
+           {"baseboard", error.baseboard},
+           {"message", error.message}};
+  switch (error.kind) {
+    case rack::SledErrorKind::kConcurrentSessions:
+      out["first"] = error.first.ToString();
+      out["second"] = error.second.ToString();
+      break;
+    case rack::SledErrorKind::kSessionHop:
+      // The core names no recorded session with an all-zero id.
+      out["first"] =
+          error.first == rack::SessionId{} ? json(nullptr) : json(error.first.ToString());
+      out["second"] = error.second.ToString();
+      break;
+    case rack::SledErrorKind::kUniverseDropped:
+      out["session"] = error.first.ToString();
+      out["count"] = error.count;
+      break;
+    case rack::SledErrorKind::kUniverseFlipFlop:
+    case rack::SledErrorKind::kUntrusted:
+    case rack::SledErrorKind::kBoundaryReset:
+      break;
+  }
+  return out;
+}
+
+json ExitToJson(const rack::ExitReport& report) {
+  json out = OutcomeToJson(report.outcome);
+  out["stdout_bytes"] = report.stdout_summary.bytes;
+  out["stderr_bytes"] = report.stderr_summary.bytes;
+  return out;
+}
+
+std::string_view AmnesiaName(rack::Amnesia amnesia) {
+  switch (amnesia) {
+    case rack::Amnesia::kNone:
+      return "none";
+    case rack::Amnesia::kUntilFirstExecution:
+      return "until first execution";
+    case rack::Amnesia::kPermanent:
+      return "permanent";
+  }
+  return "?";
+}
+
+std::string_view SessionVerdictName(rack::SessionVerdict verdict) {
+  switch (verdict) {
+    case rack::SessionVerdict::kResume:
+      return "resume";
+    case rack::SessionVerdict::kNew:
+      return "new";
+    case rack::SessionVerdict::kGated:
+      return "gated";
+    case rack::SessionVerdict::kNeedsHop:
+      return "needs hop";
+  }
+  return "?";
+}
+
+json UniverseBoundaryToJson(const rack::UniverseBoundary& b) {
+  return json{{"V", itc::FormatVersion(b.executed)},
+              {"session", IdOrNull(b.session)},
+              {"last_job", IdOrNull(b.last_executed)},
+              {"successor", IdOrNull(b.successor)},
+              {"outcome", b.outcome ? ExitToJson(*b.outcome) : json(nullptr)},
+              {"marker", VersionOrNull(b.marker)}};
+}
+
+json BoundaryRecordToJson(const rack::BoundaryRecord& record) {
+  json out = UniverseBoundaryToJson(record.here);
+  out["network"] = record.network ? json(record.network->ToHex()) : json(nullptr);
+  out["amnesia"] = std::string(AmnesiaName(record.amnesia));
+  out["resets"] = record.resets;
+  out["last_reset"] = IdOrNull(record.last_reset);
+  json map = json::array();
+  for (const rack::LeftUniverse& left : record.left) {
+    json entry = UniverseBoundaryToJson(left.boundary);
+    entry["network"] = left.network.ToHex();
+    map.push_back(std::move(entry));
+  }
+  out["map"] = std::move(map);
+  const size_t set = record.evicted.bits_set();
+  const double fill = static_cast<double>(set) / static_cast<double>(rack::kNetworkFilterBits);
+  out["filter"] = json{{"bits_set", set},
+                       {"bits", rack::kNetworkFilterBits},
+                       {"probes", rack::kNetworkFilterProbes},
+                       {"capacity", rack::kNetworkFilterCapacity},
+                       {"false_positive_rate", std::pow(fill, rack::kNetworkFilterProbes)}};
+  auto bytes = rack::EncodeBoundary(record);
+  out["bytes"] = bytes ? json(bytes->size()) : json(nullptr);
+  return out;
+}
+
+json DriveStatusToJson(const rack::DriveStatus& drive) {
+  return json{{"path", drive.path},
+              {"state", drive.state},
+              {"message", drive.message},
+              {"sequence", drive.sequence}};
 }
 
 json ErrorToJson(const Error& error) {
@@ -309,6 +425,7 @@ Result<std::string> SushClient::GetBytes(const std::string& path) const {
 
 Result<json> SushClient::Info() const { return Get("/v1/info"); }
 Result<json> SushClient::Session() const { return Get("/v1/session"); }
+Result<json> SushClient::Boundary() const { return Get("/v1/boundary"); }
 Result<json> SushClient::Job(const rack::JobId& id) const {
   return Get("/v1/jobs/" + id.ToString());
 }
@@ -377,6 +494,25 @@ Result<json> SushClient::SkipJob(const rack::KeyPair& keys, const rack::JobId& i
                         IdField<rack::SessionId>(session, "active"));
   if (!active) return MakeError(ErrorCode::kNotFound, "no active session");
   return Submit(rack::SessionSkip{*active, id}, keys);
+}
+
+Result<rack::Nonce> SushClient::ResetSled(const rack::KeyPair& keys) const {
+  ONCE_ASSIGN_OR_RETURN(json boundary, Boundary());
+  ONCE_ASSIGN_OR_RETURN(std::optional<rack::Nonce> nonce,
+                        IdField<rack::Nonce>(boundary, "reset_nonce"));
+  const std::string baseboard = boundary.value("baseboard", std::string());
+  if (!nonce) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "the boundary record of " + baseboard + " is trusted: nothing to reset");
+  }
+  ONCE_RETURN_IF_ERROR(Submit(rack::SledReset{baseboard, *nonce}, keys));
+  return *nonce;
+}
+
+Result<json> SushClient::Partition(const std::vector<Address>& peers) const {
+  json list = json::array();
+  for (const Address& peer : peers) list.push_back(peer.ToString());
+  return Post("/admin/partition", json{{"peers", list}});
 }
 
 Status SushClient::StopJob(const rack::KeyPair& keys, const rack::JobId& id) const {

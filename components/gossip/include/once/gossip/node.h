@@ -64,9 +64,14 @@ struct NodeOptions {
   uint64_t rng_seed = 0;  // 0: seeded from the operating system
   // If set, consulted (from the gossip thread) before each round: a peer it
   // refuses (by index into `peers`) is skipped and its cached link dropped.
-  // Only outbound rounds are filtered; a partition is symmetric when both
-  // sides refuse each other (tests use it to cut real processes apart).
+  // Only outbound rounds are filtered here; see peer_allowed_inbound.
   std::function<bool(size_t peer)> peer_allowed;
+  // If set, consulted (from a link's thread) with the peer's listening
+  // address after the link greeting of an accepted link, and before serving
+  // each session the peer opens on any link: a peer it refuses has its link
+  // closed. With peer_allowed refusing the same peer, a cut holds both ways
+  // (tests use it to cut real processes apart).
+  std::function<bool(const PeerAddress& peer)> peer_allowed_inbound;
 };
 
 struct NodeStats {

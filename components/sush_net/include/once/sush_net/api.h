@@ -12,9 +12,15 @@
 //
 // Endpoints (every body is JSON unless said otherwise; errors answer
 // {"error": {"code": "PermissionDenied", "message": "..."}} with a 4xx/5xx):
-//   GET  /v1/info                  this sled: baseboard, cubby, build, network, known sleds
+//   GET  /v1/info                  this sled: baseboard, cubby, build, network, known sleds,
+//                                  the boundary gate, trusted and why not
 //   GET  /v1/session               {"active": id|null, "next_job_id": id|null,
-//                                   "errors": [the latest sled errors, e.g. ConcurrentSessions]}
+//                                   "errors": [the latest sled errors, e.g. ConcurrentSessions],
+//                                   "message": "no session known since this sled started at T"
+//                                   when it knows none}
+//   GET  /v1/boundary              the boundary record (versions as ITC text), the gate, the
+//                                  locker's verdict and each drive's health; the reset nonce
+//                                  while untrusted (BoundaryToJson)
 //   POST /v1/session/nonce         {"nonce": id}   a server nonce for a session start
 //   POST /v1/submit                {"request": hex of an encoded signed request: session
 //                                  start/stop/skip, job start/stop}
@@ -24,8 +30,10 @@
 //   GET  /v1/jobs?offset=N&limit=N the history, newest first: {"jobs": [job view...]}
 //   GET  /v1/jobs/ID               one job view
 //   GET  /v1/jobs/ID/stdout|stderr this sled's output bytes (application/octet-stream)
-//   POST /admin/partition          {"peers": ["127.0.0.1:PORT", ...]} gossip addresses to
-//                                  stop gossiping with ([] heals); only with --test-admin
+//   POST /admin/partition          {"peers": ["127.0.0.1:PORT", ...]} gossip addresses cut
+//                                  both ways: no round to them, no link or session from them
+//                                  ([] heals; a missing or non-array "peers" is refused);
+//                                  only with --test-admin
 //
 // Ids are codephrases (8 words), accepted in any case. The client is
 // thread-compatible (one per thread); every call is bounded by its timeout.
@@ -38,8 +46,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "once/base/result.h"
+#include "once/rack/boundary.h"
 #include "once/rack/keys.h"
 #include "once/rack/messages.h"
 #include "once/rack/sled_core.h"
@@ -92,11 +102,31 @@ std::string SignalName(int signal);
 // A status as JSON: {"state", "terminal"}, and once the job ran "exit"
 // {"kind": exited|signaled|failed, "code", "error", and for signaled "signal"
 // (its name)} with stdout/stderr bytes and hashes; for Error also
-// "error_code", "error" and "refused" (it never ran here).
+// "error_code", "error" and "refused" (it never ran here); for Skipped
+// "skip_reason" (lightcone, already executed, untrusted) and "detail"; for
+// Interrupted "detail".
 nlohmann::json StatusToJson(const rack::JobStatus& status);
 nlohmann::json JobToJson(const rack::JobRecord& record);
-// {"kind": "ConcurrentSessions", "baseboard", "first", "second", "message"}.
+// {"kind" (rack::SledErrorKindName), "baseboard", "message"}, and by kind:
+// ConcurrentSessions "first", "second" (the two sessions); SessionHop
+// "first" (the recorded session, null if none), "second" (the one hopped
+// to); UniverseDropped "session" and "count" (its jobs).
 nlohmann::json SledErrorToJson(const rack::SledError& error);
+// How a job ended (kind, code, error, signal name, output bytes).
+nlohmann::json ExitToJson(const rack::ExitReport& report);
+std::string_view AmnesiaName(rack::Amnesia amnesia);  // none, until first execution, permanent
+std::string_view SessionVerdictName(rack::SessionVerdict verdict);  // resume, new, gated, needs hop
+// One universe's boundary: "V" (ITC text), "session", "last_job", "successor"
+// (codephrases or null), "outcome" (ExitToJson or null), "marker" (ITC text or null).
+nlohmann::json UniverseBoundaryToJson(const rack::UniverseBoundary& boundary);
+// The record, flat for operators: "network" (hex or null: the universe
+// `here` is about), the fields of `here`, "amnesia", "resets", "last_reset",
+// "map" (left universes, oldest first: "network" and the UniverseBoundary
+// fields), "filter" {"bits_set", "bits", "probes", "capacity",
+// "false_positive_rate" (estimated from the fill: (bits_set/bits)^probes)},
+// "bytes" (encoded size).
+nlohmann::json BoundaryRecordToJson(const rack::BoundaryRecord& record);
+nlohmann::json DriveStatusToJson(const rack::DriveStatus& drive);
 nlohmann::json ErrorToJson(const Error& error);
 // The error of a JSON error answer (kInternal for an unknown code name).
 Error ErrorFromJson(const nlohmann::json& body, int http_status);
@@ -123,6 +153,7 @@ class SushClient {
 
   Result<nlohmann::json> Info() const;
   Result<nlohmann::json> Session() const;
+  Result<nlohmann::json> Boundary() const;
   Result<nlohmann::json> Job(const rack::JobId& id) const;
   Result<nlohmann::json> History(size_t offset, size_t limit) const;
   // "stdout" or "stderr".
@@ -146,6 +177,14 @@ class SushClient {
   // kNotFound without an active session; kInvalidArgument if the position is
   // not cancelled (no job stop named it), already passed or already skipped.
   Result<nlohmann::json> SkipJob(const rack::KeyPair& keys, const rack::JobId& id) const;
+  // Resets this sled's untrusted boundary record: reads its baseboard and
+  // reset nonce from GET /v1/boundary, signs rack::SledReset and submits it
+  // here. kInvalidArgument if the sled is trusted (nothing to reset); the
+  // sled's refusal otherwise (kPermissionDenied: the nonce changed).
+  // Returns the nonce the reset named.
+  Result<rack::Nonce> ResetSled(const rack::KeyPair& keys) const;
+  // POST /admin/partition: cut these gossip peers both ways ([] heals).
+  Result<nlohmann::json> Partition(const std::vector<Address>& peers) const;
 
  private:
   Address address_;

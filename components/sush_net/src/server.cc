@@ -1,0 +1,295 @@
+#include "once/sush_net/server.h"
+
+#include <charconv>
+#include <ctime>
+#include <fstream>
+
+#include "once/base/hex.h"
+#include "once/itc/text.h"
+
+namespace once::sush_net {
+
+using nlohmann::json;
+
+namespace {
+
+template <class Id>
+json IdOrNull(const std::optional<Id>& id) {
+  return id ? json(id->ToString()) : json(nullptr);
+}
+
+Result<json> ParseObject(std::string_view body) {
+  if (body.size() > kRequestBodyBytesMax) {
+    return LimitError("request_body_bytes_max", static_cast<int64_t>(body.size()),
+                      kRequestBodyBytesMax);
+  }
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return MakeError(ErrorCode::kInvalidArgument, "the body is not a JSON object");
+  }
+  return parsed;
+}
+
+// The session skip an encoded signed request carries, if it is one.
+std::optional<rack::SessionSkip> SkipIn(const Bytes& request) {
+  auto message = rack::Decode(request);
+  const auto* signed_request = message ? std::get_if<rack::SignedRequest>(&*message) : nullptr;
+  if (signed_request == nullptr) return std::nullopt;
+  const auto* skip = std::get_if<rack::SessionSkip>(&signed_request->payload);
+  return skip == nullptr ? std::nullopt : std::optional<rack::SessionSkip>(*skip);
+}
+
+size_t NumberOr(std::optional<std::string_view> text, size_t fallback) {
+  if (!text) return fallback;
+  size_t value = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  return ec == std::errc() && end == text->data() + text->size() ? value : fallback;
+}
+
+// The Reply among `outputs`; the rest goes to the sink.
+std::optional<rack::Reply> TakeReply(std::vector<rack::Output> outputs, const OutputSink& sink) {
+  std::optional<rack::Reply> reply;
+  for (const rack::Output& output : outputs) {
+    if (const auto* r = std::get_if<rack::Reply>(&output)) reply = *r;
+  }
+  sink(std::move(outputs));
+  return reply;
+}
+
+std::string Iso8601(TimePoint t) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  std::tm utc{};
+  ::gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace
+
+void SledNotes::Note(const rack::SledError& error) {
+  errors.push_back(error);
+  while (errors.size() > kSledErrorsKept) errors.pop_front();
+}
+
+HttpAnswer ErrorAnswer(const Error& error) {
+  return HttpAnswer{HttpStatusOf(error.code), ErrorToJson(error)};
+}
+
+HttpAnswer GetInfo(const SledFacts& facts, const rack::SledCore& core, const SledNotes& notes) {
+  json sleds = json::array();
+  for (const auto& [baseboard, announcement] : core.known_sleds()) {
+    json sled{{"baseboard", baseboard}, {"build_version", announcement.build_version}};
+    sled["cubby"] =
+        announcement.cubby == rack::kCubbyUnknown ? json(nullptr) : json(announcement.cubby);
+    sleds.push_back(sled);
+  }
+  return HttpAnswer{
+      200,
+      json{{"baseboard", facts.baseboard},
+           {"cubby", facts.cubby},
+           {"build_version", facts.build_version},
+           {"http", facts.http.ToString()},
+           {"gossip", facts.gossip.ToString()},
+           {"network", core.network() ? json(core.network()->ToHex()) : json(nullptr)},
+           {"universe_resets", notes.universe_resets},
+           {"active_session", IdOrNull(core.active_session())},
+           {"running_jobs", core.running_jobs()},
+           {"executions", core.executions()},
+           {"gate", std::string(rack::GateStateName(core.gate()))},
+           {"trusted", core.trusted()},
+           {"untrusted_reason", core.trusted() ? json(nullptr) : json(core.untrusted_reason())},
+           {"started_at", Iso8601(facts.started_at)},
+           {"sleds", sleds}}};
+}
+
+HttpAnswer GetSession(const SledFacts& facts, const rack::SledCore& core, const SledNotes& notes) {
+  const auto active = core.active_session();
+  json errors = json::array();
+  for (const rack::SledError& error : notes.errors) errors.push_back(SledErrorToJson(error));
+  json body{{"active", IdOrNull(active)},
+            {"next_job_id", IdOrNull(core.next_free_job_id())},
+            {"baseboard", facts.baseboard},
+            {"errors", errors}};
+  // The frontier joins every session start delivered in this universe: bottom
+  // means this sled has heard of none since it started (or joined).
+  if (!active && core.frontier() == itc::Version{}) {
+    body["message"] = "no session known since this sled started at " + Iso8601(facts.started_at);
+  }
+  return HttpAnswer{200, std::move(body)};
+}
+
+HttpAnswer PostSessionNonce(rack::Sled& sled, const OutputSink& sink) {
+  const std::optional<rack::Reply> reply = TakeReply(sled.Handle(rack::IssueSessionNonce{}), sink);
+  if (!reply) return ErrorAnswer(Error{ErrorCode::kInternal, "the core did not reply", "", {}});
+  if (!reply->status) return ErrorAnswer(reply->status.error());
+  if (!reply->nonce) return ErrorAnswer(Error{ErrorCode::kInternal, "no nonce issued", "", {}});
+  return HttpAnswer{200, json{{"nonce", reply->nonce->ToString()}}};
+}
+
+HttpAnswer PostSubmit(rack::Sled& sled, TimePoint now, std::string_view text,
+                      const OutputSink& sink) {
+  auto body = ParseObject(text);
+  if (!body) return ErrorAnswer(body.error());
+  if (!body->contains("request") || !(*body)["request"].is_string()) {
+    return ErrorAnswer(Error{ErrorCode::kInvalidArgument, "request (hex) needed", "", {}});
+  }
+  auto bytes = HexDecode((*body)["request"].get<std::string>());
+  if (!bytes) return ErrorAnswer(bytes.error());
+  if (bytes->size() > rack::kRequestBytesMax) {
+    return ErrorAnswer(
+        LimitError("request_bytes_max", static_cast<int64_t>(bytes->size()), rack::kRequestBytesMax)
+            .error());
+  }
+  const std::optional<rack::SessionSkip> skip = SkipIn(*bytes);
+  const std::optional<rack::Reply> reply =
+      TakeReply(sled.Handle(rack::ClientSubmit{std::move(*bytes)}), sink);
+  sink(sled.Deliver(now));  // the own send now, so the next job start sees its chain position
+  if (!reply) return ErrorAnswer(Error{ErrorCode::kInternal, "the core did not reply", "", {}});
+  if (!reply->status) return ErrorAnswer(reply->status.error());
+  json answer = json::object();
+  if (reply->session_id) answer["session_id"] = reply->session_id->ToString();
+  if (skip) {
+    answer["session_id"] = skip->session_id.ToString();
+    answer["job_id"] = skip->job_id.ToString();
+    answer["next_job_id"] = IdOrNull(sled.core().next_free_job_id());
+  }
+  return HttpAnswer{200, std::move(answer)};
+}
+
+HttpAnswer GetJobs(const rack::SledCore& core, std::optional<std::string_view> offset,
+                   std::optional<std::string_view> limit) {
+  json jobs = json::array();
+  for (const rack::JobId& id :
+       core.History(NumberOr(offset, 0), std::min(NumberOr(limit, 20), kHistoryPageEntriesMax))) {
+    if (const rack::JobRecord* record = core.FindJob(id)) jobs.push_back(JobToJson(*record));
+  }
+  return HttpAnswer{200, json{{"jobs", jobs}, {"total", core.history_total()}}};
+}
+
+HttpAnswer GetJob(const rack::SledCore& core, std::string_view text) {
+  auto id = rack::JobId::Parse(text);
+  if (!id) return ErrorAnswer(id.error());
+  const rack::JobRecord* record = core.FindJob(*id);
+  if (record == nullptr) {
+    return ErrorAnswer(Error{ErrorCode::kNotFound, "no job " + id->ToString(), "", {}});
+  }
+  return HttpAnswer{200, JobToJson(*record)};
+}
+
+HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
+                       const rack::BoundaryStore& drives, const SledNotes& notes,
+                       const itc::Version& heard) {
+  const rack::BoundaryLoad& load = drives.loaded();
+  json body;
+  if (core.trusted()) {
+    body = BoundaryRecordToJson(core.boundary());
+  } else {  // the record in memory means nothing: the drives could not be trusted
+    body = json{{"network", nullptr},    {"V", nullptr},         {"session", nullptr},
+                {"last_job", nullptr},   {"successor", nullptr}, {"outcome", nullptr},
+                {"marker", nullptr},     {"amnesia", nullptr},   {"resets", nullptr},
+                {"last_reset", nullptr}, {"map", json::array()}, {"filter", nullptr},
+                {"bytes", nullptr}};
+  }
+  json drive_list = json::array();
+  for (const rack::DriveStatus& drive : drives.Drives()) {
+    drive_list.push_back(DriveStatusToJson(drive));
+  }
+  json orphans = json::array();
+  for (const rack::JobId& id : notes.orphans_killed) orphans.push_back(id.ToString());
+  const auto verdict = core.active_verdict();
+  const std::optional<itc::Version> entry =
+      core.trusted() ? core.boundary().here.marker : std::nullopt;
+  // The record's `here` is about the universe it last executed or minted a
+  // marker in: a sled that returned to a universe of its map gates by that
+  // entry's marker.
+  std::optional<itc::Version> joined;
+  if (core.trusted() && core.network()) {
+    if (auto b = rack::BoundaryFor(core.boundary(), *core.network())) joined = b->marker;
+  }
+  body["baseboard"] = facts.baseboard;
+  body["versions"] = "ITC text (itc::FormatVersion)";
+  body["joined_network"] = core.network() ? json(core.network()->ToHex()) : json(nullptr);
+  body["markers"] =
+      json{{"entry", entry ? json(itc::FormatVersion(*entry)) : json(nullptr)},
+           {"joined", joined ? json(itc::FormatVersion(*joined)) : json(nullptr)},
+           {"birth",
+            core.birth_marker() ? json(itc::FormatVersion(*core.birth_marker())) : json(nullptr)}};
+  body["gate"] = std::string(rack::GateStateName(core.gate()));
+  body["active_session"] = IdOrNull(core.active_session());
+  body["active_verdict"] =
+      verdict ? json(std::string(SessionVerdictName(*verdict))) : json(nullptr);
+  body["trusted"] = core.trusted();
+  body["locker_verdict"] = load.verdict;
+  body["drives"] = std::move(drive_list);
+  body["untrusted_reason"] = core.trusted() ? json(nullptr) : json(core.untrusted_reason());
+  body["reset_nonce"] = IdOrNull(core.reset_nonce());
+  body["executions"] = core.executions();
+  body["skipped"] = core.skipped();
+  body["interrupted"] = core.interrupted();
+  body["orphans_killed"] = std::move(orphans);
+  body["heard"] = itc::FormatVersion(heard);
+  return HttpAnswer{200, std::move(body)};
+}
+
+BytesAnswer GetJobOutput(const std::filesystem::path& jobs_dir, std::string_view text,
+                         std::string_view stream, std::string_view baseboard) {
+  auto error = [](const Error& e) {
+    return BytesAnswer{HttpStatusOf(e.code), "application/json", ErrorToJson(e).dump(), false};
+  };
+  auto id = rack::JobId::Parse(text);
+  if (!id) return error(id.error());
+  if (stream != "stdout" && stream != "stderr") {
+    return error(Error{ErrorCode::kInvalidArgument, "stdout or stderr", "", {}});
+  }
+  // The id is re-rendered from its bytes: no path can sneak in.
+  std::ifstream in(jobs_dir / id->ToString() / std::string(stream), std::ios::binary);
+  if (!in) {
+    return error(Error{ErrorCode::kNotFound,
+                       "no output of " + id->ToString() + " on " + std::string(baseboard),
+                       "",
+                       {}});
+  }
+  BytesAnswer answer;
+  answer.body.resize(kOutputAnswerBytesMax + 1);
+  in.read(answer.body.data(), static_cast<std::streamsize>(answer.body.size()));
+  answer.body.resize(static_cast<size_t>(in.gcount()));
+  if (answer.body.size() > kOutputAnswerBytesMax) {
+    answer.body.resize(kOutputAnswerBytesMax);
+    answer.truncated = true;
+  }
+  return answer;
+}
+
+Result<std::vector<Address>> ParsePartition(std::string_view text) {
+  ONCE_ASSIGN_OR_RETURN(json body, ParseObject(text));
+  if (!body.contains("peers") || !body["peers"].is_array()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "\"peers\" (an array of gossip addresses) needed; [] heals");
+  }
+  std::vector<Address> peers;
+  for (const json& peer : body["peers"]) {
+    if (!peer.is_string()) {
+      return MakeError(ErrorCode::kInvalidArgument, "a peer is not an address string", peer.dump());
+    }
+    ONCE_ASSIGN_OR_RETURN(Address address, ParseAddress(peer.get<std::string>()));
+    peers.push_back(std::move(address));
+  }
+  return peers;
+}
+
+HttpAnswer PostPartition(bool enabled, std::string_view body,
+                         const std::function<void(const std::vector<Address>&)>& cut) {
+  if (!enabled) {
+    return ErrorAnswer(
+        Error{ErrorCode::kNotFound, "admin endpoints are off (--test-admin)", "", {}});
+  }
+  auto peers = ParsePartition(body);
+  if (!peers) return ErrorAnswer(peers.error());
+  cut(*peers);
+  json list = json::array();
+  for (const Address& peer : *peers) list.push_back(peer.ToString());
+  return HttpAnswer{200, json{{"partitioned", list}}};
+}
+
+}  // namespace once::sush_net

@@ -1,0 +1,247 @@
+// The HTTP face of a sled (server.h) without sockets: the endpoint functions
+// on a real core and Sled over a gossip Host with no peers, and a runner that
+// only records what it was asked to start.
+
+#include "once/sush_net/server.h"
+
+#include <gtest/gtest.h>
+
+#include "once/base/hex.h"
+#include "once/itc/text.h"
+#include "once/rack/chain.h"
+
+namespace once::sush_net {
+namespace {
+
+using nlohmann::json;
+
+class RecordingRunner final : public rack::JobRunner {
+ public:
+  Status Start(const rack::JobSpec& spec) override {
+    started.push_back(spec.job_id);
+    return Ok();
+  }
+  Status Stop(const rack::JobId&) override { return Ok(); }
+  std::vector<rack::ProcessExited> Poll(std::chrono::milliseconds) override { return {}; }
+  size_t running() const override { return 0; }
+  std::vector<rack::JobId> started;
+};
+
+constexpr char kBoard[] = "913-0000019:NET0";
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void Open(rack::BoundaryLoad load = rack::BoundaryLoad{rack::BoundaryRecord{}, "empty", "", {}}) {
+    drives_ = std::make_unique<rack::MemoryBoundaryStore>(std::move(load));
+    rack::TrustedKeys trusted;
+    ASSERT_TRUE(trusted.Add(keys_.public_key));
+    core_ = std::make_unique<rack::SledCore>(
+        rack::SledConfig{rack::SledIdentity{kBoard, 0}, "test", trusted, {}, {}}, rng_, *drives_);
+    sled_ = std::make_unique<rack::Sled>(*core_, runner_, port_);
+    Pump();
+  }
+  void Pump() {
+    for (int i = 0; i < 3; ++i) sink_(sled_->Pump(now_));
+  }
+  std::string Submit(const rack::RequestPayload& payload) {
+    auto request = rack::Sign(payload, keys_);
+    EXPECT_TRUE(request);
+    auto wire = rack::Encode(rack::Message{*request});
+    return json{{"request", HexEncode(*wire)}}.dump();
+  }
+  rack::SessionId StartSession() {
+    HttpAnswer nonce = PostSessionNonce(*sled_, sink_);
+    EXPECT_EQ(nonce.status, 200) << nonce.body.dump();
+    auto parsed = rack::Nonce::Parse(nonce.body["nonce"].get<std::string>());
+    HttpAnswer started =
+        PostSubmit(*sled_, now_, Submit(rack::SessionStart{kBoard, *parsed, rack::Nonce{}}), sink_);
+    EXPECT_EQ(started.status, 200) << started.body.dump();
+    Pump();
+    return *rack::SessionId::Parse(started.body["session_id"].get<std::string>());
+  }
+
+  SeededRng rng_{11};
+  rack::KeyPair keys_ = rack::KeyPair::Generate(rng_);
+  gossip::Host host_{gossip::Replica::Seed(rng_)};
+  rack::HostPort port_{host_, {}};
+  RecordingRunner runner_;
+  TimePoint now_ = FromUnixMillis(1'700'000'000'000);
+  SledFacts facts_{kBoard, 0, "test", {"127.0.0.1", 1}, {"127.0.0.1", 2}, now_};
+  SledNotes notes_;
+  OutputSink sink_ = [this](std::vector<rack::Output> outputs) {
+    for (const rack::Output& o : outputs) {
+      if (const auto* seen = std::get_if<rack::SledErrorSeen>(&o)) notes_.Note(seen->error);
+    }
+  };
+  std::unique_ptr<rack::MemoryBoundaryStore> drives_;
+  std::unique_ptr<rack::SledCore> core_;
+  std::unique_ptr<rack::Sled> sled_;
+};
+
+TEST_F(ServerTest, ANewSledSaysItKnowsNoSessionSinceItStartedAndShowsItsEntryMarker) {
+  Open();
+  HttpAnswer session = GetSession(facts_, *core_, notes_);
+  EXPECT_EQ(session.body["active"], nullptr);
+  EXPECT_EQ(session.body["message"],
+            "no session known since this sled started at 2023-11-14T22:13:20Z");
+  HttpAnswer boundary = GetBoundary(facts_, *core_, *drives_, notes_, itc::Version{});
+  EXPECT_EQ(boundary.body["trusted"], true);
+  EXPECT_EQ(boundary.body["gate"], "open");
+  EXPECT_EQ(boundary.body["locker_verdict"], "empty");
+  EXPECT_EQ(boundary.body["amnesia"], "until first execution");
+  ASSERT_TRUE(boundary.body["markers"]["entry"].is_string()) << boundary.body.dump();
+  EXPECT_TRUE(itc::ParseVersion(boundary.body["markers"]["entry"].get<std::string>()));
+  EXPECT_EQ(boundary.body["markers"]["entry"], boundary.body["marker"]);
+  EXPECT_TRUE(boundary.body["markers"]["birth"].is_string());
+  EXPECT_EQ(boundary.body["reset_nonce"], nullptr);
+  EXPECT_EQ(boundary.body["filter"]["bits_set"], 0);
+  EXPECT_EQ(boundary.body["filter"]["bits"], rack::kNetworkFilterBits);
+
+  const rack::SessionId id = StartSession();
+  session = GetSession(facts_, *core_, notes_);
+  EXPECT_EQ(session.body["active"], id.ToString());
+  EXPECT_FALSE(session.body.contains("message"));
+  EXPECT_EQ(GetInfo(facts_, *core_, notes_).body["active_session"], id.ToString());
+}
+
+TEST_F(ServerTest, TheHistoryIsTheCoresDeliveryOrderNewestFirst) {
+  Open();
+  const rack::SessionId session = StartSession();
+  std::vector<rack::JobId> ids;
+  for (int i = 0; i < 3; ++i) {
+    HttpAnswer next = GetSession(facts_, *core_, notes_);
+    auto id = rack::JobId::Parse(next.body["next_job_id"].get<std::string>());
+    ASSERT_TRUE(id);
+    HttpAnswer submitted =
+        PostSubmit(*sled_, now_,
+                   Submit(rack::JobStart{*id, session, "true", "*", /*concurrent=*/true}), sink_);
+    ASSERT_EQ(submitted.status, 200) << submitted.body.dump();
+    ids.push_back(*id);
+  }
+  Pump();
+  EXPECT_EQ(runner_.started, ids);
+  HttpAnswer page = GetJobs(*core_, "1", "5");
+  EXPECT_EQ(page.body["total"], 3);
+  ASSERT_EQ(page.body["jobs"].size(), 2u);
+  EXPECT_EQ(page.body["jobs"][0]["job_id"], ids[1].ToString());
+  EXPECT_EQ(page.body["jobs"][1]["job_id"], ids[0].ToString());
+  EXPECT_EQ(GetJobs(*core_, "x", std::nullopt).body["jobs"].size(), 3u);  // defaults
+  EXPECT_EQ(GetJob(*core_, ids[2].ToString()).body["statuses"][kBoard]["state"], "Started");
+  EXPECT_EQ(GetJob(*core_, rack::JobId{}.ToString()).status, 404);
+  EXPECT_EQ(GetJob(*core_, "not-an-id").status, 400);
+}
+
+TEST_F(ServerTest, AnUntrustedSledShowsWhyAndItsResetNonceAndSkipsJobsAsUntrusted) {
+  Open(rack::BoundaryLoad{std::nullopt, "discarded", "drive 1 (/m2b): digest mismatch", {}});
+  HttpAnswer boundary = GetBoundary(facts_, *core_, *drives_, notes_, itc::Version{});
+  EXPECT_EQ(boundary.body["trusted"], false);
+  EXPECT_EQ(boundary.body["gate"], "untrusted");
+  EXPECT_EQ(boundary.body["locker_verdict"], "discarded");
+  EXPECT_EQ(boundary.body["untrusted_reason"], "drive 1 (/m2b): digest mismatch");
+  EXPECT_EQ(boundary.body["V"], nullptr);
+  ASSERT_TRUE(boundary.body["reset_nonce"].is_string());
+  HttpAnswer info = GetInfo(facts_, *core_, notes_);
+  EXPECT_EQ(info.body["trusted"], false);
+  EXPECT_EQ(info.body["untrusted_reason"], "drive 1 (/m2b): digest mismatch");
+  ASSERT_FALSE(notes_.errors.empty());
+  EXPECT_EQ(SledErrorToJson(notes_.errors.back())["kind"], "Untrusted");
+
+  const rack::SessionId session = StartSession();
+  HttpAnswer job = PostSubmit(
+      *sled_, now_, Submit(rack::JobStart{rack::FirstJobId(session), session, "true", "*", false}),
+      sink_);
+  ASSERT_EQ(job.status, 200) << job.body.dump();
+  Pump();
+  EXPECT_TRUE(runner_.started.empty());
+  const json status = GetJob(*core_, rack::FirstJobId(session).ToString()).body["statuses"][kBoard];
+  EXPECT_EQ(status["state"], "Skipped");
+  EXPECT_EQ(status["terminal"], true);
+  EXPECT_EQ(status["skip_reason"], "untrusted");
+  EXPECT_NE(status["detail"].get<std::string>().find("digest mismatch"), std::string::npos);
+
+  auto nonce = rack::Nonce::Parse(boundary.body["reset_nonce"].get<std::string>());
+  HttpAnswer reset = PostSubmit(*sled_, now_, Submit(rack::SledReset{kBoard, *nonce}), sink_);
+  ASSERT_EQ(reset.status, 200) << reset.body.dump();
+  Pump();
+  boundary = GetBoundary(facts_, *core_, *drives_, notes_, itc::Version{});
+  EXPECT_EQ(boundary.body["trusted"], true);
+  EXPECT_EQ(boundary.body["resets"], 1);
+  EXPECT_EQ(boundary.body["amnesia"], "permanent");
+  EXPECT_EQ(boundary.body["reset_nonce"], nullptr);
+  EXPECT_EQ(SledErrorToJson(notes_.errors.back())["kind"], "BoundaryReset");
+}
+
+TEST(PartitionTest, AMalformedBodyIsRefusedAndAnEmptyListHeals) {
+  std::optional<std::vector<Address>> cut;
+  auto apply = [&](const std::vector<Address>& peers) { cut = peers; };
+  for (const char* body : {"{}", R"({"peers": "127.0.0.1:1"})", R"({"peers": [1]})",
+                           R"({"peers": ["nowhere"]})", "[]", "not json"}) {
+    HttpAnswer answer = PostPartition(true, body, apply);
+    EXPECT_EQ(answer.status, 400) << body;
+    EXPECT_EQ(answer.body["error"]["code"], "InvalidArgument") << body;
+    EXPECT_FALSE(cut.has_value()) << body << " changed the cut";
+  }
+  HttpAnswer answer = PostPartition(true, R"({"peers": ["127.0.0.1:7201"]})", apply);
+  EXPECT_EQ(answer.status, 200);
+  ASSERT_TRUE(cut.has_value());
+  EXPECT_EQ(*cut, (std::vector<Address>{{"127.0.0.1", 7201}}));
+  EXPECT_EQ(answer.body["partitioned"], json::array({"127.0.0.1:7201"}));
+  answer = PostPartition(true, R"({"peers": []})", apply);
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_TRUE(cut->empty());
+  EXPECT_EQ(PostPartition(false, R"({"peers": []})", apply).status, 404);
+}
+
+TEST(JsonViewTest, SkippedInterruptedAndTheNewSledErrorsAreShown) {
+  rack::JobStatus skipped;
+  skipped.state = rack::JobState::kSkipped;
+  skipped.skip_reason = rack::SkipReason::kAlreadyExecuted;
+  skipped.detail = "passed in an earlier life";
+  json j = StatusToJson(skipped);
+  EXPECT_EQ(j["state"], "Skipped");
+  EXPECT_EQ(j["terminal"], true);
+  EXPECT_EQ(j["skip_reason"], "already executed");
+  EXPECT_EQ(j["detail"], "passed in an earlier life");
+  EXPECT_FALSE(j.contains("exit"));
+  rack::JobStatus interrupted;
+  interrupted.state = rack::JobState::kInterrupted;
+  j = StatusToJson(interrupted);
+  EXPECT_EQ(j["state"], "Interrupted");
+  EXPECT_EQ(j["terminal"], true);
+
+  rack::SledError dropped{kBoard, rack::SledErrorKind::kUniverseDropped, {}, {}, {}, 4, "gone"};
+  dropped.first.bytes.fill(1);
+  j = SledErrorToJson(dropped);
+  EXPECT_EQ(j["kind"], "UniverseDropped");
+  EXPECT_EQ(j["session"], dropped.first.ToString());
+  EXPECT_EQ(j["count"], 4);
+  rack::SledError hop{kBoard, rack::SledErrorKind::kSessionHop, {}, dropped.first, {}, 0, "hop"};
+  j = SledErrorToJson(hop);
+  EXPECT_EQ(j["kind"], "SessionHop");
+  EXPECT_EQ(j["first"], nullptr);
+  EXPECT_EQ(j["second"], dropped.first.ToString());
+  for (auto kind : {rack::SledErrorKind::kUniverseFlipFlop, rack::SledErrorKind::kUntrusted,
+                    rack::SledErrorKind::kBoundaryReset}) {
+    j = SledErrorToJson(rack::SledError{kBoard, kind, {}, {}, {}, 0, "m"});
+    EXPECT_EQ(j["kind"], std::string(rack::SledErrorKindName(kind)));
+    EXPECT_FALSE(j.contains("first"));
+  }
+}
+
+TEST(JsonViewTest, TheFilterFillGivesItsEstimatedFalsePositiveRate) {
+  rack::BoundaryRecord record;
+  SeededRng rng(5);
+  for (size_t i = 0; i < rack::kNetworkFilterCapacity; ++i) {
+    record.evicted.Insert(gossip::NetworkId::Random(rng));
+  }
+  json j = BoundaryRecordToJson(record);
+  const double fill = j["filter"]["bits_set"].get<double>() / rack::kNetworkFilterBits;
+  EXPECT_GT(fill, 0.1);
+  EXPECT_NEAR(j["filter"]["false_positive_rate"].get<double>(),
+              std::pow(fill, rack::kNetworkFilterProbes), 1e-12);
+  EXPECT_LE(j["filter"]["false_positive_rate"].get<double>(), rack::kNetworkFilterFalsePositiveMax);
+  EXPECT_EQ(j["bytes"], rack::EncodeBoundary(record)->size());
+}
+
+}  // namespace
+}  // namespace once::sush_net
