@@ -142,44 +142,6 @@ RunResult RunJobs(rack::BoundaryStore& store, int jobs) {
   return result;
 }
 
-// The largest version (events of many parties, each at its own height)
-// whose encoding fits kBoundaryVersionBytesMax.
-itc::Version LargestVersion() {
-  itc::Version best;
-  for (size_t parties = 2;; ++parties) {
-    auto forked = itc::Party::Forks(itc::Party::Seed(), parties);
-    if (!forked) break;
-    itc::Version v;
-    uint64_t height = 1;
-    for (const itc::Party& p : *forked) {
-      v = *itc::Ticks(v, p, height);
-      height = height * 3 + 1;  // distinct heights: no two leaves merge
-      if (height > (uint64_t{1} << 40)) height = 2;
-    }
-    if (v.Encode().size() > rack::kBoundaryVersionBytesMax) break;
-    best = v;
-  }
-  return best;
-}
-
-rack::UniverseBoundary FullUniverse(const itc::Version& v, uint8_t fill) {
-  rack::UniverseBoundary u;
-  u.executed = v;
-  rack::SessionId s;
-  s.bytes.fill(fill);
-  rack::JobId j;
-  j.bytes.fill(fill);
-  u.session = s;
-  u.last_executed = j;
-  u.successor = j;
-  rack::ExitReport report;
-  report.outcome = rack::ExitOutcome{rack::ExitOutcome::Kind::kFailed, 9,
-                                     std::string(rack::kBoundaryErrorTextBytesMax, 'e')};
-  u.outcome = report;
-  u.marker = v;
-  return u;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,28 +200,11 @@ int main(int argc, char** argv) {
   rack::BoundaryRecord typical = on_disk.record;
   gossip::NetworkId seed;
   seed.bytes.fill(0x5e);
-  typical.left.push_back(rack::LeftUniverse{
-      seed,
-      rack::UniverseBoundary{
-          typical.here.marker.value_or(itc::Version{}), {}, {}, {}, {}, typical.here.marker}});
-  const itc::Version largest = LargestVersion();
-  rack::BoundaryRecord worst;
-  gossip::NetworkId here;
-  here.bytes.fill(0x11);
-  worst.network = here;
-  worst.here = FullUniverse(largest, 0x22);
-  for (size_t i = 0; i < rack::kLeftUniversesMax; ++i) {
-    gossip::NetworkId left;
-    left.bytes.fill(static_cast<uint8_t>(i + 1));
-    worst.left.push_back(rack::LeftUniverse{left, FullUniverse(largest, static_cast<uint8_t>(i))});
-  }
-  SeededRng fill(3);
-  for (size_t i = 0; i < rack::kNetworkFilterCapacity; ++i) {
-    worst.evicted.Insert(gossip::NetworkId::Random(fill));
-  }
-  worst.amnesia = rack::Amnesia::kPermanent;
-  worst.resets = 1;
-  worst.last_reset = rack::Nonce{};
+  rack::UniverseBoundary seed_universe;
+  seed_universe.floor = typical.here.floor;
+  seed_universe.markers = typical.here.floor;
+  typical.left.push_back(rack::LeftUniverse{seed, seed_universe});
+  const rack::BoundaryRecord worst = rack::WorstCaseBoundaryRecord();
   auto worst_bytes = rack::EncodeBoundary(worst);
   std::printf("| record | bytes encoded |\n|---|---:|\n");
   std::printf("| after the run (one universe, %zu jobs) | %zu |\n", in_memory.jobs,
@@ -267,9 +212,10 @@ int main(int argc, char** argv) {
   std::printf("| a typical rack sled (its cold-boot seed universe in the map) | %zu |\n",
               rack::EncodeBoundary(typical)->size());
   std::printf(
-      "| worst case: %zu left universes, every version at %zu bytes (%zu encoded), 256-byte "
-      "error texts | %s |\n",
-      rack::kLeftUniversesMax, rack::kBoundaryVersionBytesMax, largest.Encode().size(),
+      "| worst case (rack::WorstCaseBoundaryRecord: %zu left universes, V at %zu bytes, %zu + %zu "
+      "markers of %zu bytes each, 256-byte error texts) | %s |\n",
+      rack::kLeftUniversesMax, rack::kBoundaryVersionBytesMax, rack::kMarkersMax, rack::kMarkersMax,
+      rack::kMarkerBytesMax,
       worst_bytes ? std::to_string(worst_bytes->size()).c_str()
                   : worst_bytes.error().ToString().c_str());
   std::printf(

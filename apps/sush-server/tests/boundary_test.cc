@@ -280,29 +280,40 @@ TEST_F(BoundaryTest, ThePartitionFlipFlopRunsTheFirstSidesJobOnce) {
   WaitHttp(x);
   WaitActive({&x}, *side_b);
   WaitSettled({&s2, &s3, &x});
-  EXPECT_TRUE(Eventually([&] { return StateOn(s2, queued_b, x.baseboard) == "Skipped"; }))
+  // X never executed under side B's session (its start is not below X's V):
+  // side B's queue runs on X, the job queued before it came included.
+  EXPECT_TRUE(Eventually([&] { return StateOn(s2, queued_b, x.baseboard) == "Stopped"; }))
       << "X shows '" << StateOn(s2, queued_b, x.baseboard) << "' for a job queued before it came";
-  EXPECT_EQ((*s2.client().Job(queued_b))["statuses"][x.baseboard]["skip_reason"], "lightcone");
   const rack::JobId j2 = Submit(s2, kLedgerJob, "1");  // step 5
   ASSERT_TRUE(Eventually([&] { return StateOn(s2, j2, x.baseboard) == "Stopped"; }));
-  bool hopped = false;
-  const json seen = *s2.client().Session();
-  for (const json& e : seen["errors"]) {
-    hopped = hopped || (e["kind"] == "SessionHop" && e["baseboard"] == x.baseboard);
-  }
-  EXPECT_TRUE(hopped) << "X did not say why it skipped";
+  const rack::JobId queued_a = Submit(s0, kLedgerJob, "1");  // queued while X is away
 
-  Kill(x);  // step 6: back to side A
+  Kill(x);  // step 6: back to side A, whose session X did execute under
   CutOff({&s0, &x});
   Spawn(x);
   WaitHttp(x);
   WaitActive({&x}, *side_a);
   WaitSettled({&s0, &x});
+  EXPECT_TRUE(Eventually([&] { return StateOn(s0, queued_a, x.baseboard) == "Skipped"; }))
+      << "X shows '" << StateOn(s0, queued_a, x.baseboard) << "' for a job queued while away";
+  EXPECT_EQ((*s0.client().Job(queued_a))["statuses"][x.baseboard]["skip_reason"], "lightcone");
+  bool hopped = false;
+  const json seen = *s0.client().Session();
+  for (const json& e : seen["errors"]) {
+    hopped = hopped || (e["kind"] == "SessionHop" && e["baseboard"] == x.baseboard);
+  }
+  EXPECT_TRUE(hopped) << "X did not say why it skipped";
+  // The first job after the hop holds a position older than the hop (it was
+  // derived from a job queued before): skipped. The one after it runs.
+  const rack::JobId old_position = Submit(s0, kLedgerJob, "1");
+  ASSERT_TRUE(Eventually([&] { return StateOn(s0, old_position, x.baseboard) == "Skipped"; }));
   const rack::JobId j3 = Submit(s0, kLedgerJob, "1");
   ASSERT_TRUE(Eventually([&] { return StateOn(s0, j3, x.baseboard) == "Stopped"; }));
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(Runs(x, j1), 1u) << "step 8: X ran side A's job again";
-  EXPECT_EQ(Runs(x, queued_b), 0u);
+  EXPECT_EQ(Runs(x, queued_b), 1u);
+  EXPECT_EQ(Runs(x, queued_a), 0u);
+  EXPECT_EQ(Runs(x, old_position), 0u);
   EXPECT_EQ(Runs(x, j2), 1u);
   EXPECT_EQ(Runs(x, j3), 1u);
   // The cuts held both ways: neither side ever heard of the other's jobs.
@@ -360,11 +371,17 @@ TEST_F(BoundaryTest, DrivesThatDisagreeLeaveTheSledUntrustedUntilASignedReset) {
   EXPECT_EQ(boundary["resets"], 1);
   EXPECT_EQ(boundary["amnesia"], "permanent");
   WaitSettled(All());
+  // The session predates the reset: the next position (derived from j2) is
+  // older than the new entry marker and is skipped on X; the one after runs.
+  const rack::JobId old_position = Submit(a, kLedgerJob, "*");
+  ExpectEverywhere(old_position, "Stopped", {&a});
+  ExpectEverywhere(old_position, "Skipped", {&x});
   const rack::JobId j3 = Submit(a, kLedgerJob, "*");
   ExpectEverywhere(j3, "Stopped", {&a, &x});
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(Runs(x, j1), 1u);
   EXPECT_EQ(Runs(x, j2), 0u);
+  EXPECT_EQ(Runs(x, old_position), 0u);
   EXPECT_EQ(Runs(x, j3), 1u);
   ClientRun shown = Sush({"boundary", "-T", "1"});
   EXPECT_NE(shown.out.find("permanent, 1 operator reset(s)"), std::string::npos) << shown.out;

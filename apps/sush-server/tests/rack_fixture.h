@@ -261,8 +261,15 @@ class RackTest : public ::testing::Test {
     }
   }
 
+  // The sled answers and its replay drained (it takes requests: before, it
+  // refuses them as Unavailable, see SledCore).
   void WaitHttp(const Sled& sled) {
-    ASSERT_TRUE(Eventually([&] { return sled.client().Info().has_value(); }, 15s))
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto info = sled.client().Info();
+          return info && (*info)["gate"] != "replaying" && (*info)["gate"] != "not joined";
+        },
+        15s))
         << sled.baseboard << " never answered; see " << (sled.data_dir / "server.log");
   }
 

@@ -457,6 +457,71 @@ BoundaryRecord ResetRecord(const Nonce& reset_nonce) {
   return record;
 }
 
+// ---- the worst case ----
+
+itc::Version LargestVersion(size_t max_bytes) {
+  itc::Version best;
+  for (size_t parties = 2;; ++parties) {
+    auto forked = itc::Party::Forks(itc::Party::Seed(), parties);
+    if (!forked) break;
+    itc::Version v;
+    uint64_t height = 1;
+    for (const itc::Party& p : *forked) {
+      v = *itc::Ticks(v, p, height);
+      height = height * 3 + 1;  // distinct heights: no two leaves merge
+      if (height > (uint64_t{1} << 40)) height = 2;
+    }
+    if (v.Encode().size() > max_bytes) break;
+    best = v;
+  }
+  return best;
+}
+
+BoundaryRecord WorstCaseBoundaryRecord() {
+  const itc::Version v = LargestVersion(kBoundaryVersionBytesMax);
+  const itc::Version m = LargestVersion(kMarkerBytesMax);
+  auto full = [&](uint8_t fill) {
+    UniverseBoundary u;
+    u.executed = v;
+    SessionId s;
+    s.bytes.fill(fill);
+    JobId j;
+    j.bytes.fill(fill);
+    u.session = s;
+    u.last_executed = j;
+    u.successor = j;
+    ExitReport report;
+    report.outcome =
+        ExitOutcome{ExitOutcome::Kind::kFailed, 9, std::string(kBoundaryErrorTextBytesMax, 'e')};
+    u.outcome = report;
+    u.floor.assign(kMarkersMax, m);
+    u.markers.assign(kMarkersMax, m);
+    return u;
+  };
+  BoundaryRecord worst;
+  NetworkId here;
+  here.bytes.fill(0xee);
+  worst.network = here;
+  worst.here = full(0xee);
+  for (size_t i = 0; i < kLeftUniversesMax; ++i) {
+    NetworkId left;
+    left.bytes.fill(static_cast<uint8_t>(i + 1));
+    worst.left.push_back(LeftUniverse{left, full(static_cast<uint8_t>(i))});
+  }
+  for (size_t i = 0; i < kNetworkFilterCapacity; ++i) {
+    NetworkId evicted;
+    evicted.bytes.fill(0);
+    evicted.bytes[0] = static_cast<uint8_t>(i);
+    evicted.bytes[1] = static_cast<uint8_t>(i >> 8);
+    evicted.bytes[2] = 0x77;
+    worst.evicted.Insert(evicted);
+  }
+  worst.amnesia = Amnesia::kPermanent;
+  worst.resets = UINT32_MAX;
+  worst.last_reset = Nonce{};
+  return worst;
+}
+
 // ---- MemoryBoundaryStore ----
 
 Status MemoryBoundaryStore::Record(const BoundaryRecord& record) {

@@ -277,13 +277,20 @@ std::string_view SessionVerdictName(rack::SessionVerdict verdict) {
   return "?";
 }
 
+json Versions(const std::vector<itc::Version>& versions) {
+  json out = json::array();
+  for (const itc::Version& v : versions) out.push_back(itc::FormatVersion(v));
+  return out;
+}
+
 json UniverseBoundaryToJson(const rack::UniverseBoundary& b) {
   return json{{"V", itc::FormatVersion(b.executed)},
               {"session", IdOrNull(b.session)},
               {"last_job", IdOrNull(b.last_executed)},
               {"successor", IdOrNull(b.successor)},
               {"outcome", b.outcome ? ExitToJson(*b.outcome) : json(nullptr)},
-              {"marker", VersionOrNull(b.marker)}};
+              {"floor", Versions(b.floor)},
+              {"lightcone", Versions(b.markers)}};
 }
 
 json BoundaryRecordToJson(const rack::BoundaryRecord& record) {

@@ -185,11 +185,11 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
   if (core.trusted()) {
     body = BoundaryRecordToJson(core.boundary());
   } else {  // the record in memory means nothing: the drives could not be trusted
-    body = json{{"network", nullptr},    {"V", nullptr},         {"session", nullptr},
-                {"last_job", nullptr},   {"successor", nullptr}, {"outcome", nullptr},
-                {"marker", nullptr},     {"amnesia", nullptr},   {"resets", nullptr},
-                {"last_reset", nullptr}, {"map", json::array()}, {"filter", nullptr},
-                {"bytes", nullptr}};
+    body = json{{"network", nullptr},  {"V", nullptr},          {"session", nullptr},
+                {"last_job", nullptr}, {"successor", nullptr},  {"outcome", nullptr},
+                {"floor", nullptr},    {"lightcone", nullptr},  {"amnesia", nullptr},
+                {"resets", nullptr},   {"last_reset", nullptr}, {"map", json::array()},
+                {"filter", nullptr},   {"bytes", nullptr}};
   }
   json drive_list = json::array();
   for (const rack::DriveStatus& drive : drives.Drives()) {
@@ -198,21 +198,25 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
   json orphans = json::array();
   for (const rack::JobId& id : notes.orphans_killed) orphans.push_back(id.ToString());
   const auto verdict = core.active_verdict();
-  const std::optional<itc::Version> entry =
-      core.trusted() ? core.boundary().here.marker : std::nullopt;
   // The record's `here` is about the universe it last executed or minted a
   // marker in: a sled that returned to a universe of its map gates by that
-  // entry's marker.
-  std::optional<itc::Version> joined;
-  if (core.trusted() && core.network()) {
-    if (auto b = rack::BoundaryFor(core.boundary(), *core.network())) joined = b->marker;
-  }
+  // entry's markers.
+  std::optional<rack::UniverseBoundary> joined;
+  if (core.trusted() && core.network())
+    joined = rack::BoundaryFor(core.boundary(), *core.network());
+  auto newest = [](const std::vector<itc::Version>& v) {
+    return v.empty() ? json(nullptr) : json(itc::FormatVersion(v.back()));
+  };
+  const rack::UniverseBoundary none;
+  const rack::UniverseBoundary& j = joined ? *joined : none;
   body["baseboard"] = facts.baseboard;
   body["versions"] = "ITC text (itc::FormatVersion)";
   body["joined_network"] = core.network() ? json(core.network()->ToHex()) : json(nullptr);
   body["markers"] =
-      json{{"entry", entry ? json(itc::FormatVersion(*entry)) : json(nullptr)},
-           {"joined", joined ? json(itc::FormatVersion(*joined)) : json(nullptr)},
+      json{{"entry", core.trusted() ? newest(core.boundary().here.markers) : json(nullptr)},
+           {"joined", !j.markers.empty() ? newest(j.markers) : newest(j.floor)},
+           {"joined_lightcone", Versions(j.markers)},
+           {"joined_floor", Versions(j.floor)},
            {"birth",
             core.birth_marker() ? json(itc::FormatVersion(*core.birth_marker())) : json(nullptr)}};
   body["gate"] = std::string(rack::GateStateName(core.gate()));

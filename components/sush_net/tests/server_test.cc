@@ -91,7 +91,8 @@ TEST_F(ServerTest, ANewSledSaysItKnowsNoSessionSinceItStartedAndShowsItsEntryMar
   EXPECT_EQ(boundary.body["amnesia"], "until first execution");
   ASSERT_TRUE(boundary.body["markers"]["entry"].is_string()) << boundary.body.dump();
   EXPECT_TRUE(itc::ParseVersion(boundary.body["markers"]["entry"].get<std::string>()));
-  EXPECT_EQ(boundary.body["markers"]["entry"], boundary.body["marker"]);
+  EXPECT_EQ(boundary.body["markers"]["entry"], boundary.body["lightcone"].back());
+  EXPECT_EQ(boundary.body["floor"].back(), boundary.body["markers"]["entry"]);
   EXPECT_TRUE(boundary.body["markers"]["birth"].is_string());
   EXPECT_EQ(boundary.body["reset_nonce"], nullptr);
   EXPECT_EQ(boundary.body["filter"]["bits_set"], 0);

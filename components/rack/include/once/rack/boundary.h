@@ -146,6 +146,16 @@ struct BoundaryRecord {
 Result<Bytes> EncodeBoundary(const BoundaryRecord& record);
 Result<BoundaryRecord> DecodeBoundary(std::span<const uint8_t> bytes);
 
+// The largest record the format allows: kLeftUniversesMax left universes and
+// the current one, each with V at kBoundaryVersionBytesMax, kMarkersMax
+// markers of kMarkerBytesMax in each list, an outcome with the longest error
+// text, and the filter at its named capacity. For the size bound's test and
+// the boundary bench; it encodes within kBoundaryRecordBytesMax.
+BoundaryRecord WorstCaseBoundaryRecord();
+// The largest version (events of many parties at distinct heights) whose
+// encoding fits `max_bytes`.
+itc::Version LargestVersion(size_t max_bytes);
+
 // ---- The rules ----
 
 // Designs the seed records as rejected, switchable only by the simulator's

@@ -106,6 +106,8 @@ std::string SignalName(int signal);
 // "skip_reason" (lightcone, already executed, untrusted) and "detail"; for
 // Interrupted "detail".
 nlohmann::json StatusToJson(const rack::JobStatus& status);
+// ITC versions as a JSON array of their text forms.
+nlohmann::json Versions(const std::vector<itc::Version>& versions);
 nlohmann::json JobToJson(const rack::JobRecord& record);
 // {"kind" (rack::SledErrorKindName), "baseboard", "message"}, and by kind:
 // ConcurrentSessions "first", "second" (the two sessions); SessionHop
