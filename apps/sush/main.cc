@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "once/rack/target.h"
+#include "once/sim/cli.h"
 #include "rack.h"
 
 namespace {
@@ -879,6 +880,11 @@ int Repl(Globals globals) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `sush sim ...`: the deterministic rack simulator (docs/sush-simulator.md).
+  if (argc > 1 && std::string_view(argv[1]) == "sim") {
+    return once::sim::SimCommand(std::vector<std::string>(argv + 2, argv + argc), std::cout,
+                                 std::cerr);
+  }
   return Run(
       Globals{}, [&](CLI::App& app) { app.parse(argc, argv); }, /*in_repl=*/false);
 }
