@@ -417,11 +417,17 @@ BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
 BoundaryRecord AfterMarker(BoundaryRecord record, const NetworkId& network,
                            const itc::Version& marker, MarkerKind kind,
                            const BoundaryOptions& options) {
+  const bool exact = KnownExactly(record, network);
   if (kind == MarkerKind::kFlipFlop && options.flaws.no_filter_insert_on_hit) {
     record.network = network;  // the rejected design: the old universe is forgotten
     record.here = UniverseBoundary{};
   } else {
     Enter(record, network, options);
+  }
+  // The rejected lazy design mints an amnesic record's entry marker as a hop
+  // at its first job: it still bounds the forgotten past.
+  if (kind == MarkerKind::kHop && !exact && record.amnesia != Amnesia::kNone) {
+    kind = MarkerKind::kEntry;
   }
   UniverseBoundary& here = record.here;
   switch (kind) {

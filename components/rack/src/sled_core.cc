@@ -1075,6 +1075,7 @@ SledCore::Gate SledCore::Judge(const PendingJob& pending) {
     return Gate::kHold;
   }
   const itc::Version* from = active_->next_from ? &*active_->next_from : nullptr;
+  if (config_.boundary.flaws.position_unchecked) from = &pending.version;  // the rejected design
   return JobMayRun(record_, *network_, verdict, pending.version, from) ? Gate::kRun
                                                                        : Gate::kSkipLightcone;
 }

@@ -33,6 +33,7 @@ Status AddFlaw(rack::BoundaryFlaws& flaws, const std::string& name) {
   flaws.unpersisted_entry_marker |= one.unpersisted_entry_marker;
   flaws.zombies_by_join_frontier |= one.zombies_by_join_frontier;
   flaws.record_after_start |= one.record_after_start;
+  flaws.position_unchecked |= one.position_unchecked;
   return Ok();
 }
 

@@ -33,7 +33,8 @@ class Generator {
     up_.assign(n, true);
     group_.assign(n, 0);
     sim::Sleds sleds{n, {}};
-    if (rng_.Below(4) == 0) {  // a cold boot split in two
+    if (rng_.Below(2) == 0) {  // a cold boot split in two
+      split_ = true;
       sleds.split = Split(n, 2);
       for (int g = 0; g < static_cast<int>(sleds.split.size()); ++g) {
         for (int s : sleds.split[g]) group_[s] = g;
@@ -103,7 +104,14 @@ class Generator {
   }
 
   void Action() {
-    const uint64_t roll = rng_.Below(100);
+    uint64_t roll = rng_.Below(100);
+    // A rack booted split keeps its two universes until a link joins them:
+    // mostly move sleds between them then, and now and then bounce one back
+    // and forth with work on both sides (the universe flip-flops).
+    if (split_ && roll >= 46 && roll < 56) {
+      if (rng_.Below(2) == 0) return Bounce();
+      roll = 56;
+    }
     if (roll < 14) return Emit(Settle{});
     if (roll < 24) {
       const int via = Pick(true);
@@ -190,6 +198,38 @@ class Generator {
     return Emit(Wait{100 + static_cast<int64_t>(rng_.Below(3000))});
   }
 
+  // Moves a sled to the other side and back, and there again, with a job for
+  // it on each side in between.
+  void Bounce() {
+    const int s = Pick(true);
+    if (s < 0) return;
+    for (int leg = 0; leg < 3; ++leg) {
+      std::vector<int> there;
+      for (int o = 0; o < Count(); ++o) {
+        if (o != s && group_[o] != group_[s]) there.push_back(o);
+      }
+      if (there.empty()) return;
+      Emit(Crash{s});
+      Emit(Move{s, there});
+      group_[s] = group_[there.front()];
+      Emit(Boot{s});
+      Emit(Settle{});
+      const int via = there[rng_.Below(there.size())];
+      if (!latest_.contains(group_[via])) {
+        const std::string label = std::string(1, static_cast<char>('A' + sessions_ % 25));
+        ++sessions_;
+        latest_[group_[via]] = label;
+        Emit(SessionStart{label, via});
+        Emit(Settle{});
+      }
+      for (int j = 0; j < 2; ++j) {
+        Emit(JobStart{"J" + std::to_string(++jobs_), latest_[group_[via]], via, SledName(s),
+                      "true"});
+        Emit(Settle{});
+      }
+    }
+  }
+
   SeededRng rng_;
   const ExploreOptions& options_;
   Scenario scenario_;
@@ -198,6 +238,7 @@ class Generator {
   std::map<int, std::string> latest_;  // the last session started in each group
   int sessions_ = 0;
   int jobs_ = 0;
+  bool split_ = false;
 };
 
 bool SameKind(const std::optional<Breach>& found, const Breach& breach) {
@@ -338,6 +379,8 @@ Result<rack::BoundaryFlaws> FlawByName(std::string_view name) {
     flaws.zombies_by_join_frontier = true;
   else if (name == "record-after-start")
     flaws.record_after_start = true;
+  else if (name == "position-unchecked")
+    flaws.position_unchecked = true;
   else
     return MakeError(ErrorCode::kInvalidArgument, "unknown flaw '" + std::string(name) + "'");
   return flaws;
@@ -345,7 +388,8 @@ Result<rack::BoundaryFlaws> FlawByName(std::string_view name) {
 
 std::vector<std::string> FlawNames() {
   return {"single-session-version",   "no-filter-insert-on-hit",  "lazy-entry-marker",
-          "unpersisted-entry-marker", "zombies-by-join-frontier", "record-after-start"};
+          "unpersisted-entry-marker", "zombies-by-join-frontier", "record-after-start",
+          "position-unchecked"};
 }
 
 }  // namespace once::sim

@@ -311,8 +311,15 @@ Result<Step> ParseLine(LineParser& p) {
     ONCE_ASSIGN_OR_RETURN(int64_t drive, p.Number(d, 1));
     ONCE_ASSIGN_OR_RETURN(std::string_view f, p.Word("a fault"));
     ONCE_ASSIGN_OR_RETURN(DriveFault fault, ParseFault(p, f));
+    int point = 0;
+    if (fault == DriveFault::kTear && !p.Done()) {
+      ONCE_ASSIGN_OR_RETURN(std::string_view w, p.Word("a tear point"));
+      ONCE_ASSIGN_OR_RETURN(int64_t n, p.Number(w, drive == 0 ? 3 : 2));
+      if (n < 1) return p.Fail("a tear point is 1 or more");
+      point = static_cast<int>(n);
+    }
     ONCE_RETURN_IF_ERROR(p.End());
-    return Drive{sled, static_cast<int>(drive), fault};
+    return Drive{sled, static_cast<int>(drive), fault, point};
   }
   if (verb == "left-cap") {
     ONCE_ASSIGN_OR_RETURN(std::string_view n, p.Word("a cap"));
@@ -485,7 +492,8 @@ std::string FormatStep(const Step& step) {
           [](const Wait& s) { return "wait " + std::to_string(s.ms) + "ms"; },
           [](const Drive& s) {
             return "drive " + SledName(s.sled) + " " + std::to_string(s.drive) + " " +
-                   std::string(DriveFaultName(s.fault));
+                   std::string(DriveFaultName(s.fault)) +
+                   (s.point > 0 ? " " + std::to_string(s.point) : std::string());
           },
           [](const LeftCap& s) { return "left-cap " + std::to_string(s.cap); },
           [](const ExpectRan& s) {

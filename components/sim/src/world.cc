@@ -1111,7 +1111,9 @@ struct World::Impl {
         // The next locker write stops: drive 0 between write and rename, after
         // the rename, or between the drives; drive 1 between write and rename
         // or after the rename.
-        const size_t point = step.drive == 0 ? 1 + rng.Below(3) : 4 + rng.Below(2);
+        const size_t drawn = step.point > 0 ? static_cast<size_t>(step.point)
+                                            : 1 + rng.Below(step.drive == 0 ? 3 : 2);
+        const size_t point = step.drive == 0 ? drawn : 3 + drawn;
         s.drives.CrashAfter(point);
         Note(s, "drive tear armed (" + std::to_string(point) + " operations into the next write)");
         break;

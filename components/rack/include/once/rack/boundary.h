@@ -167,9 +167,11 @@ struct BoundaryFlaws {
   bool unpersisted_entry_marker = false;  // the entry marker kept in memory only
   bool zombies_by_join_frontier = false;  // previous-life starts by the frontier at drain
   bool record_after_start = false;        // the record written after the process starts
+  bool position_unchecked = false;        // a gated job judged without its predecessor
   bool any() const {
     return single_session_version || no_filter_insert_on_hit || lazy_entry_marker ||
-           unpersisted_entry_marker || zombies_by_join_frontier || record_after_start;
+           unpersisted_entry_marker || zombies_by_join_frontier || record_after_start ||
+           position_unchecked;
   }
 };
 

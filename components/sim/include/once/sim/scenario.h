@@ -16,7 +16,7 @@
 //   reset s1                         # an operator's `sush sled reset -T s1`
 //   settle                           # gossip until quiescent within the links
 //   wait 500ms                       # let virtual time pass (ms or s)
-//   drive s1 0 fail|corrupt|wipe|tear|heal|enospc|missing
+//   drive s1 0 fail|corrupt|wipe|tear [POINT]|heal|enospc|missing
 //   left-cap 0                       # the boundary's map of left universes (sim only)
 //   expect ran J1 on s0 once|never|twice
 //   expect status J2 on s1 skipped|stopped|interrupted|queued|started|cancelled|error|none
@@ -109,6 +109,11 @@ struct Drive {
   int sled = 0;
   int drive = 0;  // 0 or 1
   DriveFault fault = DriveFault::kFail;
+  // kTear: where the next locker write stops (0: drawn by the world's Rng).
+  // Drive 0: 1 after the temporary file is written (before the rename), 2
+  // after the rename (before the folder's fsync), 3 between the drives.
+  // Drive 1: 1 before its rename, 2 before its folder's fsync.
+  int point = 0;
 };
 struct LeftCap {
   int cap = 0;
