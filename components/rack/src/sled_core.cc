@@ -113,6 +113,14 @@ constexpr std::string_view kLightconeDetail =
     "queued before this sled's lightcone marker (it moved between partitions, or its record "
     "is new): only jobs submitted after it arrived run here";
 
+// The status says a process of this job ran and ended here (Stopped,
+// Interrupted, or an Error after its start). Skipped and Cancelled are a
+// life's judgement that it did not run, which an earlier life's start
+// overrules.
+bool RunEnded(const JobStatus& s) {
+  return Strength(s) >= Strength(SimpleStatus(JobState::kInterrupted));
+}
+
 }  // namespace
 
 bool Stronger(const JobStatus& a, const JobStatus& b) {
@@ -803,7 +811,7 @@ void SledCore::OnEvent(const itc::Version& version, const Message& event) {
 // fact (it ran) overrides this life's guess.
 void SledCore::Learn(const JobId& id, const std::string& baseboard, const JobStatus& status) {
   SetStatus(id, baseboard, status);
-  if (baseboard == config_.identity.baseboard && status.terminal()) {
+  if (baseboard == config_.identity.baseboard && RunEnded(status)) {
     previous_life_starts_.erase(id);
   }
 }
@@ -832,7 +840,7 @@ void SledCore::ClassifyStart(const itc::Version& version, const JobId& id) {
                             : birth_ && !StrictlyAfter(version, *birth_);
   if (!previous) return;
   const JobStatus* own = OwnStatus(id);
-  if (own == nullptr || !own->terminal()) previous_life_starts_.insert(id);
+  if (own == nullptr || !RunEnded(*own)) previous_life_starts_.insert(id);
 }
 
 // Once replay has drained: a previous life's start with no end known is
@@ -845,7 +853,7 @@ void SledCore::ResolvePreviousLives() {
   starts.swap(previous_life_starts_);
   for (const JobId& id : starts) {
     const JobStatus* own = OwnStatus(id);
-    if (own != nullptr && own->terminal()) continue;
+    if (own != nullptr && RunEnded(*own)) continue;
     ResolvePassed(id, /*last=*/true);
   }
   std::vector<std::pair<JobId, bool>> passed;
@@ -855,8 +863,9 @@ void SledCore::ResolvePreviousLives() {
 
 void SledCore::ResolvePassed(const JobId& id, bool last) {
   const JobStatus* own = OwnStatus(id);
-  if (own != nullptr && own->terminal()) return;
+  if (own != nullptr && RunEnded(*own)) return;
   if (!last) {
+    if (own != nullptr && own->terminal()) return;
     return ReportIfStronger(id,
                             SkippedStatus(SkipReason::kAlreadyExecuted,
                                           "this sled passed the position in an earlier life"),

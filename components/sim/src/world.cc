@@ -138,6 +138,7 @@ struct SimSled {
   // Logical times (World::Impl::Tick), so that steps at one virtual instant keep their order.
   uint64_t disturbed_at = 0;
   uint64_t crashed_at = 0;
+  uint64_t booted_at = 0;
   uint64_t accepted_session_at = 0;  // the last session start this sled accepted
   uint64_t settled_up_at = 0;        // the last settle this sled was up through
   uint64_t arrived_at = 0;           // the first such settle after its last disturbance
@@ -468,8 +469,23 @@ struct World::Impl {
     life->sled =
         std::make_unique<rack::Sled>(*life->core, *life->runner, *life->port, sled_options);
     s.life = std::move(life);
+    s.booted_at = Tick();
+    // Its causal past is gone when no sled it can reach has been up since
+    // before it went down (its whole partition restarted, and the gossip set
+    // with it): a session begun meanwhile is causally unrelated to its
+    // markers, so it arrives as a new sled would (the accepted cost).
+    if (s.lives > 1 && !HistoryKept(s)) Disturb(s.index);
     SchedulePump(s, now);
     ScheduleRound(s, now + static_cast<int64_t>(rng.Below(options.gossip_interval_ms)));
+  }
+
+  bool HistoryKept(const SimSled& s) {
+    for (const auto& op : sleds) {
+      const SimSled& o = *op;
+      if (o.index == s.index || !o.up() || o.booted_at >= s.crashed_at) continue;
+      if (Reachable(s.index, o.index)) return true;
+    }
+    return false;
   }
 
   void Crash(SimSled& s) {
