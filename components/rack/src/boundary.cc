@@ -172,6 +172,7 @@ bool KnownExactly(const BoundaryRecord& record, const NetworkId& network) {
 // Makes `network` the record's universe. Whenever the record's network
 // changes, the old one goes into the map first (evicting the oldest into the
 // filter), in every branch.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void Enter(BoundaryRecord& record, const NetworkId& network, const BoundaryOptions& options) {
   if (record.network == network) return;
   UniverseBoundary entered;  // what the map knows of it (taken out before any eviction)
@@ -318,6 +319,7 @@ Result<BoundaryRecord> DecodeBoundary(std::span<const uint8_t> bytes) {
 
 // ---- rules ----
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 Arrival ClassifyArrival(const BoundaryRecord& record, const NetworkId& network,
                         const BoundaryOptions& options) {
   if (KnownExactly(record, network)) return Arrival::kKnown;
@@ -352,6 +354,7 @@ void Push(std::vector<itc::Version>& markers, const itc::Version& m) {
 
 }  // namespace
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& network,
                             const SessionId& session, const itc::Version& session_start) {
   std::optional<UniverseBoundary> b = BoundaryFor(record, network);
@@ -375,6 +378,7 @@ SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& netwo
   return SessionVerdict::kNeedsHop;
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVerdict verdict,
                const itc::Version& job_version, const itc::Version* predecessor) {
   switch (verdict) {
@@ -396,6 +400,7 @@ bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVe
   return false;
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
                               const SessionId& session, const itc::Version& session_start,
                               const JobId& job, const itc::Version& job_version,
@@ -414,6 +419,7 @@ BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
   return record;
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 BoundaryRecord AfterMarker(BoundaryRecord record, const NetworkId& network,
                            const itc::Version& marker, MarkerKind kind,
                            const BoundaryOptions& options) {

@@ -420,6 +420,7 @@ void SledCore::OnIssueNonce() {
   Emit(std::move(reply));
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnProcessExited(const ProcessExited& input) {
   auto it = running_.find(input.job_id);
   if (it == running_.end()) {
@@ -457,6 +458,7 @@ void SledCore::OnTick(const TimerTick& input) {
 // Entering a universe: the birth marker (and, for an amnesic record, the
 // entry marker) is one LifeMarker; a universe the record left long ago gets a
 // UniverseFlipFlop marker; an untrusted sled says so.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnJoined(const Joined& input) {
   if (network_) ForgetUniverse();
   network_ = input.network;
@@ -537,6 +539,7 @@ void SledCore::ForgetUniverse() {
   }
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnReplayDrained(const ReplayDrained& input) {
   if (!network_ || drained_) return;
   drained_ = true;
@@ -612,6 +615,7 @@ void SledCore::OnRequest(const itc::Version& version, const SignedRequest& reque
              *payload);
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnSessionStart(const itc::Version& version, const SessionStart& start) {
   SessionId id = DeriveSessionId(start.baseboard, start.server_nonce, start.signer_nonce);
   if (active_ && active_->id == id) return;  // duplicate
@@ -659,6 +663,7 @@ void SledCore::OnSessionSkip(const SessionSkip& skip) {
   Advance();
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& request,
                           const Bytes& raw) {
   const JobStart& job = *AsJobStart(request);
@@ -818,6 +823,7 @@ void SledCore::Learn(const JobId& id, const std::string& baseboard, const JobSta
 
 // ---- previous lives ----
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::NoteOwnStart(const itc::Version& version, const JobId& id) {
   if (running_.contains(id) || executed_.contains(id)) return;  // this life's own
   const bool by_frontier = config_.boundary.flaws.zombies_by_join_frontier;
@@ -833,6 +839,7 @@ void SledCore::NoteOwnStart(const itc::Version& version, const JobId& id) {
 // life iff not strictly above the birth marker (this life's events observed
 // it before they were sent). The rejected design compares with the frontier
 // of the peer it drained from, which a previous life may have outrun.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::ClassifyStart(const itc::Version& version, const JobId& id) {
   if (running_.contains(id) || executed_.contains(id)) return;
   const bool previous = config_.boundary.flaws.zombies_by_join_frontier
@@ -847,6 +854,7 @@ void SledCore::ClassifyStart(const itc::Version& version, const JobId& id) {
 // Interrupted, unless the record kept its outcome; and a position passed in
 // a previous life that no status of this sled covers is Skipped{already
 // executed} (or, for the record's last job, its outcome or Interrupted).
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::ResolvePreviousLives() {
   if (!drained_) return;
   std::set<JobId> starts;
@@ -898,6 +906,7 @@ Nonce SledCore::FreshNonce() {
 
 // Rule 4, decided when the session becomes active (after the drain): a hop
 // now makes every job submitted after the marker spreads runnable.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::MintHopIfNeeded(bool at_gate) {
   if (!trusted_ || !drained_ || pending_marker_ || !active_ || !network_) return;
   const SessionVerdict verdict =
@@ -921,6 +930,7 @@ void SledCore::MintHopIfNeeded(bool at_gate) {
                 kErrorTextBytesMax)});
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnMarkerDelivered(const itc::Version& version) {
   const PendingMarker marker = *pending_marker_;
   pending_marker_.reset();
@@ -954,6 +964,7 @@ void SledCore::WriteRecord(BoundaryRecord next, std::string why) {
   Emit(BoundaryChanged{std::move(why)});
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::WriteDeferredRecord() {
   deferred_write_ = false;
   WriteRecord(record_, "executed (written after the start)");
@@ -961,6 +972,7 @@ void SledCore::WriteDeferredRecord() {
 
 // ---- sessions and the chain ----
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::Activate(const SessionId& id, const itc::Version& version) {
   active_.emplace();
   active_->id = id;
@@ -978,6 +990,7 @@ void SledCore::Activate(const SessionId& id, const itc::Version& version) {
   MintHopIfNeeded();
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::EndSession(SessionEnd why) {
   for (auto& [id, pending] : active_->known) {
     if (pending.targeted && !pending.cancelled) Cancel(pending);
@@ -987,6 +1000,7 @@ void SledCore::EndSession(SessionEnd why) {
 }
 
 // The earlier life's part of the chain: consumed, never run.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::AdvanceReplay() {
   while (active_ && active_->replay) {
     Session& session = *active_;
@@ -1021,6 +1035,7 @@ void SledCore::AdvanceReplay() {
 
 // Walks the chain as far as the known jobs allow, starting targeted ones
 // that the boundary rules let run.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::Advance() {
   AdvanceReplay();
   while (active_) {
@@ -1074,6 +1089,7 @@ void SledCore::Pass(const JobId& id) {
   }
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 SledCore::Gate SledCore::Judge(const PendingJob& pending) {
   if (!trusted_) return Gate::kSkipUntrusted;
   if (!network_ || !drained_ || pending_marker_) return Gate::kHold;
@@ -1104,6 +1120,7 @@ void SledCore::Skip(const PendingJob& pending, SkipReason reason) {
 // is the active session's next chain link, targets this sled, has not started
 // in this life, the boundary rules let it run, and the boundary record naming
 // it is on both drives before the process may start.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::Execute(const PendingJob& pending) {
   const JobId& id = pending.job.job_id;
   ONCE_CHECK(active_ && id == active_->next && pending.job.session_id == active_->id);
