@@ -198,6 +198,7 @@ byte started;           /* chain positions ever started */
 #define V_NEW 2
 #define V_GATED 3
 #define V_HOP 4
+#define V_PAST 5   /* kPastForgotten: not below V, not above the floor */
 
 #define G_HOLD 0
 #define G_RUN 1
@@ -209,7 +210,7 @@ byte started;           /* chain positions ever started */
 #define A_FLIP 3
 
 /* Scratch: written before it is read within each step, so not state. */
-hidden byte t_j, t_k, t_v, t_g, t_i, t_x, t_s;
+hidden byte t_j, t_k, t_v, t_g, t_i, t_x, t_s, t_m;
 
 #define HERE UNIV(part)
 #define KNOWN(u) (mem.net == (u) + 1 || mem.inmap[u])
@@ -349,7 +350,16 @@ inline judge_session(u, s, out) {
      :: mem.b[u].S == s + 1 -> out = V_RESUME
      :: else ->
         if
-        :: !(mem.b[u].V & BIT(s)) && (mem.b[u].F == 0 || sh[s] >= mem.b[u].F) -> out = V_NEW
+        :: !(mem.b[u].V & BIT(s)) ->
+           if
+           :: mem.b[u].F == 0 || sh[s] >= mem.b[u].F -> out = V_NEW
+#ifdef REHOP_PAST
+           /* the rejected design: held to the lightcone like a session below V */
+           :: else -> if :: mem.b[u].M != 0 -> out = V_GATED :: else -> out = V_HOP fi
+#else
+           :: else -> out = V_PAST
+#endif
+           fi
         :: else -> if :: mem.b[u].M != 0 -> out = V_GATED :: else -> out = V_HOP fi
         fi
      fi
@@ -436,6 +446,13 @@ inline judge(j) {
         :: jh[j] >= mem.b[HERE].M && nfrom != NOH && nfrom >= mem.b[HERE].M -> t_g = G_RUN
         :: else -> t_g = G_SKIP
         fi
+     :: t_v == V_PAST ->       /* JobMayRun: both above a floor or lightcone marker */
+        t_m = mem.b[HERE].F;
+        if :: mem.b[HERE].M != 0 && mem.b[HERE].M < t_m -> t_m = mem.b[HERE].M :: else -> skip fi;
+        if
+        :: jh[j] >= t_m && nfrom != NOH && nfrom >= t_m -> t_g = G_RUN
+        :: else -> t_g = G_SKIP
+        fi
      fi
   fi
 }
@@ -506,6 +523,13 @@ inline end_session() {
      report_terminal(t_j);
      OWED_CLEAR(t_j);
      t_k++
+  :: else -> break
+  od;
+  /* A job of the ended session skipped before the news came is no longer
+   * owed either: nobody may expect it to run (sled_core: EndSession). */
+  t_k = 1;
+  do
+  :: t_k <= NJ -> OWED_CLEAR(JOB(act, t_k)); t_k++
   :: else -> break
   od;
   act = NONE; nxt = 0; nfrom = NOH; rpl = 0; rpos = 0

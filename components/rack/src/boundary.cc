@@ -370,9 +370,13 @@ SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& netwo
   // Every session executed under here has its start below V, so one whose
   // start is not below V never was; a past the record forgot is bounded by
   // the floor instead, which only a start strictly above it clears.
-  const bool not_below = !itc::Leq(session_start, b->executed);
-  if (not_below && (b->floor.empty() || Above(b->floor, session_start))) {
-    return SessionVerdict::kNew;
+  if (!itc::Leq(session_start, b->executed)) {
+    if (b->floor.empty() || Above(b->floor, session_start)) return SessionVerdict::kNew;
+    // Never executed here since the record began, but perhaps in the past
+    // it forgot: what was made after one of its markers is new. (Holding it
+    // to a hop instead skips a job owed since before a crash, once the
+    // execution of another session's job has dropped the lightcone: model 3.)
+    return SessionVerdict::kPastForgotten;
   }
   if (!b->markers.empty()) return SessionVerdict::kGated;
   return SessionVerdict::kNeedsHop;
@@ -393,6 +397,16 @@ bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVe
       std::optional<UniverseBoundary> b = BoundaryFor(record, network);
       return b && Above(b->markers, job_version) != nullptr && predecessor != nullptr &&
              Above(b->markers, *predecessor) != nullptr;
+    }
+    case SessionVerdict::kPastForgotten: {
+      // A position made after any marker of this universe (the floor's
+      // included: each was minted after the past it bounds) was never run.
+      std::optional<UniverseBoundary> b = BoundaryFor(record, network);
+      if (!b || predecessor == nullptr) return false;
+      auto made_after = [&](const itc::Version& v) {
+        return Above(b->floor, v) != nullptr || Above(b->markers, v) != nullptr;
+      };
+      return made_after(job_version) && made_after(*predecessor);
     }
     case SessionVerdict::kNeedsHop:
       return false;

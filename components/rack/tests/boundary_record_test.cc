@@ -210,31 +210,37 @@ TEST(BoundaryRecordTest, AFlipFlopIntoTheFilterStillRemembersTheUniverseItLeaves
 // after which only a job above the marker whose predecessor is above it too
 // may run.
 TEST(BoundaryRecordTest, SessionsAreJudgedAgainstV) {
-  History h;
+  itc::Party a = itc::Party::Seed();
+  itc::Party b = a.Fork().value();
+  const itc::Version old = itc::Tick(itc::Version(), a).value();  // session 1
+  const itc::Version sa = itc::Tick(old, a).value();              // session 2, saw 1
+  const itc::Version sb = itc::Tick(old, b).value();              // session 3, beside 2
   BoundaryRecord record;
   record.amnesia = Amnesia::kNone;
-  const itc::Version s1 = h.TickA();
-  record = Executed(record, Network(1), 1, s1, 1, h.TickA());
-  const itc::Version s2 = h.TickB();  // above s1: a later session
-  EXPECT_EQ(JudgeSession(record, Network(1), Session(1), s1), SessionVerdict::kResume);
-  EXPECT_EQ(JudgeSession(record, Network(1), Session(2), s2), SessionVerdict::kNew);
-  record = Executed(record, Network(1), 2, s2, 2, h.TickB());
-  // Back to session 1, whose start is below V = s1 v s2: a hop.
-  EXPECT_EQ(JudgeSession(record, Network(1), Session(1), s1), SessionVerdict::kNeedsHop);
-  const itc::Version before_hop = h.TickA();
-  const itc::Version marker = h.TickA();
+  record = Executed(record, Network(1), 3, sb, 1, itc::Tick(sb, b).value());
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(3), sb), SessionVerdict::kResume);
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(2), sa), SessionVerdict::kNew);
+  const itc::Version a_job = itc::Tick(itc::Join(sa, sb), a).value();
+  record = Executed(record, Network(1), 2, sa, 2, a_job);
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(2), sa), SessionVerdict::kResume);
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(1), old), SessionVerdict::kNeedsHop);
+  // Back to session 3, below V = sa v sb, neither older nor newer: a hop.
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(3), sb), SessionVerdict::kNeedsHop);
+  const itc::Version before_hop = itc::Tick(a_job, b).value();
+  const itc::Version marker = itc::Tick(before_hop, a).value();
   record = AfterMarker(record, Network(1), marker, MarkerKind::kHop, {});
-  EXPECT_EQ(JudgeSession(record, Network(1), Session(1), s1), SessionVerdict::kGated);
-  const itc::Version after = h.TickB();
-  const itc::Version later = h.TickA();
-  EXPECT_FALSE(JobMayRun(record, Network(1), SessionVerdict::kGated, before_hop, &s1));
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(3), sb), SessionVerdict::kGated);
+  const itc::Version after = itc::Tick(marker, b).value();
+  const itc::Version later = itc::Tick(after, b).value();
+  EXPECT_FALSE(JobMayRun(record, Network(1), SessionVerdict::kGated, before_hop, &sb));
   EXPECT_FALSE(JobMayRun(record, Network(1), SessionVerdict::kGated, after, &before_hop))
       << "a new job at a position from before the hop";
   EXPECT_TRUE(JobMayRun(record, Network(1), SessionVerdict::kGated, later, &after));
   // The first execution after the hop drops the markers: chain position rules.
-  record = Executed(record, Network(1), 1, s1, 3, later);
+  record = Executed(record, Network(1), 3, sb, 3, later);
   EXPECT_TRUE(record.here.markers.empty());
-  EXPECT_EQ(JudgeSession(record, Network(1), Session(1), s1), SessionVerdict::kResume);
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(3), sb), SessionVerdict::kResume);
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(2), sa), SessionVerdict::kNeedsHop);
 }
 
 // Rule 6: an empty record's entry marker is a floor: a session is new only
@@ -247,7 +253,8 @@ TEST(BoundaryRecordTest, AnEmptyRecordsEntryMarkerBoundsItsForgottenPast) {
   BoundaryRecord record;  // amnesic until its first execution
   EXPECT_EQ(ClassifyArrival(record, Network(1), {}), Arrival::kEntry);
   record = AfterMarker(record, Network(1), entry, MarkerKind::kEntry, {});
-  EXPECT_EQ(JudgeSession(record, Network(1), Session(1), old_session), SessionVerdict::kGated);
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(1), old_session),
+            SessionVerdict::kPastForgotten);
   const itc::Version new_session = h.TickB();
   EXPECT_EQ(JudgeSession(record, Network(1), Session(2), new_session), SessionVerdict::kNew);
   record = Executed(record, Network(1), 2, new_session, 1, h.TickB());

@@ -269,6 +269,8 @@ std::string_view SessionVerdictName(rack::SessionVerdict verdict) {
       return "resume";
     case rack::SessionVerdict::kNew:
       return "new";
+    case rack::SessionVerdict::kPastForgotten:
+      return "past forgotten";
     case rack::SessionVerdict::kGated:
       return "gated";
     case rack::SessionVerdict::kNeedsHop:

@@ -200,6 +200,10 @@ enum class SessionVerdict : uint8_t {
   kResume,    // the recorded session: resume by chain position after last_executed
   kNew,       // its start is not below V (and above the floor, if any): never
               // executed there, its queue runs
+  kPastForgotten,  // not below V but not above the floor: never executed there
+                   // since the record began, perhaps in the past it forgot; a job
+                   // runs iff it and its predecessor are above a floor or lightcone
+                   // marker (made after that past)
   kGated,     // markers stand: a job runs iff it and its predecessor are above one
   kNeedsHop,  // anything else: a lightcone hop (gossip SessionHop; it is the marker)
 };
