@@ -149,6 +149,8 @@ typedef Uni {
   byte L;   /* its chain position (the successor is L + 1) */
   byte F;   /* floor: the oldest marker's height (0: empty) */
   byte M;   /* lightcone markers: the oldest one's height (0: empty) */
+  byte PS;  /* the left session (one kept, LEFT_SESSIONS=1): session + 1 (0: none) */
+  byte PL;  /* its last executed position */
 }
 typedef Rec {
   Uni b[2];       /* per universe: `here` (net) or the map's entry (inmap) */
@@ -194,6 +196,9 @@ byte started;           /* chain positions ever started */
 #define P_FLIP 2
 #define P_HOP 3
 
+#ifndef LEFT_SESSIONS
+#define LEFT_SESSIONS 1   /* left sessions kept per universe (kLeftSessionsMax; 0: V alone) */
+#endif
 #define V_RESUME 1
 #define V_NEW 2
 #define V_GATED 3
@@ -290,8 +295,8 @@ byte owed;              /* jobs at such positions, not run, not ended with their
 
 /* ---- The record ---- */
 
-inline reset_uni(x) { x.V = 0; x.S = 0; x.L = 0; x.F = 0; x.M = 0 }
-inline copy_uni(d, s) { d.V = s.V; d.S = s.S; d.L = s.L; d.F = s.F; d.M = s.M }
+inline reset_uni(x) { x.V = 0; x.S = 0; x.L = 0; x.F = 0; x.M = 0; x.PS = 0; x.PL = 0 }
+inline copy_uni(d, s) { d.V = s.V; d.S = s.S; d.L = s.L; d.F = s.F; d.M = s.M; d.PS = s.PS; d.PL = s.PL }
 inline copy_rec(d, s) {
   copy_uni(d.b[0], s.b[0]); copy_uni(d.b[1], s.b[1]);
   d.net = s.net; d.ran = s.ran;
@@ -348,6 +353,7 @@ inline judge_session(u, s, out) {
   :: else ->
      if
      :: mem.b[u].S == s + 1 -> out = V_RESUME
+     :: LEFT_SESSIONS && mem.b[u].PS == s + 1 -> out = V_RESUME   /* a left session: exact */
      :: else ->
         if
         :: !(mem.b[u].V & BIT(s)) ->
@@ -374,6 +380,15 @@ inline after_execution(u, s, k) {
 #else
   mem.b[u].V = mem.b[u].V | DOWN(s);    /* V joins every executed session's start */
 #endif
+  /* LeaveSession: the recorded chain becomes the left session (the entry of
+   * s, if it was that one, comes out); with none kept, it is forgotten. */
+  if
+  :: mem.b[u].S != s + 1 && LEFT_SESSIONS && mem.b[u].S != 0 ->
+     mem.b[u].PS = mem.b[u].S; mem.b[u].PL = mem.b[u].L
+  :: mem.b[u].S != s + 1 && !(LEFT_SESSIONS && mem.b[u].S != 0) && mem.b[u].PS == s + 1 ->
+     mem.b[u].PS = 0; mem.b[u].PL = 0
+  :: else -> skip
+  fi;
   mem.b[u].S = s + 1; mem.b[u].L = k;
   mem.b[u].M = 0;       /* the lightcone gates only the first execution after re-entry */
   mem.ran = 1
@@ -545,7 +560,8 @@ inline activate(s) {
   assert(!(s == 1 && (mem.b[HERE].V & 7) == 7 && mem.b[HERE].S == 1));
 #endif
   if
-  :: t_v == V_RESUME -> nxt = mem.b[HERE].L + 1; rpl = mem.b[HERE].L
+  :: t_v == V_RESUME && mem.b[HERE].S == s + 1 -> nxt = mem.b[HERE].L + 1; rpl = mem.b[HERE].L
+  :: t_v == V_RESUME && mem.b[HERE].S != s + 1 -> nxt = mem.b[HERE].PL + 1; rpl = mem.b[HERE].PL
   :: else -> rpos = 0
   fi;
   t_g = 0; mint_hop_if_needed()

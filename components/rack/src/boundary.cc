@@ -127,7 +127,18 @@ Status WriteUniverse(Writer& w, const UniverseBoundary& u) {
   }
   if (u.outcome) ONCE_RETURN_IF_ERROR(WriteOutcome(w, *u.outcome));
   ONCE_RETURN_IF_ERROR(WriteMarkers(w, u.floor));
-  return WriteMarkers(w, u.markers);
+  ONCE_RETURN_IF_ERROR(WriteMarkers(w, u.markers));
+  ONCE_RETURN_IF_ERROR(
+      wire::CheckSize("left_sessions_max", u.left_sessions.size(), kLeftSessionsMax));
+  w.U8(static_cast<uint8_t>(u.left_sessions.size()));
+  for (const SessionChain& c : u.left_sessions) {
+    w.Raw(c.session.bytes);
+    w.Raw(c.last_executed.bytes);
+    w.Raw(c.successor.bytes);
+    w.U8(c.outcome ? kHasOutcome : 0);
+    if (c.outcome) ONCE_RETURN_IF_ERROR(WriteOutcome(w, *c.outcome));
+  }
+  return Ok();
 }
 
 Result<UniverseBoundary> ReadUniverse(Reader& r) {
@@ -147,6 +158,25 @@ Result<UniverseBoundary> ReadUniverse(Reader& r) {
   }
   ONCE_ASSIGN_OR_RETURN(u.floor, ReadMarkers(r));
   ONCE_ASSIGN_OR_RETURN(u.markers, ReadMarkers(r));
+  ONCE_ASSIGN_OR_RETURN(uint8_t sessions, r.U8());
+  ONCE_RETURN_IF_ERROR(wire::CheckSize("left_sessions_max", sessions, kLeftSessionsMax));
+  for (uint8_t i = 0; i < sessions; ++i) {
+    SessionChain c;
+    ONCE_ASSIGN_OR_RETURN(c.session, ReadId<SessionId>(r));
+    ONCE_ASSIGN_OR_RETURN(c.last_executed, ReadId<JobId>(r));
+    ONCE_ASSIGN_OR_RETURN(c.successor, ReadId<JobId>(r));
+    ONCE_ASSIGN_OR_RETURN(uint8_t chain_flags, r.U8());
+    if (chain_flags & ~kHasOutcome) {
+      return MakeError(ErrorCode::kInvalidArgument, "boundary: unknown session flags");
+    }
+    if (chain_flags & kHasOutcome) {
+      ONCE_ASSIGN_OR_RETURN(c.outcome, ReadOutcome(r));
+    }
+    if (u.session == c.session || ChainOf(u, c.session)) {
+      return MakeError(ErrorCode::kInvalidArgument, "boundary: a session listed twice");
+    }
+    u.left_sessions.push_back(std::move(c));
+  }
   return u;
 }
 
@@ -192,11 +222,26 @@ void Enter(BoundaryRecord& record, const NetworkId& network, const BoundaryOptio
 }
 
 void RecordOutcome(UniverseBoundary& u, const JobId& job, const ExitReport& outcome) {
-  if (u.last_executed != job) return;
-  u.outcome = outcome;
-  if (u.outcome->outcome.error.size() > kBoundaryErrorTextBytesMax) {
-    u.outcome->outcome.error.resize(kBoundaryErrorTextBytesMax);
+  ExitReport kept = outcome;
+  if (kept.outcome.error.size() > kBoundaryErrorTextBytesMax) {
+    kept.outcome.error.resize(kBoundaryErrorTextBytesMax);
   }
+  if (u.last_executed == job) u.outcome = kept;
+  for (SessionChain& c : u.left_sessions) {
+    if (c.last_executed == job) c.outcome = kept;
+  }
+}
+
+// The recorded session's chain goes into the left sessions (its own entry,
+// if `next` is one of them, comes out first: it is about to be recorded), the
+// oldest beyond the cap dropped: a dropped session is judged by V alone.
+void LeaveSession(UniverseBoundary& u, const SessionId& next, const BoundaryOptions& options) {
+  std::erase_if(u.left_sessions, [&](const SessionChain& c) { return c.session == next; });
+  if (u.session) {
+    u.left_sessions.push_back(SessionChain{*u.session, *u.last_executed, *u.successor, u.outcome});
+  }
+  const size_t cap = std::min(options.left_sessions_max, kLeftSessionsMax);
+  while (u.left_sessions.size() > cap) u.left_sessions.erase(u.left_sessions.begin());
 }
 
 }  // namespace
@@ -331,6 +376,16 @@ Arrival ClassifyArrival(const BoundaryRecord& record, const NetworkId& network,
   return Arrival::kNew;
 }
 
+std::optional<SessionChain> ChainOf(const UniverseBoundary& boundary, const SessionId& session) {
+  if (boundary.session == session) {
+    return SessionChain{session, *boundary.last_executed, *boundary.successor, boundary.outcome};
+  }
+  for (const SessionChain& c : boundary.left_sessions) {
+    if (c.session == session) return c;
+  }
+  return std::nullopt;
+}
+
 std::optional<UniverseBoundary> BoundaryFor(const BoundaryRecord& record,
                                             const NetworkId& network) {
   if (record.network == network) return record.here;
@@ -366,7 +421,7 @@ SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& netwo
     }
     return SessionVerdict::kNew;  // never entered: V is bottom
   }
-  if (b->session == session) return SessionVerdict::kResume;
+  if (ChainOf(*b, session)) return SessionVerdict::kResume;
   // Every session executed under here has its start below V, so one whose
   // start is not below V never was; a past the record forgot is bounded by
   // the floor instead, which only a start strictly above it clears.
@@ -422,6 +477,7 @@ BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
   (void)job_version;
   Enter(record, network, options);
   UniverseBoundary& here = record.here;
+  if (here.session != session) LeaveSession(here, session, options);
   here.executed = options.flaws.single_session_version ? session_start
                                                        : itc::Join(here.executed, session_start);
   here.session = session;
@@ -475,6 +531,21 @@ BoundaryRecord AfterEnd(BoundaryRecord record, const JobId& job, const ExitRepor
   return record;
 }
 
+std::optional<ExitReport> RecordedOutcome(const BoundaryRecord& record, const JobId& job) {
+  auto in = [&](const UniverseBoundary& u) -> std::optional<ExitReport> {
+    if (u.last_executed == job && u.outcome) return u.outcome;
+    for (const SessionChain& c : u.left_sessions) {
+      if (c.last_executed == job && c.outcome) return c.outcome;
+    }
+    return std::nullopt;
+  };
+  if (auto here = in(record.here)) return here;
+  for (const LeftUniverse& left : record.left) {
+    if (auto there = in(left.boundary)) return there;
+  }
+  return std::nullopt;
+}
+
 BoundaryRecord ResetRecord(const Nonce& reset_nonce) {
   BoundaryRecord record;
   record.amnesia = Amnesia::kPermanent;
@@ -522,6 +593,11 @@ BoundaryRecord WorstCaseBoundaryRecord() {
     u.outcome = report;
     u.floor.assign(kMarkersMax, m);
     u.markers.assign(kMarkersMax, m);
+    for (size_t i = 0; i < kLeftSessionsMax; ++i) {
+      SessionChain c{s, j, j, report};
+      c.session.bytes[0] = static_cast<uint8_t>(fill + 1 + i);  // distinct from s
+      u.left_sessions.push_back(c);
+    }
     return u;
   };
   BoundaryRecord worst;

@@ -253,7 +253,17 @@ GateState SledCore::gate() const {
 
 std::optional<SessionVerdict> SledCore::active_verdict() const {
   if (!active_ || !network_ || !trusted_) return std::nullopt;
-  return JudgeSession(record_, *network_, active_->id, active_->start_version);
+  return ActiveVerdict();
+}
+
+// Rules 2-4 for the active session (with the simulator's rehop-past control).
+SessionVerdict SledCore::ActiveVerdict() const {
+  SessionVerdict verdict = JudgeSession(record_, *network_, active_->id, active_->start_version);
+  if (verdict == SessionVerdict::kPastForgotten && config_.boundary.flaws.rehop_past) {
+    const std::optional<UniverseBoundary> b = BoundaryFor(record_, *network_);
+    verdict = b && !b->markers.empty() ? SessionVerdict::kGated : SessionVerdict::kNeedsHop;
+  }
+  return verdict;
 }
 
 std::optional<JobId> SledCore::next_free_job_id() const {
@@ -880,12 +890,7 @@ void SledCore::ResolvePassed(const JobId& id, bool last) {
                             JobSkipped{config_.identity.baseboard, id, SkipReason::kAlreadyExecuted,
                                        "this sled passed the position in an earlier life"});
   }
-  std::optional<ExitReport> recorded;
-  if (record_.here.last_executed == id) recorded = record_.here.outcome;
-  for (const LeftUniverse& left : record_.left) {
-    if (left.boundary.last_executed == id && left.boundary.outcome)
-      recorded = left.boundary.outcome;
-  }
+  std::optional<ExitReport> recorded = RecordedOutcome(record_, id);
   if (recorded) {
     JobStopped stopped{config_.identity.baseboard, id, recorded->outcome, recorded->stdout_summary,
                        recorded->stderr_summary};
@@ -909,8 +914,7 @@ Nonce SledCore::FreshNonce() {
 // Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::MintHopIfNeeded(bool at_gate) {
   if (!trusted_ || !drained_ || pending_marker_ || !active_ || !network_) return;
-  const SessionVerdict verdict =
-      JudgeSession(record_, *network_, active_->id, active_->start_version);
+  const SessionVerdict verdict = ActiveVerdict();
   if (verdict != SessionVerdict::kNeedsHop) return;
   // The rejected design mints an amnesic record's marker only when a job
   // reaches the gate, which skips that job.
@@ -982,9 +986,9 @@ void SledCore::Activate(const SessionId& id, const itc::Version& version) {
   // to its last executed job are passed, never run.
   if (trusted_ && network_ &&
       JudgeSession(record_, *network_, id, version) == SessionVerdict::kResume) {
-    const UniverseBoundary b = *BoundaryFor(record_, *network_);
-    active_->next = *b.successor;
-    active_->replay = Replay{FirstJobId(id), *b.last_executed};
+    const SessionChain chain = *ChainOf(*BoundaryFor(record_, *network_), id);
+    active_->next = chain.successor;
+    active_->replay = Replay{FirstJobId(id), chain.last_executed};
   }
   Emit(SessionChanged{id, SessionEnd::kNone});
   MintHopIfNeeded();
@@ -1093,8 +1097,7 @@ void SledCore::Pass(const JobId& id) {
 SledCore::Gate SledCore::Judge(const PendingJob& pending) {
   if (!trusted_) return Gate::kSkipUntrusted;
   if (!network_ || !drained_ || pending_marker_) return Gate::kHold;
-  const SessionVerdict verdict =
-      JudgeSession(record_, *network_, active_->id, active_->start_version);
+  const SessionVerdict verdict = ActiveVerdict();
   if (verdict == SessionVerdict::kNeedsHop) {
     MintHopIfNeeded(/*at_gate=*/true);
     return Gate::kHold;

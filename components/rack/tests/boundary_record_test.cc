@@ -42,8 +42,8 @@ struct History {
 BoundaryRecord Executed(BoundaryRecord record, const NetworkId& network, uint8_t session,
                         const itc::Version& start, uint8_t job, const itc::Version& job_version,
                         BoundaryOptions options = {}) {
-  return AfterExecution(std::move(record), network, Session(session), start, Job(job),
-                        job_version, Job(job + 1), options);
+  return AfterExecution(std::move(record), network, Session(session), start, Job(job), job_version,
+                        Job(job + 1), options);
 }
 
 TEST(BoundaryRecordTest, ATypicalRecordRoundTripsAndEncodesCanonically) {
@@ -217,6 +217,11 @@ TEST(BoundaryRecordTest, SessionsAreJudgedAgainstV) {
   const itc::Version sb = itc::Tick(old, b).value();              // session 3, beside 2
   BoundaryRecord record;
   record.amnesia = Amnesia::kNone;
+  BoundaryOptions v_alone{.left_sessions_max = 0};  // V decides: no left sessions kept
+  auto Executed = [&](BoundaryRecord r, const NetworkId& n, uint8_t session,
+                      const itc::Version& start, uint8_t job, const itc::Version& v) {
+    return rack::Executed(std::move(r), n, session, start, job, v, v_alone);
+  };
   record = Executed(record, Network(1), 3, sb, 1, itc::Tick(sb, b).value());
   EXPECT_EQ(JudgeSession(record, Network(1), Session(3), sb), SessionVerdict::kResume);
   EXPECT_EQ(JudgeSession(record, Network(1), Session(2), sa), SessionVerdict::kNew);
@@ -228,7 +233,7 @@ TEST(BoundaryRecordTest, SessionsAreJudgedAgainstV) {
   EXPECT_EQ(JudgeSession(record, Network(1), Session(3), sb), SessionVerdict::kNeedsHop);
   const itc::Version before_hop = itc::Tick(a_job, b).value();
   const itc::Version marker = itc::Tick(before_hop, a).value();
-  record = AfterMarker(record, Network(1), marker, MarkerKind::kHop, {});
+  record = AfterMarker(record, Network(1), marker, MarkerKind::kHop, v_alone);
   EXPECT_EQ(JudgeSession(record, Network(1), Session(3), sb), SessionVerdict::kGated);
   const itc::Version after = itc::Tick(marker, b).value();
   const itc::Version later = itc::Tick(after, b).value();
@@ -241,6 +246,44 @@ TEST(BoundaryRecordTest, SessionsAreJudgedAgainstV) {
   EXPECT_TRUE(record.here.markers.empty());
   EXPECT_EQ(JudgeSession(record, Network(1), Session(3), sb), SessionVerdict::kResume);
   EXPECT_EQ(JudgeSession(record, Network(1), Session(2), sa), SessionVerdict::kNeedsHop);
+}
+
+// The record keeps where each session's chain stood when the sled left it
+// (at most kLeftSessionsMax besides the recorded one, the oldest dropped): a
+// return resumes it exactly; a dropped one is judged by V.
+TEST(BoundaryRecordTest, LeftSessionsResumeExactlyUpToTheirCap) {
+  History h;
+  BoundaryRecord record;
+  record.amnesia = Amnesia::kNone;
+  std::vector<itc::Version> starts;
+  for (uint8_t n = 1; n <= kLeftSessionsMax + 2; ++n) {
+    starts.push_back(h.TickA());
+    record = Executed(record, Network(1), n, starts.back(), 10 * n, h.TickB());
+  }
+  record = AfterEnd(record, Job(10 * (kLeftSessionsMax + 2)),
+                    ExitReport{ExitOutcome{ExitOutcome::Kind::kExited, 4, ""}, {}, {}});
+  ASSERT_EQ(record.here.left_sessions.size(), kLeftSessionsMax);
+  EXPECT_EQ(record.here.left_sessions.front().session, Session(2));
+  EXPECT_FALSE(ChainOf(record.here, Session(1)).has_value());  // dropped
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(1), starts[0]), SessionVerdict::kNeedsHop);
+  auto two = ChainOf(record.here, Session(2));
+  ASSERT_TRUE(two.has_value());
+  EXPECT_EQ(two->last_executed, Job(20));
+  EXPECT_EQ(two->successor, Job(21));
+  EXPECT_EQ(JudgeSession(record, Network(1), Session(2), starts[1]), SessionVerdict::kResume);
+  // Back to session 2: its entry comes out, the recorded one goes in.
+  record = Executed(record, Network(1), 2, starts[1], 21, h.TickB());
+  EXPECT_EQ(record.here.session, Session(2));
+  EXPECT_FALSE(ChainOf(record.here, Session(2))->outcome.has_value());
+  auto last = ChainOf(record.here, Session(kLeftSessionsMax + 2));
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->outcome->outcome.code, 4);  // its outcome went along
+  EXPECT_EQ(RecordedOutcome(record, Job(10 * (kLeftSessionsMax + 2)))->outcome.code, 4);
+  EXPECT_EQ(DecodeBoundary(EncodeBoundary(record).value()).value(), record);
+  BoundaryRecord twice = record;
+  twice.here.left_sessions.back() = twice.here.left_sessions.front();
+  EXPECT_NE(DecodeBoundary(EncodeBoundary(twice).value()).error().message.find("twice"),
+            std::string::npos);
 }
 
 // Rule 6: an empty record's entry marker is a floor: a session is new only

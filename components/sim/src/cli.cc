@@ -38,6 +38,7 @@ Status AddFlaw(rack::BoundaryFlaws& flaws, const std::string& name) {
   flaws.zombies_by_join_frontier |= one.zombies_by_join_frontier;
   flaws.record_after_start |= one.record_after_start;
   flaws.position_unchecked |= one.position_unchecked;
+  flaws.rehop_past |= one.rehop_past;
   return Ok();
 }
 
@@ -193,7 +194,6 @@ int Explore(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   return r.breaches == 0 ? 0 : 1;
 }
 
-
 // `sush sim check`: every scenario holds under the real rules, and fails
 // (a breach or a failed expect) under each flaw it names in `# catches:`.
 bool Holds(const Scenario& scenario, const WorldOptions& options) {
@@ -243,8 +243,8 @@ int Check(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     }
     out << line << "\n";
   }
-  out << "scenarios=" << files.size() << " negative_controls=" << controls
-      << " failed=" << failed << "\n";
+  out << "scenarios=" << files.size() << " negative_controls=" << controls << " failed=" << failed
+      << "\n";
   return failed == 0 ? 0 : 1;
 }
 

@@ -463,6 +463,7 @@ struct World::Impl {
     config.trusted = trusted;
     config.boundary.flaws = options.flaws;
     config.boundary.left_universes_max = options.left_universes_max;
+    config.boundary.left_sessions_max = options.left_sessions_max;
     life->core = std::make_unique<rack::SledCore>(std::move(config), *life->rng, *life->store);
     life->runner = std::make_unique<Runner>(*this, s, life->id);
     life->port = std::make_unique<Port>(*this, s);
@@ -967,72 +968,74 @@ struct World::Impl {
     ++stats.steps;
     settled_now = std::holds_alternative<sim::Settle>(step) || std::holds_alternative<Sleds>(step);
     Trace("STEP " + FormatStep(step));
-    std::visit(
-        Overloaded{
-            [&](const Sleds& s) { Create(s); },
-            [&](const Partition& s) { Groups(s.groups); },
-            [&](const Heal&) {
-              SledSet all;
-              for (size_t i = 0; i < sleds.size(); ++i) all.push_back(static_cast<int>(i));
-              Groups({all});
-            },
-            [&](const sim::Crash& s) { Crash(S(s.sled)); },
-            [&](const sim::Boot& s) { Boot(S(s.sled)); },
-            [&](const WipeData& s) {
-              S(s.sled).data.Wipe(kData);
-              Disturb(s.sled);
-              Note(S(s.sled), "data folder wiped (the gossip bookmark is gone)");
-            },
-            [&](const Move& s) { MoveStep(s); },
-            [&](const sim::Link& s) {
-              std::vector<std::set<int>> links;
-              for (const auto& sp : sleds) links.push_back(sp->links);
-              if (s.up) {
-                links[s.a].insert(s.b);
-                links[s.b].insert(s.a);
-              } else {
-                links[s.a].erase(s.b);
-                links[s.b].erase(s.a);
-              }
-              SetLinks(links);
-            },
-            [&](const sim::SessionStart& s) { StartSessionStep(s); },
-            [&](const sim::SessionStop& s) {
-              auto it = session_labels.find(s.label);
-              if (it == session_labels.end()) {
-                failures.push_back("session stop: no session labelled " + s.label);
-                return;
-              }
-              Submit(S(s.via), rack::SessionStop{it->second}, "session stop " + s.label);
-            },
-            [&](const sim::JobStart& s) { StartJobStep(s); },
-            [&](const sim::JobStop& s) {
-              auto it = job_labels.find(s.label);
-              if (it == job_labels.end()) {
-                failures.push_back("job stop: no job labelled " + s.label);
-                return;
-              }
-              Submit(S(s.via), rack::JobStop{it->second}, "job stop " + s.label);
-            },
-            [&](const sim::Reset& s) { ResetStep(s); },
-            [&](const sim::Settle&) { Settle(); },
-            [&](const sim::Wait& s) { RunUntil(now + s.ms); },
-            [&](const sim::Drive& s) { DriveStep(s); },
-            [&](const LeftCap& s) { options.left_universes_max = static_cast<size_t>(s.cap); },
-            [&](const ExpectRan& s) { ExpectRanStep(s); },
-            [&](const ExpectStatus& s) { ExpectStatusStep(s); },
-            [&](const ExpectTrust& s) {
-              SimSled& x = S(s.sled);
-              const bool trusted_now = x.up() && x.life->core->trusted();
-              if (!x.up() || trusted_now != s.trusted) {
-                failures.push_back(FormatStep(step) + ": " + SledName(s.sled) + " is " +
-                                   (!x.up()       ? "down"
-                                    : trusted_now ? "trusted"
-                                                  : "untrusted"));
-              }
-            },
-        },
-        step);
+    std::visit(Overloaded{
+                   [&](const Sleds& s) { Create(s); },
+                   [&](const Partition& s) { Groups(s.groups); },
+                   [&](const Heal&) {
+                     SledSet all;
+                     for (size_t i = 0; i < sleds.size(); ++i) all.push_back(static_cast<int>(i));
+                     Groups({all});
+                   },
+                   [&](const sim::Crash& s) { Crash(S(s.sled)); },
+                   [&](const sim::Boot& s) { Boot(S(s.sled)); },
+                   [&](const WipeData& s) {
+                     S(s.sled).data.Wipe(kData);
+                     Disturb(s.sled);
+                     Note(S(s.sled), "data folder wiped (the gossip bookmark is gone)");
+                   },
+                   [&](const Move& s) { MoveStep(s); },
+                   [&](const sim::Link& s) {
+                     std::vector<std::set<int>> links;
+                     for (const auto& sp : sleds) links.push_back(sp->links);
+                     if (s.up) {
+                       links[s.a].insert(s.b);
+                       links[s.b].insert(s.a);
+                     } else {
+                       links[s.a].erase(s.b);
+                       links[s.b].erase(s.a);
+                     }
+                     SetLinks(links);
+                   },
+                   [&](const sim::SessionStart& s) { StartSessionStep(s); },
+                   [&](const sim::SessionStop& s) {
+                     auto it = session_labels.find(s.label);
+                     if (it == session_labels.end()) {
+                       failures.push_back("session stop: no session labelled " + s.label);
+                       return;
+                     }
+                     Submit(S(s.via), rack::SessionStop{it->second}, "session stop " + s.label);
+                   },
+                   [&](const sim::JobStart& s) { StartJobStep(s); },
+                   [&](const sim::JobStop& s) {
+                     auto it = job_labels.find(s.label);
+                     if (it == job_labels.end()) {
+                       failures.push_back("job stop: no job labelled " + s.label);
+                       return;
+                     }
+                     Submit(S(s.via), rack::JobStop{it->second}, "job stop " + s.label);
+                   },
+                   [&](const sim::Reset& s) { ResetStep(s); },
+                   [&](const sim::Settle&) { Settle(); },
+                   [&](const sim::Wait& s) { RunUntil(now + s.ms); },
+                   [&](const sim::Drive& s) { DriveStep(s); },
+                   [&](const LeftCap& s) {
+                     (s.sessions ? options.left_sessions_max : options.left_universes_max) =
+                         static_cast<size_t>(s.cap);
+                   },
+                   [&](const ExpectRan& s) { ExpectRanStep(s); },
+                   [&](const ExpectStatus& s) { ExpectStatusStep(s); },
+                   [&](const ExpectTrust& s) {
+                     SimSled& x = S(s.sled);
+                     const bool trusted_now = x.up() && x.life->core->trusted();
+                     if (!x.up() || trusted_now != s.trusted) {
+                       failures.push_back(FormatStep(step) + ": " + SledName(s.sled) + " is " +
+                                          (!x.up()       ? "down"
+                                           : trusted_now ? "trusted"
+                                                         : "untrusted"));
+                     }
+                   },
+               },
+               step);
   }
 
   void Create(const Sleds& step) {

@@ -285,6 +285,17 @@ json Versions(const std::vector<itc::Version>& versions) {
   return out;
 }
 
+json LeftSessions(const std::vector<rack::SessionChain>& chains) {
+  json out = json::array();
+  for (const rack::SessionChain& c : chains) {
+    out.push_back(json{{"session", c.session.ToString()},
+                       {"last_job", c.last_executed.ToString()},
+                       {"successor", c.successor.ToString()},
+                       {"outcome", c.outcome ? ExitToJson(*c.outcome) : json(nullptr)}});
+  }
+  return out;
+}
+
 json UniverseBoundaryToJson(const rack::UniverseBoundary& b) {
   return json{{"V", itc::FormatVersion(b.executed)},
               {"session", IdOrNull(b.session)},
@@ -292,7 +303,8 @@ json UniverseBoundaryToJson(const rack::UniverseBoundary& b) {
               {"successor", IdOrNull(b.successor)},
               {"outcome", b.outcome ? ExitToJson(*b.outcome) : json(nullptr)},
               {"floor", Versions(b.floor)},
-              {"lightcone", Versions(b.markers)}};
+              {"lightcone", Versions(b.markers)},
+              {"left_sessions", LeftSessions(b.left_sessions)}};
 }
 
 json BoundaryRecordToJson(const rack::BoundaryRecord& record) {

@@ -189,7 +189,7 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
                 {"last_job", nullptr}, {"successor", nullptr},  {"outcome", nullptr},
                 {"floor", nullptr},    {"lightcone", nullptr},  {"amnesia", nullptr},
                 {"resets", nullptr},   {"last_reset", nullptr}, {"map", json::array()},
-                {"filter", nullptr},   {"bytes", nullptr}};
+                {"filter", nullptr},   {"bytes", nullptr},      {"left_sessions", nullptr}};
   }
   json drive_list = json::array();
   for (const rack::DriveStatus& drive : drives.Drives()) {
