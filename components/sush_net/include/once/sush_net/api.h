@@ -75,7 +75,11 @@ struct Address {
   std::string ToString() const { return host + ":" + std::to_string(port); }
   friend bool operator==(const Address&, const Address&) = default;
 };
-// "HOST:PORT" or "http://HOST:PORT" (a trailing '/' is ignored).
+// The longest host name of an address (a DNS name's).
+inline constexpr size_t kHostBytesMax = 253;
+// "HOST:PORT" or "http://HOST:PORT" (a trailing '/' is ignored). HOST is a
+// name or an IP address: letters, digits and . - _ : [ ] only, at most
+// kHostBytesMax bytes, so that ToString() parses back to the same address.
 // kInvalidArgument otherwise.
 Result<Address> ParseAddress(std::string_view text);
 
@@ -136,6 +140,12 @@ Error ErrorFromJson(const nlohmann::json& body, int http_status);
 int HttpStatusOf(ErrorCode code);
 
 // ---- Client ----
+
+// The request bodies the client posts (and the server's ParseSubmit and
+// ParsePartition read, server.h): {"request": HEX} of an encoded message,
+// {"peers": ["HOST:PORT", ...]}.
+nlohmann::json SubmitBody(std::span<const uint8_t> request);
+nlohmann::json PartitionBody(const std::vector<Address>& peers);
 
 struct ClientOptions {
   std::chrono::milliseconds timeout_ms{5000};

@@ -85,6 +85,11 @@ HttpAnswer GetInfo(const SledFacts& facts, const rack::SledCore& core, const Sle
 HttpAnswer GetSession(const SledFacts& facts, const rack::SledCore& core, const SledNotes& notes);
 // POST /v1/session/nonce.
 HttpAnswer PostSessionNonce(rack::Sled& sled, const OutputSink& sink);
+// The encoded message of a POST /v1/submit body {"request": HEX}, at most
+// rack::kRequestBytesMax bytes. kInvalidArgument for a body that is not a
+// JSON object or lacks a hex "request" string; kLimitExceeded past
+// kRequestBodyBytesMax or rack::kRequestBytesMax.
+Result<Bytes> ParseSubmit(std::string_view body);
 // POST /v1/submit {"request": HEX}: Handle (the core checks and broadcasts),
 // then Deliver (the own send at once, so the next job start sees its chain
 // position).
