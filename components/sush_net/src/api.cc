@@ -50,6 +50,10 @@ Result<Address> ParseAddress(std::string_view text) {
   return Address{std::string(host), static_cast<uint16_t>(port)};
 }
 
+std::string JsonText(const json& view) {
+  return view.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 json SubmitBody(std::span<const uint8_t> request) { return json{{"request", HexEncode(request)}}; }
 
 json PartitionBody(const std::vector<Address>& peers) {

@@ -119,6 +119,8 @@ HttpAnswer GetSession(const SledFacts& facts, const rack::SledCore& core, const 
   return HttpAnswer{200, std::move(body)};
 }
 
+std::string AnswerText(const HttpAnswer& answer) { return JsonText(answer.body); }
+
 HttpAnswer PostSessionNonce(rack::Sled& sled, const OutputSink& sink) {
   const std::optional<rack::Reply> reply = TakeReply(sled.Handle(rack::IssueSessionNonce{}), sink);
   if (!reply) return ErrorAnswer(Error{ErrorCode::kInternal, "the core did not reply", "", {}});
@@ -242,7 +244,7 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
 BytesAnswer GetJobOutput(const std::filesystem::path& jobs_dir, std::string_view text,
                          std::string_view stream, std::string_view baseboard) {
   auto error = [](const Error& e) {
-    return BytesAnswer{HttpStatusOf(e.code), "application/json", ErrorToJson(e).dump(), false};
+    return BytesAnswer{HttpStatusOf(e.code), "application/json", JsonText(ErrorToJson(e)), false};
   };
   auto id = rack::JobId::Parse(text);
   if (!id) return error(id.error());

@@ -204,6 +204,30 @@ TEST_F(ServerTest, FuzzSeedsAreCurrentBodies) {
   fuzz_corpus::ExpectSeeds(std::string(ONCE_FUZZ_CORPUS_DIR) + "/sush_net_request_fuzz", seeds);
 }
 
+// Found by sush_net_request_fuzz: a signed job whose command or target is
+// not UTF-8 made every view that shows it throw (json.dump), so the sled
+// answered 500 to GET /v1/jobs for everyone from then on. It renders now,
+// as JSON text a client can parse, and so does an id in a path.
+TEST_F(ServerTest, TextThatIsNotUtf8StillRenders) {
+  Open();
+  const rack::SessionId session = StartSession();
+  const rack::JobId first = rack::FirstJobId(session);
+  HttpAnswer submitted = PostSubmit(
+      *sled_, now_, Submit(rack::JobStart{first, session, "echo \xff\xfe", "*", false}), sink_);
+  ASSERT_EQ(submitted.status, 200) << submitted.body.dump();
+  Pump();
+  const std::string job = AnswerText(GetJob(*core_, first.ToString()));
+  EXPECT_TRUE(json::accept(job)) << job;
+  EXPECT_TRUE(json::accept(AnswerText(GetJobs(*core_, std::nullopt, std::nullopt))));
+  // An id in a request path that is not UTF-8 is echoed in the error.
+  HttpAnswer bad_id = GetJob(*core_, "\xff\xfe");
+  EXPECT_EQ(bad_id.status, 400);
+  EXPECT_TRUE(json::accept(AnswerText(bad_id)));
+  BytesAnswer bad_output = GetJobOutput("/nonexistent", "\xff\xfe", "stdout", kBoard);
+  EXPECT_EQ(bad_output.status, 400);
+  EXPECT_TRUE(json::accept(bad_output.body)) << bad_output.body;
+}
+
 TEST(PartitionTest, AMalformedBodyIsRefusedAndAnEmptyListHeals) {
   std::optional<std::vector<Address>> cut;
   auto apply = [&](const std::vector<Address>& peers) { cut = peers; };

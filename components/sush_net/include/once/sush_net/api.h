@@ -134,6 +134,10 @@ nlohmann::json UniverseBoundaryToJson(const rack::UniverseBoundary& boundary);
 nlohmann::json BoundaryRecordToJson(const rack::BoundaryRecord& record);
 nlohmann::json DriveStatusToJson(const rack::DriveStatus& drive);
 nlohmann::json ErrorToJson(const Error& error);
+// The JSON text of a view, with text that is not UTF-8 (a signed job's
+// command or target, a peer's event text, an id in a request path) shown
+// with U+FFFD: json.dump() would throw, and fail the whole answer.
+std::string JsonText(const nlohmann::json& view);
 // The error of a JSON error answer (kInternal for an unknown code name).
 Error ErrorFromJson(const nlohmann::json& body, int http_status);
 // The HTTP status an error code is answered with.

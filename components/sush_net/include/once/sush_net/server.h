@@ -43,6 +43,10 @@ struct HttpAnswer {
   nlohmann::json body;
 };
 HttpAnswer ErrorAnswer(const Error& error);
+// The answer's body as the HTTP body text: its JSON, with text that is not
+// UTF-8 (a signed job's command, a peer's event text) shown with U+FFFD
+// instead of failing the whole answer.
+std::string AnswerText(const HttpAnswer& answer);
 
 // An answer of raw bytes (job output), or a JSON error.
 struct BytesAnswer {
