@@ -15,7 +15,7 @@ void Log(const std::string& line) { std::fprintf(stderr, "sush-server: %s\n", li
 
 void Reply(httplib::Response& res, const sush_net::HttpAnswer& answer) {
   res.status = answer.status;
-  res.set_content(answer.body.dump(), "application/json");
+  res.set_content(sush_net::AnswerText(answer), "application/json");
 }
 
 std::optional<std::string> Param(const httplib::Request& req, const char* name) {

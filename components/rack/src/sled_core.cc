@@ -3,16 +3,12 @@
 #include <algorithm>
 #include <tuple>
 
+#include "once/base/overloaded.h"
 #include "once/rack/chain.h"
 #include "once/rack/limits.h"
 
 namespace once::rack {
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 std::string Truncated(std::string text, size_t max) {
   if (text.size() > max) text.resize(max);

@@ -4,13 +4,10 @@
 #include <charconv>
 #include <sstream>
 
+#include "once/base/overloaded.h"
+
 namespace once::sim {
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 std::vector<std::string_view> Words(std::string_view line) {
   std::vector<std::string_view> out;

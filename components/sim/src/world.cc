@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "once/base/clock.h"
+#include "once/base/overloaded.h"
 #include "once/base/rng.h"
 #include "once/gossip/bookmark.h"
 #include "once/gossip/session.h"
@@ -20,11 +21,6 @@
 
 namespace once::sim {
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 constexpr int64_t kEpochMs = 1'700'000'000'000;
 const std::filesystem::path kDrives[2] = {"/m2a/sush", "/m2b/sush"};
