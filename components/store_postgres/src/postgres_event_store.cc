@@ -416,6 +416,7 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
   if (fresh) {
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateTables)));
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateStatusIndex)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, sql::kSchemaVersion));
     // A new database holds no park written before parks created fence rows.
     return PutRow(conn, sql::kParkFencesMarker, clock.NowUnixMillis());
@@ -425,6 +426,7 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, 2));
   }
+  ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateStatusIndex)));
   if (!options.backfill_park_fences) return Ok();
   ONCE_ASSIGN_OR_RETURN(bool done, HasRow(conn, sql::kParkFencesMarker));
   if (done) return Ok();
