@@ -19,9 +19,10 @@ Json ToJson(const ExecutionRow& r) {
 }
 
 Json ToJson(const StatusCounts& c) {
-  return Json{{"total", c.total},         {"running", c.running}, {"suspended", c.suspended},
-              {"completed", c.completed}, {"failed", c.failed},   {"cancelled", c.cancelled},
-              {"continued", c.continued}};
+  return Json{{"total", c.total},         {"running", c.running},
+              {"suspended", c.suspended}, {"completed", c.completed},
+              {"failed", c.failed},       {"cancelled", c.cancelled},
+              {"continued", c.continued}, {"inbox_pending", c.inbox_pending}};
 }
 
 Json ToJson(const TimerInfo& t) {

@@ -159,6 +159,12 @@ class PostgresSource final : public Source {
     return IntAt(r.get(), 0, 0);
   }
 
+  Result<int64_t> CountPendingMessages() override {
+    if (!has_inbox_) return 0;
+    ONCE_ASSIGN_OR_RETURN(PgResult r, Query("SELECT COUNT(*) FROM inbox_messages", {}));
+    return IntAt(r.get(), 0, 0);
+  }
+
   Result<TimersPage> Timers(int64_t due_before_ms, size_t limit, const IndexKey& after) override {
     TimersPage page;
     if (!has_timers_) return page;

@@ -66,6 +66,8 @@ class Source {
   virtual Result<int64_t> CountKind(std::string_view kind) = 0;
   // Parks no answering event follows.
   virtual Result<int64_t> CountOpenParks() = 0;
+  // Inbox messages stored (0 without an inbox table).
+  virtual Result<int64_t> CountPendingMessages() = 0;
   virtual Result<TimersPage> Timers(int64_t due_before_ms, size_t limit, const IndexKey& after) = 0;
   virtual Result<std::vector<TimerInfo>> TimersOf(const std::string& id) = 0;
   virtual Result<std::vector<PendingMessage>> Pending(const std::string& id, size_t limit) = 0;

@@ -126,6 +126,11 @@ class SqliteSource final : public Source {
         std::string(kAnsweringKindsSql) + ")");
   }
 
+  Result<int64_t> CountPendingMessages() override {
+    if (!has_inbox_) return 0;
+    return CountOf("SELECT COUNT(*) FROM inbox_messages");
+  }
+
   Result<TimersPage> Timers(int64_t due_before_ms, size_t limit, const IndexKey& after) override {
     TimersPage page;
     if (!has_timers_) return page;

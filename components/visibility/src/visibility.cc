@@ -202,6 +202,7 @@ class SqlVisibility final : public Visibility {
     ONCE_ASSIGN_OR_RETURN(c.cancelled, source_->CountKind("EXECUTION_CANCELLED"));
     ONCE_ASSIGN_OR_RETURN(c.continued, source_->CountKind("EXECUTION_CONTINUED"));
     ONCE_ASSIGN_OR_RETURN(c.suspended, source_->CountOpenParks());
+    ONCE_ASSIGN_OR_RETURN(c.inbox_pending, source_->CountPendingMessages());
     c.running = std::max<int64_t>(
         0, c.total - c.completed - c.failed - c.cancelled - c.continued - c.suspended);
     return c;

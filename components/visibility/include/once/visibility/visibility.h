@@ -114,6 +114,7 @@ struct StatusCounts {
   int64_t failed = 0;
   int64_t cancelled = 0;
   int64_t continued = 0;
+  int64_t inbox_pending = 0;  // inbox messages stored and not yet deleted
 };
 
 struct TimerInfo {
