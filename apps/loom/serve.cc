@@ -305,7 +305,7 @@ class Server {
     http.Get("/api/v1/counts", [this](const Request&, Response& res) {
       Reply(res, Result<Json>(counts_ ? counts_->Get() : Json()));
     });
-    http.Get(R"(/api/v1/executions/([^/]+))", [this](const Request& req, Response& res) {
+    http.Get(R"(/api/v1/executions/(.+))", [this](const Request& req, Response& res) {
       std::string id = req.matches[1].str();
       size_t events = 2'000;
       if (req.has_param("events"))
@@ -450,7 +450,7 @@ class Server {
   using ActFn = std::function<Result<Json>(Ops&, const std::string&, const Json&)>;
   void Act(httplib::Server& http, const std::string& verb, ActFn act) {
     http.Post(
-        "/api/v1/executions/([^/]+)/" + verb, [this, verb, act](const Request& req, Response& res) {
+        "/api/v1/executions/(.+)/" + verb, [this, verb, act](const Request& req, Response& res) {
           if (!Authorized(req)) {
             Refuse(res,
                    Error{ErrorCode::kPermissionDenied,

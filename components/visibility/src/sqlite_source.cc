@@ -93,6 +93,16 @@ class SqliteSource final : public Source {
         ONCE_ASSIGN_OR_RETURN(fence_, Prepare("SELECT token FROM fences WHERE execution_id = ?1"));
       }
     }
+    // A statement left on a row holds its read snapshot open: every later
+    // read would see the store as it was then. Reset them all on the way out.
+    struct ResetAll {
+      SqliteSource* self;
+      ~ResetAll() {
+        for (Stmt* s : {&self->head_, &self->last_status_, &self->started_, &self->fence_}) {
+          if (*s) sqlite3_reset(s->get());
+        }
+      }
+    } reset_all{this};
     std::vector<RawSummary> out;
     out.reserve(ids.size());
     Start();

@@ -279,6 +279,29 @@ TEST_F(SqliteVisibilityTest, QueriesMatchTheFoldOfEveryLog) {
   CheckScanBound({.sqlite_path = path_});
 }
 
+// One Visibility kept open (as loom serve keeps it) sees every later write.
+TEST_F(SqliteVisibilityTest, AnOpenVisibilitySeesLaterWrites) {
+  auto store = store::SqliteEventStore::Open(path_, store::SqliteOptions{.clock = &clock_});
+  ASSERT_TRUE(store);
+  Populate(**store, clock_, 3);  // ex-1002 parks on a timer
+  auto v = Visibility::Open({.sqlite_path = path_});
+  ASSERT_TRUE(v);
+  auto before = (*v)->Summary("ex-1002");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->status, "suspended");
+  ASSERT_TRUE((*v)->List({.limit = 2}));
+  runtime::Runtime rt(**store, clock_);
+  ASSERT_TRUE(rt.Cancel("ex-1002", "test", {.fence = (*store)->AcquireFence("ex-1002").value()}));
+  auto after = (*v)->Summary("ex-1002");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, "cancelled");
+  EXPECT_EQ(after->head, before->head + 1);
+  auto page = (*v)->List({.status = "cancelled", .limit = 5});
+  ASSERT_TRUE(page);
+  ASSERT_EQ(page->rows.size(), 1u);
+  EXPECT_EQ(page->rows[0].execution_id, "ex-1002");
+}
+
 TEST_F(SqliteVisibilityTest, PagesWalkTheStatusIndex) {
   { ASSERT_TRUE(store::SqliteEventStore::Open(path_, {})); }
   sqlite3* db = nullptr;
