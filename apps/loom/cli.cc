@@ -250,6 +250,38 @@ int RunTimers(const StoreFlags& flags, int64_t due_within_ms, size_t limit,
   return 0;
 }
 
+int RunNodes(const StoreFlags& flags) {
+  auto ops = OpenOps(flags);
+  if (!ops) return Fail(ops.error());
+  auto nodes = (*ops)->view().Nodes(1000);
+  if (!nodes) return Fail(nodes.error());
+  if (flags.json) {
+    Json rows = Json::array();
+    for (const auto& n : *nodes) rows.push_back(visibility::ToJson(n));
+    PrintJson(Json{{"nodes", std::move(rows)}});
+    return 0;
+  }
+  fmt::print("{:<24} {:<16} {:>7} {:<14} {:<24} {:>8} {:<6} {:>6}\n", "NODE", "HOST", "PID",
+             "VERSION", "HEARTBEAT", "LEASE", "ALIVE", "RUNS");
+  for (const auto& n : *nodes) {
+    fmt::print("{:<24} {:<16} {:>7} {:<14} {:<24} {:>6}ms {:<6} {:>6}\n", Shorten(n.node_id, 24),
+               Shorten(n.host, 16), n.pid, Shorten(n.version, 14), Time(n.heartbeat_at_ms),
+               n.lease_ms,
+               n.stopped ? "stop"
+               : n.alive ? "yes"
+                         : "DEAD",
+               n.runs_owned);
+  }
+  return 0;
+}
+
+int RunQueues(const StoreFlags& flags) {
+  auto ops = OpenOps(flags);
+  if (!ops) return Fail(ops.error());
+  return Fail(
+      Error{ErrorCode::kUnsupported, "this build reads no queues (durable queues: issue 15)"});
+}
+
 int RunRetention(const StoreFlags& flags, int64_t age_ms, bool dry_run) {
   Progress bar(dry_run ? "retention (dry run): eligible" : "retention: eligible");
   return RunAct(flags, dry_run ? "retention dry run" : "retention", [&](Ops& ops) {

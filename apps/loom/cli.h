@@ -37,6 +37,8 @@ int RunFork(const StoreFlags& flags, const std::string& id, int64_t from_step,
             const std::string& new_id);
 int RunTimers(const StoreFlags& flags, int64_t due_within_ms, size_t limit,
               const std::string& cursor);
+int RunNodes(const StoreFlags& flags);
+int RunQueues(const StoreFlags& flags);
 int RunRetention(const StoreFlags& flags, int64_t age_ms, bool dry_run);
 // Real executions for demos, tests and benchmarks (seed.cc).
 int RunSeed(const StoreFlags& flags, int64_t executions, int workers);

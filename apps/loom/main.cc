@@ -95,6 +95,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   retention_run->add_flag("--dry-run", dry_run, "count, delete nothing");
 
+  auto* nodes_cmd = app.add_subcommand("nodes", "nodes, their leases and what they own");
+  add_db(nodes_cmd);
+  auto* queues_cmd = app.add_subcommand("queues", "durable queues (issue 15)");
+  add_db(queues_cmd);
+
   int64_t seed_executions = 1000;
   int seed_workers = 4;
   auto* seed_cmd = app.add_subcommand("seed", "run a mix of real workflows into a store");
@@ -182,6 +187,8 @@ int main(int argc, char** argv) {
   if (*fork_cmd) return RunFork(store, id, from_step, fork_id);
   if (*timers_cmd) return RunTimers(store, due_within_ms, timers_limit, timers_cursor);
   if (*retention_run) return RunRetention(store, age_ms, dry_run);
+  if (*nodes_cmd) return RunNodes(store);
+  if (*queues_cmd) return RunQueues(store);
   if (*seed_cmd) return RunSeed(store, seed_executions, seed_workers);
   if (*serve_cmd) return RunServe(store, serve);
   if (*store_cmd) return RunStoreDemo(store_db);

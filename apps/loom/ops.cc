@@ -139,17 +139,19 @@ Result<Json> Ops::Show(const std::string& id, size_t events_max) {
   Json timer_rows = Json::array();
   for (const auto& t : timers) timer_rows.push_back(visibility::ToJson(t));
   ONCE_ASSIGN_OR_RETURN(auto pending, view_->Pending(id, 100));
+  ONCE_ASSIGN_OR_RETURN(std::optional<visibility::Owner> owner, view_->OwnerOf(id));
   Json messages = Json::array();
   for (const auto& m : pending) messages.push_back(visibility::ToJson(m));
-  return Json{{"execution", visibility::ToJson(row)},
-              {"events", std::move(events)},
-              {"events_truncated", static_cast<int64_t>(log.size()) < row.head},
-              {"open_park", std::move(park)},
-              {"timers", std::move(timer_rows)},
-              {"pending_messages", std::move(messages)},
-              {"children", std::move(children)},
-              // Node ownership (issue 15) is recorded by nodes that run it.
-              {"owner", Json()}};
+  return Json{
+      {"execution", visibility::ToJson(row)},
+      {"events", std::move(events)},
+      {"events_truncated", static_cast<int64_t>(log.size()) < row.head},
+      {"open_park", std::move(park)},
+      {"timers", std::move(timer_rows)},
+      {"pending_messages", std::move(messages)},
+      {"children", std::move(children)},
+      // The node running its body (issue 15's loom_runs), if any.
+      {"owner", owner ? Json{{"node_id", owner->node_id}, {"since_ms", owner->since_ms}} : Json()}};
 }
 
 Result<Json> Ops::Cancel(const std::string& id, const std::string& reason) {

@@ -55,6 +55,7 @@ rack_args=(--rack "$work/rack")
 
 "$loom" seed --db "$work/loom.db" --executions 300 > /dev/null
 serve "$work/sqlite" --db "$work/loom.db" --token-file "$work/token" "${rack_args[@]}"
+sqlite_port=$port
 status=0
 node "$deps/ui_test.mjs" --url "http://127.0.0.1:$port" --token "$(cat "$work/token")" \
   --out "$out" --label sqlite --rack || status=1
@@ -66,6 +67,19 @@ if [ -n "${ONCE_TEST_POSTGRES_URL:-}" ]; then
   node "$deps/ui_test.mjs" --url "http://127.0.0.1:$port" --token "$(cat "$work/pg-token")" \
     --out "$out" --label postgres || status=1
   psql "$ONCE_TEST_POSTGRES_URL" -qc "DROP SCHEMA $schema CASCADE" >/dev/null 2>&1 || true
+fi
+# /metrics: loom serve counted the actions the browser took; a sled counted
+# its boundary writes (the job's) and its gossip sessions.
+metric() { curl -s "$1/metrics" | grep -v '^#' | grep -F "$2" | awk '{print $2}' | head -1; }
+cancels=$(metric "http://127.0.0.1:$sqlite_port" 'loom_serve_actions_total{verb="cancel"}')
+[ "${cancels:-0}" = 1 ] || { echo "FAIL loom serve /metrics: cancel actions ${cancels:-none}, not 1"; status=1; }
+sled=$(sed -n 's/.*"http": *"\([0-9.:]*\)".*/\1/p' "$work/rack/rack.json" | head -1)
+writes=$(metric "http://$sled" 'sush_boundary_writes_total')
+sessions=$(metric "http://$sled" 'sush_gossip_sessions_ok')
+if [ "${writes:-0}" -ge 1 ] 2>/dev/null && [ "${sessions:-0}" -ge 1 ] 2>/dev/null; then
+  echo "ok sush-server /metrics: $writes boundary writes, $sessions gossip sessions"
+else
+  echo "FAIL sush-server /metrics: boundary writes ${writes:-none}, sessions ${sessions:-none}"; status=1
 fi
 grep -h "refused" "$work"/*.err | head -5 || true
 exit $status

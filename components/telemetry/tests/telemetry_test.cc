@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "once/runtime/runtime.h"
+#include "once/store/memory_store.h"
 #include "once/store_decorators/observed_store.h"
 #include "once/store_sqlite/sqlite_event_store.h"
 #include "once/telemetry/log.h"
@@ -103,6 +104,39 @@ TEST(TelemetryTest, JsonLinesAreOneEscapedObjectALine) {
   EXPECT_FALSE(MakeLogger("x", {.format = "xml"}));
   EXPECT_FALSE(MakeLogger("x", {.level = "loud"}));
   std::filesystem::remove(path);
+}
+
+// The runtime writes no logs: it hands what it reports to its LogSink, which
+// SinkTo turns into a log line.
+TEST(TelemetryTest, TheRuntimeHandsItsErrorsToItsLogSink) {
+  ManualClock clock;
+  store::MemoryEventStore store(store::Limits{}, clock);
+  auto ask = [](Context& ctx, const Json&) -> Result<Json> { return ctx.Receive("approve"); };
+  {
+    runtime::Runtime full(store, clock);
+    ASSERT_TRUE(full.Register("ask", ask));
+    ASSERT_TRUE(full.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(ctx.StartChild("ask", "kid", Json::object()));
+      return ctx.AwaitChild("kid");
+    }));
+    ASSERT_TRUE(full.Start("parent", "p", Json::object()));
+  }
+  // A runtime that knows the child's workflow and not the parent's: the
+  // child ends, the parent's notification fails in the background.
+  std::vector<std::string> lines;
+  std::mutex mu;
+  runtime::RuntimeOptions options;
+  options.log = [&](const LogEvent& e) {
+    std::lock_guard lock(mu);
+    lines.push_back(std::string(e.component) + "|" + std::string(e.code) + "|" +
+                    std::string(e.subject));
+  };
+  runtime::Runtime partial(store, clock, options);
+  ASSERT_TRUE(partial.Register("ask", ask));
+  ASSERT_TRUE(partial.Deliver(runtime::ChildExecutionId("p", "kid"), "approve", Json("yes")));
+  partial.WaitIdle();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "runtime|NotFound|p") << lines[0];
 }
 
 }  // namespace

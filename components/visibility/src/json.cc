@@ -37,4 +37,17 @@ Json ToJson(const PendingMessage& m) {
   return Json{{"topic", m.topic}, {"seq", m.seq}, {"message", m.message}};
 }
 
+Json ToJson(const NodeRow& n) {
+  return Json{{"node_id", n.node_id},
+              {"host", n.host},
+              {"pid", n.pid},
+              {"version", n.version},
+              {"started_at_ms", n.started_at_ms},
+              {"heartbeat_at_ms", n.heartbeat_at_ms},
+              {"lease_ms", n.lease_ms},
+              {"stopped", n.stopped},
+              {"alive", n.alive},
+              {"runs_owned", n.runs_owned}};
+}
+
 }  // namespace once::visibility

@@ -57,7 +57,9 @@ class PostgresSource final : public Source {
     ONCE_ASSIGN_OR_RETURN(PgResult tables, Query("SELECT to_regclass('once_schema') IS NOT NULL, "
                                                  "to_regclass('events') IS NOT NULL, "
                                                  "to_regclass('timers') IS NOT NULL, "
-                                                 "to_regclass('inbox_messages') IS NOT NULL",
+                                                 "to_regclass('inbox_messages') IS NOT NULL, "
+                                                 "to_regclass('loom_nodes') IS NOT NULL, "
+                                                 "to_regclass('loom_runs') IS NOT NULL",
                                                  {}));
     auto yes = [&](int col) { return TextAt(tables.get(), 0, col) == "t"; };
     if (!yes(0) || !yes(1)) {
@@ -66,6 +68,8 @@ class PostgresSource final : public Source {
     }
     has_timers_ = yes(2);
     has_inbox_ = yes(3);
+    has_nodes_ = yes(4);
+    has_runs_ = yes(5);
     ONCE_ASSIGN_OR_RETURN(PgResult version,
                           Query("SELECT value FROM once_schema WHERE name = 'version'", {}));
     version_ = PQntuples(version.get()) ? IntAt(version.get(), 0, 0) : 0;
@@ -209,6 +213,44 @@ class PostgresSource final : public Source {
     return out;
   }
 
+  Result<std::vector<NodeRow>> Nodes(size_t limit) override {
+    if (!has_nodes_) return NoNodes();
+    // Alive by the database's clock, as the node registry judges it.
+    ONCE_ASSIGN_OR_RETURN(
+        PgResult r,
+        Query(
+            std::string("SELECT node_id, host, pid, version, started_at_ms, heartbeat_at_ms, "
+                        "lease_ms, stopped, ") +
+                (has_runs_ ? "(SELECT COUNT(*) FROM loom_runs r WHERE r.owner = n.node_id)" : "0") +
+                ", NOT stopped AND heartbeat_at_ms + lease_ms >= "
+                "(extract(epoch FROM clock_timestamp()) * 1000)::int8 "
+                "FROM loom_nodes n ORDER BY node_id LIMIT $1::int8",
+            {std::to_string(limit)}));
+    std::vector<NodeRow> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      out.push_back(NodeRow{.node_id = TextAt(r.get(), i, 0),
+                            .host = TextAt(r.get(), i, 1),
+                            .pid = IntAt(r.get(), i, 2),
+                            .version = TextAt(r.get(), i, 3),
+                            .started_at_ms = IntAt(r.get(), i, 4),
+                            .heartbeat_at_ms = IntAt(r.get(), i, 5),
+                            .lease_ms = IntAt(r.get(), i, 6),
+                            .stopped = TextAt(r.get(), i, 7) == "t",
+                            .alive = TextAt(r.get(), i, 9) == "t",
+                            .runs_owned = IntAt(r.get(), i, 8)});
+    }
+    return out;
+  }
+
+  Result<std::optional<Owner>> OwnerOf(const std::string& id) override {
+    if (!has_runs_) return std::optional<Owner>();
+    ONCE_ASSIGN_OR_RETURN(
+        PgResult r, Query("SELECT owner, since_ms FROM loom_runs WHERE execution_id = $1", {id}));
+    if (PQntuples(r.get()) == 0) return std::optional<Owner>();
+    return std::optional<Owner>(
+        Owner{.node_id = TextAt(r.get(), 0, 0), .since_ms = IntAt(r.get(), 0, 1)});
+  }
+
   std::string Description() const override {
     return "postgres schema '" + target_.postgres_schema + "' (version " +
            std::to_string(version_) + ")";
@@ -265,7 +307,7 @@ class PostgresSource final : public Source {
   PGconn* conn_;
   Target target_;
   int64_t version_ = 0;
-  bool has_timers_ = false, has_inbox_ = false;
+  bool has_timers_ = false, has_inbox_ = false, has_nodes_ = false, has_runs_ = false;
 };
 
 }  // namespace

@@ -71,6 +71,9 @@ class Source {
   virtual Result<TimersPage> Timers(int64_t due_before_ms, size_t limit, const IndexKey& after) = 0;
   virtual Result<std::vector<TimerInfo>> TimersOf(const std::string& id) = 0;
   virtual Result<std::vector<PendingMessage>> Pending(const std::string& id, size_t limit) = 0;
+  // kUnsupported without a loom_nodes table.
+  virtual Result<std::vector<NodeRow>> Nodes(size_t limit) = 0;
+  virtual Result<std::optional<Owner>> OwnerOf(const std::string& id) = 0;
   virtual std::string Description() const = 0;
 };
 
@@ -78,6 +81,12 @@ Result<std::unique_ptr<Source>> OpenSqliteSource(const std::string& path,
                                                  const VisibilityLimits& limits);
 Result<std::unique_ptr<Source>> OpenPostgresSource(const Target& target,
                                                    const VisibilityLimits& limits);
+
+// The answer of Nodes() on a store without node leases.
+inline std::unexpected<Error> NoNodes() {
+  return MakeError(ErrorCode::kUnsupported,
+                   "this store records no nodes (no loom_nodes table: node leases, issue 15)");
+}
 
 // Cursors: "<time_ms>.<sequence>.<hex of the execution id>".
 std::string EncodeCursor(const IndexKey& key);

@@ -49,6 +49,8 @@ class SqliteSource final : public Source {
     ONCE_ASSIGN_OR_RETURN(has_timers_, HasTable("timers"));
     ONCE_ASSIGN_OR_RETURN(has_inbox_, HasTable("inbox_messages"));
     ONCE_ASSIGN_OR_RETURN(has_fences_, HasTable("fences"));
+    ONCE_ASSIGN_OR_RETURN(has_nodes_, HasTable("loom_nodes"));
+    ONCE_ASSIGN_OR_RETURN(has_runs_, HasTable("loom_runs"));
     return Ok();
   }
 
@@ -188,6 +190,48 @@ class SqliteSource final : public Source {
     }
   }
 
+  Result<std::vector<NodeRow>> Nodes(size_t limit) override {
+    if (!has_nodes_) return NoNodes();
+    ONCE_ASSIGN_OR_RETURN(
+        Stmt s,
+        Prepare(std::string("SELECT node_id, host, pid, version, started_at_ms, "
+                            "heartbeat_at_ms, lease_ms, stopped, ") +
+                (has_runs_ ? "(SELECT COUNT(*) FROM loom_runs r WHERE r.owner = n.node_id)" : "0") +
+                " FROM loom_nodes n ORDER BY node_id LIMIT ?1"));
+    sqlite3_bind_int64(s.get(), 1, static_cast<int64_t>(limit));
+    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    std::vector<NodeRow> out;
+    Start();
+    while (true) {
+      ONCE_ASSIGN_OR_RETURN(bool row, Step(s.get()));
+      if (!row) return out;
+      NodeRow n{.node_id = Column(s.get(), 0),
+                .host = Column(s.get(), 1),
+                .pid = sqlite3_column_int64(s.get(), 2),
+                .version = Column(s.get(), 3),
+                .started_at_ms = sqlite3_column_int64(s.get(), 4),
+                .heartbeat_at_ms = sqlite3_column_int64(s.get(), 5),
+                .lease_ms = sqlite3_column_int64(s.get(), 6),
+                .stopped = sqlite3_column_int64(s.get(), 7) != 0,
+                .runs_owned = sqlite3_column_int64(s.get(), 8)};
+      n.alive = !n.stopped && n.heartbeat_at_ms + n.lease_ms >= now_ms;
+      out.push_back(std::move(n));
+    }
+  }
+
+  Result<std::optional<Owner>> OwnerOf(const std::string& id) override {
+    if (!has_runs_) return std::optional<Owner>();
+    ONCE_ASSIGN_OR_RETURN(Stmt s,
+                          Prepare("SELECT owner, since_ms FROM loom_runs WHERE execution_id = ?1"));
+    Bind(s.get(), 1, id);
+    ONCE_ASSIGN_OR_RETURN(bool row, Step(s.get()));
+    if (!row) return std::optional<Owner>();
+    return std::optional<Owner>(
+        Owner{.node_id = Column(s.get(), 0), .since_ms = sqlite3_column_int64(s.get(), 1)});
+  }
+
   std::string Description() const override {
     return "sqlite " + path_ + " (user_version " + std::to_string(version_) + ")";
   }
@@ -282,7 +326,8 @@ class SqliteSource final : public Source {
   VisibilityLimits limits_;
   Clock::time_point deadline_ = Clock::time_point::max();
   int version_ = 0;
-  bool has_timers_ = false, has_inbox_ = false, has_fences_ = false;
+  bool has_timers_ = false, has_inbox_ = false, has_fences_ = false, has_nodes_ = false,
+       has_runs_ = false;
   Stmt head_, last_status_, started_, fence_;
 };
 

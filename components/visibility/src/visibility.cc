@@ -233,6 +233,17 @@ class SqlVisibility final : public Visibility {
     return source_->Pending(id, limit);
   }
 
+  Result<std::vector<NodeRow>> Nodes(size_t limit) override {
+    if (limit == 0 || limit > limits_.page_rows_max) {
+      return LimitError("page_rows_max", static_cast<int64_t>(limit),
+                        static_cast<int64_t>(limits_.page_rows_max));
+    }
+    return source_->Nodes(limit);
+  }
+  Result<std::optional<Owner>> OwnerOf(const std::string& id) override {
+    return source_->OwnerOf(id);
+  }
+
   std::string SchemaDescription() const override { return source_->Description(); }
 
  private:

@@ -302,6 +302,54 @@ TEST_F(SqliteVisibilityTest, AnOpenVisibilitySeesLaterWrites) {
   EXPECT_EQ(page->rows[0].execution_id, "ex-1002");
 }
 
+// Nodes and owners read the tables of issue 15's node leases (loom_nodes,
+// loom_runs on the loomnodes branch), made here with that branch's DDL.
+TEST_F(SqliteVisibilityTest, NodesAndOwners) {
+  { ASSERT_TRUE(store::SqliteEventStore::Open(path_, {})); }
+  auto v = Visibility::Open({.sqlite_path = path_});
+  ASSERT_TRUE(v);
+  EXPECT_EQ((*v)->Nodes(10).error().code, ErrorCode::kUnsupported);  // no node ever ran here
+  auto none = (*v)->OwnerOf("x");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->has_value());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  std::string sql =
+      "CREATE TABLE loom_runs (execution_id TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL,"
+      "  since_ms INTEGER NOT NULL) WITHOUT ROWID;"
+      "CREATE INDEX loom_runs_by_owner ON loom_runs(owner, execution_id);"
+      "CREATE TABLE loom_nodes (node_id TEXT PRIMARY KEY NOT NULL, host TEXT NOT NULL,"
+      "  pid INTEGER NOT NULL, version TEXT NOT NULL, started_at_ms INTEGER NOT NULL,"
+      "  heartbeat_at_ms INTEGER NOT NULL, lease_ms INTEGER NOT NULL,"
+      "  stopped INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
+      "INSERT INTO loom_nodes VALUES ('node-a', 'h1', 10, 'v1', 1, " +
+      std::to_string(now) + ", 10000, 0), ('node-b', 'h2', 11, 'v1', 1, " +
+      std::to_string(now - 60'000) + ", 10000, 0), ('node-c', 'h3', 12, 'v1', 1, " +
+      std::to_string(now) +
+      ", 10000, 1);"
+      "INSERT INTO loom_runs VALUES ('ex-1', 'node-a', 5), ('ex-2', 'node-a', 6), "
+      "('ex-3', 'node-b', 7);";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  v = Visibility::Open({.sqlite_path = path_});
+  ASSERT_TRUE(v);
+  auto nodes = (*v)->Nodes(10);
+  ASSERT_TRUE(nodes) << nodes.error().ToString();
+  ASSERT_EQ(nodes->size(), 3u);
+  EXPECT_TRUE((*nodes)[0].alive);
+  EXPECT_EQ((*nodes)[0].runs_owned, 2);
+  EXPECT_FALSE((*nodes)[1].alive);  // its lease passed
+  EXPECT_EQ((*nodes)[1].runs_owned, 1);
+  EXPECT_FALSE((*nodes)[2].alive);  // stopped
+  auto owner = (*v)->OwnerOf("ex-3");
+  ASSERT_TRUE(owner && owner->has_value());
+  EXPECT_EQ((*owner)->node_id, "node-b");
+  EXPECT_EQ((*owner)->since_ms, 7);
+}
+
 TEST_F(SqliteVisibilityTest, PagesWalkTheStatusIndex) {
   { ASSERT_TRUE(store::SqliteEventStore::Open(path_, {})); }
   sqlite3* db = nullptr;

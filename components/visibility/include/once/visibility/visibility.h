@@ -130,6 +130,27 @@ struct TimersPage {
   std::string next_cursor;
 };
 
+// A node of issue 15's node leases (table loom_nodes) and the executions it
+// owns (loom_runs). Alive: not stopped and its heartbeat plus its lease is
+// not past (PostgreSQL: the database's clock; SQLite: this process's).
+struct NodeRow {
+  std::string node_id;
+  std::string host;
+  int64_t pid = 0;
+  std::string version;
+  int64_t started_at_ms = 0;
+  int64_t heartbeat_at_ms = 0;
+  int64_t lease_ms = 0;
+  bool stopped = false;
+  bool alive = false;
+  int64_t runs_owned = 0;  // loom_runs rows naming it
+};
+
+struct Owner {
+  std::string node_id;
+  int64_t since_ms = 0;
+};
+
 struct PendingMessage {
   std::string topic;
   int64_t seq = 0;
@@ -155,6 +176,11 @@ class Visibility {
   // Inbox messages stored and not yet deleted, by topic then number.
   virtual Result<std::vector<PendingMessage>> Pending(const std::string& execution_id,
                                                       size_t limit) = 0;
+  // Nodes by id. kUnsupported when the store has no loom_nodes table (no
+  // node with leases ever opened it).
+  virtual Result<std::vector<NodeRow>> Nodes(size_t limit) = 0;
+  // The node running the execution's body (its loom_runs row), if any.
+  virtual Result<std::optional<Owner>> OwnerOf(const std::string& execution_id) = 0;
   // The store's schema version ("sqlite user_version 2", "postgres 2").
   virtual std::string SchemaDescription() const = 0;
   const VisibilityLimits& limits() const { return limits_; }
@@ -170,5 +196,6 @@ Json ToJson(const ExecutionRow& row);
 Json ToJson(const StatusCounts& counts);
 Json ToJson(const TimerInfo& timer);
 Json ToJson(const PendingMessage& message);
+Json ToJson(const NodeRow& node);
 
 }  // namespace once::visibility
