@@ -30,6 +30,7 @@ int ExitCodeOf(const Error& e) {
   switch (e.code) {
     case ErrorCode::kInvalidArgument:
     case ErrorCode::kLimitExceeded:
+    case ErrorCode::kPermissionDenied:
       return 2;
     case ErrorCode::kNotFound:
       return 3;
