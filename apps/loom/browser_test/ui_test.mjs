@@ -55,7 +55,7 @@ try {
   check(rowsAll === Math.min(50, counts.total), `the first page shows ${rowsAll} executions`);
   await page.screenshot({path: path.join(out, `${label}-executions.png`)});
 
-  await page.click('[data-testid="count-failed"]');
+  await page.$eval('[data-testid="count-failed"]', (el) => el.click());  // the counts re-render every 2 s
   await page.waitForFunction(() => {
     const s = [...document.querySelectorAll('#executions tbody tr td:nth-child(3)')].map((td) => td.textContent);
     return s.length > 0 && s.every((x) => x === 'failed');
@@ -80,7 +80,7 @@ try {
 
   // ---- One execution: its timeline, then resume and cancel through the dialog ----
   const id = napRows[0];
-  await page.click(`#executions tbody tr[data-id="${id}"] a`);
+  await page.$eval(`#executions tbody tr[data-id="${id}"] a`, (a) => a.click());
   await page.waitForSelector('#timeline');
   const kinds = await page.$$eval('#timeline tbody tr', (rows) => rows.map((r) => r.dataset.kind));
   check(kinds[0] === 'EXECUTION_STARTED' && kinds.includes('EXECUTION_SUSPENDED'), `the timeline of ${id}: ${kinds.join(', ')}`);
@@ -154,7 +154,7 @@ try {
     const verdicts = await page.$$eval('.cubby:not(.empty)', (cs) => cs.map((c) => c.textContent));
     check(verdicts.every((t) => /locker \S+/.test(t) && /session/.test(t)), 'each sled shows its version, session and locker verdict');
     await page.waitForSelector('#recent-jobs a');
-    await page.click('#recent-jobs a');
+    await page.$eval('#recent-jobs a', (a) => a.click());
     await page.waitForSelector('#job-statuses');
     const states = await page.$$eval('#job-statuses tr', (rows) => rows.slice(1).map((r) => r.children[2].textContent));
     check(states.length === rack.sleds.length && states.every((s) => s && s !== '-'), `a job's per-sled statuses: ${states.join(', ')}`);

@@ -95,9 +95,13 @@ async function renderCounts() {
     const c = await api('/api/v1/counts');
     if (!c.counts) { box.innerHTML = '<span class="muted">counting...</span>'; return; }
     const all = `<span class="count${listState.status ? '' : ' selected'}" data-status="">all<b>${c.counts.total}</b></span>`;
-    box.innerHTML = all + STATUSES.map((s) =>
+    const html = all + STATUSES.map((s) =>
       `<span class="count${listState.status === s ? ' selected' : ''}" data-status="${s}" data-testid="count-${s}">${s}<b>${c.counts[s]}</b></span>`).join('') +
       `<span class="muted">inbox ${c.counts.inbox_pending} pending; counted ${time(c.as_of_ms)} in ${c.query_ms} ms</span>`;
+    // Re-rendered only when something changed: a click never lands on a replaced node.
+    if (box.dataset.html === html) return;
+    box.dataset.html = html;
+    box.innerHTML = html;
     box.querySelectorAll('.count').forEach((el) => el.onclick = () => {
       listState.status = el.dataset.status;
       $('#f-status').value = listState.status;
