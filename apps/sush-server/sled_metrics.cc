@@ -45,8 +45,12 @@ SledMetrics::SledMetrics()
       sessions_failed_(Gauge(registry_, "sush_gossip_sessions_failed", "Gossip sessions failed")),
       rounds_(Gauge(registry_, "sush_gossip_rounds", "Gossip rounds run")),
       links_opened_(Gauge(registry_, "sush_gossip_links_opened", "Gossip links opened")),
-      connects_failed_(Gauge(registry_, "sush_gossip_connects_failed",
-                             "Outbound gossip connects that failed")) {}
+      connects_failed_(
+          Gauge(registry_, "sush_gossip_connects_failed", "Outbound gossip connects that failed")),
+      bytes_sent_(Gauge(registry_, "sush_gossip_bytes_sent",
+                        "Bytes sent on gossip links, counted after each session")),
+      bytes_received_(Gauge(registry_, "sush_gossip_bytes_received",
+                            "Bytes received on gossip links, counted after each session")) {}
 
 void SledMetrics::BoundaryWrite(double seconds, bool ok) {
   boundary_write_seconds_.Observe(seconds);
@@ -67,6 +71,8 @@ std::string SledMetrics::Text(const rack::SledCore* core, const gossip::Node* no
     rounds_.Set(static_cast<double>(s.rounds));
     links_opened_.Set(static_cast<double>(s.links_opened));
     connects_failed_.Set(static_cast<double>(s.connects_failed));
+    bytes_sent_.Set(static_cast<double>(s.bytes_sent));
+    bytes_received_.Set(static_cast<double>(s.bytes_received));
   }
   prometheus::TextSerializer serializer;
   return serializer.Serialize(registry_.Collect());

@@ -41,6 +41,8 @@ class SledMetrics {
   prometheus::Gauge& rounds_;
   prometheus::Gauge& links_opened_;
   prometheus::Gauge& connects_failed_;
+  prometheus::Gauge& bytes_sent_;
+  prometheus::Gauge& bytes_received_;
 };
 
 // Times every write of the boundary store it wraps into `metrics`.

@@ -76,10 +76,13 @@ cancels=$(metric "http://127.0.0.1:$sqlite_port" 'loom_serve_actions_total{verb=
 sled=$(sed -n 's/.*"http": *"\([0-9.:]*\)".*/\1/p' "$work/rack/rack.json" | head -1)
 writes=$(metric "http://$sled" 'sush_boundary_writes_total')
 sessions=$(metric "http://$sled" 'sush_gossip_sessions_ok')
-if [ "${writes:-0}" -ge 1 ] 2>/dev/null && [ "${sessions:-0}" -ge 1 ] 2>/dev/null; then
-  echo "ok sush-server /metrics: $writes boundary writes, $sessions gossip sessions"
+sent=$(metric "http://$sled" 'sush_gossip_bytes_sent' | cut -d. -f1 | sed 's/e+.*//')
+if [ "${writes:-0}" -ge 1 ] 2>/dev/null && [ "${sessions:-0}" -ge 1 ] 2>/dev/null &&
+   [ "${sent:-0}" -ge 1 ] 2>/dev/null; then
+  echo "ok sush-server /metrics: $writes boundary writes, $sessions gossip sessions, bytes sent $sent"
 else
-  echo "FAIL sush-server /metrics: boundary writes ${writes:-none}, sessions ${sessions:-none}"; status=1
+  echo "FAIL sush-server /metrics: boundary writes ${writes:-none}, sessions ${sessions:-none}, bytes ${sent:-none}"
+  status=1
 fi
 grep -h "refused" "$work"/*.err | head -5 || true
 exit $status

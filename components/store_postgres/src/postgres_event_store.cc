@@ -405,9 +405,9 @@ Status PutRow(Conn& conn, std::string_view name, int64_t value) {
 // INDEX IF NOT EXISTS locks the table (SHARE) before it finds the index, so
 // every boot would wait for the writes in flight.
 Status EnsureStatusIndex(Conn& conn) {
-  ONCE_ASSIGN_OR_RETURN(PgResult found,
-                        conn.ExecParams("SELECT to_regclass('events_by_status_kind') IS NULL",
-                                        Params()));
+  ONCE_ASSIGN_OR_RETURN(
+      PgResult found,
+      conn.ExecParams("SELECT to_regclass('events_by_status_kind') IS NULL", Params()));
   if (std::string_view(PQgetvalue(found.get(), 0, 0)) != "t") return Ok();
   ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateStatusIndex)));
   return Ok();
