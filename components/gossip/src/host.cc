@@ -68,6 +68,13 @@ Status Host::Persist() {
   return PersistLocked();
 }
 
+Status Host::PersistAbove(const itc::Version& floor) {
+  std::lock_guard lock(mu_);
+  ++revision_;
+  replica_.RaiseTickFloor(floor);
+  return PersistLocked();
+}
+
 Result<Host::Begun> Host::Begin() {
   std::lock_guard lock(mu_);
   ONCE_RETURN_IF_ERROR(PersistLocked());

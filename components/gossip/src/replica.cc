@@ -238,6 +238,12 @@ Bookmark Replica::MakeBookmark() const {
   return bookmark;
 }
 
+void Replica::RaiseTickFloor(const itc::Version& floor) {
+  if (!party_) return;
+  itc::Version own = Restrict(floor, *party_);
+  tick_floor_ = tick_floor_ ? itc::Join(*tick_floor_, own) : std::move(own);
+}
+
 void Replica::CommitJoin(ReceivedLeaves&& received, std::span<const Path> deleted,
                          const itc::Version& peer_ceiling) {
   internal::RemoveBatch(root_, deleted);

@@ -128,6 +128,32 @@ TEST(ReplicaTest, ReclaimTicksAboveEverythingTheIdentityShipped) {
   }
 }
 
+// A bookmark saved before the last sends: those heights come back after a
+// reclaim unless something else remembered them (a sled's boundary record
+// does) and raises the tick floor to them.
+TEST(ReplicaTest, ARaisedTickFloorKeepsHeightsTheBookmarkLostFromBeingIssuedAgain) {
+  SeededRng rng(8);
+  Replica a = Replica::Seed(rng);
+  (void)*a.Send(Payload("covered"));
+  Bookmark stale = a.MakeBookmark();
+  const itc::Version lost = *a.Send(Payload("sent after the save, lost at a crash"));
+
+  Bookmark twin;
+  twin.network = stale.network;
+  twin.version = stale.version;
+  twin.party = *itc::Party::FromNodes({stale.party->nodes().begin(), stale.party->nodes().end()});
+  Replica plain = Replica::Reclaim(std::move(twin));
+  EXPECT_TRUE(itc::Leq(*plain.Send(Payload("again")), lost)) << "the control: the height recurs";
+
+  Replica raised = Replica::Reclaim(std::move(stale));
+  raised.RaiseTickFloor(lost);
+  EXPECT_EQ(raised.size(), 0u);
+  EXPECT_EQ(raised.ceiling(), itc::Version{}) << "the floor is not a claim to have seen anything";
+  const itc::Version next = *raised.Send(Payload("after restart"));
+  EXPECT_FALSE(itc::Leq(next, lost));
+  EXPECT_TRUE(itc::Leq(raised.MakeBookmark().version, next)) << "the bookmark covers the send";
+}
+
 TEST(ReplicaTest, RetiredReplicaRefusesToSend) {
   SeededRng rng(7);
   Replica a = Replica::Seed(rng);

@@ -410,6 +410,15 @@ void Push(std::vector<itc::Version>& markers, const itc::Version& m) {
 }  // namespace
 
 // Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
+itc::Version RecordedHeights(const BoundaryRecord& record, const NetworkId& network) {
+  std::optional<UniverseBoundary> b = BoundaryFor(record, network);
+  if (!b) return itc::Version{};
+  itc::Version heights = b->executed;
+  for (const itc::Version& v : b->floor) heights = itc::Join(heights, v);
+  for (const itc::Version& v : b->markers) heights = itc::Join(heights, v);
+  return heights;
+}
+
 SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& network,
                             const SessionId& session, const itc::Version& session_start) {
   std::optional<UniverseBoundary> b = BoundaryFor(record, network);

@@ -88,8 +88,8 @@ void Sled::Dispatch(std::vector<Output> outputs, std::vector<Output>& rest) {
                            started.error().message};
         Dispatch(core_.Handle(ProcessExited{start->job_id, ExitReport{failed}}), rest);
       }
-    } else if (std::holds_alternative<PersistGossipIdentity>(output)) {
-      if (auto persisted = gossip_.PersistIdentity(); !persisted) {
+    } else if (auto* persist = std::get_if<PersistGossipIdentity>(&output)) {
+      if (auto persisted = gossip_.PersistIdentity(persist->tick_floor); !persisted) {
         rest.push_back(Diagnostic{persisted.error()});
       }
     } else if (auto* stop = std::get_if<StopProcess>(&output)) {

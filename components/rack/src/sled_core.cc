@@ -478,6 +478,9 @@ void SledCore::OnJoined(const Joined& input) {
   previous_life_starts_.clear();
   passed_unresolved_.clear();
   birth_nonce_ = FreshNonce();
+  if (trusted_ && !config_.boundary.flaws.reused_heights) {
+    Emit(PersistGossipIdentity{RecordedHeights(record_, input.network)});
+  }
   SendMarker(LifeMarker{config_.identity.baseboard, birth_nonce_});
   if (!trusted_) {
     Send(SledError{config_.identity.baseboard,

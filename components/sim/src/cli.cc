@@ -39,6 +39,7 @@ Status AddFlaw(rack::BoundaryFlaws& flaws, const std::string& name) {
   flaws.record_after_start |= one.record_after_start;
   flaws.position_unchecked |= one.position_unchecked;
   flaws.rehop_past |= one.rehop_past;
+  flaws.reused_heights |= one.reused_heights;
   return Ok();
 }
 

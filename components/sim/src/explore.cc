@@ -389,16 +389,23 @@ Result<rack::BoundaryFlaws> FlawByName(std::string_view name) {
     flaws.position_unchecked = true;
   else if (name == "rehop-past")
     flaws.rehop_past = true;
+  else if (name == "reused-heights")
+    flaws.reused_heights = true;
   else
     return MakeError(ErrorCode::kInvalidArgument, "unknown flaw '" + std::string(name) + "'");
   return flaws;
 }
 
 std::vector<std::string> FlawNames() {
-  return {"single-session-version",   "no-filter-insert-on-hit",
-          "lazy-entry-marker",        "unpersisted-entry-marker",
-          "zombies-by-join-frontier", "record-after-start",
-          "position-unchecked",       "rehop-past"};
+  return {"single-session-version",
+          "no-filter-insert-on-hit",
+          "lazy-entry-marker",
+          "unpersisted-entry-marker",
+          "zombies-by-join-frontier",
+          "record-after-start",
+          "position-unchecked",
+          "rehop-past",
+          "reused-heights"};
 }
 
 }  // namespace once::sim

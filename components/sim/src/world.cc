@@ -140,6 +140,7 @@ struct SimSled {
   uint64_t arrived_at = 0;           // the first such settle after its last disturbance
   std::optional<int64_t> pump_at;
   std::optional<rack::NetworkId> network;  // as the core last saw it
+  itc::Version heights;                    // rack::RecordedHeights of its record, as last seen up
   bool up() const { return life != nullptr; }
 };
 
@@ -185,8 +186,11 @@ struct World::Impl {
     rack::SessionId session;
     std::vector<int> settled;  // targets settled and undisturbed when it was submitted
     rack::JobId successor;     // the chain position after it
+    std::set<int> knew;        // sleds whose record heights `via` (and the starter) had heard of
   };
   std::map<rack::SessionId, uint64_t> session_started_at;  // logical
+  // The sleds whose record heights the session's starter had heard of.
+  std::map<rack::SessionId, std::set<int>> session_knew;
   std::vector<Submitted> submitted;
   bool settled_now = false;  // the last step was a settle
   uint64_t last_settle = 0;  // logical
@@ -275,6 +279,9 @@ struct World::Impl {
       s.disturbed_at = Tick();
     }
     if (network) s.network = network;
+    if (network && s.life->core->trusted()) {
+      s.heights = rack::RecordedHeights(s.life->core->boundary(), *network);
+    }
     if (!s.life->sled->drained()) SchedulePump(s, now + options.drain_timeout_ms);
   }
 
@@ -402,7 +409,9 @@ struct World::Impl {
                                 replica.party() ? replica.party()->Encode() : Bytes{}};
       });
     }
-    Status PersistIdentity() override { return s_.life->host->Persist(); }
+    Status PersistIdentity(const itc::Version& tick_floor) override {
+      return s_.life->host->PersistAbove(tick_floor);
+    }
     uint64_t sessions_completed() const override { return s_.life->sessions_completed; }
     bool has_peers() const override { return !s_.links.empty(); }
 
@@ -474,6 +483,9 @@ struct World::Impl {
     // with it): a session begun meanwhile is causally unrelated to its
     // markers, so it arrives as a new sled would (the accepted cost).
     if (s.lives > 1 && !HistoryKept(s)) Disturb(s.index);
+    // Drives that come up empty (wiped while it was up or down) make it a
+    // new sled: sessions and positions from before are skipped on it.
+    if (s.lives > 1 && s.life->store->loaded().verdict == "empty") Disturb(s.index);
     SchedulePump(s, now);
     ScheduleRound(s, now + static_cast<int64_t>(rng.Below(options.gossip_interval_ms)));
   }
@@ -880,8 +892,25 @@ struct World::Impl {
       session_labels[step.label] = *id;
       via.accepted_session_at = Tick();
       session_started_at[*id] = via.accepted_session_at;
+      session_knew[*id] = Heard(via);
       Note(via, "session " + step.label + " started");
     }
+  }
+
+  // The sleds whose record heights (rack::RecordedHeights) `via`'s replica
+  // covers: a session or job made there is above their markers. What a sled
+  // made after a crash cost it the heights of a peer it has not heard from
+  // since is causally unrelated to that peer's markers, and the peer may
+  // skip it (the accepted cost: docs/sush-simulator.md).
+  std::set<int> Heard(SimSled& via) {
+    std::set<int> heard;
+    if (!via.up()) return heard;
+    const itc::Version seen = via.life->host->Read(
+        [](const gossip::Replica& replica) { return replica.MakeBookmark().version; });
+    for (auto& sp : sleds) {
+      if (itc::Leq(sp->heights, seen)) heard.insert(sp->index);
+    }
+    return heard;
   }
 
   void StartJobStep(const JobStart& step) {
@@ -907,15 +936,23 @@ struct World::Impl {
     // sled that arrived after that may have to skip it (boundary.h,
     // JobMayRun: at most once is per position).
     std::optional<uint64_t> position_at;
+    std::set<int> knew = Heard(via);
+    const std::set<int>& starter_knew = session_knew[session->second];
+    std::set<int> position_knew;
     if (id == rack::FirstJobId(session->second)) {
       if (auto it = session_started_at.find(session->second); it != session_started_at.end()) {
         position_at = it->second;
       }
+      position_knew = starter_knew;
     } else {
       for (const Submitted& earlier : submitted) {
-        if (earlier.successor == id) position_at = earlier.at;
+        if (earlier.successor == id) {
+          position_at = earlier.at;
+          position_knew = earlier.knew;
+        }
       }
     }
+    std::erase_if(knew, [&](int x) { return !starter_knew.contains(x); });
     auto request =
         rack::Sign(rack::JobStart{id, session->second, step.command, target, false}, operator_keys);
     if (request && Submit(via, request->payload, "job " + step.label)) {
@@ -928,10 +965,12 @@ struct World::Impl {
                     TargetSleds(target),
                     session->second,
                     {},
-                    rack::NextJobId(rack::ToBeSignedDigest(*request))};
+                    rack::NextJobId(rack::ToBeSignedDigest(*request)),
+                    knew};
       for (int x : sub.targets) {
         const SimSled& t = S(x);
-        if (t.settled_up_at > t.disturbed_at && position_at && *position_at > t.arrived_at) {
+        if (t.settled_up_at > t.disturbed_at && position_at && *position_at > t.arrived_at &&
+            knew.contains(x) && position_knew.contains(x)) {
           sub.settled.push_back(x);
         }
       }

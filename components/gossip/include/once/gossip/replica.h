@@ -206,6 +206,9 @@ class Replica {
   Snapshot Snap() const;
   // The bookmark to persist before this replica's events may leave.
   Bookmark MakeBookmark() const;
+  // Own events issued from now on are above `floor` restricted to the party
+  // (nothing else changes: the ceiling still says what was seen).
+  void RaiseTickFloor(const itc::Version& floor);
 
   // For the session layer: the join with a peer's state learned in a session.
   // Inserts `received` (unless held or already seen), removes `deleted` (the

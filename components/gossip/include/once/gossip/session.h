@@ -80,6 +80,10 @@ class Host {
   // Saves the bookmark if the own events moved past the saved one (as Begin
   // does before a session): durable on return.
   Status Persist();
+  // Makes every later own event strictly above `floor` in this replica's own
+  // region (a restarted sled's record may hold own events its bookmark lost:
+  // they must never be issued again), then persists: durable on return.
+  Status PersistAbove(const itc::Version& floor);
   // Runs `f(const Replica&)` under the host's lock.
   template <class F>
   auto Read(F&& f) const {

@@ -183,11 +183,12 @@ struct BoundaryFlaws {
   bool zombies_by_join_frontier = false;  // previous-life starts by the frontier at drain
   bool record_after_start = false;        // the record written after the process starts
   bool position_unchecked = false;        // a gated job judged without its predecessor
-  bool rehop_past = false;  // a session not below V but not above the floor held to a hop
+  bool rehop_past = false;      // a session not below V but not above the floor held to a hop
+  bool reused_heights = false;  // own sends after a crash may reissue a height the record holds
   bool any() const {
     return single_session_version || no_filter_insert_on_hit || lazy_entry_marker ||
            unpersisted_entry_marker || zombies_by_join_frontier || record_after_start ||
-           position_unchecked || rehop_past;
+           position_unchecked || rehop_past || reused_heights;
   }
 };
 
@@ -211,6 +212,11 @@ Arrival ClassifyArrival(const BoundaryRecord& record, const NetworkId& network,
 // The record's boundary for `network`: `here`, a map entry, or nullopt when
 // the universe was never entered (a fresh boundary, V bottom).
 std::optional<UniverseBoundary> BoundaryFor(const BoundaryRecord& record, const NetworkId& network);
+// Every version the record holds for `network` (V, the floor, the markers):
+// the heights a sled's own sends must stay above after a restart (its
+// bookmark may have lost them), and what a peer must have heard for a session
+// it starts to be judged above this sled's markers.
+itc::Version RecordedHeights(const BoundaryRecord& record, const NetworkId& network);
 // Where the chain of `session` stands in `boundary`: the recorded session's,
 // or a left session's; nullopt if neither.
 std::optional<SessionChain> ChainOf(const UniverseBoundary& boundary, const SessionId& session);

@@ -54,8 +54,9 @@ class GossipPort {
   // Sends into the replica; the message comes back through Read.
   virtual Status Send(Bytes payload) = 0;
   virtual GossipFeed Read(const itc::Version& checkpoint) = 0;
-  // Makes the bookmark cover every own event sent so far (durable on return).
-  virtual Status PersistIdentity() = 0;
+  // Makes the bookmark cover every own event sent so far, and every later own
+  // event strictly above `tick_floor` (durable on return).
+  virtual Status PersistIdentity(const itc::Version& tick_floor) = 0;
   // Reconciliation sessions completed (either role) since the port began.
   virtual uint64_t sessions_completed() const = 0;
   virtual bool has_peers() const = 0;
@@ -73,7 +74,9 @@ class HostPort final : public GossipPort {
   HostPort(gossip::Host& host, Hooks hooks) : host_(host), hooks_(std::move(hooks)) {}
   Status Send(Bytes payload) override;
   GossipFeed Read(const itc::Version& checkpoint) override;
-  Status PersistIdentity() override { return host_.Persist(); }
+  Status PersistIdentity(const itc::Version& tick_floor) override {
+    return host_.PersistAbove(tick_floor);
+  }
   uint64_t sessions_completed() const override { return hooks_.sessions ? hooks_.sessions() : 0; }
   bool has_peers() const override { return hooks_.has_peers; }
 

@@ -216,7 +216,13 @@ struct SledErrorSeen {
 };
 // Persist the gossip bookmark now: the marker just broadcast must be covered
 // before the core relies on it (a later life then never reuses its height).
-struct PersistGossipIdentity {};
+// Own events sent after it are strictly above `tick_floor`: at a join, every
+// version the record holds for the universe (a send the bookmark lost at a
+// crash may have been executed here: its height must never be issued again,
+// or a new session or job would look as old as it and be skipped forever).
+struct PersistGossipIdentity {
+  itc::Version tick_floor;
+};
 // Something was dropped (undecodable delivery, duplicate, bad request that is
 // not a job): for logs, never for control flow.
 struct Diagnostic {

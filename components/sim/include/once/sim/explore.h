@@ -76,7 +76,7 @@ ExploreResult Explore(const ExploreOptions& options);
 // Flaws by name (the simulator's negative controls): "single-session-version",
 // "no-filter-insert-on-hit", "lazy-entry-marker", "unpersisted-entry-marker",
 // "zombies-by-join-frontier", "record-after-start", "position-unchecked",
-// "rehop-past".
+// "rehop-past", "reused-heights".
 // kInvalidArgument otherwise.
 Result<rack::BoundaryFlaws> FlawByName(std::string_view name);
 std::vector<std::string> FlawNames();
