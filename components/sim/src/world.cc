@@ -141,6 +141,7 @@ struct SimSled {
   std::optional<int64_t> pump_at;
   std::optional<rack::NetworkId> network;  // as the core last saw it
   itc::Version heights;                    // rack::RecordedHeights of its record, as last seen up
+  bool wiped = false;                      // a drive was wiped since the last boot
   bool up() const { return life != nullptr; }
 };
 
@@ -483,9 +484,12 @@ struct World::Impl {
     // with it): a session begun meanwhile is causally unrelated to its
     // markers, so it arrives as a new sled would (the accepted cost).
     if (s.lives > 1 && !HistoryKept(s)) Disturb(s.index);
-    // Drives that come up empty (wiped while it was up or down) make it a
-    // new sled: sessions and positions from before are skipped on it.
-    if (s.lives > 1 && s.life->store->loaded().verdict == "empty") Disturb(s.index);
+    // Drives wiped since the last boot that come up empty make it a new
+    // sled: sessions and positions from before are skipped on it. (Empty
+    // drives that were never wiped are not an excuse: the entry marker must
+    // have been persisted.)
+    if (s.wiped && s.life->store->loaded().verdict == "empty") Disturb(s.index);
+    s.wiped = false;
     SchedulePump(s, now);
     ScheduleRound(s, now + static_cast<int64_t>(rng.Below(options.gossip_interval_ms)));
   }
@@ -1149,6 +1153,7 @@ struct World::Impl {
         break;
       case DriveFault::kWipe:
         s.drives.Wipe(dir);
+        s.wiped = true;
         break;
       case DriveFault::kMissing:
         s.drives.RemoveDir(dir);
