@@ -10,10 +10,13 @@
 //   ONCE_ASSIGN_OR_RETURN(JobId job, sled.StartJob(keys, "uptime", "*", false));
 //   ONCE_ASSIGN_OR_RETURN(nlohmann::json view, sled.Job(job));   // statuses by baseboard
 //
-// Endpoints (every body is JSON unless said otherwise; errors answer
-// {"error": {"code": "PermissionDenied", "message": "..."}} with a 4xx/5xx):
+// Endpoints (every body is JSON unless said otherwise; every refusal, the HTTP
+// layer's too (404 for an unknown endpoint, 413 past kRequestBodyBytesMax),
+// answers {"error": {"code": "PermissionDenied", "message": "...", "limit"?}}
+// with a 4xx/5xx; see http_server.h for the connection limits):
 //   GET  /v1/info                  this sled: baseboard, cubby, build, network, known sleds,
-//                                  the boundary gate, trusted and why not
+//                                  the boundary gate, trusted and why not; "gossip" (a
+//                                  persisting split, session failures) and "http" counters
 //   GET  /v1/session               {"active": id|null, "next_job_id": id|null,
 //                                   "errors": [the latest sled errors, e.g. ConcurrentSessions],
 //                                   "message": "no session known since this sled started at T"
@@ -22,6 +25,7 @@
 //                                  locker's verdict and each drive's health; the reset nonce
 //                                  while untrusted (BoundaryToJson)
 //   POST /v1/session/nonce         {"nonce": id}   a server nonce for a session start
+//                                  (stateless: its time, random bytes and a MAC)
 //   POST /v1/submit                {"request": hex of an encoded signed request: session
 //                                  start/stop/skip, job start/stop}
 //                                  -> {"session_id": id} for a session start,
@@ -29,7 +33,10 @@
 //                                     else {}
 //   GET  /v1/jobs?offset=N&limit=N the history, newest first: {"jobs": [job view...]}
 //   GET  /v1/jobs/ID               one job view
-//   GET  /v1/jobs/ID/stdout|stderr this sled's output bytes (application/octet-stream)
+//   GET  /v1/jobs/ID/stdout|stderr this sled's output bytes (application/octet-stream),
+//                                  signed (SignHttpRequest) or over the operator socket
+//   POST /v1/output/purge          signed: {"jobs": [ids]} or {"finished": true} -> what was
+//                                  deleted and what was kept and why
 //   POST /admin/partition          {"peers": ["127.0.0.1:PORT", ...]} gossip addresses cut
 //                                  both ways: no round to them, no link or session from them
 //                                  ([] heals; a missing or non-array "peers" is refused);
