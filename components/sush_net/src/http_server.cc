@@ -61,8 +61,6 @@ std::string_view Reason(int status) {
   }
 }
 
-void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
 }  // namespace
 
 // ---- values ----
