@@ -122,8 +122,26 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
     Log("killed the process group of job " + id.ToString() + ", left running by a previous life");
   }
 
-  ONCE_ASSIGN_OR_RETURN(s.drives_, rack::LockerBoundaryStore::Open(locker::LockerOptions{
-                                       s.config_.drives, &s.fs_, &s.rng_, "boundary"}));
+  // A previous life killed an instant ago may have left a job's child
+  // between fork and exec, which still shares the drive lock until it sees
+  // its parent gone and exits: the lock is asked for again, for a while.
+  const auto lock_deadline = std::chrono::steady_clock::now() + kDriveLockWait;
+  bool waited = false;
+  while (true) {
+    auto opened = rack::LockerBoundaryStore::Open(
+        locker::LockerOptions{s.config_.drives, &s.fs_, &s.rng_, "boundary"});
+    if (opened) {
+      s.drives_ = std::move(*opened);
+      break;
+    }
+    if (opened.error().code != ErrorCode::kPermissionDenied ||
+        std::chrono::steady_clock::now() > lock_deadline) {
+      return std::unexpected(opened.error());
+    }
+    if (!waited) Log("waiting for a drive lock: " + opened.error().message);
+    waited = true;
+    std::this_thread::sleep_for(50ms);
+  }
   const rack::BoundaryLoad& load = s.drives_->loaded();
   Log("boundary record: locker verdict " + load.verdict +
       (load.record ? std::string()

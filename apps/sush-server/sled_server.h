@@ -74,6 +74,9 @@ inline constexpr size_t kDrives = 2;
 // most every kOutputSweepMinPeriod).
 inline constexpr auto kOutputSweepPeriod = std::chrono::seconds(30);
 inline constexpr auto kOutputSweepMinPeriod = std::chrono::milliseconds(500);
+// How long Start asks again for a drive lock another process holds (a
+// previous life's job child between fork and exec lets go within moments).
+inline constexpr auto kDriveLockWait = std::chrono::milliseconds(3000);
 // Terminal statuses of this sled remembered until gossip carried them.
 inline constexpr size_t kUnshippedStatusesMax = 65536;
 
@@ -117,7 +120,8 @@ class SledServer {
   // life left running (the executor), opens the drives, binds both ports and
   // starts the threads. kUnavailable if a port cannot be bound; key file
   // errors as LoadPublicKey; kPermissionDenied if another process holds a
-  // drive. What the drives hold is never an error: a discarded record
+  // drive (still, after kDriveLockWait). What the drives hold is never an
+  // error: a discarded record
   // starts the sled untrusted.
   static Result<std::unique_ptr<SledServer>> Start(ServerConfig config);
   ~SledServer();
