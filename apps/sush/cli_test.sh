@@ -35,6 +35,9 @@ session="$("$sush" --rack "$dir" --json session start --replace | json '["sessio
   fail "session show"
 "$sush" --rack "$dir" --json session attach | json '["session_id"]' | grep -qx "$session" ||
   fail "session attach"
+# Attached to a session that is no longer active: job start is refused.
+code=0; out="$(SUSH_SESSION="$first" "$sush" --rack "$dir" --json job start true)" || code=$?
+[[ $code == 1 && "$(json '["error"]["code"]' <<<"$out")" == NotFound ]] || fail "attached: $out"
 # -T naming no sled of the rack is refused before anything is signed.
 code=0; out="$("$sush" --rack "$dir" --json job start -T 9 true)" || code=$?
 [[ $code == 1 ]] && grep -q "names no sled" <<<"$out" || fail "-T 9: $code $out"

@@ -686,5 +686,31 @@ TEST_F(RackTest, AThousandUnreachableJobsHoldNoQueueSlotAndTheNextJobStillRuns) 
   EXPECT_FALSE(std::filesystem::exists(a.home() / "unreachable-ran"));
 }
 
+// -w with a targeted sled down: it stops waiting for that sled once it has
+// not answered for 3 s, prints the finished sleds' stdout and stderr, says
+// which sled it gave up on, and exits 1.
+TEST_F(RackTest, WaitPrintsTheFinishedSledsOutputWhenOneSledIsDown) {
+  ASSERT_TRUE(TwoSledsWithASession().has_value());
+  Sled& down = sleds_[1];
+  Kill(down);
+  const auto asked = std::chrono::steady_clock::now();
+  ClientRun ran = Sush({"--json", "job", "start", "-w", "--timeout-s", "60",
+                        "echo out; echo err >&2"});
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 20s) << "-w waited for the down sled";
+  EXPECT_EQ(ran.code, 1) << ran.out << ran.err;
+  const json view = ran.Json();
+  EXPECT_EQ(view["stdout"][sleds_[0].baseboard], "out\n") << ran.out;
+  EXPECT_EQ(view["stderr"][sleds_[0].baseboard], "err\n") << ran.out;
+  EXPECT_NE(view["unfinished"][down.baseboard].get<std::string>().find("does not answer"),
+            std::string::npos)
+      << ran.out;
+  EXPECT_EQ(view["error"]["code"], "Timeout") << ran.out;
+  ClientRun text = Sush({"job", "status", "-w", "--timeout-s", "60",
+                         view["job"]["job_id"].get<std::string>()});
+  EXPECT_EQ(text.code, 1);
+  EXPECT_NE(text.out.find("-- stderr --\nerr\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(the sled does not answer (down?))"), std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace once::sush
