@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
                  "a job no known chain reaches gets a terminal Error after this long (default "
                  "600000)");
   app.add_flag("--test-admin", config.test_admin, "enable POST /admin/partition (tests only)");
+  app.add_option("--log-format", config.log_format, "text, or json (one object a line)")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error, off");
   app.add_option("--cut", cut,
                  "a peer's gossip address cut both ways from the start (repeatable; tests only, "
                  "with --test-admin)");

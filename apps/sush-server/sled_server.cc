@@ -1,8 +1,11 @@
 #include "sled_server.h"
 
+#include <spdlog/logger.h>
 #include <sys/resource.h>
 
 #include <cstdio>
+
+#include "once/telemetry/log.h"
 
 namespace once::sush {
 
@@ -11,7 +14,30 @@ using namespace std::chrono_literals;
 
 namespace {
 
-void Log(const std::string& line) { std::fprintf(stderr, "sush-server: %s\n", line.c_str()); }
+// The server's log (spdlog, telemetry::MakeLogger); set at Start, stderr
+// text before.
+std::shared_ptr<spdlog::logger> g_log;
+
+void Log(const std::string& line) {
+  if (g_log) {
+    g_log->info("{}", line);
+  } else {
+    std::fprintf(stderr, "sush-server: %s\n", line.c_str());
+  }
+}
+
+// One line for every refusal a client gets: its status and error code.
+void LogRefusal(std::string_view method, std::string_view path, const sush_net::HttpResponse& res) {
+  if (!g_log || res.status < 400) return;
+  json body = json::parse(res.body, nullptr, false);
+  std::string code = "?", message;
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    code = body["error"].value("code", "?");
+    message = body["error"].value("message", "");
+  }
+  telemetry::LogRefusal(*g_log, method.empty() ? "?" : method, path.empty() ? "?" : path,
+                        res.status, code, message);
+}
 
 sush_net::HttpResponse Reply(const sush_net::HttpAnswer& answer) {
   return sush_net::JsonResponse(answer.status, answer.body);
@@ -94,6 +120,8 @@ uint16_t SledServer::gossip_port() const { return node_->port(); }
 
 Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
   ONCE_RETURN_IF_ERROR(CheckConfig(config));
+  ONCE_ASSIGN_OR_RETURN(g_log, telemetry::MakeLogger("sush-server", {.format = config.log_format,
+                                                                     .level = config.log_level}));
   std::unique_ptr<SledServer> server(new SledServer(std::move(config)));
   SledServer& s = *server;
   s.facts_ = sush_net::SledFacts{
@@ -142,6 +170,7 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
     waited = true;
     std::this_thread::sleep_for(50ms);
   }
+  s.timed_drives_ = std::make_unique<TimedBoundaryStore>(*s.drives_, s.metrics_);
   const rack::BoundaryLoad& load = s.drives_->loaded();
   Log("boundary record: locker verdict " + load.verdict +
       (load.record ? std::string()
@@ -160,7 +189,7 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
       {}};
   core_config.limits.unchained_job_age_max = s.config_.unchained_job_age_ms_max;
   s.rng_.Fill(core_config.nonce_key.data(), core_config.nonce_key.size());
-  s.core_ = std::make_unique<rack::SledCore>(std::move(core_config), s.rng_, *s.drives_);
+  s.core_ = std::make_unique<rack::SledCore>(std::move(core_config), s.rng_, *s.timed_drives_);
 
   s.SetCut(s.config_.cut);
   gossip::NodeOptions options;
@@ -195,6 +224,7 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
   http.host = s.config_.http.host;
   http.port = s.config_.http.port;
   http.limits = s.config_.http_limits;
+  http.on_refusal = LogRefusal;
   const size_t descriptors = RaiseDescriptorLimit();
   http.limits.connections_max = std::min(
       http.limits.connections_max,
@@ -479,6 +509,14 @@ void SledServer::Route() {
   using sush_net::HttpRequest;
   using sush_net::HttpResponse;
   sush_net::HttpServer& http = *http_;
+
+  http.Route("GET", "/metrics", [this](const HttpRequest&) {
+    std::lock_guard lock(mu_);
+    HttpResponse answer;
+    answer.content_type = "text/plain; version=0.0.4";
+    answer.body = metrics_.Text(core_.get(), node_.get());
+    return answer;
+  });
 
   http.Route("GET", "/v1/info", [this](const HttpRequest&) {
     json gossip = GossipView();

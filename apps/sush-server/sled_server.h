@@ -51,6 +51,7 @@
 #include "once/rack/sled.h"
 #include "once/sush_net/http_server.h"
 #include "once/sush_net/server.h"
+#include "sled_metrics.h"
 
 namespace once::sush {
 
@@ -108,6 +109,10 @@ struct ServerConfig {
   std::chrono::milliseconds unchained_job_age_ms_max{600000};
   // The gate opens this long after a join if no peer answered (kDrainTimeout).
   std::chrono::milliseconds drain_timeout_ms = kDrainTimeout;
+  // Logs (spdlog on stderr): text or json (one JSON object a line), and the
+  // lowest level written.
+  std::string log_format = "text";
+  std::string log_level = "info";
 };
 
 // kInvalidArgument for a missing or malformed field (two drives needed,
@@ -162,6 +167,8 @@ class SledServer {
 
   std::mutex mu_;  // guards everything below
   std::unique_ptr<rack::LockerBoundaryStore> drives_;
+  SledMetrics metrics_;
+  std::unique_ptr<TimedBoundaryStore> timed_drives_;  // drives_, timed into metrics_
   std::unique_ptr<rack::ProcessExecutor> executor_;
   std::unique_ptr<rack::SledCore> core_;
   std::unique_ptr<rack::HostPort> port_;

@@ -76,6 +76,19 @@ void App::SweepInboxEvery(int64_t interval_ms) {
 }
 
 void App::ReportSweep(const Result<SweepReport>& swept) const {
+  if (config_.log) {
+    auto log = [&](const Error& e) {
+      config_.log({.level = LogLevel::kWarn,
+                   .component = "orchestration.inbox",
+                   .message = "sweep: " + e.message,
+                   .subject = e.subject,
+                   .code = ErrorCodeName(e.code)});
+    };
+    if (!swept) log(swept.error());
+    if (swept) {
+      for (const Error& e : swept->errors) log(e);
+    }
+  }
   if (!config_.runtime.on_error) return;
   if (!swept) {
     config_.runtime.on_error(swept.error());
@@ -173,6 +186,13 @@ void App::OnRuntimeError(const Error& e) {
   if (e.code == ErrorCode::kResumeContended && !e.subject.empty() && supervisor_ &&
       Redrive().has_value()) {
     const ResumeContendedDetail* d = e.As<ResumeContendedDetail>();
+    if (config_.log) {
+      config_.log({.level = LogLevel::kInfo,
+                   .component = "orchestration",
+                   .message = "contended resume handed to re-drive",
+                   .subject = e.subject,
+                   .code = ErrorCodeName(e.code)});
+    }
     (void)supervisor_->HandOffContended(e.subject, d ? d->attempts : 0);  // reports its own error
     return;
   }

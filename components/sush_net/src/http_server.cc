@@ -80,7 +80,7 @@ OwnedFd::~OwnedFd() {
 HttpResponse JsonResponse(int status, const nlohmann::json& body) {
   HttpResponse response;
   response.status = status;
-  response.body = body.dump();
+  response.body = JsonText(body);  // non-UTF-8 text as U+FFFD, never a throw
   return response;
 }
 
@@ -253,6 +253,7 @@ void HttpServer::Worker() {
     } catch (const std::exception& e) {
       response = ErrorResponse(Error{ErrorCode::kInternal, e.what(), "", {}});
     }
+    NoteRefusal(work.request.method, work.request.path, response);
     {
       std::lock_guard lock(mu_);
       done_.push_back(Done{work.conn, keep_alive, std::move(response)});
@@ -396,6 +397,7 @@ void HttpServer::Parse(Conn& conn) {
     }
     HttpResponse refusal = ErrorResponse(done.error(), conn.parser.failure_status());
     refusal.close = true;
+    NoteRefusal("", "", refusal);
     conn.in.clear();
     return Respond(conn, std::move(refusal), false);
   }
@@ -432,11 +434,10 @@ void HttpServer::Dispatch(Conn& conn, HttpRequest request) {
     break;
   }
   if (handler == nullptr) {
-    return Respond(
-        conn,
-        ErrorResponse(Error{
-            ErrorCode::kNotFound, "no endpoint " + request.method + " " + request.path, "", {}}),
-        keep_alive);
+    HttpResponse refusal = ErrorResponse(
+        Error{ErrorCode::kNotFound, "no endpoint " + request.method + " " + request.path, "", {}});
+    NoteRefusal(request.method, request.path, refusal);
+    return Respond(conn, std::move(refusal), keep_alive);
   }
   {
     std::lock_guard lock(mu_);
@@ -453,13 +454,19 @@ void HttpServer::Dispatch(Conn& conn, HttpRequest request) {
     std::lock_guard lock(stats_mu_);
     ++stats_.busy;
   }
-  Respond(conn,
-          ErrorResponse(LimitError("requests_queued_max",
-                                   static_cast<int64_t>(options_.limits.requests_queued_max + 1),
-                                   static_cast<int64_t>(options_.limits.requests_queued_max))
-                            .error(),
-                        503),
-          keep_alive);
+  HttpResponse busy =
+      ErrorResponse(LimitError("requests_queued_max",
+                               static_cast<int64_t>(options_.limits.requests_queued_max + 1),
+                               static_cast<int64_t>(options_.limits.requests_queued_max))
+                        .error(),
+                    503);
+  NoteRefusal(request.method, request.path, busy);
+  Respond(conn, std::move(busy), keep_alive);
+}
+
+void HttpServer::NoteRefusal(std::string_view method, std::string_view path,
+                             const HttpResponse& response) {
+  if (options_.on_refusal && response.status >= 400) options_.on_refusal(method, path, response);
 }
 
 void HttpServer::TakeDone() {

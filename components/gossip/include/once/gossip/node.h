@@ -107,6 +107,8 @@ struct NodeStats {
   uint64_t links_duplicate = 0;   // links closed because the pair had another
   uint64_t turns_yielded = 0;     // own sessions dropped to serve the peer's (both opened)
   uint64_t foreign_meetings = 0;  // sessions that met another universe (either role)
+  uint64_t bytes_sent = 0;        // on links, counted after each session (greetings included)
+  uint64_t bytes_received = 0;
 };
 
 // Another universe met through `peer` again and again since `since` (wall

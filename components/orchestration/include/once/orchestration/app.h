@@ -100,6 +100,11 @@ struct AppConfig {
   // How often Start()'s background thread runs Inbox::Sweep (ms): the most a
   // message stranded by a crashed sender waits. 0: never (boot sweep only).
   int64_t inbox_sweep_interval_ms = 5'000;
+  // Optional: where the App's events worth a log line go (it writes no logs
+  // itself; once/base/log_sink.h). The runtime's errors (given to the
+  // runtime unless runtime.log is set), the background sweeps' errors, and
+  // contended resumes handed to re-drive.
+  LogSink log;
 };
 
 class App {

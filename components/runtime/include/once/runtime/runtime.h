@@ -63,6 +63,7 @@
 #include <vector>
 
 #include "once/base/clock.h"
+#include "once/base/log_sink.h"
 #include "once/base/result.h"
 #include "once/base/striped_counter.h"
 #include "once/runtime/committer.h"
@@ -88,6 +89,10 @@ struct RuntimeOptions {
   bool recover_acquires_fence = true;  // Recover takes a token per re-drive
   // Failures of background work (child starts, parent notifications).
   std::function<void(const Error&)> on_error;
+  // Optional: where the runtime's events worth a log line go (it writes no
+  // logs itself): every error it reports to on_error, at warn, component
+  // "runtime" (once/base/log_sink.h).
+  LogSink log;
   // Optional listeners (orchestration wires them; unset = no-op / built-in).
   // on_park: after a park is durable, with its sequence and envelope, on the
   // thread that ran the body (timer rows, inbox messages that came early).

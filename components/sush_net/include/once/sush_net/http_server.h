@@ -109,6 +109,11 @@ struct HttpServerOptions {
   // replaced.
   std::filesystem::path operator_socket;
   HttpLimits limits;
+  // If set, called with every answer of status 400 or more (on the loop
+  // thread or a handler thread, so it must be thread-safe): the request's
+  // method and path (both empty when the request could not be read).
+  std::function<void(std::string_view method, std::string_view path, const HttpResponse&)>
+      on_refusal;
 };
 
 struct HttpStats {
@@ -173,6 +178,7 @@ class HttpServer {
   void Parse(Conn& conn);
   void Dispatch(Conn& conn, HttpRequest request);
   void Respond(Conn& conn, HttpResponse response, bool keep_alive);
+  void NoteRefusal(std::string_view method, std::string_view path, const HttpResponse& response);
   void OnWritable(Conn& conn);
   void Linger(Conn& conn);
   void Close(uint64_t id);
