@@ -60,6 +60,42 @@ repl="$(printf 'session show\nhelp job\nversion\nexit\n' | "$sush" --rack "$dir"
 grep -q '^sush# session '"$session" <<<"$repl" || fail "REPL: $repl"
 grep -q 'purge' <<<"$repl" || fail "REPL help job: $repl"
 "$sush" help job start | grep -q -- '--timeout-s' || fail "sush help job start"
+# Every option of every command has help text, and docs/sush.md names every
+# flag of the client and of sush-server (when built beside it).
+docs="$(dirname "$0")/../../docs/sush.md"
+server="$(dirname "$sush")/../sush-server/sush-server"
+python3 - "$sush" "$docs" "$server" <<'PY' || fail "help text or docs/sush.md"
+import os, re, subprocess, sys
+sush, docs, server = sys.argv[1], open(sys.argv[2]).read(), sys.argv[3]
+bad, flags = [], set()
+def options(out, where):
+    lines, section = out.splitlines(), None
+    for i, line in enumerate(lines):
+        if re.match(r"^\S.*:$", line):
+            section = line[:-1]
+        elif section == "Options" and line.startswith("  -"):
+            flags.update(f for f in re.findall(r"--[a-z0-9-]+", line[:30]) if f != "--help")
+            # CLI11: the text follows on the line, or on the next one when
+            # the option's name fills the first 30 columns.
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if len(line.rstrip()) <= 30 and not nxt.startswith(" " * 30):
+                bad.append(where + ": " + line.strip())
+        elif section == "Subcommands" and re.match(r"^  \S", line):
+            yield line.split()[0]
+def walk(path):
+    out = subprocess.run([sush, "help", *path], capture_output=True, text=True).stdout
+    for sub in list(options(out, "sush " + " ".join(path))):
+        if sub != "help":
+            walk(path + [sub])
+walk([])
+if os.path.exists(server):
+    list(options(subprocess.run([server, "--help"], capture_output=True, text=True).stdout,
+                 "sush-server"))
+for b in bad: print("no help text:", b)
+missing = sorted(f for f in flags if f not in docs)
+for m in missing: print("not in docs/sush.md:", m)
+sys.exit(1 if bad or missing or len(flags) < 20 else 0)
+PY
 grep -q 'SLED00001' <<<"$repl" || fail "REPL version"
 [[ "$(grep -c '^| ' <<<"$repl")" == 16 ]] || fail "version draws 16 rows: $repl"
 grep -q '^|  1 SLED00001 .*| 17 -' <<<"$repl" || fail "version: cubby 1 beside 17: $repl"
