@@ -18,6 +18,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "once/sush_net/api.h"
@@ -248,6 +250,7 @@ class HttpServerTest : public ::testing::Test {
     HttpServerOptions options;
     options.operator_socket = dir_ / "api.sock";
     options.limits = limits;
+    options.on_refusal = on_refusal_;
     server_ = std::make_unique<HttpServer>(options);
     server_->Route("GET", "/v1/info", [this](const HttpRequest& request) {
       ++served_;
@@ -287,6 +290,7 @@ class HttpServerTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
+  std::function<void(std::string_view, std::string_view, const HttpResponse&)> on_refusal_;
   std::unique_ptr<HttpServer> server_;
   std::atomic<int> served_{0};
   std::atomic<bool> release_{false};
@@ -329,6 +333,31 @@ TEST_F(HttpServerTest, UnknownEndpointsAndMethodsAreTypedNotFound) {
     EXPECT_EQ(ErrorOf(*answer)["code"], "NotFound") << answer->body;
     EXPECT_NE(answer->head.find("Content-Type: application/json"), std::string::npos);
   }
+}
+
+// Every refusal reaches on_refusal (sush-server logs each one), the server's
+// own included; an answer of 200 does not. A path that is not UTF-8 is
+// echoed in a 404 that is still JSON.
+TEST_F(HttpServerTest, EveryRefusalIsReportedAndStaysJson) {
+  std::mutex mu;
+  std::vector<std::string> seen;
+  on_refusal_ = [&](std::string_view method, std::string_view path, const HttpResponse& r) {
+    std::lock_guard lock(mu);
+    seen.push_back(std::string(method) + " " + std::string(path) + " " + std::to_string(r.status));
+  };
+  HttpLimits limits;
+  limits.request_body_bytes_max = 1024;
+  Start(limits);
+  ASSERT_EQ(Info()->status, 200);
+  auto not_found = Ask(Open(), "GET /v1/\xff\xfe HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(not_found);
+  EXPECT_EQ(not_found->status, 404);
+  EXPECT_EQ(ErrorOf(*not_found)["code"], "NotFound") << not_found->body;
+  auto too_big = Ask(Open(), "POST /v1/echo HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
+  ASSERT_TRUE(too_big);
+  EXPECT_EQ(too_big->status, 413);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen, (std::vector<std::string>{"GET /v1/\xff\xfe 404", "  413"}));
 }
 
 // The 300 MB chunked POST: refused with a typed 413 once the chunks
