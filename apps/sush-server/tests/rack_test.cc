@@ -694,8 +694,8 @@ TEST_F(RackTest, WaitPrintsTheFinishedSledsOutputWhenOneSledIsDown) {
   Sled& down = sleds_[1];
   Kill(down);
   const auto asked = std::chrono::steady_clock::now();
-  ClientRun ran = Sush({"--json", "job", "start", "-w", "--timeout-s", "60",
-                        "echo out; echo err >&2"});
+  ClientRun ran =
+      Sush({"--json", "job", "start", "-w", "--timeout-s", "60", "echo out; echo err >&2"});
   EXPECT_LT(std::chrono::steady_clock::now() - asked, 20s) << "-w waited for the down sled";
   EXPECT_EQ(ran.code, 1) << ran.out << ran.err;
   const json view = ran.Json();
@@ -705,11 +705,47 @@ TEST_F(RackTest, WaitPrintsTheFinishedSledsOutputWhenOneSledIsDown) {
             std::string::npos)
       << ran.out;
   EXPECT_EQ(view["error"]["code"], "Timeout") << ran.out;
-  ClientRun text = Sush({"job", "status", "-w", "--timeout-s", "60",
-                         view["job"]["job_id"].get<std::string>()});
+  ClientRun text =
+      Sush({"job", "status", "-w", "--timeout-s", "60", view["job"]["job_id"].get<std::string>()});
   EXPECT_EQ(text.code, 1);
   EXPECT_NE(text.out.find("-- stderr --\nerr\n"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("(the sled does not answer (down?))"), std::string::npos) << text.out;
+}
+
+// The one-sided peer list: sled 1 lists no peer, sled 0 lists sled 1
+// but is cut from it at boot, so each forms its own universe; sled 0's wins
+// (a session and a job gave it more ticks). Healed, only sled 0 dials: sled
+// 1 loses on an inbound link and must bootstrap over it as a dialler would.
+// The two join, sled 1 learns the session, and no split is reported.
+TEST_F(RackTest, TwoUniversesJoinThroughAOneSidedPeerList) {
+  PlanRack(2);
+  Sled& dialler = sleds_[0];
+  Sled& listener = sleds_[1];
+  listener.lists_peers = false;
+  dialler.cut = {listener.gossip};
+  Spawn(listener);
+  Spawn(dialler);
+  WaitHttp(listener);
+  WaitHttp(dialler);
+  auto network = [](const Sled& sled) {
+    auto info = sled.client().Info();
+    return info ? (*info)["network"].dump() : std::string();
+  };
+  ASSERT_NE(network(dialler), network(listener));
+  auto session = dialler.client().StartSession(operator_);
+  ASSERT_TRUE(session) << session.error().ToString();
+  auto job = dialler.client().StartJob(operator_, "true", "0", false);
+  ASSERT_TRUE(job) << job.error().ToString();
+  ASSERT_TRUE(Eventually([&] { return StateOn(dialler, *job, dialler.baseboard) == "Stopped"; }));
+  Partition(dialler, {});
+  EXPECT_TRUE(Eventually([&] { return Converged(); }, 10s))
+      << network(dialler) << " vs " << network(listener);
+  EXPECT_TRUE(Eventually([&] { return ActiveSession(listener) == session->ToString(); }));
+  for (const Sled& sled : sleds_) {
+    auto info = sled.client().Info();
+    ASSERT_TRUE(info);
+    EXPECT_EQ((*info)["gossip"]["split"], nullptr) << sled.baseboard << ": " << info->dump();
+  }
 }
 
 }  // namespace
