@@ -716,7 +716,8 @@ TEST_F(RackTest, WaitPrintsTheFinishedSledsOutputWhenOneSledIsDown) {
 // but is cut from it at boot, so each forms its own universe; sled 0's wins
 // (a session and a job gave it more ticks). Healed, only sled 0 dials: sled
 // 1 loses on an inbound link and must bootstrap over it as a dialler would.
-// The two join, sled 1 learns the session, and no split is reported.
+// `sush version` shows the split before; after, the two joined, sled 1
+// learned the session, and no split is reported.
 TEST_F(RackTest, TwoUniversesJoinThroughAOneSidedPeerList) {
   PlanRack(2);
   Sled& dialler = sleds_[0];
@@ -737,6 +738,9 @@ TEST_F(RackTest, TwoUniversesJoinThroughAOneSidedPeerList) {
   auto job = dialler.client().StartJob(operator_, "true", "0", false);
   ASSERT_TRUE(job) << job.error().ToString();
   ASSERT_TRUE(Eventually([&] { return StateOn(dialler, *job, dialler.baseboard) == "Stopped"; }));
+  WriteRackFile();
+  ClientRun split = Sush({"version"});
+  EXPECT_NE(split.out.find("gossip: 2 universe(s) (SPLIT)"), std::string::npos) << split.out;
   Partition(dialler, {});
   EXPECT_TRUE(Eventually([&] { return Converged(); }, 10s))
       << network(dialler) << " vs " << network(listener);
@@ -746,6 +750,8 @@ TEST_F(RackTest, TwoUniversesJoinThroughAOneSidedPeerList) {
     ASSERT_TRUE(info);
     EXPECT_EQ((*info)["gossip"]["split"], nullptr) << sled.baseboard << ": " << info->dump();
   }
+  ClientRun joined = Sush({"--json", "version"});
+  EXPECT_EQ(joined.Json()["gossip"]["split"], false) << joined.out;
 }
 
 }  // namespace
