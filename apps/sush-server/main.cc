@@ -64,6 +64,31 @@ Status ApplyConfigFile(const std::string& path, sush::ServerConfig& config, File
     if (body.contains("output_bytes_max")) {
       config.output_bytes_max = body["output_bytes_max"].get<uint64_t>();
     }
+    if (body.contains("output_age_s_max")) {
+      config.retention.output_age_s_max =
+          std::chrono::seconds(body["output_age_s_max"].get<uint64_t>());
+    }
+    if (body.contains("output_total_bytes_max")) {
+      config.retention.output_total_bytes_max = body["output_total_bytes_max"].get<uint64_t>();
+    }
+    if (body.contains("http_connections_max")) {
+      config.http_limits.connections_max = body["http_connections_max"].get<size_t>();
+    }
+    if (body.contains("http_request_read_ms_max")) {
+      config.http_limits.request_read_ms_max =
+          std::chrono::milliseconds(body["http_request_read_ms_max"].get<uint64_t>());
+    }
+    if (body.contains("http_connection_idle_ms_max")) {
+      config.http_limits.connection_idle_ms_max =
+          std::chrono::milliseconds(body["http_connection_idle_ms_max"].get<uint64_t>());
+    }
+    if (body.contains("drain_timeout_ms")) {
+      config.drain_timeout_ms = std::chrono::milliseconds(body["drain_timeout_ms"].get<uint64_t>());
+    }
+    if (body.contains("unchained_job_age_ms_max")) {
+      config.unchained_job_age_ms_max =
+          std::chrono::milliseconds(body["unchained_job_age_ms_max"].get<uint64_t>());
+    }
   } catch (const json::exception& e) {
     return MakeError(ErrorCode::kInvalidArgument, std::string("config: ") + e.what());
   }
@@ -95,7 +120,9 @@ int main(int argc, char** argv) {
   app.add_option("--gossip", gossip, "gossip address 127.0.0.1:PORT");
   app.add_option("--peer", peers, "another sled's gossip address (repeatable)");
   app.add_option("--trusted-key", keys, "a trusted public key file (repeatable)");
-  app.add_option("--gossip-interval-ms", interval_ms, "gossip round interval");
+  app.add_option("--gossip-interval-ms", interval_ms,
+                 "gossip round interval while there is news (default 100; idle rounds back off "
+                 "to 1 s)");
   app.add_option("--home", config.home, "jobs' HOME and working directory");
   app.add_option("--cpu-seconds", cpu_seconds, "a job's CPU limit (RLIMIT_CPU; default 3600)");
   app.add_option("--memory-bytes", memory_bytes,
@@ -103,6 +130,27 @@ int main(int argc, char** argv) {
   app.add_option("--file-bytes", file_bytes, "a job's largest file (RLIMIT_FSIZE; default 10 GiB)");
   app.add_option("--output-bytes-max", output_bytes_max,
                  "a job's stdout+stderr limit (default 1 GiB)");
+  uint64_t output_age_s_max = 0, output_total_bytes_max = 0, http_connections_max = 0;
+  uint64_t http_request_read_ms_max = 0, http_connection_idle_ms_max = 0;
+  uint64_t unchained_job_age_ms_max = 0, drain_timeout_ms = 0;
+  app.add_option("--drain-timeout-ms", drain_timeout_ms,
+                 "after joining a universe, requests are refused (Unavailable: replaying) until "
+                 "a peer answered or this long passed (default 2000)");
+  app.add_option("--output-age-s-max", output_age_s_max,
+                 "a finished job's output folder is removed after this long (default 604800: 7 "
+                 "days)");
+  app.add_option("--output-total-bytes-max", output_total_bytes_max,
+                 "past this many bytes of job output the oldest finished jobs' folders are "
+                 "removed (default 10 GiB)");
+  app.add_option("--http-connections-max", http_connections_max,
+                 "HTTP connections held at once (default 1024; the operator socket has its own)");
+  app.add_option("--http-request-read-ms-max", http_request_read_ms_max,
+                 "a request must arrive within this long of its first byte (default 10000)");
+  app.add_option("--http-connection-idle-ms-max", http_connection_idle_ms_max,
+                 "an HTTP connection with no request is closed after this long (default 60000)");
+  app.add_option("--unchained-job-age-ms-max", unchained_job_age_ms_max,
+                 "a job no known chain reaches gets a terminal Error after this long (default "
+                 "600000)");
   app.add_flag("--test-admin", config.test_admin, "enable POST /admin/partition (tests only)");
   app.add_option("--log-format", config.log_format, "text, or json (one object a line)")
       ->check(CLI::IsMember({"text", "json"}));
@@ -130,6 +178,21 @@ int main(int argc, char** argv) {
   if (memory_bytes > 0) config.limits.memory_bytes = memory_bytes;
   if (file_bytes > 0) config.limits.file_bytes = file_bytes;
   if (output_bytes_max > 0) config.output_bytes_max = output_bytes_max;
+  if (output_age_s_max > 0)
+    config.retention.output_age_s_max = std::chrono::seconds(output_age_s_max);
+  if (output_total_bytes_max > 0) config.retention.output_total_bytes_max = output_total_bytes_max;
+  if (http_connections_max > 0) config.http_limits.connections_max = http_connections_max;
+  if (http_request_read_ms_max > 0) {
+    config.http_limits.request_read_ms_max = std::chrono::milliseconds(http_request_read_ms_max);
+  }
+  if (http_connection_idle_ms_max > 0) {
+    config.http_limits.connection_idle_ms_max =
+        std::chrono::milliseconds(http_connection_idle_ms_max);
+  }
+  if (drain_timeout_ms > 0) config.drain_timeout_ms = std::chrono::milliseconds(drain_timeout_ms);
+  if (unchained_job_age_ms_max > 0) {
+    config.unchained_job_age_ms_max = std::chrono::milliseconds(unchained_job_age_ms_max);
+  }
   for (const auto& [text, out] : {std::pair{&http, &config.http}, {&gossip, &config.gossip}}) {
     if (text->empty()) continue;
     auto address = sush_net::ParseAddress(*text);

@@ -1,7 +1,7 @@
 #include "sled_server.h"
 
-#include <httplib.h>
 #include <spdlog/logger.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 
@@ -27,7 +27,7 @@ void Log(const std::string& line) {
 }
 
 // One line for every refusal a client gets: its status and error code.
-void LogRefusal(const httplib::Request& req, const httplib::Response& res) {
+void LogRefusal(std::string_view method, std::string_view path, const sush_net::HttpResponse& res) {
   if (!g_log || res.status < 400) return;
   json body = json::parse(res.body, nullptr, false);
   std::string code = "?", message;
@@ -35,22 +35,33 @@ void LogRefusal(const httplib::Request& req, const httplib::Response& res) {
     code = body["error"].value("code", "?");
     message = body["error"].value("message", "");
   }
-  telemetry::LogRefusal(*g_log, req.method, req.path, res.status, code, message);
+  telemetry::LogRefusal(*g_log, method.empty() ? "?" : method, path.empty() ? "?" : path,
+                        res.status, code, message);
 }
 
-void Reply(httplib::Response& res, const sush_net::HttpAnswer& answer) {
-  res.status = answer.status;
-  res.set_content(sush_net::AnswerText(answer), "application/json");
-}
-
-std::optional<std::string> Param(const httplib::Request& req, const char* name) {
-  if (!req.has_param(name)) return std::nullopt;
-  return req.get_param_value(name);
+sush_net::HttpResponse Reply(const sush_net::HttpAnswer& answer) {
+  return sush_net::JsonResponse(answer.status, answer.body);
 }
 
 std::optional<std::string_view> View(const std::optional<std::string>& text) {
   return text ? std::optional<std::string_view>(*text) : std::nullopt;
 }
+
+// Raises the soft descriptor limit to the hard one; returns the soft limit.
+size_t RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  return static_cast<size_t>(limit.rlim_cur);
+}
+
+// Descriptors kept for everything but HTTP connections (gossip links, job
+// pipes, drives, files).
+constexpr size_t kDescriptorsReserved = 512;
 
 std::string JobStatusLine(const rack::JobStatusChanged& changed) {
   std::string line = "job " + changed.job_id.ToString() + " " +
@@ -139,8 +150,26 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
     Log("killed the process group of job " + id.ToString() + ", left running by a previous life");
   }
 
-  ONCE_ASSIGN_OR_RETURN(s.drives_, rack::LockerBoundaryStore::Open(locker::LockerOptions{
-                                       s.config_.drives, &s.fs_, &s.rng_, "boundary"}));
+  // A previous life killed an instant ago may have left a job's child
+  // between fork and exec, which still shares the drive lock until it sees
+  // its parent gone and exits: the lock is asked for again, for a while.
+  const auto lock_deadline = std::chrono::steady_clock::now() + kDriveLockWait;
+  bool waited = false;
+  while (true) {
+    auto opened = rack::LockerBoundaryStore::Open(
+        locker::LockerOptions{s.config_.drives, &s.fs_, &s.rng_, "boundary"});
+    if (opened) {
+      s.drives_ = std::move(*opened);
+      break;
+    }
+    if (opened.error().code != ErrorCode::kPermissionDenied ||
+        std::chrono::steady_clock::now() > lock_deadline) {
+      return std::unexpected(opened.error());
+    }
+    if (!waited) Log("waiting for a drive lock: " + opened.error().message);
+    waited = true;
+    std::this_thread::sleep_for(50ms);
+  }
   s.timed_drives_ = std::make_unique<TimedBoundaryStore>(*s.drives_, s.metrics_);
   const rack::BoundaryLoad& load = s.drives_->loaded();
   Log("boundary record: locker verdict " + load.verdict +
@@ -152,14 +181,15 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
         (drive.message.empty() ? std::string() : " (" + drive.message + ")"));
   }
 
-  s.core_ = std::make_unique<rack::SledCore>(
-      rack::SledConfig{
-          rack::SledIdentity{s.config_.baseboard, static_cast<uint8_t>(s.config_.cubby)},
-          s.facts_.build_version,
-          s.trusted_,
-          {},
-          {}},
-      s.rng_, *s.timed_drives_);
+  rack::SledConfig core_config{
+      rack::SledIdentity{s.config_.baseboard, static_cast<uint8_t>(s.config_.cubby)},
+      s.facts_.build_version,
+      s.trusted_,
+      {},
+      {}};
+  core_config.limits.unchained_job_age_max = s.config_.unchained_job_age_ms_max;
+  s.rng_.Fill(core_config.nonce_key.data(), core_config.nonce_key.size());
+  s.core_ = std::make_unique<rack::SledCore>(std::move(core_config), s.rng_, *s.timed_drives_);
 
   s.SetCut(s.config_.cut);
   gossip::NodeOptions options;
@@ -175,6 +205,7 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
   options.peer_allowed_inbound = [raw = &s](const gossip::PeerAddress& peer) {
     return !raw->Cut(sush_net::Address{peer.host, peer.port}.ToString());
   };
+  options.on_received = [raw = &s] { raw->Wake(); };
   ONCE_ASSIGN_OR_RETURN(s.node_, gossip::Node::Start(std::move(options)));
   gossip::Node* node = s.node_.get();
   s.port_ = std::make_unique<rack::HostPort>(
@@ -183,24 +214,40 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
                             !s.config_.peers.empty()});
   s.sled_ = std::make_unique<rack::Sled>(
       *s.core_, *s.executor_, *s.port_,
-      rack::SledOptions{.drain_timeout = kDrainTimeout, .tick_period = kTickPeriod});
+      rack::SledOptions{.drain_timeout = s.config_.drain_timeout_ms, .tick_period = kTickPeriod});
   {
     std::lock_guard lock(s.mu_);
     s.Consume(s.sled_->Pump(s.clock_.Now()));  // joins the universe before the first request
   }
 
-  s.http_ = std::make_unique<httplib::Server>();
-  s.http_->set_payload_max_length(sush_net::kRequestBodyBytesMax);
-  s.Route();
-  if (!s.http_->bind_to_port(s.config_.http.host, s.config_.http.port)) {
-    s.node_->Stop();
-    return MakeError(ErrorCode::kUnavailable, "cannot bind HTTP " + s.config_.http.ToString());
+  sush_net::HttpServerOptions http;
+  http.host = s.config_.http.host;
+  http.port = s.config_.http.port;
+  http.limits = s.config_.http_limits;
+  http.on_refusal = LogRefusal;
+  const size_t descriptors = RaiseDescriptorLimit();
+  http.limits.connections_max = std::min(
+      http.limits.connections_max,
+      descriptors > 2 * kDescriptorsReserved ? descriptors - kDescriptorsReserved : size_t{64});
+  // A Unix socket path has at most 107 bytes: a deeper data folder has none.
+  const std::filesystem::path socket = s.config_.data_dir / "api.sock";
+  if (socket.string().size() < 100) {
+    http.operator_socket = socket;
+  } else {
+    Log("no operator socket: " + socket.string() + " is too long a path for a Unix socket");
   }
-  s.http_port_ = s.config_.http.port;
+  s.jobs_dir_ = s.config_.data_dir / "output" / "jobs";
+  s.http_ = std::make_unique<sush_net::HttpServer>(http);
+  s.Route();
+  if (auto bound = s.http_->Start(); !bound) {
+    s.node_->Stop();
+    return std::unexpected(bound.error());
+  }
+  s.http_port_ = s.http_->port();
   s.loop_thread_ = std::thread([raw = &s] { raw->Loop(); });
-  s.http_thread_ = std::thread([raw = &s] { raw->http_->listen_after_bind(); });
   Log(s.config_.baseboard + " (cubby " + std::to_string(s.config_.cubby) + ") http " +
-      s.config_.http.ToString() + " gossip " + s.config_.gossip.ToString() +
+      s.config_.http.ToString() + " (at most " + std::to_string(http.limits.connections_max) +
+      " connections) gossip " + s.config_.gossip.ToString() +
       (s.config_.cut.empty() ? std::string()
                              : " cut from " + std::to_string(s.config_.cut.size()) + " peer(s)"));
   return server;
@@ -210,8 +257,8 @@ void SledServer::Stop() {
   if (stopped_.exchange(true)) return;
   const auto deadline = std::chrono::steady_clock::now() + kDrainBudget;
   stopping_ = true;
-  if (http_) http_->stop();
-  if (http_thread_.joinable()) http_thread_.join();
+  if (http_) http_->Stop();
+  Wake();
   if (loop_thread_.joinable()) loop_thread_.join();
   {
     std::lock_guard lock(mu_);
@@ -252,13 +299,130 @@ void SledServer::SetCut(const std::vector<sush_net::Address>& peers) {
 // ---- The serving loop ----
 
 void SledServer::Loop() {
+  auto last_sweep = std::chrono::steady_clock::now();
   while (!stopping_) {
+    bool busy = false;
+    bool sweep = false;
+    const auto now = std::chrono::steady_clock::now();
     {
       std::lock_guard lock(mu_);
       Consume(sled_->Pump(clock_.Now()));
+      ShipStatuses();
+      // Process output and exits are polled, and the gate is waited for,
+      // every kLoopPeriod; an idle sled sleeps until woken or the next tick.
+      busy = core_->running_jobs() > 0 || core_->gate() == rack::GateState::kReplaying ||
+             core_->gate() == rack::GateState::kMintingMarker;
+      sweep = (sweep_due_ && now - last_sweep >= kOutputSweepMinPeriod) ||
+              now - last_sweep >= kOutputSweepPeriod;
     }
-    std::this_thread::sleep_for(kLoopPeriod);
+    if (sweep) {
+      SweepOutput(clock_.Now());
+      last_sweep = now;
+    }
+    std::unique_lock wait(wake_mu_);
+    wake_cv_.wait_for(wait, busy ? kLoopPeriod : kTickPeriod,
+                      [&] { return woken_ || stopping_.load(); });
+    woken_ = false;
   }
+}
+
+void SledServer::Wake() {
+  {
+    std::lock_guard lock(wake_mu_);
+    woken_ = true;
+  }
+  wake_cv_.notify_one();
+}
+
+// Under mu_: a terminal status is carried to a peer by any reconciliation
+// session that began after it was sent; at most one session per link was in
+// flight when it was, so once sessions_ok passed the count noted then plus
+// the links, one such session completed.
+void SledServer::ShipStatuses() {
+  if (unshipped_.empty()) return;
+  const uint64_t sessions = node_->stats().sessions_ok;
+  // Output held back only for this may go now: the rule runs again.
+  if (std::erase_if(unshipped_, [&](const auto& entry) { return entry.second <= sessions; }) > 0) {
+    sweep_due_ = true;
+  }
+}
+
+// The retention rule (sush_net::RetentionVictims): the folders are listed
+// without the sled's lock, judged under it, removed without it.
+void SledServer::SweepOutput(TimePoint now) {
+  const std::vector<sush_net::OutputFolder> folders = sush_net::ListOutput(jobs_dir_);
+  std::vector<sush_net::OutputFolder> victims;
+  {
+    std::lock_guard lock(mu_);
+    sweep_due_ = false;
+    if (core_->gate() == rack::GateState::kNotJoined ||
+        core_->gate() == rack::GateState::kReplaying) {
+      return;  // statuses are still being relearned
+    }
+    std::set<rack::JobId> unshipped;
+    for (const auto& [id, mark] : unshipped_) unshipped.insert(id);
+    victims = sush_net::RetentionVictims(
+        folders, now, config_.retention,
+        [&](const rack::JobId& id) { return sush_net::WhyKeepOutput(*core_, unshipped, id); });
+  }
+  uint64_t freed = 0;
+  for (const sush_net::OutputFolder& folder : victims) {
+    if (auto bytes = sush_net::DeleteOutput(jobs_dir_, folder.id)) freed += *bytes;
+  }
+  if (!victims.empty()) {
+    Log("output retention removed " + std::to_string(victims.size()) + " job folder(s), " +
+        std::to_string(freed) + " bytes");
+  }
+}
+
+json SledServer::Purge(const std::optional<std::vector<rack::JobId>>& jobs) {
+  const std::vector<sush_net::OutputFolder> folders = sush_net::ListOutput(jobs_dir_);
+  std::vector<rack::JobId> asked;
+  if (jobs) {
+    asked = *jobs;
+  } else {
+    for (const sush_net::OutputFolder& folder : folders) asked.push_back(folder.id);
+  }
+  std::vector<std::pair<rack::JobId, std::string>> kept;
+  std::vector<rack::JobId> go;
+  {
+    std::lock_guard lock(mu_);
+    std::set<rack::JobId> unshipped;
+    for (const auto& [id, mark] : unshipped_) unshipped.insert(id);
+    const bool relearning = core_->gate() == rack::GateState::kNotJoined ||
+                            core_->gate() == rack::GateState::kReplaying;
+    for (const rack::JobId& id : asked) {
+      auto why = relearning ? std::optional<std::string>("this sled is replaying gossip")
+                            : sush_net::WhyKeepOutput(*core_, unshipped, id);
+      if (why) {
+        kept.emplace_back(id, *why);
+      } else {
+        go.push_back(id);
+      }
+    }
+  }
+  json purged = json::array(), kept_json = json::array();
+  uint64_t freed = 0;
+  for (const rack::JobId& id : go) {
+    auto bytes = sush_net::DeleteOutput(jobs_dir_, id);
+    if (bytes) {
+      purged.push_back(json{{"job_id", id.ToString()}, {"bytes", *bytes}});
+      freed += *bytes;
+    } else {
+      kept_json.push_back(json{{"job_id", id.ToString()}, {"reason", bytes.error().message}});
+    }
+  }
+  for (const auto& [id, why] : kept) {
+    kept_json.push_back(json{{"job_id", id.ToString()}, {"reason", why}});
+  }
+  if (!go.empty()) {
+    Log("purge removed " + std::to_string(purged.size()) + " job folder(s), " +
+        std::to_string(freed) + " bytes");
+  }
+  return json{{"baseboard", config_.baseboard},
+              {"purged", purged},
+              {"kept", kept_json},
+              {"bytes_freed", freed}};
 }
 
 // Under mu_, after every call on the sled: logs, and keeps what the
@@ -279,6 +443,13 @@ void SledServer::Consume(std::vector<rack::Output> outputs) {
       if (status->baseboard == config_.baseboard &&
           status->status.state != rack::JobState::kQueued) {
         Log(JobStatusLine(*status));
+      }
+      if (status->baseboard == config_.baseboard && status->status.terminal()) {
+        sweep_due_ = true;
+        if (!config_.peers.empty() && node_ != nullptr) {
+          if (unshipped_.size() >= kUnshippedStatusesMax) unshipped_.erase(unshipped_.begin());
+          unshipped_[status->job_id] = node_->stats().sessions_ok + node_->links().size() + 1;
+        }
       }
     }
   }
@@ -302,60 +473,116 @@ itc::Version SledServer::HeardLocked() {
 
 // ---- HTTP: the endpoints of once/sush_net/server.h ----
 
-void SledServer::Route() {
-  using httplib::Request;
-  using httplib::Response;
-  httplib::Server& http = *http_;
+json SledServer::GossipView() {
+  const gossip::NodeStats stats = node_->stats();
+  json errors = json::array();
+  for (const gossip::GossipError& error : node_->errors()) {
+    errors.push_back(json{{"peer", error.peer},
+                          {"message", error.message},
+                          {"at", sush_net::Iso8601(error.at)},
+                          {"count", error.count}});
+  }
+  json split = nullptr;
+  if (const auto seen = node_->split()) {
+    split =
+        json{{"network", seen->network.ToHex()},
+             {"peer", seen->peer},
+             {"since", sush_net::Iso8601(seen->since)},
+             {"seconds",
+              std::chrono::duration_cast<std::chrono::seconds>(seen->last - seen->since).count()},
+             {"meetings", seen->meetings},
+             {"message", "this sled keeps meeting another gossip universe through " + seen->peer +
+                             " and neither side joins the other"}};
+  }
+  return json{{"rounds", stats.rounds},
+              {"sessions_ok", stats.sessions_ok},
+              {"sessions_failed", stats.sessions_failed},
+              {"bootstraps", stats.bootstraps},
+              {"links", node_->links().size()},
+              {"split", split},
+              {"errors", errors}};
+}
 
-  http.set_logger([](const Request& req, const Response& res) { LogRefusal(req, res); });
-  http.Get("/metrics", [this](const Request&, Response& res) {
+// ---- HTTP: the endpoints of once/sush_net/server.h ----
+
+void SledServer::Route() {
+  using sush_net::HttpRequest;
+  using sush_net::HttpResponse;
+  sush_net::HttpServer& http = *http_;
+
+  http.Route("GET", "/metrics", [this](const HttpRequest&) {
     std::lock_guard lock(mu_);
-    res.set_content(metrics_.Text(core_.get(), node_.get()), "text/plain; version=0.0.4");
+    HttpResponse answer;
+    answer.content_type = "text/plain; version=0.0.4";
+    answer.body = metrics_.Text(core_.get(), node_.get());
+    return answer;
   });
-  http.Get("/v1/info", [this](const Request&, Response& res) {
+
+  http.Route("GET", "/v1/info", [this](const HttpRequest&) {
+    json gossip = GossipView();
     std::lock_guard lock(mu_);
-    Reply(res, sush_net::GetInfo(facts_, *core_, notes_));
+    sush_net::HttpAnswer answer = sush_net::GetInfo(facts_, *core_, notes_);
+    answer.body["gossip"] = std::move(gossip);
+    const sush_net::HttpStats stats = http_->stats();
+    answer.body["http"] = json{{"open", stats.open},
+                               {"open_operator", stats.open_operator},
+                               {"refused", stats.refused},
+                               {"evicted", stats.evicted},
+                               {"timed_out", stats.timed_out},
+                               {"limit_refusals", stats.limit_refusals},
+                               {"busy", stats.busy}};
+    return Reply(answer);
   });
-  http.Get("/v1/session", [this](const Request&, Response& res) {
+  http.Route("GET", "/v1/session", [this](const HttpRequest&) {
     std::lock_guard lock(mu_);
-    Reply(res, sush_net::GetSession(facts_, *core_, notes_));
+    return Reply(sush_net::GetSession(facts_, *core_, notes_));
   });
-  http.Get("/v1/boundary", [this](const Request&, Response& res) {
+  http.Route("GET", "/v1/boundary", [this](const HttpRequest&) {
     std::lock_guard lock(mu_);
-    Reply(res, sush_net::GetBoundary(facts_, *core_, *drives_, notes_, HeardLocked()));
+    return Reply(sush_net::GetBoundary(facts_, *core_, *drives_, notes_, HeardLocked()));
   });
-  http.Post("/v1/session/nonce", [this](const Request&, Response& res) {
+  http.Route("POST", "/v1/session/nonce", [this](const HttpRequest&) {
     std::lock_guard lock(mu_);
-    Reply(res, sush_net::PostSessionNonce(*sled_, Sink()));
+    return Reply(sush_net::PostSessionNonce(*sled_, Sink()));
   });
-  http.Post("/v1/submit", [this](const Request& req, Response& res) {
+  http.Route("POST", "/v1/submit", [this](const HttpRequest& req) {
+    HttpResponse response;
+    {
+      std::lock_guard lock(mu_);
+      response = Reply(sush_net::PostSubmit(*sled_, clock_.Now(), req.body, Sink()));
+    }
+    Wake();  // the loop starts what the submit made runnable
+    return response;
+  });
+  http.Route("GET", "/v1/jobs", [this](const HttpRequest& req) {
+    const auto offset = req.Param("offset"), limit = req.Param("limit");
     std::lock_guard lock(mu_);
-    Reply(res, sush_net::PostSubmit(*sled_, clock_.Now(), req.body, Sink()));
+    return Reply(sush_net::GetJobs(*core_, View(offset), View(limit)));
   });
-  http.Get("/v1/jobs", [this](const Request& req, Response& res) {
-    const auto offset = Param(req, "offset"), limit = Param(req, "limit");
+  http.Route("GET", R"(/v1/jobs/([A-Za-z-]+))", [this](const HttpRequest& req) {
     std::lock_guard lock(mu_);
-    Reply(res, sush_net::GetJobs(*core_, View(offset), View(limit)));
+    return Reply(sush_net::GetJob(*core_, req.matches[0]));
   });
-  http.Get(R"(/v1/jobs/([A-Za-z-]+))", [this](const Request& req, Response& res) {
-    std::lock_guard lock(mu_);
-    Reply(res, sush_net::GetJob(*core_, req.matches[1].str()));
+  http.Route("GET", R"(/v1/jobs/([A-Za-z-]+)/(stdout|stderr))", [this](const HttpRequest& req) {
+    return sush_net::GetJobOutput(
+        jobs_dir_, req.matches[0], req.matches[1], config_.baseboard,
+        sush_net::AuthorizeOperator(req, trusted_, config_.baseboard, clock_.Now()));
   });
-  http.Get(R"(/v1/jobs/([A-Za-z-]+)/(stdout|stderr))", [this](const Request& req, Response& res) {
-    sush_net::BytesAnswer answer =
-        sush_net::GetJobOutput(config_.data_dir / "output" / "jobs", req.matches[1].str(),
-                               req.matches[2].str(), config_.baseboard);
-    res.status = answer.status;
-    if (answer.truncated) res.set_header("X-Sush-Truncated", "1");
-    res.set_content(std::move(answer.body), answer.content_type);
+  http.Route("POST", "/v1/output/purge", [this](const HttpRequest& req) {
+    if (auto allowed = sush_net::AuthorizeOperator(req, trusted_, config_.baseboard, clock_.Now());
+        !allowed) {
+      return sush_net::ErrorResponse(allowed.error());
+    }
+    auto jobs = sush_net::ParsePurge(req.body);
+    if (!jobs) return sush_net::ErrorResponse(jobs.error());
+    return sush_net::JsonResponse(200, Purge(*jobs));
   });
-  http.Post("/admin/partition", [this](const Request& req, Response& res) {
-    Reply(res,
-          sush_net::PostPartition(config_.test_admin, req.body,
-                                  [this](const std::vector<sush_net::Address>& peers) {
-                                    SetCut(peers);
-                                    Log("cut from " + std::to_string(peers.size()) + " peer(s)");
-                                  }));
+  http.Route("POST", "/admin/partition", [this](const HttpRequest& req) {
+    return Reply(sush_net::PostPartition(
+        config_.test_admin, req.body, [this](const std::vector<sush_net::Address>& peers) {
+          SetCut(peers);
+          Log("cut from " + std::to_string(peers.size()) + " peer(s)");
+        }));
   });
 }
 

@@ -4,11 +4,15 @@
 // the boundary record on two drives (a LockerBoundaryStore over PosixFs), a
 // rack::Sled (the core, a ProcessExecutor and a HostPort on the node) and the
 // HTTP+JSON API, whose endpoints are the functions of
-// once/sush_net/server.h: this file only registers them with cpp-httplib.
+// once/sush_net/server.h: this file only registers them with the sled's
+// HttpServer (once/sush_net/http_server.h: TCP, and the operator socket
+// DATA_DIR/api.sock).
 //
-//   the serving loop, every kLoopPeriod: sled.Pump(clock.Now())
+//   the serving loop: sled.Pump(clock.Now()) every kLoopPeriod while a job
+//     runs or the gate is not open; otherwise when woken (a submit, gossip
+//     that brought messages) or every kTickPeriod
 //     (deliveries and universe changes, the drain signal, process output and
-//     exits, a TimerTick every kTickPeriod)
+//     exits, a TimerTick every kTickPeriod); the output retention sweep
 //   POST /v1/submit: sled.Handle(ClientSubmit), then sled.Deliver
 //
 // One mutex (mu_) guards the Sled, its core, the executor and the drives:
@@ -28,7 +32,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -43,12 +49,9 @@
 #include "once/rack/executor.h"
 #include "once/rack/locker_boundary_store.h"
 #include "once/rack/sled.h"
+#include "once/sush_net/http_server.h"
 #include "once/sush_net/server.h"
 #include "sled_metrics.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace once::sush {
 
@@ -58,7 +61,7 @@ inline constexpr auto kLoopPeriod = std::chrono::milliseconds(10);
 // How often the core sees time pass.
 inline constexpr auto kTickPeriod = std::chrono::milliseconds(100);
 // After joining a universe, the boundary gate opens by this time even if no
-// peer answered (rack::SledOptions::drain_timeout).
+// peer answered (rack::SledOptions::drain_timeout; ServerConfig::drain_timeout_ms).
 inline constexpr auto kDrainTimeout = std::chrono::milliseconds(2000);
 // Shutdown finishes within this (the issue asks for 5 s).
 inline constexpr auto kDrainBudget = std::chrono::milliseconds(5000);
@@ -68,6 +71,15 @@ inline constexpr auto kDrainGossipGrace = std::chrono::milliseconds(300);
 inline constexpr size_t kPeersMax = 64;
 // Drive folders: one per M.2 drive (locker::kSlots).
 inline constexpr size_t kDrives = 2;
+// How often the job output retention rule runs (also after a job ends, at
+// most every kOutputSweepMinPeriod).
+inline constexpr auto kOutputSweepPeriod = std::chrono::seconds(30);
+inline constexpr auto kOutputSweepMinPeriod = std::chrono::milliseconds(500);
+// How long Start asks again for a drive lock another process holds (a
+// previous life's job child between fork and exec lets go within moments).
+inline constexpr auto kDriveLockWait = std::chrono::milliseconds(3000);
+// Terminal statuses of this sled remembered until gossip carried them.
+inline constexpr size_t kUnshippedStatusesMax = 65536;
 
 struct ServerConfig {
   std::string baseboard;  // "part:serial"
@@ -88,6 +100,15 @@ struct ServerConfig {
   std::string home;  // jobs' HOME and cwd; empty: this user's home
   rack::ResourceLimits limits;
   uint64_t output_bytes_max = uint64_t{1} << 30;
+  sush_net::OutputRetention retention;
+  // Connections, request and idle times (connections_max is lowered to
+  // what the process's descriptor limit allows, which Start raises to its
+  // hard limit first).
+  sush_net::HttpLimits http_limits;
+  // An unchained job gets a terminal status after this long (SledLimits).
+  std::chrono::milliseconds unchained_job_age_ms_max{600000};
+  // The gate opens this long after a join if no peer answered (kDrainTimeout).
+  std::chrono::milliseconds drain_timeout_ms = kDrainTimeout;
   // Logs (spdlog on stderr): text or json (one JSON object a line), and the
   // lowest level written.
   std::string log_format = "text";
@@ -104,7 +125,8 @@ class SledServer {
   // life left running (the executor), opens the drives, binds both ports and
   // starts the threads. kUnavailable if a port cannot be bound; key file
   // errors as LoadPublicKey; kPermissionDenied if another process holds a
-  // drive. What the drives hold is never an error: a discarded record
+  // drive (still, after kDriveLockWait). What the drives hold is never an
+  // error: a discarded record
   // starts the sled untrusted.
   static Result<std::unique_ptr<SledServer>> Start(ServerConfig config);
   ~SledServer();
@@ -119,8 +141,13 @@ class SledServer {
  private:
   explicit SledServer(ServerConfig config);
   void Loop();
+  void Wake();
   void Consume(std::vector<rack::Output> outputs);
   void Route();
+  void ShipStatuses();
+  void SweepOutput(TimePoint now);
+  nlohmann::json Purge(const std::optional<std::vector<rack::JobId>>& jobs);
+  nlohmann::json GossipView();
   // The answers of the endpoints that touch the sled, under mu_.
   sush_net::OutputSink Sink();
   itc::Version HeardLocked();
@@ -134,8 +161,9 @@ class SledServer {
   SystemClock clock_;
   locker::PosixFs fs_;
   std::unique_ptr<gossip::Node> node_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<sush_net::HttpServer> http_;
   uint16_t http_port_ = 0;
+  std::filesystem::path jobs_dir_;
 
   std::mutex mu_;  // guards everything below
   std::unique_ptr<rack::LockerBoundaryStore> drives_;
@@ -147,6 +175,14 @@ class SledServer {
   std::unique_ptr<rack::Sled> sled_;
   std::optional<rack::NetworkId> network_;  // the core's, as of the last Pump
   sush_net::SledNotes notes_;
+  // This sled's terminal statuses gossip has not carried to a peer yet, with
+  // the node's sessions_ok count past which it has (see ShipStatuses).
+  std::map<rack::JobId, uint64_t> unshipped_;
+  bool sweep_due_ = false;  // a job ended since the last sweep
+
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  bool woken_ = false;
 
   std::mutex cut_mu_;
   std::set<std::string> cut_;  // gossip addresses cut both ways
@@ -154,7 +190,6 @@ class SledServer {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stopped_{false};
   std::thread loop_thread_;
-  std::thread http_thread_;
 };
 
 }  // namespace once::sush

@@ -1,19 +1,23 @@
 // sush: the sush client (docs/sush.md).
 //
 //   sush rack up 4 --dir /tmp/rack          # a local rack of 4 sush-server processes
-//   sush --rack /tmp/rack session start
+//   sush --rack /tmp/rack session start     # refused while a session is active: --replace
 //   sush --rack /tmp/rack job start -w 'echo hello from $SUSH_JOB_ID'
-//   sush --rack /tmp/rack job status WORD-WORD-... --full
-//   sush --rack /tmp/rack session skip WORD-WORD-...   # burn a cancelled job's position
+//   sush --rack /tmp/rack job status WORD-WORD-... -w     # what job start -w prints
+//   sush --rack /tmp/rack job history       # success or failure per sled
+//   sush --rack /tmp/rack job purge --finished            # output folders, signed
+//   sush --rack /tmp/rack session skip WORD-WORD-...      # burn a cancelled job's position
 //   sush --rack /tmp/rack boundary [-T 2]   # each sled's boundary record and drives
 //   sush --rack /tmp/rack sled reset -T 2   # an untrusted sled's record, reset (signed)
 //   sush rack restart -T 2 --dir /tmp/rack [--kill]
-//   sush --rack /tmp/rack                   # the REPL (prompt "sush# ")
+//   sush --rack /tmp/rack                   # the REPL (prompt "sush# "); `sush help` as `help`
 //   sush rack down --dir /tmp/rack
 //
-// Every command takes --json. The rack is found with --rack DIR (its
-// rack.json; $SUSH_RACK) or --server http://127.0.0.1:PORT ($SUSH_SERVER_URL);
-// the key with --key FILE (default DIR/keys/operator.key).
+// Every command takes --json (or --output json). The rack is found with
+// --rack DIR (its rack.json; $SUSH_RACK) or --server http://127.0.0.1:PORT
+// ($SUSH_SERVER_URL); the key with --key FILE (default DIR/keys/operator.key).
+// Exit status: 0 done, 1 refused or failed (a typed error, printed), 2 a
+// usage error (docs/sush.md, "Exit status").
 
 #include <unistd.h>
 
@@ -22,6 +26,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "once/rack/target.h"
@@ -36,34 +41,100 @@ using namespace std::chrono_literals;
 
 constexpr char kClientVersion[] = "once-sush 0.1.0";
 constexpr auto kWaitPoll = std::chrono::milliseconds(200);
+// A targeted sled that does not answer for this long while -w waits is
+// taken as down: -w stops waiting for it and says so.
+constexpr auto kDownGrace = std::chrono::milliseconds(3000);
+// How long a probe of a sled (which one answers) may take.
+constexpr auto kProbeTimeout = std::chrono::milliseconds(1000);
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
 
 struct Globals {
   std::string rack_dir;
   std::string server;
   std::string key;
   bool json_output = false;
+  std::string output_format;  // --output text|json
+  std::string session;        // --session / $SUSH_SESSION / the REPL's attach
+};
+
+// The REPL's state across lines.
+struct ReplState {
+  std::optional<std::string> attached;  // `session attach` / `session start`
 };
 
 // What a command needs: a sled to talk to, the rack's sleds, the key.
 struct Context {
   Globals globals;
   std::optional<sush::RackFile> rack;
+  std::optional<Error> rack_error;  // --rack named something that is not a rack
+  ReplState* repl = nullptr;
 
+  bool json() const { return globals.json_output; }
+
+  // The first sled that answers: with --server that one; with --rack each of
+  // rack.json in turn, over TCP, or over its operator socket when TCP does
+  // not answer (the local operator's own slot).
   Result<sush_net::SushClient> Sled() const {
+    ONCE_ASSIGN_OR_RETURN(std::vector<sush_net::SushClient> all, Sleds(1));
+    return all.front();
+  }
+  // Up to `count` sleds that answer, in rack.json order (one with --server).
+  Result<std::vector<sush_net::SushClient>> Sleds(size_t count) const {
     if (!globals.server.empty()) {
       ONCE_ASSIGN_OR_RETURN(sush_net::Address address, sush_net::ParseAddress(globals.server));
-      return sush_net::SushClient(address);
+      return std::vector<sush_net::SushClient>{sush_net::SushClient(address)};
     }
+    if (rack_error) return std::unexpected(*rack_error);
     if (!rack) {
       return MakeError(ErrorCode::kInvalidArgument, "say which rack: --rack DIR or --server URL");
     }
+    std::vector<sush_net::SushClient> out;
     for (const sush::RackSled& sled : rack->sleds) {
-      sush_net::SushClient client(sled.http, {1000ms});
-      if (client.Info()) return sush_net::SushClient(sled.http);
+      if (auto client = Reach(sled)) out.push_back(*client);
+      if (out.size() == count) break;
     }
-    return MakeError(ErrorCode::kUnavailable, "no sled of " + rack->dir.string() + " answers");
+    if (out.empty()) {
+      return MakeError(ErrorCode::kUnavailable, "no sled of " + rack->dir.string() + " answers");
+    }
+    return out;
   }
-  // The HTTP address of a sled by baseboard (from rack.json), or the --server.
+  // A rack sled over TCP, or its operator socket.
+  static std::optional<sush_net::SushClient> Reach(const sush::RackSled& sled) {
+    sush_net::SushClient tcp(sled.http, {kProbeTimeout});
+    if (tcp.Info()) return sush_net::SushClient(sled.http);
+    if (auto socket = SocketOf(sled)) {
+      sush_net::SushClient local(*socket, {kProbeTimeout});
+      if (local.Info()) return sush_net::SushClient(*socket);
+    }
+    return std::nullopt;
+  }
+  static std::optional<sush_net::Address> SocketOf(const sush::RackSled& sled) {
+    const auto path = sled.data_dir / "api.sock";
+    std::error_code ec;
+    if (sled.data_dir.empty() || !std::filesystem::exists(path, ec)) return std::nullopt;
+    auto address = sush_net::ParseAddress("unix:" + path.string());
+    return address ? std::optional<sush_net::Address>(*address) : std::nullopt;
+  }
+  // A client for the sled `baseboard` (rack.json), or `fallback` (--server).
+  std::optional<sush_net::SushClient> ClientOf(const std::string& baseboard,
+                                               const sush_net::SushClient& fallback) const {
+    if (rack) {
+      for (const sush::RackSled& sled : rack->sleds) {
+        if (sled.baseboard == baseboard) {
+          sush_net::SushClient tcp(sled.http);
+          if (tcp.Info()) return tcp;
+          if (auto socket = SocketOf(sled)) return sush_net::SushClient(*socket);
+          return tcp;
+        }
+      }
+    }
+    if (!globals.server.empty()) return fallback;
+    return std::nullopt;
+  }
+  // The HTTP address of a sled by baseboard (rack.json).
   std::optional<sush_net::Address> AddressOf(const std::string& baseboard) const {
     if (rack) {
       for (const sush::RackSled& sled : rack->sleds) {
@@ -75,26 +146,31 @@ struct Context {
   Result<rack::KeyPair> Key() const {
     std::string path = globals.key;
     if (path.empty() && rack) path = rack->key.string();
+    if (path.empty() && rack_error) return std::unexpected(*rack_error);
     if (path.empty()) return MakeError(ErrorCode::kInvalidArgument, "say which key: --key FILE");
     return sush_net::LoadKeyPair(path);
   }
 };
 
 int Fail(const Context& ctx, const Error& error) {
-  if (ctx.globals.json_output) {
+  if (ctx.json()) {
     std::cout << sush_net::ErrorToJson(error).dump() << std::endl;
   } else {
     std::cerr << "sush: " << error.ToString() << std::endl;
   }
-  return 1;
+  return kExitFailed;
 }
 
 void Print(const Context& ctx, const json& body, const std::string& text) {
-  if (ctx.globals.json_output) {
+  if (ctx.json()) {
     std::cout << body.dump() << std::endl;
   } else {
     std::cout << text << std::flush;
   }
+}
+
+Error Refusal(ErrorCode code, std::string message) {
+  return Error{code, std::move(message), "", {}};
 }
 
 #define SUSH_TRY(lhs, expr)                                \
@@ -133,123 +209,247 @@ std::string StatusText(const json& status) {
 struct SledRow {
   std::string baseboard;
   std::optional<int> cubby;
+  std::string Name() const {
+    return baseboard + (cubby ? " (cubby " + std::to_string(*cubby) + ")" : std::string());
+  }
 };
 
-// The sleds a job targets, among those the sled knows (version announcements).
-std::vector<SledRow> TargetedSleds(const json& info, const std::string& target_text) {
+// The sleds a sled knows (version announcements), by cubby.
+std::vector<SledRow> KnownSleds(const json& info) {
   std::vector<SledRow> rows;
-  auto target = rack::Target::Parse(target_text);
+  if (!info.contains("sleds") || !info["sleds"].is_array()) return rows;
   for (const json& s : info["sleds"]) {
     SledRow row{s.value("baseboard", std::string()), std::nullopt};
     if (s.contains("cubby") && s["cubby"].is_number()) row.cubby = s["cubby"].get<int>();
-    rack::SledIdentity identity{row.baseboard, std::nullopt};
-    if (row.cubby) identity.cubby = static_cast<uint8_t>(*row.cubby);
-    if (target && target->Matches(identity)) rows.push_back(row);
+    rows.push_back(row);
   }
   std::sort(rows.begin(), rows.end(),
             [](const SledRow& a, const SledRow& b) { return a.cubby < b.cubby; });
   return rows;
 }
 
-std::string Line(const SledRow& row, const json& job) {
+bool Matches(const rack::Target& target, const SledRow& row) {
+  rack::SledIdentity identity{row.baseboard, std::nullopt};
+  if (row.cubby) identity.cubby = static_cast<uint8_t>(*row.cubby);
+  return target.Matches(identity);
+}
+
+// The known sleds a target names.
+std::vector<SledRow> TargetedSleds(const json& info, const std::string& target_text) {
+  std::vector<SledRow> rows;
+  auto target = rack::Target::Parse(target_text);
+  if (!target) return rows;
+  for (const SledRow& row : KnownSleds(info)) {
+    if (Matches(*target, row)) rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string SledList(const std::vector<SledRow>& rows) {
+  std::string text;
+  for (const SledRow& row : rows) {
+    text += (text.empty() ? "" : ", ") +
+            (row.cubby ? std::to_string(*row.cubby) + " " : std::string()) +
+            row.baseboard.substr(row.baseboard.rfind(':') + 1);
+  }
+  return text.empty() ? "none" : text;
+}
+
+// A -T that names no sled the rack knows: refused before anything is signed.
+Status CheckTargetNamesASled(const json& info, const std::string& target_text) {
+  ONCE_RETURN_IF_ERROR(rack::Target::Parse(target_text));
+  if (!TargetedSleds(info, target_text).empty()) return Ok();
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "-T " + target_text +
+                       " names no sled of this rack (it has: " + SledList(KnownSleds(info)) + ")");
+}
+
+std::string Line(const SledRow& row, const json& job, const std::string& note = "") {
   char head[96];
   std::snprintf(head, sizeof(head), "cubby %2s  %-24s ",
                 row.cubby ? std::to_string(*row.cubby).c_str() : "?", row.baseboard.c_str());
   const json& statuses = job["statuses"];
-  return head + (statuses.contains(row.baseboard) ? StatusText(statuses[row.baseboard])
-                                                  : std::string("(no status yet)"));
+  return head +
+         (statuses.contains(row.baseboard) ? StatusText(statuses[row.baseboard])
+                                           : std::string("(no status yet)")) +
+         note;
 }
 
-bool AllTerminal(const std::vector<SledRow>& rows, const json& job) {
-  for (const SledRow& row : rows) {
-    if (!job["statuses"].contains(row.baseboard)) return false;
-    if (!job["statuses"][row.baseboard].value("terminal", false)) return false;
-  }
-  return true;
+bool Terminal(const json& job, const std::string& baseboard) {
+  return job["statuses"].contains(baseboard) && job["statuses"][baseboard].value("terminal", false);
 }
 
-// Polls the job until every targeted sled is terminal, one live line a sled.
-Result<json> WaitForJob(const Context& ctx, const sush_net::SushClient& sled, const rack::JobId& id,
-                        std::chrono::seconds timeout) {
-  const bool tty = ::isatty(1) != 0 && !ctx.globals.json_output;
+// Where a wait for a job ended.
+struct Waited {
+  json job;
+  std::vector<SledRow> rows;                      // the sleds it targets
+  std::map<std::string, std::string> unfinished;  // baseboard -> why -w stopped waiting
+};
+
+// Polls the job until every targeted sled is terminal, or the time is up,
+// or every sled still running has not answered for kDownGrace (it is down),
+// drawing one live line a sled.
+Result<Waited> WaitForJob(const Context& ctx, sush_net::SushClient sled, const rack::JobId& id,
+                          std::chrono::seconds timeout) {
+  const bool tty = ::isatty(1) != 0 && !ctx.json();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::map<std::string, std::string> printed;
+  std::map<std::string, std::chrono::steady_clock::time_point> silent_since;
   size_t drawn = 0;
   while (true) {
-    ONCE_ASSIGN_OR_RETURN(json info, sled.Info());
-    ONCE_ASSIGN_OR_RETURN(json job, sled.Job(id));
-    const std::string target = job.value("target", std::string("*"));
-    const auto rows = TargetedSleds(info, target);
-    if (rows.empty()) {  // an unknown cubby, serial or baseboard targets nothing
-      if (!ctx.globals.json_output)
-        std::cout << "no known sled is targeted by '" << target << "'\n";
-      return job;
+    auto info = sled.Info();
+    auto job = info ? sled.Job(id) : Result<json>(std::unexpected(info.error()));
+    if (!job) {  // the sled asked went away: ask another
+      auto other = ctx.Sled();
+      if (!other) return std::unexpected(job.error());
+      sled = *other;
+      continue;
     }
-    if (!ctx.globals.json_output) {
+    Waited waited{*job, TargetedSleds(*info, job->value("target", std::string("*"))), {}};
+    if (waited.rows.empty()) return waited;
+    // Sleds not finished: does each still answer?
+    const auto now = std::chrono::steady_clock::now();
+    bool waiting_for_live = false;
+    for (const SledRow& row : waited.rows) {
+      if (Terminal(waited.job, row.baseboard)) continue;
+      const auto address = ctx.AddressOf(row.baseboard);
+      const bool answers =
+          !address || sush_net::SushClient(*address, {std::chrono::milliseconds(500)}).Info();
+      if (answers) {
+        silent_since.erase(row.baseboard);
+        waiting_for_live = true;
+      } else {
+        auto since = silent_since.emplace(row.baseboard, now).first->second;
+        if (now - since < kDownGrace) waiting_for_live = true;
+        waited.unfinished[row.baseboard] = "the sled does not answer (down?)";
+      }
+    }
+    if (!ctx.json()) {
+      auto note = [&](const SledRow& row) {
+        return waited.unfinished.contains(row.baseboard) ? "  [not answering]" : "";
+      };
       if (tty) {
         if (drawn > 0) std::cout << "\033[" << drawn << "A";
-        for (const SledRow& row : rows) std::cout << "\r\033[K" << Line(row, job) << "\n";
-        drawn = rows.size();
+        for (const SledRow& row : waited.rows) {
+          std::cout << "\r\033[K" << Line(row, waited.job, note(row)) << "\n";
+        }
+        drawn = waited.rows.size();
       } else {
-        for (const SledRow& row : rows) {
-          const std::string line = Line(row, job);
+        for (const SledRow& row : waited.rows) {
+          const std::string line = Line(row, waited.job, note(row));
           if (printed[row.baseboard] != line) std::cout << line << "\n";
           printed[row.baseboard] = line;
         }
       }
       std::cout << std::flush;
     }
-    if (AllTerminal(rows, job)) return job;
-    if (std::chrono::steady_clock::now() > deadline) {
-      return MakeError(ErrorCode::kTimeout, "job " + id.ToString() + " still running");
+    if (!waiting_for_live) return waited;
+    if (now > deadline) {
+      for (const SledRow& row : waited.rows) {
+        if (!Terminal(waited.job, row.baseboard) && !waited.unfinished.contains(row.baseboard)) {
+          waited.unfinished[row.baseboard] =
+              "not finished after " + std::to_string(timeout.count()) + " s (--timeout-s)";
+        }
+      }
+      return waited;
     }
     std::this_thread::sleep_for(kWaitPoll);
   }
 }
 
-// Each sled's output of a job (from that sled's own server).
-json Outputs(const Context& ctx, const sush_net::SushClient& sled, const json& job,
-             const std::string& stream, const std::string& only) {
-  json out = json::object();
-  auto id = rack::JobId::Parse(job.value("job_id", std::string()));
-  std::map<std::string, uint8_t> cubbies;  // -T by cubby needs the sleds' announcements
-  if (auto info = sled.Info()) {
-    for (const json& s : (*info)["sleds"]) {
-      if (s["cubby"].is_number()) cubbies[s["baseboard"]] = s["cubby"].get<uint8_t>();
-    }
-  }
-  for (const auto& [baseboard, status] : job["statuses"].items()) {
-    if (!status.contains("exit")) continue;
-    if (!only.empty()) {
-      auto target = rack::Target::Parse(only);
-      rack::SledIdentity identity{baseboard, std::nullopt};
-      if (auto it = cubbies.find(baseboard); it != cubbies.end()) identity.cubby = it->second;
-      if (!target || !target->Matches(identity)) continue;
-    }
-    std::optional<sush_net::Address> address = ctx.AddressOf(baseboard);
-    if (!address && ctx.globals.server.empty()) continue;
-    sush_net::SushClient client(address ? *address : sled.address());
-    auto bytes = client.Output(*id, stream);
-    out[baseboard] = bytes ? json(*bytes) : json(nullptr);
-  }
-  return out;
+// What signs a sled's output reads: the operator key, bound to that sled.
+sush_net::OutputCredentials Credentials(const std::optional<rack::KeyPair>& keys,
+                                        const std::string& baseboard) {
+  return sush_net::OutputCredentials{keys ? &*keys : nullptr, baseboard};
 }
 
-std::string OutputText(const json& outputs, const json& job) {
+// One sled's stdout or stderr of a job, from that sled's own server: the
+// bytes, or why not.
+Result<std::string> OutputOf(const Context& ctx, const sush_net::SushClient& sled,
+                             const std::optional<rack::KeyPair>& keys, const rack::JobId& id,
+                             const std::string& baseboard, const std::string& stream) {
+  std::optional<sush_net::SushClient> client = ctx.ClientOf(baseboard, sled);
+  if (!client) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "the output of " + baseboard + " is on its own server (use --rack)");
+  }
+  return client->Output(id, stream, Credentials(keys, baseboard));
+}
+
+// The sleds of `rows` whose status says the job ran there (it has an exit).
+bool Ran(const json& job, const std::string& baseboard) {
+  return job["statuses"].contains(baseboard) && job["statuses"][baseboard].contains("exit");
+}
+
+// A block a sled: "== baseboard: status ==", stdout, and stderr if any (or
+// why there is none).
+std::string OutputBlocks(const json& job, const std::vector<SledRow>& rows, const json& stdouts,
+                         const json& stderrs, const std::map<std::string, std::string>& notes) {
   std::string text;
-  for (const auto& [baseboard, bytes] : outputs.items()) {
-    text += "== " + baseboard + ": " + StatusText(job["statuses"][baseboard]) + " ==\n";
-    if (bytes.is_string()) {
-      text += bytes.get<std::string>();
-      if (!text.empty() && text.back() != '\n') text += "\n";
-    } else {
-      text += "(output not reachable from here)\n";
+  for (const SledRow& row : rows) {
+    const std::string& bb = row.baseboard;
+    const bool has_status = job["statuses"].contains(bb);
+    text += "== " + bb + ": " +
+            (has_status ? StatusText(job["statuses"][bb]) : std::string("(no status yet)")) +
+            " ==\n";
+    if (auto note = notes.find(bb); note != notes.end()) {
+      text += "(" + note->second + ")\n";
+      continue;
+    }
+    for (const auto& [stream, all] : {std::pair{"stdout", &stdouts}, {"stderr", &stderrs}}) {
+      if (!all->contains(bb)) continue;
+      const json& bytes = (*all)[bb];
+      if (!bytes.is_string()) {
+        text += std::string("(") + stream + " not reachable from here)\n";
+        continue;
+      }
+      const std::string& out = bytes.get_ref<const std::string&>();
+      if (out.empty()) continue;
+      if (std::string_view(stream) == "stderr") text += "-- stderr --\n";
+      text += out;
+      if (out.back() != '\n') text += "\n";
     }
   }
   return text;
 }
 
-// ---- Commands ----
+// After -w (job start and job status alike): every finished sled's stdout
+// and stderr, a line for each sled -w stopped waiting for; exit 1 if any.
+int ShowWaited(const Context& ctx, const sush_net::SushClient& sled, const Waited& waited) {
+  const rack::JobId id = *rack::JobId::Parse(waited.job.value("job_id", std::string()));
+  std::optional<rack::KeyPair> keys;
+  if (auto loaded = ctx.Key()) keys = *loaded;
+  json stdouts = json::object(), stderrs = json::object();
+  for (const SledRow& row : waited.rows) {
+    if (!Ran(waited.job, row.baseboard)) continue;
+    for (const auto& [stream, all] : {std::pair{"stdout", &stdouts}, {"stderr", &stderrs}}) {
+      auto bytes = OutputOf(ctx, sled, keys, id, row.baseboard, stream);
+      (*all)[row.baseboard] = bytes ? json(*bytes) : json(nullptr);
+    }
+  }
+  json body{{"job", waited.job}, {"stdout", stdouts}, {"stderr", stderrs}};
+  std::string text;
+  if (waited.rows.empty()) {
+    text = "no known sled is targeted by '" + waited.job.value("target", std::string("*")) + "'\n";
+  }
+  text += OutputBlocks(waited.job, waited.rows, stdouts, stderrs, waited.unfinished);
+  if (!waited.unfinished.empty()) {
+    json unfinished = json::object();
+    for (const auto& [bb, why] : waited.unfinished) unfinished[bb] = why;
+    body["unfinished"] = unfinished;
+    body["error"] = sush_net::ErrorToJson(
+        Refusal(ErrorCode::kTimeout, "job " + id.ToString() + " did not finish on " +
+                                         std::to_string(unfinished.size()) + " sled(s)"))["error"];
+  }
+  Print(ctx, body, text);
+  if (!ctx.json() && !waited.unfinished.empty()) {
+    std::cerr << "sush: job " << id.ToString() << " did not finish on " << waited.unfinished.size()
+              << " sled(s); the others' output is above\n";
+  }
+  return waited.unfinished.empty() ? kExitOk : kExitFailed;
+}
+
+// ---- Keys ----
 
 int KeysNew(const Context& ctx, const std::string& name, const std::string& out) {
   std::filesystem::path path = out;
@@ -291,84 +491,195 @@ std::string SledErrorsText(const json& session) {
   return text;
 }
 
-// start | stop | show | skip (job_id: the cancelled chain position to burn).
-int SessionCommand(const Context& ctx, const std::string& action, const std::string& job_id = "") {
-  SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
-  if (action == "show") {
-    SUSH_TRY(json session, sled.Session());
-    SUSH_TRY(json info, sled.Info());
-    session["sled"] = info["baseboard"];
-    session["network"] = info["network"];
-    const std::string active =
-        session["active"].is_null() ? "none" : session["active"].get<std::string>();
-    Print(ctx, session,
-          "session " + active + "\n" +
-              (session.contains("message") ? "  " + session["message"].get<std::string>() + "\n"
-                                           : std::string()) +
-              (session["next_job_id"].is_null()
-                   ? std::string()
-                   : "  next job " + session["next_job_id"].get<std::string>() + "\n") +
-              "  seen by " + info["baseboard"].get<std::string>() + "\n" + SledErrorsText(session));
-    return 0;
-  }
+// ---- Sessions ----
+
+Result<std::optional<rack::SessionId>> ActiveSession(const sush_net::SushClient& sled) {
+  ONCE_ASSIGN_OR_RETURN(json session, sled.Session());
+  return sush_net::IdField<rack::SessionId>(session, "active");
+}
+
+Result<std::optional<rack::SessionId>> ParseOptionalSession(const std::string& text) {
+  if (text.empty()) return std::optional<rack::SessionId>{};
+  ONCE_ASSIGN_OR_RETURN(rack::SessionId id, rack::SessionId::Parse(text));
+  return std::optional<rack::SessionId>{id};
+}
+
+// The session this shell is attached to (the REPL's `session attach`, or
+// --session / $SUSH_SESSION), if any.
+std::optional<std::string> Attached(const Context& ctx) {
+  if (ctx.repl != nullptr && ctx.repl->attached) return ctx.repl->attached;
+  if (!ctx.globals.session.empty()) return ctx.globals.session;
+  return std::nullopt;
+}
+
+// Jobs go into the session this shell attached to, or are refused.
+Status CheckAttached(const Context& ctx, const std::optional<rack::SessionId>& active) {
+  const std::optional<std::string> attached = Attached(ctx);
+  if (!attached) return Ok();
+  ONCE_ASSIGN_OR_RETURN(rack::SessionId want, rack::SessionId::Parse(*attached));
+  if (active == want) return Ok();
+  return MakeError(ErrorCode::kNotFound, "the session this shell is attached to (" +
+                                             want.ToString() + ") is not active; the rack's is " +
+                                             (active ? active->ToString() : std::string("none")) +
+                                             " (sush session attach)");
+}
+
+bool Retryable(const Error& error) {
+  return IsRetryable(error.code) || error.code == ErrorCode::kLimitExceeded;
+}
+
+// `session start [ID] [--replace]`: a new session, accepted by the first sled
+// that takes it (the next one is tried when one refuses for a reason
+// another may not have: replaying, busy, a limit). A session that is active
+// is only ended when named (ID) or with --replace.
+int SessionStart(const Context& ctx, const std::string& replace_text, bool replace) {
+  SUSH_TRY(std::optional<rack::SessionId> named, ParseOptionalSession(replace_text));
   SUSH_TRY(rack::KeyPair keys, ctx.Key());
-  if (action == "skip") {
-    SUSH_TRY(rack::JobId id, rack::JobId::Parse(job_id));
-    SUSH_TRY(json answer, sled.SkipJob(keys, id));
-    const std::string next = answer.value("next_job_id", json(nullptr)).is_string()
-                                 ? answer["next_job_id"].get<std::string>()
-                                 : "";
-    Print(ctx, answer,
-          "chain position " + id.ToString() + " burned\n" +
-              (next.empty() ? std::string() : "  next job " + next + "\n"));
-    return 0;
+  SUSH_TRY(std::vector<sush_net::SushClient> sleds, ctx.Sleds(SIZE_MAX));
+  SUSH_TRY(std::optional<rack::SessionId> active, ActiveSession(sleds.front()));
+  if (named && named != active) {
+    return Fail(ctx, Refusal(ErrorCode::kNotFound,
+                             "session " + named->ToString() + " is not active (the active one: " +
+                                 (active ? active->ToString() : std::string("none")) +
+                                 "): nothing of that name to replace"));
   }
-  if (action == "start") {
-    SUSH_TRY(rack::SessionId id, sled.StartSession(keys));
-    Print(ctx, json{{"session_id", id.ToString()}, {"sled", sled.address().ToString()}},
-          "session " + id.ToString() + " started\n");
-    return 0;
+  if (active && !named && !replace) {
+    return Fail(ctx, Refusal(ErrorCode::kInvalidArgument,
+                             "session " + active->ToString() +
+                                 " is active; starting another ends it: `sush session start "
+                                 "--replace` (or `sush session start " +
+                                 active->ToString() + "`)"));
   }
-  SUSH_TRY(rack::SessionId id, sled.StopSession(keys));
+  std::string tried;
+  for (const sush_net::SushClient& sled : sleds) {
+    auto started = sled.StartSession(keys);
+    if (!started) {
+      if (!Retryable(started.error())) return Fail(ctx, started.error());
+      tried += "\n  " + sled.address().ToString() + ": " + started.error().ToString();
+      continue;
+    }
+    if (ctx.repl != nullptr) ctx.repl->attached = started->ToString();
+    json body{{"session_id", started->ToString()}, {"sled", sled.address().ToString()}};
+    if (active) body["replaced"] = active->ToString();
+    Print(ctx, body,
+          "session " + started->ToString() + " started" +
+              (active ? " (it replaces " + active->ToString() + ")" : std::string()) + "\n");
+    return kExitOk;
+  }
+  return Fail(ctx, Refusal(ErrorCode::kUnavailable, "no sled took the session start:" + tried));
+}
+
+// `session stop [ID]`: stops the active session (if ID names it).
+int SessionStop(const Context& ctx, const std::string& id_text) {
+  SUSH_TRY(std::optional<rack::SessionId> named, ParseOptionalSession(id_text));
+  SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
+  SUSH_TRY(rack::KeyPair keys, ctx.Key());
+  SUSH_TRY(rack::SessionId id, sled.StopSession(keys, named));
+  if (ctx.repl != nullptr && ctx.repl->attached == id.ToString()) ctx.repl->attached.reset();
   Print(ctx, json{{"session_id", id.ToString()}, {"stopped", true}},
         "session " + id.ToString() + " stop requested\n");
-  return 0;
+  return kExitOk;
 }
+
+// `session attach [ID]`: binds this shell's job starts to the active session.
+int SessionAttach(const Context& ctx, const std::string& id_text) {
+  SUSH_TRY(std::optional<rack::SessionId> named, ParseOptionalSession(id_text));
+  SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
+  SUSH_TRY(std::optional<rack::SessionId> active, ActiveSession(sled));
+  if (!active) return Fail(ctx, Refusal(ErrorCode::kNotFound, "no active session to attach to"));
+  if (named && named != active) {
+    return Fail(ctx, Refusal(ErrorCode::kNotFound,
+                             "session " + named->ToString() +
+                                 " is not active (the active one: " + active->ToString() + ")"));
+  }
+  std::string text = "attached to session " + active->ToString() + "\n";
+  if (ctx.repl != nullptr) {
+    ctx.repl->attached = active->ToString();
+    text += "  job start in this shell is refused once it is no longer the active session\n";
+  } else {
+    text += "  export SUSH_SESSION=" + active->ToString() +
+            "   (later commands refuse to start jobs in another session)\n";
+  }
+  Print(ctx, json{{"session_id", active->ToString()}, {"attached", true}}, text);
+  return kExitOk;
+}
+
+int SessionShow(const Context& ctx) {
+  SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
+  SUSH_TRY(json session, sled.Session());
+  SUSH_TRY(json info, sled.Info());
+  session["sled"] = info["baseboard"];
+  session["network"] = info["network"];
+  const std::optional<std::string> attached = Attached(ctx);
+  if (attached) session["attached"] = *attached;
+  const std::string active =
+      session["active"].is_null() ? "none" : session["active"].get<std::string>();
+  Print(ctx, session,
+        "session " + active + "\n" +
+            (session.contains("message") ? "  " + session["message"].get<std::string>() + "\n"
+                                         : std::string()) +
+            (session["next_job_id"].is_null()
+                 ? std::string()
+                 : "  next job " + session["next_job_id"].get<std::string>() + "\n") +
+            (attached ? "  attached " + *attached + "\n" : std::string()) + "  seen by " +
+            info["baseboard"].get<std::string>() + "\n" + SledErrorsText(session));
+  return kExitOk;
+}
+
+int SessionSkip(const Context& ctx, const std::string& job_id) {
+  SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
+  SUSH_TRY(rack::KeyPair keys, ctx.Key());
+  SUSH_TRY(rack::JobId id, rack::JobId::Parse(job_id));
+  SUSH_TRY(json answer, sled.SkipJob(keys, id));
+  const std::string next = answer.value("next_job_id", json(nullptr)).is_string()
+                               ? answer["next_job_id"].get<std::string>()
+                               : "";
+  Print(ctx, answer,
+        "chain position " + id.ToString() + " burned\n" +
+            (next.empty() ? std::string() : "  next job " + next + "\n"));
+  return kExitOk;
+}
+
+// ---- Jobs ----
 
 int JobStart(const Context& ctx, const std::string& command, const std::string& target,
              bool concurrent, bool wait, int timeout_s) {
   SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
+  SUSH_TRY(json info, sled.Info());
+  if (auto named = CheckTargetNamesASled(info, target); !named) return Fail(ctx, named.error());
+  SUSH_TRY(std::optional<rack::SessionId> active, ActiveSession(sled));
+  if (auto attached = CheckAttached(ctx, active); !attached) return Fail(ctx, attached.error());
   SUSH_TRY(rack::KeyPair keys, ctx.Key());
   SUSH_TRY(rack::JobId id, sled.StartJob(keys, command, target, concurrent));
   if (!wait) {
     Print(ctx, json{{"job_id", id.ToString()}}, "job " + id.ToString() + "\n");
-    return 0;
+    return kExitOk;
   }
-  if (!ctx.globals.json_output) std::cout << "job " << id.ToString() << "\n";
-  SUSH_TRY(json job, WaitForJob(ctx, sled, id, std::chrono::seconds(timeout_s)));
-  const json outputs = Outputs(ctx, sled, job, "stdout", "");
-  Print(ctx, json{{"job", job}, {"stdout", outputs}}, OutputText(outputs, job));
-  return 0;
+  if (!ctx.json()) std::cout << "job " << id.ToString() << "\n";
+  SUSH_TRY(Waited waited, WaitForJob(ctx, sled, id, std::chrono::seconds(timeout_s)));
+  return ShowWaited(ctx, sled, waited);
+}
+
+std::string FullText(const json& job) {
+  std::string text = "job " + job["job_id"].get<std::string>() + "\n";
+  text += "  session " + job["session_id"].get<std::string>() + "\n  command " +
+          job["command"].get<std::string>() + "\n  target " + job["target"].get<std::string>() +
+          (job.value("concurrent", false) ? " (concurrent)" : "") + "\n  signed by " +
+          job.value("key_id", std::string("?")) +
+          (job.value("verified", false) ? "" : " (not verified: refused)") + "\n";
+  return text;
 }
 
 int JobStatus(const Context& ctx, const std::string& id_text, bool wait, bool full, int timeout_s) {
   SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
   SUSH_TRY(rack::JobId id, rack::JobId::Parse(id_text));
-  json job;
-  if (wait) {
-    SUSH_TRY(job, WaitForJob(ctx, sled, id, std::chrono::seconds(timeout_s)));
-    if (!ctx.globals.json_output && !full) return 0;
-  } else {
-    SUSH_TRY(job, sled.Job(id));
+  if (wait) {  // what job start -w prints
+    if (!ctx.json()) std::cout << (full ? FullText(*sled.Job(id)) : "job " + id.ToString() + "\n");
+    SUSH_TRY(Waited waited, WaitForJob(ctx, sled, id, std::chrono::seconds(timeout_s)));
+    return ShowWaited(ctx, sled, waited);
   }
-  std::string text = "job " + job["job_id"].get<std::string>() + "\n";
-  if (full) {
-    text += "  session " + job["session_id"].get<std::string>() + "\n  command " +
-            job["command"].get<std::string>() + "\n  target " + job["target"].get<std::string>() +
-            (job.value("concurrent", false) ? " (concurrent)" : "") + "\n  signed by " +
-            job.value("key_id", std::string("?")) +
-            (job.value("verified", false) ? "" : " (not verified: refused)") + "\n";
-  }
+  SUSH_TRY(json job, sled.Job(id));
+  std::string text = full ? FullText(job) : "job " + job["job_id"].get<std::string>() + "\n";
   for (const auto& [baseboard, status] : job["statuses"].items()) {
     text += "  " + baseboard + "  " + StatusText(status) + "\n";
     if (full && status.contains("detail")) {
@@ -379,7 +690,7 @@ int JobStatus(const Context& ctx, const std::string& id_text, bool wait, bool fu
     }
   }
   Print(ctx, job, text);
-  return 0;
+  return kExitOk;
 }
 
 int JobStop(const Context& ctx, const std::string& id_text) {
@@ -389,61 +700,152 @@ int JobStop(const Context& ctx, const std::string& id_text) {
   if (auto stopped = sled.StopJob(keys, id); !stopped) return Fail(ctx, stopped.error());
   Print(ctx, json{{"job_id", id.ToString()}, {"stop_requested", true}},
         "job " + id.ToString() + " stop requested\n");
-  return 0;
+  return kExitOk;
+}
+
+// Why a sled -T names has no output of the job: not targeted, not finished,
+// never ran (nullopt: it ran, its output can be read).
+std::optional<std::string> NoOutputBecause(const json& job, const std::vector<SledRow>& targeted,
+                                           const SledRow& row) {
+  const std::string id = job.value("job_id", std::string());
+  const bool is_targeted = std::any_of(targeted.begin(), targeted.end(), [&](const SledRow& t) {
+    return t.baseboard == row.baseboard;
+  });
+  if (!is_targeted) {
+    return "job " + id + " did not target " + row.Name() + " (-T " +
+           job.value("target", std::string()) + " names: " + SledList(targeted) + ")";
+  }
+  if (!job["statuses"].contains(row.baseboard)) {
+    return "job " + id + " has no status on " + row.Name() + " yet";
+  }
+  const json& status = job["statuses"][row.baseboard];
+  if (!status.value("terminal", false)) {
+    return "job " + id + " is still " + StatusText(status) + " on " + row.Name();
+  }
+  if (!status.contains("exit")) {
+    return "job " + id + " never ran on " + row.Name() + ": " + StatusText(status);
+  }
+  return std::nullopt;
 }
 
 int JobOutput(const Context& ctx, const std::string& id_text, const std::string& target,
               const std::string& stream) {
   if (stream != "stdout" && stream != "stderr") {
-    return Fail(ctx, Error{ErrorCode::kInvalidArgument, "stdout or stderr", "", {}});
+    return Fail(ctx, Refusal(ErrorCode::kInvalidArgument, "stdout or stderr, not " + stream));
   }
   SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
   SUSH_TRY(rack::JobId id, rack::JobId::Parse(id_text));
   SUSH_TRY(json job, sled.Job(id));
-  const json outputs = Outputs(ctx, sled, job, stream, target);
-  if (!ctx.globals.json_output && outputs.size() == 1 && outputs.begin()->is_string()) {
-    std::cout << outputs.begin()->get<std::string>() << std::flush;  // raw, for pipes
-    return 0;
+  SUSH_TRY(json info, sled.Info());
+  const std::vector<SledRow> targeted = TargetedSleds(info, job.value("target", std::string()));
+  std::vector<SledRow> asked = targeted;
+  if (!target.empty()) {
+    if (auto named = CheckTargetNamesASled(info, target); !named) return Fail(ctx, named.error());
+    asked = TargetedSleds(info, target);
+  }
+  std::optional<rack::KeyPair> keys;
+  if (auto loaded = ctx.Key()) keys = *loaded;
+  json outputs = json::object();
+  std::map<std::string, std::string> notes;
+  std::vector<std::string> reasons;
+  for (const SledRow& row : asked) {
+    if (auto why = NoOutputBecause(job, targeted, row)) {
+      notes[row.baseboard] = *why;
+      reasons.push_back(*why);
+      continue;
+    }
+    auto bytes = OutputOf(ctx, sled, keys, id, row.baseboard, stream);
+    if (!bytes) {
+      notes[row.baseboard] = bytes.error().ToString();
+      reasons.push_back(row.Name() + ": " + bytes.error().ToString());
+      continue;
+    }
+    outputs[row.baseboard] = *bytes;
   }
   if (outputs.empty()) {
+    std::string all;
+    for (const std::string& why : reasons) all += (all.empty() ? "" : "; ") + why;
     return Fail(
-        ctx, Error{ErrorCode::kNotFound,
-                   "no " + stream + " of " + id.ToString() + " on the sleds asked (still running?)",
-                   "",
-                   {}});
+        ctx, Refusal(ErrorCode::kNotFound, "no " + stream + " of " + id.ToString() + ": " +
+                                               (all.empty() ? "it targets no known sled" : all)));
   }
-  Print(ctx, json{{"job_id", id.ToString()}, {stream, outputs}}, OutputText(outputs, job));
-  return 0;
+  if (!ctx.json() && asked.size() == 1) {
+    std::cout << outputs.begin()->get<std::string>() << std::flush;  // raw, for pipes
+    return kExitOk;
+  }
+  json body{{"job_id", id.ToString()}, {stream, outputs}};
+  if (!notes.empty()) {
+    json missing = json::object();
+    for (const auto& [bb, why] : notes) missing[bb] = why;
+    body["missing"] = missing;
+  }
+  const json none = json::object();
+  Print(ctx, body,
+        OutputBlocks(job, asked, stream == "stdout" ? outputs : none,
+                     stream == "stderr" ? outputs : none, notes));
+  return kExitOk;
+}
+
+// How a job ended on one sled, for the history: ok (exit 0), failed (another
+// exit, a signal, an error after it ran), or what else.
+std::string Outcome(const json& status) {
+  const std::string state = status.value("state", std::string("?"));
+  if (state == "Stopped") {
+    const json& exit = status["exit"];
+    if (exit.value("kind", std::string()) == "exited" && exit.value("code", -1) == 0) return "ok";
+    return "failed";
+  }
+  if (state == "Error") return status.value("refused", false) ? "refused" : "failed";
+  if (state == "Skipped") return "skipped";
+  if (state == "Cancelled") return "cancelled";
+  if (state == "Interrupted") return "interrupted";
+  return "running";  // Queued, Started
+}
+
+std::string HistoryLine(const json& job) {
+  std::map<std::string, std::vector<std::string>> by_outcome;  // outcome -> "SERIAL detail"
+  for (const auto& [bb, status] : job["statuses"].items()) {
+    const std::string outcome = Outcome(status);
+    std::string who = bb.substr(bb.rfind(':') + 1);
+    if (outcome == "failed" || outcome == "refused") who += " " + StatusText(status);
+    if (outcome == "skipped" && status.contains("skip_reason")) {
+      who += " (" + status["skip_reason"].get<std::string>() + ")";
+    }
+    by_outcome[outcome].push_back(who);
+  }
+  std::string counts;
+  for (const char* outcome :
+       {"ok", "failed", "refused", "running", "skipped", "cancelled", "interrupted"}) {
+    auto it = by_outcome.find(outcome);
+    if (it == by_outcome.end()) continue;
+    counts += (counts.empty() ? "" : ", ") + std::to_string(it->second.size()) + " " + outcome;
+    if (std::string_view(outcome) != "ok" && std::string_view(outcome) != "running") {
+      std::string who;
+      for (const std::string& w : it->second) who += (who.empty() ? "" : "; ") + w;
+      counts += " [" + who + "]";
+    }
+  }
+  if (counts.empty()) counts = "no sled status";
+  return job["job_id"].get<std::string>() + "  " + counts + "  " +
+         job["command"].get<std::string>() + "\n";
 }
 
 int JobHistory(const Context& ctx, int limit, int offset) {
   SUSH_TRY(sush_net::SushClient sled, ctx.Sled());
   SUSH_TRY(json history, sled.History(offset, limit));
   std::string text;
-  for (const json& job : history["jobs"]) {
-    size_t terminal = 0;
-    std::map<std::string, size_t> states;  // "Stopped", "Skipped (lightcone)", ...
-    for (const auto& [bb, status] : job["statuses"].items()) {
-      terminal += status.value("terminal", false) ? 1 : 0;
-      std::string state = status.value("state", std::string("?"));
-      if (status.contains("skip_reason"))
-        state += " (" + status["skip_reason"].get<std::string>() + ")";
-      ++states[state];
-    }
-    std::string counts;
-    for (const auto& [state, n] : states) {
-      counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + state;
-    }
-    text += job["job_id"].get<std::string>() + "  " + std::to_string(terminal) + "/" +
-            std::to_string(job["statuses"].size()) + " done  " + job["command"].get<std::string>() +
-            (counts.empty() ? std::string() : "  [" + counts + "]") + "\n";
+  for (json& job : history["jobs"]) {
+    text += HistoryLine(job);
+    json outcomes = json::object();
+    for (const auto& [bb, status] : job["statuses"].items()) outcomes[bb] = Outcome(status);
+    job["outcomes"] = outcomes;
   }
   if (text.empty()) text = "no jobs\n";
   Print(ctx, history, text);
-  return 0;
+  return kExitOk;
 }
 
-// ---- The boundary record ----
+// ---- Sleds named by -T ----
 
 struct NamedSled {
   std::string baseboard;
@@ -458,7 +860,9 @@ Result<std::vector<NamedSled>> NamedSleds(const Context& ctx, const std::string&
   if (ctx.globals.server.empty() && ctx.rack) {
     ONCE_ASSIGN_OR_RETURN(std::vector<sush::RackSled> sleds, sush::SledsOf(*ctx.rack, target));
     for (const sush::RackSled& sled : sleds) {
-      out.push_back(NamedSled{sled.baseboard, sled.cubby, sush_net::SushClient(sled.http)});
+      std::optional<sush_net::SushClient> client = Context::Reach(sled);
+      out.push_back(NamedSled{sled.baseboard, sled.cubby,
+                              client ? *client : sush_net::SushClient(sled.http)});
     }
   } else {
     ONCE_ASSIGN_OR_RETURN(sush_net::SushClient client, ctx.Sled());
@@ -466,15 +870,56 @@ Result<std::vector<NamedSled>> NamedSleds(const Context& ctx, const std::string&
     ONCE_ASSIGN_OR_RETURN(rack::Target parsed, rack::Target::Parse(target));
     NamedSled sled{info.value("baseboard", std::string()), std::nullopt, client};
     if (info.contains("cubby") && info["cubby"].is_number()) sled.cubby = info["cubby"].get<int>();
-    rack::SledIdentity identity{sled.baseboard, std::nullopt};
-    if (sled.cubby) identity.cubby = static_cast<uint8_t>(*sled.cubby);
-    if (parsed.Matches(identity)) out.push_back(std::move(sled));
+    if (Matches(parsed, SledRow{sled.baseboard, sled.cubby})) out.push_back(std::move(sled));
   }
   if (out.empty()) {
     return MakeError(ErrorCode::kNotFound, "-T " + target + " names no sled of this rack");
   }
   return out;
 }
+
+// `job purge [ID...] [--finished] [-T SLEDS]`: signed; each sled deletes what
+// the retention rule lets go and says what it kept and why.
+int JobPurge(const Context& ctx, const std::vector<std::string>& id_texts, bool finished,
+             const std::string& target) {
+  if (id_texts.empty() && !finished) {
+    return Fail(ctx,
+                Refusal(ErrorCode::kInvalidArgument,
+                        "name the jobs (IDs) or say --finished (every finished job's output)"));
+  }
+  std::vector<rack::JobId> ids;
+  for (const std::string& text : id_texts) {
+    SUSH_TRY(rack::JobId id, rack::JobId::Parse(text));
+    ids.push_back(id);
+  }
+  SUSH_TRY(rack::KeyPair keys, ctx.Key());
+  SUSH_TRY(std::vector<NamedSled> sleds, NamedSleds(ctx, target));
+  json all = json::array();
+  std::string text;
+  bool failed = false;
+  for (const NamedSled& sled : sleds) {
+    auto answer = sled.client.PurgeOutput(ids, {&keys, sled.baseboard});
+    if (!answer) {
+      failed = true;
+      all.push_back(json{{"baseboard", sled.baseboard},
+                         {"error", sush_net::ErrorToJson(answer.error())["error"]}});
+      text += sled.baseboard + ": " + answer.error().ToString() + "\n";
+      continue;
+    }
+    all.push_back(*answer);
+    text += sled.baseboard + ": purged " + std::to_string((*answer)["purged"].size()) +
+            " job folder(s), " + std::to_string((*answer).value("bytes_freed", uint64_t{0})) +
+            " bytes\n";
+    for (const json& kept : (*answer)["kept"]) {
+      text += "  kept " + kept.value("job_id", std::string()) + ": " +
+              kept.value("reason", std::string()) + "\n";
+    }
+  }
+  Print(ctx, json{{"sleds", all}}, text);
+  return failed ? kExitFailed : kExitOk;
+}
+
+// ---- The boundary record ----
 
 std::string Or(const json& value, const std::string& fallback = "-") {
   return value.is_string() ? value.get<std::string>() : fallback;
@@ -603,29 +1048,52 @@ int SledReset(const Context& ctx, const std::string& target) {
   return 0;
 }
 
+// ---- version: the rack, and how its gossip is doing ----
+
+// The gossip state each sled reports: its universe, a persisting split, the
+// latest session failures.
+std::string GossipText(const std::vector<json>& infos, bool& split) {
+  std::map<std::string, std::vector<std::string>> by_network;
+  std::string problems;
+  for (const json& info : infos) {
+    const std::string bb = info.value("baseboard", std::string("?"));
+    by_network[info["network"].is_string() ? info["network"].get<std::string>() : "none"].push_back(
+        bb.substr(bb.rfind(':') + 1));
+    if (!info.contains("gossip")) continue;
+    const json& gossip = info["gossip"];
+    if (gossip.contains("split") && gossip["split"].is_object()) {
+      split = true;
+      problems += "  SPLIT seen by " + bb + ": " + gossip["split"].value("message", std::string()) +
+                  " (universe " + gossip["split"].value("network", std::string()) + ", " +
+                  std::to_string(gossip["split"].value("seconds", 0)) + " s, " +
+                  std::to_string(gossip["split"].value("meetings", 0)) + " meetings)\n";
+    }
+    if (gossip.contains("errors") && gossip["errors"].is_array() && !gossip["errors"].empty()) {
+      const json& last = gossip["errors"].back();
+      problems += "  gossip error on " + bb + " with " + last.value("peer", std::string()) + ": " +
+                  last.value("message", std::string()) + " (" +
+                  std::to_string(last.value("count", 1)) + "x, last at " +
+                  last.value("at", std::string()) + ")\n";
+    }
+  }
+  if (by_network.size() > 1) split = true;
+  std::string text = "gossip: " + std::to_string(by_network.size()) + " universe(s)";
+  if (by_network.size() > 1) {
+    text += " (SPLIT)";
+    for (const auto& [network, sleds] : by_network) {
+      std::string who;
+      for (const std::string& s : sleds) who += (who.empty() ? "" : " ") + s;
+      text += "\n  " + network + ": " + who;
+    }
+  }
+  return text + "\n" + problems;
+}
+
 // The rack as 16 rows x 2 cubbies: row r holds cubbies r (left) and r+16.
-int Version(const Context& ctx) {
-  json body{{"client", kClientVersion}};
-  auto sled = ctx.Sled();
-  if (!sled) {
-    Print(ctx, body,
-          std::string("client ") + kClientVersion +
-              "\nserver unreachable: " + sled.error().message + "\n");
-    return 0;
-  }
-  auto answered = sled->Info();
-  if (!answered) {
-    Print(ctx, body,
-          std::string("client ") + kClientVersion +
-              "\nserver unreachable: " + answered.error().message + "\n");
-    return 0;
-  }
-  json info = std::move(*answered);
-  body["server"] = json{{"baseboard", info["baseboard"]}, {"build_version", info["build_version"]}};
-  body["sleds"] = info["sleds"];
+std::string RackDrawing(const json& sleds) {
   std::map<int, json> by_cubby;
   std::vector<json> unknown;
-  for (const json& s : info["sleds"]) {
+  for (const json& s : sleds) {
     if (s["cubby"].is_number()) {
       by_cubby[s["cubby"].get<int>()] = s;
     } else {
@@ -646,23 +1114,69 @@ int Version(const Context& ctx) {
     }
     return std::string(text);
   };
-  std::string text = std::string("client ") + kClientVersion + "\nserver " +
-                     info["build_version"].get<std::string>() + " on " +
-                     info["baseboard"].get<std::string>() + "\n";
   const std::string rule = "+" + std::string(cell(0).size() + 2, '-') + "+" +
                            std::string(cell(0).size() + 2, '-') + "+\n";
-  text += rule;
-  for (int row = 15; row >= 0; --row) {
-    text += "| " + cell(row) + " | " + cell(row + 16) + " |\n";
-  }
+  std::string text = rule;
+  for (int row = 15; row >= 0; --row) text += "| " + cell(row) + " | " + cell(row + 16) + " |\n";
   text += rule;
   for (const json& s : unknown) {
     text += "(no cubby) " + s["baseboard"].get<std::string>() + " " +
             s["build_version"].get<std::string>() + "\n";
   }
-  Print(ctx, body, text);
-  return 0;
+  return text;
 }
+
+int Version(const Context& ctx) {
+  json body{{"client", kClientVersion}};
+  auto sled = ctx.Sled();
+  auto answered = sled ? sled->Info() : Result<json>(std::unexpected(sled.error()));
+  if (!answered) {
+    Print(ctx, body,
+          std::string("client ") + kClientVersion +
+              "\nserver unreachable: " + answered.error().message + "\n");
+    return kExitOk;
+  }
+  json info = std::move(*answered);
+  body["server"] = json{{"baseboard", info["baseboard"]}, {"build_version", info["build_version"]}};
+  body["sleds"] = info["sleds"];
+  // Every sled's own view of its gossip (with --rack), else the one asked.
+  std::vector<json> infos{info};
+  if (ctx.rack && ctx.globals.server.empty()) {
+    infos.clear();
+    json unreachable = json::array();
+    for (const sush::RackSled& s : ctx.rack->sleds) {
+      auto one = sush_net::SushClient(s.http, {kProbeTimeout}).Info();
+      if (one) {
+        infos.push_back(*one);
+      } else {
+        unreachable.push_back(s.baseboard);
+      }
+    }
+    if (!unreachable.empty()) body["unreachable"] = unreachable;
+  }
+  bool split = false;
+  const std::string gossip = GossipText(infos, split);
+  json views = json::array();
+  for (const json& one : infos) {
+    views.push_back(json{{"baseboard", one["baseboard"]},
+                         {"network", one["network"]},
+                         {"gossip", one.value("gossip", json(nullptr))}});
+  }
+  body["gossip"] = json{{"split", split}, {"sleds", views}};
+  std::string text = std::string("client ") + kClientVersion + "\nserver " +
+                     info["build_version"].get<std::string>() + " on " +
+                     info["baseboard"].get<std::string>() + "\n" + RackDrawing(info["sleds"]) +
+                     gossip;
+  if (body.contains("unreachable")) {
+    for (const json& bb : body["unreachable"]) {
+      text += "  " + bb.get<std::string>() + " does not answer\n";
+    }
+  }
+  Print(ctx, body, text);
+  return kExitOk;
+}
+
+// ---- the local rack ----
 
 int RackUpCommand(const Context& ctx, int sleds, const std::string& dir,
                   const std::string& server_bin, bool test_admin) {
@@ -682,78 +1196,139 @@ int RackUpCommand(const Context& ctx, int sleds, const std::string& dir,
           rack.dir.string() + " session start\n  sush --rack " + rack.dir.string() +
           "            (REPL)\nstop it with:\n  sush rack down --dir " + rack.dir.string() + "\n";
   Print(ctx, sush::RackToJson(rack), text);
-  return 0;
+  return kExitOk;
+}
+
+Result<std::string> RackDir(const Context& ctx, const std::string& dir) {
+  const std::string rack_dir = dir.empty() ? ctx.globals.rack_dir : dir;
+  if (rack_dir.empty()) return MakeError(ErrorCode::kInvalidArgument, "say which rack: --dir DIR");
+  return rack_dir;
 }
 
 int RackRestartCommand(const Context& ctx, const std::string& dir, const std::string& target,
                        bool kill, const std::vector<std::string>& cut, bool no_cut) {
-  const std::string rack_dir = dir.empty() ? ctx.globals.rack_dir : dir;
-  if (rack_dir.empty()) {
-    return Fail(ctx, Error{ErrorCode::kInvalidArgument, "say which rack: --dir DIR", "", {}});
-  }
+  SUSH_TRY(std::string rack_dir, RackDir(ctx, dir));
   sush::RackRestartOptions options{target, kill, std::nullopt};
   if (!cut.empty() || no_cut) options.cut = cut;
   SUSH_TRY(sush::RackSled sled, sush::RackRestart(rack_dir, options));
   Print(ctx, json{{"baseboard", sled.baseboard}, {"pid", sled.pid}, {"args", sled.args}},
         "sled " + sled.baseboard + " restarted (" + (kill ? "SIGKILL" : "SIGTERM") + "), pid " +
             std::to_string(sled.pid) + "\n");
-  return 0;
+  return kExitOk;
 }
 
 int RackDownCommand(const Context& ctx, const std::string& dir) {
-  SUSH_TRY(std::vector<int> pids, sush::RackDown(dir));
-  Print(ctx, json{{"stopped", pids}},
-        "rack in " + dir + " down (" + std::to_string(pids.size()) + " servers stopped)\n");
-  return 0;
+  SUSH_TRY(std::string rack_dir, RackDir(ctx, dir));
+  SUSH_TRY(sush::RackDownResult down, sush::RackDown(rack_dir));
+  json still = json::array();
+  std::string text = "rack in " + rack_dir + " down (" + std::to_string(down.stopped.size()) +
+                     " servers stopped)\n";
+  for (const auto& [baseboard, why] : down.still_up) {
+    still.push_back(json{{"baseboard", baseboard}, {"why", why}});
+    text += "  NOT stopped: " + baseboard + ": " + why + "\n";
+  }
+  json body{{"stopped", down.stopped}, {"still_up", still}};
+  if (!down.still_up.empty()) {
+    body["error"] = sush_net::ErrorToJson(
+        Refusal(ErrorCode::kUnavailable,
+                std::to_string(down.still_up.size()) + " sled(s) still answer"))["error"];
+  }
+  Print(ctx, body, text);
+  return down.still_up.empty() ? kExitOk : kExitFailed;
 }
+
+// ---- the command line ----
 
 int Repl(Globals globals);
 
+// --json and --output text|json, on the app and on every command.
+void OutputOptions(CLI::App* app, Globals& globals) {
+  app->add_flag("--json", globals.json_output, "print one JSON object (errors too)");
+  app->add_option("--output", globals.output_format, "text (default) or json (as --json)")
+      ->check(CLI::IsMember({"text", "json"}));
+}
+
+// A command's subcommand with the output options.
+CLI::App* Command(CLI::App* parent, const std::string& name, const std::string& help,
+                  Globals& globals) {
+  CLI::App* sub = parent->add_subcommand(name, help);
+  OutputOptions(sub, globals);
+  return sub;
+}
+
 // Parses and runs one command line (argv of main, or a REPL line).
-int Run(Globals globals, const std::function<void(CLI::App&)>& parse, bool in_repl) {
-  CLI::App app{"sush: the support shell client"};
+int Run(Globals globals, const std::function<void(CLI::App&)>& parse, ReplState* repl) {
+  CLI::App app{
+      "sush: the support shell client (docs/sush.md). `sush help COMMAND...` for a "
+      "command's options; exit status 0 done, 1 refused or failed, 2 usage error."};
   app.require_subcommand(0, 1);
-  app.add_option("--rack", globals.rack_dir, "rack directory (rack.json)")->envname("SUSH_RACK");
-  app.add_option("--server", globals.server, "a sled's HTTP address")->envname("SUSH_SERVER_URL");
-  app.add_option("--key", globals.key, "the signing key file");
-  app.add_flag("--json", globals.json_output, "JSON output");
+  app.add_option("--rack", globals.rack_dir, "the rack directory (its rack.json)")
+      ->envname("SUSH_RACK");
+  app.add_option("--server", globals.server,
+                 "one sled's HTTP address (http://HOST:PORT, unix:PATH)")
+      ->envname("SUSH_SERVER_URL");
+  app.add_option("--key", globals.key, "the signing key file (default: the rack's operator key)");
+  app.add_option("--session", globals.session,
+                 "refuse to start jobs unless this session is the active one")
+      ->envname("SUSH_SESSION");
+  OutputOptions(&app, globals);
   std::function<int(const Context&)> action;
 
   auto* keys = app.add_subcommand("keys", "signing keys")->require_subcommand(1);
-  auto* keys_new = keys->add_subcommand("new", "a new Ed25519 key pair in a 0600 file");
+  auto* keys_new = Command(keys, "new", "a new Ed25519 key pair in a 0600 file", globals);
   std::string name, out;
-  keys_new->add_option("NAME", name)->required();
+  keys_new->add_option("NAME", name, "the key's name")->required();
   keys_new->add_option("--out", out, "the key file (default DIR/keys/NAME.key or ./NAME.key)");
-  keys_new->add_flag("--json", globals.json_output);
   keys_new->callback([&] { action = [&](const Context& c) { return KeysNew(c, name, out); }; });
 
   auto* session = app.add_subcommand("session", "support sessions")->require_subcommand(1);
-  for (const char* verb : {"start", "stop", "show"}) {
-    auto* sub = session->add_subcommand(verb, std::string(verb) + " the session");
-    sub->add_flag("--json", globals.json_output);
-    sub->callback(
-        [&action, verb] { action = [verb](const Context& c) { return SessionCommand(c, verb); }; });
-  }
+  std::string session_id;
+  bool replace = false;
+  auto* start =
+      Command(session, "start",
+              "start a session (refused while one is active, unless named or --replace)", globals);
+  start->add_option("ID", session_id,
+                    "the active session this start replaces (session ids are made by the "
+                    "accepting sled)");
+  start->add_flag("--replace", replace, "end the active session, whichever it is");
+  start->callback(
+      [&] { action = [&](const Context& c) { return SessionStart(c, session_id, replace); }; });
+  auto* stop = Command(session, "stop", "stop the active session", globals);
+  stop->add_option("ID", session_id, "only if this is the active session");
+  stop->callback([&] { action = [&](const Context& c) { return SessionStop(c, session_id); }; });
+  auto* attach = Command(session, "attach",
+                         "bind this shell's job starts to the active session (the REPL keeps "
+                         "it; elsewhere: SUSH_SESSION)",
+                         globals);
+  attach->add_option("ID", session_id, "only if this is the active session");
+  attach->callback(
+      [&] { action = [&](const Context& c) { return SessionAttach(c, session_id); }; });
+  auto* show =
+      Command(session, "show", "the active session, its next job, the sled errors", globals);
+  show->callback([&] { action = [&](const Context& c) { return SessionShow(c); }; });
   std::string skip_id;
-  auto* skip = session->add_subcommand(
-      "skip", "burn a cancelled job's chain position, so the chain moves on");
+  auto* skip = Command(session, "skip",
+                       "burn a cancelled job's chain position, so the chain moves on", globals);
   skip->add_option("JOB_ID", skip_id, "the cancelled job (codephrase, any case)")->required();
-  skip->add_flag("--json", globals.json_output);
-  skip->callback(
-      [&] { action = [&](const Context& c) { return SessionCommand(c, "skip", skip_id); }; });
+  skip->callback([&] { action = [&](const Context& c) { return SessionSkip(c, skip_id); }; });
 
   auto* job = app.add_subcommand("job", "jobs")->require_subcommand(1);
-  bool wait = false, concurrent = false, full = false;
+  bool wait = false, concurrent = false, full = false, finished = false;
   std::string target = "*", id, stream = "stdout";
-  std::vector<std::string> command;
+  std::vector<std::string> command, ids;
   int timeout_s = 600, limit = 20, offset = 0;
-  auto* job_start = job->add_subcommand("start", "sign and submit a job");
-  job_start->add_flag("-w,--wait", wait, "live status until every targeted sled is done");
-  job_start->add_option("-T,--target", target, "*, or cubbies, serials, baseboard ids");
+  const std::string wait_help =
+      "wait, a live line per targeted sled, until each is done (or down, or --timeout-s), then "
+      "print each sled's stdout and stderr";
+  auto* job_start = Command(job, "start", "sign and submit a job", globals);
+  job_start->add_flag("-w,--wait", wait, wait_help);
+  job_start->add_option("-T,--target", target,
+                        "* (default), or a comma list of cubbies, serials, baseboard ids; one "
+                        "naming no sled of the rack is refused");
   job_start->add_flag("--concurrent", concurrent, "may run beside other jobs");
-  job_start->add_option("--timeout-s", timeout_s, "how long -w waits");
-  job_start->add_flag("--json", globals.json_output);
-  job_start->add_option("COMMAND", command, "the bash command")->required();
+  job_start->add_option("--timeout-s", timeout_s, "how long -w waits (default 600)");
+  job_start->add_option("COMMAND", command, "the bash command (words are joined by spaces)")
+      ->required();
   job_start->callback([&] {
     std::string text;
     for (const auto& word : command) text += (text.empty() ? "" : " ") + word;
@@ -761,53 +1336,69 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, bool in_re
       return JobStart(c, text, target, concurrent, wait, timeout_s);
     };
   });
-  auto* job_status = job->add_subcommand("status", "a job's status on every sled");
-  job_status->add_option("ID", id)->required();
-  job_status->add_flag("-w,--wait", wait);
-  job_status->add_flag("--full", full);
-  job_status->add_option("--timeout-s", timeout_s);
-  job_status->add_flag("--json", globals.json_output);
+  auto* job_status = Command(job, "status", "a job's status on every sled", globals);
+  job_status->add_option("ID", id, "the job (codephrase, any case)")->required();
+  job_status->add_flag("-w,--wait", wait, wait_help);
+  job_status->add_flag("--full", full, "session, command, target, signer, skip details, hashes");
+  job_status->add_option("--timeout-s", timeout_s, "how long -w waits (default 600)");
   job_status->callback(
       [&] { action = [&](const Context& c) { return JobStatus(c, id, wait, full, timeout_s); }; });
-  auto* job_stop = job->add_subcommand("stop", "stop a job on every sled");
-  job_stop->add_option("ID", id)->required();
-  job_stop->add_flag("--json", globals.json_output);
+  auto* job_stop =
+      Command(job, "stop", "stop a job on every sled (or cancel it if queued)", globals);
+  job_stop->add_option("ID", id, "the job (codephrase, any case)")->required();
   job_stop->callback([&] { action = [&](const Context& c) { return JobStop(c, id); }; });
-  auto* job_output = job->add_subcommand("output", "a job's stdout or stderr");
-  job_output->add_option("ID", id)->required();
+  auto* job_output = Command(job, "output", "a job's stdout or stderr (signed reads)", globals);
+  job_output->add_option("ID", id, "the job (codephrase, any case)")->required();
   job_output->add_option("STREAM", stream, "stdout (default) or stderr");
-  job_output->add_option("-T,--target", target, "which sled(s)");
-  job_output->add_flag("--json", globals.json_output);
+  job_output->add_option("-T,--target", target, "which sled(s) (default: every targeted one)");
   job_output->callback([&] {
     action = [&](const Context& c) {
       return JobOutput(c, id, target == "*" ? "" : target, stream);
     };
   });
-  auto* job_history = job->add_subcommand("history", "jobs, newest first");
-  job_history->add_option("-l,--limit", limit);
-  job_history->add_option("-o,--offset", offset);
-  job_history->add_flag("--json", globals.json_output);
+  for (const char* alias : {"stdout", "stderr"}) {  // the original client's `job stdout ID`
+    auto* sub = Command(job, alias, std::string("a job's ") + alias + " (as job output)", globals);
+    sub->add_option("ID", id, "the job (codephrase, any case)")->required();
+    sub->add_option("-T,--target", target, "which sled(s) (default: every targeted one)");
+    sub->callback([&, alias] {
+      action = [&, alias](const Context& c) {
+        return JobOutput(c, id, target == "*" ? "" : target, alias);
+      };
+    });
+  }
+  auto* job_history = Command(job, "history", "jobs, newest first, ok or failed per sled", globals);
+  job_history->add_option("-l,--limit", limit, "how many (default 20, at most 1000)");
+  job_history->add_option("-o,--offset", offset, "how many of the newest to pass over");
   job_history->callback(
       [&] { action = [&](const Context& c) { return JobHistory(c, limit, offset); }; });
+  auto* job_purge = Command(job, "purge",
+                            "delete job output folders (signed; never a running job's or one "
+                            "whose end is not gossiped yet)",
+                            globals);
+  job_purge->add_option("ID", ids, "the jobs (codephrases)");
+  job_purge->add_flag("--finished", finished, "every job folder the rule lets go");
+  job_purge->add_option("-T,--target", target, "which sleds (default *)");
+  job_purge->callback(
+      [&] { action = [&](const Context& c) { return JobPurge(c, ids, finished, target); }; });
 
-  auto* boundary = app.add_subcommand("boundary", "each sled's boundary record and drives");
+  auto* boundary = Command(&app, "boundary", "each sled's boundary record and drives", globals);
   boundary->add_option("-T,--target", target, "*, or cubbies, serials, baseboard ids");
-  boundary->add_flag("--json", globals.json_output);
   boundary->callback([&] { action = [&](const Context& c) { return Boundary(c, target); }; });
 
   auto* sled_cmd = app.add_subcommand("sled", "one sled")->require_subcommand(1);
-  auto* reset = sled_cmd->add_subcommand(
-      "reset",
-      "reset an untrusted sled's boundary record (signed; from then on it runs only "
-      "jobs submitted after the reset)");
+  auto* reset = Command(sled_cmd, "reset",
+                        "reset an untrusted sled's boundary record (signed; from then on it runs "
+                        "only jobs submitted after the reset)",
+                        globals);
   std::string reset_target;
   reset->add_option("-T,--target", reset_target, "the sled: cubby, serial or baseboard id")
       ->required();
-  reset->add_flag("--json", globals.json_output);
   reset->callback([&] { action = [&](const Context& c) { return SledReset(c, reset_target); }; });
 
-  auto* version = app.add_subcommand("version", "client, server and every sled, as the rack");
-  version->add_flag("--json", globals.json_output);
+  auto* version = Command(&app, "version",
+                          "client, server and every sled as the rack; gossip universes, splits "
+                          "and errors",
+                          globals);
   version->callback([&] { action = [&](const Context& c) { return Version(c); }; });
 
   auto* rack_cmd = app.add_subcommand("rack", "a local rack of sush-server processes");
@@ -815,74 +1406,101 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, bool in_re
   int sleds = 4;
   std::string dir, server_bin;
   bool test_admin = false;
-  auto* up = rack_cmd->add_subcommand("up", "start N sleds on loopback");
-  up->add_option("N", sleds)->required();
-  up->add_option("--dir", dir)->required();
+  auto* up = Command(rack_cmd, "up", "start N sleds on loopback", globals);
+  up->add_option("N", sleds, "how many sleds (1-32)")->required();
+  up->add_option("--dir", dir, "the rack's folder (rack.json, keys, one folder a sled)")
+      ->required();
   up->add_option("--server-bin", server_bin, "the sush-server binary");
-  up->add_flag("--test-admin", test_admin, "enable the servers' /admin endpoints");
-  up->add_flag("--json", globals.json_output);
+  up->add_flag("--test-admin", test_admin, "enable the servers' /admin endpoints (tests)");
   up->callback([&] {
     action = [&](const Context& c) { return RackUpCommand(c, sleds, dir, server_bin, test_admin); };
   });
-  auto* restart = rack_cmd->add_subcommand(
-      "restart", "stop one sled and start it again with its flags (data, drives, --cut)");
+  auto* restart =
+      Command(rack_cmd, "restart",
+              "stop one sled and start it again with its flags (data, drives, --cut)", globals);
   std::string restart_target;
   bool kill = false, no_cut = false;
   std::vector<std::string> cut;
-  restart->add_option("-T,--target", restart_target, "the sled")->required();
+  restart->add_option("-T,--target", restart_target, "the sled: cubby, serial or baseboard id")
+      ->required();
   restart->add_option("--dir", dir, "the rack (default: --rack)");
   restart->add_flag("--kill", kill, "SIGKILL (a crash) instead of SIGTERM");
   restart->add_option("--cut", cut, "replace its --cut flags (a rack up --test-admin)");
   restart->add_flag("--no-cut", no_cut, "drop its --cut flags");
-  restart->add_flag("--json", globals.json_output);
   restart->callback([&] {
     action = [&](const Context& c) {
       return RackRestartCommand(c, dir, restart_target, kill, cut, no_cut);
     };
   });
-  auto* down = rack_cmd->add_subcommand("down", "stop the rack's sleds");
-  down->add_option("--dir", dir)->required();
-  down->add_flag("--json", globals.json_output);
+  auto* down = Command(rack_cmd, "down",
+                       "stop the rack's sleds (also ones restarted by hand: found by their "
+                       "data folder)",
+                       globals);
+  down->add_option("--dir", dir, "the rack (default: --rack)");
   down->callback([&] { action = [&](const Context& c) { return RackDownCommand(c, dir); }; });
 
   app.add_subcommand("repl", "the interactive shell (also: no command)");
+  // `sush help [COMMAND...]` is `sush [COMMAND...] --help`, as `help` in the REPL.
+  auto* help = app.add_subcommand("help", "this help; `help COMMAND...` for a command's");
+  help->allow_extras();
+  help->callback([&] {
+    action = [&, help](const Context& c) {
+      std::vector<std::string> words = help->remaining();
+      words.push_back("--help");
+      std::reverse(words.begin(), words.end());
+      return Run(
+          c.globals, [&](CLI::App& again) { again.parse(words); }, c.repl);
+    };
+  });
 
   try {
     parse(app);
   } catch (const CLI::ParseError& e) {
-    if (globals.json_output && e.get_exit_code() != 0) {  // a usage error, as JSON too
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    const bool as_json = globals.json_output || globals.output_format == "json";
+    if (as_json) {
       std::cout
           << sush_net::ErrorToJson(Error{ErrorCode::kInvalidArgument, e.what(), "", {}}).dump()
           << std::endl;
-      return e.get_exit_code();
+    } else {
+      (void)app.exit(e);
     }
-    return app.exit(e);
+    return kExitUsage;
   }
-  Context ctx{globals, std::nullopt};
+  if (globals.output_format == "json") globals.json_output = true;
+  if (globals.output_format == "text") globals.json_output = false;
+  Context ctx{globals, std::nullopt, std::nullopt, repl};
   if (!globals.rack_dir.empty()) {
-    auto rack = sush::LoadRack(globals.rack_dir);
-    if (rack) ctx.rack = std::move(*rack);
+    std::error_code ec;
+    if (!std::filesystem::is_directory(globals.rack_dir, ec)) {
+      ctx.rack_error = Refusal(ErrorCode::kNotFound,
+                               "--rack " + globals.rack_dir + ": the folder does not exist");
+    } else if (auto loaded = sush::LoadRack(globals.rack_dir)) {
+      ctx.rack = std::move(*loaded);
+    } else {
+      ctx.rack_error = loaded.error();
+    }
   }
   if (action) return action(ctx);
-  if (in_repl) return 0;
+  if (repl != nullptr) return kExitOk;
   return Repl(globals);
 }
 
 int Repl(Globals globals) {
+  ReplState state;
   std::string line;
   while (true) {
     std::cout << "sush# " << std::flush;
     if (!std::getline(std::cin, line)) break;
     const auto first = line.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
-    if (line.substr(first) == "exit" || line.substr(first) == "quit") break;
-    if (line.substr(first) == "help") line = "--help";
+    const std::string word = line.substr(first, line.find_first_of(" \t", first) - first);
+    if (word == "exit" || word == "quit") break;
     Run(
-        globals, [&](CLI::App& app) { app.parse(line, /*program_name_included=*/false); },
-        /*in_repl=*/true);
+        globals, [&](CLI::App& app) { app.parse(line, /*program_name_included=*/false); }, &state);
   }
   std::cout << std::endl;
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace
@@ -894,5 +1512,5 @@ int main(int argc, char** argv) {
                                  std::cerr);
   }
   return Run(
-      Globals{}, [&](CLI::App& app) { app.parse(argc, argv); }, /*in_repl=*/false);
+      Globals{}, [&](CLI::App& app) { app.parse(argc, argv); }, nullptr);
 }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -388,14 +389,39 @@ Result<RackSled> RackRestart(const std::filesystem::path& dir_in,
   return *sled;
 }
 
-Result<std::vector<int>> RackDown(const std::filesystem::path& dir_in) {
+namespace {
+
+// Every sush-server process whose --data-dir is `data_dir` (a sled started
+// by rack up, rack restart or by hand).
+std::vector<int> ServersOf(const std::filesystem::path& data_dir) {
+  std::vector<int> pids;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    const int pid = std::stoi(name);
+    const std::string cmdline = ReadCmdline(pid);
+    if (cmdline.find("sush-server") == std::string::npos) continue;
+    if (cmdline.find(" --data-dir " + data_dir.string() + " ") != std::string::npos) {
+      pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
+}  // namespace
+
+Result<RackDownResult> RackDown(const std::filesystem::path& dir_in) {
   std::error_code ec;
   const std::filesystem::path dir = std::filesystem::canonical(dir_in, ec);
   if (ec) return MakeError(ErrorCode::kNotFound, "no rack at " + dir_in.string());
   ONCE_ASSIGN_OR_RETURN(RackFile rack, LoadRack(dir));
-  std::vector<int> ours;
+  std::set<int> ours;
   for (const RackSled& sled : rack.sleds) {
-    if (IsOurServer(sled.pid, dir)) ours.push_back(sled.pid);
+    if (IsOurServer(sled.pid, dir)) ours.insert(sled.pid);
+    if (!sled.data_dir.empty()) {
+      for (int pid : ServersOf(sled.data_dir)) ours.insert(pid);
+    }
   }
   for (int pid : ours) ::kill(pid, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + kRackDownWait;
@@ -406,11 +432,29 @@ Result<std::vector<int>> RackDown(const std::filesystem::path& dir_in) {
     std::this_thread::sleep_for(50ms);
   }
   for (int pid : ours) {
-    if (Alive(pid) && IsOurServer(pid, dir)) ::kill(pid, SIGKILL);
+    if (Alive(pid) && ReadCmdline(pid).find("sush-server") != std::string::npos) {
+      ::kill(pid, SIGKILL);
+    }
   }
-  for (RackSled& sled : rack.sleds) sled.pid = 0;
+  const auto killed = std::chrono::steady_clock::now() + 1s;
+  for (int pid : ours) {
+    while (Alive(pid) && std::chrono::steady_clock::now() < killed) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  RackDownResult result;
+  result.stopped.assign(ours.begin(), ours.end());
+  for (RackSled& sled : rack.sleds) {
+    sled.pid = 0;
+    if (sush_net::SushClient(sled.http, {300ms}).Info()) {
+      result.still_up.emplace_back(sled.baseboard, "something still answers on http://" +
+                                                       sled.http.ToString() +
+                                                       " (no sush-server process serving " +
+                                                       sled.data_dir.string() + " was found)");
+    }
+  }
   ONCE_RETURN_IF_ERROR(WriteRack(rack));
-  return ours;
+  return result;
 }
 
 }  // namespace once::sush

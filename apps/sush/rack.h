@@ -9,7 +9,9 @@
 // twice); rack up creates them (0700), a server never does (a missing drive
 // folder is a missing drive). `sush rack down --dir DIR` SIGTERMs the pids of
 // DIR/rack.json that are still ours (their /proc/PID/cmdline names
-// sush-server and DIR), waits, and SIGKILLs stragglers. `sush rack restart
+// sush-server and DIR) and every sush-server process whose --data-dir is a
+// sled's of DIR (restarted by hand), waits, SIGKILLs stragglers, and says
+// which sleds still answer. `sush rack restart
 // -T SLED` stops one sled (SIGTERM, or SIGKILL with --kill: a crash) and
 // starts it again with the same flags (data, drives, --cut), as tests do by
 // hand.
@@ -26,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "once/base/result.h"
@@ -73,8 +76,16 @@ Result<RackFile> LoadRack(const std::filesystem::path& dir);
 // if DIR already has a rack with live servers; kUnavailable/kTimeout if a
 // server does not come up (the started ones are stopped again).
 Result<RackFile> RackUp(const RackUpOptions& options);
-// Returns the pids stopped.
-Result<std::vector<int>> RackDown(const std::filesystem::path& dir);
+// What `rack down` did: the pids it stopped, and the sleds that still
+// answer afterwards (baseboard, why: not found, or not ours to stop).
+struct RackDownResult {
+  std::vector<int> stopped;
+  std::vector<std::pair<std::string, std::string>> still_up;
+};
+// Stops the servers of rack.json's pids that are still ours, and any other
+// sush-server process serving a sled's data folder (one restarted by hand),
+// then asks each sled's HTTP address whether something still answers there.
+Result<RackDownResult> RackDown(const std::filesystem::path& dir);
 
 struct RackRestartOptions {
   std::string target;  // must name exactly one sled of the rack (cubby, serial, baseboard)

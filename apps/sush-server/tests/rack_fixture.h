@@ -83,6 +83,7 @@ struct Sled {
   std::vector<std::string> extra_args;  // e.g. job limits
   std::vector<Address> cut;             // --cut at boot: gossip peers cut both ways
   bool make_drives = true;              // Spawn creates the drive folders (as rack up does)
+  bool lists_peers = true;              // --peer for every other sled (false: none)
   pid_t pid = -1;
   SushClient client() const { return SushClient(http, {3000ms}); }
   // data_dir holds the sled's folders: data (the server's --data-dir), home,
@@ -242,7 +243,7 @@ class RackTest : public ::testing::Test {
       args.push_back(peer.ToString());
     }
     for (const Sled& peer : sleds_) {
-      if (peer.cubby == sled.cubby) continue;
+      if (peer.cubby == sled.cubby || !sled.lists_peers) continue;
       args.push_back("--peer");
       args.push_back(peer.gossip.ToString());
     }

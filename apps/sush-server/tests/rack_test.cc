@@ -50,7 +50,7 @@ TEST_F(RackTest, ASessionOnAIsActiveOnBAndAJobSubmittedToARunsOnBoth) {
     }
   }
   for (const Sled* sled : {&a, &b}) {
-    auto out = sled->client().Output(*job, "stdout");
+    auto out = sled->client().Output(*job, "stdout", {&operator_, sled->baseboard});
     ASSERT_TRUE(out) << out.error().ToString();
     EXPECT_EQ(*out, job->ToString() + "\n");
     struct stat st {};
@@ -243,7 +243,7 @@ TEST_F(RackTest, AReplacedSledRejoins) {
   ASSERT_TRUE(second) << second.error().ToString();
   EXPECT_TRUE(
       Eventually([&] { return StateOn(sleds_[0], *second, fresh.baseboard) == "Stopped"; }));
-  auto out = fresh.client().Output(*second, "stdout");
+  auto out = fresh.client().Output(*second, "stdout", {&operator_, fresh.baseboard});
   ASSERT_TRUE(out);
   EXPECT_EQ(*out, "two\n");
   // Cubby 2 only: the others skipped it.
@@ -657,28 +657,101 @@ TEST_F(RackTest, TheAcceptingSledChecksASessionStartsNonceAndBaseboard) {
   EXPECT_EQ(again.error().code, ErrorCode::kPermissionDenied) << again.error().ToString();
 }
 
-TEST_F(RackTest, TheThousandAndFirstQueuedJobOfASessionIsALimitError) {
+// Issue 16: validly signed jobs at chain positions nothing leads to hold no
+// queue slot. A thousand of them are accepted (their own limit), the
+// 1,001st is a typed limit error, and a job at the chain's next position is
+// still accepted and runs: the queue limit counts only jobs that can run.
+TEST_F(RackTest, AThousandUnreachableJobsHoldNoQueueSlotAndTheNextJobStillRuns) {
   StartRack(1);
   const Sled& a = sleds_[0];
   auto session = a.client().StartSession(operator_);
   ASSERT_TRUE(session) << session.error().ToString();
-  // Behind a hole nothing runs: every submitted job stays queued.
-  rack::SignedRequest previous = SignJob(NextJobId(a), *session, "true");
-  rack::JobId last;
-  for (size_t i = 0; i < 1000; ++i) {
-    previous = SignJob(rack::NextJobId(rack::ToBeSignedDigest(previous)), *session, "true");
-    last = std::get<rack::JobStart>(previous.payload).job_id;
-    auto submitted = SubmitSigned(a, previous);
+  auto nowhere = [&](uint32_t n) {
+    rack::JobId id;
+    for (size_t i = 0; i < 4; ++i) id.bytes[i] = static_cast<uint8_t>(n >> (8 * i));
+    id.bytes[10] = 0x5a;
+    return SignJob(id, *session, "touch unreachable-ran");
+  };
+  for (uint32_t i = 0; i < 1000; ++i) {
+    auto submitted = SubmitSigned(a, nowhere(i));
     ASSERT_TRUE(submitted) << i << ": " << submitted.error().ToString();
   }
-  EXPECT_EQ(StateOn(a, last, a.baseboard), "Queued");
-  const rack::SignedRequest past =
-      SignJob(rack::NextJobId(rack::ToBeSignedDigest(previous)), *session, "true");
-  auto refused = SubmitSigned(a, past);
+  auto refused = SubmitSigned(a, nowhere(1000));
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kLimitExceeded) << refused.error().ToString();
-  EXPECT_NE(refused.error().message.find("queued_jobs_per_session_max"), std::string::npos);
-  EXPECT_EQ((*a.client().Info())["executions"], 0);
+  EXPECT_NE(refused.error().message.find("unchained_jobs_per_session_max"), std::string::npos);
+  auto runs = a.client().StartJob(operator_, "echo ran", "*", false);
+  ASSERT_TRUE(runs) << runs.error().ToString();
+  EXPECT_TRUE(Eventually([&] { return StateOn(a, *runs, a.baseboard) == "Stopped"; }));
+  EXPECT_FALSE(std::filesystem::exists(a.home() / "unreachable-ran"));
+}
+
+// -w with a targeted sled down: it stops waiting for that sled once it has
+// not answered for 3 s, prints the finished sleds' stdout and stderr, says
+// which sled it gave up on, and exits 1.
+TEST_F(RackTest, WaitPrintsTheFinishedSledsOutputWhenOneSledIsDown) {
+  ASSERT_TRUE(TwoSledsWithASession().has_value());
+  Sled& down = sleds_[1];
+  Kill(down);
+  const auto asked = std::chrono::steady_clock::now();
+  ClientRun ran =
+      Sush({"--json", "job", "start", "-w", "--timeout-s", "60", "echo out; echo err >&2"});
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 20s) << "-w waited for the down sled";
+  EXPECT_EQ(ran.code, 1) << ran.out << ran.err;
+  const json view = ran.Json();
+  EXPECT_EQ(view["stdout"][sleds_[0].baseboard], "out\n") << ran.out;
+  EXPECT_EQ(view["stderr"][sleds_[0].baseboard], "err\n") << ran.out;
+  EXPECT_NE(view["unfinished"][down.baseboard].get<std::string>().find("does not answer"),
+            std::string::npos)
+      << ran.out;
+  EXPECT_EQ(view["error"]["code"], "Timeout") << ran.out;
+  ClientRun text =
+      Sush({"job", "status", "-w", "--timeout-s", "60", view["job"]["job_id"].get<std::string>()});
+  EXPECT_EQ(text.code, 1);
+  EXPECT_NE(text.out.find("-- stderr --\nerr\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(the sled does not answer (down?))"), std::string::npos) << text.out;
+}
+
+// The issue's one-sided peer list: sled 1 lists no peer, sled 0 lists sled 1
+// but is cut from it at boot, so each forms its own universe; sled 0's wins
+// (a session and a job gave it more ticks). Healed, only sled 0 dials: sled
+// 1 loses on an inbound link and must bootstrap over it as a dialler would.
+// `sush version` shows the split before; after, the two joined, sled 1
+// learned the session, and no split is reported.
+TEST_F(RackTest, TwoUniversesJoinThroughAOneSidedPeerList) {
+  PlanRack(2);
+  Sled& dialler = sleds_[0];
+  Sled& listener = sleds_[1];
+  listener.lists_peers = false;
+  dialler.cut = {listener.gossip};
+  Spawn(listener);
+  Spawn(dialler);
+  WaitHttp(listener);
+  WaitHttp(dialler);
+  auto network = [](const Sled& sled) {
+    auto info = sled.client().Info();
+    return info ? (*info)["network"].dump() : std::string();
+  };
+  ASSERT_NE(network(dialler), network(listener));
+  auto session = dialler.client().StartSession(operator_);
+  ASSERT_TRUE(session) << session.error().ToString();
+  auto job = dialler.client().StartJob(operator_, "true", "0", false);
+  ASSERT_TRUE(job) << job.error().ToString();
+  ASSERT_TRUE(Eventually([&] { return StateOn(dialler, *job, dialler.baseboard) == "Stopped"; }));
+  WriteRackFile();
+  ClientRun split = Sush({"version"});
+  EXPECT_NE(split.out.find("gossip: 2 universe(s) (SPLIT)"), std::string::npos) << split.out;
+  Partition(dialler, {});
+  EXPECT_TRUE(Eventually([&] { return Converged(); }, 10s))
+      << network(dialler) << " vs " << network(listener);
+  EXPECT_TRUE(Eventually([&] { return ActiveSession(listener) == session->ToString(); }));
+  for (const Sled& sled : sleds_) {
+    auto info = sled.client().Info();
+    ASSERT_TRUE(info);
+    EXPECT_EQ((*info)["gossip"]["split"], nullptr) << sled.baseboard << ": " << info->dump();
+  }
+  ClientRun joined = Sush({"--json", "version"});
+  EXPECT_EQ(joined.Json()["gossip"]["split"], false) << joined.out;
 }
 
 }  // namespace

@@ -64,21 +64,47 @@ NetworkId Host::network() const {
 }
 
 Status Host::Persist() {
+  std::lock_guard save(save_mu_);
   std::lock_guard lock(mu_);
   return PersistLocked();
 }
 
 Status Host::PersistAbove(const itc::Version& floor) {
+  std::lock_guard save(save_mu_);
   std::lock_guard lock(mu_);
   ++revision_;
   replica_.RaiseTickFloor(floor);
   return PersistLocked();
 }
 
+// The snapshot and the bookmark are taken at one instant, so every own event
+// the session ships is covered by the bookmark, which is durable before this
+// returns; the bookmark is saved without the replica's lock (the fsync does
+// not hold up Send), under save_mu_, which every saver holds: network, party
+// and generation cannot change meanwhile (only savers change them), only own
+// events can grow, and those are not in this snapshot.
 Result<Host::Begun> Host::Begin() {
+  std::lock_guard save(save_mu_);
+  std::optional<Begun> begun;
+  std::optional<Bookmark> bookmark;
+  uint64_t revision = 0;
+  {
+    std::lock_guard lock(mu_);
+    begun.emplace(Begun{replica_.Snap(), generation_});
+    // Nothing that can move the own events happened since the last check.
+    if (!store_ || checked_revision_ == revision_) return std::move(*begun);
+    revision = revision_;
+    bookmark = replica_.MakeBookmark();
+    if (Covers(persisted_, *bookmark)) {
+      checked_revision_ = revision;
+      return std::move(*begun);
+    }
+  }
+  ONCE_RETURN_IF_ERROR(store_->Save(*bookmark));
   std::lock_guard lock(mu_);
-  ONCE_RETURN_IF_ERROR(PersistLocked());
-  return Begun{replica_.Snap(), generation_};
+  persisted_ = std::move(bookmark);
+  checked_revision_ = revision;  // a change since then moved revision_ past it
+  return std::move(*begun);
 }
 
 Status Host::Commit(Begun&& begun, ReceivedLeaves&& received, std::span<const Path> deleted,
@@ -94,6 +120,7 @@ Status Host::Commit(Begun&& begun, ReceivedLeaves&& received, std::span<const Pa
 }
 
 Result<Host::Granted> Host::Grant() {
+  std::lock_guard save(save_mu_);
   std::lock_guard lock(mu_);
   ++revision_;
   ONCE_ASSIGN_OR_RETURN(itc::Party granted, replica_.ForkParty());
@@ -108,6 +135,7 @@ Result<Host::Granted> Host::Grant() {
 Status Host::Adopt(Replica replica) {
   NetworkId old_network, new_network;
   {
+    std::lock_guard save(save_mu_);
     std::lock_guard lock(mu_);
     if (store_) {
       Bookmark next = replica.MakeBookmark();
@@ -127,6 +155,7 @@ Status Host::Adopt(Replica replica) {
 Result<bool> Host::Bootstrapped(const NetworkId& network, itc::Party granted,
                                 ReceivedLeaves&& received, const itc::Version& ceiling) {
   {
+    std::lock_guard save(save_mu_);
     std::lock_guard lock(mu_);
     if (replica_.network() == network && replica_.party()) {
       ++revision_;
@@ -144,6 +173,7 @@ Result<bool> Host::Bootstrapped(const NetworkId& network, itc::Party granted,
 }
 
 Result<itc::Party> Host::Donate() {
+  std::lock_guard save(save_mu_);
   std::lock_guard lock(mu_);
   if (!replica_.party()) return MakeError(ErrorCode::kUnsupported, "no party to donate");
   if (store_) {
@@ -157,6 +187,7 @@ Result<itc::Party> Host::Donate() {
 }
 
 Status Host::TakeDonation(itc::Party party) {
+  std::lock_guard save(save_mu_);
   std::lock_guard lock(mu_);
   ++revision_;
   ONCE_RETURN_IF_ERROR(replica_.JoinParty(std::move(party)));

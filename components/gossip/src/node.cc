@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <deque>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -140,6 +141,7 @@ struct Link {
   bool exited = false;
   bool round_wanted = false;
   uint64_t rounds_done = 0;
+  bool round_news = false;  // the last round moved messages or met another universe
   // The stream's byte counts already added to the node's stats (the link
   // thread's own).
   uint64_t bytes_sent_counted = 0;
@@ -177,6 +179,8 @@ struct Node::Impl {
   bool nudged = false;
   std::list<std::shared_ptr<Link>> links;
   NodeStats stats;
+  std::optional<SplitSeen> split;
+  std::deque<GossipError> errors;
 
   std::thread accept_thread;
   std::thread gossip_thread;
@@ -198,6 +202,53 @@ struct Node::Impl {
     stats.bytes_received += received - link.bytes_received_counted;
     link.bytes_sent_counted = sent;
     link.bytes_received_counted = received;
+  }
+
+  // A failed session, for errors(): a repeat of the latest is counted.
+  void NoteError(const Link& link, const Error& error) {
+    std::lock_guard lock(mu);
+    const std::string peer = link.peer.host + ":" + std::to_string(link.peer.port);
+    const auto now = std::chrono::system_clock::now();
+    if (!errors.empty() && errors.back().peer == peer && errors.back().message == error.message) {
+      errors.back().at = now;
+      ++errors.back().count;
+      return;
+    }
+    errors.push_back(GossipError{peer, error.message, now, 1});
+    while (errors.size() > options.errors_kept) errors.pop_front();
+  }
+
+  // What a completed session tells: news (messages moved, another universe)
+  // and meetings of another universe.
+  bool NoteReport(const Link& link, const SessionReport& report) {
+    const bool foreign =
+        report.outcome == Outcome::kLocalWins || report.outcome == Outcome::kPeerWins;
+    const bool adopted = report.outcome == Outcome::kBootstrapped;
+    if (foreign || adopted) {
+      std::lock_guard lock(mu);
+      const auto now = std::chrono::system_clock::now();
+      if (adopted) {
+        split.reset();
+      } else {
+        ++stats.foreign_meetings;
+        const std::string peer = link.peer.host + ":" + std::to_string(link.peer.port);
+        if (!split || !(split->network == report.peer_network) ||
+            now - split->last > SplitForget()) {
+          split = SplitSeen{report.peer_network, peer, now, now, 1};
+        } else {
+          split->last = now;
+          split->peer = peer;
+          ++split->meetings;
+        }
+      }
+    }
+    if ((report.received > 0 || adopted) && options.on_received) options.on_received();
+    return foreign || adopted || report.received > 0 || report.sent > 0 || report.deleted > 0;
+  }
+
+  // A split not met again for this long is over.
+  std::chrono::milliseconds SplitForget() const {
+    return std::max(options.split_report_ms, 3 * options.gossip_interval_max_ms);
   }
 
   // --- links -------------------------------------------------------------
@@ -317,9 +368,11 @@ struct Node::Impl {
       link.round_wanted = false;
     }
     if (wanted) {
-      const bool ok = RunRound(link);
+      bool news = false;
+      const bool ok = RunRound(link, news);
       std::lock_guard lock(mu);
       ++link.rounds_done;
+      link.round_news = news;
       round_finished.notify_all();
       return ok;
     }
@@ -349,14 +402,27 @@ struct Node::Impl {
     return options.peer_allowed_inbound(peer);
   }
 
-  // Grants the peer the turn and answers its session.
+  // Grants the peer the turn and answers its session. A peer whose universe
+  // wins is joined over this very link (its next step is a round here, as
+  // the initiator: the sync loses again, then the bootstrap), whether or not
+  // the peer is on this node's list. A session that brought news is passed
+  // on at once (a round with a random peer).
   bool Serve(Link& link) {
     const Deadline deadline = DeadlineIn(options.session_timeout_ms);
     if (!link.stream->Write(std::span(&kGrant, 1), deadline)) return false;
     auto report = Respond(*link.stream, *host, options.session, deadline);
     CountSession(link, report.has_value());
-    if (!report) return false;
-    if (report->outcome == Outcome::kPeerWins) Nudge();  // go and lose as the initiator
+    if (!report) {
+      NoteError(link, report.error());
+      return false;
+    }
+    const bool news = NoteReport(link, *report);
+    if (report->outcome == Outcome::kPeerWins) {
+      std::lock_guard lock(mu);
+      link.round_wanted = true;
+    } else if (news && report->received > 0) {
+      Nudge();
+    }
     return true;
   }
 
@@ -371,6 +437,7 @@ struct Node::Impl {
       if (turn.collided()) ++link.collisions;
       if (report || !turn.yielded()) {
         CountSession(link, report.has_value());
+        if (!report) NoteError(link, report.error());
         return report.has_value();
       }
       Count(&NodeStats::turns_yielded);
@@ -382,12 +449,14 @@ struct Node::Impl {
   }
 
   // A sync session as the initiator, and a bootstrap if this side lost.
-  // False if the link is unusable.
-  bool RunRound(Link& link) {
+  // False if the link is unusable; `news` says whether it moved anything.
+  bool RunRound(Link& link, bool& news) {
     Result<SessionReport> report;
     if (!InitiateOn(link, Mode::kSync, report)) return false;
+    news = NoteReport(link, *report);
     if (report->outcome != Outcome::kPeerWins) return true;
     if (!InitiateOn(link, Mode::kBootstrap, report)) return false;
+    NoteReport(link, *report);
     Count(&NodeStats::bootstraps);
     return true;
   }
@@ -421,10 +490,11 @@ struct Node::Impl {
     return kept ? link : FindLocked(peer);
   }
 
-  // Asks the link's thread for one round and waits for it.
-  void Round(const PeerAddress& peer) {
+  // Asks the link's thread for one round and waits for it. True if the
+  // round moved anything (or failed: the peer may need another).
+  bool Round(const PeerAddress& peer) {
     std::shared_ptr<Link> link = Dial(peer);
-    if (!link) return;
+    if (!link) return true;
     std::unique_lock lock(mu);
     const uint64_t ticket = link->rounds_done;
     link->round_wanted = true;
@@ -434,6 +504,7 @@ struct Node::Impl {
     round_finished.wait_for(lock, bound, [&] {
       return link->rounds_done != ticket || link->exited || stopping.load();
     });
+    return link->rounds_done == ticket || link->exited || link->round_news;
   }
 
   // --- loops -------------------------------------------------------------
@@ -459,10 +530,15 @@ struct Node::Impl {
   }
 
   void GossipLoop() {
+    const auto base = options.gossip_interval_ms;
+    const auto max = std::max(options.gossip_interval_max_ms, base);
+    auto interval = base;
     while (!stopping) {
+      bool was_nudged = false;
       {
         std::unique_lock lock(mu);
-        wake.wait_for(lock, options.gossip_interval_ms, [&] { return nudged || stopping.load(); });
+        wake.wait_for(lock, interval, [&] { return nudged || stopping.load(); });
+        was_nudged = nudged;
         nudged = false;
       }
       if (stopping || options.peers.empty()) continue;
@@ -472,7 +548,8 @@ struct Node::Impl {
         continue;
       }
       Count(&NodeStats::rounds);
-      Round(options.peers[peer]);
+      const bool news = Round(options.peers[peer]);
+      interval = news || was_nudged ? base : std::min(max, interval * 2);
     }
   }
 
@@ -532,6 +609,21 @@ void Node::Stop() { impl_->Stop(); }
 NodeStats Node::stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->stats;
+}
+
+std::optional<SplitSeen> Node::split() const {
+  std::lock_guard lock(impl_->mu);
+  const auto& seen = impl_->split;
+  if (!seen) return std::nullopt;
+  const auto now = std::chrono::system_clock::now();
+  if (now - seen->last > impl_->SplitForget()) return std::nullopt;
+  if (seen->last - seen->since < impl_->options.split_report_ms) return std::nullopt;
+  return seen;
+}
+
+std::vector<GossipError> Node::errors() const {
+  std::lock_guard lock(impl_->mu);
+  return std::vector<GossipError>(impl_->errors.begin(), impl_->errors.end());
 }
 
 std::vector<LinkInfo> Node::links() const {

@@ -306,5 +306,74 @@ TEST(NodeTest, AnInboundFilterRefusesThePeersLinksAndSessions) {
   for (auto& n : nodes) n->Stop();
 }
 
+// Two nodes, node 0 listing node 1 and node 1 listing nobody (a one-sided
+// peer list); node 0's universe holds three messages, so it wins the
+// bootstrap game. `session` is node 1's session options.
+std::vector<std::unique_ptr<Node>> OneSidedPair(SessionOptions session = {}) {
+  std::vector<uint16_t> ports;
+  {
+    auto a = TcpListener::Listen(0), b = TcpListener::Listen(0);
+    ports = {(*a)->port(), (*b)->port()};
+  }
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    NodeOptions o;
+    o.port = ports[i];
+    if (i == 0) o.peers.push_back(PeerAddress{"127.0.0.1", ports[1]});
+    o.gossip_interval_ms = 20ms;
+    o.gossip_interval_max_ms = 40ms;
+    o.split_report_ms = 300ms;
+    o.rng_seed = 4000 + i;
+    if (i == 1) o.session = session;
+    auto node = Node::Start(std::move(o));
+    EXPECT_TRUE(node) << node.error().ToString();
+    if (i == 0) {
+      for (const char* text : {"a", "b", "c"}) EXPECT_TRUE((*node)->host().Send(Payload(text)));
+    }
+    nodes.push_back(std::move(*node));
+  }
+  return nodes;
+}
+
+// The one-sided split: the node that learns of the winning universe
+// only from inbound sessions joins it, as one that dialled would.
+TEST(NodeTest, ANodeThatLosesAnInboundMeetingJoinsTheWinnerOverThatLink) {
+  auto nodes = OneSidedPair();
+  EXPECT_TRUE(
+      Eventually([&] { return nodes[1]->host().network() == nodes[0]->host().network(); }, 5s))
+      << "the one-sided pair stayed split";
+  EXPECT_EQ(nodes[1]->stats().bootstraps, 1u);
+  EXPECT_TRUE(Eventually([&] {
+    return nodes[1]->host().Read([](const Replica& r) { return r.ceiling(); }) ==
+           nodes[0]->host().Read([](const Replica& r) { return r.ceiling(); });
+  }));
+  EXPECT_FALSE(nodes[0]->split().has_value());
+  EXPECT_FALSE(nodes[1]->split().has_value());
+  for (auto& n : nodes) n->Stop();
+}
+
+// A split that persists while the nodes talk (here node 1 cannot take the
+// winner's messages: its bootstraps fail on session_messages_max) is
+// reported by both sides, and the failures are in errors().
+TEST(NodeTest, ASplitThatPersistsWhileNodesTalkIsReported) {
+  SessionOptions tiny;
+  tiny.session_messages_max = 1;
+  auto nodes = OneSidedPair(tiny);
+  ASSERT_TRUE(Eventually([&] { return nodes[1]->split().has_value(); }, 5s));
+  const SplitSeen seen = *nodes[1]->split();
+  EXPECT_EQ(seen.network, nodes[0]->host().network());
+  EXPECT_GE(seen.last - seen.since, 300ms);
+  EXPECT_GT(seen.meetings, 1u);
+  EXPECT_TRUE(Eventually([&] { return nodes[0]->split().has_value(); }, 5s));
+  EXPECT_EQ(nodes[0]->split()->network, nodes[1]->host().network());
+  const std::vector<GossipError> errors = nodes[1]->errors();
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors.back().message.find("session_messages_max"), std::string::npos)
+      << errors.back().message;
+  EXPECT_GT(errors.back().count, 1u) << "repeats are counted, not kept";
+  EXPECT_NE(nodes[0]->host().network(), nodes[1]->host().network());
+  for (auto& n : nodes) n->Stop();
+}
+
 }  // namespace
 }  // namespace once::gossip

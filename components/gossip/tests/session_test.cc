@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
 #include "harness.h"
 
 namespace once::gossip {
@@ -290,6 +295,57 @@ TEST(SessionTest, BookmarkIsPersistedBeforeOwnEventsLeave) {
   EXPECT_TRUE(itc::Leq(*v, store.last->version));
   ASSERT_TRUE(RunPair(a, *universe[1]).initiator);  // nothing new of ours: no save
   EXPECT_EQ(store.saves, 1);
+}
+
+// A store whose Save waits until it is released.
+struct GatedBookmarks : BookmarkStore {
+  Status Save(const Bookmark& b) override {
+    std::unique_lock lock(mu);
+    saving = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return released; });
+    last_version = b.version;
+    return Ok();
+  }
+  std::mutex mu;
+  std::condition_variable changed;
+  bool saving = false;
+  bool released = false;
+  itc::Version last_version;
+};
+
+// Issue 16: a session's bookmark fsync no longer holds the replica's lock, so
+// a local send goes through while it runs; the session ships only what its
+// bookmark covers.
+TEST(SessionTest, ASendIsNotHeldUpByASessionsBookmarkSave) {
+  SeededRng rng(22);
+  auto universe = MakeUniverse(rng, 1);
+  GatedBookmarks store;
+  Host a(universe[0]->Read([](const Replica& r) { return Replica::Reclaim(r.MakeBookmark()); }),
+         &store);
+  auto first = a.Send(Payload("before"));
+  ASSERT_TRUE(first);
+  std::optional<Result<Host::Begun>> begun;
+  std::thread session([&] { begun.emplace(a.Begin()); });
+  {
+    std::unique_lock lock(store.mu);
+    store.changed.wait(lock, [&] { return store.saving; });
+  }
+  auto sending = std::async(std::launch::async, [&] { return a.Send(Payload("during the save")); });
+  // Before: the send waited for the replica's lock, held across the fsync.
+  EXPECT_EQ(sending.wait_for(std::chrono::seconds(2)), std::future_status::ready);
+  {
+    std::lock_guard lock(store.mu);
+    store.released = true;
+  }
+  store.changed.notify_all();
+  session.join();
+  auto during = sending.get();
+  ASSERT_TRUE(during);
+  ASSERT_TRUE(begun && *begun);
+  EXPECT_TRUE((**begun).snapshot.Find(PathOf(*first)));
+  EXPECT_FALSE((**begun).snapshot.Find(PathOf(*during))) << "shipped an event not persisted";
+  EXPECT_TRUE(itc::Leq(*first, store.last_version));
 }
 
 }  // namespace

@@ -392,6 +392,7 @@ Status ProcessExecutor::Start(const JobSpec& spec) {
                                   "HOME=" + config_.home,
                                   "USER=" + config_.user,
                                   "LOGNAME=" + config_.user,
+                                  "SSH_CLIENT=sush",
                                   "SUSH_JOB_ID=" + spec.job_id.ToString(),
                                   "SUSH_COMMAND=" + spec.command,
                                   "SUSH_JOB_OUTPUT_DIR=" + dir.string()};

@@ -226,7 +226,100 @@ std::vector<JobId> SledCore::History(size_t offset, size_t limit) const {
   return out;
 }
 
-size_t SledCore::queued_jobs() const { return active_ ? active_->known.size() : 0; }
+size_t SledCore::queued_jobs() const { return active_ ? Chained().size() : 0; }
+
+size_t SledCore::unchained_jobs() const {
+  if (!active_) return 0;
+  const std::set<JobId> chained = Chained();
+  size_t n = 0;
+  for (const auto& [id, pending] : active_->known) n += !pending.aged && !chained.contains(id);
+  return n;
+}
+
+// The walk of next_free_job_id (and of the replay of an earlier life's
+// positions), collecting the known jobs it passes.
+std::set<JobId> SledCore::Chained() const {
+  std::set<JobId> out;
+  if (!active_) return out;
+  const Session& session = *active_;
+  std::vector<JobId> starts{session.next};
+  if (session.replay) starts.push_back(session.replay->at);
+  for (JobId tip : starts) {
+    for (size_t step = 0; step <= session.known.size() + session.skips.size(); ++step) {
+      if (session.skips.contains(tip)) {
+        tip = NextJobIdAfterBurned(tip);
+      } else if (auto it = session.known.find(tip); it != session.known.end()) {
+        out.insert(tip);
+        tip = NextJobId(it->second.digest);
+      } else {
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// A job at the chain's free tip joins the queue (queued_jobs_per_session_max);
+// any other position is unchained (unchained_jobs_per_session_max).
+Status SledCore::RoomFor(const JobId& id) const {
+  const std::set<JobId> chained = Chained();
+  if (id == next_free_job_id()) {
+    if (chained.size() >= config_.limits.queued_jobs_per_session_max) {
+      return LimitError("queued_jobs_per_session_max", static_cast<int64_t>(chained.size() + 1),
+                        static_cast<int64_t>(config_.limits.queued_jobs_per_session_max),
+                        id.ToString());
+    }
+    return Ok();
+  }
+  size_t unchained = 0;
+  for (const auto& [known, pending] : active_->known) {
+    unchained += !pending.aged && !chained.contains(known);
+  }
+  if (unchained >= config_.limits.unchained_jobs_per_session_max) {
+    return LimitError("unchained_jobs_per_session_max", static_cast<int64_t>(unchained + 1),
+                      static_cast<int64_t>(config_.limits.unchained_jobs_per_session_max),
+                      id.ToString() + " (no job this sled holds leads to its chain position)");
+  }
+  return Ok();
+}
+
+// An unchained job older than unchained_job_age_max gets its terminal Error
+// here (it no longer counts, never runs here, and keeps only what passing
+// its position needs); past unchained_jobs_per_session_max aged ones, the
+// oldest are forgotten (their positions become plain holes).
+void SledCore::AgeUnchained() {
+  if (!active_ || active_->known.empty()) return;
+  Session& session = *active_;
+  const std::set<JobId> chained = Chained();
+  std::vector<std::pair<TimePoint, JobId>> aged;
+  for (auto& [id, pending] : session.known) {
+    if (chained.contains(id)) continue;
+    if (!pending.aged && now_ - pending.known_at > config_.limits.unchained_job_age_max) {
+      pending.aged = true;
+      pending.request.clear();
+      pending.request.shrink_to_fit();
+      if (pending.targeted && !pending.cancelled) {
+        pending.cancelled = true;
+        const std::string why = Truncated(
+            "unreachable chain position: no job this sled holds led to it within " +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                   config_.limits.unchained_job_age_max)
+                                   .count()) +
+                " s (a predecessor lost on the way, or a position no chain reaches); it never "
+                "runs here",
+            kErrorTextBytesMax);
+        Report(id, FailedStatus(ErrorCode::kTimeout, why),
+               JobError{config_.identity.baseboard, id, ErrorCode::kTimeout, why});
+      }
+    }
+    if (pending.aged) aged.emplace_back(pending.known_at, id);
+  }
+  if (aged.size() <= config_.limits.unchained_jobs_per_session_max) return;
+  std::sort(aged.begin(), aged.end());
+  for (size_t i = 0; i + config_.limits.unchained_jobs_per_session_max < aged.size(); ++i) {
+    session.known.erase(aged[i].second);
+  }
+}
 
 std::vector<JobId> SledCore::running() const {
   std::vector<JobId> out;
@@ -360,13 +453,17 @@ Status SledCore::CheckSubmitted(const RequestPayload& payload,
       return MakeError(ErrorCode::kInvalidArgument, "session start names another sled",
                        start->baseboard);
     }
-    auto nonce = nonces_.find(start->server_nonce);
-    if (nonce == nonces_.end() || nonce->second <= now_) {
-      return MakeError(ErrorCode::kPermissionDenied, "server nonce unknown, used or expired",
-                       start->server_nonce.ToString());
-    }
-    nonces_.erase(nonce);
+    ONCE_RETURN_IF_ERROR(UseNonce(*start));
     session_id = DeriveSessionId(start->baseboard, start->server_nonce, start->signer_nonce);
+    return Ok();
+  }
+  if (const auto* stop = std::get_if<SessionStop>(&payload)) {
+    if (!active_ || active_->id != stop->session_id) {
+      return MakeError(ErrorCode::kNotFound,
+                       "session not active: nothing to stop (active: " +
+                           (active_ ? active_->id.ToString() : std::string("none")) + ")",
+                       stop->session_id.ToString());
+    }
     return Ok();
   }
   if (const auto* skip = std::get_if<SessionSkip>(&payload)) return CheckSkip(*skip);
@@ -387,12 +484,7 @@ Status SledCore::CheckSubmitted(const RequestPayload& payload,
       return MakeError(ErrorCode::kInvalidArgument, "chain position already passed",
                        job->job_id.ToString());
     }
-    const size_t queued = active_->known.size();
-    if (queued >= config_.limits.queued_jobs_per_session_max) {
-      return LimitError("queued_jobs_per_session_max", static_cast<int64_t>(queued + 1),
-                        static_cast<int64_t>(config_.limits.queued_jobs_per_session_max),
-                        job->job_id.ToString());
-    }
+    ONCE_RETURN_IF_ERROR(RoomFor(job->job_id));
   }
   return Ok();
 }
@@ -415,15 +507,70 @@ Status SledCore::CheckReset(const SledReset& reset) const {
 
 void SledCore::OnIssueNonce() {
   Reply reply;
-  if (nonces_.size() >= config_.limits.session_nonces_max) {
-    reply.status = LimitError("session_nonces_max", static_cast<int64_t>(nonces_.size() + 1),
-                              static_cast<int64_t>(config_.limits.session_nonces_max));
-  } else {
-    Nonce nonce = FreshNonce();
-    nonces_[nonce] = now_ + config_.limits.session_nonce_ttl;
-    reply.nonce = nonce;
-  }
+  reply.nonce = MintNonce();
   Emit(std::move(reply));
+}
+
+namespace {
+
+constexpr size_t kNonceTimeBytes = 3;  // issue time in seconds, mod 2^24 (194 days)
+constexpr size_t kNonceMacBytes = 4;
+
+uint32_t NonceSeconds(TimePoint t) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  return static_cast<uint32_t>(s) & 0xffffff;
+}
+
+std::array<uint8_t, kNonceMacBytes> NonceMac(const std::array<uint8_t, 32>& key,
+                                             std::string_view baseboard, const Nonce& nonce) {
+  const Digest256 digest =
+      Blake2b256({key, AsBytes("once.sush.session-nonce.v1"), AsBytes(baseboard),
+                  std::span(nonce.bytes).first(kId88Bytes - kNonceMacBytes)});
+  std::array<uint8_t, kNonceMacBytes> mac{};
+  std::copy_n(digest.begin(), kNonceMacBytes, mac.begin());
+  return mac;
+}
+
+}  // namespace
+
+// Issue time, random bytes, MAC (SledConfig::nonce_key): nothing is kept.
+// The rng is drawn from as for a fully random nonce, so a simulator's
+// streams do not move.
+Nonce SledCore::MintNonce() {
+  Nonce nonce = FreshNonce();
+  const uint32_t seconds = NonceSeconds(now_);
+  for (size_t i = 0; i < kNonceTimeBytes; ++i) {
+    nonce.bytes[i] = static_cast<uint8_t>(seconds >> (8 * (kNonceTimeBytes - 1 - i)));
+  }
+  const auto mac = NonceMac(config_.nonce_key, config_.identity.baseboard, nonce);
+  std::copy(mac.begin(), mac.end(), nonce.bytes.end() - kNonceMacBytes);
+  return nonce;
+}
+
+// This sled's MAC, issued within session_nonce_ttl, and not used before.
+Status SledCore::UseNonce(const SessionStart& start) {
+  const Nonce& nonce = start.server_nonce;
+  auto refuse = [&](std::string why) {
+    return MakeError(ErrorCode::kPermissionDenied, "server nonce " + why, nonce.ToString());
+  };
+  const auto mac = NonceMac(config_.nonce_key, config_.identity.baseboard, nonce);
+  if (!std::equal(mac.begin(), mac.end(), nonce.bytes.end() - kNonceMacBytes)) {
+    return refuse("unknown: this sled did not issue it");
+  }
+  uint32_t issued = 0;
+  for (size_t i = 0; i < kNonceTimeBytes; ++i) issued = issued << 8 | nonce.bytes[i];
+  const uint32_t age = (NonceSeconds(now_) - issued) & 0xffffff;
+  const auto ttl =
+      std::chrono::duration_cast<std::chrono::seconds>(config_.limits.session_nonce_ttl).count();
+  if (static_cast<int64_t>(age) > ttl) return refuse("expired (ask for a new one)");
+  std::erase_if(used_nonces_, [&](const auto& entry) { return entry.second <= now_; });
+  if (used_nonces_.contains(nonce)) return refuse("already used");
+  if (used_nonces_.size() >= config_.limits.used_session_nonces_max) {
+    return LimitError("used_session_nonces_max", static_cast<int64_t>(used_nonces_.size() + 1),
+                      static_cast<int64_t>(config_.limits.used_session_nonces_max));
+  }
+  used_nonces_[nonce] = now_ + config_.limits.session_nonce_ttl + std::chrono::seconds(1);
+  return Ok();
 }
 
 // Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
@@ -452,7 +599,8 @@ void SledCore::OnProcessExited(const ProcessExited& input) {
 void SledCore::OnTick(const TimerTick& input) {
   now_ = input.now;
   if (!started_at_) started_at_ = now_;
-  std::erase_if(nonces_, [&](const auto& entry) { return entry.second <= now_; });
+  std::erase_if(used_nonces_, [&](const auto& entry) { return entry.second <= now_; });
+  AgeUnchained();
   if (!announced_ && network_) {
     announced_ = true;
     Send(VersionAnnouncement{config_.identity.baseboard,
@@ -689,19 +837,13 @@ void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& requ
                         .error()});
     return;
   }
-  size_t queue_max = config_.limits.queued_jobs_per_session_max;
-  if (session.known.size() >= queue_max) {
-    return RefuseJob(
-        version, request,
-        LimitError("queued_jobs_per_session_max", static_cast<int64_t>(session.known.size() + 1),
-                   static_cast<int64_t>(queue_max))
-            .error(),
-        true);
-  }
+  if (auto room = RoomFor(job.job_id); !room)
+    return RefuseJob(version, request, room.error(), true);
   if (auto room = Remember(version, request, true); !room) {
     return RefuseJob(version, request, room.error(), true);
   }
-  PendingJob pending{job, ToBeSignedDigest(request), raw, version, Targets(job), false, false};
+  PendingJob pending{
+      job, ToBeSignedDigest(request), raw, version, Targets(job), false, false, now_, false};
   if (pending.targeted) SetStatus(job.job_id, config_.identity.baseboard, {});
   auto [it, inserted] = session.known.emplace(job.job_id, std::move(pending));
   if (session.stops.erase(job.job_id) > 0) {

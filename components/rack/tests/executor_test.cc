@@ -182,18 +182,27 @@ TEST_F(ExecutorTest, TheEnvironmentIsCleared) {
   std::istringstream lines(Read(id, "stdout"));
   for (std::string line; std::getline(lines, line);) names.insert(line.substr(0, line.find('=')));
   // bash itself exports PWD, SHLVL and _.
-  std::set<std::string> allowed = {
-      "PATH", "HOME",  "USER", "LOGNAME", "SUSH_JOB_ID", "SUSH_COMMAND", "SUSH_JOB_OUTPUT_DIR",
-      "PWD",  "SHLVL", "_"};
+  std::set<std::string> allowed = {"PATH",
+                                   "HOME",
+                                   "USER",
+                                   "LOGNAME",
+                                   "SSH_CLIENT",
+                                   "SUSH_JOB_ID",
+                                   "SUSH_COMMAND",
+                                   "SUSH_JOB_OUTPUT_DIR",
+                                   "PWD",
+                                   "SHLVL",
+                                   "_"};
   for (const auto& name : names) EXPECT_TRUE(allowed.contains(name)) << name;
-  for (const char* name :
-       {"PATH", "HOME", "USER", "LOGNAME", "SUSH_JOB_ID", "SUSH_COMMAND", "SUSH_JOB_OUTPUT_DIR"}) {
+  for (const char* name : {"PATH", "HOME", "USER", "LOGNAME", "SSH_CLIENT", "SUSH_JOB_ID",
+                           "SUSH_COMMAND", "SUSH_JOB_OUTPUT_DIR"}) {
     EXPECT_TRUE(names.contains(name)) << name;
   }
   std::string out = Read(id, "stdout");
   EXPECT_NE(out.find("PATH=/usr/sbin:/usr/bin:/sbin:/bin\n"), std::string::npos);
   EXPECT_NE(out.find("USER=sush-test\n"), std::string::npos);
   EXPECT_NE(out.find("SUSH_COMMAND=env\n"), std::string::npos);
+  EXPECT_NE(out.find("SSH_CLIENT=sush\n"), std::string::npos) << "as the original sush";
 }
 
 TEST_F(ExecutorTest, ItsOwnSessionHomeAsCwdSignalsResetAndLimitsSet) {

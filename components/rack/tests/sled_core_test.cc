@@ -514,33 +514,59 @@ TEST(SledCoreTest, SessionStartNeedsAFreshNonceOfTheAcceptingSled) {
   EXPECT_EQ(rack.Submit(A, invented).status.error().code, ErrorCode::kPermissionDenied);
 }
 
-TEST(SledCoreTest, NoncesExpireAndAreLimited) {
-  SledLimits limits;
-  limits.session_nonces_max = 2;
-  Rack rack(1, limits);
-  rack.Handle(A, IssueSessionNonce{});
-  Nonce first = *rack.sled(A).last_reply->nonce;
-  rack.Handle(A, IssueSessionNonce{});
-  rack.Handle(A, IssueSessionNonce{});
-  const Reply& refused = *rack.sled(A).last_reply;
-  ASSERT_FALSE(refused.status.has_value());
-  EXPECT_EQ(refused.status.error().As<LimitDetail>()->limit, "session_nonces_max");
+// Issue 16: nonces cost the sled no state, so no number of unauthenticated
+// requests can exhaust them; each is still good for one start, for
+// session_nonce_ttl, on the sled that issued it.
+TEST(SledCoreTest, NoncesCostNoStateExpireAndAreUsedOnce) {
+  Rack rack(2);
+  std::set<Nonce> issued;
+  for (int i = 0; i < 10000; ++i) {
+    rack.Handle(A, IssueSessionNonce{});
+    ASSERT_TRUE(rack.sled(A).last_reply->status.has_value()) << i;
+    issued.insert(*rack.sled(A).last_reply->nonce);
+  }
+  EXPECT_EQ(issued.size(), 10000u);
+  const Nonce nonce = *issued.begin();
+  auto start = [&](const Nonce& n, size_t sled = A) {
+    return rack.Submit(
+        sled, rack.SignOrDie(SessionStart{Rack::Baseboard(sled), n, Nonce{}}, rack.support()));
+  };
+  // Forged (a bit of the MAC flipped), or issued by another sled: unknown.
+  Nonce forged = nonce;
+  forged.bytes.back() ^= 1;
+  EXPECT_NE(start(forged).status.error().message.find("unknown"), std::string::npos);
+  EXPECT_NE(start(nonce, B).status.error().message.find("unknown"), std::string::npos);
+  ASSERT_TRUE(start(nonce).status.has_value());
+  auto again = start(nonce).status;
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_NE(again.error().message.find("already used"), std::string::npos);
+  // Past session_nonce_ttl: expired.
   rack.Handle(A, TimerTick{FromUnixMillis(1'700'000'000'000) + std::chrono::minutes(11)});
-  SignedRequest start =
-      rack.SignOrDie(SessionStart{Rack::Baseboard(A), first, Nonce{}}, rack.support());
-  EXPECT_EQ(rack.Submit(A, start).status.error().code, ErrorCode::kPermissionDenied);
+  auto late = start(*std::next(issued.begin())).status;
+  ASSERT_FALSE(late.has_value());
+  EXPECT_NE(late.error().message.find("expired"), std::string::npos);
   rack.Handle(A, IssueSessionNonce{});
-  EXPECT_TRUE(rack.sled(A).last_reply->status.has_value());
+  EXPECT_TRUE(start(*rack.sled(A).last_reply->nonce).status.has_value());
 }
 
 // ---- limits ----
+
+// A job at a chain position whose predecessor the sled does not hold.
+SignedRequest Unchained(Rack& rack, const ClientChain& chain, uint8_t n) {
+  JobId nowhere;
+  nowhere.bytes.fill(n);
+  return rack.SignOrDie(JobStart{nowhere, chain.session, "true", "*", false}, rack.support());
+}
 
 TEST(SledCoreTest, QueuedJobsPerSessionAreLimited) {
   SledLimits limits;
   limits.queued_jobs_per_session_max = 3;
   Rack rack(1, limits);
   auto chain = rack.StartSession(A);
-  rack.NextJob(*chain, "hole");
+  const SignedRequest running = rack.NextJob(*chain, "sleep 100");
+  ASSERT_TRUE(rack.Submit(A, running).status.has_value());
+  ASSERT_TRUE(rack.Started(A, std::get<JobStart>(running.payload).job_id));
   std::vector<JobId> ids;
   std::vector<SignedRequest> jobs;
   for (int i = 0; i < 4; ++i) {
@@ -566,6 +592,90 @@ TEST(SledCoreTest, QueuedJobsPerSessionAreLimited) {
   EXPECT_EQ(refused->state, JobState::kError);
   EXPECT_EQ(refused->error_code, ErrorCode::kLimitExceeded);
   EXPECT_NE(refused->error.find("queued_jobs_per_session_max"), std::string::npos);
+}
+
+// Issue 16: validly signed jobs at positions no chain reaches hold no queue
+// slot (they have their own limit), and age out with a terminal Error, after
+// which they count for nothing and never run.
+TEST(SledCoreTest, UnchainedJobsAreLimitedApartAndAgeOut) {
+  SledLimits limits;
+  limits.queued_jobs_per_session_max = 2;
+  limits.unchained_jobs_per_session_max = 3;
+  limits.unchained_job_age_max = std::chrono::minutes(1);
+  Rack rack(1, limits);
+  auto chain = rack.StartSession(A);
+  std::vector<JobId> nowhere;
+  for (uint8_t n = 1; n <= 3; ++n) {
+    const SignedRequest job = Unchained(rack, *chain, n);
+    nowhere.push_back(std::get<JobStart>(job.payload).job_id);
+    ASSERT_TRUE(rack.Submit(A, job).status.has_value()) << int(n);
+  }
+  EXPECT_EQ(rack.core(A).unchained_jobs(), 3u);
+  EXPECT_EQ(rack.core(A).queued_jobs(), 0u);
+  auto fourth = rack.Submit(A, Unchained(rack, *chain, 4)).status;
+  ASSERT_FALSE(fourth.has_value());
+  EXPECT_EQ(fourth.error().As<LimitDetail>()->limit, "unchained_jobs_per_session_max");
+  // The queue is untouched: jobs that can run are accepted and run.
+  const SignedRequest first = rack.NextJob(*chain, "sleep 100");
+  ASSERT_TRUE(rack.Submit(A, first).status.has_value());
+  EXPECT_TRUE(rack.Started(A, std::get<JobStart>(first.payload).job_id));
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(rack.Submit(A, rack.NextJob(*chain, "true")).status);
+  EXPECT_EQ(rack.core(A).queued_jobs(), 2u);
+  EXPECT_FALSE(rack.Submit(A, rack.NextJob(*chain, "true")).status.has_value());
+  for (const JobId& id : nowhere) EXPECT_EQ(rack.Status(A, id, A)->state, JobState::kQueued);
+  // Past unchained_job_age_max: a terminal Error on every one, room again.
+  rack.Handle(A, TimerTick{FromUnixMillis(1'700'000'000'000) + std::chrono::seconds(61)});
+  for (const JobId& id : nowhere) {
+    const JobStatus* status = rack.Status(A, id, A);
+    ASSERT_NE(status, nullptr);
+    EXPECT_EQ(status->state, JobState::kError);
+    EXPECT_EQ(status->error_code, ErrorCode::kTimeout);
+    EXPECT_TRUE(status->terminal());
+    EXPECT_NE(status->error.find("unreachable chain position"), std::string::npos);
+  }
+  EXPECT_EQ(rack.core(A).unchained_jobs(), 0u);
+  EXPECT_TRUE(rack.Submit(A, Unchained(rack, *chain, 5)).status.has_value());
+  for (const JobId& id : nowhere) EXPECT_EQ(rack.Runs(A, id), 0u);
+}
+
+// A job queued behind a hole ages out too, and when the hole fills later
+// the chain passes its position without running it.
+TEST(SledCoreTest, AnAgedJobBehindAHoleIsPassedWhenTheHoleFills) {
+  SledLimits limits;
+  limits.unchained_job_age_max = std::chrono::minutes(1);
+  Rack rack(1, limits);
+  auto chain = rack.StartSession(A);
+  const SignedRequest hole = rack.NextJob(*chain, "echo hole");
+  const SignedRequest behind = rack.NextJob(*chain, "echo behind");
+  const JobId behind_id = std::get<JobStart>(behind.payload).job_id;
+  ASSERT_TRUE(rack.Submit(A, behind).status.has_value());
+  EXPECT_EQ(rack.core(A).unchained_jobs(), 1u);
+  rack.Handle(A, TimerTick{FromUnixMillis(1'700'000'000'000) + std::chrono::seconds(61)});
+  EXPECT_EQ(rack.Status(A, behind_id, A)->state, JobState::kError);
+  ASSERT_TRUE(rack.Submit(A, hole).status.has_value());
+  const JobId hole_id = std::get<JobStart>(hole.payload).job_id;
+  EXPECT_TRUE(rack.Started(A, hole_id));
+  rack.Exit(A, hole_id, 0);
+  EXPECT_EQ(rack.Runs(A, behind_id), 0u);
+  const SignedRequest after = rack.NextJob(*chain, "echo after");
+  ASSERT_TRUE(rack.Submit(A, after).status.has_value());
+  EXPECT_TRUE(rack.Started(A, std::get<JobStart>(after.payload).job_id));
+}
+
+// A signed stop of a session that is not active is refused at the sled.
+TEST(SledCoreTest, AStopOfASessionThatIsNotActiveIsRefused) {
+  Rack rack(1);
+  auto chain = rack.StartSession(A);
+  SessionId other;
+  other.bytes.fill(7);
+  auto refused = rack.Submit(A, rack.SignOrDie(SessionStop{other}, rack.support())).status;
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(refused.error().message.find("not active"), std::string::npos);
+  ASSERT_TRUE(rack.Submit(A, rack.SignOrDie(SessionStop{chain->session}, rack.support())).status);
+  EXPECT_FALSE(rack.core(A).active_session().has_value());
+  EXPECT_FALSE(rack.Submit(A, rack.SignOrDie(SessionStop{chain->session}, rack.support()))
+                   .status.has_value());
 }
 
 // Two clients that read the same next id sign two jobs for one position:

@@ -14,6 +14,12 @@
 // trusted key (so the core's checks past the signature are reached too).
 // Bad input is answered with a client error (4xx), never 500, and every
 // view of the sled (info, session, jobs, the job, boundary) still renders.
+//
+// The input is also a byte stream on an HTTP connection (RequestParser,
+// http_parser.h, with small limits): fed at once, a byte at a time or in
+// 7-byte pieces it reads the same requests and ends in the same refusal
+// (400, 413, 431, 501 or 505 with a typed error), and no request it returns is
+// past the limits.
 // Seeds: components/sush_net/fuzz/corpus/sush_net_request_fuzz (bodies the
 // client writes; kept by sush_net_test).
 
@@ -23,8 +29,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "once/base/rng.h"
+#include "once/sush_net/http_parser.h"
 #include "once/sush_net/server.h"
 
 namespace {
@@ -160,6 +168,56 @@ void TryJobId(std::string_view text) {
   Check(again && *again == *id);
 }
 
+// What one connection's bytes parse to, fed `step` bytes at a time: each
+// request (method, target, headers, body) and the refusal's status (0: none).
+struct Connection {
+  std::vector<std::string> requests;
+  int refusal = 0;
+  friend bool operator==(const Connection&, const Connection&) = default;
+};
+
+Connection ParseConnection(std::string_view bytes, size_t step) {
+  HttpLimits limits;
+  limits.request_head_bytes_max = 512;
+  limits.request_headers_max = 8;
+  limits.request_body_bytes_max = 256;
+  limits.chunk_line_bytes_max = 32;
+  RequestParser parser(limits);
+  Connection out;
+  std::string in;
+  size_t at = 0;
+  while (out.requests.size() <= bytes.size()) {
+    Result<bool> done = parser.Feed(in);
+    if (!done) {
+      const int status = parser.failure_status();
+      Check(status == 400 || status == 413 || status == 431 || status == 501 || status == 505);
+      Check(Typed(done.error()) || done.error().code == ErrorCode::kUnsupported);
+      out.refusal = status;
+      return out;
+    }
+    if (*done) {
+      HttpRequest request = parser.Take();
+      Check(request.body.size() <= limits.request_body_bytes_max);
+      Check(request.headers.size() <= limits.request_headers_max);
+      std::string seen = request.method + " " + request.target + "\n";
+      for (const auto& [name, value] : request.headers) seen += name + ": " + value + "\n";
+      out.requests.push_back(seen + "\n" + request.body);
+      continue;
+    }
+    if (at == bytes.size()) return out;
+    const size_t n = std::min(step, bytes.size() - at);
+    in.append(bytes.substr(at, n));
+    at += n;
+  }
+  std::abort();  // more requests than bytes: the parser loops
+}
+
+void TryConnection(std::string_view bytes) {
+  const Connection whole = ParseConnection(bytes, bytes.size() + 1);
+  Check(ParseConnection(bytes, 1) == whole);
+  Check(ParseConnection(bytes, 7) == whole);
+}
+
 // The input as a request payload, signed by the sled's trusted key.
 void TrySigned(std::span<const uint8_t> input) {
   auto payload = rack::DecodePayload(input);
@@ -180,6 +238,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   TryPartition(text);
   TryAddress(text);
   TryJobId(text);
+  TryConnection(text);
   // As a GET path's id and query numbers, on a sled that was never changed.
   static Sled* const idle = new Sled();
   HttpAnswer job = GetJob(*idle->core, text);

@@ -22,6 +22,13 @@ namespace once::sush_net {
 using nlohmann::json;
 
 Result<Address> ParseAddress(std::string_view text) {
+  if (text.starts_with("unix:")) {
+    if (text.size() == 5) return MakeError(ErrorCode::kInvalidArgument, "unix: needs a path");
+    Address address;
+    address.host = "localhost";
+    address.socket_path = std::string(text.substr(5));
+    return address;
+  }
   std::string_view rest = text;
   if (rest.starts_with("http://")) rest.remove_prefix(7);
   if (rest.ends_with('/')) rest.remove_suffix(1);
@@ -60,6 +67,98 @@ json PartitionBody(const std::vector<Address>& peers) {
   json list = json::array();
   for (const Address& peer : peers) list.push_back(peer.ToString());
   return json{{"peers", std::move(list)}};
+}
+
+// ---- Signed HTTP requests ----
+
+namespace {
+
+Bytes HttpToBeSigned(std::string_view baseboard, std::string_view method, std::string_view target,
+                     std::string_view body, int64_t at) {
+  const rack::Digest256 body_hash = rack::Blake2b256({rack::AsBytes(body)});
+  std::string text = "once.sush.http.v1";
+  for (std::string_view part : {baseboard, method, target}) {
+    text.push_back('\0');
+    text += part;
+  }
+  text.push_back('\0');
+  text += std::to_string(at);
+  text.push_back('\0');
+  Bytes out(text.begin(), text.end());
+  out.insert(out.end(), body_hash.begin(), body_hash.end());
+  return out;
+}
+
+// "key=..., at=..., sig=..." after the "Sush " scheme.
+std::optional<std::string_view> AuthField(std::string_view params, std::string_view name) {
+  while (!params.empty()) {
+    const size_t comma = params.find(',');
+    std::string_view item = params.substr(0, comma);
+    params = comma == std::string_view::npos ? std::string_view() : params.substr(comma + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.size() > name.size() && item.starts_with(name) && item[name.size()] == '=') {
+      return item.substr(name.size() + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string SignHttpRequest(const rack::KeyPair& keys, std::string_view baseboard,
+                            std::string_view method, std::string_view target, std::string_view body,
+                            TimePoint at) {
+  const int64_t seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(at.time_since_epoch()).count();
+  const rack::Signature sig =
+      rack::SignBytes(HttpToBeSigned(baseboard, method, target, body, seconds), keys.secret_key);
+  return "Sush key=" + keys.id().ToString() + ", at=" + std::to_string(seconds) +
+         ", sig=" + HexEncode(sig);
+}
+
+Result<rack::KeyId> VerifyHttpRequest(std::optional<std::string_view> authorization,
+                                      const rack::TrustedKeys& trusted, std::string_view baseboard,
+                                      std::string_view method, std::string_view target,
+                                      std::string_view body, TimePoint now) {
+  auto refuse = [](std::string why) {
+    return MakeError(
+        ErrorCode::kPermissionDenied,
+        "a signed request is needed (an operator key: Authorization: Sush ...): " + why);
+  };
+  if (!authorization) return refuse("no Authorization header");
+  if (!authorization->starts_with("Sush ")) return refuse("not the Sush scheme");
+  const std::string_view params = authorization->substr(5);
+  const auto key_text = AuthField(params, "key");
+  const auto at_text = AuthField(params, "at");
+  const auto sig_text = AuthField(params, "sig");
+  if (!key_text || !at_text || !sig_text) return refuse("key, at and sig needed");
+  auto key_id = rack::KeyId::Parse(*key_text);
+  if (!key_id) return refuse("malformed key id");
+  int64_t at = 0;
+  auto [end, ec] = std::from_chars(at_text->data(), at_text->data() + at_text->size(), at);
+  if (ec != std::errc() || end != at_text->data() + at_text->size()) {
+    return refuse("malformed time");
+  }
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  if (std::llabs(now_s - at) > kSignedHttpSkewMax.count()) {
+    return refuse("signed at " + std::to_string(at) + ", " + std::to_string(now_s - at) +
+                  " s from this sled's clock (at most " +
+                  std::to_string(kSignedHttpSkewMax.count()) + ")");
+  }
+  auto sig_bytes = HexDecode(*sig_text);
+  if (!sig_bytes || sig_bytes->size() != rack::Signature{}.size()) {
+    return refuse("malformed signature");
+  }
+  const rack::PublicKey* key = trusted.Find(*key_id);
+  if (key == nullptr) return refuse("unknown key " + key_id->ToString());
+  rack::Signature sig{};
+  std::copy(sig_bytes->begin(), sig_bytes->end(), sig.begin());
+  if (!rack::VerifyBytes(HttpToBeSigned(baseboard, method, target, body, at), sig, *key)) {
+    return refuse("bad signature (another sled, path or body?)");
+  }
+  return *key_id;
 }
 
 // ---- Key files ----
@@ -385,6 +484,11 @@ Error ErrorFromJson(const json& body, int http_status) {
   for (int c = 0; c <= static_cast<int>(ErrorCode::kInternal); ++c) {
     if (ErrorCodeName(static_cast<ErrorCode>(c)) == name) error.code = static_cast<ErrorCode>(c);
   }
+  if (e.contains("limit") && e["limit"].is_object()) {
+    const json& limit = e["limit"];
+    error.detail = LimitDetail{limit.value("name", std::string()), limit.value("value", int64_t{0}),
+                               limit.value("max", int64_t{0})};
+  }
   return error;
 }
 
@@ -403,6 +507,8 @@ int HttpStatusOf(ErrorCode code) {
       return 503;
     case ErrorCode::kTimeout:
       return 504;
+    case ErrorCode::kUnsupported:
+      return 501;
     default:
       return 500;
   }
@@ -424,17 +530,27 @@ Error TransportError(httplib::Error error, const Address& address) {
 SushClient::SushClient(Address address, ClientOptions options)
     : address_(std::move(address)), options_(options) {}
 
-namespace {
-
-std::unique_ptr<httplib::Client> MakeClient(const Address& address, const ClientOptions& o) {
-  auto client = std::make_unique<httplib::Client>(address.host, address.port);
-  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(o.timeout_ms);
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(o.timeout_ms - seconds);
-  client->set_connection_timeout(seconds.count(), micros.count());
-  client->set_read_timeout(seconds.count(), micros.count());
-  client->set_write_timeout(seconds.count(), micros.count());
-  return client;
+httplib::Client& SushClient::Http() const {
+  if (http_ == nullptr) {
+    const bool unix_socket = !address_.socket_path.empty();
+    http_ = std::make_shared<httplib::Client>(unix_socket ? address_.socket_path : address_.host,
+                                              unix_socket ? 80 : address_.port);
+    if (unix_socket) http_->set_address_family(AF_UNIX);
+    const auto o = options_.timeout_ms;
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(o);
+    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(o - seconds);
+    http_->set_connection_timeout(seconds.count(), micros.count());
+    http_->set_read_timeout(seconds.count(), micros.count());
+    http_->set_write_timeout(seconds.count(), micros.count());
+    http_->set_keep_alive(true);
+    // A POST leaves in two writes (head, body): without this, Nagle holds the
+    // body until the server's delayed ACK (40 ms a request).
+    http_->set_tcp_nodelay(true);
+  }
+  return *http_;
 }
+
+namespace {
 
 Result<json> JsonAnswer(const httplib::Result& res, const Address& address) {
   if (!res) return std::unexpected(TransportError(res.error(), address));
@@ -449,23 +565,47 @@ Result<json> JsonAnswer(const httplib::Result& res, const Address& address) {
 }  // namespace
 
 Result<json> SushClient::Get(const std::string& path) const {
-  auto client = MakeClient(address_, options_);
-  return JsonAnswer(client->Get(path), address_);
+  return JsonAnswer(Http().Get(path), address_);
 }
 
 Result<json> SushClient::Post(const std::string& path, const json& body) const {
-  auto client = MakeClient(address_, options_);
-  return JsonAnswer(client->Post(path, body.dump(), "application/json"), address_);
+  return JsonAnswer(Http().Post(path, body.dump(), "application/json"), address_);
 }
 
-Result<std::string> SushClient::GetBytes(const std::string& path) const {
-  auto client = MakeClient(address_, options_);
-  auto res = client->Get(path);
-  if (!res) return std::unexpected(TransportError(res.error(), address_));
+namespace {
+
+Result<std::string> BytesAnswer(const httplib::Result& res, const Address& address) {
+  if (!res) return std::unexpected(TransportError(res.error(), address));
   if (res->status >= 300) {
     return std::unexpected(ErrorFromJson(json::parse(res->body, nullptr, false), res->status));
   }
   return res->body;
+}
+
+httplib::Headers SignedHeaders(const OutputCredentials& credentials, std::string_view method,
+                               const std::string& target, std::string_view body) {
+  if (credentials.keys == nullptr) return {};
+  return {{"Authorization", SignHttpRequest(*credentials.keys, credentials.baseboard, method,
+                                            target, body, std::chrono::system_clock::now())}};
+}
+
+}  // namespace
+
+Result<std::string> SushClient::GetBytes(const std::string& path) const {
+  return BytesAnswer(Http().Get(path), address_);
+}
+
+Result<std::string> SushClient::GetBytesSigned(const std::string& path,
+                                               const OutputCredentials& credentials) const {
+  return BytesAnswer(Http().Get(path, SignedHeaders(credentials, "GET", path, "")), address_);
+}
+
+Result<json> SushClient::PostSigned(const std::string& path, const json& body,
+                                    const OutputCredentials& credentials) const {
+  const std::string text = body.dump();
+  return JsonAnswer(
+      Http().Post(path, SignedHeaders(credentials, "POST", path, text), text, "application/json"),
+      address_);
 }
 
 Result<json> SushClient::Info() const { return Get("/v1/info"); }
@@ -477,8 +617,22 @@ Result<json> SushClient::Job(const rack::JobId& id) const {
 Result<json> SushClient::History(size_t offset, size_t limit) const {
   return Get("/v1/jobs?offset=" + std::to_string(offset) + "&limit=" + std::to_string(limit));
 }
-Result<std::string> SushClient::Output(const rack::JobId& id, const std::string& stream) const {
-  return GetBytes("/v1/jobs/" + id.ToString() + "/" + stream);
+Result<std::string> SushClient::Output(const rack::JobId& id, const std::string& stream,
+                                       const OutputCredentials& credentials) const {
+  return GetBytesSigned("/v1/jobs/" + id.ToString() + "/" + stream, credentials);
+}
+
+Result<json> SushClient::PurgeOutput(const std::vector<rack::JobId>& jobs,
+                                     const OutputCredentials& credentials) const {
+  json body = json::object();
+  if (jobs.empty()) {
+    body["finished"] = true;
+  } else {
+    json ids = json::array();
+    for (const rack::JobId& id : jobs) ids.push_back(id.ToString());
+    body["jobs"] = ids;
+  }
+  return PostSigned("/v1/output/purge", body, credentials);
 }
 
 Result<json> SushClient::SubmitBytes(std::span<const uint8_t> request) const {
@@ -510,10 +664,16 @@ Result<rack::SessionId> SushClient::StartSession(const rack::KeyPair& keys) cons
   return *id;
 }
 
-Result<rack::SessionId> SushClient::StopSession(const rack::KeyPair& keys) const {
+Result<rack::SessionId> SushClient::StopSession(const rack::KeyPair& keys,
+                                                std::optional<rack::SessionId> expected) const {
   ONCE_ASSIGN_OR_RETURN(json session, Session());
   ONCE_ASSIGN_OR_RETURN(std::optional<rack::SessionId> active,
                         IdField<rack::SessionId>(session, "active"));
+  if (expected && active != expected) {
+    return MakeError(ErrorCode::kNotFound,
+                     "session " + expected->ToString() + " is not active (the active one: " +
+                         (active ? active->ToString() : std::string("none")) + ")");
+  }
   if (!active) return MakeError(ErrorCode::kNotFound, "no active session");
   ONCE_RETURN_IF_ERROR(Submit(rack::SessionStop{*active}, keys));
   return *active;

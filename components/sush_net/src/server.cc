@@ -1,8 +1,14 @@
 #include "once/sush_net/server.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 #include <ctime>
 #include <fstream>
+#include <tuple>
 
 #include "once/base/hex.h"
 #include "once/itc/text.h"
@@ -56,6 +62,8 @@ std::optional<rack::Reply> TakeReply(std::vector<rack::Output> outputs, const Ou
   return reply;
 }
 
+}  // namespace
+
 std::string Iso8601(TimePoint t) {
   const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
   std::tm utc{};
@@ -64,8 +72,6 @@ std::string Iso8601(TimePoint t) {
   std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
   return text;
 }
-
-}  // namespace
 
 void SledNotes::Note(const rack::SledError& error) {
   errors.push_back(error);
@@ -241,33 +247,147 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
   return HttpAnswer{200, std::move(body)};
 }
 
-BytesAnswer GetJobOutput(const std::filesystem::path& jobs_dir, std::string_view text,
-                         std::string_view stream, std::string_view baseboard) {
-  auto error = [](const Error& e) {
-    return BytesAnswer{HttpStatusOf(e.code), "application/json", JsonText(ErrorToJson(e)), false};
-  };
+Status AuthorizeOperator(const HttpRequest& request, const rack::TrustedKeys& trusted,
+                         std::string_view baseboard, TimePoint now) {
+  if (request.operator_socket) return Ok();
+  ONCE_RETURN_IF_ERROR(VerifyHttpRequest(request.Header("authorization"), trusted, baseboard,
+                                         request.method, request.target, request.body, now));
+  return Ok();
+}
+
+HttpResponse GetJobOutput(const std::filesystem::path& jobs_dir, std::string_view text,
+                          std::string_view stream, std::string_view baseboard,
+                          const Status& authorized) {
   auto id = rack::JobId::Parse(text);
-  if (!id) return error(id.error());
+  if (!id) return ErrorResponse(id.error());
   if (stream != "stdout" && stream != "stderr") {
-    return error(Error{ErrorCode::kInvalidArgument, "stdout or stderr", "", {}});
+    return ErrorResponse(Error{ErrorCode::kInvalidArgument, "stdout or stderr", "", {}});
   }
+  if (!authorized) return ErrorResponse(authorized.error());
   // The id is re-rendered from its bytes: no path can sneak in.
-  std::ifstream in(jobs_dir / id->ToString() / std::string(stream), std::ios::binary);
-  if (!in) {
-    return error(Error{ErrorCode::kNotFound,
-                       "no output of " + id->ToString() + " on " + std::string(baseboard),
-                       "",
-                       {}});
+  const std::filesystem::path path = jobs_dir / id->ToString() / std::string(stream);
+  OwnedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return ErrorResponse(Error{ErrorCode::kNotFound,
+                               "no output of " + id->ToString() + " on " + std::string(baseboard),
+                               "",
+                               {}});
   }
-  BytesAnswer answer;
-  answer.body.resize(kOutputAnswerBytesMax + 1);
-  in.read(answer.body.data(), static_cast<std::streamsize>(answer.body.size()));
-  answer.body.resize(static_cast<size_t>(in.gcount()));
-  if (answer.body.size() > kOutputAnswerBytesMax) {
-    answer.body.resize(kOutputAnswerBytesMax);
-    answer.truncated = true;
+  HttpResponse answer;
+  answer.content_type = "application/octet-stream";
+  answer.file_bytes = std::min<uint64_t>(static_cast<uint64_t>(st.st_size), kOutputAnswerBytesMax);
+  if (static_cast<uint64_t>(st.st_size) > kOutputAnswerBytesMax) {
+    answer.headers.emplace_back("X-Sush-Truncated", "1");
   }
+  answer.file = std::move(fd);
   return answer;
+}
+
+std::vector<OutputFolder> ListOutput(const std::filesystem::path& jobs_dir) {
+  std::vector<OutputFolder> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(jobs_dir, ec)) {
+    auto id = rack::JobId::Parse(entry.path().filename().string());
+    if (!id || id->ToString() != entry.path().filename().string()) continue;
+    if (!entry.is_directory(ec)) continue;
+    OutputFolder folder{*id, 0, TimePoint{}};
+    auto modified = [](const struct stat& st) {
+      return TimePoint(std::chrono::duration_cast<Duration>(
+          std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+    };
+    struct stat st {};
+    if (::stat(entry.path().c_str(), &st) == 0) folder.written = modified(st);
+    for (const auto& file : std::filesystem::directory_iterator(entry.path(), ec)) {
+      if (::lstat(file.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      folder.bytes += static_cast<uint64_t>(st.st_size);
+      folder.written = std::max(folder.written, modified(st));
+    }
+    out.push_back(folder);
+  }
+  std::sort(out.begin(), out.end(), [](const OutputFolder& a, const OutputFolder& b) {
+    return std::tie(a.written, a.id) < std::tie(b.written, b.id);
+  });
+  return out;
+}
+
+std::optional<std::string> WhyKeepOutput(const rack::SledCore& core,
+                                         const std::set<rack::JobId>& unshipped,
+                                         const rack::JobId& id) {
+  const std::vector<rack::JobId> running = core.running();
+  if (std::find(running.begin(), running.end(), id) != running.end()) return "running";
+  if (core.FindJob(id) == nullptr) {
+    return "unknown to this sled (it cannot tell whether its end was gossiped; only "
+           "output_age_s_max removes it)";
+  }
+  const rack::JobStatus* own = core.StatusOf(id, core.identity().baseboard);
+  if (own != nullptr && !own->terminal()) return "not finished here";
+  if (unshipped.contains(id)) return "its end is not gossiped yet";
+  return std::nullopt;
+}
+
+std::vector<OutputFolder> RetentionVictims(const std::vector<OutputFolder>& folders, TimePoint now,
+                                           const OutputRetention& rule, const KeepOutput& keep) {
+  std::vector<OutputFolder> victims;
+  uint64_t total = 0;
+  for (const OutputFolder& folder : folders) total += folder.bytes;
+  for (const OutputFolder& folder : folders) {  // oldest first
+    const std::optional<std::string> why = keep(folder.id);
+    const bool old = now - folder.written > rule.output_age_s_max;
+    const bool unknown_only = why && why->starts_with("unknown");
+    if (old && (!why || unknown_only)) {
+      victims.push_back(folder);
+      total -= folder.bytes;
+    } else if (!why && total > rule.output_total_bytes_max) {
+      victims.push_back(folder);
+      total -= folder.bytes;
+    }
+  }
+  return victims;
+}
+
+Result<uint64_t> DeleteOutput(const std::filesystem::path& jobs_dir, const rack::JobId& id) {
+  const std::filesystem::path dir = jobs_dir / id.ToString();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return MakeError(ErrorCode::kNotFound, "no output of " + id.ToString());
+  }
+  uint64_t bytes = 0;
+  for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+    struct stat st {};
+    if (::lstat(file.path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      bytes += static_cast<uint64_t>(st.st_size);
+    }
+  }
+  std::filesystem::remove_all(dir, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "cannot remove " + dir.string() + ": " + ec.message());
+  }
+  return bytes;
+}
+
+Result<std::optional<std::vector<rack::JobId>>> ParsePurge(std::string_view text) {
+  ONCE_ASSIGN_OR_RETURN(json body, ParseObject(text));
+  if (body.value("finished", false) == true && !body.contains("jobs")) {
+    return std::optional<std::vector<rack::JobId>>{};
+  }
+  if (!body.contains("jobs") || !body["jobs"].is_array()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "\"jobs\" (an array of job ids) or \"finished\": true needed");
+  }
+  if (body["jobs"].size() > kPurgeJobsMax) {
+    return LimitError("purge_jobs_max", static_cast<int64_t>(body["jobs"].size()),
+                      static_cast<int64_t>(kPurgeJobsMax));
+  }
+  std::vector<rack::JobId> ids;
+  for (const json& item : body["jobs"]) {
+    if (!item.is_string())
+      return MakeError(ErrorCode::kInvalidArgument, "a job id is not a string");
+    ONCE_ASSIGN_OR_RETURN(rack::JobId id, rack::JobId::Parse(item.get<std::string>()));
+    ids.push_back(id);
+  }
+  return std::optional<std::vector<rack::JobId>>{std::move(ids)};
 }
 
 Result<std::vector<Address>> ParsePartition(std::string_view text) {

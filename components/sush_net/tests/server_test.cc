@@ -201,6 +201,12 @@ TEST_F(ServerTest, FuzzSeedsAreCurrentBodies) {
   seeds["partition-heal"] = PartitionBody({}).dump();
   seeds["job-id"] = first.ToString();
   seeds["address"] = "http://127.0.0.1:7100/";
+  // Bytes on an HTTP connection (RequestParser): two requests kept alive, the
+  // first with a chunked body.
+  seeds["http-keep-alive"] =
+      "POST /v1/submit HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "4;ext=1\r\nabcd\r\n0\r\nTrailer: t\r\n\r\n"
+      "GET /v1/jobs?limit=5 HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}";
   fuzz_corpus::ExpectSeeds(std::string(ONCE_FUZZ_CORPUS_DIR) + "/sush_net_request_fuzz", seeds);
 }
 
@@ -223,7 +229,7 @@ TEST_F(ServerTest, TextThatIsNotUtf8StillRenders) {
   HttpAnswer bad_id = GetJob(*core_, "\xff\xfe");
   EXPECT_EQ(bad_id.status, 400);
   EXPECT_TRUE(json::accept(AnswerText(bad_id)));
-  BytesAnswer bad_output = GetJobOutput("/nonexistent", "\xff\xfe", "stdout", kBoard);
+  HttpResponse bad_output = GetJobOutput("/nonexistent", "\xff\xfe", "stdout", kBoard, Ok());
   EXPECT_EQ(bad_output.status, 400);
   EXPECT_TRUE(json::accept(bad_output.body)) << bad_output.body;
 }

@@ -17,7 +17,9 @@
 // kind (I/O, timeout, limit, hostile bytes) leaves the replica unchanged, and
 // local sends made during a session survive it. Before the first byte of a
 // session leaves, the host persists the bookmark if the replica's own events
-// could have moved past the last one persisted.
+// could have moved past the last one persisted (the snapshot the session
+// ships is taken with that bookmark; local sends are not held up by its
+// fsync).
 //
 // Errors of a session: kTimeout/kUnavailable from the stream (retryable);
 // kLimitExceeded for a frame or count over its limit; kInvalidArgument or
@@ -132,6 +134,9 @@ class Host {
 
  private:
   Status PersistLocked();
+  // Held by every path that saves the bookmark (before mu_): saves happen one
+  // at a time, and Begin saves without mu_ (sends go on during its fsync).
+  std::mutex save_mu_;
   mutable std::mutex mu_;
   Replica replica_;
   uint64_t generation_ = 0;

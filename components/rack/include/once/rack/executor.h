@@ -7,7 +7,8 @@
 //     session and process group (setsid), every signal reset to its default
 //     and the signal mask cleared, cwd = HOME, stdin /dev/null;
 //   - the environment cleared except PATH=/usr/sbin:/usr/bin:/sbin:/bin, HOME,
-//     USER, LOGNAME, SUSH_JOB_ID (codephrase), SUSH_COMMAND, SUSH_JOB_OUTPUT_DIR;
+//     USER, LOGNAME, SSH_CLIENT=sush (as the original sush), SUSH_JOB_ID
+//     (codephrase), SUSH_COMMAND, SUSH_JOB_OUTPUT_DIR;
 //   - rlimits: CPU seconds (SIGXCPU at the limit), address space, file size;
 //   - output in {base}/jobs/{job id}/{stdout,stderr,job.json}, folders 0700,
 //     files 0600; stdout and stderr are read through pipes, written and

@@ -64,6 +64,7 @@
 
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -86,14 +87,24 @@
 namespace once::rack {
 
 struct SledLimits {
-  // Jobs of the active session known but not yet passed by the chain.
+  // Jobs of the active session known, not yet passed, and reachable from the
+  // chain's head through jobs this sled holds (jobs that can run).
   size_t queued_jobs_per_session_max = 1000;
+  // Jobs of the active session known but not reachable from the chain's head
+  // (behind a hole, or at a position no chain reaches).
+  size_t unchained_jobs_per_session_max = 1000;
+  // An unchained job gets a terminal Error (kTimeout) after this long here:
+  // it no longer counts, and never runs on this sled.
+  Duration unchained_job_age_max = std::chrono::minutes(10);
   // Jobs remembered with their per-sled statuses (the causally oldest
   // finished ones are evicted first; queued or running ones never).
   size_t history_entries_max = 65536;
-  // Server nonces issued and not yet used by a session start.
-  size_t session_nonces_max = 64;
+  // A server nonce is good for one session start this long after it was
+  // issued. Issuing one keeps no state (see SledConfig::nonce_key).
   Duration session_nonce_ttl = std::chrono::minutes(10);
+  // Nonces used by session starts, remembered until they expire (only a
+  // trusted signer's start uses one up).
+  size_t used_session_nonces_max = 4096;
   // Processes running at once on this sled.
   size_t running_jobs_max = 256;
   // Sleds remembered from version announcements.
@@ -106,6 +117,13 @@ struct SledConfig {
   TrustedKeys trusted;
   SledLimits limits;
   BoundaryOptions boundary;  // flaws: the simulator's negative controls only
+  // The key of this sled's session nonces: a nonce is its issue time (in
+  // seconds, 24 bits), 4 random bytes and a MAC over them, the baseboard and
+  // this key, so issuing one costs the sled no state and an unauthenticated
+  // caller cannot exhaust anything; the start that uses it is remembered
+  // until it expires (single use). The server draws it from the system; the
+  // simulator's zero key is as good where nobody forges.
+  std::array<uint8_t, 32> nonce_key{};
 };
 
 // ---- Inputs ----
@@ -274,7 +292,10 @@ class SledCore {
   // Trusted job starts in the order they were delivered, newest first.
   std::vector<JobId> History(size_t offset, size_t limit) const;
   size_t history_total() const { return history_order_.size(); }
+  // Jobs of the active session that can run (reachable from the chain's
+  // head) and that cannot yet (unchained, not aged out).
   size_t queued_jobs() const;
+  size_t unchained_jobs() const;
   // The active session's next free chain position: from the chain's head,
   // past every known job (H("Some" || its digest)) and every burned position
   // (H("Burned" || id)). What a client signs its next job at; nullopt
@@ -318,8 +339,10 @@ class SledCore {
     Bytes request;
     itc::Version version;
     bool targeted = false;
-    bool cancelled = false;  // this sled's Cancelled status was reported
+    bool cancelled = false;  // this sled's terminal status (Cancelled, aged out) was reported
     bool stopped = false;    // a job stop named it (targeted here or not)
+    TimePoint known_at{};    // when this sled was delivered it
+    bool aged = false;       // unchained past unchained_job_age_max: never runs here
   };
   // Chain positions this sled passed in an earlier life: walked to mark them
   // passed (never run), from the session's first job to the record's last.
@@ -367,6 +390,13 @@ class SledCore {
   void OnSledReset(const SledReset& reset);
   void OnEvent(const itc::Version& version, const Message& event);
   Status CheckSubmitted(const RequestPayload& payload, std::optional<SessionId>& session_id);
+  // The known jobs of the active session the chain reaches from its head.
+  std::set<JobId> Chained() const;
+  // Room in the queue (chained) or among the unchained for a job at `id`.
+  Status RoomFor(const JobId& id) const;
+  void AgeUnchained();
+  Nonce MintNonce();
+  Status UseNonce(const SessionStart& start);
   Status CheckReset(const SledReset& reset) const;
 
   void Activate(const SessionId& id, const itc::Version& version);
@@ -429,8 +459,8 @@ class SledCore {
   uint64_t skipped_ = 0;
   uint64_t interrupted_ = 0;
   std::map<JobId, JobRecord> history_;
-  std::deque<JobId> history_order_;    // trusted job starts, in delivery order
-  std::map<Nonce, TimePoint> nonces_;  // issued, unused, with expiry
+  std::deque<JobId> history_order_;         // trusted job starts, in delivery order
+  std::map<Nonce, TimePoint> used_nonces_;  // used by a session start, with expiry
   std::map<std::string, VersionAnnouncement> sleds_;
 
   // The boundary.

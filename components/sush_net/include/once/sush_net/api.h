@@ -10,10 +10,13 @@
 //   ONCE_ASSIGN_OR_RETURN(JobId job, sled.StartJob(keys, "uptime", "*", false));
 //   ONCE_ASSIGN_OR_RETURN(nlohmann::json view, sled.Job(job));   // statuses by baseboard
 //
-// Endpoints (every body is JSON unless said otherwise; errors answer
-// {"error": {"code": "PermissionDenied", "message": "..."}} with a 4xx/5xx):
+// Endpoints (every body is JSON unless said otherwise; every refusal, the HTTP
+// layer's too (404 for an unknown endpoint, 413 past kRequestBodyBytesMax),
+// answers {"error": {"code": "PermissionDenied", "message": "...", "limit"?}}
+// with a 4xx/5xx; see http_server.h for the connection limits):
 //   GET  /v1/info                  this sled: baseboard, cubby, build, network, known sleds,
-//                                  the boundary gate, trusted and why not
+//                                  the boundary gate, trusted and why not; "gossip" (a
+//                                  persisting split, session failures) and "http" counters
 //   GET  /v1/session               {"active": id|null, "next_job_id": id|null,
 //                                   "errors": [the latest sled errors, e.g. ConcurrentSessions],
 //                                   "message": "no session known since this sled started at T"
@@ -22,6 +25,7 @@
 //                                  locker's verdict and each drive's health; the reset nonce
 //                                  while untrusted (BoundaryToJson)
 //   POST /v1/session/nonce         {"nonce": id}   a server nonce for a session start
+//                                  (stateless: its time, random bytes and a MAC)
 //   POST /v1/submit                {"request": hex of an encoded signed request: session
 //                                  start/stop/skip, job start/stop}
 //                                  -> {"session_id": id} for a session start,
@@ -29,7 +33,10 @@
 //                                     else {}
 //   GET  /v1/jobs?offset=N&limit=N the history, newest first: {"jobs": [job view...]}
 //   GET  /v1/jobs/ID               one job view
-//   GET  /v1/jobs/ID/stdout|stderr this sled's output bytes (application/octet-stream)
+//   GET  /v1/jobs/ID/stdout|stderr this sled's output bytes (application/octet-stream),
+//                                  signed (SignHttpRequest) or over the operator socket
+//   POST /v1/output/purge          signed: {"jobs": [ids]} or {"finished": true} -> what was
+//                                  deleted and what was kept and why
 //   POST /admin/partition          {"peers": ["127.0.0.1:PORT", ...]} gossip addresses cut
 //                                  both ways: no round to them, no link or session from them
 //                                  ([] heals; a missing or non-array "peers" is refused);
@@ -43,16 +50,22 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "once/base/clock.h"
 #include "once/base/result.h"
 #include "once/rack/boundary.h"
 #include "once/rack/keys.h"
 #include "once/rack/messages.h"
 #include "once/rack/sled_core.h"
+
+namespace httplib {
+class Client;
+}
 
 namespace once::sush_net {
 
@@ -72,16 +85,42 @@ inline constexpr size_t kKeyFileBytesMax = 4096;
 struct Address {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
-  std::string ToString() const { return host + ":" + std::to_string(port); }
+  // A Unix socket (a sled's operator socket) instead of host:port, when set.
+  std::string socket_path;
+  std::string ToString() const {
+    return socket_path.empty() ? host + ":" + std::to_string(port) : "unix:" + socket_path;
+  }
   friend bool operator==(const Address&, const Address&) = default;
 };
 // The longest host name of an address (a DNS name's).
 inline constexpr size_t kHostBytesMax = 253;
-// "HOST:PORT" or "http://HOST:PORT" (a trailing '/' is ignored). HOST is a
-// name or an IP address: letters, digits and . - _ : [ ] only, at most
-// kHostBytesMax bytes, so that ToString() parses back to the same address.
-// kInvalidArgument otherwise.
+// "HOST:PORT", "http://HOST:PORT" (a trailing '/' is ignored) or
+// "unix:PATH". HOST is a name or an IP address: letters, digits and
+// . - _ : [ ] only, at most kHostBytesMax bytes, so that ToString() parses
+// back to the same address. kInvalidArgument otherwise.
 Result<Address> ParseAddress(std::string_view text);
+
+// ---- Signed HTTP requests ----
+// Requests that read or delete job output carry the operator's signature:
+//   Authorization: Sush key=KEY_ID, at=UNIX_SECONDS, sig=HEX
+// where sig is Ed25519 over "once.sush.http.v1" 0x00 baseboard 0x00 method
+// 0x00 target 0x00 at 0x00 BLAKE2b-256(body), by a key the sled trusts. The
+// baseboard binds it to one sled, `at` to a window of kSignedHttpSkewMax
+// around the sled's clock (HTTP is not encrypted: the signature says who
+// asks; it hides nothing).
+
+// How far a signed request's time may be from the sled's.
+inline constexpr auto kSignedHttpSkewMax = std::chrono::seconds(300);
+// The Authorization header's value.
+std::string SignHttpRequest(const rack::KeyPair& keys, std::string_view baseboard,
+                            std::string_view method, std::string_view target, std::string_view body,
+                            TimePoint at);
+// kPermissionDenied (no or malformed header, unknown key, bad signature, a
+// time outside the window), else the signer's key id.
+Result<rack::KeyId> VerifyHttpRequest(std::optional<std::string_view> authorization,
+                                      const rack::TrustedKeys& trusted, std::string_view baseboard,
+                                      std::string_view method, std::string_view target,
+                                      std::string_view body, TimePoint now);
 
 // ---- Key files ----
 // JSON {"name", "key_id" (codephrase), "public_key" (hex), "secret_key" (hex)}
@@ -155,6 +194,12 @@ struct ClientOptions {
   std::chrono::milliseconds timeout_ms{5000};
 };
 
+// What a client signs reads and purges of job output with.
+struct OutputCredentials {
+  const rack::KeyPair* keys = nullptr;
+  std::string baseboard;  // the sled asked (binds the signature to it)
+};
+
 class SushClient {
  public:
   explicit SushClient(Address address, ClientOptions options = {});
@@ -166,14 +211,27 @@ class SushClient {
   Result<nlohmann::json> Get(const std::string& path) const;
   Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body) const;
   Result<std::string> GetBytes(const std::string& path) const;
+  // The same, signed (see SignHttpRequest).
+  Result<std::string> GetBytesSigned(const std::string& path,
+                                     const OutputCredentials& credentials) const;
+  Result<nlohmann::json> PostSigned(const std::string& path, const nlohmann::json& body,
+                                    const OutputCredentials& credentials) const;
 
   Result<nlohmann::json> Info() const;
   Result<nlohmann::json> Session() const;
   Result<nlohmann::json> Boundary() const;
   Result<nlohmann::json> Job(const rack::JobId& id) const;
   Result<nlohmann::json> History(size_t offset, size_t limit) const;
-  // "stdout" or "stderr".
-  Result<std::string> Output(const rack::JobId& id, const std::string& stream) const;
+  // "stdout" or "stderr", signed by `credentials` (kPermissionDenied
+  // without them, unless this is the sled's operator socket).
+  Result<std::string> Output(const rack::JobId& id, const std::string& stream,
+                             const OutputCredentials& credentials = {}) const;
+  // POST /v1/output/purge: {"jobs": [ids]} or, with `jobs` empty,
+  // {"finished": true} (every folder the rule lets go). Returns the sled's
+  // answer {"purged": [{"job_id", "bytes"}], "kept": [{"job_id", "reason"}],
+  // "bytes_freed"}.
+  Result<nlohmann::json> PurgeOutput(const std::vector<rack::JobId>& jobs,
+                                     const OutputCredentials& credentials) const;
   Result<nlohmann::json> Submit(const rack::RequestPayload& payload,
                                 const rack::KeyPair& keys) const;
   // Submits already encoded bytes (tests use it for forged requests).
@@ -181,8 +239,10 @@ class SushClient {
 
   // Asks this sled for a nonce and signs a session start it accepts.
   Result<rack::SessionId> StartSession(const rack::KeyPair& keys) const;
-  // Stops the active session (kNotFound if there is none).
-  Result<rack::SessionId> StopSession(const rack::KeyPair& keys) const;
+  // Stops the active session (kNotFound if there is none); with `expected`,
+  // only if that is the active one (kNotFound naming the active one if not).
+  Result<rack::SessionId> StopSession(const rack::KeyPair& keys,
+                                      std::optional<rack::SessionId> expected = {}) const;
   // Signs the job at the active session's next chain position.
   // kNotFound if there is no active session.
   Result<rack::JobId> StartJob(const rack::KeyPair& keys, const std::string& command,
@@ -203,8 +263,12 @@ class SushClient {
   Result<nlohmann::json> Partition(const std::vector<Address>& peers) const;
 
  private:
+  httplib::Client& Http() const;
+
   Address address_;
   ClientOptions options_;
+  // One connection, kept alive across calls (created on first use).
+  mutable std::shared_ptr<httplib::Client> http_;
 };
 
 // Parses a codephrase id field of a JSON answer (null or absent: nullopt).

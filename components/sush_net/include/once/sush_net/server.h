@@ -24,6 +24,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "once/base/result.h"
 #include "once/rack/sled.h"
 #include "once/sush_net/api.h"
+#include "once/sush_net/http_server.h"
 
 namespace once::sush_net {
 
@@ -43,18 +45,12 @@ struct HttpAnswer {
   nlohmann::json body;
 };
 HttpAnswer ErrorAnswer(const Error& error);
+// "2024-05-01T12:00:00Z".
+std::string Iso8601(TimePoint t);
 // The answer's body as the HTTP body text: its JSON, with text that is not
 // UTF-8 (a signed job's command, a peer's event text) shown with U+FFFD
 // instead of failing the whole answer.
 std::string AnswerText(const HttpAnswer& answer);
-
-// An answer of raw bytes (job output), or a JSON error.
-struct BytesAnswer {
-  int status = 200;
-  std::string content_type = "application/octet-stream";
-  std::string body;
-  bool truncated = false;  // cut at kOutputAnswerBytesMax: "X-Sush-Truncated: 1"
-};
 
 // What a sled is, fixed for the life of its process.
 struct SledFacts {
@@ -121,11 +117,67 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
                        const rack::BoundaryStore& drives, const SledNotes& notes,
                        const itc::Version& heard);
 
+// ---- Who may read and delete job output ----
+
+// A request over the operator socket (whoever can reach it can read the
+// sled's data folder anyway), or one signed by a key the sled trusts
+// (VerifyHttpRequest, api.h). kPermissionDenied otherwise.
+Status AuthorizeOperator(const HttpRequest& request, const rack::TrustedKeys& trusted,
+                         std::string_view baseboard, TimePoint now);
+
+// ---- Job output: reading, retention, purging ----
+
+// GET /v1/jobs/ID/stdout|stderr from `jobs_dir`/ID/stream, streamed (at most
+// kOutputAnswerBytesMax; "X-Sush-Truncated: 1" when cut). `authorized` is
+// AuthorizeOperator's verdict (its refusal is the answer).
+HttpResponse GetJobOutput(const std::filesystem::path& jobs_dir, std::string_view id,
+                          std::string_view stream, std::string_view baseboard,
+                          const Status& authorized);
+
+// The retention rule of a sled's job output (sush-server flags of the same
+// names): a finished job's folder goes once it is older than
+// output_age_s_max, and the oldest finished ones go while all folders
+// together pass output_total_bytes_max.
+struct OutputRetention {
+  std::chrono::seconds output_age_s_max{7 * 24 * 3600};
+  uint64_t output_total_bytes_max = uint64_t{10} << 30;
+};
+
+struct OutputFolder {
+  rack::JobId id;
+  uint64_t bytes = 0;   // its files
+  TimePoint written{};  // the newest of its files' modification times
+};
+// The job folders of `jobs_dir`, oldest written first (names that are not
+// job ids are left alone).
+std::vector<OutputFolder> ListOutput(const std::filesystem::path& jobs_dir);
+
+// Why a job's output must stay (nullopt: it may go): its process runs here;
+// this sled's status for it is not terminal; its end is not gossiped yet
+// (`unshipped`: the server's list of this sled's terminal statuses no peer
+// has taken yet); or this sled knows nothing of the job (it cannot tell
+// whether its end was ever gossiped: only age removes such a folder). The
+// caller holds the sled's lock.
+std::optional<std::string> WhyKeepOutput(const rack::SledCore& core,
+                                         const std::set<rack::JobId>& unshipped,
+                                         const rack::JobId& id);
+using KeepOutput = std::function<std::optional<std::string>(const rack::JobId&)>;
+// The folders the rule removes: every one older than output_age_s_max that
+// `keep` lets go or that is unknown to the sled, then the oldest `keep` lets
+// go while the total passes output_total_bytes_max.
+std::vector<OutputFolder> RetentionVictims(const std::vector<OutputFolder>& folders, TimePoint now,
+                                           const OutputRetention& rule, const KeepOutput& keep);
+// Removes one job's folder; its bytes. kNotFound if there is none.
+Result<uint64_t> DeleteOutput(const std::filesystem::path& jobs_dir, const rack::JobId& id);
+
+// The jobs a POST /v1/output/purge body names: {"jobs": [ids]} or
+// {"finished": true} (nullopt: every folder). kInvalidArgument otherwise
+// (at most kPurgeJobsMax ids).
+inline constexpr size_t kPurgeJobsMax = 1000;
+Result<std::optional<std::vector<rack::JobId>>> ParsePurge(std::string_view body);
+
 // ---- Endpoints that do not touch the sled (no lock needed) ----
 
-// GET /v1/jobs/ID/stdout|stderr from `jobs_dir`/ID/stream.
-BytesAnswer GetJobOutput(const std::filesystem::path& jobs_dir, std::string_view id,
-                         std::string_view stream, std::string_view baseboard);
 // The peers of a POST /admin/partition body: {"peers": ["HOST:PORT", ...]}.
 // kInvalidArgument for a body that is not an object, a missing or non-array
 // "peers", or an entry that is not an address string.
