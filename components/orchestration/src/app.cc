@@ -43,9 +43,11 @@ Status App::Start() {
   if (sweeper_.joinable()) return {};
   if (park_timers_) ONCE_RETURN_IF_ERROR(park_timers_->Sweep());
   if (inbox_) {
+    // One execution's error (an unreadable log) is reported, not a failed
+    // boot: one bad row must not stop every restart.
     Result<SweepReport> swept = inbox_->Sweep();
     if (!swept) return std::unexpected(swept.error());
-    if (!swept->errors.empty()) return std::unexpected(swept->errors.front());
+    ReportSweep(swept);
   }
   if (service_) service_->Start();
   if (inbox_ && config_.inbox_sweep_interval_ms > 0) {

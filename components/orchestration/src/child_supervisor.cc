@@ -7,7 +7,6 @@ namespace once::orchestration {
 using events::Json;
 using events::KernelKind;
 using internal::Member;
-using internal::ReadLog;
 using runtime::ExecutionStatus;
 
 namespace {
@@ -187,7 +186,7 @@ Result<size_t> ChildSupervisor::Rebuild() {
     ONCE_ASSIGN_OR_RETURN(store::ExecutionPage page,
                           s.ListExecutions(after, s.limits().list_page_executions_max));
     for (const std::string& id : page.execution_ids) {
-      Result<std::vector<store::Envelope>> log = ReadLog(s, id);
+      Result<std::vector<store::Envelope>> log = store::ReadLog(s, id);
       if (!log) {
         if (Shredded(log.error())) continue;
         return std::unexpected(log.error());
@@ -228,12 +227,13 @@ Result<bool> ChildSupervisor::ParkedOnChild(std::string_view child_id) {
   }
   if (!edge) edge = Recall(child_id);
   if (!edge) return false;
-  Result<std::vector<store::Envelope>> log = ReadLog(s, edge->parent_id);
+  Result<std::vector<store::Envelope>> log = store::ReadLog(s, edge->parent_id);
   if (!log) {
     if (Shredded(log.error())) return false;
     return std::unexpected(log.error());
   }
-  if (runtime::IsTerminal(runtime::Fold(*log).status)) return false;
+  ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState parent, runtime::Fold(*log));
+  if (runtime::IsTerminal(parent.status)) return false;
   const store::Envelope* park = runtime::FindOpenPark(*log);
   if (!park || !IsChildPark(*park)) return false;
   for (const Json& wait : Member(park->payload, "waits")) {

@@ -64,10 +64,11 @@ Status Inbox::TrimConsumed(std::string_view execution_id, std::span<const store:
 
 Result<Delivery> Inbox::DeliverPending(std::string_view execution_id) {
   ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log,
-                        internal::ReadLog(runtime_.store(), execution_id));
+                        store::ReadLog(runtime_.store(), execution_id));
+  ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState st, runtime::Fold(log));
   const store::Envelope* park = runtime::FindOpenPark(log);
   if (!park) {
-    if (log.empty() || !runtime::IsTerminal(runtime::Fold(log).status)) return Delivery::kNoop;
+    if (log.empty() || !runtime::IsTerminal(st.status)) return Delivery::kNoop;
     ONCE_RETURN_IF_ERROR(store_.Forget(execution_id));
     return Delivery::kDropped;
   }
@@ -101,7 +102,7 @@ Result<SweepReport> Inbox::Sweep(size_t executions_per_page) {
     after = page.back();
     for (const std::string& id : page) {
       ++report.executions;
-      Result<std::vector<store::Envelope>> log = internal::ReadLog(runtime_.store(), id);
+      Result<std::vector<store::Envelope>> log = store::ReadLog(runtime_.store(), id);
       Status trimmed = log ? TrimConsumed(id, *log) : Status(std::unexpected(log.error()));
       if (!trimmed) {
         report.errors.push_back(trimmed.error());

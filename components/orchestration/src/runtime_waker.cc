@@ -22,7 +22,7 @@ Result<WakeVerdict> RuntimeWaker::Wake(const timers::TimerRow& row) {
   // One read: the park is found in it, and the resume takes it over (the
   // acquire and the tail read under the new token still decide).
   ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log,
-                        internal::ReadLog(runtime_.store(), row.execution_id));
+                        store::ReadLog(runtime_.store(), row.execution_id));
   const store::Envelope* park = runtime::FindOpenPark(log);
   if (!park) return WakeVerdict::kObsolete;
   const events::Json* wait = TimerWait(*park, row.wake_at_ms);
@@ -68,8 +68,15 @@ Result<size_t> ParkTimers::Sweep() {
     ONCE_ASSIGN_OR_RETURN(store::ExecutionPage page,
                           store_.ListExecutions(after, store_.limits().list_page_executions_max));
     for (const std::string& id : page.execution_ids) {
-      ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log, internal::ReadLog(store_, id));
-      const store::Envelope* park = runtime::FindOpenPark(log);
+      // An unreadable log is that execution's problem: reported, skipped.
+      Result<std::vector<store::Envelope>> log = store::ReadLog(store_, id);
+      Result<runtime::ExecutionState> st =
+          log ? runtime::Fold(*log) : Result<runtime::ExecutionState>(std::unexpected(log.error()));
+      if (!st) {
+        if (on_error_) on_error_(st.error());
+        continue;
+      }
+      const store::Envelope* park = runtime::FindOpenPark(*log);
       if (!park) continue;
       ONCE_ASSIGN_OR_RETURN(size_t n, Schedule(id, *park));
       written += n;

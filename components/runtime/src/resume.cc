@@ -3,6 +3,7 @@
 
 #include "json_access.h"
 #include "once/runtime/runtime.h"
+#include "once/store/read_log.h"
 #include "run_state.h"
 
 namespace once::runtime {
@@ -84,7 +85,8 @@ Status Runtime::CheckLogInHand(std::string_view id, std::span<const Envelope> lo
 Status Runtime::CheckResumable(std::string_view id, std::span<const Envelope> log,
                                const RunOptions& options, const ResumeExtras& extras) const {
   if (log.empty()) return Refused(id, "unknown-execution");
-  if (IsTerminal(Fold(log).status)) return Refused(id, "terminal");
+  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
+  if (IsTerminal(st.status)) return Refused(id, "terminal");
   const Envelope* park = FindOpenPark(log);
   if (!park) return Refused(id, "not-suspended");
   std::optional<int64_t> expected =
@@ -102,16 +104,16 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   if (extras.log_in_hand) {
     log = std::move(*extras.log_in_hand);
   } else {
-    ONCE_ASSIGN_OR_RETURN(log, ReadAll(id, 1));
+    ONCE_ASSIGN_OR_RETURN(log, store::ReadLog(store_, id));
   }
   Status resumable = CheckResumable(id, log, options, extras);
   if (!resumable && extras.log_in_hand) {
     // A log read earlier may be stale: refuse only on the current one.
-    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+    ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
     resumable = CheckResumable(id, log, options, extras);
   }
   ONCE_RETURN_IF_ERROR(resumable);
-  ExecutionState st = Fold(log);
+  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   const Def* def = Find(st.workflow);
   if (!def)
     return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
@@ -124,7 +126,7 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
     // (ignorable) landed since the first read. A held token or none was
     // taken before the read above: that view is already fresh. The
     // combined acquire has advanced it already.
-    if (!fenced.fresh) ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+    if (!fenced.fresh) ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
     ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, extras));
   }
   const int64_t token = fenced.token;
@@ -192,7 +194,8 @@ Result<store::ConditionalAcquire> Runtime::AcquireOnce(std::string_view id,
   const bool complete = got.tail.size() < store_.limits().read_events_max;
   log.insert(log.end(), std::make_move_iterator(got.tail.begin()),
              std::make_move_iterator(got.tail.end()));
-  if (!complete) ONCE_RETURN_IF_ERROR(ReadTail(id, log));  // a long tail: page on
+  if (!complete)
+    ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));  // a long tail: page on
   *fresh = true;
   return got.acquire;
 }
@@ -221,7 +224,7 @@ Result<Runtime::Fenced> Runtime::AcquireIfParked(std::string_view id, std::vecto
     // the same unanswered one means the token moved only because someone
     // acquired and never appended; retry on the store's current token (the
     // envelope's is stale forever).
-    if (!fresh) ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+    if (!fresh) ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
     const Envelope* open = FindOpenPark(log);
     if (!open || open->sequence != park_seq) return Refused(id, "not-suspended");
     expect.fence = got.fence;
@@ -234,16 +237,17 @@ Result<Runtime::Fenced> Runtime::AcquireIfParked(std::string_view id, std::vecto
 Result<RunOutcome> Runtime::Cancel(std::string_view id, std::string_view reason,
                                    RunOptions options) {
   Outermost outermost(*this);
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
   if (log.empty()) return Refused(id, "unknown-execution");
-  if (IsTerminal(Fold(log).status)) return Refused(id, "terminal");
+  ONCE_ASSIGN_OR_RETURN(ExecutionState before, Fold(log));
+  if (IsTerminal(before.status)) return Refused(id, "terminal");
   if (options.fence_if_parked_at) {
     ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, {}));
   }
   ONCE_ASSIGN_OR_RETURN(Fenced fenced, TakeFence(id, log, options));
-  if (!fenced.fresh) ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+  if (!fenced.fresh) ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
   const int64_t token = fenced.token;
-  ExecutionState st = Fold(log);
+  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   if (IsTerminal(st.status)) return Refused(id, "terminal");
   AppendRequest req{.execution_id = std::string(id), .expected_next = st.head + 1};
   req.events.push_back(

@@ -4,6 +4,7 @@
 
 #include "json_access.h"
 #include "once/events/json_text.h"
+#include "once/store/read_log.h"
 #include "once/store/validate.h"
 #include "run_state.h"
 
@@ -110,6 +111,10 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
   run.input = std::move(input);
   run.pending.reserve(kStartPendingEvents);
   run.pending.push_back(run.Kernel(KernelKind::kExecutionStarted, std::move(payload)));
+  // What the store is certain to refuse (an invalid id, a start event over
+  // event_bytes_max, a malformed parent) is refused before the body's first
+  // step runs, not at the first append after it.
+  ONCE_RETURN_IF_ERROR(store::CheckFirstEvent(run.id, run.pending.back(), store_.limits()));
   return Execute(run);
 }
 
@@ -230,33 +235,9 @@ Result<int64_t> Runtime::Commit(AppendRequest req) {
 
 // ---- Reading -------------------------------------------------------------------
 
-Result<std::vector<Envelope>> Runtime::ReadAll(std::string_view id, int64_t first) {
-  std::vector<Envelope> out;
-  for (;;) {
-    ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> page, store_.ReadRange(id, first, store::kToEnd));
-    if (page.empty()) break;
-    first = page.back().sequence + 1;
-    size_t n = page.size();
-    if (out.empty()) {
-      out = std::move(page);
-    } else {
-      out.insert(out.end(), std::make_move_iterator(page.begin()),
-                 std::make_move_iterator(page.end()));
-    }
-    if (n < store_.limits().read_events_max) break;
-  }
-  return out;
-}
-
-Status Runtime::ReadTail(std::string_view id, std::vector<Envelope>& log) {
-  int64_t first = log.empty() ? 1 : log.back().sequence + 1;
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> tail, ReadAll(id, first));
-  log.insert(log.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
-  return Ok();
-}
-
 Result<std::optional<Park>> Runtime::LocatePark(std::string_view id) {
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
+  ONCE_RETURN_IF_ERROR(Fold(log));  // a park handed out has its kind's shape
   const Envelope* park = FindOpenPark(log);
   if (!park) return std::optional<Park>();
   return std::optional<Park>(Park{park->sequence, *park});
@@ -269,7 +250,7 @@ Result<std::optional<int64_t>> Runtime::ParkedAtSequence(std::string_view id) {
 }
 
 Result<ExecutionState> Runtime::Inspect(std::string_view id) {
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
   return Fold(log);
 }
 
@@ -314,16 +295,16 @@ Result<RunOutcome> Runtime::Redrive(std::string_view id, bool acquire_fence,
   if (log_in_hand) {
     log = std::move(*log_in_hand);
   } else {
-    ONCE_ASSIGN_OR_RETURN(log, ReadAll(id, 1));
+    ONCE_ASSIGN_OR_RETURN(log, store::ReadLog(store_, id));
   }
   int64_t token = 0;
   if (acquire_fence && store_.Supports(Capability::kAcquireFence)) {
     ONCE_ASSIGN_OR_RETURN(token, store_.AcquireFence(id));
-    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+    ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
   } else if (log_in_hand) {
-    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+    ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
   }
-  ExecutionState st = Fold(log);
+  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   if (st.status != ExecutionStatus::kRunning) {
     return RunOutcome{std::string(id), st.status, st.result, st.park_seq};
   }
@@ -351,29 +332,58 @@ Result<RecoverReport> Runtime::Recover() {
                           store_.ListExecutions(after, store_.limits().list_page_executions_max));
     for (const std::string& id : page.execution_ids) {
       ++report.examined;
-      ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
-      ExecutionState st = Fold(log);
-      if (st.status == ExecutionStatus::kRunning) {
-        Result<RunOutcome> r = Redrive(id, options_.recover_acquires_fence, &log);
-        if (r)
-          ++report.redriven;
-        else
-          report.errors.push_back(r.error());
-      } else if (st.status == ExecutionStatus::kSuspended) {
-        const Envelope* park = FindOpenPark(log);
-        Result<std::optional<Answer>> answer = ChildAnswer(id, *park);
-        if (answer && *answer) {
-          ++report.notified;
-          int64_t park_seq = park->sequence;
-          Status s = ResumeParked(id, park_seq, std::move(**answer), &log);
-          if (!s) report.errors.push_back(s.error());
-        }
-      }
+      RecoverOne(id, report);
     }
     if (page.next_after.empty()) break;
     after = page.next_after;
   }
   return report;
+}
+
+// One execution of Recover's pass. A log that cannot be read (a row the
+// store cannot decode, a payload of the wrong shape) quarantines that one
+// execution: it is reported and left alone, and the pass goes on.
+void Runtime::RecoverOne(const std::string& id, RecoverReport& report) {
+  Result<std::vector<Envelope>> log = store::ReadLog(store_, id);
+  Result<ExecutionState> st =
+      log ? Fold(*log) : Result<ExecutionState>(std::unexpected(log.error()));
+  if (!st) return Quarantine(st.error(), report);
+  if (st->status == ExecutionStatus::kRunning) {
+    Result<RunOutcome> r = Redrive(id, options_.recover_acquires_fence, &*log);
+    if (r) {
+      ++report.redriven;
+    } else {
+      report.errors.push_back(r.error());
+    }
+  } else if (st->status == ExecutionStatus::kSuspended) {
+    const Envelope* park = FindOpenPark(*log);
+    Result<std::optional<Answer>> answer = ChildAnswer(id, *park);
+    if (!answer) {
+      report.errors.push_back(answer.error());
+    } else if (*answer) {
+      ++report.notified;
+      int64_t park_seq = park->sequence;
+      Status s = ResumeParked(id, park_seq, std::move(**answer), &*log);
+      if (!s) report.errors.push_back(s.error());
+    }
+  }
+}
+
+void Runtime::Quarantine(Error e, RecoverReport& report) {
+  bool first = false;
+  {
+    std::lock_guard lock(quarantine_mu_);
+    if (quarantined_.size() < options_.quarantined_executions_max) {
+      first = quarantined_.insert(e.subject).second;
+    }
+  }
+  if (first) ReportError(e);  // once per execution and process
+  report.quarantined.push_back(std::move(e));
+}
+
+std::vector<std::string> Runtime::Quarantined() const {
+  std::lock_guard lock(quarantine_mu_);
+  return {quarantined_.begin(), quarantined_.end()};
 }
 
 // ---- Children and background work ----------------------------------------------
@@ -384,7 +394,12 @@ Result<std::optional<Answer>> Runtime::ChildAnswer(std::string_view parent_id,
   if (call != "await_child" && call != "await_children") return std::optional<Answer>();
   Json results = Json::object();
   for (const Json& wait : Member(park.payload, "waits")) {
-    std::string key = Member(wait, "key").get<std::string>();
+    const Json& key_json = Member(wait, "key");
+    if (!key_json.is_string()) {
+      return MakeError(ErrorCode::kCorruption, "a child wait without a key",
+                       std::string(parent_id));
+    }
+    std::string key = key_json.get<std::string>();
     ONCE_ASSIGN_OR_RETURN(ExecutionState child, Inspect(ChildExecutionId(parent_id, key)));
     std::optional<Json> r = ChildResult(child);
     if (!r) return std::optional<Answer>();
@@ -408,9 +423,14 @@ void Runtime::AfterPark(const std::string& id, int64_t park_seq, const Envelope&
 
 void Runtime::NotifyParent(const Json& parent) {
   if (options_.on_child_settled) return options_.on_child_settled(parent);
-  std::string pid = Member(parent, "execution_id").get<std::string>();
-  Result<std::vector<Envelope>> log = ReadAll(pid, 1);
+  const Json& pid_json = Member(parent, "execution_id");
+  if (!pid_json.is_string()) {
+    return ReportError(Error{ErrorCode::kCorruption, "a child's parent names no execution", ""});
+  }
+  std::string pid = pid_json.get<std::string>();
+  Result<std::vector<Envelope>> log = store::ReadLog(store_, pid);
   if (!log) return ReportError(log.error());
+  if (Result<ExecutionState> st = Fold(*log); !st) return ReportError(st.error());
   const Envelope* park = FindOpenPark(*log);
   if (!park) return;
   Result<std::optional<Answer>> answer = ChildAnswer(pid, *park);

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "once/events/json_text.h"
+#include "once/events/kernel_payload.h"
 
 namespace once::store {
 namespace {
@@ -92,7 +93,7 @@ Status CheckEventShape(const AppendRequest& req, size_t i, int64_t seq, const Li
   if (std::optional<std::string_view> problem = e.metadata.Problem()) {
     return MakeError(ErrorCode::kInvalidArgument, std::string(*problem), req.execution_id);
   }
-  return Ok();
+  return CheckKernelPayload(e, req.execution_id);
 }
 
 bool EventDepthWithin(const Envelope& e, const Limits& limits) {
@@ -216,6 +217,33 @@ std::optional<size_t> SerializedMetadataSize(const events::Metadata& m, size_t d
   }
   if (members > 1) n += members - 1;  // commas
   return n;
+}
+
+Status CheckFirstEvent(std::string_view execution_id, const Envelope& e, const Limits& limits) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(execution_id, limits));
+  if (!e.kind.interned() || e.kind.size() > limits.kind_bytes_max) {
+    ONCE_RETURN_IF_ERROR(ValidateKind(e.kind, limits));
+  }
+  if (std::optional<std::string_view> problem = e.metadata.Problem()) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string(*problem), std::string(execution_id));
+  }
+  ONCE_RETURN_IF_ERROR(CheckKernelPayload(e, execution_id));
+  std::optional<size_t> payload = SerializedJsonSize(e.payload, limits.json_depth_max);
+  std::optional<size_t> metadata = SerializedMetadataSize(e.metadata, limits.json_depth_max);
+  if (!payload || !metadata) {
+    if (!EventDepthWithin(e, limits)) {
+      return JsonDepthError("a payload or metadata", std::string(execution_id),
+                            limits.json_depth_max);
+    }
+    return MakeError(ErrorCode::kInvalidArgument, "unserializable JSON: a string is not UTF-8",
+                     std::string(execution_id));
+  }
+  size_t bytes = *payload + *metadata;
+  if (bytes > limits.event_bytes_max) {
+    return LimitError("event_bytes_max", static_cast<int64_t>(bytes),
+                      static_cast<int64_t>(limits.event_bytes_max), std::string(execution_id));
+  }
+  return Ok();
 }
 
 Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits,
@@ -412,6 +440,17 @@ Status ValidateFenceIf(std::string_view id, FenceExpectation expect, const Limit
   if (expect.fence < 0 || expect.park_seq < 0 || read_after < 0) {
     return MakeError(ErrorCode::kInvalidArgument, "fence, park_seq and read_after must be >= 0",
                      std::string(id));
+  }
+  return Ok();
+}
+
+Status CheckKernelPayload(const Envelope& e, std::string_view execution_id) {
+  std::optional<events::KernelKind> kind =
+      e.kind.interned() ? e.kind.interned() : events::ParseKernelKind(e.kind.view());
+  if (!kind) return Ok();
+  if (std::optional<std::string> problem = events::KernelPayloadProblem(*kind, e.payload)) {
+    std::string where = e.sequence > 0 ? " (sequence " + std::to_string(e.sequence) + ")" : "";
+    return MakeError(ErrorCode::kInvalidArgument, *problem + where, std::string(execution_id));
   }
   return Ok();
 }

@@ -63,7 +63,8 @@ TEST(WrapperTest, ForwardsRefusesAndCallsCustom) {
 
   AppendRequest req{.execution_id = "e",
                     .expected_next = 1,
-                    .events = {events::KernelEvent(events::KernelKind::kExecutionStarted, {})}};
+                    .events = {events::KernelEvent(events::KernelKind::kExecutionStarted,
+                                                   nlohmann::json::object())}};
   ASSERT_EQ(store.Append(req).value(), 1);
   EXPECT_EQ(inner.Head("e").value(), 1);
   EXPECT_EQ(store.AcquireFence("e").value(), 1);

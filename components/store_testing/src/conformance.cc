@@ -75,7 +75,32 @@ std::vector<Envelope> Steps(int n, int first = 1) {
   return out;
 }
 
+// A kernel event whose payload has its kind's shape (kernel_payload.h):
+// `payload` (an object, or null for {}) plus the members the kind requires
+// ("name", "key", "topic"), unless it names them itself. A null payload
+// stays null for EXECUTION_RESUMED (a status-only re-open) and the kinds
+// that take any payload.
 Envelope Kernel(KernelKind kind, Json payload = nullptr) {
+  bool any = kind == KernelKind::kExecutionResumed || kind == KernelKind::kExecutionMigrated ||
+             kind == KernelKind::kAnnotation;
+  if (payload.is_null() && !any) payload = Json::object();
+  auto require = [&](const char* member, const char* value) {
+    if (payload.is_object() && !payload.contains(member)) payload[member] = value;
+  };
+  switch (kind) {
+    case KernelKind::kStepCompleted:
+    case KernelKind::kStepFailed:
+      require("name", "step");
+      break;
+    case KernelKind::kChildStarted:
+      require("key", "child");
+      break;
+    case KernelKind::kMessageConsumed:
+      require("topic", "topic");
+      break;
+    default:
+      break;
+  }
   return KernelEvent(kind, std::move(payload));
 }
 
@@ -195,7 +220,7 @@ constexpr int64_t kParkSeq = 3;
 void Park(EventStore& s, const std::string& id, int64_t fence = 0) {
   AppendOk(s, Req(id, 1,
                   {KernelEvent(KernelKind::kExecutionStarted, {{"input", 1}}, fence),
-                   KernelEvent(KernelKind::kStepCompleted, {{"result", 2}}, fence),
+                   KernelEvent(KernelKind::kStepCompleted, {{"name", "s"}, {"result", 2}}, fence),
                    KernelEvent(KernelKind::kExecutionSuspended, {{"on", "timer"}}, fence)},
                   fence));
 }
@@ -317,6 +342,62 @@ TEST_P(EventStoreConformance, MalformedRequestsAreInvalidArgumentAndWriteNothing
   EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
   EXPECT_TRUE(ListAll(store()).empty());
   EXPECT_EQ(AppendOk(store(), Req("ex-1", 1, {AppEvent(std::string(128, 'K'), 1)})), 1);
+}
+
+// A kernel event whose payload lacks its kind's shape (kernel_payload.h)
+// would make every reader of the log fail on it (issue 15: a fold that
+// threw stopped every restart): refused, typed, nothing written, alone in a
+// batch. The same shapes with their required members are accepted.
+TEST_P(EventStoreConformance, KernelPayloadOfTheWrongShapeIsRefused) {
+  auto kernel = [](KernelKind kind, Json payload) { return KernelEvent(kind, std::move(payload)); };
+  const std::vector<std::pair<std::string, Envelope>> bad = {
+      {"a started payload that is a string", kernel(KernelKind::kExecutionStarted, "order")},
+      {"a started payload that is null", kernel(KernelKind::kExecutionStarted, nullptr)},
+      {"a started workflow that is a number",
+       kernel(KernelKind::kExecutionStarted, {{"workflow", 7}})},
+      {"a parent without a key",
+       kernel(KernelKind::kExecutionStarted, {{"parent", {{"execution_id", "p"}}}})},
+      {"a completion with a null payload", kernel(KernelKind::kExecutionCompleted, nullptr)},
+      {"a failure whose error is a string",
+       kernel(KernelKind::kExecutionFailed, {{"error", "boom"}})},
+      {"a step without a name", kernel(KernelKind::kStepCompleted, {{"value", 1}})},
+      {"a step whose name is a number", kernel(KernelKind::kStepFailed, {{"name", 3}})},
+      {"a park whose waits is an object",
+       kernel(KernelKind::kExecutionSuspended, {{"waits", {{"type", "timer"}}}})},
+      {"a timer wait whose wake is a string",
+       kernel(KernelKind::kExecutionSuspended,
+              {{"call", "sleep"}, {"waits", {{{"type", "timer"}, {"wake_at_ms", "soon"}}}}})},
+      {"a resume that is an array", kernel(KernelKind::kExecutionResumed, Json::array())},
+      {"a child start without a key", kernel(KernelKind::kChildStarted, {{"child_id", "c"}})},
+      {"a consumed message without a topic",
+       kernel(KernelKind::kMessageConsumed, {{"message", 1}})},
+      {"a kernel kind named by a plain string",
+       Envelope{.kind = std::string("EXECUTION_STARTED"), .payload = 5}},
+  };
+  int n = 0;
+  for (const auto& [what, event] : bad) {
+    SCOPED_TRACE(what);
+    Result<int64_t> r = store().Append(Req("ex-1", 1, {event}));
+    EXPECT_TRUE(Fails(r, ErrorCode::kInvalidArgument));
+    Result<std::vector<Result<int64_t>>> batch = store().AppendBatch(std::vector<AppendRequest>{
+        Req("ex-1", 1, {event}), Req("ok-" + std::to_string(++n), 1, Steps(1))});
+    ASSERT_TRUE(batch) << Describe(batch.error());
+    EXPECT_TRUE(Fails((*batch)[0], ErrorCode::kInvalidArgument));
+    EXPECT_EQ((*batch)[1].value_or(-1), 1);
+  }
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+
+  const std::vector<Envelope> good = {
+      kernel(KernelKind::kExecutionStarted, {{"workflow", "order"}, {"input", "anything"}}),
+      kernel(KernelKind::kStepCompleted, {{"name", "charge"}, {"value", nullptr}}),
+      kernel(KernelKind::kExecutionSuspended,
+             {{"call", "sleep"}, {"waits", {{{"type", "timer"}, {"wake_at_ms", 5}}}}}),
+      kernel(KernelKind::kExecutionResumed, nullptr),
+      kernel(KernelKind::kAnnotation, "any JSON at all"),
+      kernel(KernelKind::kExecutionCompleted, {{"value", 1}}),
+  };
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 1, good)), static_cast<int64_t>(good.size()));
+  EXPECT_EQ(Read(store(), "ex-1").size(), good.size());
 }
 
 TEST_P(EventStoreConformance, InvalidExecutionIdsAreRefusedAndWriteNothing) {
@@ -960,7 +1041,8 @@ std::vector<KindCase> AnsweringCases() {
       {"EXECUTION_RESUMED without the kernel stamp", unstamped_resume, kHolder},
       {"EXECUTION_SUSPENDED", Kernel(KernelKind::kExecutionSuspended, {{"on", "child"}}), kHolder},
       {"EXECUTION_COMPLETED", Kernel(KernelKind::kExecutionCompleted, {{"out", 1}}), kHolder},
-      {"EXECUTION_FAILED", Kernel(KernelKind::kExecutionFailed, {{"error", "x"}}), kHolder},
+      {"EXECUTION_FAILED", Kernel(KernelKind::kExecutionFailed, {{"error", {{"code", "x"}}}}),
+       kHolder},
       {"EXECUTION_CANCELLED", Kernel(KernelKind::kExecutionCancelled), kHolder},
       {"EXECUTION_CONTINUED", Kernel(KernelKind::kExecutionContinued, {{"next", "y"}}), kHolder},
       {"an unknown kind stamped kernel: true", stamped_unknown, kHolder},
@@ -978,7 +1060,7 @@ std::vector<KindCase> IgnorableCases() {
       {"an unfenced EXECUTION_DENIED", Kernel(KernelKind::kExecutionDenied), std::nullopt},
       {"EXECUTION_DENIED", Kernel(KernelKind::kExecutionDenied), kHolder},
       {"OUTCOME_RECORDED", Kernel(KernelKind::kOutcomeRecorded, {{"o", 1}}), kHolder},
-      {"STEP_FAILED", Kernel(KernelKind::kStepFailed, {{"error", "e"}}), kHolder},
+      {"STEP_FAILED", Kernel(KernelKind::kStepFailed, {{"error", {{"code", "e"}}}}), kHolder},
       {"MESSAGE_CONSUMED", Kernel(KernelKind::kMessageConsumed, {{"m", 1}}), kHolder},
       {"EXECUTION_MIGRATED", Kernel(KernelKind::kExecutionMigrated), kHolder},
       {"STEP_COMPLETED", Kernel(KernelKind::kStepCompleted, {{"r", 1}}), kHolder},
@@ -1065,7 +1147,8 @@ TEST_P(EventStoreConformance, AcquireFenceIfIsNotHeadBased) {
   ConditionalAcquire runner = AcquireIf(store(), "ex-1", 0, 1);
   ASSERT_FALSE(runner.stale);
   ASSERT_EQ(runner.fence, 1);
-  AppendOk(store(), Req("ex-1", 2, {KernelEvent(KernelKind::kExecutionSuspended, {}, 1)}, 1));
+  AppendOk(store(),
+           Req("ex-1", 2, {KernelEvent(KernelKind::kExecutionSuspended, Json::object(), 1)}, 1));
   AppendOk(store(), Req("ex-1", 3, {Kernel(KernelKind::kExecutionDenied)}, std::nullopt));
   EXPECT_EQ(HeadOf(store(), "ex-1"), 3);
   ConditionalAcquire resumer = AcquireIf(store(), "ex-1", 1, 2);

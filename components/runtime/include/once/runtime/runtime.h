@@ -37,6 +37,12 @@
 //   * neither: the run presents token 0 (an execution someone fenced refuses
 //     it with kStaleFence, which a caller may answer with fence_if_parked_at).
 //
+// Start refuses what the store is certain to refuse (an invalid id, a start
+// event over event_bytes_max or nested past json_depth_max, a malformed
+// parent: kInvalidArgument / kLimitExceeded) before the body's first step
+// runs. A log the runtime cannot read (runtime::Fold's kCorruption) is an
+// error of that execution only; Recover quarantines it and goes on.
+//
 // Errors: kNotFound (unknown workflow), kResumeRefused{reason:
 // "unknown-execution" | "terminal" | "not-suspended"}, kResumeContended,
 // kNondeterminism, kStaleFence, kSequenceConflict, and the store's errors.
@@ -57,6 +63,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,6 +93,10 @@ struct RuntimeOptions {
   CommitterOptions committer;
   int resume_attempts_max = 3;         // conditional acquires per resume
   bool recover_acquires_fence = true;  // Recover takes a token per re-drive
+  // Quarantined executions (Recover found their log unreadable) remembered,
+  // so that each is reported to on_error once per process; past this many,
+  // more are still skipped and listed in the report, but reported each time.
+  size_t quarantined_executions_max = 10'000;
   // Failures of background work (child starts, parent notifications).
   std::function<void(const Error&)> on_error;
   // Optional listeners (orchestration wires them; unset = no-op / built-in).
@@ -138,6 +149,10 @@ struct RecoverReport {
   size_t redriven = 0;  // running executions run again
   size_t notified = 0;  // parked parents whose children were all done
   std::vector<Error> errors;
+  // Executions whose log cannot be read (kCorruption: a row the store cannot
+  // decode or a kernel payload of the wrong shape; kPayloadShredded), one
+  // error each (subject: the id). They are left alone; the pass goes on.
+  std::vector<Error> quarantined;
 };
 
 class Runtime {
@@ -186,6 +201,8 @@ class Runtime {
   // fence first when the store fences and recover_acquires_fence; notifies
   // parked parents whose awaited children are all terminal.
   Result<RecoverReport> Recover();
+  // The executions Recover has quarantined in this process (unordered).
+  std::vector<std::string> Quarantined() const;
 
   // Appends EXECUTION_DENIED {principal, reason} WITHOUT a fence (an
   // unguarded audit append: it never refuses, and never answers a park).
@@ -244,6 +261,8 @@ class Runtime {
   // advanced by the tail it returns (and *fresh set).
   Result<store::ConditionalAcquire> AcquireOnce(std::string_view id, std::vector<Envelope>& log,
                                                 store::FenceExpectation expect, bool* fresh);
+  void RecoverOne(const std::string& id, RecoverReport& report);
+  void Quarantine(Error e, RecoverReport& report);
   Result<RunOutcome> Redrive(std::string_view id, bool acquire_fence,
                              std::vector<Envelope>* log_in_hand = nullptr);
   Result<RunOutcome> Execute(internal::RunState& run);
@@ -256,8 +275,6 @@ class Runtime {
   Status Flush(internal::RunState& run);
   Result<int64_t> Commit(store::AppendRequest req);
   Result<int64_t> AppendAudit(std::string_view id, Envelope event);
-  Result<std::vector<Envelope>> ReadAll(std::string_view id, int64_t first);
-  Status ReadTail(std::string_view id, std::vector<Envelope>& log);
   Result<std::optional<Answer>> ChildAnswer(std::string_view parent_id, const Envelope& park);
   Result<Answer> DefaultAnswer(std::string_view id, const Envelope& park);
   void AfterPark(const std::string& id, int64_t park_seq, const Envelope& park);
@@ -289,6 +306,8 @@ class Runtime {
   std::mutex deferred_mu_;
   std::vector<std::function<void()>> deferred_;  // GUARDED_BY(deferred_mu_); inline mode
   std::atomic<bool> deferred_queued_{false};     // deferred_ may be non-empty
+  mutable std::mutex quarantine_mu_;
+  std::set<std::string> quarantined_;  // GUARDED_BY(quarantine_mu_)
 };
 
 }  // namespace once::runtime
