@@ -128,6 +128,7 @@ Status CheckRequestShape(const AppendRequest& req, const Limits& limits) {
   if (req.fence && *req.fence < 0) {
     return MakeError(ErrorCode::kInvalidArgument, "fence must be >= 0", req.execution_id);
   }
+  if (!req.owner.empty()) ONCE_RETURN_IF_ERROR(ValidateOwner(req.owner, limits));
   return Ok();
 }
 
@@ -266,6 +267,7 @@ Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits
     if (e.time_ms == 0 && out.now_ms == 0) out.now_ms = clock.NowUnixMillis();
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
+  if (!req.owner.empty()) out.run_row = RunRowChangeOf(req.events);
   return out;
 }
 
@@ -357,6 +359,7 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
     out.events.push_back(std::move(enc));
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
+  if (!req.owner.empty()) out.run_row = RunRowChangeOf(req.events);
   return out;
 }
 
@@ -441,7 +444,33 @@ Status ValidateFenceIf(std::string_view id, FenceExpectation expect, const Limit
     return MakeError(ErrorCode::kInvalidArgument, "fence, park_seq and read_after must be >= 0",
                      std::string(id));
   }
+  if (!expect.owner.empty()) ONCE_RETURN_IF_ERROR(ValidateOwner(expect.owner, limits));
+  if (expect.expected_owner && !expect.expected_owner->empty()) {
+    ONCE_RETURN_IF_ERROR(ValidateOwner(*expect.expected_owner, limits));
+  }
   return Ok();
+}
+
+Status ValidateOwner(std::string_view owner, const Limits& limits) {
+  if (owner.empty() || owner.size() > limits.execution_id_bytes_max || !IsCleanUtf8(owner)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "an owner (node id) is 1 to " + std::to_string(limits.execution_id_bytes_max) +
+                         " bytes of UTF-8 without control characters",
+                     std::string(owner.substr(0, 64)));
+  }
+  return Ok();
+}
+
+RunRowChange RunRowChangeOf(std::span<const Envelope> events) {
+  for (const Envelope& e : events) {
+    std::optional<events::KernelKind> k =
+        e.kind.interned() ? e.kind.interned() : events::ParseKernelKind(e.kind.view());
+    if (!k) continue;
+    if (*k == events::KernelKind::kExecutionSuspended || events::Info(*k).terminal) {
+      return RunRowChange::kEnd;
+    }
+  }
+  return RunRowChange::kRun;
 }
 
 Status CheckKernelPayload(const Envelope& e, std::string_view execution_id) {
@@ -469,6 +498,8 @@ std::string_view CapabilityName(Capability c) {
       return "TruncatePrefixKeeping";
     case Capability::kAcquireFenceIfReadTail:
       return "AcquireFenceIfReadTail";
+    case Capability::kOwnership:
+      return "Ownership";
     case Capability::kCount:
       break;
   }

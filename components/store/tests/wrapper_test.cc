@@ -14,6 +14,7 @@ struct Mixed {
   static constexpr Decide kCopyPrefix = Decide::kRefuse;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
+  static constexpr Decide kOwnership = Decide::kRefuse;
 };
 
 class CountingStore final : public EventStoreWrapper<CountingStore, Mixed> {
@@ -74,6 +75,8 @@ TEST(WrapperTest, ForwardsRefusesAndCallsCustom) {
   EXPECT_EQ(store.conditional_calls, 1);
   EXPECT_EQ(store.AppendIfUnchanged(req, 2).error().code, ErrorCode::kUnsupported);
   EXPECT_EQ(store.CopyPrefix("e", "f", 1).error().code, ErrorCode::kUnsupported);
+  EXPECT_FALSE(store.Supports(Capability::kOwnership));
+  EXPECT_EQ(store.RunOwnerOf("e").error().code, ErrorCode::kUnsupported);
 }
 
 }  // namespace

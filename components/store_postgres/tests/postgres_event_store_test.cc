@@ -510,7 +510,7 @@ TEST_F(PostgresStoreTest, ListExecutionsPagesInByteOrder) {
 TEST_F(PostgresStoreTest, MigrationIsIdempotent) {
   auto again = OpenStore();
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
   ASSERT_TRUE(again->Append(Req("ex", 1, {Started()})));
   EXPECT_EQ(store_->Head("ex").value(), 1);
 }
@@ -976,7 +976,7 @@ INSERT INTO fences VALUES ('parked', 0), ('answered', 0);)");
 TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
   EXPECT_EQ(
       schema_->Sql("SELECT data_type FROM information_schema.columns WHERE table_schema = '" +
                    schema_->name() + "' AND table_name = 'events' AND column_name = 'metadata'"),
@@ -1003,10 +1003,10 @@ TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
   ASSERT_EQ(
       store->Append(Req("parked", 5, {KernelEvent(KernelKind::kExecutionResumed, {})}, 1)).value(),
       5);
-  // Opening again leaves version 2 alone.
+  // Opening again leaves the version alone.
   store.reset();
   ASSERT_NE(OpenStore(), nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
 }
 
 // Builds the pre-version state: parks without their fence rows, no marker.

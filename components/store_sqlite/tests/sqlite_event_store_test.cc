@@ -452,7 +452,7 @@ TEST(SqliteEventStore, VersionOneDatabaseIsMigrated) {
               SQLITE_OK);
   }
   auto store = OpenOrDie(path);
-  EXPECT_EQ(store->Settings().value().schema_version, 2);
+  EXPECT_EQ(store->Settings().value().schema_version, kSqliteSchemaVersion);
   auto a = store->ReadRange("a", 1).value();
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[1].kind, "custom");

@@ -1510,5 +1510,222 @@ TEST_P(EventStoreConformance, ConcurrentAppendersOneWinnerPerSequence) {
   }
 }
 
+// ---- Run ownership (kOwnership; issue 15) ------------------------------------
+
+std::optional<std::string> OwnerOf(EventStore& s, std::string_view id) {
+  Result<std::optional<store::RunOwner>> r = s.RunOwnerOf(id);
+  if (!r) {
+    ADD_FAILURE() << "RunOwnerOf failed: " << Describe(r.error());
+    return std::nullopt;
+  }
+  if (!*r) return std::nullopt;
+  return (*r)->owner;
+}
+
+AppendRequest Owned(AppendRequest req, std::string_view owner) {
+  req.owner = owner;
+  return req;
+}
+
+// An append that names an owner moves the run row in the same step: a
+// request that leaves the execution running names the owner, one that parks
+// or ends it deletes the row; an append naming no owner leaves it alone.
+TEST_P(EventStoreConformance, OwnedAppendsKeepTheRunRow) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+  AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  Result<std::optional<store::RunOwner>> row = store().RunOwnerOf("ex-1");
+  ASSERT_TRUE(row && *row);
+  EXPECT_GT((*row)->since_ms, 0);
+  AppendOk(store(), Req("ex-1", 2, {Kernel(KernelKind::kStepCompleted)}));  // no owner named
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  AppendOk(store(), Owned(Req("ex-1", 3, {Kernel(KernelKind::kStepCompleted)}), "node-b"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-b");
+  AppendOk(store(),
+           Owned(Req("ex-1", 4,
+                     {Kernel(KernelKind::kStepCompleted), Kernel(KernelKind::kExecutionSuspended)}),
+                 "node-b"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);  // a park ends the run
+  AppendOk(store(), Owned(Req("ex-1", 6, {Kernel(KernelKind::kExecutionResumed)}), "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  AppendOk(store(), Owned(Req("ex-1", 7, {Kernel(KernelKind::kExecutionCompleted)}), "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+  // Start and end in one append: no row at any moment.
+  AppendOk(
+      store(),
+      Owned(Req("ex-2", 1,
+                {Kernel(KernelKind::kExecutionStarted), Kernel(KernelKind::kExecutionCompleted)}),
+            "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-2"), std::nullopt);
+  // An application event and an audit append leave the execution running.
+  AppendOk(store(), Owned(Req("ex-3", 1, {Kernel(KernelKind::kExecutionStarted), Step(1)}), "n"));
+  EXPECT_EQ(OwnerOf(store(), "ex-3"), "n");
+}
+
+TEST_P(EventStoreConformance, ARefusedAppendLeavesTheRunRowAlone) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
+  EXPECT_FALSE(store().Append(Owned(Req("ex-1", 5, Steps(1)), "node-b")));  // a gap
+  EXPECT_FALSE(store().Append(Owned(Req("ex-1", 1, Steps(1)), "node-b")));  // a duplicate
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  if (Supports(Capability::kAcquireFence)) {
+    ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 1);
+    EXPECT_FALSE(store().Append(
+        Owned(Req("ex-1", 2, {Kernel(KernelKind::kExecutionCompleted)}, 0), "node-b")));
+    EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  }
+  // In a batch each request moves its own row, or not when it is refused.
+  AppendOk(store(), Owned(Req("ex-2", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
+  std::vector<AppendRequest> batch = {
+      Owned(Req("ex-2", 2, Steps(1)), "node-c"),
+      Owned(Req("ex-3", 7, Steps(1)), "node-c"),  // a gap: refused
+      Owned(Req("ex-4", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-c"),
+  };
+  Result<std::vector<Result<int64_t>>> r = store().AppendBatch(batch);
+  ASSERT_TRUE(r) << Describe(r.error());
+  EXPECT_TRUE((*r)[0]);
+  EXPECT_FALSE((*r)[1]);
+  EXPECT_TRUE((*r)[2]);
+  EXPECT_EQ(OwnerOf(store(), "ex-2"), "node-c");
+  EXPECT_EQ(OwnerOf(store(), "ex-3"), std::nullopt);
+  EXPECT_EQ(OwnerOf(store(), "ex-4"), "node-c");
+}
+
+TEST_P(EventStoreConformance, DeleteExecutionDeletesTheRunRow) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
+  ASSERT_TRUE(store().DeleteExecution("ex-1"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+  // A re-created id starts without an owner.
+  AppendOk(store(), Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+}
+
+TEST_P(EventStoreConformance, OwnersAreValidated) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  const std::string too_long(store().limits().execution_id_bytes_max + 1, 'n');
+  for (std::string_view bad : {std::string_view("a\nb"), std::string_view(too_long)}) {
+    EXPECT_TRUE(
+        Fails(store().Append(Owned(Req("ex-1", 1, Steps(1)), bad)), ErrorCode::kInvalidArgument));
+    if (Supports(Capability::kAcquireFenceIf)) {
+      EXPECT_TRUE(Fails(store().AcquireFenceIf("ex-1", {.fence = 0, .owner = bad}),
+                        ErrorCode::kInvalidArgument));
+    }
+  }
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+}
+
+// A conditional acquire that names an owner records it with the new token;
+// one that names an expected owner is stale unless the run row names it
+// (and changes nothing), so two takers of a dead node's run cannot both win
+// even when the second reads the token after the first moved it.
+TEST_P(EventStoreConformance, AcquireFenceIfRecordsAndChecksTheOwner) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  AppendOk(store(),
+           Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted), Step(2)}), "dead"));
+  // Expecting another owner: stale, nothing changes.
+  ConditionalAcquire wrong =
+      store()
+          .AcquireFenceIf(
+              "ex-1", {.fence = 0, .park_seq = 2, .owner = "b", .expected_owner = "someone-else"})
+          .value();
+  EXPECT_TRUE(wrong.stale);
+  EXPECT_EQ(wrong.fence, 0);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "dead");
+  // Expecting no row while there is one: stale.
+  EXPECT_TRUE(store()
+                  .AcquireFenceIf("ex-1", {.fence = 0, .park_seq = 2, .expected_owner = ""})
+                  .value()
+                  .stale);
+  // The first taker wins and names itself.
+  ConditionalAcquire first =
+      store()
+          .AcquireFenceIf("ex-1",
+                          {.fence = 0, .park_seq = 2, .owner = "b", .expected_owner = "dead"})
+          .value();
+  EXPECT_FALSE(first.stale);
+  EXPECT_EQ(first.fence, 1);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "b");
+  // A second taker that read the new token still expects the dead owner: stale.
+  ConditionalAcquire second =
+      store()
+          .AcquireFenceIf("ex-1",
+                          {.fence = 1, .park_seq = 2, .owner = "c", .expected_owner = "dead"})
+          .value();
+  EXPECT_TRUE(second.stale);
+  EXPECT_EQ(second.fence, 1);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "b");
+  // A stale acquire records nothing; one naming no owner leaves the row.
+  EXPECT_TRUE(
+      store().AcquireFenceIf("ex-1", {.fence = 0, .park_seq = 2, .owner = "c"}).value().stale);
+  EXPECT_FALSE(store().AcquireFenceIf("ex-1", {.fence = 1, .park_seq = 2}).value().stale);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "b");
+  // Expecting no row where there is none (an ownerless run) succeeds.
+  AppendOk(store(), Req("ownerless", 1, {Kernel(KernelKind::kExecutionStarted)}));
+  ConditionalAcquire claimed =
+      store()
+          .AcquireFenceIf("ownerless",
+                          {.fence = 0, .park_seq = 1, .owner = "b", .expected_owner = ""})
+          .value();
+  EXPECT_FALSE(claimed.stale);
+  EXPECT_EQ(OwnerOf(store(), "ownerless"), "b");
+  if (Supports(Capability::kAcquireFenceIfReadTail)) {
+    AcquireWithTail with_tail =
+        store()
+            .AcquireFenceIfReadTail(
+                "ex-1", {.fence = 2, .park_seq = 2, .owner = "d", .expected_owner = "b"}, 1)
+            .value();
+    EXPECT_FALSE(with_tail.acquire.stale);
+    EXPECT_EQ(with_tail.tail.size(), 1u);
+    EXPECT_EQ(OwnerOf(store(), "ex-1"), "d");
+  }
+}
+
+TEST_P(EventStoreConformance, TakersOfOneDeadRunOneWinner) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  constexpr size_t kTakers = 6;
+  constexpr int kRounds = 8;
+  std::vector<std::unique_ptr<EventStore>> handles;
+  for (size_t i = 0; i < kTakers; ++i) handles.push_back(OpenAnother());
+  const std::vector<std::string> names = {"t0", "t1", "t2", "t3", "t4", "t5"};
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::string id = "orphan-" + std::to_string(round);
+    AppendOk(store(), Owned(Req(id, 1, {Kernel(KernelKind::kExecutionStarted)}), "dead"));
+    std::vector<bool> won(kTakers, false);
+    std::atomic<size_t> ready{0};
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < kTakers; ++i) {
+      threads.emplace_back([&, i] {
+        EventStore& s = HandleFor(handles, i, store());
+        ready.fetch_add(1);
+        while (ready.load() < kTakers) std::this_thread::yield();
+        // Each taker reads the token, as a takeover pass does, then claims.
+        Result<int64_t> token = s.ReadFence(id);
+        if (!token) return;
+        Result<ConditionalAcquire> r = s.AcquireFenceIf(
+            id, {.fence = *token, .park_seq = 1, .owner = names[i], .expected_owner = "dead"});
+        won[i] = r && !r->stale;
+      });
+    }
+    for (auto& t : threads) t.join();
+    int winners = 0;
+    std::string winner;
+    for (size_t i = 0; i < kTakers; ++i) {
+      if (won[i]) {
+        ++winners;
+        winner = names[i];
+      }
+    }
+    EXPECT_EQ(winners, 1);
+    EXPECT_EQ(OwnerOf(store(), id), winner);
+    EXPECT_EQ(FenceOf(store(), id), 1);
+  }
+}
+
 }  // namespace
 }  // namespace once::store_testing

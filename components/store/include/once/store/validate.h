@@ -35,6 +35,10 @@ Status ValidateFenceIf(std::string_view id, FenceExpectation expect, const Limit
 // EncodeAppend and CheckAppend apply it to every event.
 Status CheckKernelPayload(const Envelope& e, std::string_view execution_id);
 
+// A node id named as an owner (kOwnership): as an execution id (non-empty,
+// at most execution_id_bytes_max bytes, UTF-8, no control characters).
+Status ValidateOwner(std::string_view owner, const Limits& limits);
+
 // Non-empty, at most limits.kind_bytes_max bytes, printable ASCII, no spaces.
 Status ValidateKind(std::string_view kind, const Limits& limits);
 
@@ -50,9 +54,10 @@ struct EncodedEvent {
 
 struct EncodedAppend {
   std::vector<EncodedEvent> events;
-  size_t bytes = 0;        // sum of payload and metadata bytes
-  bool answering = false;  // some event answers a park
-  bool suspends = false;   // some event is a park
+  size_t bytes = 0;                           // sum of payload and metadata bytes
+  bool answering = false;                     // some event answers a park
+  bool suspends = false;                      // some event is a park
+  RunRowChange run_row = RunRowChange::kRun;  // what an owner does to the run row
 };
 
 // Validates one request (id, kinds, kernel payload shapes, sequences,
@@ -72,6 +77,7 @@ Status CheckFirstEvent(std::string_view execution_id, const Envelope& e, const L
 struct CheckedAppend {
   size_t bytes = 0;    // sum of payload and metadata bytes, exactly as EncodeAppend counts
   int64_t now_ms = 0;  // the time for events whose time_ms is 0 (0 when none has)
+  RunRowChange run_row = RunRowChange::kRun;  // what an owner does to the run row
 };
 
 // EncodeAppend's checks, with the same errors in the same order, for a

@@ -13,7 +13,9 @@
 //   ONCE_ASSIGN_OR_RETURN(int64_t head, store->Append(req));
 //
 // Tables (in options.schema): events(execution_id, sequence, kind, payload
-// text, metadata text, time_ms), fences(execution_id, token) and
+// text, metadata text, time_ms), fences(execution_id, token),
+// loom_runs(execution_id, owner, since_ms) and loom_nodes (run ownership and
+// the node registry, docs/nodes.md; since_ms is the server's clock) and
 // once_schema(name, value), the schema version and one-time markers. Payload
 // and metadata are the client's JSON text, stored as written (the client
 // validated it), so a read returns exactly the JSON that was appended. Open()
@@ -208,6 +210,7 @@ class PostgresEventStore final : public EventStore {
   // Deletes sequences < first_kept but always keeps the newest event, so
   // that the head (max(sequence)) does not move.
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
+  Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override;
 
   PostgresAcquireStats AcquireStats() const;
   PostgresReadStats ReadStats() const;
