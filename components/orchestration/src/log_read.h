@@ -16,10 +16,4 @@ inline const events::Json& Member(const events::Json& j, const char* key) {
   return it == j.end() ? kNull : *it;
 }
 
-// A contended resume, or a failure a later try may not see again.
-inline bool RetryLater(const Error& e) {
-  return e.code == ErrorCode::kResumeContended || e.code == ErrorCode::kStaleFence ||
-         e.code == ErrorCode::kSequenceConflict || e.retryable();
-}
-
 }  // namespace once::orchestration::internal

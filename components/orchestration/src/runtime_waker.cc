@@ -27,21 +27,20 @@ Result<WakeVerdict> RuntimeWaker::Wake(const timers::TimerRow& row) {
   if (!park) return WakeVerdict::kObsolete;
   const events::Json* wait = TimerWait(*park, row.wake_at_ms);
   if (!wait) return WakeVerdict::kObsolete;
-  runtime::RunOptions options{.fence_if_parked_at = park->sequence,
-                              .answer = runtime::Answer{*wait, events::Json()}};
-  Result<runtime::RunOutcome> r =
-      runtime_.ResumeWithLog(row.execution_id, std::move(log), std::move(options));
-  if (r) return WakeVerdict::kResumed;
-  switch (r.error().code) {
-    case ErrorCode::kResumeRefused:
+  ONCE_ASSIGN_OR_RETURN(
+      runtime::ParkAnswered answered,
+      runtime_.AnswerPark(row.execution_id, {.park_seq = park->sequence,
+                                             .answer = runtime::Answer{*wait, events::Json()},
+                                             .log_in_hand = &log}));
+  switch (answered.verdict) {
+    case runtime::ParkVerdict::kResumed:
+      return WakeVerdict::kResumed;
+    case runtime::ParkVerdict::kNoop:
       return WakeVerdict::kObsolete;
-    case ErrorCode::kResumeContended:
-    case ErrorCode::kStaleFence:
-    case ErrorCode::kSequenceConflict:
-      return WakeVerdict::kContended;
-    default:
-      return std::unexpected(r.error());
+    case runtime::ParkVerdict::kContended:
+      break;
   }
+  return WakeVerdict::kContended;
 }
 
 Result<size_t> ParkTimers::Schedule(const std::string& id, const store::Envelope& park) {

@@ -143,6 +143,15 @@ std::optional<Json> ChildResult(const ExecutionState& child) {
 
 namespace internal {
 
+const Envelope* NextBodyEvent(RunState& run) {
+  while (!run.live && run.cursor < run.log.size()) {
+    const Envelope& e = run.log[run.cursor++];
+    if (IsBodyEvent(e)) return &e;
+  }
+  run.live = true;
+  return nullptr;
+}
+
 bool IsBodyEvent(const Envelope& e) {
   auto kind = events::ParseKernelKind(e.kind);
   if (!kind) {

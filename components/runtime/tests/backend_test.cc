@@ -166,6 +166,7 @@ TEST_F(BackendTest, ChildrenAndRecover) {
     ONCE_ASSIGN_OR_RETURN(Json v, ctx.AwaitChild("k"));
     return v;
   }));
+  clock_.Advance(std::chrono::milliseconds(RuntimeOptions{}.ownerless_lease_ms + 1));
   Result<RecoverReport> report = rt.Recover();
   ASSERT_TRUE(report) << report.error().ToString();
   EXPECT_EQ(report->redriven, 1u);
@@ -211,6 +212,7 @@ TEST_F(BackendTest, AnUnreadableLogIsQuarantinedAndTheRestAreServed) {
     return ctx.AwaitChild("k");
   }));
 
+  clock_.Advance(std::chrono::milliseconds(RuntimeOptions{}.ownerless_lease_ms + 1));
   for (int pass = 0; pass < 2; ++pass) {
     Result<RecoverReport> report = rt.Recover();
     ASSERT_TRUE(report) << report.error().ToString();

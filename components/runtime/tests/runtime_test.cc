@@ -204,6 +204,14 @@ TEST_F(RuntimeTest, CrashMidwayThenRecoverDoesNotRerunRecordedSteps) {
     ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> { return ++b_calls_; }));
     return "done";
   }));
+  // An ownerless run is left alone until its newest event is older than
+  // ownerless_lease_ms (its writer may still be running it).
+  Result<RecoverReport> early = rt.Recover();
+  ASSERT_TRUE(early) << early.error().ToString();
+  EXPECT_EQ(early->redriven, 0u);
+  EXPECT_EQ(early->left_alive, 1u);
+  EXPECT_EQ(b_calls_, 1);
+  clock_.Advance(std::chrono::milliseconds(RuntimeOptions{}.ownerless_lease_ms + 1));
   Result<RecoverReport> report = rt.Recover();
   ASSERT_TRUE(report) << report.error().ToString();
   EXPECT_EQ(report->redriven, 1u);

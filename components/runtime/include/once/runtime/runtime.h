@@ -37,6 +37,27 @@
 //   * neither: the run presents token 0 (an execution someone fenced refuses
 //     it with kStaleFence, which a caller may answer with fence_if_parked_at).
 //
+// Nodes (RuntimeOptions::node; docs/nodes.md). With a node, what this
+// runtime starts or resumes is owned by it: the run row names the node in
+// the same store step as the first append that leaves the execution running
+// or the conditional acquire of a resume, and is deleted by the append that
+// parks or ends it. Every Step waits for the node's step gate (a node whose
+// heartbeat is late starts no step). Takeover() re-drives what dead nodes
+// left running (and this node's own runs no body here is running), claiming
+// each with the conditional acquire that expects the dead owner, so it is
+// safe from every node at once. Recover() is the full pass (every log): it
+// leaves alone a run whose owner is alive and an ownerless run younger than
+// ownerless_lease_ms, takes over the rest, and answers parks whose children
+// are done. Without a node Recover judges by run rows alone: a run another
+// node owns is left to that node's peers, an ownerless one is re-driven only
+// when its newest event is older than ownerless_lease_ms.
+//
+// AnswerPark is the one way to answer a park (the timer waker, the child
+// supervisor, the inbox and the runtime's own parent notification use it):
+// optionally an unfenced try first, then resumes under the conditional
+// acquire, all within ONE budget of acquires (attempts_max); the verdict is
+// resumed | noop (a rival answered, or the park is gone) | contended.
+//
 // Start refuses what the store is certain to refuse (an invalid id, a start
 // event over event_bytes_max or nested past json_depth_max, a malformed
 // parent: kInvalidArgument / kLimitExceeded) before the body's first step
@@ -72,6 +93,7 @@
 #include "once/base/clock.h"
 #include "once/base/result.h"
 #include "once/base/striped_counter.h"
+#include "once/nodes/node.h"
 #include "once/runtime/committer.h"
 #include "once/runtime/context.h"
 #include "once/runtime/log_view.h"
@@ -99,6 +121,14 @@ struct RuntimeOptions {
   size_t quarantined_executions_max = 10'000;
   // Failures of background work (child starts, parent notifications).
   std::function<void(const Error&)> on_error;
+  // This process as a Loom node (see above); must outlive the runtime. Null:
+  // no ownership, no step gate, no Takeover.
+  nodes::Node* node = nullptr;
+  // Recover re-drives a running execution with no run row only when its
+  // newest event is older than this (ms, by this runtime's clock).
+  int64_t ownerless_lease_ms = 10'000;
+  // Run rows Takeover reads per page.
+  size_t takeover_page_max = 1'000;
   // Optional listeners (orchestration wires them; unset = no-op / built-in).
   // on_park: after a park is durable, with its sequence and envelope, on the
   // thread that ran the body (timer rows, inbox messages that came early).
@@ -139,6 +169,38 @@ struct RunOutcome {
   std::optional<int64_t> park_seq;  // suspended: the park's sequence
 };
 
+struct TakeoverReport {
+  size_t orphaned = 0;   // run rows of dead owners (and this node's own idle ones) seen
+  size_t redriven = 0;   // claimed and run again
+  size_t lost = 0;       // another node claimed it first, or its owner moved
+  size_t forgotten = 0;  // rows of runs that were no longer running, deleted
+  std::vector<Error> errors;
+  std::vector<Error> quarantined;  // unreadable logs (see RecoverReport)
+};
+
+// AnswerPark's request.
+struct ParkAnswer {
+  int64_t park_seq = 0;              // the park answered; 0: the open one (read from the log)
+  std::optional<Answer> answer;      // nullopt: the park's timer wait, else its children's results
+  std::optional<std::string> topic;  // a message delivery: the topic, and
+  Json message;                      // the message ([MESSAGE_CONSUMED, EXECUTION_RESUMED])
+  // Try an unfenced resume first (the child supervisor's rule: an
+  // execution nobody fenced stays unfenced); only a stale fence or a lost
+  // sequence goes on to the conditional acquire.
+  bool unfenced_first = false;
+  int attempts_max = 0;                          // conditional acquires; 0: resume_attempts_max
+  std::vector<Envelope>* log_in_hand = nullptr;  // a read of the log (taken over)
+};
+
+enum class ParkVerdict { kResumed, kNoop, kContended };
+
+struct ParkAnswered {
+  ParkVerdict verdict = ParkVerdict::kNoop;
+  std::optional<RunOutcome> outcome;  // kResumed: the run's outcome
+  int conditional_resumes = 0;        // resumes made under the conditional acquire
+  int attempts = 0;                   // acquires spent
+};
+
 struct Park {
   int64_t sequence = 0;
   Envelope envelope;
@@ -146,8 +208,10 @@ struct Park {
 
 struct RecoverReport {
   size_t examined = 0;
-  size_t redriven = 0;  // running executions run again
-  size_t notified = 0;  // parked parents whose children were all done
+  size_t redriven = 0;    // running executions claimed and run again
+  size_t notified = 0;    // parked parents whose children were all done
+  size_t left_alive = 0;  // running, owned by a live node (or ownerless and young)
+  size_t lost = 0;        // running, but the claim lost (another node took it)
   std::vector<Error> errors;
   // Executions whose log cannot be read (kCorruption: a row the store cannot
   // decode or a kernel payload of the wrong shape; kPayloadShredded), one
@@ -204,6 +268,16 @@ class Runtime {
   // The executions Recover has quarantined in this process (unordered).
   std::vector<std::string> Quarantined() const;
 
+  // See the file comment. kUnsupported without a node.
+  Result<TakeoverReport> Takeover();
+  // Whether a body of `id` runs in this process now (tracked with a node).
+  bool RunningHere(std::string_view id) const;
+
+  // Answers a park (see the file comment). Errors other than those the
+  // verdict stands for (kResumeRefused: noop; kResumeContended, and a stale
+  // fence or lost sequence after the acquire: contended) are returned.
+  Result<ParkAnswered> AnswerPark(std::string_view id, ParkAnswer answer);
+
   // Appends EXECUTION_DENIED {principal, reason} WITHOUT a fence (an
   // unguarded audit append: it never refuses, and never answers a park).
   Result<int64_t> RecordExecutionDenied(std::string_view id, std::string_view principal,
@@ -228,17 +302,20 @@ class Runtime {
   store::EventStore& store() { return store_; }
 
  private:
-  friend class Context;
   struct Def {
     WorkflowFn fn;
   };
   class Outermost;
+  class Host;  // implements internal::RunHost: what a Context may ask
+  class RunningSet;
 
   struct ResumeExtras {
     std::optional<std::string> topic;              // Deliver: the message's topic
     Json message;                                  // Deliver: the message
     std::optional<int64_t> expect_park;            // refuse unless this park is the open one
     std::vector<Envelope>* log_in_hand = nullptr;  // a read of the log (taken over)
+    int* budget = nullptr;                         // conditional acquires left (shared)
+    std::optional<int64_t> expect_fence;           // the token to expect first
   };
 
   Result<RunOutcome> StartImpl(std::string_view workflow, std::string_view id, Json input,
@@ -246,39 +323,35 @@ class Runtime {
   Result<RunOutcome> ResumeImpl(std::string_view id, std::string_view principal,
                                 const RunOptions& options, const ResumeExtras& extras);
   static Status CheckLogInHand(std::string_view id, std::span<const Envelope> log);
-  Status CheckResumable(std::string_view id, std::span<const Envelope> log,
-                        const RunOptions& options, const ResumeExtras& extras) const;
-  // The token a run presents. `fresh`: the log was advanced to the store's
-  // head under that token (the combined acquire returned the tail).
-  struct Fenced {
-    int64_t token = 0;
-    bool fresh = false;
-  };
-  Result<Fenced> TakeFence(std::string_view id, std::vector<Envelope>& log,
-                           const RunOptions& options);
-  Result<Fenced> AcquireIfParked(std::string_view id, std::vector<Envelope>& log, int64_t park_seq);
-  // One conditional acquire; with the combined capability the log is
-  // advanced by the tail it returns (and *fresh set).
-  Result<store::ConditionalAcquire> AcquireOnce(std::string_view id, std::vector<Envelope>& log,
-                                                store::FenceExpectation expect, bool* fresh);
-  void RecoverOne(const std::string& id, RecoverReport& report);
-  void Quarantine(Error e, RecoverReport& report);
-  Result<RunOutcome> Redrive(std::string_view id, bool acquire_fence,
-                             std::vector<Envelope>* log_in_hand = nullptr);
+  Result<RunOutcome> Redrive(std::string_view id, int64_t token, bool owner_recorded,
+                             std::vector<Envelope> log);
+  Result<RunOutcome> RedriveUnfenced(std::string_view id);
+  // Takeover's claim of one running execution (see TakeoverReport).
+  enum class Claimed { kRedriven, kLost, kNotRunning };
+  Result<Claimed> Claim(const std::string& id, std::optional<std::string_view> expected_owner);
+  Status TakeoverPage(bool own, TakeoverReport& report, std::string& after, bool& more);
+  void RecoverOne(const std::string& id, RecoverReport& report,
+                  const std::set<std::string, std::less<>>& alive);
+  void ClaimInto(const std::string& id, std::optional<std::string_view> expected_owner,
+                 RecoverReport& report);
+  void Quarantine(Error e, std::vector<Error>& into);
   Result<RunOutcome> Execute(internal::RunState& run);
-  Result<RunOutcome> Finish(internal::RunState& run, Context& ctx, Result<Json> body_result);
+  Result<RunOutcome> Finish(internal::RunState& run, Result<Json> body_result);
   Result<RunOutcome> FinishParked(internal::RunState& run);
   Result<RunOutcome> FinishContinued(internal::RunState& run, Json input);
   Status CreateChild(const internal::RunState& parent, std::string_view workflow,
                      std::string_view key, const std::string& child_id, const Json& input);
   Status CreateStarted(const std::string& id, Json payload);
   Status Flush(internal::RunState& run);
+  Status BeforeStep(const internal::RunState& run);
   Result<int64_t> Commit(store::AppendRequest req);
   Result<int64_t> AppendAudit(std::string_view id, Envelope event);
   Result<std::optional<Answer>> ChildAnswer(std::string_view parent_id, const Envelope& park);
   Result<Answer> DefaultAnswer(std::string_view id, const Envelope& park);
   void AfterPark(const std::string& id, int64_t park_seq, const Envelope& park);
   void NotifyParent(const Json& parent);
+  // AnswerPark on the runtime's own behalf (children done): an unfenced try
+  // first; a contended verdict goes to on_error as kResumeContended.
   Status ResumeParked(const std::string& id, int64_t park_seq, Answer answer,
                       std::vector<Envelope>* log_in_hand = nullptr);
   void ScheduleRedrive(std::string id);
@@ -286,6 +359,7 @@ class Runtime {
   void DrainDeferred();
   void ReportError(const Error& e);
   const Def* Find(std::string_view workflow) const;
+  std::string_view Owner() const;
   // kLimitExceeded "json_depth_max" when `value` (`what`: "the input", ...)
   // would nest its event's payload deeper than the store's json_depth_max:
   // a `wrapped` value sits one level down in its payload ({"input": value}),
@@ -307,7 +381,9 @@ class Runtime {
   std::vector<std::function<void()>> deferred_;  // GUARDED_BY(deferred_mu_); inline mode
   std::atomic<bool> deferred_queued_{false};     // deferred_ may be non-empty
   mutable std::mutex quarantine_mu_;
-  std::set<std::string> quarantined_;  // GUARDED_BY(quarantine_mu_)
+  std::set<std::string> quarantined_;    // GUARDED_BY(quarantine_mu_)
+  std::unique_ptr<Host> host_;           // what a Context asks of this runtime
+  std::unique_ptr<RunningSet> running_;  // bodies running here (with a node)
 };
 
 }  // namespace once::runtime
