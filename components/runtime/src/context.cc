@@ -80,10 +80,11 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
   }
   // The previous step's result is made durable before this fn runs; the
   // run's own EXECUTION_STARTED / EXECUTION_RESUMED need not be (a crash
-  // here re-runs the fn, the same window as a crash inside it). A node
-  // whose lease is not fresh starts no step (nodes/node.h).
-  if (Status gate = host_.BeforeStep(run_); !gate) return Fail(gate.error());
+  // here re-runs the fn, the same window as a crash inside it). Then a
+  // node whose lease is not fresh starts no step (nodes/node.h): the flush
+  // is guarded by the fence, the step's effect is not.
   ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/false));
+  if (Status gate = host_.BeforeStep(run_); !gate) return Fail(gate.error());
   Result<Json> r = fn();
   if (r) {
     if (Status s = host_.CheckDepth(*r, "the step's value", run_.id, true); !s) {
