@@ -1,34 +1,20 @@
 #include "once/orchestration/app.h"
 
-#include "once/store_postgres/postgres_inbox_store.h"
-#include "once/store_sqlite/sqlite_inbox_store.h"
+#include <algorithm>
+#include <chrono>
 
 namespace once::orchestration {
 
 namespace {
 
-// The inbox store matching the event store's backend.
-Result<std::unique_ptr<InboxStore>> OpenInboxStore(const AppBackend& backend,
-                                                   const inbox::InboxLimits& limits) {
-  switch (backend.kind) {
-    case AppBackend::Kind::kMemory:
-      return std::make_unique<MemoryInboxStore>(limits);
-    case AppBackend::Kind::kSqlite: {
-      ONCE_ASSIGN_OR_RETURN(auto s,
-                            store::SqliteInboxStore::Open(backend.sqlite_path, {.limits = limits}));
-      return std::unique_ptr<InboxStore>(std::move(s));
-    }
-    case AppBackend::Kind::kPostgres: {
-      store::PostgresInboxOptions options;
-      options.conninfo = backend.postgres_url;
-      options.schema = backend.postgres_schema;
-      options.limits = limits;
-      ONCE_ASSIGN_OR_RETURN(auto s, store::PostgresInboxStore::Open(options));
-      return std::unique_ptr<InboxStore>(std::move(s));
-    }
-  }
-  return MakeError(ErrorCode::kInvalidArgument, "AppBackend: unknown kind");
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
+
+// How often Stop() looks whether the bodies running here are done.
+constexpr int64_t kDrainPollMs = 10;
 
 }  // namespace
 
@@ -39,8 +25,19 @@ App::~App() {
   if (runtime_) runtime_->WaitIdle();
 }
 
+void App::Report(const Error& e) const {
+  if (config_.runtime.on_error) config_.runtime.on_error(e);
+}
+
 Status App::Start() {
-  if (sweeper_.joinable()) return {};
+  {
+    std::lock_guard lock(background_mu_);
+    if (started_) return Ok();
+  }
+  if (node_) {
+    ONCE_RETURN_IF_ERROR(node_->Beat());  // registered before anything runs
+    node_->Start();
+  }
   if (park_timers_) ONCE_RETURN_IF_ERROR(park_timers_->Sweep());
   if (inbox_) {
     // One execution's error (an unreadable log) is reported, not a failed
@@ -49,41 +46,91 @@ Status App::Start() {
     if (!swept) return std::unexpected(swept.error());
     ReportSweep(swept);
   }
-  if (service_) service_->Start();
+  periodic_.clear();
   if (inbox_ && config_.inbox_sweep_interval_ms > 0) {
-    sweeper_stopping_ = false;
-    sweeper_ = std::thread([this, ms = config_.inbox_sweep_interval_ms] { SweepInboxEvery(ms); });
+    periodic_.push_back(
+        {config_.inbox_sweep_interval_ms, 0, [this] { ReportSweep(inbox_->Sweep()); }});
   }
-  return {};
+  if (node_) {
+    // The full pass now (a restart takes its own runs back, parents whose
+    // children finished while every node was down are answered), then
+    // takeover often and the full pass now and then.
+    auto recover = [this] {
+      Result<runtime::RecoverReport> r = runtime_->Recover();
+      if (!r) return Report(r.error());
+      for (const Error& e : r->errors) Report(e);
+    };
+    recover();
+    if (config_.takeover_interval_ms > 0) {
+      periodic_.push_back({config_.takeover_interval_ms, 0, [this] {
+                             Result<runtime::TakeoverReport> r = runtime_->Takeover();
+                             if (!r) return Report(r.error());
+                             for (const Error& e : r->errors) Report(e);
+                           }});
+    }
+    if (config_.recover_interval_ms > 0) {
+      periodic_.push_back({config_.recover_interval_ms, config_.recover_interval_ms, recover});
+    }
+  }
+  if (service_) service_->Start();
+  std::lock_guard lock(background_mu_);
+  started_ = true;
+  stopping_ = false;
+  if (!periodic_.empty()) background_ = std::thread([this] { Background(); });
+  return Ok();
+}
+
+void App::Background() {
+  const int64_t begin_ms = SteadyMs();
+  std::unique_lock lock(background_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    RunDue(SteadyMs() - begin_ms);
+    int64_t next_ms = INT64_MAX;
+    for (const Periodic& p : periodic_) next_ms = std::min(next_ms, p.next_ms);
+    int64_t wait_ms = std::max<int64_t>(0, next_ms - (SteadyMs() - begin_ms));
+    lock.lock();
+    background_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; });
+  }
+}
+
+void App::RunDue(int64_t now_ms) {
+  for (Periodic& p : periodic_) {
+    if (p.next_ms > now_ms) continue;
+    p.run();
+    p.next_ms = now_ms + p.interval_ms;
+  }
 }
 
 void App::Stop() {
   {
-    std::lock_guard lock(sweeper_mu_);
-    sweeper_stopping_ = true;
+    std::lock_guard lock(background_mu_);
+    if (!started_) return;
+    started_ = false;
+    stopping_ = true;
   }
-  sweeper_cv_.notify_all();
-  if (sweeper_.joinable()) sweeper_.join();
+  // Stop claiming: no takeover, recover or sweep, no timer wake.
+  background_cv_.notify_all();
+  if (background_.joinable()) background_.join();
   if (service_) service_->Stop();
+  Drain();
 }
 
-void App::SweepInboxEvery(int64_t interval_ms) {
-  std::unique_lock lock(sweeper_mu_);
-  while (!sweeper_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms),
-                               [this] { return sweeper_stopping_; })) {
-    lock.unlock();
-    ReportSweep(inbox_->Sweep());
-    lock.lock();
+// Bodies running here may finish or park for up to drain_ms; then the node
+// closes its gate and is released, so the others take what it still owns at
+// once (not after the lease).
+void App::Drain() {
+  if (!node_) return;
+  const int64_t deadline_ms = SteadyMs() + std::max<int64_t>(0, config_.drain_ms);
+  while (runtime_->RunningCount() > 0 && SteadyMs() < deadline_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kDrainPollMs));
   }
+  if (Status s = node_->Release(); !s) Report(s.error());
 }
 
 void App::ReportSweep(const Result<SweepReport>& swept) const {
-  if (!config_.runtime.on_error) return;
-  if (!swept) {
-    config_.runtime.on_error(swept.error());
-    return;
-  }
-  for (const Error& e : swept->errors) config_.runtime.on_error(e);
+  if (!swept) return Report(swept.error());
+  for (const Error& e : swept->errors) Report(e);
 }
 
 Result<std::unique_ptr<App>> App::Create(AppConfig config) {
@@ -94,13 +141,28 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
       !config.archive) {
     return MakeError(ErrorCode::kInvalidArgument, "archive retention needs an archive store");
   }
+  if (config.nodes) {
+    ONCE_RETURN_IF_ERROR(nodes::ValidateNodeInfo(config.node.info, config.nodes->limits()));
+    if (config.node.node_lease_ms <= 0 || config.node.heartbeat_interval_ms <= 0 ||
+        config.node.step_margin_ms < 0 || config.node.step_margin_ms >= config.node.node_lease_ms) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "AppConfig::node: node_lease_ms, heartbeat_interval_ms > 0, "
+                       "0 <= step_margin_ms < node_lease_ms");
+    }
+  }
   std::unique_ptr<App> app(new App(std::move(config)));
   AppConfig& c = app->config_;
-  if (!c.inbox && c.backend) {
-    ONCE_ASSIGN_OR_RETURN(app->owned_inbox_store_, OpenInboxStore(*c.backend, c.inbox_limits));
-    c.inbox = app->owned_inbox_store_.get();
-  }
   App* self = app.get();
+  if (c.nodes) {
+    const Clock* local = c.local_clock;
+    if (!local) {
+      self->owned_local_clock_ = std::make_unique<SteadyClock>();
+      local = self->owned_local_clock_.get();
+    }
+    nodes::NodeOptions node_options = c.node;
+    if (!node_options.on_error) node_options.on_error = c.runtime.on_error;
+    self->node_ = std::make_unique<nodes::Node>(*c.nodes, *local, std::move(node_options));
+  }
   runtime::RuntimeOptions rt_options = c.runtime;
   self->user_on_park_ = std::move(rt_options.on_park);
   self->user_on_child_settled_ = std::move(rt_options.on_child_settled);
@@ -111,12 +173,17 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
     self->OnChildSettled(parent);
   };
   rt_options.on_error = [self](const Error& e) { self->OnRuntimeError(e); };
+  rt_options.node = self->node_.get();
   self->runtime_ = std::make_unique<runtime::Runtime>(*c.store, *c.clock, std::move(rt_options));
   if (c.timers) {
     self->waker_ = std::make_unique<RuntimeWaker>(*self->runtime_);
     self->park_timers_ = std::make_unique<ParkTimers>(*c.store, *c.timers, c.runtime.on_error);
+    timers::TimerServiceOptions service_options = c.timer_service;
+    if (self->node_ && service_options.owner == timers::TimerServiceOptions{}.owner) {
+      service_options.owner = self->node_->id();  // timer leases name the node
+    }
     self->service_ = std::make_unique<timers::TimerService>(*c.timers, *self->waker_, *c.clock,
-                                                            *c.rng, c.timer_service);
+                                                            *c.rng, std::move(service_options));
   }
   std::optional<RedriveWiring> wiring;
   if (Result<RedriveWiring> w = self->Redrive(); w) wiring = *w;
@@ -178,7 +245,7 @@ void App::OnRuntimeError(const Error& e) {
     (void)supervisor_->HandOffContended(e.subject, d ? d->attempts : 0);  // reports its own error
     return;
   }
-  if (config_.runtime.on_error) config_.runtime.on_error(e);
+  Report(e);
 }
 
 void App::OnChildSettled(const events::Json& parent) {

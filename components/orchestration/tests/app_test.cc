@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "once/nodes/memory_node_registry.h"
 #include "once/store/memory_store.h"
 #include "once/timers/memory_timer_store.h"
 #include "test_support.h"
@@ -70,26 +75,15 @@ TEST(AppTest, TimersSupervisorAndInboxAreWiredEndToEnd) {
   EXPECT_EQ(app->runtime().Inspect("r").value().result["value"], "ok");
 }
 
-TEST(AppTest, TheInboxStoreIsBuiltOnTheBackendWhenNoneIsGiven) {
+TEST(AppTest, AnInboxNeedsAnInboxStore) {
   AppFixture f;
   AppConfig c = f.Config();
   c.inbox = nullptr;
-  EXPECT_EQ(App::Create(c).value()->inbox(), nullptr);  // no store, no backend: no inbox
-  c.backend = AppBackend{};                             // memory
-  c.inbox_limits.pending_messages_per_execution_max = 1;
+  EXPECT_EQ(App::Create(c).value()->inbox(), nullptr);
+  c.inbox = &f.inbox;
   auto app = App::Create(c).value();
-  ASSERT_NE(app->inbox_store(), nullptr);
-  EXPECT_NE(dynamic_cast<MemoryInboxStore*>(app->inbox_store()), nullptr);
-  EXPECT_EQ(app->inbox_store()->limits().pending_messages_per_execution_max, 1u);
-  ASSERT_TRUE(app->inbox()->Send("r", "approve", "ok"));
-  EXPECT_EQ(app->inbox()->Send("r", "approve", "ok").error().code, ErrorCode::kLimitExceeded);
-  // A backend that does not open fails Create with the store's error.
-  c.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = ""};
-  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
-  // A store given explicitly wins over the backend.
-  c = f.Config();
-  c.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = ""};
-  EXPECT_EQ(App::Create(c).value()->inbox_store(), &f.inbox);
+  EXPECT_EQ(app->inbox_store(), &f.inbox);
+  ASSERT_NE(app->inbox(), nullptr);
 }
 
 // A finished execution whose inbox still holds a message is kept by
@@ -201,6 +195,150 @@ TEST(AppTest, ParkTimeSelfResumeContendedGoesToOnErrorWhenTheFlagIsOff) {
   EXPECT_EQ(t.app->runtime().Inspect("p").value().status, runtime::ExecutionStatus::kSuspended);
   EXPECT_EQ(t.ContendedErrors(), 1);
   EXPECT_TRUE(t.f.timers.RowsOf("p").value().empty());  // nothing written
+}
+
+// ---- Nodes (issue 15) -----------------------------------------------------
+
+// Two Apps as two nodes of one memory store and registry. Leases are judged
+// by the manual clock (the store's and the nodes' own).
+struct TwoNodes {
+  ManualClock clock;
+  SeededRng rng{9};
+  store::MemoryEventStore store{store::Limits{}, clock};
+  nodes::MemoryNodeRegistry registry{store, clock};
+  std::atomic<bool> block_on_a{true};
+  std::atomic<int> step_runs{0};
+  std::atomic<bool> in_step{false};
+  std::atomic<bool> release{false};
+
+  AppConfig Config(const std::string& id) {
+    AppConfig c{.store = &store, .clock = &clock, .rng = &rng};
+    c.nodes = &registry;
+    c.local_clock = &clock;
+    c.node.info = {.node_id = id, .host = "test", .pid = 1};
+    c.node.heartbeat_interval_ms = 50;
+    c.node.step_wait_ms_max = 200;
+    c.takeover_interval_ms = 0;  // the test drives takeover
+    c.recover_interval_ms = 0;
+    c.drain_ms = 100;
+    return c;
+  }
+  // step "slow" (blocks on node "a" until released), step "after".
+  void Register(App& app, const std::string& node) {
+    ONCE_CHECK(app.runtime()
+                   .Register("job",
+                             [this, node](runtime::Context& ctx, const Json&) -> Result<Json> {
+                               ONCE_RETURN_IF_ERROR(ctx.Step("slow", [&]() -> Result<Json> {
+                                 ++step_runs;
+                                 if (node == "a" && block_on_a) {
+                                   in_step = true;
+                                   while (!release) std::this_thread::yield();
+                                 }
+                                 return node;
+                               }));
+                               return ctx.Step("after", [&]() -> Result<Json> { return node; });
+                             })
+                   .has_value());
+  }
+};
+
+TEST(AppNodesTest, StartRegistersTheNodeAndStopReleasesIt) {
+  TwoNodes t;
+  auto a = App::Create(t.Config("a")).value();
+  ASSERT_NE(a->node(), nullptr);
+  ASSERT_TRUE(a->Start());
+  auto listed = t.registry.Nodes().value();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].info.node_id, "a");
+  EXPECT_TRUE(listed[0].alive);
+  a->Stop();
+  listed = t.registry.Nodes().value();
+  EXPECT_TRUE(listed[0].stopped);
+  EXPECT_FALSE(listed[0].alive);
+  EXPECT_TRUE(a->node()->draining());
+}
+
+TEST(AppNodesTest, ARegistryNeedsANodeId) {
+  TwoNodes t;
+  AppConfig c = t.Config("");
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+}
+
+// Stop drains: the body running on A gets drain_ms to finish; it does not,
+// so A closes its gate and is released, B takes the execution over at once
+// (no lease wait), and A's late record is refused by the fence.
+TEST(AppNodesTest, AStoppingNodeDrainsThenOthersTakeWhatItStillOwnsAtOnce) {
+  TwoNodes t;
+  auto a = App::Create(t.Config("a")).value();
+  auto b = App::Create(t.Config("b")).value();
+  t.Register(*a, "a");
+  t.Register(*b, "b");
+  ASSERT_TRUE(a->Start());
+  ASSERT_TRUE(b->Start());
+  // The first step is durable on A (its run row names A), the second blocks.
+  t.block_on_a = false;
+  ASSERT_TRUE(a->runtime().Start("job", "warm", Json()));
+  t.block_on_a = true;
+  auto running =
+      std::async(std::launch::async, [&] { return a->runtime().Start("job", "ex", Json()); });
+  while (!t.in_step) std::this_thread::yield();
+  // A is alive: B takes nothing.
+  EXPECT_EQ(b->runtime().Takeover().value().orphaned, 0u);
+  auto started = std::chrono::steady_clock::now();
+  a->Stop();  // drain_ms passes with the body still in its step
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(100));
+  // Released: no lease wait (the clock has not moved).
+  runtime::TakeoverReport taken = b->runtime().Takeover().value();
+  EXPECT_EQ(taken.orphaned, 0u);  // the body on A never made a run row: nothing recorded yet
+  t.release = true;
+  Result<runtime::RunOutcome> late = running.get();
+  ASSERT_FALSE(late);  // the gate closed under it: its next step was refused
+  EXPECT_EQ(late.error().code, ErrorCode::kCancelled);
+  // A's record of "slow" landed before the refusal, under A's ownership;
+  // A is stopped, so B takes the run at once and finishes it.
+  taken = b->runtime().Takeover().value();
+  EXPECT_EQ(taken.redriven, 1u);
+  runtime::ExecutionState st = b->runtime().Inspect("ex").value();
+  EXPECT_EQ(st.status, runtime::ExecutionStatus::kCompleted);
+  EXPECT_EQ(st.result["value"], "b");  // "after" ran on B; "slow" was replayed from A
+  b->Stop();
+}
+
+// A node that dies (no heartbeat, no Stop) leaves a run: the survivor's
+// periodic takeover resumes it once the lease has passed, with no operator.
+TEST(AppNodesTest, TheSurvivorsPeriodicTakeoverResumesADeadNodesRun) {
+  TwoNodes t;
+  AppConfig ca = t.Config("a");
+  auto a = App::Create(ca).value();
+  t.Register(*a, "a");
+  ASSERT_TRUE(a->Start());
+  // A dies in the middle of "ex": its heartbeats stop, its body never ends.
+  auto running =
+      std::async(std::launch::async, [&] { return a->runtime().Start("job", "ex", Json()); });
+  while (!t.in_step) std::this_thread::yield();
+  a->node()->StopHeartbeats();
+  AppConfig cb = t.Config("b");
+  cb.takeover_interval_ms = 20;
+  auto b = App::Create(cb).value();
+  t.Register(*b, "b");
+  ASSERT_TRUE(b->Start());
+  // Nothing recorded for "ex" yet: A's run left no row. Record one the way
+  // a body that had made its first step durable would have.
+  store::AppendRequest req{.execution_id = "ex2", .expected_next = 1, .owner = "a"};
+  req.events.push_back(
+      events::KernelEvent(events::KernelKind::kExecutionStarted, Json{{"workflow", "job"}}));
+  ASSERT_TRUE(t.store.Append(req));
+  t.clock.Advance(std::chrono::milliseconds(a->node()->options().node_lease_ms + 1));
+  for (int i = 0; i < 500 && b->runtime().Inspect("ex2").value().status !=
+                                 runtime::ExecutionStatus::kCompleted;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(b->runtime().Inspect("ex2").value().status, runtime::ExecutionStatus::kCompleted);
+  t.release = true;
+  (void)running.get();
+  b->Stop();
+  a->Stop();
 }
 
 }  // namespace

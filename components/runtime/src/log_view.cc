@@ -177,7 +177,7 @@ Error ErrorFromJson(const Json& j, std::string subject) {
   const Json& name_json = Member(j, "code");
   const Json& message_json = Member(j, "message");
   std::string name = name_json.is_string() ? name_json.get<std::string>() : "";
-  for (int c = 0; c <= static_cast<int>(ErrorCode::kInternal); ++c) {
+  for (int c = 0; c <= static_cast<int>(ErrorCode::kAlreadyExists); ++c) {
     if (ErrorCodeName(static_cast<ErrorCode>(c)) == name) code = static_cast<ErrorCode>(c);
   }
   std::string message = message_json.is_string() ? message_json.get<std::string>() : "";

@@ -230,9 +230,13 @@ Result<ParkAnswered> Runtime::AnswerPark(std::string_view id, ParkAnswer request
     // own is stale forever); one that appended first moved no token.
     const StaleFenceDetail* stale = r.error().As<StaleFenceDetail>();
     extras.expect_fence = stale ? std::optional<int64_t>(stale->current) : std::nullopt;
+    // Only the same park is tried again: a park answered by a rival (and
+    // perhaps a new one opened since) is not ours to answer, and an answer
+    // such as a message was meant for this park alone.
     ONCE_ASSIGN_OR_RETURN(std::optional<Park> park, LocatePark(id));
-    if (!park) return done(std::unexpected(r.error()), ParkVerdict::kNoop);
-    park_seq = park->sequence;
+    if (!park || park->sequence != park_seq) {
+      return done(std::unexpected(r.error()), ParkVerdict::kNoop);
+    }
   }
   return done(MakeError(ErrorCode::kResumeContended, "contended"), ParkVerdict::kContended);
 }
@@ -280,6 +284,7 @@ Result<RunOutcome> Runtime::Cancel(std::string_view id, std::string_view reason,
   req.fence = token;
   req.owner = Owner();
   ONCE_RETURN_IF_ERROR(Commit(std::move(req)));
+  if (options_.on_terminal) options_.on_terminal(std::string(id), ExecutionStatus::kCancelled);
   if (!st.parent.is_null()) {
     Schedule([this, parent = st.parent] { NotifyParent(parent); });
   }

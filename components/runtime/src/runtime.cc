@@ -83,6 +83,14 @@ class Runtime::RunningSet {
     auto it = s.ids.find(id);
     if (it != s.ids.end() && --it->second == 0) s.ids.erase(it);
   }
+  size_t Size() const {
+    size_t n = 0;
+    for (const Shard& s : shards_) {
+      std::lock_guard lock(s.mu);
+      n += s.ids.size();
+    }
+    return n;
+  }
   bool Contains(std::string_view id) const {
     const Shard& s = ShardOf(id);
     std::lock_guard lock(s.mu);
@@ -123,6 +131,7 @@ Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions op
 Runtime::~Runtime() { WaitIdle(); }
 
 bool Runtime::RunningHere(std::string_view id) const { return running_->Contains(id); }
+size_t Runtime::RunningCount() const { return running_->Size(); }
 
 Status Runtime::Register(std::string name, WorkflowFn fn) {
   if (name.empty() || !fn) {
@@ -161,6 +170,14 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
                                       StartOptions options) {
   const Def* def = Find(workflow);
   if (!def) return MakeError(ErrorCode::kNotFound, "unknown workflow", std::string(workflow));
+  if (options.if_absent) {
+    ONCE_RETURN_IF_ERROR(store::ValidateExecutionId(id, store_.limits()));
+    ONCE_ASSIGN_OR_RETURN(int64_t head, store_.Head(id));
+    if (head > 0) {
+      ONCE_ASSIGN_OR_RETURN(ExecutionState st, Inspect(id));
+      return RunOutcome{std::string(id), st.status, st.result, st.park_seq};
+    }
+  }
   ONCE_RETURN_IF_ERROR(CheckDepth(input, "the input", id));
   RunState run;
   run.id = id;
@@ -234,6 +251,7 @@ Result<RunOutcome> Runtime::Finish(RunState& run, Result<Json> body_result) {
         run.Kernel(KernelKind::kExecutionFailed, events::JsonObject("error", out.value)));
   }
   ONCE_RETURN_IF_ERROR(Flush(run));
+  if (options_.on_terminal) options_.on_terminal(run.id, out.status);
   if (!run.parent.is_null()) {
     Schedule([this, parent = std::move(run.parent)] { NotifyParent(parent); });
   }
@@ -267,6 +285,7 @@ Result<RunOutcome> Runtime::FinishContinued(RunState& run, Json input) {
   run.pending.push_back(run.Kernel(KernelKind::kExecutionContinued,
                                    Json{{"next", next}, {"input", std::move(input)}}));
   ONCE_RETURN_IF_ERROR(Flush(run));
+  if (options_.on_terminal) options_.on_terminal(run.id, ExecutionStatus::kContinued);
   ScheduleRedrive(next);
   return RunOutcome{run.id, ExecutionStatus::kContinued, Json{{"next", next}}, std::nullopt};
 }

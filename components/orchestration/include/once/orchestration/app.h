@@ -4,21 +4,41 @@
 // RuntimeWaker and park-time timer rows), a ChildSupervisor, the Inbox and
 // the LogLifecycle, and wires them together.
 //
-//   AppConfig config{.store = &store, .timers = &timers, .clock = &clock, .rng = &rng};
-//   config.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = path};
+//   AppConfig config{.store = &store, .timers = &timers, .clock = &clock, .rng = &rng,
+//                    .inbox = &inbox};             // stores on one database, built by the caller
+//   config.nodes = &registry;                     // this process is a node of the database
+//   config.node.info = {.node_id = "worker-1", .host = host, .pid = getpid()};
 //   config.features.redrive = true;  // only once EVERY node runs this version
 //   config.retention = RetentionPolicy{.age_ms_min = 7 * 86'400'000};
 //   ONCE_ASSIGN_OR_RETURN(std::unique_ptr<App> app, App::Create(std::move(config)));
 //   app->runtime().Register("order", Order);
 //   ONCE_RETURN_IF_ERROR(app->Start());  // boot sweeps, timers, inbox sweeper
 //
-// Start() after Register: it writes the timer row of every timer park that
-// lacks one (a crash between a park and its row), delivers the messages
-// stored before a restart (Inbox::Sweep), starts the TimerService, and runs
-// Inbox::Sweep again every inbox_sweep_interval_ms on a thread of its own, so
-// a message another node stored and then crashed before delivering reaches
-// its parked execution without a restart or an operator. Stop() (and the
-// destructor) joins that thread and stops the TimerService.
+// The App takes the stores it is given (an event store, and optionally the
+// timer, inbox and node stores on the same database: SqliteEventStore and
+// its siblings in once::store_sqlite, PostgresEventStore and its siblings
+// in once::store_postgres); it builds none, so once::orchestration links
+// neither libpq nor sqlite3.
+//
+// Start() after Register: with a node registry it registers this node and
+// starts its heartbeats (nodes::Node; the runtime owns what it runs and
+// starts steps through the node's gate), then it writes the timer row of
+// every timer park that lacks one (a crash between a park and its row),
+// delivers the messages stored before a restart (Inbox::Sweep), runs the
+// full Recover() pass once (with a node), starts the TimerService, and runs
+// on a thread of its own: Inbox::Sweep every inbox_sweep_interval_ms (a
+// message another node stored and then crashed before delivering reaches
+// its parked execution without a restart or an operator), and with a node
+// Runtime::Takeover() every takeover_interval_ms (a dead node's runs resume
+// on the survivors with no operator) and the full Recover() every
+// recover_interval_ms (ownerless runs, parents whose children are done).
+//
+// Stop() (and the destructor) drains: it stops claiming (the background
+// thread and the TimerService stop: no new takeover, wake or sweep), lets
+// the bodies running here finish or park for up to drain_ms, then closes the
+// node's step gate (a body still running is refused its next step) and
+// releases the node (the registry marks it stopped: what it still owns is
+// taken by the others at once, not after the lease).
 //
 // kernel.features.redrive (AppConfig::features.redrive) is OFF by default: an
 // older node's TimerService judges every row by the park and would retire a
@@ -54,6 +74,7 @@
 #include "once/base/clock.h"
 #include "once/base/rng.h"
 #include "once/lifecycle/log_lifecycle.h"
+#include "once/nodes/node.h"
 #include "once/orchestration/child_supervisor.h"
 #include "once/orchestration/inbox.h"
 #include "once/orchestration/redrive.h"
@@ -67,20 +88,6 @@ struct AppFeatures {
   bool redrive = false;  // kernel.features.redrive
 };
 
-// Where the App's event store lives, so that the App can build the stores
-// it owns on the same backend. Today: the inbox store, when
-// AppConfig::inbox is null. kMemory builds MemoryInboxStore (messages die
-// with the process); kSqlite a SqliteInboxStore on sqlite_path (WAL,
-// synchronous=FULL; the event store's file is the natural choice);
-// kPostgres a PostgresInboxStore on postgres_url / postgres_schema.
-struct AppBackend {
-  enum class Kind { kMemory, kSqlite, kPostgres };
-  Kind kind = Kind::kMemory;
-  std::string sqlite_path;
-  std::string postgres_url;  // a libpq connection string or URL
-  std::string postgres_schema = "public";
-};
-
 struct AppConfig {
   store::EventStore* store = nullptr;    // required
   timers::TimerStore* timers = nullptr;  // optional: no TimerService without it
@@ -92,21 +99,29 @@ struct AppConfig {
   std::optional<lifecycle::RetentionPolicy> retention;  // no lifecycle without it
   store::EventStore* archive = nullptr;                 // for RetentionMode::kArchive
   lifecycle::PinPredicate pinned;                       // the app's own pins
-  // The inbox's store. Null: built on `backend` (see AppBackend); null with
-  // no backend: no Inbox.
+  // The inbox's store (on the event store's database); null: no Inbox.
   InboxStore* inbox = nullptr;
-  std::optional<AppBackend> backend;
-  inbox::InboxLimits inbox_limits;  // for a store the App builds
   // How often Start()'s background thread runs Inbox::Sweep (ms): the most a
   // message stranded by a crashed sender waits. 0: never (boot sweep only).
   int64_t inbox_sweep_interval_ms = 5'000;
+
+  // Nodes (docs/nodes.md). With a registry (on the event store's database)
+  // this App is the node `node.info.node_id` (required then).
+  nodes::NodeRegistry* nodes = nullptr;
+  nodes::NodeOptions node;  // heartbeat_interval_ms, node_lease_ms, step gate
+  // The node's own clock for its side of the lease: one that never jumps.
+  // Null: a SteadyClock the App owns.
+  const Clock* local_clock = nullptr;
+  int64_t takeover_interval_ms = 1'000;  // Runtime::Takeover() this often (0: never)
+  int64_t recover_interval_ms = 60'000;  // the full Recover() this often (0: at Start only)
+  int64_t drain_ms = 10'000;             // Stop(): bodies may finish or park this long
 };
 
 class App {
  public:
-  // kInvalidArgument when a required member is missing, or archive
-  // retention has no archive store; the store's error when the inbox store
-  // it builds on `backend` does not open. Every pointer must outlive the App.
+  // kInvalidArgument when a required member is missing (a registry without
+  // a node id), or archive retention has no archive store. Every pointer
+  // must outlive the App.
   static Result<std::unique_ptr<App>> Create(AppConfig config);
   ~App();
 
@@ -115,14 +130,16 @@ class App {
   ParkTimers* park_timers() { return park_timers_.get(); }
   ChildSupervisor& supervisor() { return *supervisor_; }
   Inbox* inbox() { return inbox_.get(); }
-  // The inbox's store (the configured one, or the one built on `backend`).
   InboxStore* inbox_store() { return config_.inbox; }
+  // This process as a node (null without a registry).
+  nodes::Node* node() { return node_.get(); }
   lifecycle::LogLifecycle* lifecycle() { return lifecycle_.get(); }
 
   // See the file comment. Idempotent while running. Returns the first error
-  // of the boot sweeps (the timer service is then not started); errors of
-  // the background sweeps go to runtime.on_error.
+  // of the node's registration or the boot sweeps (nothing is then
+  // started); errors of the background work go to runtime.on_error.
   Status Start();
+  // See the file comment (the drain). Idempotent.
   void Stop();
 
   // See above. `supervisor` must outlive the App.
@@ -136,8 +153,11 @@ class App {
   void OnPark(const std::string& id, int64_t seq, const store::Envelope& park);
   void OnChildSettled(const events::Json& parent);
   void OnRuntimeError(const Error& e);
-  void SweepInboxEvery(int64_t interval_ms);
+  void Background();
+  void RunDue(int64_t now_ms);
+  void Drain();
   void ReportSweep(const Result<SweepReport>& swept) const;
+  void Report(const Error& e) const;
 
   AppConfig config_;
   std::function<void(const std::string&, int64_t, const store::Envelope&)> user_on_park_;
@@ -147,15 +167,25 @@ class App {
   std::unique_ptr<ParkTimers> park_timers_;
   std::unique_ptr<timers::TimerService> service_;
   std::unique_ptr<ChildSupervisor> supervisor_;
-  std::unique_ptr<InboxStore> owned_inbox_store_;  // built on config.backend
   std::unique_ptr<Inbox> inbox_;
+  std::unique_ptr<SteadyClock> owned_local_clock_;
+  std::unique_ptr<nodes::Node> node_;
   std::unique_ptr<lifecycle::LogLifecycle> lifecycle_;
   std::vector<ChildSupervisor*> supervised_;
 
-  std::mutex sweeper_mu_;
-  std::condition_variable sweeper_cv_;
-  bool sweeper_stopping_ = false;  // guarded by sweeper_mu_
-  std::thread sweeper_;
+  // The background thread: periodic tasks, each with its next due time
+  // (steady ms since the thread began).
+  struct Periodic {
+    int64_t interval_ms = 0;
+    int64_t next_ms = 0;
+    std::function<void()> run;
+  };
+  std::vector<Periodic> periodic_;  // set by Start before the thread runs
+  std::mutex background_mu_;
+  std::condition_variable background_cv_;
+  bool stopping_ = false;  // GUARDED_BY(background_mu_)
+  bool started_ = false;   // GUARDED_BY(background_mu_)
+  std::thread background_;
 };
 
 }  // namespace once::orchestration

@@ -55,8 +55,10 @@
 // AnswerPark is the one way to answer a park (the timer waker, the child
 // supervisor, the inbox and the runtime's own parent notification use it):
 // optionally an unfenced try first, then resumes under the conditional
-// acquire, all within ONE budget of acquires (attempts_max); the verdict is
-// resumed | noop (a rival answered, or the park is gone) | contended.
+// acquire, all within ONE budget of acquires (attempts_max), on the same
+// park only (a park a rival answered is noop: the answer was meant for it);
+// the verdict is resumed | noop (a rival answered, or the park is gone) |
+// contended.
 //
 // Start refuses what the store is certain to refuse (an invalid id, a start
 // event over event_bytes_max or nested past json_depth_max, a malformed
@@ -137,6 +139,10 @@ struct RuntimeOptions {
   // with its EXECUTION_STARTED.parent {execution_id, key} INSTEAD of the
   // runtime's own parent notification, so a ChildSupervisor takes it over.
   std::function<void(const Json& parent)> on_child_settled;
+  // on_terminal: an execution became terminal on this runtime (its end is
+  // durable): completed, failed, cancelled or continued. On the thread that
+  // ended it. (The App completes queue items and wakes Await with it.)
+  std::function<void(const std::string& id, ExecutionStatus status)> on_terminal;
 };
 
 // What answered a park: one of its waits (or {"type":"children","group":g})
@@ -160,6 +166,11 @@ struct StartOptions {
   Json parent;  // {"execution_id", "key"} for a child
   std::optional<int64_t> fence;
   Json continued_from;  // the execution this one continues, or null
+  // Idempotent start: when `id` already has events, no body runs and the
+  // outcome is that execution's state (its status, result or park). One
+  // more read (Head) before the body; without it, a Start of an existing id
+  // runs the body's first step and is then refused (kSequenceConflict).
+  bool if_absent = false;
 };
 
 struct RunOutcome {
@@ -272,6 +283,8 @@ class Runtime {
   Result<TakeoverReport> Takeover();
   // Whether a body of `id` runs in this process now (tracked with a node).
   bool RunningHere(std::string_view id) const;
+  // How many bodies run in this process now (tracked with a node; 0 without).
+  size_t RunningCount() const;
 
   // Answers a park (see the file comment). Errors other than those the
   // verdict stands for (kResumeRefused: noop; kResumeContended, and a stale
