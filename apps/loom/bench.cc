@@ -64,6 +64,7 @@
 #include "once/runtime/runtime.h"
 #include "once/store/wrapper.h"
 #include "once/store_decorators/profiling_store.h"
+#include "progress.h"
 
 namespace once::loom_app {
 namespace {
@@ -450,6 +451,11 @@ int RunBench(const BenchOptions& options) {
       for (size_t f : flushes) cells.push_back(Cell{c, f, {}, {}, {}});
     }
     bool opened = true;
+    // Runs done of this backend, on stderr when it is a terminal (progress.h).
+    Progress bar("bench " + backend + ": runs");
+    const int64_t runs_total =
+        static_cast<int64_t>(cells.size()) * options.runs * (1 + options.warm_up_runs);
+    int64_t runs_done = 0;
     for (int run = 0; run < options.runs && opened; ++run) {
       for (Cell& cell : cells) {
         // Each timed run follows untimed runs of its own case, so it finds
@@ -460,6 +466,7 @@ int RunBench(const BenchOptions& options) {
         for (int w = 0; w < options.warm_up_runs && opened; ++w) {
           RunFigures warm;
           opened = TimedRun(options, backend, cell.c, -1 - w, cell.flushes, clock, warm);
+          bar.Update(++runs_done, runs_total);
           if (!warm.error.empty()) {
             fmt::print(stderr, "loom bench: {} {} (warm-up run): {}\n", backend, cell.c,
                        warm.error);
@@ -468,6 +475,7 @@ int RunBench(const BenchOptions& options) {
         }
         RunFigures f;
         opened = opened && TimedRun(options, backend, cell.c, run, cell.flushes, clock, f);
+        bar.Update(++runs_done, runs_total);
         if (!f.error.empty()) {
           fmt::print(stderr, "loom bench: {} {}: {}\n", backend, cell.c, f.error);
           ++failures;
@@ -478,6 +486,7 @@ int RunBench(const BenchOptions& options) {
         cell.cpus.push_back(f.cpu_us);
       }
     }
+    bar.Finish();
     if (!opened) continue;
     for (const Cell& cell : cells) {
       auto [calls, commits] = options.count_round_trips

@@ -3,17 +3,131 @@
 //   loom demo store [--db FILE]                    the fence, step by step
 //   loom inspect [--db FILE] [ID]                  print execution logs
 //   loom bench [options]                           the throughput table
+//   loom list|show|cancel|resume|send|fork|timers|retention run|seed|serve
+//        [--db FILE | --url URL [--schema S] | $LOOM_URL] [--json]
+//                                                  the operator's commands
+//                                                  (docs/operations.md)
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
 #include "allocator_settings.h"
+#include "cli.h"
 #include "loom_app.h"
+#include "serve.h"
 
 int main(int argc, char** argv) {
   using namespace once::loom_app;
   ApplyAllocatorSettings(argv);
   CLI::App app{"loom: durable workflows that run at most once"};
   app.require_subcommand(1);
+  // The store flags and --json may follow the subcommand (fallthrough).
+  app.fallthrough();
+  StoreFlags store;
+  app.add_option("--url", store.url, "PostgreSQL URL (default $LOOM_URL)");
+  app.add_option("--schema", store.schema, "PostgreSQL schema")->capture_default_str();
+  app.add_flag("--json", store.json, "one JSON document on stdout");
+  auto add_db = [&](CLI::App* cmd) { cmd->add_option("--db", store.db, "SQLite file"); };
+
+  ListFlags list;
+  auto* list_cmd = app.add_subcommand("list", "executions, newest first, paged");
+  add_db(list_cmd);
+  list_cmd->add_option("--status", list.status,
+                       "running, suspended, completed, failed, cancelled, continued");
+  list_cmd->add_option("--workflow", list.workflow, "workflow name");
+  list_cmd->add_option("--parked-on", list.parked_on, "timer, message, child");
+  list_cmd->add_option("--started-after", list.started_after, "Unix ms or UTC date/time");
+  list_cmd->add_option("--started-before", list.started_before, "Unix ms or UTC date/time");
+  list_cmd->add_option("--updated-after", list.updated_after, "Unix ms or UTC date/time");
+  list_cmd->add_option("--updated-before", list.updated_before, "Unix ms or UTC date/time");
+  list_cmd->add_option("--id-prefix", list.id_prefix, "execution ids starting with this");
+  list_cmd->add_option("--limit", list.limit, "rows a page")->capture_default_str();
+  list_cmd->add_option("--cursor", list.cursor, "the next page (printed by the previous)");
+
+  std::string id;
+  size_t show_events = 10'000;
+  auto* show_cmd = app.add_subcommand("show", "one execution: state, log, park, timers, inbox");
+  add_db(show_cmd);
+  show_cmd->add_option("id", id, "execution id")->required();
+  show_cmd->add_option("--events", show_events, "events shown at most")->capture_default_str();
+
+  std::string reason = "cancelled by an operator";
+  auto* cancel_cmd = app.add_subcommand("cancel", "cancel an execution (fences out its runner)");
+  add_db(cancel_cmd);
+  cancel_cmd->add_option("id", id, "execution id")->required();
+  cancel_cmd->add_option("--reason", reason, "recorded in EXECUTION_CANCELLED");
+
+  auto* resume_cmd =
+      app.add_subcommand("resume", "answer the open park (under fence_if_parked_at)");
+  add_db(resume_cmd);
+  resume_cmd->add_option("id", id, "execution id")->required();
+
+  std::string topic, message;
+  auto* send_cmd = app.add_subcommand("send", "store a message in an execution's inbox");
+  add_db(send_cmd);
+  send_cmd->add_option("id", id, "execution id")->required();
+  send_cmd->add_option("topic", topic, "topic")->required();
+  send_cmd->add_option("json", message, "the message (JSON)")->required();
+
+  int64_t from_step = 0;
+  std::string fork_id;
+  auto* fork_cmd = app.add_subcommand("fork", "a new execution from the first N steps of one");
+  add_db(fork_cmd);
+  fork_cmd->add_option("id", id, "execution id")->required();
+  fork_cmd->add_option("--from-step", from_step, "steps copied")->required();
+  fork_cmd->add_option("--id", fork_id, "the new execution's id (default ID.forkN.MS)");
+
+  int64_t due_within_ms = -1;
+  size_t timers_limit = 50;
+  std::string timers_cursor;
+  auto* timers_cmd = app.add_subcommand("timers", "timer rows by wake time");
+  add_db(timers_cmd);
+  timers_cmd->add_option("--due-within-ms", due_within_ms, "only rows due by now + this");
+  timers_cmd->add_option("--limit", timers_limit, "rows a page")->capture_default_str();
+  timers_cmd->add_option("--cursor", timers_cursor, "the next page");
+
+  int64_t age_ms = 30LL * 86'400'000;
+  bool dry_run = false;
+  auto* retention_cmd = app.add_subcommand("retention", "retention of finished executions");
+  auto* retention_run = retention_cmd->add_subcommand("run", "delete old finished executions");
+  retention_cmd->require_subcommand(1);
+  add_db(retention_run);
+  retention_run->add_option("--age-ms", age_ms, "ended at least this long ago")
+      ->capture_default_str();
+  retention_run->add_flag("--dry-run", dry_run, "count, delete nothing");
+
+  auto* nodes_cmd = app.add_subcommand("nodes", "nodes, their leases and what they own");
+  add_db(nodes_cmd);
+  auto* queues_cmd = app.add_subcommand("queues", "durable queues (issue 15)");
+  add_db(queues_cmd);
+
+  int64_t seed_executions = 1000;
+  int seed_workers = 4;
+  auto* seed_cmd = app.add_subcommand("seed", "run a mix of real workflows into a store");
+  add_db(seed_cmd);
+  seed_cmd->add_option("--executions", seed_executions, "how many")->capture_default_str();
+  seed_cmd->add_option("--workers", seed_workers, "threads starting them")->capture_default_str();
+  std::string seed_node;
+  seed_cmd->add_option("--node", seed_node, "seed as this Loom node (registered, owning its runs)");
+
+  ServeOptions serve;
+  auto* serve_cmd = app.add_subcommand("serve", "the HTTP API, the web UI and /metrics");
+  add_db(serve_cmd);
+  serve_cmd->add_option("--listen", serve.listen, "address:port")->capture_default_str();
+  serve_cmd
+      ->add_option("--token-file", serve.token_file,
+                   "bearer token for acting (created 0600 at first start)")
+      ->capture_default_str();
+  serve_cmd->add_option("--rack", serve.rack_dir, "a rack folder (sush rack up --dir)");
+  serve_cmd->add_option("--sled", serve.sled_urls, "a sled's URL (repeatable)");
+  serve_cmd->add_option("--log-format", serve.log_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  serve_cmd->add_option("--log-level", serve.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--counts-refresh-ms", serve.counts_refresh_ms,
+                   "how often the status counts are recomputed")
+      ->capture_default_str();
 
   DemoOptions demo;
   auto* demo_cmd = app.add_subcommand("demo", "run the order workflow on embedded SQLite");
@@ -57,7 +171,28 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--flushes-in-flight", bench.flushes_in_flight,
                         "group-commit flushes in flight; several values run paired");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "loom: %s (try --help)\n", e.what());
+    return 2;
+  }
+  if (*list_cmd) return RunList(store, list);
+  if (*show_cmd) return RunShow(store, id, show_events);
+  if (*cancel_cmd) return RunCancel(store, id, reason);
+  if (*resume_cmd) return RunResume(store, id);
+  if (*send_cmd) return RunSend(store, id, topic, message);
+  if (*fork_cmd) return RunFork(store, id, from_step, fork_id);
+  if (*timers_cmd) return RunTimers(store, due_within_ms, timers_limit, timers_cursor);
+  if (*retention_run) return RunRetention(store, age_ms, dry_run);
+  if (*nodes_cmd) return RunNodes(store);
+  if (*queues_cmd) return RunQueues(store);
+  if (*seed_cmd) return RunSeed(store, seed_executions, seed_workers, seed_node);
+  if (*serve_cmd) return RunServe(store, serve);
   if (*store_cmd) return RunStoreDemo(store_db);
   if (*demo_cmd) return RunDemo(demo);
   if (*inspect_cmd) return RunInspect(inspect_db, inspect_id);

@@ -104,6 +104,9 @@ int main(int argc, char** argv) {
   app.add_option("--output-bytes-max", output_bytes_max,
                  "a job's stdout+stderr limit (default 1 GiB)");
   app.add_flag("--test-admin", config.test_admin, "enable POST /admin/partition (tests only)");
+  app.add_option("--log-format", config.log_format, "text, or json (one object a line)")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error, off");
   app.add_option("--cut", cut,
                  "a peer's gossip address cut both ways from the start (repeatable; tests only, "
                  "with --test-admin)");

@@ -1,8 +1,11 @@
 #include "sled_server.h"
 
 #include <httplib.h>
+#include <spdlog/logger.h>
 
 #include <cstdio>
+
+#include "once/telemetry/log.h"
 
 namespace once::sush {
 
@@ -11,11 +14,33 @@ using namespace std::chrono_literals;
 
 namespace {
 
-void Log(const std::string& line) { std::fprintf(stderr, "sush-server: %s\n", line.c_str()); }
+// The server's log (spdlog, telemetry::MakeLogger); set at Start, stderr
+// text before.
+std::shared_ptr<spdlog::logger> g_log;
+
+void Log(const std::string& line) {
+  if (g_log) {
+    g_log->info("{}", line);
+  } else {
+    std::fprintf(stderr, "sush-server: %s\n", line.c_str());
+  }
+}
+
+// One line for every refusal a client gets: its status and error code.
+void LogRefusal(const httplib::Request& req, const httplib::Response& res) {
+  if (!g_log || res.status < 400) return;
+  json body = json::parse(res.body, nullptr, false);
+  std::string code = "?", message;
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    code = body["error"].value("code", "?");
+    message = body["error"].value("message", "");
+  }
+  telemetry::LogRefusal(*g_log, req.method, req.path, res.status, code, message);
+}
 
 void Reply(httplib::Response& res, const sush_net::HttpAnswer& answer) {
   res.status = answer.status;
-  res.set_content(answer.body.dump(), "application/json");
+  res.set_content(sush_net::AnswerText(answer), "application/json");
 }
 
 std::optional<std::string> Param(const httplib::Request& req, const char* name) {
@@ -84,6 +109,8 @@ uint16_t SledServer::gossip_port() const { return node_->port(); }
 
 Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
   ONCE_RETURN_IF_ERROR(CheckConfig(config));
+  ONCE_ASSIGN_OR_RETURN(g_log, telemetry::MakeLogger("sush-server", {.format = config.log_format,
+                                                                     .level = config.log_level}));
   std::unique_ptr<SledServer> server(new SledServer(std::move(config)));
   SledServer& s = *server;
   s.facts_ = sush_net::SledFacts{
@@ -114,6 +141,7 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
 
   ONCE_ASSIGN_OR_RETURN(s.drives_, rack::LockerBoundaryStore::Open(locker::LockerOptions{
                                        s.config_.drives, &s.fs_, &s.rng_, "boundary"}));
+  s.timed_drives_ = std::make_unique<TimedBoundaryStore>(*s.drives_, s.metrics_);
   const rack::BoundaryLoad& load = s.drives_->loaded();
   Log("boundary record: locker verdict " + load.verdict +
       (load.record ? std::string()
@@ -131,7 +159,7 @@ Result<std::unique_ptr<SledServer>> SledServer::Start(ServerConfig config) {
           s.trusted_,
           {},
           {}},
-      s.rng_, *s.drives_);
+      s.rng_, *s.timed_drives_);
 
   s.SetCut(s.config_.cut);
   gossip::NodeOptions options;
@@ -279,6 +307,11 @@ void SledServer::Route() {
   using httplib::Response;
   httplib::Server& http = *http_;
 
+  http.set_logger([](const Request& req, const Response& res) { LogRefusal(req, res); });
+  http.Get("/metrics", [this](const Request&, Response& res) {
+    std::lock_guard lock(mu_);
+    res.set_content(metrics_.Text(core_.get(), node_.get()), "text/plain; version=0.0.4");
+  });
   http.Get("/v1/info", [this](const Request&, Response& res) {
     std::lock_guard lock(mu_);
     Reply(res, sush_net::GetInfo(facts_, *core_, notes_));

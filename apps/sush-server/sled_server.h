@@ -44,6 +44,7 @@
 #include "once/rack/locker_boundary_store.h"
 #include "once/rack/sled.h"
 #include "once/sush_net/server.h"
+#include "sled_metrics.h"
 
 namespace httplib {
 class Server;
@@ -87,6 +88,10 @@ struct ServerConfig {
   std::string home;  // jobs' HOME and cwd; empty: this user's home
   rack::ResourceLimits limits;
   uint64_t output_bytes_max = uint64_t{1} << 30;
+  // Logs (spdlog on stderr): text or json (one JSON object a line), and the
+  // lowest level written.
+  std::string log_format = "text";
+  std::string log_level = "info";
 };
 
 // kInvalidArgument for a missing or malformed field (two drives needed,
@@ -134,6 +139,8 @@ class SledServer {
 
   std::mutex mu_;  // guards everything below
   std::unique_ptr<rack::LockerBoundaryStore> drives_;
+  SledMetrics metrics_;
+  std::unique_ptr<TimedBoundaryStore> timed_drives_;  // drives_, timed into metrics_
   std::unique_ptr<rack::ProcessExecutor> executor_;
   std::unique_ptr<rack::SledCore> core_;
   std::unique_ptr<rack::HostPort> port_;

@@ -516,6 +516,14 @@ std::string BoundaryText(const json& b) {
                  : std::string()) +
             ", birth " + Or(b["markers"]["birth"]) + "\n  amnesia    " + Or(b["amnesia"]) + ", " +
             std::to_string(b.value("resets", 0)) + " operator reset(s)\n";
+    if (b.contains("left_sessions")) {
+      const json& sessions = b["left_sessions"];
+      text += "  sessions   " + std::to_string(sessions.size()) + " left session(s) kept\n";
+      for (const json& entry : sessions) {
+        text +=
+            "             " + Or(entry["session"]) + "  last job " + Or(entry["last_job"]) + "\n";
+      }
+    }
     const json& map = b["map"];
     text += "  map        " + std::to_string(map.size()) + " universe(s) left\n";
     for (const json& entry : map) {

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
 
 #include "once/events/envelope.h"
+#include "once/fuzz_corpus/seeds.h"
 
 namespace once::events {
 namespace {
@@ -83,6 +85,31 @@ TEST(MetadataTest, ParseRefusesWhatIsNotAnObject) {
   EXPECT_EQ(ParseMetadataText(R"({"fence":1 ,"kernel":true})")->fence, 1);
   EXPECT_EQ(ParseMetadataText(R"({"fence":99999999999999999999})")->fence, 0);  // too big
   EXPECT_EQ(ParseMetadataText(R"({ "kernel" : true })")->kernel, true);
+}
+
+// The seed corpus of events_metadata_fuzz (fuzz/corpus): the text the stores
+// write for each object above, the same objects as PostgreSQL's jsonb::text
+// shows them (a space after ':' and ','), and the fast forms' near misses.
+TEST(MetadataTest, FuzzSeedsAreCurrentTexts) {
+  std::map<std::string, std::string> seeds;
+  const std::vector<Json> objects = Objects();
+  for (size_t i = 0; i < objects.size(); ++i) {
+    std::string text;
+    ASSERT_TRUE(AppendMetadataText(Metadata::FromJson(objects[i]), text));
+    seeds["written-" + std::to_string(i)] = text;
+    std::string spaced;
+    for (char c : objects[i].dump()) {
+      spaced += c;
+      if (c == ':' || c == ',') spaced += ' ';  // strings here hold neither
+    }
+    seeds["jsonb-" + std::to_string(i)] = spaced;
+  }
+  seeds["near-leading-zero"] = R"({"fence":01})";
+  seeds["near-space"] = R"({"fence":1 ,"kernel":true})";
+  seeds["near-too-big"] = R"({"fence":99999999999999999999})";
+  seeds["near-kernel-false"] = R"({"fence":5,"kernel":false})";
+  seeds["not-an-object"] = "[{}]";
+  fuzz_corpus::ExpectSeeds(std::string(ONCE_FUZZ_CORPUS_DIR) + "/events_metadata_fuzz", seeds);
 }
 
 TEST(MetadataTest, AnsweringUsesTheField) {

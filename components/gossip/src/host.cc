@@ -20,26 +20,31 @@ Host::Host(Replica replica, BookmarkStore* store, ResetCallback on_reset)
     : replica_(std::move(replica)), store_(store), on_reset_(std::move(on_reset)) {}
 
 Status Host::PersistLocked() {
-  if (!store_) return Ok();
+  if (!store_ || checked_revision_ == revision_) return Ok();
   Bookmark now = replica_.MakeBookmark();
-  if (Covers(persisted_, now)) return Ok();
-  ONCE_RETURN_IF_ERROR(store_->Save(now));
-  persisted_ = std::move(now);
+  if (!Covers(persisted_, now)) {
+    ONCE_RETURN_IF_ERROR(store_->Save(now));
+    persisted_ = std::move(now);
+  }
+  checked_revision_ = revision_;
   return Ok();
 }
 
 Result<itc::Version> Host::Send(Bytes payload) {
   std::lock_guard lock(mu_);
+  ++revision_;
   return replica_.Send(std::move(payload));
 }
 
 Status Host::Redact(const itc::Version& target) {
   std::lock_guard lock(mu_);
+  ++revision_;
   return replica_.Redact(target);
 }
 
 Result<std::vector<itc::Version>> Host::Apply(std::span<const Op> ops) {
   std::lock_guard lock(mu_);
+  ++revision_;
   return replica_.Apply(ops);
 }
 
@@ -76,14 +81,17 @@ Status Host::Commit(Begun&& begun, ReceivedLeaves&& received, std::span<const Pa
   if (begun.generation != generation_) {
     return MakeError(ErrorCode::kCancelled, "the replica changed universe during the session");
   }
+  ++revision_;
   replica_.CommitJoin(std::move(received), deleted, peer_ceiling);
   return Ok();
 }
 
 Result<Host::Granted> Host::Grant() {
   std::lock_guard lock(mu_);
+  ++revision_;
   ONCE_ASSIGN_OR_RETURN(itc::Party granted, replica_.ForkParty());
   if (auto saved = PersistLocked(); !saved) {
+    ++revision_;
     (void)replica_.JoinParty(std::move(granted));  // undo: the halves are disjoint
     return std::unexpected(saved.error());
   }
@@ -103,6 +111,7 @@ Status Host::Adopt(Replica replica) {
     new_network = replica.network();
     replica_ = std::move(replica);
     ++generation_;
+    ++revision_;
   }
   if (on_reset_) on_reset_(old_network, new_network);
   return Ok();
@@ -113,6 +122,7 @@ Result<bool> Host::Bootstrapped(const NetworkId& network, itc::Party granted,
   {
     std::lock_guard lock(mu_);
     if (replica_.network() == network && replica_.party()) {
+      ++revision_;
       replica_.CommitJoin(std::move(received), {}, ceiling);
       // The halves are disjoint (the granted one was forked from the winner's).
       (void)replica_.JoinParty(std::move(granted));
@@ -135,11 +145,13 @@ Result<itc::Party> Host::Donate() {
     ONCE_RETURN_IF_ERROR(store_->Save(retired));
     persisted_ = std::move(retired);
   }
+  ++revision_;
   return std::move(*replica_.TakeParty());
 }
 
 Status Host::TakeDonation(itc::Party party) {
   std::lock_guard lock(mu_);
+  ++revision_;
   ONCE_RETURN_IF_ERROR(replica_.JoinParty(std::move(party)));
   return PersistLocked();
 }

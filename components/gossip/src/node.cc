@@ -140,6 +140,10 @@ struct Link {
   bool exited = false;
   bool round_wanted = false;
   uint64_t rounds_done = 0;
+  // The stream's byte counts already added to the node's stats (the link
+  // thread's own).
+  uint64_t bytes_sent_counted = 0;
+  uint64_t bytes_received_counted = 0;
   // Both sides opened at once this many times (the link thread's own): the
   // dialler has priority after an even count, the other side after an odd.
   uint64_t collisions = 0;
@@ -184,7 +188,17 @@ struct Node::Impl {
     ++(stats.*field);
   }
 
-  void CountSession(bool ok) { Count(ok ? &NodeStats::sessions_ok : &NodeStats::sessions_failed); }
+  // A session ended on `link`: counts it, and the bytes the link carried
+  // since the last one (on the link's thread).
+  void CountSession(Link& link, bool ok) {
+    const uint64_t sent = link.stream->bytes_written(), received = link.stream->bytes_read();
+    std::lock_guard lock(mu);
+    ++(ok ? stats.sessions_ok : stats.sessions_failed);
+    stats.bytes_sent += sent - link.bytes_sent_counted;
+    stats.bytes_received += received - link.bytes_received_counted;
+    link.bytes_sent_counted = sent;
+    link.bytes_received_counted = received;
+  }
 
   // --- links -------------------------------------------------------------
 
@@ -340,7 +354,7 @@ struct Node::Impl {
     const Deadline deadline = DeadlineIn(options.session_timeout_ms);
     if (!link.stream->Write(std::span(&kGrant, 1), deadline)) return false;
     auto report = Respond(*link.stream, *host, options.session, deadline);
-    CountSession(report.has_value());
+    CountSession(link, report.has_value());
     if (!report) return false;
     if (report->outcome == Outcome::kPeerWins) Nudge();  // go and lose as the initiator
     return true;
@@ -356,14 +370,14 @@ struct Node::Impl {
       report = Initiate(turn, *host, mode, options.session, DeadlineIn(options.session_timeout_ms));
       if (turn.collided()) ++link.collisions;
       if (report || !turn.yielded()) {
-        CountSession(report.has_value());
+        CountSession(link, report.has_value());
         return report.has_value();
       }
       Count(&NodeStats::turns_yielded);
       if (!Serve(link)) return false;
     }
     report = MakeError(ErrorCode::kUnavailable, "gossip link: the peer kept the turn");
-    CountSession(false);
+    CountSession(link, false);
     return false;
   }
 

@@ -102,6 +102,7 @@ Status TcpStream::Read(std::span<uint8_t> out, Deadline deadline) {
     const ssize_t n = ::recv(fd_, out.data() + done, out.size() - done, 0);
     if (n > 0) {
       done += static_cast<size_t>(n);
+      bytes_read_ += static_cast<uint64_t>(n);
     } else if (n == 0) {
       return MakeError(ErrorCode::kUnavailable, "tcp peer closed");
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -119,6 +120,7 @@ Status TcpStream::Write(std::span<const uint8_t> bytes, Deadline deadline) {
     const ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
     if (n >= 0) {
       done += static_cast<size_t>(n);
+      bytes_written_ += static_cast<uint64_t>(n);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       ONCE_RETURN_IF_ERROR(Wait(POLLOUT, deadline));
     } else if (errno != EINTR) {

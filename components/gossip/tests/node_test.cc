@@ -129,6 +129,11 @@ TEST(NodeTest, UniversesMergeAndMessagesSpreadOverTcp) {
   uint64_t bootstraps = 0;
   for (auto& n : nodes) bootstraps += n->stats().bootstraps;
   EXPECT_GE(bootstraps, 4u);
+  // Every node counted bytes both ways on its links (sush-server's metrics).
+  for (auto& n : nodes) {
+    EXPECT_GT(n->stats().bytes_sent, 0u);
+    EXPECT_GT(n->stats().bytes_received, 0u);
+  }
   // Parties stayed disjoint through every bootstrap.
   std::vector<Bytes> parties;
   for (auto& n : nodes) {

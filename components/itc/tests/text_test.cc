@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "once/fuzz_corpus/seeds.h"
 #include "support.h"
 
 namespace once::itc {
@@ -54,6 +57,49 @@ TEST(Text, RejectsDeepNesting) {
   auto p = ParseParty(deep_party);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.error().code, ErrorCode::kLimitExceeded);
+}
+
+}  // namespace
+}  // namespace once::itc
+
+namespace once::itc {
+namespace {
+
+// The seed corpora of the itc fuzzers (fuzz/corpus): texts and encodings of
+// parties, versions and clocks a rack makes (forks, ticks, joins), the
+// non-canonical texts the parser normalises, and the wire-format doc's vectors.
+TEST(FuzzSeeds, AreCurrentEncodings) {
+  std::map<std::string, std::string> text, bytes;
+  Clock a = Clock::Seed();
+  Clock b = *a.Fork();
+  Clock c = *b.Fork();
+  ASSERT_TRUE(a.Ticks(3));
+  ASSERT_TRUE(b.Recv(*a.Send()));
+  ASSERT_TRUE(c.Tick());
+  c.Absorb(b.version());
+  const std::pair<const char*, const Clock*> clocks[] = {{"seed", &a}, {"fork", &b}, {"fork2", &c}};
+  for (const auto& [name, clock] : clocks) {
+    const std::string n = name;
+    text["party-" + n] = FormatParty(clock->party());
+    text["version-" + n] = FormatVersion(clock->version());
+    bytes["party-" + n] = fuzz_corpus::AsString(clock->party().Encode());
+    bytes["version-" + n] = fuzz_corpus::AsString(clock->version().Encode());
+    bytes["clock-" + n] = fuzz_corpus::AsString(clock->Encode());
+  }
+  text["version-zero"] = FormatVersion(Version());
+  text["version-max-height"] = "18446744073709551615";
+  text["noncanonical-party"] = "((1,1),(0,0))";
+  text["noncanonical-version"] = " (0, 1 ,(0,2,1))\n";
+  text["noncanonical-leaves"] = "(1,(0,2,2),2)";
+  text["leading-zeros"] = "(001,0,(0,01,0))";
+  // docs/itc-wire-format.md
+  const char* vectors[] = {"20", "88", "c480", "e0", "9a", "52ea", "20a8"};
+  for (const char* hex : vectors) {
+    bytes[std::string("doc-") + hex] = fuzz_corpus::AsString(*HexDecode(hex));
+  }
+  for (const auto& [name, t] : text) ASSERT_TRUE(ParseParty(t) || ParseVersion(t)) << name;
+  fuzz_corpus::ExpectSeeds(std::string(ONCE_FUZZ_CORPUS_DIR) + "/itc_text_fuzz", text);
+  fuzz_corpus::ExpectSeeds(std::string(ONCE_FUZZ_CORPUS_DIR) + "/itc_decode_fuzz", bytes);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // Locker::Open reads from each drive). Every input must either be refused
 // with a typed error or decode to an envelope whose re-encoding is exactly the
 // input: the decoder accepts only the bytes EncodeEnvelope writes. Seeds:
-// components/locker/fuzz/corpus (real encodings; scripts/itc-fuzz copies them).
+// components/locker/fuzz/corpus/locker_envelope_fuzz (real encodings; scripts/fuzz
+// copies them).
 
 #include <cstddef>
 #include <cstdint>

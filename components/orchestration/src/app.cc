@@ -129,8 +129,18 @@ void App::Drain() {
 }
 
 void App::ReportSweep(const Result<SweepReport>& swept) const {
-  if (!swept) return Report(swept.error());
-  for (const Error& e : swept->errors) Report(e);
+  auto report = [&](const Error& e) {
+    if (config_.log) {
+      config_.log({.level = LogLevel::kWarn,
+                   .component = "orchestration.inbox",
+                   .message = "sweep: " + e.message,
+                   .subject = e.subject,
+                   .code = ErrorCodeName(e.code)});
+    }
+    Report(e);
+  };
+  if (!swept) return report(swept.error());
+  for (const Error& e : swept->errors) report(e);
 }
 
 Result<std::unique_ptr<App>> App::Create(AppConfig config) {
@@ -242,6 +252,13 @@ void App::OnRuntimeError(const Error& e) {
   if (e.code == ErrorCode::kResumeContended && !e.subject.empty() && supervisor_ &&
       Redrive().has_value()) {
     const ResumeContendedDetail* d = e.As<ResumeContendedDetail>();
+    if (config_.log) {
+      config_.log({.level = LogLevel::kInfo,
+                   .component = "orchestration",
+                   .message = "contended resume handed to re-drive",
+                   .subject = e.subject,
+                   .code = ErrorCodeName(e.code)});
+    }
     (void)supervisor_->HandOffContended(e.subject, d ? d->attempts : 0);  // reports its own error
     return;
   }

@@ -127,7 +127,18 @@ Status WriteUniverse(Writer& w, const UniverseBoundary& u) {
   }
   if (u.outcome) ONCE_RETURN_IF_ERROR(WriteOutcome(w, *u.outcome));
   ONCE_RETURN_IF_ERROR(WriteMarkers(w, u.floor));
-  return WriteMarkers(w, u.markers);
+  ONCE_RETURN_IF_ERROR(WriteMarkers(w, u.markers));
+  ONCE_RETURN_IF_ERROR(
+      wire::CheckSize("left_sessions_max", u.left_sessions.size(), kLeftSessionsMax));
+  w.U8(static_cast<uint8_t>(u.left_sessions.size()));
+  for (const SessionChain& c : u.left_sessions) {
+    w.Raw(c.session.bytes);
+    w.Raw(c.last_executed.bytes);
+    w.Raw(c.successor.bytes);
+    w.U8(c.outcome ? kHasOutcome : 0);
+    if (c.outcome) ONCE_RETURN_IF_ERROR(WriteOutcome(w, *c.outcome));
+  }
+  return Ok();
 }
 
 Result<UniverseBoundary> ReadUniverse(Reader& r) {
@@ -147,6 +158,25 @@ Result<UniverseBoundary> ReadUniverse(Reader& r) {
   }
   ONCE_ASSIGN_OR_RETURN(u.floor, ReadMarkers(r));
   ONCE_ASSIGN_OR_RETURN(u.markers, ReadMarkers(r));
+  ONCE_ASSIGN_OR_RETURN(uint8_t sessions, r.U8());
+  ONCE_RETURN_IF_ERROR(wire::CheckSize("left_sessions_max", sessions, kLeftSessionsMax));
+  for (uint8_t i = 0; i < sessions; ++i) {
+    SessionChain c;
+    ONCE_ASSIGN_OR_RETURN(c.session, ReadId<SessionId>(r));
+    ONCE_ASSIGN_OR_RETURN(c.last_executed, ReadId<JobId>(r));
+    ONCE_ASSIGN_OR_RETURN(c.successor, ReadId<JobId>(r));
+    ONCE_ASSIGN_OR_RETURN(uint8_t chain_flags, r.U8());
+    if (chain_flags & ~kHasOutcome) {
+      return MakeError(ErrorCode::kInvalidArgument, "boundary: unknown session flags");
+    }
+    if (chain_flags & kHasOutcome) {
+      ONCE_ASSIGN_OR_RETURN(c.outcome, ReadOutcome(r));
+    }
+    if (u.session == c.session || ChainOf(u, c.session)) {
+      return MakeError(ErrorCode::kInvalidArgument, "boundary: a session listed twice");
+    }
+    u.left_sessions.push_back(std::move(c));
+  }
   return u;
 }
 
@@ -172,6 +202,7 @@ bool KnownExactly(const BoundaryRecord& record, const NetworkId& network) {
 // Makes `network` the record's universe. Whenever the record's network
 // changes, the old one goes into the map first (evicting the oldest into the
 // filter), in every branch.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void Enter(BoundaryRecord& record, const NetworkId& network, const BoundaryOptions& options) {
   if (record.network == network) return;
   UniverseBoundary entered;  // what the map knows of it (taken out before any eviction)
@@ -191,11 +222,26 @@ void Enter(BoundaryRecord& record, const NetworkId& network, const BoundaryOptio
 }
 
 void RecordOutcome(UniverseBoundary& u, const JobId& job, const ExitReport& outcome) {
-  if (u.last_executed != job) return;
-  u.outcome = outcome;
-  if (u.outcome->outcome.error.size() > kBoundaryErrorTextBytesMax) {
-    u.outcome->outcome.error.resize(kBoundaryErrorTextBytesMax);
+  ExitReport kept = outcome;
+  if (kept.outcome.error.size() > kBoundaryErrorTextBytesMax) {
+    kept.outcome.error.resize(kBoundaryErrorTextBytesMax);
   }
+  if (u.last_executed == job) u.outcome = kept;
+  for (SessionChain& c : u.left_sessions) {
+    if (c.last_executed == job) c.outcome = kept;
+  }
+}
+
+// The recorded session's chain goes into the left sessions (its own entry,
+// if `next` is one of them, comes out first: it is about to be recorded), the
+// oldest beyond the cap dropped: a dropped session is judged by V alone.
+void LeaveSession(UniverseBoundary& u, const SessionId& next, const BoundaryOptions& options) {
+  std::erase_if(u.left_sessions, [&](const SessionChain& c) { return c.session == next; });
+  if (u.session) {
+    u.left_sessions.push_back(SessionChain{*u.session, *u.last_executed, *u.successor, u.outcome});
+  }
+  const size_t cap = std::min(options.left_sessions_max, kLeftSessionsMax);
+  while (u.left_sessions.size() > cap) u.left_sessions.erase(u.left_sessions.begin());
 }
 
 }  // namespace
@@ -318,6 +364,7 @@ Result<BoundaryRecord> DecodeBoundary(std::span<const uint8_t> bytes) {
 
 // ---- rules ----
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 Arrival ClassifyArrival(const BoundaryRecord& record, const NetworkId& network,
                         const BoundaryOptions& options) {
   if (KnownExactly(record, network)) return Arrival::kKnown;
@@ -327,6 +374,16 @@ Arrival ClassifyArrival(const BoundaryRecord& record, const NetworkId& network,
   }
   if (record.evicted.MayContain(network)) return Arrival::kFlipFlop;
   return Arrival::kNew;
+}
+
+std::optional<SessionChain> ChainOf(const UniverseBoundary& boundary, const SessionId& session) {
+  if (boundary.session == session) {
+    return SessionChain{session, *boundary.last_executed, *boundary.successor, boundary.outcome};
+  }
+  for (const SessionChain& c : boundary.left_sessions) {
+    if (c.session == session) return c;
+  }
+  return std::nullopt;
 }
 
 std::optional<UniverseBoundary> BoundaryFor(const BoundaryRecord& record,
@@ -352,6 +409,7 @@ void Push(std::vector<itc::Version>& markers, const itc::Version& m) {
 
 }  // namespace
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& network,
                             const SessionId& session, const itc::Version& session_start) {
   std::optional<UniverseBoundary> b = BoundaryFor(record, network);
@@ -363,18 +421,23 @@ SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& netwo
     }
     return SessionVerdict::kNew;  // never entered: V is bottom
   }
-  if (b->session == session) return SessionVerdict::kResume;
+  if (ChainOf(*b, session)) return SessionVerdict::kResume;
   // Every session executed under here has its start below V, so one whose
   // start is not below V never was; a past the record forgot is bounded by
   // the floor instead, which only a start strictly above it clears.
-  const bool not_below = !itc::Leq(session_start, b->executed);
-  if (not_below && (b->floor.empty() || Above(b->floor, session_start))) {
-    return SessionVerdict::kNew;
+  if (!itc::Leq(session_start, b->executed)) {
+    if (b->floor.empty() || Above(b->floor, session_start)) return SessionVerdict::kNew;
+    // Never executed here since the record began, but perhaps in the past
+    // it forgot: what was made after one of its markers is new. (Holding it
+    // to a hop instead skips a job owed since before a crash, once the
+    // execution of another session's job has dropped the lightcone: model 3.)
+    return SessionVerdict::kPastForgotten;
   }
   if (!b->markers.empty()) return SessionVerdict::kGated;
   return SessionVerdict::kNeedsHop;
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVerdict verdict,
                const itc::Version& job_version, const itc::Version* predecessor) {
   switch (verdict) {
@@ -390,12 +453,23 @@ bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVe
       return b && Above(b->markers, job_version) != nullptr && predecessor != nullptr &&
              Above(b->markers, *predecessor) != nullptr;
     }
+    case SessionVerdict::kPastForgotten: {
+      // A position made after any marker of this universe (the floor's
+      // included: each was minted after the past it bounds) was never run.
+      std::optional<UniverseBoundary> b = BoundaryFor(record, network);
+      if (!b || predecessor == nullptr) return false;
+      auto made_after = [&](const itc::Version& v) {
+        return Above(b->floor, v) != nullptr || Above(b->markers, v) != nullptr;
+      };
+      return made_after(job_version) && made_after(*predecessor);
+    }
     case SessionVerdict::kNeedsHop:
       return false;
   }
   return false;
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
                               const SessionId& session, const itc::Version& session_start,
                               const JobId& job, const itc::Version& job_version,
@@ -403,6 +477,7 @@ BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
   (void)job_version;
   Enter(record, network, options);
   UniverseBoundary& here = record.here;
+  if (here.session != session) LeaveSession(here, session, options);
   here.executed = options.flaws.single_session_version ? session_start
                                                        : itc::Join(here.executed, session_start);
   here.session = session;
@@ -414,6 +489,7 @@ BoundaryRecord AfterExecution(BoundaryRecord record, const NetworkId& network,
   return record;
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 BoundaryRecord AfterMarker(BoundaryRecord record, const NetworkId& network,
                            const itc::Version& marker, MarkerKind kind,
                            const BoundaryOptions& options) {
@@ -453,6 +529,21 @@ BoundaryRecord AfterEnd(BoundaryRecord record, const JobId& job, const ExitRepor
   RecordOutcome(record.here, job, outcome);
   for (LeftUniverse& left : record.left) RecordOutcome(left.boundary, job, outcome);
   return record;
+}
+
+std::optional<ExitReport> RecordedOutcome(const BoundaryRecord& record, const JobId& job) {
+  auto in = [&](const UniverseBoundary& u) -> std::optional<ExitReport> {
+    if (u.last_executed == job && u.outcome) return u.outcome;
+    for (const SessionChain& c : u.left_sessions) {
+      if (c.last_executed == job && c.outcome) return c.outcome;
+    }
+    return std::nullopt;
+  };
+  if (auto here = in(record.here)) return here;
+  for (const LeftUniverse& left : record.left) {
+    if (auto there = in(left.boundary)) return there;
+  }
+  return std::nullopt;
 }
 
 BoundaryRecord ResetRecord(const Nonce& reset_nonce) {
@@ -502,6 +593,11 @@ BoundaryRecord WorstCaseBoundaryRecord() {
     u.outcome = report;
     u.floor.assign(kMarkersMax, m);
     u.markers.assign(kMarkersMax, m);
+    for (size_t i = 0; i < kLeftSessionsMax; ++i) {
+      SessionChain c{s, j, j, report};
+      c.session.bytes[0] = static_cast<uint8_t>(fill + 1 + i);  // distinct from s
+      u.left_sessions.push_back(c);
+    }
     return u;
   };
   BoundaryRecord worst;

@@ -65,4 +65,9 @@ const PublicKey* TrustedKeys::Find(const KeyId& id) const {
   return it == keys_.end() ? nullptr : &it->second;
 }
 
+void VerifiedSignatures::Insert(const Digest256& entry) {
+  if (entries_.size() >= kVerifiedSignaturesMax) entries_.clear();
+  entries_.insert(entry);
+}
+
 }  // namespace once::rack

@@ -427,7 +427,14 @@ Result<RequestPayload> Verify(const SignedRequest& request, const TrustedKeys& t
   if (key == nullptr) {
     return MakeError(ErrorCode::kPermissionDenied, "unknown key", request.key_id.ToString());
   }
-  ONCE_RETURN_IF_ERROR(VerifyBytes(ToBeSigned(request.payload_bytes), request.signature, *key));
+  const Bytes signed_bytes = ToBeSigned(request.payload_bytes);
+  VerifiedSignatures* verified = trusted.verified();
+  Digest256 entry{};
+  if (verified != nullptr) entry = Blake2b256({*key, request.signature, signed_bytes});
+  if (verified == nullptr || !verified->Contains(entry)) {
+    ONCE_RETURN_IF_ERROR(VerifyBytes(signed_bytes, request.signature, *key));
+    if (verified != nullptr) verified->Insert(entry);
+  }
   ONCE_ASSIGN_OR_RETURN(RequestPayload decoded, DecodePayload(request.payload_bytes));
   if (!(decoded == request.payload)) {
     return MakeError(ErrorCode::kInvalidArgument, "payload does not match its signed bytes");

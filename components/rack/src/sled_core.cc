@@ -3,16 +3,12 @@
 #include <algorithm>
 #include <tuple>
 
+#include "once/base/overloaded.h"
 #include "once/rack/chain.h"
 #include "once/rack/limits.h"
 
 namespace once::rack {
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 std::string Truncated(std::string text, size_t max) {
   if (text.size() > max) text.resize(max);
@@ -112,6 +108,14 @@ auto TieKey(const JobStatus& s) {
 constexpr std::string_view kLightconeDetail =
     "queued before this sled's lightcone marker (it moved between partitions, or its record "
     "is new): only jobs submitted after it arrived run here";
+
+// The status says a process of this job ran and ended here (Stopped,
+// Interrupted, or an Error after its start). Skipped and Cancelled are a
+// life's judgement that it did not run, which an earlier life's start
+// overrules.
+bool RunEnded(const JobStatus& s) {
+  return Strength(s) >= Strength(SimpleStatus(JobState::kInterrupted));
+}
 
 }  // namespace
 
@@ -245,7 +249,17 @@ GateState SledCore::gate() const {
 
 std::optional<SessionVerdict> SledCore::active_verdict() const {
   if (!active_ || !network_ || !trusted_) return std::nullopt;
-  return JudgeSession(record_, *network_, active_->id, active_->start_version);
+  return ActiveVerdict();
+}
+
+// Rules 2-4 for the active session (with the simulator's rehop-past control).
+SessionVerdict SledCore::ActiveVerdict() const {
+  SessionVerdict verdict = JudgeSession(record_, *network_, active_->id, active_->start_version);
+  if (verdict == SessionVerdict::kPastForgotten && config_.boundary.flaws.rehop_past) {
+    const std::optional<UniverseBoundary> b = BoundaryFor(record_, *network_);
+    verdict = b && !b->markers.empty() ? SessionVerdict::kGated : SessionVerdict::kNeedsHop;
+  }
+  return verdict;
 }
 
 std::optional<JobId> SledCore::next_free_job_id() const {
@@ -412,6 +426,7 @@ void SledCore::OnIssueNonce() {
   Emit(std::move(reply));
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnProcessExited(const ProcessExited& input) {
   auto it = running_.find(input.job_id);
   if (it == running_.end()) {
@@ -449,6 +464,7 @@ void SledCore::OnTick(const TimerTick& input) {
 // Entering a universe: the birth marker (and, for an amnesic record, the
 // entry marker) is one LifeMarker; a universe the record left long ago gets a
 // UniverseFlipFlop marker; an untrusted sled says so.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnJoined(const Joined& input) {
   if (network_) ForgetUniverse();
   network_ = input.network;
@@ -529,6 +545,7 @@ void SledCore::ForgetUniverse() {
   }
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnReplayDrained(const ReplayDrained& input) {
   if (!network_ || drained_) return;
   drained_ = true;
@@ -604,6 +621,7 @@ void SledCore::OnRequest(const itc::Version& version, const SignedRequest& reque
              *payload);
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnSessionStart(const itc::Version& version, const SessionStart& start) {
   SessionId id = DeriveSessionId(start.baseboard, start.server_nonce, start.signer_nonce);
   if (active_ && active_->id == id) return;  // duplicate
@@ -651,6 +669,7 @@ void SledCore::OnSessionSkip(const SessionSkip& skip) {
   Advance();
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnJobStart(const itc::Version& version, const SignedRequest& request,
                           const Bytes& raw) {
   const JobStart& job = *AsJobStart(request);
@@ -803,13 +822,14 @@ void SledCore::OnEvent(const itc::Version& version, const Message& event) {
 // fact (it ran) overrides this life's guess.
 void SledCore::Learn(const JobId& id, const std::string& baseboard, const JobStatus& status) {
   SetStatus(id, baseboard, status);
-  if (baseboard == config_.identity.baseboard && status.terminal()) {
+  if (baseboard == config_.identity.baseboard && RunEnded(status)) {
     previous_life_starts_.erase(id);
   }
 }
 
 // ---- previous lives ----
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::NoteOwnStart(const itc::Version& version, const JobId& id) {
   if (running_.contains(id) || executed_.contains(id)) return;  // this life's own
   const bool by_frontier = config_.boundary.flaws.zombies_by_join_frontier;
@@ -825,6 +845,7 @@ void SledCore::NoteOwnStart(const itc::Version& version, const JobId& id) {
 // life iff not strictly above the birth marker (this life's events observed
 // it before they were sent). The rejected design compares with the frontier
 // of the peer it drained from, which a previous life may have outrun.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::ClassifyStart(const itc::Version& version, const JobId& id) {
   if (running_.contains(id) || executed_.contains(id)) return;
   const bool previous = config_.boundary.flaws.zombies_by_join_frontier
@@ -832,20 +853,21 @@ void SledCore::ClassifyStart(const itc::Version& version, const JobId& id) {
                             : birth_ && !StrictlyAfter(version, *birth_);
   if (!previous) return;
   const JobStatus* own = OwnStatus(id);
-  if (own == nullptr || !own->terminal()) previous_life_starts_.insert(id);
+  if (own == nullptr || !RunEnded(*own)) previous_life_starts_.insert(id);
 }
 
 // Once replay has drained: a previous life's start with no end known is
 // Interrupted, unless the record kept its outcome; and a position passed in
 // a previous life that no status of this sled covers is Skipped{already
 // executed} (or, for the record's last job, its outcome or Interrupted).
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::ResolvePreviousLives() {
   if (!drained_) return;
   std::set<JobId> starts;
   starts.swap(previous_life_starts_);
   for (const JobId& id : starts) {
     const JobStatus* own = OwnStatus(id);
-    if (own != nullptr && own->terminal()) continue;
+    if (own != nullptr && RunEnded(*own)) continue;
     ResolvePassed(id, /*last=*/true);
   }
   std::vector<std::pair<JobId, bool>> passed;
@@ -855,20 +877,16 @@ void SledCore::ResolvePreviousLives() {
 
 void SledCore::ResolvePassed(const JobId& id, bool last) {
   const JobStatus* own = OwnStatus(id);
-  if (own != nullptr && own->terminal()) return;
+  if (own != nullptr && RunEnded(*own)) return;
   if (!last) {
+    if (own != nullptr && own->terminal()) return;
     return ReportIfStronger(id,
                             SkippedStatus(SkipReason::kAlreadyExecuted,
                                           "this sled passed the position in an earlier life"),
                             JobSkipped{config_.identity.baseboard, id, SkipReason::kAlreadyExecuted,
                                        "this sled passed the position in an earlier life"});
   }
-  std::optional<ExitReport> recorded;
-  if (record_.here.last_executed == id) recorded = record_.here.outcome;
-  for (const LeftUniverse& left : record_.left) {
-    if (left.boundary.last_executed == id && left.boundary.outcome)
-      recorded = left.boundary.outcome;
-  }
+  std::optional<ExitReport> recorded = RecordedOutcome(record_, id);
   if (recorded) {
     JobStopped stopped{config_.identity.baseboard, id, recorded->outcome, recorded->stdout_summary,
                        recorded->stderr_summary};
@@ -889,10 +907,10 @@ Nonce SledCore::FreshNonce() {
 
 // Rule 4, decided when the session becomes active (after the drain): a hop
 // now makes every job submitted after the marker spreads runnable.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::MintHopIfNeeded(bool at_gate) {
   if (!trusted_ || !drained_ || pending_marker_ || !active_ || !network_) return;
-  const SessionVerdict verdict =
-      JudgeSession(record_, *network_, active_->id, active_->start_version);
+  const SessionVerdict verdict = ActiveVerdict();
   if (verdict != SessionVerdict::kNeedsHop) return;
   // The rejected design mints an amnesic record's marker only when a job
   // reaches the gate, which skips that job.
@@ -912,6 +930,7 @@ void SledCore::MintHopIfNeeded(bool at_gate) {
                 kErrorTextBytesMax)});
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::OnMarkerDelivered(const itc::Version& version) {
   const PendingMarker marker = *pending_marker_;
   pending_marker_.reset();
@@ -945,6 +964,7 @@ void SledCore::WriteRecord(BoundaryRecord next, std::string why) {
   Emit(BoundaryChanged{std::move(why)});
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::WriteDeferredRecord() {
   deferred_write_ = false;
   WriteRecord(record_, "executed (written after the start)");
@@ -952,6 +972,7 @@ void SledCore::WriteDeferredRecord() {
 
 // ---- sessions and the chain ----
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::Activate(const SessionId& id, const itc::Version& version) {
   active_.emplace();
   active_->id = id;
@@ -961,14 +982,15 @@ void SledCore::Activate(const SessionId& id, const itc::Version& version) {
   // to its last executed job are passed, never run.
   if (trusted_ && network_ &&
       JudgeSession(record_, *network_, id, version) == SessionVerdict::kResume) {
-    const UniverseBoundary b = *BoundaryFor(record_, *network_);
-    active_->next = *b.successor;
-    active_->replay = Replay{FirstJobId(id), *b.last_executed};
+    const SessionChain chain = *ChainOf(*BoundaryFor(record_, *network_), id);
+    active_->next = chain.successor;
+    active_->replay = Replay{FirstJobId(id), chain.last_executed};
   }
   Emit(SessionChanged{id, SessionEnd::kNone});
   MintHopIfNeeded();
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::EndSession(SessionEnd why) {
   for (auto& [id, pending] : active_->known) {
     if (pending.targeted && !pending.cancelled) Cancel(pending);
@@ -978,6 +1000,7 @@ void SledCore::EndSession(SessionEnd why) {
 }
 
 // The earlier life's part of the chain: consumed, never run.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::AdvanceReplay() {
   while (active_ && active_->replay) {
     Session& session = *active_;
@@ -1012,6 +1035,7 @@ void SledCore::AdvanceReplay() {
 
 // Walks the chain as far as the known jobs allow, starting targeted ones
 // that the boundary rules let run.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::Advance() {
   AdvanceReplay();
   while (active_) {
@@ -1065,11 +1089,11 @@ void SledCore::Pass(const JobId& id) {
   }
 }
 
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 SledCore::Gate SledCore::Judge(const PendingJob& pending) {
   if (!trusted_) return Gate::kSkipUntrusted;
   if (!network_ || !drained_ || pending_marker_) return Gate::kHold;
-  const SessionVerdict verdict =
-      JudgeSession(record_, *network_, active_->id, active_->start_version);
+  const SessionVerdict verdict = ActiveVerdict();
   if (verdict == SessionVerdict::kNeedsHop) {
     MintHopIfNeeded(/*at_gate=*/true);
     return Gate::kHold;
@@ -1095,6 +1119,7 @@ void SledCore::Skip(const PendingJob& pending, SkipReason reason) {
 // is the active session's next chain link, targets this sled, has not started
 // in this life, the boundary rules let it run, and the boundary record naming
 // it is on both drives before the process may start.
+// Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 void SledCore::Execute(const PendingJob& pending) {
   const JobId& id = pending.job.job_id;
   ONCE_CHECK(active_ && id == active_->next && pending.job.session_id == active_->id);

@@ -108,10 +108,16 @@ TEST(BoundaryRulesTest, TheRecordedOutcomeWinsOverInterrupted) {
 }
 
 // Rules 3 and 4, the seed's partition flip-flop (its steps 1-8): a sled that
-// moves across a partition twice never runs the first side's job again.
-TEST(BoundaryRulesTest, ThePartitionFlipFlopRunsNoJobTwice) {
+// moves across a partition twice never runs the first side's job again; with
+// the record's left sessions it resumes the first side's chain exactly, with
+// V alone it hops.
+void RunPartitionFlipFlop(size_t left_sessions) {
   Rack rack(4);  // {0, X=1} | {2, 3}
   const size_t X = 1;
+  rack.sled(X).config.boundary.left_sessions_max = left_sessions;
+  rack.Restart(X);
+  rack.Drain(X);
+  rack.SyncAll();
   auto side_a = rack.StartSession(0);
   rack.SyncGroup({0, X});
   auto side_b = rack.StartSession(2);  // concurrent: 2 never heard of side A's session
@@ -148,6 +154,20 @@ TEST(BoundaryRulesTest, ThePartitionFlipFlopRunsNoJobTwice) {
   rack.Sync(0, X);
   rack.Drain(X);
   rack.SyncGroup({0, X});
+  if (left_sessions > 0) {
+    // The record kept side A's chain when X left it: an exact resume after
+    // J1, no hop, nothing skipped (the job queued while X was away runs).
+    EXPECT_EQ(FindError(rack.sled(X), SledErrorKind::kSessionHop), nullptr);
+    EXPECT_EQ(rack.Runs(X, Id(j1)), 1u);  // step 8 does not happen
+    EXPECT_EQ(rack.Runs(X, Id(queued_a)), 1u);
+    rack.Exit(X, Id(queued_a), 0);
+    SignedRequest j3 = rack.NextJob(*side_a, "append ledger", "1");
+    ASSERT_TRUE(rack.Submit(0, j3).status.has_value());
+    rack.SyncGroup({0, X});
+    EXPECT_EQ(rack.Runs(X, Id(j3)), 1u);
+    return;
+  }
+  // V alone (no left sessions kept): a hop.
   EXPECT_NE(FindError(rack.sled(X), SledErrorKind::kSessionHop), nullptr);
   EXPECT_EQ(rack.Runs(X, Id(j1)), 1u);  // step 8 does not happen
   EXPECT_EQ(rack.Runs(X, Id(queued_a)), 0u);
@@ -168,22 +188,28 @@ TEST(BoundaryRulesTest, ThePartitionFlipFlopRunsNoJobTwice) {
   EXPECT_EQ(rack.State(0, Id(queued_a), X), JobState::kSkipped);
 }
 
+TEST(BoundaryRulesTest, ThePartitionFlipFlopRunsNoJobTwiceAndResumesExactly) {
+  RunPartitionFlipFlop(kLeftSessionsMax);
+}
+
+TEST(BoundaryRulesTest, ThePartitionFlipFlopRunsNoJobTwiceByVAlone) { RunPartitionFlipFlop(0); }
+
 // Rule 3 with V, not a single stored session version: the three-session
 // flip-flop (in C; into D, concurrent with C; into A, concurrent with D but
 // before C; back to C).
 struct ThreeSessions {
   size_t c_runs = 0;
 };
+// V alone: the record keeps no left sessions (with them, each return would
+// resume exactly and V would never be asked).
 ThreeSessions RunThreeSessionFlipFlop(BoundaryFlaws flaws) {
-  SledLimits limits;
   Rack rack(4);  // sleds 0, 1, 2 stay put; X = 3 moves
   const size_t X = 3;
-  if (flaws.any()) {
-    rack.sled(X).config.boundary.flaws = flaws;
-    rack.Restart(X);
-    rack.Drain(X);
-    rack.SyncAll();
-  }
+  rack.sled(X).config.boundary.flaws = flaws;
+  rack.sled(X).config.boundary.left_sessions_max = 0;
+  rack.Restart(X);
+  rack.Drain(X);
+  rack.SyncAll();
   auto a = rack.StartSession(2);
   rack.Sync(2, 0);
   auto c = rack.StartSession(0);  // C is after A

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "once/base/rng.h"
+#include "once/fuzz_corpus/seeds.h"
 #include "once/rack/chain.h"
 #include "once/rack/target.h"
 
@@ -75,6 +78,35 @@ TEST_F(MessagesTest, EveryMessageRoundTrips) {
     trailing.push_back(0);
     EXPECT_FALSE(Decode(trailing).has_value());
   }
+}
+
+// The seed corpus of rack_messages_fuzz (fuzz/corpus): every message kind,
+// the requests signed by the fixture's key (the fuzzer trusts the same one),
+// and each request payload alone.
+TEST_F(MessagesTest, FuzzSeedsAreCurrentEncodings) {
+  std::map<std::string, std::string> seeds;
+  const char* event_names[] = {"job-started",   "job-stopped",     "job-cancelled",   "job-error",
+                               "sled-error-cs", "sled-error-hop",  "sled-error-drop", "version",
+                               "job-skipped",   "job-interrupted", "life-marker"};
+  std::vector<Message> samples = Samples();
+  ASSERT_EQ(samples.size(), std::size(event_names));
+  for (size_t i = 0; i < samples.size(); ++i) {
+    seeds[event_names[i]] = fuzz_corpus::AsString(*Encode(samples[i]));
+  }
+  const std::pair<const char*, RequestPayload> payloads[] = {
+      {"session-start", SessionStart{"913-0000019:BRM1", MakeId<Nonce>(1), MakeId<Nonce>(2)}},
+      {"session-stop", SessionStop{MakeId<SessionId>(3)}},
+      {"session-skip", SessionSkip{MakeId<SessionId>(3), MakeId<JobId>(4)}},
+      {"job-start", JobStart{MakeId<JobId>(5), MakeId<SessionId>(3), "uptime", "0,1", true}},
+      {"job-stop", JobStop{MakeId<JobId>(5)}},
+      {"sled-reset", SledReset{"913-0000019:BRM1", MakeId<Nonce>(6)}}};
+  for (const auto& [name, payload] : payloads) {
+    auto request = Sign(payload, support_);
+    ASSERT_TRUE(request.has_value());
+    seeds[std::string("request-") + name] = fuzz_corpus::AsString(*Encode(Message{*request}));
+    seeds[std::string("payload-") + name] = fuzz_corpus::AsString(request->payload_bytes);
+  }
+  fuzz_corpus::ExpectSeeds(std::string(ONCE_FUZZ_CORPUS_DIR) + "/rack_messages_fuzz", seeds);
 }
 
 TEST_F(MessagesTest, HostileBytesGiveTypedErrors) {

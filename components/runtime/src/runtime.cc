@@ -498,6 +498,13 @@ void Runtime::WaitIdle() {
 }
 
 void Runtime::ReportError(const Error& e) {
+  if (options_.log) {
+    options_.log({.level = LogLevel::kWarn,
+                  .component = "runtime",
+                  .message = e.message,
+                  .subject = e.subject,
+                  .code = ErrorCodeName(e.code)});
+  }
   if (options_.on_error) options_.on_error(e);
 }
 

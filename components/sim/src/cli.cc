@@ -1,6 +1,8 @@
 #include "once/sim/cli.h"
 
+#include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -13,7 +15,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: sush sim run FILE [--seed S] [--flaw NAME]... [--quiet]\n"
     "       sush sim explore [--sleds N|MIN-MAX] [--seed S] [--schedules K] [--threads T]\n"
-    "                        [--flaw NAME]... [--out FILE] [--expect-breach] [--no-shrink]\n";
+    "                        [--flaw NAME]... [--out FILE] [--expect-breach] [--no-shrink]\n"
+    "       sush sim check FILE|DIR...\n"
+    "       sush sim flaws\n";
 
 bool ParseNumber(const std::string& text, uint64_t& out) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
@@ -34,6 +38,7 @@ Status AddFlaw(rack::BoundaryFlaws& flaws, const std::string& name) {
   flaws.zombies_by_join_frontier |= one.zombies_by_join_frontier;
   flaws.record_after_start |= one.record_after_start;
   flaws.position_unchecked |= one.position_unchecked;
+  flaws.rehop_past |= one.rehop_past;
   return Ok();
 }
 
@@ -49,6 +54,42 @@ uint64_t SeedIn(const std::string& text, uint64_t fallback) {
     }
   }
   return fallback;
+}
+
+struct LoadedScenario {
+  std::string text;
+  Scenario scenario;
+};
+
+// Reads and parses a scenario file (at most kScenarioBytesMax).
+Result<LoadedScenario> LoadScenario(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return MakeError(ErrorCode::kNotFound, "cannot read " + file);
+  std::string text(kScenarioBytesMax + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kScenarioBytesMax) {
+    return MakeError(ErrorCode::kLimitExceeded, file + " is over scenario_bytes_max (" +
+                                                    std::to_string(kScenarioBytesMax) + ")");
+  }
+  auto scenario = ParseScenario(text);
+  if (!scenario) return MakeError(scenario.error().code, file + ": " + scenario.error().message);
+  return LoadedScenario{std::move(text), std::move(*scenario)};
+}
+
+// The flaws a scenario file says it catches: `# catches: NAME [NAME...]`
+// lines (the negative controls `sush sim check` runs it under).
+std::vector<std::string> CatchesIn(const std::string& text) {
+  std::vector<std::string> names;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string tag = "# catches:";
+    if (line.rfind(tag, 0) != 0) continue;
+    std::istringstream words(line.substr(tag.size()));
+    for (std::string w; words >> w;) names.push_back(w);
+  }
+  return names;
 }
 
 int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -71,24 +112,13 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
   }
   if (file.empty()) return Usage(err, "run needs a scenario FILE");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    err << "sush sim: cannot read " << file << "\n";
+  auto loaded = LoadScenario(file);
+  if (!loaded) {
+    err << "sush sim: " << loaded.error().message << "\n";
     return 2;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().size() > kScenarioBytesMax) {
-    err << "sush sim: " << file << " is over scenario_bytes_max (" << kScenarioBytesMax << ")\n";
-    return 2;
-  }
-  auto scenario = ParseScenario(text.str());
-  if (!scenario) {
-    err << "sush sim: " << file << ": " << scenario.error().message << "\n";
-    return 2;
-  }
-  if (!seed_given) options.seed = SeedIn(text.str(), options.seed);
-  auto world = RunScenario(*scenario, options);
+  if (!seed_given) options.seed = SeedIn(loaded->text, options.seed);
+  auto world = RunScenario(loaded->scenario, options);
   if (!quiet) out << world->Report();
   for (const Breach& b : world->breaches()) out << "BREACH " << b.kind << ": " << b.detail << "\n";
   for (const std::string& f : world->failures()) out << "FAILED " << f << "\n";
@@ -164,6 +194,60 @@ int Explore(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   return r.breaches == 0 ? 0 : 1;
 }
 
+// `sush sim check`: every scenario holds under the real rules, and fails
+// (a breach or a failed expect) under each flaw it names in `# catches:`.
+bool Holds(const Scenario& scenario, const WorldOptions& options) {
+  auto world = RunScenario(scenario, options);
+  return world->breaches().empty() && world->failures().empty();
+}
+
+int Check(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> files;
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(args[i], ec)) {
+      std::vector<std::string> found;
+      for (const auto& entry : std::filesystem::directory_iterator(args[i], ec)) {
+        if (entry.path().extension() == ".sush") found.push_back(entry.path().string());
+      }
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      files.push_back(args[i]);
+    }
+  }
+  if (files.empty()) return Usage(err, "check needs scenario files or folders holding them");
+  int failed = 0, controls = 0;
+  for (const std::string& file : files) {
+    auto loaded = LoadScenario(file);
+    if (!loaded) {
+      err << "sush sim: " << loaded.error().message << "\n";
+      return 2;
+    }
+    WorldOptions options;
+    options.seed = SeedIn(loaded->text, options.seed);
+    options.keep_log = false;
+    const bool holds = Holds(loaded->scenario, options);
+    std::string line = (holds ? "ok     " : "FAILED ") + file;
+    failed += holds ? 0 : 1;
+    for (const std::string& name : CatchesIn(loaded->text)) {
+      WorldOptions flawed = options;
+      if (auto ok = AddFlaw(flawed.flaws, name); !ok) {
+        err << "sush sim: " << file << ": " << ok.error().message << "\n";
+        return 2;
+      }
+      ++controls;
+      const bool caught = !Holds(loaded->scenario, flawed);
+      failed += caught ? 0 : 1;
+      line += caught ? " (catches " + name + ")" : " (MISSED flaw " + name + ")";
+    }
+    out << line << "\n";
+  }
+  out << "scenarios=" << files.size() << " negative_controls=" << controls << " failed=" << failed
+      << "\n";
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int SimCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -173,6 +257,11 @@ int SimCommand(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
   if (args[0] == "run") return Run(args, out, err);
   if (args[0] == "explore") return Explore(args, out, err);
+  if (args[0] == "check") return Check(args, out, err);
+  if (args[0] == "flaws") {
+    for (const std::string& name : FlawNames()) out << name << "\n";
+    return 0;
+  }
   return Usage(err, "unknown sim command '" + args[0] + "'");
 }
 

@@ -45,6 +45,12 @@ class Generator {
       Emit(LeftCap{0});
     else if (cap_roll < 6)
       Emit(LeftCap{1});
+    // Sessions kept besides the recorded one: none (V alone), one, or all.
+    const uint64_t session_roll = rng_.Below(10);
+    if (session_roll < 4)
+      Emit(LeftCap{0, true});
+    else if (session_roll < 6)
+      Emit(LeftCap{1, true});
     Emit(sleds);
     const int actions =
         options_.actions_min +
@@ -381,15 +387,18 @@ Result<rack::BoundaryFlaws> FlawByName(std::string_view name) {
     flaws.record_after_start = true;
   else if (name == "position-unchecked")
     flaws.position_unchecked = true;
+  else if (name == "rehop-past")
+    flaws.rehop_past = true;
   else
     return MakeError(ErrorCode::kInvalidArgument, "unknown flaw '" + std::string(name) + "'");
   return flaws;
 }
 
 std::vector<std::string> FlawNames() {
-  return {"single-session-version",   "no-filter-insert-on-hit",  "lazy-entry-marker",
-          "unpersisted-entry-marker", "zombies-by-join-frontier", "record-after-start",
-          "position-unchecked"};
+  return {"single-session-version",   "no-filter-insert-on-hit",
+          "lazy-entry-marker",        "unpersisted-entry-marker",
+          "zombies-by-join-frontier", "record-after-start",
+          "position-unchecked",       "rehop-past"};
 }
 
 }  // namespace once::sim

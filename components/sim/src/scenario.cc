@@ -4,13 +4,10 @@
 #include <charconv>
 #include <sstream>
 
+#include "once/base/overloaded.h"
+
 namespace once::sim {
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 std::vector<std::string_view> Words(std::string_view line) {
   std::vector<std::string_view> out;
@@ -321,11 +318,11 @@ Result<Step> ParseLine(LineParser& p) {
     ONCE_RETURN_IF_ERROR(p.End());
     return Drive{sled, static_cast<int>(drive), fault, point};
   }
-  if (verb == "left-cap") {
+  if (verb == "left-cap" || verb == "session-cap") {
     ONCE_ASSIGN_OR_RETURN(std::string_view n, p.Word("a cap"));
     ONCE_ASSIGN_OR_RETURN(int64_t cap, p.Number(n, 1024));
     ONCE_RETURN_IF_ERROR(p.End());
-    return LeftCap{static_cast<int>(cap)};
+    return LeftCap{static_cast<int>(cap), verb == "session-cap"};
   }
   if (verb == "expect") return ParseExpect(p);
   return p.Fail("unknown step '" + std::string(verb) + "'");
@@ -389,7 +386,8 @@ Result<Scenario> ParseScenario(std::string_view text) {
     if (words.empty()) continue;
     LineParser parser(std::move(words), line_number);
     ONCE_ASSIGN_OR_RETURN(Step step, ParseLine(parser));
-    // Rack options (left-cap) may come before `sleds`; everything else after it.
+    // Rack options (left-cap, session-cap) may come before `sleds`; everything
+    // else after it.
     const bool sleds = std::holds_alternative<Sleds>(step);
     const bool option = std::holds_alternative<LeftCap>(step);
     const bool created =
@@ -495,7 +493,9 @@ std::string FormatStep(const Step& step) {
                    std::string(DriveFaultName(s.fault)) +
                    (s.point > 0 ? " " + std::to_string(s.point) : std::string());
           },
-          [](const LeftCap& s) { return "left-cap " + std::to_string(s.cap); },
+          [](const LeftCap& s) {
+            return (s.sessions ? "session-cap " : "left-cap ") + std::to_string(s.cap);
+          },
           [](const ExpectRan& s) {
             static constexpr const char* kCounts[] = {"never", "once", "twice"};
             return "expect ran " + s.job + " on " + SledName(s.sled) + " " +

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "once/base/clock.h"
+#include "once/base/overloaded.h"
 #include "once/base/rng.h"
 #include "once/gossip/bookmark.h"
 #include "once/gossip/session.h"
@@ -20,11 +21,6 @@
 
 namespace once::sim {
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 constexpr int64_t kEpochMs = 1'700'000'000'000;
 const std::filesystem::path kDrives[2] = {"/m2a/sush", "/m2b/sush"};
@@ -138,6 +134,7 @@ struct SimSled {
   // Logical times (World::Impl::Tick), so that steps at one virtual instant keep their order.
   uint64_t disturbed_at = 0;
   uint64_t crashed_at = 0;
+  uint64_t booted_at = 0;
   uint64_t accepted_session_at = 0;  // the last session start this sled accepted
   uint64_t settled_up_at = 0;        // the last settle this sled was up through
   uint64_t arrived_at = 0;           // the first such settle after its last disturbance
@@ -204,6 +201,8 @@ struct World::Impl {
   explicit Impl(WorldOptions o) : options(std::move(o)), rng(Mix(options.seed, 0x5eed)) {
     operator_keys = rack::KeyPair::Generate(rng);
     (void)trusted.Add(operator_keys.public_key);
+    // The sleds of a world (one thread) share what they verified.
+    trusted.ShareVerified(std::make_shared<rack::VerifiedSignatures>());
     crypto_generichash_init(&trace, nullptr, 0, 32);
   }
 
@@ -460,6 +459,7 @@ struct World::Impl {
     config.trusted = trusted;
     config.boundary.flaws = options.flaws;
     config.boundary.left_universes_max = options.left_universes_max;
+    config.boundary.left_sessions_max = options.left_sessions_max;
     life->core = std::make_unique<rack::SledCore>(std::move(config), *life->rng, *life->store);
     life->runner = std::make_unique<Runner>(*this, s, life->id);
     life->port = std::make_unique<Port>(*this, s);
@@ -468,8 +468,23 @@ struct World::Impl {
     life->sled =
         std::make_unique<rack::Sled>(*life->core, *life->runner, *life->port, sled_options);
     s.life = std::move(life);
+    s.booted_at = Tick();
+    // Its causal past is gone when no sled it can reach has been up since
+    // before it went down (its whole partition restarted, and the gossip set
+    // with it): a session begun meanwhile is causally unrelated to its
+    // markers, so it arrives as a new sled would (the accepted cost).
+    if (s.lives > 1 && !HistoryKept(s)) Disturb(s.index);
     SchedulePump(s, now);
     ScheduleRound(s, now + static_cast<int64_t>(rng.Below(options.gossip_interval_ms)));
+  }
+
+  bool HistoryKept(const SimSled& s) {
+    for (const auto& op : sleds) {
+      const SimSled& o = *op;
+      if (o.index == s.index || !o.up() || o.booted_at >= s.crashed_at) continue;
+      if (Reachable(s.index, o.index)) return true;
+    }
+    return false;
   }
 
   void Crash(SimSled& s) {
@@ -949,72 +964,74 @@ struct World::Impl {
     ++stats.steps;
     settled_now = std::holds_alternative<sim::Settle>(step) || std::holds_alternative<Sleds>(step);
     Trace("STEP " + FormatStep(step));
-    std::visit(
-        Overloaded{
-            [&](const Sleds& s) { Create(s); },
-            [&](const Partition& s) { Groups(s.groups); },
-            [&](const Heal&) {
-              SledSet all;
-              for (size_t i = 0; i < sleds.size(); ++i) all.push_back(static_cast<int>(i));
-              Groups({all});
-            },
-            [&](const sim::Crash& s) { Crash(S(s.sled)); },
-            [&](const sim::Boot& s) { Boot(S(s.sled)); },
-            [&](const WipeData& s) {
-              S(s.sled).data.Wipe(kData);
-              Disturb(s.sled);
-              Note(S(s.sled), "data folder wiped (the gossip bookmark is gone)");
-            },
-            [&](const Move& s) { MoveStep(s); },
-            [&](const sim::Link& s) {
-              std::vector<std::set<int>> links;
-              for (const auto& sp : sleds) links.push_back(sp->links);
-              if (s.up) {
-                links[s.a].insert(s.b);
-                links[s.b].insert(s.a);
-              } else {
-                links[s.a].erase(s.b);
-                links[s.b].erase(s.a);
-              }
-              SetLinks(links);
-            },
-            [&](const sim::SessionStart& s) { StartSessionStep(s); },
-            [&](const sim::SessionStop& s) {
-              auto it = session_labels.find(s.label);
-              if (it == session_labels.end()) {
-                failures.push_back("session stop: no session labelled " + s.label);
-                return;
-              }
-              Submit(S(s.via), rack::SessionStop{it->second}, "session stop " + s.label);
-            },
-            [&](const sim::JobStart& s) { StartJobStep(s); },
-            [&](const sim::JobStop& s) {
-              auto it = job_labels.find(s.label);
-              if (it == job_labels.end()) {
-                failures.push_back("job stop: no job labelled " + s.label);
-                return;
-              }
-              Submit(S(s.via), rack::JobStop{it->second}, "job stop " + s.label);
-            },
-            [&](const sim::Reset& s) { ResetStep(s); },
-            [&](const sim::Settle&) { Settle(); },
-            [&](const sim::Wait& s) { RunUntil(now + s.ms); },
-            [&](const sim::Drive& s) { DriveStep(s); },
-            [&](const LeftCap& s) { options.left_universes_max = static_cast<size_t>(s.cap); },
-            [&](const ExpectRan& s) { ExpectRanStep(s); },
-            [&](const ExpectStatus& s) { ExpectStatusStep(s); },
-            [&](const ExpectTrust& s) {
-              SimSled& x = S(s.sled);
-              const bool trusted_now = x.up() && x.life->core->trusted();
-              if (!x.up() || trusted_now != s.trusted) {
-                failures.push_back(FormatStep(step) + ": " + SledName(s.sled) + " is " +
-                                   (!x.up()       ? "down"
-                                    : trusted_now ? "trusted"
-                                                  : "untrusted"));
-              }
-            },
-        },
-        step);
+    std::visit(Overloaded{
+                   [&](const Sleds& s) { Create(s); },
+                   [&](const Partition& s) { Groups(s.groups); },
+                   [&](const Heal&) {
+                     SledSet all;
+                     for (size_t i = 0; i < sleds.size(); ++i) all.push_back(static_cast<int>(i));
+                     Groups({all});
+                   },
+                   [&](const sim::Crash& s) { Crash(S(s.sled)); },
+                   [&](const sim::Boot& s) { Boot(S(s.sled)); },
+                   [&](const WipeData& s) {
+                     S(s.sled).data.Wipe(kData);
+                     Disturb(s.sled);
+                     Note(S(s.sled), "data folder wiped (the gossip bookmark is gone)");
+                   },
+                   [&](const Move& s) { MoveStep(s); },
+                   [&](const sim::Link& s) {
+                     std::vector<std::set<int>> links;
+                     for (const auto& sp : sleds) links.push_back(sp->links);
+                     if (s.up) {
+                       links[s.a].insert(s.b);
+                       links[s.b].insert(s.a);
+                     } else {
+                       links[s.a].erase(s.b);
+                       links[s.b].erase(s.a);
+                     }
+                     SetLinks(links);
+                   },
+                   [&](const sim::SessionStart& s) { StartSessionStep(s); },
+                   [&](const sim::SessionStop& s) {
+                     auto it = session_labels.find(s.label);
+                     if (it == session_labels.end()) {
+                       failures.push_back("session stop: no session labelled " + s.label);
+                       return;
+                     }
+                     Submit(S(s.via), rack::SessionStop{it->second}, "session stop " + s.label);
+                   },
+                   [&](const sim::JobStart& s) { StartJobStep(s); },
+                   [&](const sim::JobStop& s) {
+                     auto it = job_labels.find(s.label);
+                     if (it == job_labels.end()) {
+                       failures.push_back("job stop: no job labelled " + s.label);
+                       return;
+                     }
+                     Submit(S(s.via), rack::JobStop{it->second}, "job stop " + s.label);
+                   },
+                   [&](const sim::Reset& s) { ResetStep(s); },
+                   [&](const sim::Settle&) { Settle(); },
+                   [&](const sim::Wait& s) { RunUntil(now + s.ms); },
+                   [&](const sim::Drive& s) { DriveStep(s); },
+                   [&](const LeftCap& s) {
+                     (s.sessions ? options.left_sessions_max : options.left_universes_max) =
+                         static_cast<size_t>(s.cap);
+                   },
+                   [&](const ExpectRan& s) { ExpectRanStep(s); },
+                   [&](const ExpectStatus& s) { ExpectStatusStep(s); },
+                   [&](const ExpectTrust& s) {
+                     SimSled& x = S(s.sled);
+                     const bool trusted_now = x.up() && x.life->core->trusted();
+                     if (!x.up() || trusted_now != s.trusted) {
+                       failures.push_back(FormatStep(step) + ": " + SledName(s.sled) + " is " +
+                                          (!x.up()       ? "down"
+                                           : trusted_now ? "trusted"
+                                                         : "untrusted"));
+                     }
+                   },
+               },
+               step);
   }
 
   void Create(const Sleds& step) {

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "once/fuzz_corpus/seeds.h"
+
 namespace once::sim {
 namespace {
 
@@ -49,6 +53,26 @@ TEST(ScenarioTest, EveryStepParsesAndFormatsBackToTheSameSteps) {
   EXPECT_EQ(parsed->lines[0], 2);
   EXPECT_EQ(std::get<JobStart>(parsed->steps[11]).command, "echo hello world");
   EXPECT_EQ(std::get<Wait>(parsed->steps[19]).ms, 2000);
+}
+
+// The seed corpus of sim_scenario_fuzz (fuzz/corpus): every step as written
+// above and in its canonical form, and the header's example.
+TEST(ScenarioTest, FuzzSeedsAreCurrentTexts) {
+  std::map<std::string, std::string> seeds;
+  seeds["every-step"] = kEverything;
+  auto parsed = ParseScenario(kEverything);
+  ASSERT_TRUE(parsed.has_value());
+  seeds["every-step-canonical"] = FormatScenario(*parsed);
+  seeds["split-boot-flip-flop"] =
+      "sleds 4 split s0,s1|s2,s3\n"
+      "session start A via s0\nsession start B via s2\nsettle\n"
+      "job J1 in A via s0 target s1 cmd true\nsettle\n"
+      "crash s1\nmove s1 to s2,s3\nboot s1\nsettle\n"
+      "job J2 in B via s2 target s1\nsettle\n"
+      "drive s1 0 tear 2\ncrash s1\nmove s1 to s0\nboot s1\nsettle\nwait 3s\n"
+      "expect ran J1 on s1 once\nexpect status J2 on s1 stopped\nexpect trusted s1\n";
+  for (const auto& [name, text] : seeds) ASSERT_TRUE(ParseScenario(text)) << name;
+  fuzz_corpus::ExpectSeeds(std::string(ONCE_FUZZ_CORPUS_DIR) + "/sim_scenario_fuzz", seeds);
 }
 
 TEST(ScenarioTest, MalformedLinesAreTypedErrorsNamingTheirLine) {

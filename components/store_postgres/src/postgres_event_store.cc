@@ -437,6 +437,18 @@ Status PutRow(Conn& conn, std::string_view name, int64_t value) {
   return Ok();
 }
 
+// Creates the operator's index unless it exists. Looked up first: CREATE
+// INDEX IF NOT EXISTS locks the table (SHARE) before it finds the index, so
+// every boot would wait for the writes in flight.
+Status EnsureStatusIndex(Conn& conn) {
+  ONCE_ASSIGN_OR_RETURN(
+      PgResult found,
+      conn.ExecParams("SELECT to_regclass('events_by_status_kind') IS NULL", Params()));
+  if (std::string_view(PQgetvalue(found.get(), 0, 0)) != "t") return Ok();
+  ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateStatusIndex)));
+  return Ok();
+}
+
 // Everything after the advisory lock, inside the migration transaction.
 Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& clock) {
   ONCE_RETURN_IF_ERROR(
@@ -453,6 +465,7 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateTables)));
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateNodeTables)));
+    ONCE_RETURN_IF_ERROR(EnsureStatusIndex(conn));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, sql::kSchemaVersion));
     // A new database holds no park written before parks created fence rows.
     return PutRow(conn, sql::kParkFencesMarker, clock.NowUnixMillis());
@@ -467,6 +480,7 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateNodeTables)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 3));
   }
+  ONCE_RETURN_IF_ERROR(EnsureStatusIndex(conn));
   if (!options.backfill_park_fences) return Ok();
   ONCE_ASSIGN_OR_RETURN(bool done, HasRow(conn, sql::kParkFencesMarker));
   if (done) return Ok();

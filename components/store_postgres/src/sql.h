@@ -6,11 +6,13 @@
 #include <string>
 #include <string_view>
 
+#include "once/store_postgres/postgres_event_store.h"
+
 namespace once::store::sql {
 
 // 1: metadata jsonb. 2: metadata text (the client's JSON as written) and the
 // hash index on fences. 3: loom_runs and loom_nodes (issue 15, docs/nodes.md).
-inline constexpr int64_t kSchemaVersion = 3;
+inline constexpr int64_t kSchemaVersion = kPostgresSchemaVersion;
 inline constexpr std::string_view kVersionRow = "version";
 inline constexpr std::string_view kParkFencesMarker = "park_fences_backfilled";
 inline constexpr std::string_view kParkIndex = "events_parks_backfill";
@@ -74,6 +76,18 @@ inline constexpr std::string_view kCreateFenceHashIndex =
 // and fences gets kCreateFenceHashIndex.
 inline constexpr std::string_view kMigrateV1ToV2 =
     "ALTER TABLE events ALTER COLUMN metadata TYPE text USING metadata::text";
+
+// The operator's index (components/visibility, docs/operations.md): the
+// events that place an execution in a status, by kind and time (walked
+// backwards for newest first), so that listing the newest executions of one status reads a page of
+// index entries. Partial: steps, resumes and audit events are not in it.
+// Created at every Open if missing (not a versioned migration: an older
+// build ignores it).
+inline constexpr std::string_view kCreateStatusIndex =
+    "CREATE INDEX IF NOT EXISTS events_by_status_kind ON events "
+    "(kind, time_ms, execution_id, sequence) WHERE kind IN ('EXECUTION_STARTED', "
+    "'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED', 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', "
+    "'EXECUTION_CONTINUED')";
 
 // The scan for an answering event (events::IsAnswering) over alias `a`.
 std::string AnsweringPredicate(std::string_view alias);

@@ -945,6 +945,28 @@ TEST_F(PostgresStoreTest, QueuedReadsFillGroupsUpToTheLimitEachGettingItsOwnRang
   EXPECT_GE(stats.groups, 4u);  // the first, then at least 3 for 2 * 64 + 10
 }
 
+// A database at version 2 (main before node leases: events, fences, the
+// status index; no loom_runs or loom_nodes) is brought to 3 at Open: the
+// run and node tables appear and an append that names an owner records it.
+TEST_F(PostgresStoreTest, MigrationFromV2CreatesTheNodeTables) {
+  store_.reset();
+  schema_->Sql(
+      "DROP TABLE loom_runs; DROP TABLE loom_nodes; "
+      "UPDATE once_schema SET value = 2 WHERE name = 'version'");
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
+                         schema_->name() + "' AND table_name IN ('loom_runs', 'loom_nodes')"),
+            "2");
+  AppendRequest req = Req("owned", 1, {Started()});
+  req.owner = "node-a";
+  ASSERT_TRUE(store_->Append(req));
+  auto owner = store_->RunOwnerOf("owned");
+  ASSERT_TRUE(owner && owner->has_value()) << (owner ? "none" : owner.error().ToString());
+  EXPECT_EQ((*owner)->owner, "node-a");
+}
+
 // A database written by schema version 1 (metadata jsonb), built by hand:
 // Open() must migrate it to version 2 (metadata text) under the migration
 // lock, keep every row's JSON, and the guard and AcquireFenceIf must work

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -35,7 +36,30 @@ Result<Address> ParseAddress(std::string_view text) {
       port > 65535) {
     return MakeError(ErrorCode::kInvalidArgument, "bad port in address: " + std::string(text));
   }
-  return Address{std::string(rest.substr(0, colon)), static_cast<uint16_t>(port)};
+  const std::string_view host = rest.substr(0, colon);
+  if (host.size() > kHostBytesMax) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "host longer than " + std::to_string(kHostBytesMax) + " bytes");
+  }
+  for (char c : host) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' &&
+        c != ':' && c != '[' && c != ']') {
+      return MakeError(ErrorCode::kInvalidArgument, "bad host in address: " + std::string(text));
+    }
+  }
+  return Address{std::string(host), static_cast<uint16_t>(port)};
+}
+
+std::string JsonText(const json& view) {
+  return view.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json SubmitBody(std::span<const uint8_t> request) { return json{{"request", HexEncode(request)}}; }
+
+json PartitionBody(const std::vector<Address>& peers) {
+  json list = json::array();
+  for (const Address& peer : peers) list.push_back(peer.ToString());
+  return json{{"peers", std::move(list)}};
 }
 
 // ---- Key files ----
@@ -269,6 +293,8 @@ std::string_view SessionVerdictName(rack::SessionVerdict verdict) {
       return "resume";
     case rack::SessionVerdict::kNew:
       return "new";
+    case rack::SessionVerdict::kPastForgotten:
+      return "past forgotten";
     case rack::SessionVerdict::kGated:
       return "gated";
     case rack::SessionVerdict::kNeedsHop:
@@ -283,6 +309,17 @@ json Versions(const std::vector<itc::Version>& versions) {
   return out;
 }
 
+json LeftSessions(const std::vector<rack::SessionChain>& chains) {
+  json out = json::array();
+  for (const rack::SessionChain& c : chains) {
+    out.push_back(json{{"session", c.session.ToString()},
+                       {"last_job", c.last_executed.ToString()},
+                       {"successor", c.successor.ToString()},
+                       {"outcome", c.outcome ? ExitToJson(*c.outcome) : json(nullptr)}});
+  }
+  return out;
+}
+
 json UniverseBoundaryToJson(const rack::UniverseBoundary& b) {
   return json{{"V", itc::FormatVersion(b.executed)},
               {"session", IdOrNull(b.session)},
@@ -290,7 +327,8 @@ json UniverseBoundaryToJson(const rack::UniverseBoundary& b) {
               {"successor", IdOrNull(b.successor)},
               {"outcome", b.outcome ? ExitToJson(*b.outcome) : json(nullptr)},
               {"floor", Versions(b.floor)},
-              {"lightcone", Versions(b.markers)}};
+              {"lightcone", Versions(b.markers)},
+              {"left_sessions", LeftSessions(b.left_sessions)}};
 }
 
 json BoundaryRecordToJson(const rack::BoundaryRecord& record) {
@@ -444,7 +482,7 @@ Result<std::string> SushClient::Output(const rack::JobId& id, const std::string&
 }
 
 Result<json> SushClient::SubmitBytes(std::span<const uint8_t> request) const {
-  return Post("/v1/submit", json{{"request", HexEncode(request)}});
+  return Post("/v1/submit", SubmitBody(request));
 }
 
 Result<json> SushClient::Submit(const rack::RequestPayload& payload,
@@ -517,9 +555,7 @@ Result<rack::Nonce> SushClient::ResetSled(const rack::KeyPair& keys) const {
 }
 
 Result<json> SushClient::Partition(const std::vector<Address>& peers) const {
-  json list = json::array();
-  for (const Address& peer : peers) list.push_back(peer.ToString());
-  return Post("/admin/partition", json{{"peers", list}});
+  return Post("/admin/partition", PartitionBody(peers));
 }
 
 Status SushClient::StopJob(const rack::KeyPair& keys, const rack::JobId& id) const {

@@ -119,6 +119,8 @@ HttpAnswer GetSession(const SledFacts& facts, const rack::SledCore& core, const 
   return HttpAnswer{200, std::move(body)};
 }
 
+std::string AnswerText(const HttpAnswer& answer) { return JsonText(answer.body); }
+
 HttpAnswer PostSessionNonce(rack::Sled& sled, const OutputSink& sink) {
   const std::optional<rack::Reply> reply = TakeReply(sled.Handle(rack::IssueSessionNonce{}), sink);
   if (!reply) return ErrorAnswer(Error{ErrorCode::kInternal, "the core did not reply", "", {}});
@@ -127,20 +129,23 @@ HttpAnswer PostSessionNonce(rack::Sled& sled, const OutputSink& sink) {
   return HttpAnswer{200, json{{"nonce", reply->nonce->ToString()}}};
 }
 
+Result<Bytes> ParseSubmit(std::string_view text) {
+  ONCE_ASSIGN_OR_RETURN(json body, ParseObject(text));
+  if (!body.contains("request") || !body["request"].is_string()) {
+    return MakeError(ErrorCode::kInvalidArgument, "request (hex) needed");
+  }
+  ONCE_ASSIGN_OR_RETURN(Bytes bytes, HexDecode(body["request"].get<std::string>()));
+  if (bytes.size() > rack::kRequestBytesMax) {
+    return LimitError("request_bytes_max", static_cast<int64_t>(bytes.size()),
+                      rack::kRequestBytesMax);
+  }
+  return bytes;
+}
+
 HttpAnswer PostSubmit(rack::Sled& sled, TimePoint now, std::string_view text,
                       const OutputSink& sink) {
-  auto body = ParseObject(text);
-  if (!body) return ErrorAnswer(body.error());
-  if (!body->contains("request") || !(*body)["request"].is_string()) {
-    return ErrorAnswer(Error{ErrorCode::kInvalidArgument, "request (hex) needed", "", {}});
-  }
-  auto bytes = HexDecode((*body)["request"].get<std::string>());
+  auto bytes = ParseSubmit(text);
   if (!bytes) return ErrorAnswer(bytes.error());
-  if (bytes->size() > rack::kRequestBytesMax) {
-    return ErrorAnswer(
-        LimitError("request_bytes_max", static_cast<int64_t>(bytes->size()), rack::kRequestBytesMax)
-            .error());
-  }
   const std::optional<rack::SessionSkip> skip = SkipIn(*bytes);
   const std::optional<rack::Reply> reply =
       TakeReply(sled.Handle(rack::ClientSubmit{std::move(*bytes)}), sink);
@@ -189,7 +194,7 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
                 {"last_job", nullptr}, {"successor", nullptr},  {"outcome", nullptr},
                 {"floor", nullptr},    {"lightcone", nullptr},  {"amnesia", nullptr},
                 {"resets", nullptr},   {"last_reset", nullptr}, {"map", json::array()},
-                {"filter", nullptr},   {"bytes", nullptr}};
+                {"filter", nullptr},   {"bytes", nullptr},      {"left_sessions", nullptr}};
   }
   json drive_list = json::array();
   for (const rack::DriveStatus& drive : drives.Drives()) {
@@ -239,7 +244,7 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
 BytesAnswer GetJobOutput(const std::filesystem::path& jobs_dir, std::string_view text,
                          std::string_view stream, std::string_view baseboard) {
   auto error = [](const Error& e) {
-    return BytesAnswer{HttpStatusOf(e.code), "application/json", ErrorToJson(e).dump(), false};
+    return BytesAnswer{HttpStatusOf(e.code), "application/json", JsonText(ErrorToJson(e)), false};
   };
   auto id = rack::JobId::Parse(text);
   if (!id) return error(id.error());

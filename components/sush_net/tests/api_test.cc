@@ -22,6 +22,25 @@ TEST(AddressTest, ParsesHostPortAndUrls) {
   EXPECT_FALSE(ParseAddress("127.0.0.1:0"));
   EXPECT_FALSE(ParseAddress("127.0.0.1:70000"));
   EXPECT_FALSE(ParseAddress("127.0.0.1:7x"));
+  EXPECT_EQ(*ParseAddress("sled-3.rack_a:7100"), (Address{"sled-3.rack_a", 7100}));
+  EXPECT_EQ(*ParseAddress("[::1]:7100"), (Address{"[::1]", 7100}));
+  EXPECT_EQ(*ParseAddress(std::string(kHostBytesMax, 'h') + ":1"),
+            (Address{std::string(kHostBytesMax, 'h'), 1}));
+  EXPECT_FALSE(ParseAddress(std::string(kHostBytesMax + 1, 'h') + ":1"));
+}
+
+// Found by sush_net_request_fuzz: a host is a name or an address, so that
+// every address parses back from its ToString(). "http://http://x:1" was the
+// host "http://x", which printed as "http://x:1" and parsed back as "x".
+TEST(AddressTest, EveryAddressParsesBackFromItsText) {
+  for (const char* bad : {"http://http://x:1", "a/b:1", "a b:1", "a\n:1", ":1", "\"x\":1"}) {
+    EXPECT_FALSE(ParseAddress(bad)) << bad;
+  }
+  for (const char* good : {"127.0.0.1:7100", "http://sled-0:1/", "[::1]:65535"}) {
+    auto address = ParseAddress(good);
+    ASSERT_TRUE(address) << good;
+    EXPECT_EQ(*ParseAddress(address->ToString()), *address) << good;
+  }
 }
 
 TEST(KeyFileTest, AKeyPairRoundTripsInAPrivateFileThatIsNeverOverwritten) {

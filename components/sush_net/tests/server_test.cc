@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "once/base/hex.h"
+#include "once/fuzz_corpus/seeds.h"
 #include "once/itc/text.h"
 #include "once/rack/chain.h"
 
@@ -47,7 +50,7 @@ class ServerTest : public ::testing::Test {
     auto request = rack::Sign(payload, keys_);
     EXPECT_TRUE(request);
     auto wire = rack::Encode(rack::Message{*request});
-    return json{{"request", HexEncode(*wire)}}.dump();
+    return SubmitBody(*wire).dump();
   }
   rack::SessionId StartSession() {
     HttpAnswer nonce = PostSessionNonce(*sled_, sink_);
@@ -170,6 +173,59 @@ TEST_F(ServerTest, AnUntrustedSledShowsWhyAndItsResetNonceAndSkipsJobsAsUntruste
   EXPECT_EQ(boundary.body["amnesia"], "permanent");
   EXPECT_EQ(boundary.body["reset_nonce"], nullptr);
   EXPECT_EQ(SledErrorToJson(notes_.errors.back())["kind"], "BoundaryReset");
+}
+
+// The seed corpus of sush_net_request_fuzz (fuzz/corpus): the bodies the
+// client posts (signed requests of every kind, a forged one, partitions),
+// request payloads alone (the fuzzer signs those itself), a job id and an
+// address.
+TEST_F(ServerTest, FuzzSeedsAreCurrentBodies) {
+  Open();
+  std::map<std::string, std::string> seeds;
+  const rack::SessionId session = StartSession();
+  const rack::JobId first = rack::FirstJobId(session);
+  const std::pair<const char*, rack::RequestPayload> payloads[] = {
+      {"session-start", rack::SessionStart{kBoard, rack::Nonce{}, rack::Nonce{}}},
+      {"job-start", rack::JobStart{first, session, "uptime", "0,913-0000019:NET0", false}},
+      {"job-stop", rack::JobStop{first}},
+      {"session-skip", rack::SessionSkip{session, first}},
+      {"session-stop", rack::SessionStop{session}},
+      {"sled-reset", rack::SledReset{kBoard, rack::Nonce{}}}};
+  for (const auto& [name, payload] : payloads) {
+    seeds[std::string("submit-") + name] = Submit(payload);
+    seeds[std::string("payload-") + name] = fuzz_corpus::AsString(*rack::EncodePayload(payload));
+  }
+  const rack::Message event = rack::JobStarted{kBoard, first};
+  seeds["submit-forged-event"] = SubmitBody(*rack::Encode(event)).dump();
+  seeds["partition"] = PartitionBody({{"127.0.0.1", 7201}, {"sled-3.rack", 7203}}).dump();
+  seeds["partition-heal"] = PartitionBody({}).dump();
+  seeds["job-id"] = first.ToString();
+  seeds["address"] = "http://127.0.0.1:7100/";
+  fuzz_corpus::ExpectSeeds(std::string(ONCE_FUZZ_CORPUS_DIR) + "/sush_net_request_fuzz", seeds);
+}
+
+// Found by sush_net_request_fuzz: a signed job whose command or target is
+// not UTF-8 made every view that shows it throw (json.dump), so the sled
+// answered 500 to GET /v1/jobs for everyone from then on. It renders now,
+// as JSON text a client can parse, and so does an id in a path.
+TEST_F(ServerTest, TextThatIsNotUtf8StillRenders) {
+  Open();
+  const rack::SessionId session = StartSession();
+  const rack::JobId first = rack::FirstJobId(session);
+  HttpAnswer submitted = PostSubmit(
+      *sled_, now_, Submit(rack::JobStart{first, session, "echo \xff\xfe", "*", false}), sink_);
+  ASSERT_EQ(submitted.status, 200) << submitted.body.dump();
+  Pump();
+  const std::string job = AnswerText(GetJob(*core_, first.ToString()));
+  EXPECT_TRUE(json::accept(job)) << job;
+  EXPECT_TRUE(json::accept(AnswerText(GetJobs(*core_, std::nullopt, std::nullopt))));
+  // An id in a request path that is not UTF-8 is echoed in the error.
+  HttpAnswer bad_id = GetJob(*core_, "\xff\xfe");
+  EXPECT_EQ(bad_id.status, 400);
+  EXPECT_TRUE(json::accept(AnswerText(bad_id)));
+  BytesAnswer bad_output = GetJobOutput("/nonexistent", "\xff\xfe", "stdout", kBoard);
+  EXPECT_EQ(bad_output.status, 400);
+  EXPECT_TRUE(json::accept(bad_output.body)) << bad_output.body;
 }
 
 TEST(PartitionTest, AMalformedBodyIsRefusedAndAnEmptyListHeals) {

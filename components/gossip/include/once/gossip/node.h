@@ -83,6 +83,8 @@ struct NodeStats {
   uint64_t links_opened = 0;     // links that completed the link greeting
   uint64_t links_duplicate = 0;  // links closed because the pair had another
   uint64_t turns_yielded = 0;    // own sessions dropped to serve the peer's (both opened)
+  uint64_t bytes_sent = 0;       // on links, counted after each session (greetings included)
+  uint64_t bytes_received = 0;
 };
 
 // One live link: the peer's listening address and who dialled.

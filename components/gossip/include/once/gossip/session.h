@@ -134,6 +134,11 @@ class Host {
   BookmarkStore* store_;
   ResetCallback on_reset_;
   std::optional<Bookmark> persisted_;
+  // Bumped by every call that may change the replica (guarded by mu_), so
+  // that PersistLocked builds and compares a bookmark only after a change:
+  // every session's Begin calls it.
+  uint64_t revision_ = 0;
+  uint64_t checked_revision_ = ~uint64_t{0};
 };
 
 enum class Mode : uint8_t { kSync = 1, kBootstrap = 2, kRetire = 3 };

@@ -75,10 +75,16 @@ class TcpStream final : public Stream {
   Result<bool> WaitReadableOr(int wake_fd, Deadline deadline);
   // The remote end's numeric IPv4 address ("" if unknown).
   std::string PeerHost() const;
+  // Bytes this stream has read and written so far (for the node's stats;
+  // read them on the thread that uses the stream).
+  uint64_t bytes_read() const { return bytes_read_; }
+  uint64_t bytes_written() const { return bytes_written_; }
 
  private:
   Status Wait(short events, Deadline deadline);
   int fd_;
+  uint64_t bytes_read_ = 0;
+  uint64_t bytes_written_ = 0;
 };
 
 // A listening TCP socket on 127.0.0.1.

@@ -115,6 +115,12 @@ struct AppConfig {
   int64_t takeover_interval_ms = 1'000;  // Runtime::Takeover() this often (0: never)
   int64_t recover_interval_ms = 60'000;  // the full Recover() this often (0: at Start only)
   int64_t drain_ms = 10'000;             // Stop(): bodies may finish or park this long
+
+  // Optional: where the App's events worth a log line go (it writes no logs
+  // itself; once/base/log_sink.h). The runtime's errors (given to the
+  // runtime unless runtime.log is set), the background sweeps' errors, and
+  // contended resumes handed to re-drive.
+  LogSink log;
 };
 
 class App {

@@ -58,6 +58,9 @@ using NetworkId = gossip::NetworkId;
 
 // Universes kept exactly in the map of left universes; older ones fall to the filter.
 inline constexpr size_t kLeftUniversesMax = 16;
+// Sessions of a universe kept exactly besides the recorded one (where each
+// one's chain stands); a session evicted from them is judged by V alone.
+inline constexpr size_t kLeftSessionsMax = 4;
 // Markers of each list (floor, lightcone) a universe's boundary keeps; the
 // oldest beyond it is dropped.
 inline constexpr size_t kMarkersMax = 3;
@@ -76,6 +79,15 @@ inline constexpr size_t kBoundaryErrorTextBytesMax = 256;
 // Largest encoded record (the worst case of every field at its limit fits).
 inline constexpr size_t kBoundaryRecordBytesMax = 64 * 1024;
 
+// Where this sled's chain stands in a session it executed under.
+struct SessionChain {
+  SessionId session;
+  JobId last_executed;
+  JobId successor;
+  std::optional<ExitReport> outcome;
+  friend bool operator==(const SessionChain&, const SessionChain&) = default;
+};
+
 // What this sled did in one universe.
 struct UniverseBoundary {
   itc::Version executed;               // V: exactly the sessions executed under here
@@ -91,6 +103,9 @@ struct UniverseBoundary {
   // renewals): a job of a session that is not new runs only if it, and the
   // job that derived its chain position, are strictly above one of them.
   std::vector<itc::Version> markers;
+  // Sessions executed under here before the recorded one, oldest first, at
+  // most left_sessions_max (rule 2 for each: a return resumes by position).
+  std::vector<SessionChain> left_sessions;
   friend bool operator==(const UniverseBoundary&, const UniverseBoundary&) = default;
 };
 
@@ -148,9 +163,9 @@ Result<BoundaryRecord> DecodeBoundary(std::span<const uint8_t> bytes);
 
 // The largest record the format allows: kLeftUniversesMax left universes and
 // the current one, each with V at kBoundaryVersionBytesMax, kMarkersMax
-// markers of kMarkerBytesMax in each list, an outcome with the longest error
-// text, and the filter at its named capacity. For the size bound's test and
-// the boundary bench; it encodes within kBoundaryRecordBytesMax.
+// markers of kMarkerBytesMax in each list, kLeftSessionsMax left sessions,
+// outcomes with the longest error text, and the filter at its named capacity. For the size bound's
+// test and the boundary bench; it encodes within kBoundaryRecordBytesMax.
 BoundaryRecord WorstCaseBoundaryRecord();
 // The largest version (events of many parties at distinct heights) whose
 // encoding fits `max_bytes`.
@@ -168,15 +183,17 @@ struct BoundaryFlaws {
   bool zombies_by_join_frontier = false;  // previous-life starts by the frontier at drain
   bool record_after_start = false;        // the record written after the process starts
   bool position_unchecked = false;        // a gated job judged without its predecessor
+  bool rehop_past = false;  // a session not below V but not above the floor held to a hop
   bool any() const {
     return single_session_version || no_filter_insert_on_hit || lazy_entry_marker ||
            unpersisted_entry_marker || zombies_by_join_frontier || record_after_start ||
-           position_unchecked;
+           position_unchecked || rehop_past;
   }
 };
 
 struct BoundaryOptions {
   size_t left_universes_max = kLeftUniversesMax;
+  size_t left_sessions_max = kLeftSessionsMax;
   BoundaryFlaws flaws;
 };
 
@@ -194,14 +211,22 @@ Arrival ClassifyArrival(const BoundaryRecord& record, const NetworkId& network,
 // The record's boundary for `network`: `here`, a map entry, or nullopt when
 // the universe was never entered (a fresh boundary, V bottom).
 std::optional<UniverseBoundary> BoundaryFor(const BoundaryRecord& record, const NetworkId& network);
+// Where the chain of `session` stands in `boundary`: the recorded session's,
+// or a left session's; nullopt if neither.
+std::optional<SessionChain> ChainOf(const UniverseBoundary& boundary, const SessionId& session);
 
 // How a session's jobs are judged (rules 2-4), from the boundary of its universe.
 enum class SessionVerdict : uint8_t {
-  kResume,    // the recorded session: resume by chain position after last_executed
-  kNew,       // its start is not below V (and above the floor, if any): never
-              // executed there, its queue runs
-  kGated,     // markers stand: a job runs iff it and its predecessor are above one
-  kNeedsHop,  // anything else: a lightcone hop (gossip SessionHop; it is the marker)
+  kResume,         // the recorded session or a left one: resume by chain position
+                   // after its last_executed (ChainOf)
+  kNew,            // its start is not below V (and above the floor, if any): never
+                   // executed there, its queue runs
+  kPastForgotten,  // not below V but not above the floor: never executed there
+                   // since the record began, perhaps in the past it forgot; a job
+                   // runs iff it and its predecessor are above a floor or lightcone
+                   // marker (made after that past)
+  kGated,          // markers stand: a job runs iff it and its predecessor are above one
+  kNeedsHop,       // anything else: a lightcone hop (gossip SessionHop; it is the marker)
 };
 SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& network,
                             const SessionId& session, const itc::Version& session_start);
@@ -227,6 +252,9 @@ BoundaryRecord AfterMarker(BoundaryRecord record, const NetworkId& network,
                            const BoundaryOptions& options);
 // The record once `job` ended with `outcome` (kept only for a last_executed).
 BoundaryRecord AfterEnd(BoundaryRecord record, const JobId& job, const ExitReport& outcome);
+// The outcome the record kept for `job` (a last_executed of any session and
+// universe it holds), if any.
+std::optional<ExitReport> RecordedOutcome(const BoundaryRecord& record, const JobId& job);
 // The record an operator's reset writes over a discarded one.
 BoundaryRecord ResetRecord(const Nonce& reset_nonce);
 

@@ -14,6 +14,8 @@
 
 #include <array>
 #include <map>
+#include <memory>
+#include <set>
 #include <span>
 
 #include "once/base/result.h"
@@ -52,6 +54,23 @@ Signature SignBytes(std::span<const uint8_t> message, const SecretKey& secret_ke
 Status VerifyBytes(std::span<const uint8_t> message, const Signature& signature,
                    const PublicKey& public_key);
 
+// Signatures already verified, so that one process holding many sled cores
+// (the simulator) checks each signed request once rather than once a sled a
+// life: an Ed25519 verification costs about as much as the rest of a
+// delivery. An entry is the digest of (public key, signature, signed bytes),
+// so it vouches for exactly those bytes. At most kVerifiedSignaturesMax
+// entries (then it starts over). Not thread-safe: share one only among cores
+// that one thread owns.
+inline constexpr size_t kVerifiedSignaturesMax = 1 << 16;
+class VerifiedSignatures {
+ public:
+  bool Contains(const Digest256& entry) const { return entries_.contains(entry); }
+  void Insert(const Digest256& entry);
+
+ private:
+  std::set<Digest256> entries_;
+};
+
 // The keys whose requests a sled obeys. At most kTrustedKeysMax.
 class TrustedKeys {
  public:
@@ -60,9 +79,16 @@ class TrustedKeys {
   // The key with this id, or nullptr.
   const PublicKey* Find(const KeyId& id) const;
   size_t size() const { return keys_.size(); }
+  // Copies of these keys share `verified` (none by default: every request is
+  // verified).
+  void ShareVerified(std::shared_ptr<VerifiedSignatures> verified) {
+    verified_ = std::move(verified);
+  }
+  VerifiedSignatures* verified() const { return verified_.get(); }
 
  private:
   std::map<KeyId, PublicKey> keys_;
+  std::shared_ptr<VerifiedSignatures> verified_;
 };
 
 }  // namespace once::rack

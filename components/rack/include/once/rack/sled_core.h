@@ -371,6 +371,7 @@ class SledCore {
   void Pass(const JobId& id);
   // The boundary rules for the job at the chain's head.
   Gate Judge(const PendingJob& pending);
+  SessionVerdict ActiveVerdict() const;
   // The execution gate: the only place a StartProcess is emitted.
   void Execute(const PendingJob& pending);
   void Skip(const PendingJob& pending, SkipReason reason);

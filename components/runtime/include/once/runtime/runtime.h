@@ -93,6 +93,7 @@
 #include <vector>
 
 #include "once/base/clock.h"
+#include "once/base/log_sink.h"
 #include "once/base/result.h"
 #include "once/base/striped_counter.h"
 #include "once/nodes/node.h"
@@ -131,6 +132,10 @@ struct RuntimeOptions {
   int64_t ownerless_lease_ms = 10'000;
   // Run rows Takeover reads per page.
   size_t takeover_page_max = 1'000;
+  // Optional: where the runtime's events worth a log line go (it writes no
+  // logs itself): every error it reports to on_error, at warn, component
+  // "runtime" (once/base/log_sink.h).
+  LogSink log;
   // Optional listeners (orchestration wires them; unset = no-op / built-in).
   // on_park: after a park is durable, with its sequence and envelope, on the
   // thread that ran the body (timer rows, inbox messages that came early).

@@ -14,6 +14,14 @@
 //       and writes the schedule shrunk to the fewest steps that still breach to
 //       FILE (default sim-breach-SEED.sush); exit 1 on a breach (with
 //       --expect-breach: 0 on a breach, 1 without one: the negative controls).
+//   sush sim check FILE|DIR...
+//       runs every scenario (a folder's *.sush files, in name order): each must
+//       hold (no breach, every expect met) under the real rules, and fail under
+//       each flaw named on a `# catches: NAME...` line of the file (the
+//       negative controls); prints one line a file and
+//       `scenarios=N negative_controls=C failed=F`; exit 0 iff F is 0.
+//   sush sim flaws
+//       the names --flaw takes, one a line.
 //
 //   std::vector<std::string> args = {"run", "scenarios/partition_flip_flop.sush"};
 //   int code = SimCommand(args, std::cout, std::cerr);

@@ -75,7 +75,8 @@ ExploreResult Explore(const ExploreOptions& options);
 
 // Flaws by name (the simulator's negative controls): "single-session-version",
 // "no-filter-insert-on-hit", "lazy-entry-marker", "unpersisted-entry-marker",
-// "zombies-by-join-frontier", "record-after-start", "position-unchecked".
+// "zombies-by-join-frontier", "record-after-start", "position-unchecked",
+// "rehop-past".
 // kInvalidArgument otherwise.
 Result<rack::BoundaryFlaws> FlawByName(std::string_view name);
 std::vector<std::string> FlawNames();

@@ -18,6 +18,7 @@
 //   wait 500ms                       # let virtual time pass (ms or s)
 //   drive s1 0 fail|corrupt|wipe|tear [POINT]|heal|enospc|missing
 //   left-cap 0                       # the boundary's map of left universes (sim only)
+//   session-cap 0                    # its left sessions per universe (sim only)
 //   expect ran J1 on s0 once|never|twice
 //   expect status J2 on s1 skipped|stopped|interrupted|queued|started|cancelled|error|none
 //   expect refused s1                # s1 is untrusted: it refuses every job
@@ -115,8 +116,9 @@ struct Drive {
   // Drive 1: 1 before its rename, 2 before its folder's fsync.
   int point = 0;
 };
-struct LeftCap {
+struct LeftCap {  // `left-cap N`, or `session-cap N` (sessions: true)
   int cap = 0;
+  bool sessions = false;
 };
 enum class RanCount : uint8_t { kNever, kOnce, kTwice };
 struct ExpectRan {

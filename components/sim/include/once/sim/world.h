@@ -47,6 +47,7 @@ struct WorldOptions {
   uint64_t seed = 1;
   rack::BoundaryFlaws flaws;  // the negative controls (never reachable from a server)
   size_t left_universes_max = rack::kLeftUniversesMax;
+  size_t left_sessions_max = rack::kLeftSessionsMax;
   int64_t gossip_interval_ms = 100;
   int64_t link_delay_ms_min = 1;
   int64_t link_delay_ms_max = 15;

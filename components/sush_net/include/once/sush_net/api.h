@@ -75,7 +75,11 @@ struct Address {
   std::string ToString() const { return host + ":" + std::to_string(port); }
   friend bool operator==(const Address&, const Address&) = default;
 };
-// "HOST:PORT" or "http://HOST:PORT" (a trailing '/' is ignored).
+// The longest host name of an address (a DNS name's).
+inline constexpr size_t kHostBytesMax = 253;
+// "HOST:PORT" or "http://HOST:PORT" (a trailing '/' is ignored). HOST is a
+// name or an IP address: letters, digits and . - _ : [ ] only, at most
+// kHostBytesMax bytes, so that ToString() parses back to the same address.
 // kInvalidArgument otherwise.
 Result<Address> ParseAddress(std::string_view text);
 
@@ -130,12 +134,22 @@ nlohmann::json UniverseBoundaryToJson(const rack::UniverseBoundary& boundary);
 nlohmann::json BoundaryRecordToJson(const rack::BoundaryRecord& record);
 nlohmann::json DriveStatusToJson(const rack::DriveStatus& drive);
 nlohmann::json ErrorToJson(const Error& error);
+// The JSON text of a view, with text that is not UTF-8 (a signed job's
+// command or target, a peer's event text, an id in a request path) shown
+// with U+FFFD: json.dump() would throw, and fail the whole answer.
+std::string JsonText(const nlohmann::json& view);
 // The error of a JSON error answer (kInternal for an unknown code name).
 Error ErrorFromJson(const nlohmann::json& body, int http_status);
 // The HTTP status an error code is answered with.
 int HttpStatusOf(ErrorCode code);
 
 // ---- Client ----
+
+// The request bodies the client posts (and the server's ParseSubmit and
+// ParsePartition read, server.h): {"request": HEX} of an encoded message,
+// {"peers": ["HOST:PORT", ...]}.
+nlohmann::json SubmitBody(std::span<const uint8_t> request);
+nlohmann::json PartitionBody(const std::vector<Address>& peers);
 
 struct ClientOptions {
   std::chrono::milliseconds timeout_ms{5000};

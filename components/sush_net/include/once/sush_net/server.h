@@ -43,6 +43,10 @@ struct HttpAnswer {
   nlohmann::json body;
 };
 HttpAnswer ErrorAnswer(const Error& error);
+// The answer's body as the HTTP body text: its JSON, with text that is not
+// UTF-8 (a signed job's command, a peer's event text) shown with U+FFFD
+// instead of failing the whole answer.
+std::string AnswerText(const HttpAnswer& answer);
 
 // An answer of raw bytes (job output), or a JSON error.
 struct BytesAnswer {
@@ -85,6 +89,11 @@ HttpAnswer GetInfo(const SledFacts& facts, const rack::SledCore& core, const Sle
 HttpAnswer GetSession(const SledFacts& facts, const rack::SledCore& core, const SledNotes& notes);
 // POST /v1/session/nonce.
 HttpAnswer PostSessionNonce(rack::Sled& sled, const OutputSink& sink);
+// The encoded message of a POST /v1/submit body {"request": HEX}, at most
+// rack::kRequestBytesMax bytes. kInvalidArgument for a body that is not a
+// JSON object or lacks a hex "request" string; kLimitExceeded past
+// kRequestBodyBytesMax or rack::kRequestBytesMax.
+Result<Bytes> ParseSubmit(std::string_view body);
 // POST /v1/submit {"request": HEX}: Handle (the core checks and broadcasts),
 // then Deliver (the own send at once, so the next job start sees its chain
 // position).

@@ -1,0 +1,95 @@
+// Private: what a backend (SQLite, PostgreSQL) answers; visibility.cc builds
+// the operator's queries from it, the same way for both.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "once/base/result.h"
+#include "once/visibility/visibility.h"
+
+namespace once::visibility::internal {
+
+// The kinds in the stores' partial index events_by_status_kind.
+inline constexpr std::string_view kStatusKindsSql =
+    "('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED', 'EXECUTION_FAILED', "
+    "'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED')";
+// The kinds whose newest occurrence decides an execution's status (the
+// index's, and EXECUTION_RESUMED).
+inline constexpr std::string_view kFoldKindsSql =
+    "('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_RESUMED', 'EXECUTION_COMPLETED', "
+    "'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED')";
+// The kernel kinds that answer a park (events::kKernelKinds, kAnswering).
+inline constexpr std::string_view kAnsweringKindsSql =
+    "('EXECUTION_RESUMED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED', 'EXECUTION_FAILED', "
+    "'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED')";
+
+// A position in the index, newest first: entries strictly older than it.
+struct IndexKey {
+  int64_t time_ms = 0;
+  std::string execution_id;
+  int64_t sequence = 0;
+};
+
+struct Candidate {
+  IndexKey key;
+};
+
+struct RawEvent {
+  int64_t sequence = 0;
+  std::string kind;
+  std::string payload;  // JSON text
+  int64_t time_ms = 0;
+};
+
+struct RawSummary {
+  std::string execution_id;
+  int64_t head = 0;  // 0: no events
+  int64_t updated_ms = 0;
+  std::optional<RawEvent> started;      // the first EXECUTION_STARTED
+  std::optional<RawEvent> last_status;  // the newest of kFoldKindsSql
+  int64_t fence = 0;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Index entries of `kind` (a literal from kStatusKindsSql) strictly older
+  // than `before`, newest first, with min_ms <= time_ms (when min_ms > 0).
+  virtual Result<std::vector<Candidate>> Candidates(std::string_view kind, const IndexKey& before,
+                                                    int64_t min_ms, size_t limit) = 0;
+  virtual Result<std::vector<RawSummary>> Summarise(const std::vector<std::string>& ids) = 0;
+  // Index entries of one kind.
+  virtual Result<int64_t> CountKind(std::string_view kind) = 0;
+  // Parks no answering event follows.
+  virtual Result<int64_t> CountOpenParks() = 0;
+  // Inbox messages stored (0 without an inbox table).
+  virtual Result<int64_t> CountPendingMessages() = 0;
+  virtual Result<TimersPage> Timers(int64_t due_before_ms, size_t limit, const IndexKey& after) = 0;
+  virtual Result<std::vector<TimerInfo>> TimersOf(const std::string& id) = 0;
+  virtual Result<std::vector<PendingMessage>> Pending(const std::string& id, size_t limit) = 0;
+  // kUnsupported without a loom_nodes table.
+  virtual Result<std::vector<NodeRow>> Nodes(size_t limit) = 0;
+  virtual Result<std::optional<Owner>> OwnerOf(const std::string& id) = 0;
+  virtual std::string Description() const = 0;
+};
+
+Result<std::unique_ptr<Source>> OpenSqliteSource(const std::string& path,
+                                                 const VisibilityLimits& limits);
+Result<std::unique_ptr<Source>> OpenPostgresSource(const Target& target,
+                                                   const VisibilityLimits& limits);
+
+// The answer of Nodes() on a store without node leases.
+inline std::unexpected<Error> NoNodes() {
+  return MakeError(ErrorCode::kUnsupported,
+                   "this store records no nodes (no loom_nodes table: node leases, issue 15)");
+}
+
+// Cursors: "<time_ms>.<sequence>.<hex of the execution id>".
+std::string EncodeCursor(const IndexKey& key);
+Result<IndexKey> DecodeCursor(std::string_view cursor);
+
+}  // namespace once::visibility::internal
