@@ -61,6 +61,45 @@ CREATE TABLE IF NOT EXISTS loom_nodes (
   stopped boolean NOT NULL DEFAULT false
 ))";
 
+// The queue store's tables (docs/queues.md), created by the queue store.
+inline constexpr std::string_view kCreateQueueTables = R"(
+CREATE TABLE IF NOT EXISTS loom_queues (
+  name text COLLATE "C" PRIMARY KEY,
+  concurrency_max bigint NOT NULL DEFAULT 0,
+  per_node_concurrency_max bigint NOT NULL DEFAULT 0,
+  rate_max bigint NOT NULL DEFAULT 0,
+  rate_period_ms bigint NOT NULL DEFAULT 1000,
+  window_start_ms bigint NOT NULL DEFAULT 0,
+  window_count bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS loom_queue_items (
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  execution_id text COLLATE "C" NOT NULL UNIQUE,
+  queue text COLLATE "C" NOT NULL,
+  workflow text NOT NULL,
+  input text NOT NULL,
+  priority bigint NOT NULL,
+  dedup_key text COLLATE "C",
+  enqueued_at_ms bigint NOT NULL,
+  visible_at_ms bigint NOT NULL,
+  claimed_by text COLLATE "C",
+  claimed_at_ms bigint
+);
+CREATE UNIQUE INDEX IF NOT EXISTS loom_queue_dedup ON loom_queue_items (queue, dedup_key)
+  WHERE dedup_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS loom_queue_pending ON loom_queue_items (queue, priority DESC, seq)
+  WHERE claimed_by IS NULL;
+CREATE INDEX IF NOT EXISTS loom_queue_claimed ON loom_queue_items (queue, claimed_by)
+  WHERE claimed_by IS NOT NULL;
+CREATE TABLE IF NOT EXISTS loom_schedules (
+  name text COLLATE "C" PRIMARY KEY,
+  cron text NOT NULL,
+  workflow text NOT NULL,
+  queue text COLLATE "C" NOT NULL,
+  input text NOT NULL,
+  last_tick_ms bigint NOT NULL DEFAULT 0
+))";
+
 // The database's clock in Unix milliseconds: every time a node is judged by
 // (heartbeats, leases, run rows) is the server's, never a node's.
 inline constexpr std::string_view kDbNowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::int8";

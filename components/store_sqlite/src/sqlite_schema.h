@@ -19,3 +19,31 @@ inline constexpr const char* kCreateNodeTables =
     "  lease_ms INTEGER NOT NULL, stopped INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;";
 
 }  // namespace once::store::sqlite_internal
+
+namespace once::store::sqlite_internal {
+
+// The queue store's tables (docs/queues.md): queue limits and rate windows,
+// start requests (seq: FIFO; claimed_by NULL while pending), schedules.
+inline constexpr const char* kCreateQueueTables =
+    "CREATE TABLE IF NOT EXISTS loom_queues ("
+    "  name TEXT PRIMARY KEY NOT NULL, concurrency_max INTEGER NOT NULL DEFAULT 0,"
+    "  per_node_concurrency_max INTEGER NOT NULL DEFAULT 0, rate_max INTEGER NOT NULL DEFAULT 0,"
+    "  rate_period_ms INTEGER NOT NULL DEFAULT 1000, window_start_ms INTEGER NOT NULL DEFAULT 0,"
+    "  window_count INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS loom_queue_items ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, execution_id TEXT NOT NULL UNIQUE,"
+    "  queue TEXT NOT NULL, workflow TEXT NOT NULL, input TEXT NOT NULL,"
+    "  priority INTEGER NOT NULL, dedup_key TEXT, enqueued_at_ms INTEGER NOT NULL,"
+    "  visible_at_ms INTEGER NOT NULL, claimed_by TEXT, claimed_at_ms INTEGER);"
+    "CREATE UNIQUE INDEX IF NOT EXISTS loom_queue_dedup ON loom_queue_items(queue, dedup_key)"
+    "  WHERE dedup_key IS NOT NULL;"
+    "CREATE INDEX IF NOT EXISTS loom_queue_pending ON loom_queue_items(queue, priority DESC, seq)"
+    "  WHERE claimed_by IS NULL;"
+    "CREATE INDEX IF NOT EXISTS loom_queue_claimed ON loom_queue_items(queue, claimed_by)"
+    "  WHERE claimed_by IS NOT NULL;"
+    "CREATE TABLE IF NOT EXISTS loom_schedules ("
+    "  name TEXT PRIMARY KEY NOT NULL, cron TEXT NOT NULL, workflow TEXT NOT NULL,"
+    "  queue TEXT NOT NULL, input TEXT NOT NULL, last_tick_ms INTEGER NOT NULL DEFAULT 0)"
+    "  WITHOUT ROWID;";
+
+}  // namespace once::store::sqlite_internal
