@@ -98,6 +98,11 @@ check "nodes reads loom_nodes and loom_runs" \
 run 0 show order-0000009 --db "$nodes_db" --json
 check "show names the owner from loom_runs" \
   [ "$(json 'd["owner"]["node_id"], d["execution"]["status"]')" = "seed-1 running" ]
+run 0 queues --db "$nodes_db" --json
+check "queues reads loom_queues and loom_queue_items" \
+  [ "$(json '[(q["name"], q["concurrency_max"], q["rate_max"], q["pending"], q["claimed"]) for q in d["queues"]]')" = "[('seed-mail', 2, 10, 1, 0)]" ]
+run 0 queues --db "$nodes_db"
+check "queues prints a row per queue" [ "$(grep -c seed-mail <<<"$out")" = 1 ]
 run 5 queues --db "$db"
 
 # Bad input: one line, the documented code, nothing written.

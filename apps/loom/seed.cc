@@ -17,10 +17,12 @@
 #include "once/store_postgres/postgres_event_store.h"
 #include "once/store_postgres/postgres_inbox_store.h"
 #include "once/store_postgres/postgres_node_registry.h"
+#include "once/store_postgres/postgres_queue_store.h"
 #include "once/store_postgres/postgres_timer_store.h"
 #include "once/store_sqlite/sqlite_event_store.h"
 #include "once/store_sqlite/sqlite_inbox_store.h"
 #include "once/store_sqlite/sqlite_node_registry.h"
+#include "once/store_sqlite/sqlite_queue_store.h"
 #include "once/store_sqlite/sqlite_timer_store.h"
 #include "progress.h"
 
@@ -62,6 +64,7 @@ struct SeedStores {
   std::unique_ptr<timers::TimerStore> timers;
   std::unique_ptr<inbox::InboxStore> inbox;    // the App delivers `ask`'s messages through it
   std::unique_ptr<nodes::NodeRegistry> nodes;  // with --node only
+  std::unique_ptr<queues::QueueStore> queues;  // with --node only
 };
 
 Result<SeedStores> OpenSeedStores(const visibility::Target& target, const Clock& clock,
@@ -70,6 +73,7 @@ Result<SeedStores> OpenSeedStores(const visibility::Target& target, const Clock&
   if (!target.sqlite_path.empty()) {
     if (as_node) {
       ONCE_ASSIGN_OR_RETURN(out.nodes, store::SqliteNodeRegistry::Open(target.sqlite_path));
+      ONCE_ASSIGN_OR_RETURN(out.queues, store::SqliteQueueStore::Open(target.sqlite_path));
     }
     store::SqliteOptions options;
     options.clock = &clock;
@@ -94,6 +98,10 @@ Result<SeedStores> OpenSeedStores(const visibility::Target& target, const Clock&
     node_options.conninfo = target.postgres_url;
     node_options.schema = target.postgres_schema;
     ONCE_ASSIGN_OR_RETURN(out.nodes, store::PostgresNodeRegistry::Open(node_options));
+    store::PostgresQueueOptions queue_options;
+    queue_options.conninfo = target.postgres_url;
+    queue_options.schema = target.postgres_schema;
+    ONCE_ASSIGN_OR_RETURN(out.queues, store::PostgresQueueStore::Open(queue_options));
   }
   store::PostgresInboxOptions inbox_options;
   inbox_options.conninfo = target.postgres_url;
@@ -142,6 +150,18 @@ Result<runtime::RunOutcome> SeedOne(orchestration::App& app, store::EventStore& 
   }
 }
 
+// A node's seed also fills a durable queue no one serves (loom queues):
+// one request per ten executions, limited to two at once on every node.
+Status SeedQueue(orchestration::App& app, int64_t executions) {
+  ONCE_RETURN_IF_ERROR(app.queues()->Configure(
+      {.name = "seed-mail", .concurrency_max = 2, .rate_max = 10, .rate_period_ms = 1'000}));
+  for (int64_t i = 0; i < (executions + 9) / 10; ++i) {
+    ONCE_RETURN_IF_ERROR(app.Enqueue("seed-mail", "order", fmt::format("mail-{:07}", i),
+                                     Json{{"cents", 100 + i}}, {.priority = i % 2}));
+  }
+  return Ok();
+}
+
 }  // namespace
 
 int RunSeed(const StoreFlags& flags, int64_t executions, int workers, const std::string& node) {
@@ -168,6 +188,7 @@ int RunSeed(const StoreFlags& flags, int64_t executions, int workers, const std:
     config.node.info = {.node_id = node, .host = "seed", .pid = getpid(), .version = "loom"};
     config.takeover_interval_ms = 0;
     config.recover_interval_ms = 0;
+    config.queues = stores->queues.get();  // not served: what it enqueues stays queued
   }
   auto app = orchestration::App::Create(std::move(config));
   if (!app) {
@@ -177,6 +198,10 @@ int RunSeed(const StoreFlags& flags, int64_t executions, int workers, const std:
   if (!node.empty()) {
     if (Status started = (*app)->Start(); !started) {
       fmt::print(stderr, "loom: {}\n", started.error().ToString());
+      return 1;
+    }
+    if (Status queued = SeedQueue(**app, executions); !queued) {
+      fmt::print(stderr, "loom: {}\n", queued.error().ToString());
       return 1;
     }
   }

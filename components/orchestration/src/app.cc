@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+
+#include "once/store/validate.h"
 
 namespace once::orchestration {
 
@@ -50,6 +53,14 @@ Status App::Start() {
   if (inbox_ && config_.inbox_sweep_interval_ms > 0) {
     periodic_.push_back(
         {config_.inbox_sweep_interval_ms, 0, [this] { ReportSweep(inbox_->Sweep()); }});
+  }
+  if (node_ && config_.queues && !config_.serve_queues.empty()) {
+    periodic_.push_back(
+        {std::max<int64_t>(1, config_.queue_poll_interval_ms), 0, [this] { ClaimQueues(); }});
+    if (config_.queue_sweep_interval_ms > 0) {
+      periodic_.push_back({config_.queue_sweep_interval_ms, config_.queue_sweep_interval_ms,
+                           [this] { SweepQueues(); }});
+    }
   }
   if (node_) {
     // The full pass now (a restart takes its own runs back, parents whose
@@ -160,6 +171,10 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
                        "0 <= step_margin_ms < node_lease_ms");
     }
   }
+  if (!config.serve_queues.empty() && (!config.queues || !config.nodes)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "serving queues needs a queue store and a node registry");
+  }
   std::unique_ptr<App> app(new App(std::move(config)));
   AppConfig& c = app->config_;
   App* self = app.get();
@@ -176,6 +191,10 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
   runtime::RuntimeOptions rt_options = c.runtime;
   self->user_on_park_ = std::move(rt_options.on_park);
   self->user_on_child_settled_ = std::move(rt_options.on_child_settled);
+  self->user_on_terminal_ = std::move(rt_options.on_terminal);
+  rt_options.on_terminal = [self](const std::string& id, runtime::ExecutionStatus status) {
+    self->OnTerminal(id, status);
+  };
   rt_options.on_park = [self](const std::string& id, int64_t seq, const store::Envelope& park) {
     self->OnPark(id, seq, park);
   };
@@ -263,6 +282,118 @@ void App::OnRuntimeError(const Error& e) {
     return;
   }
   Report(e);
+}
+
+Result<queues::Enqueued> App::Enqueue(std::string_view queue, std::string_view workflow,
+                                      std::string_view id, events::Json input,
+                                      EnqueueOptions options) {
+  if (!config_.queues) return MakeError(ErrorCode::kUnsupported, "no queue store configured");
+  ONCE_RETURN_IF_ERROR(store::ValidateExecutionId(id, config_.store->limits()));
+  ONCE_ASSIGN_OR_RETURN(int64_t head, config_.store->Head(id));
+  if (head > 0) return queues::Enqueued{.existing = true};  // that execution, not a second
+  return config_.queues->Enqueue({.queue = std::string(queue),
+                                  .workflow = std::string(workflow),
+                                  .execution_id = std::string(id),
+                                  .input = std::move(input),
+                                  .priority = options.priority,
+                                  .dedup_key = std::move(options.dedup_key),
+                                  .delay_ms = options.delay_ms});
+}
+
+Result<runtime::ExecutionState> App::Await(std::string_view id, int64_t timeout_ms) {
+  const int64_t deadline_ms = SteadyMs() + std::max<int64_t>(0, timeout_ms);
+  for (;;) {
+    uint64_t seen = 0;
+    {
+      std::lock_guard lock(ended_mu_);
+      seen = ended_;
+    }
+    ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState state, runtime_->Inspect(id));
+    if (runtime::IsTerminal(state.status)) return state;
+    int64_t now_ms = SteadyMs();
+    if (now_ms >= deadline_ms) {
+      return MakeError(ErrorCode::kTimeout,
+                       "await: not ended within " + std::to_string(timeout_ms) + " ms",
+                       std::string(id));
+    }
+    int64_t wait_ms =
+        std::min(deadline_ms - now_ms, std::max<int64_t>(1, config_.await_poll_interval_ms));
+    std::unique_lock lock(ended_mu_);
+    ended_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return ended_ != seen; });
+  }
+}
+
+void App::OnTerminal(const std::string& id, runtime::ExecutionStatus status) {
+  if (config_.queues) {
+    std::string ids[] = {id};
+    if (Status s = config_.queues->Complete(ids); !s) Report(s.error());
+  }
+  {
+    std::lock_guard lock(ended_mu_);
+    ++ended_;
+  }
+  ended_cv_.notify_all();
+  if (user_on_terminal_) user_on_terminal_(id, status);
+}
+
+// One claim per served queue; each item's execution starts on the
+// runtime's workers (if_absent: an existing id is not run again). A start
+// the runtime refused is released for a later claim; one that found its
+// execution already ended completes the item.
+void App::ClaimQueues() {
+  for (const std::string& queue : config_.serve_queues) {
+    Result<std::vector<queues::QueueItem>> items = config_.queues->Claim(
+        {.queue = queue, .node = node_->id(), .limit = config_.queue_claim_batch_max});
+    if (!items) {
+      Report(items.error());
+      continue;
+    }
+    for (queues::QueueItem& item : *items) {
+      std::string id = item.execution_id;
+      std::future<Result<runtime::RunOutcome>> started = runtime_->StartAsync(
+          std::move(item.workflow), item.execution_id, std::move(item.input), {.if_absent = true});
+      // A pool's start runs later; an inline one (or a refused submit) is ready now.
+      if (started.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
+      Result<runtime::RunOutcome> out = started.get();
+      std::string ids[] = {id};
+      if (!out) {
+        Report(out.error());
+        if (Status s = config_.queues->Release(ids); !s) Report(s.error());
+      } else if (runtime::IsTerminal(out->status)) {
+        if (Status s = config_.queues->Complete(ids); !s) Report(s.error());
+      }
+    }
+  }
+}
+
+// Claimed items whose execution ended are completed; items whose execution
+// never started are released once claimed longer than the node lease.
+void App::SweepQueues() {
+  Result<int64_t> now_ms = config_.queues->NowMs();
+  if (!now_ms) return Report(now_ms.error());
+  std::string after;
+  for (;;) {
+    Result<std::vector<queues::QueueItem>> page =
+        config_.queues->Claimed(after, config_.queues->limits().items_page_max);
+    if (!page) return Report(page.error());
+    if (page->empty()) return;
+    std::vector<std::string> done, unstarted;
+    for (const queues::QueueItem& item : *page) {
+      Result<runtime::ExecutionState> st = runtime_->Inspect(item.execution_id);
+      if (!st) {
+        Report(st.error());
+        continue;
+      }
+      if (runtime::IsTerminal(st->status)) done.push_back(item.execution_id);
+      if (st->status == runtime::ExecutionStatus::kUnknown &&
+          *now_ms - item.claimed_at_ms > config_.node.node_lease_ms) {
+        unstarted.push_back(item.execution_id);
+      }
+    }
+    if (Status s = config_.queues->Complete(done); !s) Report(s.error());
+    if (Status s = config_.queues->Release(unstarted); !s) Report(s.error());
+    after = page->back().execution_id;
+  }
 }
 
 void App::OnChildSettled(const events::Json& parent) {

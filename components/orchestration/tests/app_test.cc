@@ -5,9 +5,12 @@
 
 #include <atomic>
 #include <future>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "once/nodes/memory_node_registry.h"
+#include "once/queues/memory_queue_store.h"
 #include "once/store/memory_store.h"
 #include "once/timers/memory_timer_store.h"
 #include "test_support.h"
@@ -339,6 +342,124 @@ TEST(AppNodesTest, TheSurvivorsPeriodicTakeoverResumesADeadNodesRun) {
   (void)running.get();
   b->Stop();
   a->Stop();
+}
+
+// ---- Durable queues (issue 15; docs/queues.md) ----------------------------
+
+struct QueuedNodes : TwoNodes {
+  queues::MemoryQueueStore queue_store{clock};
+  std::mutex mu;
+  std::map<std::string, int> runs;  // body runs per execution id
+  std::atomic<int> in_flight{0};
+  std::atomic<int> peak{0};
+
+  AppConfig Serving(const std::string& id) {
+    AppConfig c = Config(id);
+    c.queues = &queue_store;
+    c.serve_queues = {"q"};
+    c.queue_poll_interval_ms = 5;
+    c.runtime.workers = 4;
+    return c;
+  }
+  void RegisterCount(App& app) {
+    ONCE_CHECK(app.runtime()
+                   .Register("count",
+                             [this](runtime::Context& ctx, const Json&) -> Result<Json> {
+                               return ctx.Step("work", [&]() -> Result<Json> {
+                                 int now = ++in_flight;
+                                 for (int p = peak;
+                                      now > p && !peak.compare_exchange_weak(p, now);) {
+                                 }
+                                 {
+                                   std::lock_guard lock(mu);
+                                   ++runs[ctx.execution_id()];
+                                 }
+                                 std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                                 --in_flight;
+                                 return Json(1);
+                               });
+                             })
+                   .has_value());
+  }
+};
+
+// Two serving nodes drain one queue: every execution runs once, ends, is
+// awaited from the node that enqueued it, and the claimed items never
+// exceed the queue's limit (the bodies in flight, sampled in the step).
+TEST(AppQueuesTest, EnqueuedWorkRunsOnceAcrossNodesWithinTheLimit) {
+  QueuedNodes t;
+  ASSERT_TRUE(t.queue_store.Configure({.name = "q", .concurrency_max = 3}));
+  auto a = App::Create(t.Serving("a")).value();
+  auto b = App::Create(t.Serving("b")).value();
+  t.RegisterCount(*a);
+  t.RegisterCount(*b);
+  ASSERT_TRUE(a->Start());
+  ASSERT_TRUE(b->Start());
+  constexpr int kItems = 40;
+  for (int i = 0; i < kItems; ++i) {
+    auto e =
+        a->Enqueue("q", "count", "c-" + std::to_string(i), Json::object(), {.priority = i % 3});
+    ASSERT_TRUE(e) << e.error().ToString();
+    EXPECT_FALSE(e->existing);
+  }
+  for (int i = 0; i < kItems; ++i) {
+    auto st = a->Await("c-" + std::to_string(i), 20'000);
+    ASSERT_TRUE(st) << st.error().ToString();
+    EXPECT_EQ(st->status, runtime::ExecutionStatus::kCompleted);
+  }
+  EXPECT_LE(t.peak.load(), 3);
+  EXPECT_GE(t.peak.load(), 1);
+  {
+    std::lock_guard lock(t.mu);
+    ASSERT_EQ(t.runs.size(), static_cast<size_t>(kItems));
+    for (const auto& [id, n] : t.runs) EXPECT_EQ(n, 1) << id;
+  }
+  // Every item completed by the node that ended its execution.
+  EXPECT_TRUE(t.queue_store.Items("q", "", 100).value().empty());
+  // Enqueuing an id that ran returns that execution; nothing runs again.
+  auto again = b->Enqueue("q", "count", "c-0", Json::object());
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->existing);
+  EXPECT_TRUE(t.queue_store.Items("q", "", 100).value().empty());
+  a->Stop();
+  b->Stop();
+}
+
+TEST(AppQueuesTest, ADedupKeyNamesTheHolderAndAStartedIdIsNotQueued) {
+  QueuedNodes t;
+  AppConfig c = t.Config("a");
+  c.queues = &t.queue_store;  // not serving: items stay queued
+  auto a = App::Create(c).value();
+  t.RegisterCount(*a);
+  ASSERT_TRUE(a->Start());
+  ASSERT_TRUE(a->Enqueue("q", "count", "d-1", Json::object(), {.dedup_key = "user-3"}));
+  auto refused = a->Enqueue("q", "count", "d-2", Json::object(), {.dedup_key = "user-3"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kAlreadyExists);
+  ASSERT_NE(refused.error().As<AlreadyExistsDetail>(), nullptr);
+  EXPECT_EQ(refused.error().As<AlreadyExistsDetail>()->execution_id, "d-1");
+  EXPECT_TRUE(a->Enqueue("q", "count", "d-1", Json::object()).value().existing);
+  auto direct = a->runtime().Start("count", "direct", Json::object());
+  ASSERT_TRUE(direct) << direct.error().ToString();
+  EXPECT_TRUE(a->Enqueue("q", "count", "direct", Json::object()).value().existing);
+  EXPECT_EQ(t.queue_store.Items("q", "", 100).value().size(), 1u);  // d-1 only
+  EXPECT_EQ(a->Enqueue("q", "count", "", Json::object()).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(a->Await("d-1", 20).error().code, ErrorCode::kTimeout);  // queued, never served
+  EXPECT_EQ(a->Await("direct", 20).value().status, runtime::ExecutionStatus::kCompleted);
+  a->Stop();
+}
+
+TEST(AppQueuesTest, ServingNeedsAQueueStoreAndANode) {
+  QueuedNodes t;
+  AppConfig c = t.Serving("a");
+  c.queues = nullptr;
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+  c = t.Serving("a");
+  c.nodes = nullptr;
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+  AppConfig plain{.store = &t.store, .clock = &t.clock, .rng = &t.rng};
+  auto app = App::Create(plain).value();
+  EXPECT_EQ(app->Enqueue("q", "count", "x", Json::object()).error().code, ErrorCode::kUnsupported);
 }
 
 }  // namespace

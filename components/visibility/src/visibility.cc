@@ -242,6 +242,13 @@ class SqlVisibility final : public Visibility {
   Result<std::optional<Owner>> OwnerOf(const std::string& id) override {
     return source_->OwnerOf(id);
   }
+  Result<std::vector<QueueRow>> Queues(size_t limit) override {
+    if (limit == 0 || limit > limits_.page_rows_max) {
+      return LimitError("page_rows_max", static_cast<int64_t>(limit),
+                        static_cast<int64_t>(limits_.page_rows_max));
+    }
+    return source_->Queues(limit);
+  }
 
   std::string SchemaDescription() const override { return source_->Description(); }
 

@@ -50,6 +50,26 @@
 // it parked) then also takes the supervisor's re-drive path instead of going
 // to on_error.
 //
+// Durable queues (docs/queues.md; AppConfig::queues, a QueueStore on the
+// event store's database). Enqueue stores a start request; an App that is a
+// node and serves queues (AppConfig::serve_queues) claims from each every
+// queue_poll_interval_ms on its background thread, within the queue's
+// limits, and starts each item's execution (StartAsync with if_absent: an
+// id that exists is never run twice); the node that ends an execution
+// completes its item (on_terminal), and every queue_sweep_interval_ms the
+// claimed items are swept: an ended execution's item is completed (a crash
+// between the end and the completion), an item whose execution never
+// started is released after the node lease (a crash between the claim and
+// the start). Serving wants runtime.workers > 0 (with 0 the bodies run on
+// the background thread). Await(id, timeout) returns the state once the
+// execution ended on any node: woken at once when it ends in this App,
+// otherwise it reads the log every await_poll_interval_ms.
+//
+//   config.queues = queue_store.get();
+//   config.serve_queues = {"mail"};
+//   app->Enqueue("mail", "send", "mail-7", input, {.dedup_key = "user-3"});
+//   ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState st, app->Await("mail-7", 30'000));
+//
 // With retention and an inbox, PinInboxRows(inbox store) is ORed into the
 // lifecycle's pin: a finished log stays until the inbox deleted its rows.
 //
@@ -79,6 +99,7 @@
 #include "once/orchestration/inbox.h"
 #include "once/orchestration/redrive.h"
 #include "once/orchestration/runtime_waker.h"
+#include "once/queues/queue_store.h"
 #include "once/runtime/runtime.h"
 #include "once/timers/timer_service.h"
 
@@ -121,6 +142,20 @@ struct AppConfig {
   // runtime unless runtime.log is set), the background sweeps' errors, and
   // contended resumes handed to re-drive.
   LogSink log;
+
+  // Durable queues (see the file comment). Serving needs a node.
+  queues::QueueStore* queues = nullptr;
+  std::vector<std::string> serve_queues;
+  int64_t queue_poll_interval_ms = 50;      // a claim from each served queue this often
+  size_t queue_claim_batch_max = 64;        // items one claim takes at most
+  int64_t queue_sweep_interval_ms = 5'000;  // the claimed items' sweep (0: never)
+  int64_t await_poll_interval_ms = 50;      // Await's read of an end on another node
+};
+
+struct EnqueueOptions {
+  int64_t priority = 0;   // higher is claimed first; FIFO among equals
+  std::string dedup_key;  // empty: none
+  int64_t delay_ms = 0;   // claimable from now + delay_ms (the store's clock)
 };
 
 class App {
@@ -148,6 +183,21 @@ class App {
   // See the file comment (the drain). Idempotent.
   void Stop();
 
+  queues::QueueStore* queues() { return config_.queues; }
+
+  // Stores a start request in `queue` (see the file comment). Idempotent:
+  // an id whose execution exists or whose item is queued returns existing =
+  // true and adds nothing. kAlreadyExists (AlreadyExistsDetail: the holder)
+  // when the dedup key is held by another execution's item;
+  // kInvalidArgument / kLimitExceeded for bad input; kUnsupported without a
+  // queue store.
+  Result<queues::Enqueued> Enqueue(std::string_view queue, std::string_view workflow,
+                                   std::string_view id, events::Json input,
+                                   EnqueueOptions options = {});
+  // The execution's state once it is terminal (ended on any node); kTimeout
+  // after timeout_ms. An id not started yet (queued) is waited for.
+  Result<runtime::ExecutionState> Await(std::string_view id, int64_t timeout_ms);
+
   // See above. `supervisor` must outlive the App.
   void Supervise(ChildSupervisor& supervisor);
   // The re-drive wiring: kUnsupported when features.redrive is off,
@@ -159,6 +209,9 @@ class App {
   void OnPark(const std::string& id, int64_t seq, const store::Envelope& park);
   void OnChildSettled(const events::Json& parent);
   void OnRuntimeError(const Error& e);
+  void OnTerminal(const std::string& id, runtime::ExecutionStatus status);
+  void ClaimQueues();
+  void SweepQueues();
   void Background();
   void RunDue(int64_t now_ms);
   void Drain();
@@ -168,6 +221,11 @@ class App {
   AppConfig config_;
   std::function<void(const std::string&, int64_t, const store::Envelope&)> user_on_park_;
   std::function<void(const events::Json&)> user_on_child_settled_;
+  std::function<void(const std::string&, runtime::ExecutionStatus)> user_on_terminal_;
+  // Ends seen here (Await wakes on them).
+  std::mutex ended_mu_;
+  std::condition_variable ended_cv_;
+  uint64_t ended_ = 0;  // GUARDED_BY(ended_mu_)
   std::unique_ptr<runtime::Runtime> runtime_;
   std::unique_ptr<RuntimeWaker> waker_;
   std::unique_ptr<ParkTimers> park_timers_;
