@@ -4,6 +4,7 @@
 #include <chrono>
 #include <future>
 
+#include "once/queues/cron.h"
 #include "once/store/validate.h"
 
 namespace once::orchestration {
@@ -53,6 +54,11 @@ Status App::Start() {
   if (inbox_ && config_.inbox_sweep_interval_ms > 0) {
     periodic_.push_back(
         {config_.inbox_sweep_interval_ms, 0, [this] { ReportSweep(inbox_->Sweep()); }});
+  }
+  if (config_.queues && config_.schedule_interval_ms > 0) {
+    periodic_.push_back({config_.schedule_interval_ms, 0, [this] {
+                           if (Status s = RunSchedules(); !s) Report(s.error());
+                         }});
   }
   if (node_ && config_.queues && !config_.serve_queues.empty()) {
     periodic_.push_back(
@@ -321,6 +327,46 @@ Result<runtime::ExecutionState> App::Await(std::string_view id, int64_t timeout_
     std::unique_lock lock(ended_mu_);
     ended_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return ended_ != seen; });
   }
+}
+
+Status App::Schedule(std::string_view name, std::string_view cron, std::string_view workflow,
+                     ScheduleOptions options) {
+  if (!config_.queues) return MakeError(ErrorCode::kUnsupported, "no queue store configured");
+  ONCE_RETURN_IF_ERROR(queues::Cron::Parse(cron));
+  return config_.queues->PutSchedule({.name = std::string(name),
+                                      .cron = std::string(cron),
+                                      .workflow = std::string(workflow),
+                                      .queue = std::move(options.queue),
+                                      .input = std::move(options.input)});
+}
+
+Status App::RunSchedules() {
+  if (!config_.queues) return MakeError(ErrorCode::kUnsupported, "no queue store configured");
+  ONCE_ASSIGN_OR_RETURN(std::vector<queues::ScheduleRow> rows, config_.queues->Schedules());
+  ONCE_ASSIGN_OR_RETURN(int64_t now_ms, config_.queues->NowMs());
+  for (const queues::ScheduleRow& row : rows) {
+    if (row.last_tick_ms == 0) {  // new: its first tick is the next one
+      ONCE_RETURN_IF_ERROR(config_.queues->AdvanceSchedule(row.name, 0, now_ms));
+      continue;
+    }
+    Result<queues::Cron> cron = queues::Cron::Parse(row.cron);
+    if (!cron) {
+      Report(cron.error());
+      continue;
+    }
+    ONCE_ASSIGN_OR_RETURN(std::vector<int64_t> ticks,
+                          cron->TicksBetween(row.last_tick_ms, now_ms,
+                                             std::max<size_t>(1, config_.schedule_catch_up_max)));
+    if (ticks.empty()) continue;
+    for (int64_t tick : ticks) {
+      // The tick's id: every node enqueuing it names the same execution.
+      Result<queues::Enqueued> e =
+          Enqueue(row.queue, row.workflow, row.name + "@" + std::to_string(tick), row.input);
+      if (!e) return std::unexpected(e.error());  // the tick stays due; the next pass retries
+    }
+    ONCE_RETURN_IF_ERROR(config_.queues->AdvanceSchedule(row.name, row.last_tick_ms, ticks.back()));
+  }
+  return Ok();
 }
 
 void App::OnTerminal(const std::string& id, runtime::ExecutionStatus status) {

@@ -449,6 +449,48 @@ TEST(AppQueuesTest, ADedupKeyNamesTheHolderAndAStartedIdIsNotQueued) {
   a->Stop();
 }
 
+// Two nodes pass over one schedule at once, again and again: each tick is
+// enqueued once, as "<name>@<tick>"; after a long outage only the newest
+// schedule_catch_up_max missed ticks are.
+TEST(AppQueuesTest, EachCronTickIsEnqueuedOnceAcrossNodesAndCatchUpIsBounded) {
+  QueuedNodes t;
+  AppConfig c{.store = &t.store, .clock = &t.clock, .rng = &t.rng};
+  c.queues = &t.queue_store;
+  c.schedule_catch_up_max = 5;
+  auto a = App::Create(c).value();
+  auto b = App::Create(c).value();
+  EXPECT_EQ(a->Schedule("digest", "*/5 * *", "count").error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(a->Schedule("digest", "*/5 * * * *", "count", {.queue = "cron"}));
+  ASSERT_TRUE(a->RunSchedules());  // new: its first tick is the next one
+  EXPECT_TRUE(t.queue_store.Items("cron", "", 100).value().empty());
+  const int64_t start_ms = t.clock.NowUnixMillis();
+  for (int round = 0; round < 8; ++round) {  // 40 minutes, both nodes at once
+    t.clock.Advance(std::chrono::minutes(5));
+    auto on_b = std::async(std::launch::async, [&] { return b->RunSchedules(); });
+    Status on_a = a->RunSchedules();
+    ASSERT_TRUE(on_a) << on_a.error().ToString();
+    ASSERT_TRUE(on_b.get());
+  }
+  auto items = t.queue_store.Items("cron", "", 100).value();
+  ASSERT_EQ(items.size(), 8u);  // one per tick
+  for (const auto& item : items) {
+    EXPECT_EQ(item.execution_id.rfind("digest@", 0), 0u) << item.execution_id;
+    int64_t tick = std::stoll(item.execution_id.substr(7));
+    EXPECT_EQ(tick % 300'000, 0);
+    EXPECT_GT(tick, start_ms);
+  }
+  // An outage of two hours: 24 ticks missed, the newest 5 enqueued.
+  ASSERT_TRUE(t.queue_store.Complete([&] {
+    std::vector<std::string> ids;
+    for (const auto& item : items) ids.push_back(item.execution_id);
+    return ids;
+  }()));
+  t.clock.Advance(std::chrono::hours(2));
+  ASSERT_TRUE(b->RunSchedules());
+  ASSERT_TRUE(a->RunSchedules());
+  EXPECT_EQ(t.queue_store.Items("cron", "", 100).value().size(), 5u);
+}
+
 TEST(AppQueuesTest, ServingNeedsAQueueStoreAndANode) {
   QueuedNodes t;
   AppConfig c = t.Serving("a");

@@ -70,6 +70,18 @@
 //   app->Enqueue("mail", "send", "mail-7", input, {.dedup_key = "user-3"});
 //   ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState st, app->Await("mail-7", 30'000));
 //
+// Cron schedules (docs/queues.md, "Schedules"): Schedule(name, cron,
+// workflow, {queue, input}) stores the schedule in the queue store (shared by
+// every node); every schedule_interval_ms each App with a queue store
+// enqueues the ticks due since the schedule's last one, as execution
+// "<name>@<tick ms>" (Enqueue is idempotent by id, so nodes racing on a
+// tick make one execution), then moves the last tick forward with a
+// compare-and-set. After an outage at most schedule_catch_up_max of the
+// missed ticks (the newest) are enqueued. A new schedule's first tick is
+// the first one after it was stored.
+//
+//   app->Schedule("digest", "*/5 * * * *", "send_digest", {.queue = "mail"});
+//
 // With retention and an inbox, PinInboxRows(inbox store) is ORed into the
 // lifecycle's pin: a finished log stays until the inbox deleted its rows.
 //
@@ -150,6 +162,13 @@ struct AppConfig {
   size_t queue_claim_batch_max = 64;        // items one claim takes at most
   int64_t queue_sweep_interval_ms = 5'000;  // the claimed items' sweep (0: never)
   int64_t await_poll_interval_ms = 50;      // Await's read of an end on another node
+  int64_t schedule_interval_ms = 1'000;     // the schedules' pass (0: never; needs queues)
+  size_t schedule_catch_up_max = 10;        // missed ticks enqueued after an outage, newest
+};
+
+struct ScheduleOptions {
+  std::string queue = "schedules";  // the queue its ticks are enqueued in
+  events::Json input = events::Json::object();
 };
 
 struct EnqueueOptions {
@@ -194,6 +213,15 @@ class App {
   Result<queues::Enqueued> Enqueue(std::string_view queue, std::string_view workflow,
                                    std::string_view id, events::Json input,
                                    EnqueueOptions options = {});
+  // Stores (or updates) a cron schedule (see the file comment).
+  // kInvalidArgument for a malformed expression or bad names; kUnsupported
+  // without a queue store.
+  Status Schedule(std::string_view name, std::string_view cron, std::string_view workflow,
+                  ScheduleOptions options = {});
+  // One schedules' pass now (the background thread runs it every
+  // schedule_interval_ms): enqueues the due ticks of every schedule.
+  Status RunSchedules();
+
   // The execution's state once it is terminal (ended on any node); kTimeout
   // after timeout_ms. An id not started yet (queued) is waited for.
   Result<runtime::ExecutionState> Await(std::string_view id, int64_t timeout_ms);
