@@ -278,8 +278,24 @@ int RunNodes(const StoreFlags& flags) {
 int RunQueues(const StoreFlags& flags) {
   auto ops = OpenOps(flags);
   if (!ops) return Fail(ops.error());
-  return Fail(
-      Error{ErrorCode::kUnsupported, "this build reads no queues (durable queues: issue 15)"});
+  auto queues = (*ops)->view().Queues(1000);
+  if (!queues) return Fail(queues.error());
+  if (flags.json) {
+    Json rows = Json::array();
+    for (const auto& q : *queues) rows.push_back(visibility::ToJson(q));
+    PrintJson(Json{{"queues", std::move(rows)}});
+    return 0;
+  }
+  fmt::print("{:<24} {:>8} {:>8} {:>12} {:>9} {:>9}\n", "QUEUE", "LIMIT", "PER-NODE", "RATE",
+             "PENDING", "CLAIMED");
+  for (const auto& q : *queues) {
+    std::string rate = q.rate_max > 0 ? fmt::format("{}/{}ms", q.rate_max, q.rate_period_ms) : "-";
+    fmt::print("{:<24} {:>8} {:>8} {:>12} {:>9} {:>9}\n", Shorten(q.name, 24),
+               q.concurrency_max > 0 ? std::to_string(q.concurrency_max) : "-",
+               q.per_node_concurrency_max > 0 ? std::to_string(q.per_node_concurrency_max) : "-",
+               rate, q.pending, q.claimed);
+  }
+  return 0;
 }
 
 int RunRetention(const StoreFlags& flags, int64_t age_ms, bool dry_run) {

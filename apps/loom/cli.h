@@ -41,6 +41,7 @@ int RunNodes(const StoreFlags& flags);
 int RunQueues(const StoreFlags& flags);
 int RunRetention(const StoreFlags& flags, int64_t age_ms, bool dry_run);
 // Real executions for demos, tests and benchmarks (seed.cc).
-int RunSeed(const StoreFlags& flags, int64_t executions, int workers);
+// With `node` non-empty the seeding App is that Loom node (docs/nodes.md).
+int RunSeed(const StoreFlags& flags, int64_t executions, int workers, const std::string& node);
 
 }  // namespace once::loom_app

@@ -86,7 +86,23 @@ check "a dry run deletes nothing" [ "$(json 'd["deleted"], d["would_delete"] > 0
 would=$(json 'd["would_delete"]')
 run 0 retention run --db "$db" --age-ms 0 --json
 check "retention deletes what the dry run counted" [ "$(json 'd["deleted"]')" = "$would" ]
-run 5 nodes --db "$db"
+run 0 nodes --db "$db" --json
+check "no node ran the plain seed" [ "$(json 'len(d["nodes"])')" = 0 ]
+# A seed run as a node: its row in loom_nodes (stopped at its end, released)
+# and the run row of the body it left running (order-0000009).
+nodes_db="$work/nodes.db"
+run 0 seed --db "$nodes_db" --executions 10 --node seed-1
+run 0 nodes --db "$nodes_db" --json
+check "nodes reads loom_nodes and loom_runs" \
+  [ "$(json '[(n["node_id"], n["host"], n["stopped"], n["alive"], n["runs_owned"]) for n in d["nodes"]]')" = "[('seed-1', 'seed', True, False, 1)]" ]
+run 0 show order-0000009 --db "$nodes_db" --json
+check "show names the owner from loom_runs" \
+  [ "$(json 'd["owner"]["node_id"], d["execution"]["status"]')" = "seed-1 running" ]
+run 0 queues --db "$nodes_db" --json
+check "queues reads loom_queues and loom_queue_items" \
+  [ "$(json '[(q["name"], q["concurrency_max"], q["rate_max"], q["pending"], q["claimed"]) for q in d["queues"]]')" = "[('seed-mail', 2, 10, 1, 0)]" ]
+run 0 queues --db "$nodes_db"
+check "queues prints a row per queue" [ "$(grep -c seed-mail <<<"$out")" = 1 ]
 run 5 queues --db "$db"
 
 # Bad input: one line, the documented code, nothing written.

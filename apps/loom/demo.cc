@@ -18,6 +18,7 @@
 #include "loom_app.h"
 #include "once/runtime/runtime.h"
 #include "once/store_sqlite/sqlite_event_store.h"
+#include "once/store_sqlite/sqlite_node_registry.h"
 
 namespace once::loom_app {
 namespace {
@@ -112,7 +113,22 @@ int RunDemo(const DemoOptions& options) {
     return 1;
   }
   std::string ledger = options.db + ".charges";
-  Runtime rt(**store, clock, {.workers = 0});
+  // This process is the node "demo" on the file: what it runs is owned by
+  // it, so a restart (the same node) takes its own runs back at once, while
+  // another node would wait for the lease (docs/nodes.md).
+  auto registry = store::SqliteNodeRegistry::Open(options.db, {.clock = &clock});
+  if (!registry) {
+    fmt::print(stderr, "demo: {}\n", registry.error().ToString());
+    return 1;
+  }
+  SteadyClock local;
+  nodes::Node node(**registry, local,
+                   {.info = {.node_id = "demo", .host = "localhost", .pid = ::getpid()}});
+  if (auto beat = node.Beat(); !beat) {
+    fmt::print(stderr, "demo: {}\n", beat.error().ToString());
+    return 1;
+  }
+  Runtime rt(**store, clock, {.workers = 0, .node = &node});
   RegisterDemo(rt, options, ledger);
 
   auto recovered = rt.Recover();

@@ -27,8 +27,9 @@ void PrintLog(store::EventStore& store, const std::string& execution_id) {
     log.insert(log.end(), page->begin(), page->end());
   }
   auto state = runtime::Fold(log);
-  fmt::print("\n{}  ({}, {} events)\n", execution_id, runtime::StatusName(state.status),
-             log.size());
+  std::string status = state ? std::string(runtime::StatusName(state->status))
+                             : "unreadable: " + state.error().message;
+  fmt::print("\n{}  ({}, {} events)\n", execution_id, status, log.size());
   fmt::print("  {:>3}  {:<20}  {:>5}  {}\n", "seq", "kind", "fence", "payload");
   for (const auto& e : log) {
     fmt::print("  {:>3}  {:<20}  {:>5}  {}\n", e.sequence, e.kind.view(), e.fence(),

@@ -106,6 +106,8 @@ int main(int argc, char** argv) {
   add_db(seed_cmd);
   seed_cmd->add_option("--executions", seed_executions, "how many")->capture_default_str();
   seed_cmd->add_option("--workers", seed_workers, "threads starting them")->capture_default_str();
+  std::string seed_node;
+  seed_cmd->add_option("--node", seed_node, "seed as this Loom node (registered, owning its runs)");
 
   ServeOptions serve;
   auto* serve_cmd = app.add_subcommand("serve", "the HTTP API, the web UI and /metrics");
@@ -189,7 +191,7 @@ int main(int argc, char** argv) {
   if (*retention_run) return RunRetention(store, age_ms, dry_run);
   if (*nodes_cmd) return RunNodes(store);
   if (*queues_cmd) return RunQueues(store);
-  if (*seed_cmd) return RunSeed(store, seed_executions, seed_workers);
+  if (*seed_cmd) return RunSeed(store, seed_executions, seed_workers, seed_node);
   if (*serve_cmd) return RunServe(store, serve);
   if (*store_cmd) return RunStoreDemo(store_db);
   if (*demo_cmd) return RunDemo(demo);

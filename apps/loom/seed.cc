@@ -6,6 +6,7 @@
 //   7   parent (parked on its child, an ask)  8 nap, then cancelled
 //   9   order whose run crashed after its start (running)
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <deque>
 #include <future>
@@ -14,8 +15,14 @@
 #include "once/base/rng.h"
 #include "once/orchestration/app.h"
 #include "once/store_postgres/postgres_event_store.h"
+#include "once/store_postgres/postgres_inbox_store.h"
+#include "once/store_postgres/postgres_node_registry.h"
+#include "once/store_postgres/postgres_queue_store.h"
 #include "once/store_postgres/postgres_timer_store.h"
 #include "once/store_sqlite/sqlite_event_store.h"
+#include "once/store_sqlite/sqlite_inbox_store.h"
+#include "once/store_sqlite/sqlite_node_registry.h"
+#include "once/store_sqlite/sqlite_queue_store.h"
 #include "once/store_sqlite/sqlite_timer_store.h"
 #include "progress.h"
 
@@ -55,20 +62,27 @@ void RegisterSeedWorkflows(runtime::Runtime& rt) {
 struct SeedStores {
   std::unique_ptr<store::EventStore> events;
   std::unique_ptr<timers::TimerStore> timers;
-  orchestration::AppBackend backend;
+  std::unique_ptr<inbox::InboxStore> inbox;    // the App delivers `ask`'s messages through it
+  std::unique_ptr<nodes::NodeRegistry> nodes;  // with --node only
+  std::unique_ptr<queues::QueueStore> queues;  // with --node only
 };
 
-Result<SeedStores> OpenSeedStores(const visibility::Target& target, const Clock& clock) {
+Result<SeedStores> OpenSeedStores(const visibility::Target& target, const Clock& clock,
+                                  bool as_node) {
   SeedStores out;
   if (!target.sqlite_path.empty()) {
+    if (as_node) {
+      ONCE_ASSIGN_OR_RETURN(out.nodes, store::SqliteNodeRegistry::Open(target.sqlite_path));
+      ONCE_ASSIGN_OR_RETURN(out.queues, store::SqliteQueueStore::Open(target.sqlite_path));
+    }
     store::SqliteOptions options;
     options.clock = &clock;
     ONCE_ASSIGN_OR_RETURN(auto events, store::SqliteEventStore::Open(target.sqlite_path, options));
     ONCE_ASSIGN_OR_RETURN(auto timers, store::SqliteTimerStore::Open(target.sqlite_path, {}));
+    ONCE_ASSIGN_OR_RETURN(auto inbox, store::SqliteInboxStore::Open(target.sqlite_path, {}));
     out.events = std::move(events);
     out.timers = std::move(timers);
-    out.backend = {.kind = orchestration::AppBackend::Kind::kSqlite,
-                   .sqlite_path = target.sqlite_path};
+    out.inbox = std::move(inbox);
     return out;
   }
   store::PostgresOptions options;
@@ -79,15 +93,30 @@ Result<SeedStores> OpenSeedStores(const visibility::Target& target, const Clock&
   timer_options.conninfo = target.postgres_url;
   timer_options.schema = target.postgres_schema;
   ONCE_ASSIGN_OR_RETURN(auto timers, store::PostgresTimerStore::Open(timer_options));
+  if (as_node) {
+    store::PostgresNodeOptions node_options;
+    node_options.conninfo = target.postgres_url;
+    node_options.schema = target.postgres_schema;
+    ONCE_ASSIGN_OR_RETURN(out.nodes, store::PostgresNodeRegistry::Open(node_options));
+    store::PostgresQueueOptions queue_options;
+    queue_options.conninfo = target.postgres_url;
+    queue_options.schema = target.postgres_schema;
+    ONCE_ASSIGN_OR_RETURN(out.queues, store::PostgresQueueStore::Open(queue_options));
+  }
+  store::PostgresInboxOptions inbox_options;
+  inbox_options.conninfo = target.postgres_url;
+  inbox_options.schema = target.postgres_schema;
+  ONCE_ASSIGN_OR_RETURN(auto inbox, store::PostgresInboxStore::Open(inbox_options));
   out.events = std::move(events);
   out.timers = std::move(timers);
-  out.backend = {.kind = orchestration::AppBackend::Kind::kPostgres,
-                 .postgres_url = target.postgres_url,
-                 .postgres_schema = target.postgres_schema};
+  out.inbox = std::move(inbox);
   return out;
 }
 
-Result<runtime::RunOutcome> SeedOne(orchestration::App& app, store::EventStore& store, int64_t i) {
+// Case 9 is a body that started and whose process went away: with a node
+// its run row names that node (loom nodes, loom show).
+Result<runtime::RunOutcome> SeedOne(orchestration::App& app, store::EventStore& store, int64_t i,
+                                    std::string_view node) {
   runtime::Runtime& rt = app.runtime();
   switch (i % 10) {
     case 4:
@@ -110,7 +139,8 @@ Result<runtime::RunOutcome> SeedOne(orchestration::App& app, store::EventStore& 
           .execution_id = id,
           .events = {events::KernelEvent(
               events::KernelKind::kExecutionStarted,
-              Json{{"workflow", "order"}, {"input", Json{{"cents", 100 + i % 900}}}})}};
+              Json{{"workflow", "order"}, {"input", Json{{"cents", 100 + i % 900}}}})},
+          .owner = node};
       ONCE_RETURN_IF_ERROR(store.Append(req));
       return runtime::RunOutcome{.execution_id = id, .status = runtime::ExecutionStatus::kRunning};
     }
@@ -120,9 +150,21 @@ Result<runtime::RunOutcome> SeedOne(orchestration::App& app, store::EventStore& 
   }
 }
 
+// A node's seed also fills a durable queue no one serves (loom queues):
+// one request per ten executions, limited to two at once on every node.
+Status SeedQueue(orchestration::App& app, int64_t executions) {
+  ONCE_RETURN_IF_ERROR(app.queues()->Configure(
+      {.name = "seed-mail", .concurrency_max = 2, .rate_max = 10, .rate_period_ms = 1'000}));
+  for (int64_t i = 0; i < (executions + 9) / 10; ++i) {
+    ONCE_RETURN_IF_ERROR(app.Enqueue("seed-mail", "order", fmt::format("mail-{:07}", i),
+                                     Json{{"cents", 100 + i}}, {.priority = i % 2}));
+  }
+  return Ok();
+}
+
 }  // namespace
 
-int RunSeed(const StoreFlags& flags, int64_t executions, int workers) {
+int RunSeed(const StoreFlags& flags, int64_t executions, int workers, const std::string& node) {
   auto target = flags.ToTarget();
   if (!target) {
     fmt::print(stderr, "loom: {}\n", target.error().message);
@@ -130,7 +172,7 @@ int RunSeed(const StoreFlags& flags, int64_t executions, int workers) {
   }
   SystemClock clock;
   SystemRng rng;
-  auto stores = OpenSeedStores(*target, clock);
+  auto stores = OpenSeedStores(*target, clock, !node.empty());
   if (!stores) {
     fmt::print(stderr, "loom: {}\n", stores.error().ToString());
     return 1;
@@ -138,11 +180,30 @@ int RunSeed(const StoreFlags& flags, int64_t executions, int workers) {
   orchestration::AppConfig config{
       .store = stores->events.get(), .timers = stores->timers.get(), .clock = &clock, .rng = &rng};
   config.runtime.workers = 0;
-  config.backend = stores->backend;
+  config.inbox = stores->inbox.get();
+  if (!node.empty()) {
+    // A node that registers, owns what it runs and releases at the end; it
+    // takes nothing over (the seeded running executions stay running).
+    config.nodes = stores->nodes.get();
+    config.node.info = {.node_id = node, .host = "seed", .pid = getpid(), .version = "loom"};
+    config.takeover_interval_ms = 0;
+    config.recover_interval_ms = 0;
+    config.queues = stores->queues.get();  // not served: what it enqueues stays queued
+  }
   auto app = orchestration::App::Create(std::move(config));
   if (!app) {
     fmt::print(stderr, "loom: {}\n", app.error().ToString());
     return 1;
+  }
+  if (!node.empty()) {
+    if (Status started = (*app)->Start(); !started) {
+      fmt::print(stderr, "loom: {}\n", started.error().ToString());
+      return 1;
+    }
+    if (Status queued = SeedQueue(**app, executions); !queued) {
+      fmt::print(stderr, "loom: {}\n", queued.error().ToString());
+      return 1;
+    }
   }
   RegisterSeedWorkflows((*app)->runtime());
   // Starts run on `workers` threads; each thread's runs share commits
@@ -155,7 +216,7 @@ int RunSeed(const StoreFlags& flags, int64_t executions, int workers) {
   for (int w = 0; w < std::max(1, workers); ++w) {
     threads.emplace_back([&] {
       for (int64_t i; (i = next++) < executions;) {
-        auto out = SeedOne(**app, *stores->events, i);
+        auto out = SeedOne(**app, *stores->events, i, node);
         if (!out) {
           ++failed;
           std::lock_guard<std::mutex> lock(error_mu);

@@ -331,8 +331,15 @@ class Server {
       }),
             req);
     });
-    http.Get("/api/v1/queues",
-             [this](const Request& req, Response& res) { Reply(res, Pending("queues"), req); });
+    http.Get("/api/v1/queues", [this](const Request& req, Response& res) {
+      Reply(res, pool_->With([&](Ops& ops) -> Result<Json> {
+        ONCE_ASSIGN_OR_RETURN(auto queues, ops.view().Queues(1000));
+        Json rows = Json::array();
+        for (const auto& q : queues) rows.push_back(visibility::ToJson(q));
+        return Json{{"queues", std::move(rows)}};
+      }),
+            req);
+    });
     http.Get("/api/v1/rack", [this](const Request&, Response& res) {
       Json sleds = Json::array();
       for (const SledTarget& s : sleds_) sleds.push_back(SledView(s, ""));
@@ -396,12 +403,6 @@ class Server {
     metrics_.Refusal(code);
     telemetry::LogRefusal(*log_, req ? req->method : "GET", req ? req->path : "?", res.status, code,
                           e.message + (e.subject.empty() ? "" : " (" + e.subject + ")"));
-  }
-
-  Result<Json> Pending(const std::string& what) {
-    // Durable queues (issue 15) have no tables in this build yet.
-    return MakeError(ErrorCode::kUnsupported,
-                     "this build reads no " + what + " (durable queues: issue 15)");
   }
 
   Result<Json> List(const Request& req) {

@@ -40,7 +40,7 @@ int RunStoreDemo(const std::string& db) {
               KernelEvent(KernelKind::kStepCompleted, {{"name", "charge"}})},
              0));
   Say("append at sequence 2 again (a racing writer)",
-      append(2, {KernelEvent(KernelKind::kStepCompleted, {})}, 0));
+      append(2, {KernelEvent(KernelKind::kStepCompleted, nlohmann::json{{"name", "s"}})}, 0));
   Say("park: append EXECUTION_SUSPENDED (waits on a timer)",
       append(3,
              {KernelEvent(KernelKind::kExecutionSuspended,
@@ -65,7 +65,7 @@ int RunStoreDemo(const std::string& db) {
              b2 ? (b2->stale ? "stale: the park is already answered" : "won (wrong!)")
                 : b2.error().ToString());
   Say("a stale writer appends under token 0",
-      append(6, {KernelEvent(KernelKind::kStepCompleted, {})}, 0));
+      append(6, {KernelEvent(KernelKind::kStepCompleted, nlohmann::json{{"name", "s"}})}, 0));
   Say("resumer A completes the execution",
       append(6, {KernelEvent(KernelKind::kExecutionCompleted, {{"value", "done"}}, token)}, token));
   PrintLog(s, id);

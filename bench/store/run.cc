@@ -17,7 +17,7 @@ using SteadyClock = std::chrono::steady_clock;
 Row MakeRow(const Workload& w) {
   // A STEP_COMPLETED payload: the step, its attempt and its output, padded
   // with printable filler to exactly payload_bytes of JSON.
-  events::Json payload = {{"step", "charge-card"}, {"attempt", 1}, {"output", ""}};
+  events::Json payload = {{"name", "charge-card"}, {"attempt", 1}, {"output", ""}};
   size_t base = payload.dump().size();
   std::string filler;
   for (size_t i = base; i < w.payload_bytes; ++i) filler.push_back('a' + i % 26);

@@ -40,6 +40,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "PermissionDenied";
     case ErrorCode::kInternal:
       return "Internal";
+    case ErrorCode::kAlreadyExists:
+      return "AlreadyExists";
   }
   return "Unknown";
 }

@@ -3,27 +3,13 @@
 #include <algorithm>
 
 #include "once/events/kinds.h"
+#include "once/store/read_log.h"
 
 namespace once::lifecycle {
 
 using store::Envelope;
 
 namespace {
-
-Result<std::vector<Envelope>> ReadLog(store::EventStore& s, std::string_view id) {
-  std::vector<Envelope> out;
-  int64_t first = 1;
-  for (;;) {
-    ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> page, s.ReadRange(id, first, store::kToEnd));
-    if (page.empty()) break;
-    first = page.back().sequence + 1;
-    size_t n = page.size();
-    out.insert(out.end(), std::make_move_iterator(page.begin()),
-               std::make_move_iterator(page.end()));
-    if (n < s.limits().read_events_max) break;
-  }
-  return out;
-}
 
 // The time of the event that ended the execution, or nullopt if it has not.
 std::optional<int64_t> TerminalTimeMs(const std::vector<Envelope>& log) {
@@ -76,7 +62,7 @@ Result<RetentionReport> LogLifecycle::ApplyRetention() {
 }
 
 Status LogLifecycle::Handle(const std::string& id, RetentionReport& report) {
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadLog(store_, id));
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
   std::optional<int64_t> ended_ms = TerminalTimeMs(log);
   if (!ended_ms) return Ok();
   if (clock_.NowUnixMillis() - *ended_ms < options_.policy.age_ms_min) return Ok();
@@ -101,7 +87,7 @@ Status LogLifecycle::Handle(const std::string& id, RetentionReport& report) {
 
 Status LogLifecycle::Archive(const std::string& id, const std::vector<Envelope>& log) {
   store::EventStore& archive = *options_.archive;
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> there, ReadLog(archive, id));
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> there, store::ReadLog(archive, id));
   if (!there.empty()) {
     // A previous run copied it and failed before the delete.
     if (there == log) return Ok();

@@ -78,9 +78,10 @@ TEST_F(LogLifecycleTest, AnArchiveCopyLeftByACrashedRunIsReusedAndADifferentOneR
   ASSERT_TRUE(archive_.Append(
       {.execution_id = "a", .expected_next = 1, .events = a_log, .fence = std::nullopt}));
   // Someone else's "b" sits in the archive.
-  ASSERT_TRUE(archive_.Append({.execution_id = "b",
-                               .expected_next = 1,
-                               .events = {KernelEvent(KernelKind::kExecutionStarted, {})}}));
+  ASSERT_TRUE(archive_.Append(
+      {.execution_id = "b",
+       .expected_next = 1,
+       .events = {KernelEvent(KernelKind::kExecutionStarted, nlohmann::json::object())}}));
   clock_.Advance(std::chrono::milliseconds(8 * kDayMs));
   policy_.mode = RetentionMode::kArchive;
   LogLifecycle lifecycle(store_, clock_, {.policy = policy_, .archive = &archive_});

@@ -1,34 +1,24 @@
 #include "once/orchestration/app.h"
 
-#include "once/store_postgres/postgres_inbox_store.h"
-#include "once/store_sqlite/sqlite_inbox_store.h"
+#include <algorithm>
+#include <chrono>
+#include <future>
+
+#include "once/queues/cron.h"
+#include "once/store/validate.h"
 
 namespace once::orchestration {
 
 namespace {
 
-// The inbox store matching the event store's backend.
-Result<std::unique_ptr<InboxStore>> OpenInboxStore(const AppBackend& backend,
-                                                   const inbox::InboxLimits& limits) {
-  switch (backend.kind) {
-    case AppBackend::Kind::kMemory:
-      return std::make_unique<MemoryInboxStore>(limits);
-    case AppBackend::Kind::kSqlite: {
-      ONCE_ASSIGN_OR_RETURN(auto s,
-                            store::SqliteInboxStore::Open(backend.sqlite_path, {.limits = limits}));
-      return std::unique_ptr<InboxStore>(std::move(s));
-    }
-    case AppBackend::Kind::kPostgres: {
-      store::PostgresInboxOptions options;
-      options.conninfo = backend.postgres_url;
-      options.schema = backend.postgres_schema;
-      options.limits = limits;
-      ONCE_ASSIGN_OR_RETURN(auto s, store::PostgresInboxStore::Open(options));
-      return std::unique_ptr<InboxStore>(std::move(s));
-    }
-  }
-  return MakeError(ErrorCode::kInvalidArgument, "AppBackend: unknown kind");
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
+
+// How often Stop() looks whether the bodies running here are done.
+constexpr int64_t kDrainPollMs = 10;
 
 }  // namespace
 
@@ -39,62 +29,135 @@ App::~App() {
   if (runtime_) runtime_->WaitIdle();
 }
 
+void App::Report(const Error& e) const {
+  if (config_.runtime.on_error) config_.runtime.on_error(e);
+}
+
 Status App::Start() {
-  if (sweeper_.joinable()) return {};
+  {
+    std::lock_guard lock(background_mu_);
+    if (started_) return Ok();
+  }
+  if (node_) {
+    ONCE_RETURN_IF_ERROR(node_->Beat());  // registered before anything runs
+    node_->Start();
+  }
   if (park_timers_) ONCE_RETURN_IF_ERROR(park_timers_->Sweep());
   if (inbox_) {
+    // One execution's error (an unreadable log) is reported, not a failed
+    // boot: one bad row must not stop every restart.
     Result<SweepReport> swept = inbox_->Sweep();
     if (!swept) return std::unexpected(swept.error());
-    if (!swept->errors.empty()) return std::unexpected(swept->errors.front());
+    ReportSweep(swept);
+  }
+  periodic_.clear();
+  if (inbox_ && config_.inbox_sweep_interval_ms > 0) {
+    periodic_.push_back(
+        {config_.inbox_sweep_interval_ms, 0, [this] { ReportSweep(inbox_->Sweep()); }});
+  }
+  if (config_.queues && config_.schedule_interval_ms > 0) {
+    periodic_.push_back({config_.schedule_interval_ms, 0, [this] {
+                           if (Status s = RunSchedules(); !s) Report(s.error());
+                         }});
+  }
+  if (node_ && config_.queues && !config_.serve_queues.empty()) {
+    periodic_.push_back(
+        {std::max<int64_t>(1, config_.queue_poll_interval_ms), 0, [this] { ClaimQueues(); }});
+    if (config_.queue_sweep_interval_ms > 0) {
+      periodic_.push_back({config_.queue_sweep_interval_ms, config_.queue_sweep_interval_ms,
+                           [this] { SweepQueues(); }});
+    }
+  }
+  if (node_) {
+    // The full pass now (a restart takes its own runs back, parents whose
+    // children finished while every node was down are answered), then
+    // takeover often and the full pass now and then.
+    auto recover = [this] {
+      Result<runtime::RecoverReport> r = runtime_->Recover();
+      if (!r) return Report(r.error());
+      for (const Error& e : r->errors) Report(e);
+    };
+    recover();
+    if (config_.takeover_interval_ms > 0) {
+      periodic_.push_back({config_.takeover_interval_ms, 0, [this] {
+                             Result<runtime::TakeoverReport> r = runtime_->Takeover();
+                             if (!r) return Report(r.error());
+                             for (const Error& e : r->errors) Report(e);
+                           }});
+    }
+    if (config_.recover_interval_ms > 0) {
+      periodic_.push_back({config_.recover_interval_ms, config_.recover_interval_ms, recover});
+    }
   }
   if (service_) service_->Start();
-  if (inbox_ && config_.inbox_sweep_interval_ms > 0) {
-    sweeper_stopping_ = false;
-    sweeper_ = std::thread([this, ms = config_.inbox_sweep_interval_ms] { SweepInboxEvery(ms); });
+  std::lock_guard lock(background_mu_);
+  started_ = true;
+  stopping_ = false;
+  if (!periodic_.empty()) background_ = std::thread([this] { Background(); });
+  return Ok();
+}
+
+void App::Background() {
+  const int64_t begin_ms = SteadyMs();
+  std::unique_lock lock(background_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    RunDue(SteadyMs() - begin_ms);
+    int64_t next_ms = INT64_MAX;
+    for (const Periodic& p : periodic_) next_ms = std::min(next_ms, p.next_ms);
+    int64_t wait_ms = std::max<int64_t>(0, next_ms - (SteadyMs() - begin_ms));
+    lock.lock();
+    background_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; });
   }
-  return {};
+}
+
+void App::RunDue(int64_t now_ms) {
+  for (Periodic& p : periodic_) {
+    if (p.next_ms > now_ms) continue;
+    p.run();
+    p.next_ms = now_ms + p.interval_ms;
+  }
 }
 
 void App::Stop() {
   {
-    std::lock_guard lock(sweeper_mu_);
-    sweeper_stopping_ = true;
+    std::lock_guard lock(background_mu_);
+    if (!started_) return;
+    started_ = false;
+    stopping_ = true;
   }
-  sweeper_cv_.notify_all();
-  if (sweeper_.joinable()) sweeper_.join();
+  // Stop claiming: no takeover, recover or sweep, no timer wake.
+  background_cv_.notify_all();
+  if (background_.joinable()) background_.join();
   if (service_) service_->Stop();
+  Drain();
 }
 
-void App::SweepInboxEvery(int64_t interval_ms) {
-  std::unique_lock lock(sweeper_mu_);
-  while (!sweeper_cv_.wait_for(lock, std::chrono::milliseconds(interval_ms),
-                               [this] { return sweeper_stopping_; })) {
-    lock.unlock();
-    ReportSweep(inbox_->Sweep());
-    lock.lock();
+// Bodies running here may finish or park for up to drain_ms; then the node
+// closes its gate and is released, so the others take what it still owns at
+// once (not after the lease).
+void App::Drain() {
+  if (!node_) return;
+  const int64_t deadline_ms = SteadyMs() + std::max<int64_t>(0, config_.drain_ms);
+  while (runtime_->RunningCount() > 0 && SteadyMs() < deadline_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kDrainPollMs));
   }
+  if (Status s = node_->Release(); !s) Report(s.error());
 }
 
 void App::ReportSweep(const Result<SweepReport>& swept) const {
-  if (config_.log) {
-    auto log = [&](const Error& e) {
+  auto report = [&](const Error& e) {
+    if (config_.log) {
       config_.log({.level = LogLevel::kWarn,
                    .component = "orchestration.inbox",
                    .message = "sweep: " + e.message,
                    .subject = e.subject,
                    .code = ErrorCodeName(e.code)});
-    };
-    if (!swept) log(swept.error());
-    if (swept) {
-      for (const Error& e : swept->errors) log(e);
     }
-  }
-  if (!config_.runtime.on_error) return;
-  if (!swept) {
-    config_.runtime.on_error(swept.error());
-    return;
-  }
-  for (const Error& e : swept->errors) config_.runtime.on_error(e);
+    Report(e);
+  };
+  if (!swept) return report(swept.error());
+  for (const Error& e : swept->errors) report(e);
 }
 
 Result<std::unique_ptr<App>> App::Create(AppConfig config) {
@@ -105,16 +168,39 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
       !config.archive) {
     return MakeError(ErrorCode::kInvalidArgument, "archive retention needs an archive store");
   }
+  if (config.nodes) {
+    ONCE_RETURN_IF_ERROR(nodes::ValidateNodeInfo(config.node.info, config.nodes->limits()));
+    if (config.node.node_lease_ms <= 0 || config.node.heartbeat_interval_ms <= 0 ||
+        config.node.step_margin_ms < 0 || config.node.step_margin_ms >= config.node.node_lease_ms) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "AppConfig::node: node_lease_ms, heartbeat_interval_ms > 0, "
+                       "0 <= step_margin_ms < node_lease_ms");
+    }
+  }
+  if (!config.serve_queues.empty() && (!config.queues || !config.nodes)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "serving queues needs a queue store and a node registry");
+  }
   std::unique_ptr<App> app(new App(std::move(config)));
   AppConfig& c = app->config_;
-  if (!c.inbox && c.backend) {
-    ONCE_ASSIGN_OR_RETURN(app->owned_inbox_store_, OpenInboxStore(*c.backend, c.inbox_limits));
-    c.inbox = app->owned_inbox_store_.get();
-  }
   App* self = app.get();
+  if (c.nodes) {
+    const Clock* local = c.local_clock;
+    if (!local) {
+      self->owned_local_clock_ = std::make_unique<SteadyClock>();
+      local = self->owned_local_clock_.get();
+    }
+    nodes::NodeOptions node_options = c.node;
+    if (!node_options.on_error) node_options.on_error = c.runtime.on_error;
+    self->node_ = std::make_unique<nodes::Node>(*c.nodes, *local, std::move(node_options));
+  }
   runtime::RuntimeOptions rt_options = c.runtime;
   self->user_on_park_ = std::move(rt_options.on_park);
   self->user_on_child_settled_ = std::move(rt_options.on_child_settled);
+  self->user_on_terminal_ = std::move(rt_options.on_terminal);
+  rt_options.on_terminal = [self](const std::string& id, runtime::ExecutionStatus status) {
+    self->OnTerminal(id, status);
+  };
   rt_options.on_park = [self](const std::string& id, int64_t seq, const store::Envelope& park) {
     self->OnPark(id, seq, park);
   };
@@ -122,12 +208,17 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
     self->OnChildSettled(parent);
   };
   rt_options.on_error = [self](const Error& e) { self->OnRuntimeError(e); };
+  rt_options.node = self->node_.get();
   self->runtime_ = std::make_unique<runtime::Runtime>(*c.store, *c.clock, std::move(rt_options));
   if (c.timers) {
     self->waker_ = std::make_unique<RuntimeWaker>(*self->runtime_);
     self->park_timers_ = std::make_unique<ParkTimers>(*c.store, *c.timers, c.runtime.on_error);
+    timers::TimerServiceOptions service_options = c.timer_service;
+    if (self->node_ && service_options.owner == timers::TimerServiceOptions{}.owner) {
+      service_options.owner = self->node_->id();  // timer leases name the node
+    }
     self->service_ = std::make_unique<timers::TimerService>(*c.timers, *self->waker_, *c.clock,
-                                                            *c.rng, c.timer_service);
+                                                            *c.rng, std::move(service_options));
   }
   std::optional<RedriveWiring> wiring;
   if (Result<RedriveWiring> w = self->Redrive(); w) wiring = *w;
@@ -196,7 +287,159 @@ void App::OnRuntimeError(const Error& e) {
     (void)supervisor_->HandOffContended(e.subject, d ? d->attempts : 0);  // reports its own error
     return;
   }
-  if (config_.runtime.on_error) config_.runtime.on_error(e);
+  Report(e);
+}
+
+Result<queues::Enqueued> App::Enqueue(std::string_view queue, std::string_view workflow,
+                                      std::string_view id, events::Json input,
+                                      EnqueueOptions options) {
+  if (!config_.queues) return MakeError(ErrorCode::kUnsupported, "no queue store configured");
+  ONCE_RETURN_IF_ERROR(store::ValidateExecutionId(id, config_.store->limits()));
+  ONCE_ASSIGN_OR_RETURN(int64_t head, config_.store->Head(id));
+  if (head > 0) return queues::Enqueued{.existing = true};  // that execution, not a second
+  return config_.queues->Enqueue({.queue = std::string(queue),
+                                  .workflow = std::string(workflow),
+                                  .execution_id = std::string(id),
+                                  .input = std::move(input),
+                                  .priority = options.priority,
+                                  .dedup_key = std::move(options.dedup_key),
+                                  .delay_ms = options.delay_ms});
+}
+
+Result<runtime::ExecutionState> App::Await(std::string_view id, int64_t timeout_ms) {
+  const int64_t deadline_ms = SteadyMs() + std::max<int64_t>(0, timeout_ms);
+  for (;;) {
+    uint64_t seen = 0;
+    {
+      std::lock_guard lock(ended_mu_);
+      seen = ended_;
+    }
+    ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState state, runtime_->Inspect(id));
+    if (runtime::IsTerminal(state.status)) return state;
+    int64_t now_ms = SteadyMs();
+    if (now_ms >= deadline_ms) {
+      return MakeError(ErrorCode::kTimeout,
+                       "await: not ended within " + std::to_string(timeout_ms) + " ms",
+                       std::string(id));
+    }
+    int64_t wait_ms =
+        std::min(deadline_ms - now_ms, std::max<int64_t>(1, config_.await_poll_interval_ms));
+    std::unique_lock lock(ended_mu_);
+    ended_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return ended_ != seen; });
+  }
+}
+
+Status App::Schedule(std::string_view name, std::string_view cron, std::string_view workflow,
+                     ScheduleOptions options) {
+  if (!config_.queues) return MakeError(ErrorCode::kUnsupported, "no queue store configured");
+  ONCE_RETURN_IF_ERROR(queues::Cron::Parse(cron));
+  return config_.queues->PutSchedule({.name = std::string(name),
+                                      .cron = std::string(cron),
+                                      .workflow = std::string(workflow),
+                                      .queue = std::move(options.queue),
+                                      .input = std::move(options.input)});
+}
+
+Status App::RunSchedules() {
+  if (!config_.queues) return MakeError(ErrorCode::kUnsupported, "no queue store configured");
+  ONCE_ASSIGN_OR_RETURN(std::vector<queues::ScheduleRow> rows, config_.queues->Schedules());
+  ONCE_ASSIGN_OR_RETURN(int64_t now_ms, config_.queues->NowMs());
+  for (const queues::ScheduleRow& row : rows) {
+    if (row.last_tick_ms == 0) {  // new: its first tick is the next one
+      ONCE_RETURN_IF_ERROR(config_.queues->AdvanceSchedule(row.name, 0, now_ms));
+      continue;
+    }
+    Result<queues::Cron> cron = queues::Cron::Parse(row.cron);
+    if (!cron) {
+      Report(cron.error());
+      continue;
+    }
+    ONCE_ASSIGN_OR_RETURN(std::vector<int64_t> ticks,
+                          cron->TicksBetween(row.last_tick_ms, now_ms,
+                                             std::max<size_t>(1, config_.schedule_catch_up_max)));
+    if (ticks.empty()) continue;
+    for (int64_t tick : ticks) {
+      // The tick's id: every node enqueuing it names the same execution.
+      Result<queues::Enqueued> e =
+          Enqueue(row.queue, row.workflow, row.name + "@" + std::to_string(tick), row.input);
+      if (!e) return std::unexpected(e.error());  // the tick stays due; the next pass retries
+    }
+    ONCE_RETURN_IF_ERROR(config_.queues->AdvanceSchedule(row.name, row.last_tick_ms, ticks.back()));
+  }
+  return Ok();
+}
+
+void App::OnTerminal(const std::string& id, runtime::ExecutionStatus status) {
+  if (config_.queues) {
+    std::string ids[] = {id};
+    if (Status s = config_.queues->Complete(ids); !s) Report(s.error());
+  }
+  {
+    std::lock_guard lock(ended_mu_);
+    ++ended_;
+  }
+  ended_cv_.notify_all();
+  if (user_on_terminal_) user_on_terminal_(id, status);
+}
+
+// One claim per served queue; each item's execution starts on the
+// runtime's workers (if_absent: an existing id is not run again). A start
+// the runtime refused is released for a later claim; one that found its
+// execution already ended completes the item.
+void App::ClaimQueues() {
+  for (const std::string& queue : config_.serve_queues) {
+    Result<std::vector<queues::QueueItem>> items = config_.queues->Claim(
+        {.queue = queue, .node = node_->id(), .limit = config_.queue_claim_batch_max});
+    if (!items) {
+      Report(items.error());
+      continue;
+    }
+    for (queues::QueueItem& item : *items) {
+      std::string id = item.execution_id;
+      std::future<Result<runtime::RunOutcome>> started = runtime_->StartAsync(
+          std::move(item.workflow), item.execution_id, std::move(item.input), {.if_absent = true});
+      // A pool's start runs later; an inline one (or a refused submit) is ready now.
+      if (started.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
+      Result<runtime::RunOutcome> out = started.get();
+      std::string ids[] = {id};
+      if (!out) {
+        Report(out.error());
+        if (Status s = config_.queues->Release(ids); !s) Report(s.error());
+      } else if (runtime::IsTerminal(out->status)) {
+        if (Status s = config_.queues->Complete(ids); !s) Report(s.error());
+      }
+    }
+  }
+}
+
+// Claimed items whose execution ended are completed; items whose execution
+// never started are released once claimed longer than the node lease.
+void App::SweepQueues() {
+  Result<int64_t> now_ms = config_.queues->NowMs();
+  if (!now_ms) return Report(now_ms.error());
+  std::string after;
+  for (;;) {
+    Result<std::vector<queues::QueueItem>> page =
+        config_.queues->Claimed(after, config_.queues->limits().items_page_max);
+    if (!page) return Report(page.error());
+    if (page->empty()) return;
+    std::vector<std::string> done, unstarted;
+    for (const queues::QueueItem& item : *page) {
+      Result<runtime::ExecutionState> st = runtime_->Inspect(item.execution_id);
+      if (!st) {
+        Report(st.error());
+        continue;
+      }
+      if (runtime::IsTerminal(st->status)) done.push_back(item.execution_id);
+      if (st->status == runtime::ExecutionStatus::kUnknown &&
+          *now_ms - item.claimed_at_ms > config_.node.node_lease_ms) {
+        unstarted.push_back(item.execution_id);
+      }
+    }
+    if (Status s = config_.queues->Complete(done); !s) Report(s.error());
+    if (Status s = config_.queues->Release(unstarted); !s) Report(s.error());
+    after = page->back().execution_id;
+  }
 }
 
 void App::OnChildSettled(const events::Json& parent) {

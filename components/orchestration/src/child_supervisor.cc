@@ -7,7 +7,6 @@ namespace once::orchestration {
 using events::Json;
 using events::KernelKind;
 using internal::Member;
-using internal::ReadLog;
 using runtime::ExecutionStatus;
 
 namespace {
@@ -70,51 +69,48 @@ void ChildSupervisor::OnChildSettled(const Json& parent) {
   (void)ResumeParent(parent_id);  // errors were reported
 }
 
-// True when the open park waits on children that are all terminal.
-Result<bool> ChildSupervisor::ChildrenSettled(std::string_view parent_id) {
+// The open park's sequence when it waits on children that are all
+// terminal, else nullopt.
+Result<std::optional<int64_t>> ChildSupervisor::SettledPark(std::string_view parent_id) {
   ONCE_ASSIGN_OR_RETURN(std::optional<runtime::Park> park, runtime_.LocatePark(parent_id));
-  if (!park || !IsChildPark(park->envelope)) return false;
+  if (!park || !IsChildPark(park->envelope)) return std::optional<int64_t>();
   for (const Json& wait : Member(park->envelope.payload, "waits")) {
     if (Member(wait, "type") != "child" || !Member(wait, "key").is_string()) continue;
     std::string key = Member(wait, "key").get<std::string>();
     std::string child_id = runtime::ChildExecutionId(parent_id, key);
     Remember(child_id, Edge{std::string(parent_id), key});
     ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState child, runtime_.Inspect(child_id));
-    if (!runtime::ChildResult(child)) return false;
+    if (!runtime::ChildResult(child)) return std::optional<int64_t>();
   }
-  return true;
+  return std::optional<int64_t>(park->sequence);
 }
 
+int ChildSupervisor::AttemptsMax() const {
+  return runtime_.store().Supports(store::Capability::kAcquireFenceIf)
+             ? options_.conditional_resumes_max
+             : options_.acquisitions_max_without_fence_if;
+}
+
+// The rule of the header, as Runtime::AnswerPark runs it: an unfenced try,
+// then conditional resumes within one budget of acquires.
 Result<SuperviseVerdict> ChildSupervisor::TryResume(std::string_view parent_id) {
-  ONCE_ASSIGN_OR_RETURN(bool settled, ChildrenSettled(parent_id));
-  if (!settled) return SuperviseVerdict::kNoop;
-  // 1. Unfenced.
-  Result<runtime::RunOutcome> r = runtime_.Resume(parent_id);
-  if (r) return SuperviseVerdict::kResumed;
-  if (r.error().code == ErrorCode::kResumeRefused) return SuperviseVerdict::kNoop;
-  if (r.error().code != ErrorCode::kStaleFence && r.error().code != ErrorCode::kSequenceConflict) {
-    return std::unexpected(r.error());
+  ONCE_ASSIGN_OR_RETURN(std::optional<int64_t> park_seq, SettledPark(parent_id));
+  if (!park_seq) return SuperviseVerdict::kNoop;
+  ONCE_ASSIGN_OR_RETURN(runtime::ParkAnswered answered,
+                        runtime_.AnswerPark(parent_id, {.park_seq = *park_seq,
+                                                        .unfenced_first = true,
+                                                        .attempts_max = AttemptsMax()}));
+  {
+    std::lock_guard lock(mu_);
+    stats_.conditional_resumes += answered.conditional_resumes;
   }
-  // 2. Conditional, bounded.
-  bool conditional = runtime_.store().Supports(store::Capability::kAcquireFenceIf);
-  int tries =
-      conditional ? options_.conditional_resumes_max : options_.acquisitions_max_without_fence_if;
-  for (int i = 0; i < tries; ++i) {
-    ONCE_ASSIGN_OR_RETURN(std::optional<int64_t> park_seq, runtime_.ParkedAtSequence(parent_id));
-    if (!park_seq) return SuperviseVerdict::kNoop;
-    Count(&ChildSupervisorStats::conditional_resumes);
-    r = runtime_.Resume(parent_id, {.fence_if_parked_at = *park_seq});
-    if (r) return SuperviseVerdict::kResumed;
-    switch (r.error().code) {
-      case ErrorCode::kResumeRefused:
-        return SuperviseVerdict::kNoop;
-      case ErrorCode::kStaleFence:        // a rival fenced between our acquire and append
-      case ErrorCode::kSequenceConflict:  // a rival appended first
-      case ErrorCode::kResumeContended:   // the runtime's own conditional tries lost
-        continue;
-      default:
-        return std::unexpected(r.error());
-    }
+  switch (answered.verdict) {
+    case runtime::ParkVerdict::kResumed:
+      return SuperviseVerdict::kResumed;
+    case runtime::ParkVerdict::kNoop:
+      return SuperviseVerdict::kNoop;
+    case runtime::ParkVerdict::kContended:
+      break;
   }
   return SuperviseVerdict::kContended;
 }
@@ -136,10 +132,7 @@ Result<SuperviseVerdict> ChildSupervisor::ResumeParent(std::string_view parent_i
       break;
   }
   Count(&ChildSupervisorStats::contended);
-  int attempts = runtime_.store().Supports(store::Capability::kAcquireFenceIf)
-                     ? options_.conditional_resumes_max
-                     : options_.acquisitions_max_without_fence_if;
-  ONCE_RETURN_IF_ERROR(HandOffContended(parent_id, attempts));
+  ONCE_RETURN_IF_ERROR(HandOffContended(parent_id, AttemptsMax()));
   return verdict;
 }
 
@@ -187,7 +180,7 @@ Result<size_t> ChildSupervisor::Rebuild() {
     ONCE_ASSIGN_OR_RETURN(store::ExecutionPage page,
                           s.ListExecutions(after, s.limits().list_page_executions_max));
     for (const std::string& id : page.execution_ids) {
-      Result<std::vector<store::Envelope>> log = ReadLog(s, id);
+      Result<std::vector<store::Envelope>> log = store::ReadLog(s, id);
       if (!log) {
         if (Shredded(log.error())) continue;
         return std::unexpected(log.error());
@@ -228,12 +221,13 @@ Result<bool> ChildSupervisor::ParkedOnChild(std::string_view child_id) {
   }
   if (!edge) edge = Recall(child_id);
   if (!edge) return false;
-  Result<std::vector<store::Envelope>> log = ReadLog(s, edge->parent_id);
+  Result<std::vector<store::Envelope>> log = store::ReadLog(s, edge->parent_id);
   if (!log) {
     if (Shredded(log.error())) return false;
     return std::unexpected(log.error());
   }
-  if (runtime::IsTerminal(runtime::Fold(*log).status)) return false;
+  ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState parent, runtime::Fold(*log));
+  if (runtime::IsTerminal(parent.status)) return false;
   const store::Envelope* park = runtime::FindOpenPark(*log);
   if (!park || !IsChildPark(*park)) return false;
   for (const Json& wait : Member(park->payload, "waits")) {

@@ -64,10 +64,11 @@ Status Inbox::TrimConsumed(std::string_view execution_id, std::span<const store:
 
 Result<Delivery> Inbox::DeliverPending(std::string_view execution_id) {
   ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log,
-                        internal::ReadLog(runtime_.store(), execution_id));
+                        store::ReadLog(runtime_.store(), execution_id));
+  ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState st, runtime::Fold(log));
   const store::Envelope* park = runtime::FindOpenPark(log);
   if (!park) {
-    if (log.empty() || !runtime::IsTerminal(runtime::Fold(log).status)) return Delivery::kNoop;
+    if (log.empty() || !runtime::IsTerminal(st.status)) return Delivery::kNoop;
     ONCE_RETURN_IF_ERROR(store_.Forget(execution_id));
     return Delivery::kDropped;
   }
@@ -78,15 +79,23 @@ Result<Delivery> Inbox::DeliverPending(std::string_view execution_id) {
     ONCE_ASSIGN_OR_RETURN(std::optional<InboxMessage> next, store_.Get(execution_id, topic, seq));
     // Not sent yet, or deleted after a rival delivered it.
     if (!next) continue;
-    Result<runtime::RunOutcome> r = runtime_.Deliver(execution_id, topic, std::move(next->message),
-                                                     {.fence_if_parked_at = park->sequence});
-    if (r) {
-      Retire(execution_id, topic, seq, r->status);
-      return Delivery::kDelivered;
+    Result<runtime::ParkAnswered> answered = runtime_.AnswerPark(
+        execution_id,
+        {.park_seq = park->sequence, .topic = topic, .message = std::move(next->message)});
+    if (!answered) {
+      // A failure a later try may not see again is a contended delivery.
+      if (answered.error().retryable()) return Delivery::kContended;
+      return std::unexpected(answered.error());
     }
-    if (r.error().code == ErrorCode::kResumeRefused) return Delivery::kNoop;
-    if (internal::RetryLater(r.error())) return Delivery::kContended;
-    return std::unexpected(r.error());
+    switch (answered->verdict) {
+      case runtime::ParkVerdict::kResumed:
+        Retire(execution_id, topic, seq, answered->outcome->status);
+        return Delivery::kDelivered;
+      case runtime::ParkVerdict::kNoop:
+        return Delivery::kNoop;
+      case runtime::ParkVerdict::kContended:
+        return Delivery::kContended;
+    }
   }
   return Delivery::kNoop;
 }
@@ -101,7 +110,7 @@ Result<SweepReport> Inbox::Sweep(size_t executions_per_page) {
     after = page.back();
     for (const std::string& id : page) {
       ++report.executions;
-      Result<std::vector<store::Envelope>> log = internal::ReadLog(runtime_.store(), id);
+      Result<std::vector<store::Envelope>> log = store::ReadLog(runtime_.store(), id);
       Status trimmed = log ? TrimConsumed(id, *log) : Status(std::unexpected(log.error()));
       if (!trimmed) {
         report.errors.push_back(trimmed.error());
@@ -120,7 +129,7 @@ Result<SweepReport> Inbox::Sweep(size_t executions_per_page) {
 }
 
 bool Inbox::HandOff(std::string_view execution_id, const Result<Delivery>& r) {
-  bool retry = r ? *r == Delivery::kContended : internal::RetryLater(r.error());
+  bool retry = r ? *r == Delivery::kContended : r.error().retryable();
   if (!r && !retry) {
     if (options_.on_error) options_.on_error(r.error());
     return false;
@@ -156,7 +165,7 @@ Result<SendResult> Inbox::Send(std::string_view execution_id, std::string_view t
   Result<Delivery> r = DeliverPending(execution_id);
   if (r)
     out.delivery = *r;
-  else if (internal::RetryLater(r.error()))
+  else if (r.error().retryable())
     out.delivery = Delivery::kContended;
   out.redrive_scheduled = HandOff(execution_id, r);
   return out;

@@ -22,26 +22,25 @@ Result<WakeVerdict> RuntimeWaker::Wake(const timers::TimerRow& row) {
   // One read: the park is found in it, and the resume takes it over (the
   // acquire and the tail read under the new token still decide).
   ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log,
-                        internal::ReadLog(runtime_.store(), row.execution_id));
+                        store::ReadLog(runtime_.store(), row.execution_id));
   const store::Envelope* park = runtime::FindOpenPark(log);
   if (!park) return WakeVerdict::kObsolete;
   const events::Json* wait = TimerWait(*park, row.wake_at_ms);
   if (!wait) return WakeVerdict::kObsolete;
-  runtime::RunOptions options{.fence_if_parked_at = park->sequence,
-                              .answer = runtime::Answer{*wait, events::Json()}};
-  Result<runtime::RunOutcome> r =
-      runtime_.ResumeWithLog(row.execution_id, std::move(log), std::move(options));
-  if (r) return WakeVerdict::kResumed;
-  switch (r.error().code) {
-    case ErrorCode::kResumeRefused:
+  ONCE_ASSIGN_OR_RETURN(
+      runtime::ParkAnswered answered,
+      runtime_.AnswerPark(row.execution_id, {.park_seq = park->sequence,
+                                             .answer = runtime::Answer{*wait, events::Json()},
+                                             .log_in_hand = &log}));
+  switch (answered.verdict) {
+    case runtime::ParkVerdict::kResumed:
+      return WakeVerdict::kResumed;
+    case runtime::ParkVerdict::kNoop:
       return WakeVerdict::kObsolete;
-    case ErrorCode::kResumeContended:
-    case ErrorCode::kStaleFence:
-    case ErrorCode::kSequenceConflict:
-      return WakeVerdict::kContended;
-    default:
-      return std::unexpected(r.error());
+    case runtime::ParkVerdict::kContended:
+      break;
   }
+  return WakeVerdict::kContended;
 }
 
 Result<size_t> ParkTimers::Schedule(const std::string& id, const store::Envelope& park) {
@@ -68,8 +67,15 @@ Result<size_t> ParkTimers::Sweep() {
     ONCE_ASSIGN_OR_RETURN(store::ExecutionPage page,
                           store_.ListExecutions(after, store_.limits().list_page_executions_max));
     for (const std::string& id : page.execution_ids) {
-      ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log, internal::ReadLog(store_, id));
-      const store::Envelope* park = runtime::FindOpenPark(log);
+      // An unreadable log is that execution's problem: reported, skipped.
+      Result<std::vector<store::Envelope>> log = store::ReadLog(store_, id);
+      Result<runtime::ExecutionState> st =
+          log ? runtime::Fold(*log) : Result<runtime::ExecutionState>(std::unexpected(log.error()));
+      if (!st) {
+        if (on_error_) on_error_(st.error());
+        continue;
+      }
+      const store::Envelope* park = runtime::FindOpenPark(*log);
       if (!park) continue;
       ONCE_ASSIGN_OR_RETURN(size_t n, Schedule(id, *park));
       written += n;

@@ -3,6 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "once/nodes/memory_node_registry.h"
+#include "once/queues/memory_queue_store.h"
 #include "once/store/memory_store.h"
 #include "once/timers/memory_timer_store.h"
 #include "test_support.h"
@@ -70,26 +78,15 @@ TEST(AppTest, TimersSupervisorAndInboxAreWiredEndToEnd) {
   EXPECT_EQ(app->runtime().Inspect("r").value().result["value"], "ok");
 }
 
-TEST(AppTest, TheInboxStoreIsBuiltOnTheBackendWhenNoneIsGiven) {
+TEST(AppTest, AnInboxNeedsAnInboxStore) {
   AppFixture f;
   AppConfig c = f.Config();
   c.inbox = nullptr;
-  EXPECT_EQ(App::Create(c).value()->inbox(), nullptr);  // no store, no backend: no inbox
-  c.backend = AppBackend{};                             // memory
-  c.inbox_limits.pending_messages_per_execution_max = 1;
+  EXPECT_EQ(App::Create(c).value()->inbox(), nullptr);
+  c.inbox = &f.inbox;
   auto app = App::Create(c).value();
-  ASSERT_NE(app->inbox_store(), nullptr);
-  EXPECT_NE(dynamic_cast<MemoryInboxStore*>(app->inbox_store()), nullptr);
-  EXPECT_EQ(app->inbox_store()->limits().pending_messages_per_execution_max, 1u);
-  ASSERT_TRUE(app->inbox()->Send("r", "approve", "ok"));
-  EXPECT_EQ(app->inbox()->Send("r", "approve", "ok").error().code, ErrorCode::kLimitExceeded);
-  // A backend that does not open fails Create with the store's error.
-  c.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = ""};
-  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
-  // A store given explicitly wins over the backend.
-  c = f.Config();
-  c.backend = AppBackend{.kind = AppBackend::Kind::kSqlite, .sqlite_path = ""};
-  EXPECT_EQ(App::Create(c).value()->inbox_store(), &f.inbox);
+  EXPECT_EQ(app->inbox_store(), &f.inbox);
+  ASSERT_NE(app->inbox(), nullptr);
 }
 
 // A finished execution whose inbox still holds a message is kept by
@@ -201,6 +198,310 @@ TEST(AppTest, ParkTimeSelfResumeContendedGoesToOnErrorWhenTheFlagIsOff) {
   EXPECT_EQ(t.app->runtime().Inspect("p").value().status, runtime::ExecutionStatus::kSuspended);
   EXPECT_EQ(t.ContendedErrors(), 1);
   EXPECT_TRUE(t.f.timers.RowsOf("p").value().empty());  // nothing written
+}
+
+// ---- Nodes (issue 15) -----------------------------------------------------
+
+// Two Apps as two nodes of one memory store and registry. Leases are judged
+// by the manual clock (the store's and the nodes' own).
+struct TwoNodes {
+  ManualClock clock;
+  SeededRng rng{9};
+  store::MemoryEventStore store{store::Limits{}, clock};
+  nodes::MemoryNodeRegistry registry{store, clock};
+  std::atomic<bool> block_on_a{true};
+  std::atomic<int> step_runs{0};
+  std::atomic<bool> in_step{false};
+  std::atomic<bool> release{false};
+
+  AppConfig Config(const std::string& id) {
+    AppConfig c{.store = &store, .clock = &clock, .rng = &rng};
+    c.nodes = &registry;
+    c.local_clock = &clock;
+    c.node.info = {.node_id = id, .host = "test", .pid = 1};
+    c.node.heartbeat_interval_ms = 50;
+    c.node.step_wait_ms_max = 200;
+    c.takeover_interval_ms = 0;  // the test drives takeover
+    c.recover_interval_ms = 0;
+    c.drain_ms = 100;
+    return c;
+  }
+  // step "slow" (blocks on node "a" until released), step "after".
+  void Register(App& app, const std::string& node) {
+    ONCE_CHECK(app.runtime()
+                   .Register("job",
+                             [this, node](runtime::Context& ctx, const Json&) -> Result<Json> {
+                               ONCE_RETURN_IF_ERROR(ctx.Step("slow", [&]() -> Result<Json> {
+                                 ++step_runs;
+                                 if (node == "a" && block_on_a) {
+                                   in_step = true;
+                                   while (!release) std::this_thread::yield();
+                                 }
+                                 return node;
+                               }));
+                               return ctx.Step("after", [&]() -> Result<Json> { return node; });
+                             })
+                   .has_value());
+  }
+};
+
+TEST(AppNodesTest, StartRegistersTheNodeAndStopReleasesIt) {
+  TwoNodes t;
+  auto a = App::Create(t.Config("a")).value();
+  ASSERT_NE(a->node(), nullptr);
+  ASSERT_TRUE(a->Start());
+  auto listed = t.registry.Nodes().value();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].info.node_id, "a");
+  EXPECT_TRUE(listed[0].alive);
+  a->Stop();
+  listed = t.registry.Nodes().value();
+  EXPECT_TRUE(listed[0].stopped);
+  EXPECT_FALSE(listed[0].alive);
+  EXPECT_TRUE(a->node()->draining());
+}
+
+TEST(AppNodesTest, ARegistryNeedsANodeId) {
+  TwoNodes t;
+  AppConfig c = t.Config("");
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+}
+
+// Stop drains: the body running on A gets drain_ms to finish; it does not,
+// so A closes its gate and is released, B takes the execution over at once
+// (no lease wait), and A's late record is refused by the fence.
+TEST(AppNodesTest, AStoppingNodeDrainsThenOthersTakeWhatItStillOwnsAtOnce) {
+  TwoNodes t;
+  auto a = App::Create(t.Config("a")).value();
+  auto b = App::Create(t.Config("b")).value();
+  t.Register(*a, "a");
+  t.Register(*b, "b");
+  ASSERT_TRUE(a->Start());
+  ASSERT_TRUE(b->Start());
+  // The first step is durable on A (its run row names A), the second blocks.
+  t.block_on_a = false;
+  ASSERT_TRUE(a->runtime().Start("job", "warm", Json()));
+  t.block_on_a = true;
+  auto running =
+      std::async(std::launch::async, [&] { return a->runtime().Start("job", "ex", Json()); });
+  while (!t.in_step) std::this_thread::yield();
+  // A is alive: B takes nothing.
+  EXPECT_EQ(b->runtime().Takeover().value().orphaned, 0u);
+  auto started = std::chrono::steady_clock::now();
+  a->Stop();  // drain_ms passes with the body still in its step
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(100));
+  // Released: no lease wait (the clock has not moved).
+  runtime::TakeoverReport taken = b->runtime().Takeover().value();
+  EXPECT_EQ(taken.orphaned, 0u);  // the body on A never made a run row: nothing recorded yet
+  t.release = true;
+  Result<runtime::RunOutcome> late = running.get();
+  ASSERT_FALSE(late);  // the gate closed under it: its next step was refused
+  EXPECT_EQ(late.error().code, ErrorCode::kCancelled);
+  // A's record of "slow" landed before the refusal, under A's ownership;
+  // A is stopped, so B takes the run at once and finishes it.
+  taken = b->runtime().Takeover().value();
+  EXPECT_EQ(taken.redriven, 1u);
+  runtime::ExecutionState st = b->runtime().Inspect("ex").value();
+  EXPECT_EQ(st.status, runtime::ExecutionStatus::kCompleted);
+  EXPECT_EQ(st.result["value"], "b");  // "after" ran on B; "slow" was replayed from A
+  b->Stop();
+}
+
+// A node that dies (no heartbeat, no Stop) leaves a run: the survivor's
+// periodic takeover resumes it once the lease has passed, with no operator.
+TEST(AppNodesTest, TheSurvivorsPeriodicTakeoverResumesADeadNodesRun) {
+  TwoNodes t;
+  AppConfig ca = t.Config("a");
+  auto a = App::Create(ca).value();
+  t.Register(*a, "a");
+  ASSERT_TRUE(a->Start());
+  // A dies in the middle of "ex": its heartbeats stop, its body never ends.
+  auto running =
+      std::async(std::launch::async, [&] { return a->runtime().Start("job", "ex", Json()); });
+  while (!t.in_step) std::this_thread::yield();
+  a->node()->StopHeartbeats();
+  AppConfig cb = t.Config("b");
+  cb.takeover_interval_ms = 20;
+  auto b = App::Create(cb).value();
+  t.Register(*b, "b");
+  ASSERT_TRUE(b->Start());
+  // Nothing recorded for "ex" yet: A's run left no row. Record one the way
+  // a body that had made its first step durable would have.
+  store::AppendRequest req{.execution_id = "ex2", .expected_next = 1, .owner = "a"};
+  req.events.push_back(
+      events::KernelEvent(events::KernelKind::kExecutionStarted, Json{{"workflow", "job"}}));
+  ASSERT_TRUE(t.store.Append(req));
+  t.clock.Advance(std::chrono::milliseconds(a->node()->options().node_lease_ms + 1));
+  for (int i = 0; i < 500 && b->runtime().Inspect("ex2").value().status !=
+                                 runtime::ExecutionStatus::kCompleted;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(b->runtime().Inspect("ex2").value().status, runtime::ExecutionStatus::kCompleted);
+  t.release = true;
+  (void)running.get();
+  b->Stop();
+  a->Stop();
+}
+
+// ---- Durable queues (issue 15; docs/queues.md) ----------------------------
+
+struct QueuedNodes : TwoNodes {
+  queues::MemoryQueueStore queue_store{clock};
+  std::mutex mu;
+  std::map<std::string, int> runs;  // body runs per execution id
+  std::atomic<int> in_flight{0};
+  std::atomic<int> peak{0};
+
+  AppConfig Serving(const std::string& id) {
+    AppConfig c = Config(id);
+    c.queues = &queue_store;
+    c.serve_queues = {"q"};
+    c.queue_poll_interval_ms = 5;
+    c.runtime.workers = 4;
+    return c;
+  }
+  void RegisterCount(App& app) {
+    ONCE_CHECK(app.runtime()
+                   .Register("count",
+                             [this](runtime::Context& ctx, const Json&) -> Result<Json> {
+                               return ctx.Step("work", [&]() -> Result<Json> {
+                                 int now = ++in_flight;
+                                 for (int p = peak;
+                                      now > p && !peak.compare_exchange_weak(p, now);) {
+                                 }
+                                 {
+                                   std::lock_guard lock(mu);
+                                   ++runs[ctx.execution_id()];
+                                 }
+                                 std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                                 --in_flight;
+                                 return Json(1);
+                               });
+                             })
+                   .has_value());
+  }
+};
+
+// Two serving nodes drain one queue: every execution runs once, ends, is
+// awaited from the node that enqueued it, and the claimed items never
+// exceed the queue's limit (the bodies in flight, sampled in the step).
+TEST(AppQueuesTest, EnqueuedWorkRunsOnceAcrossNodesWithinTheLimit) {
+  QueuedNodes t;
+  ASSERT_TRUE(t.queue_store.Configure({.name = "q", .concurrency_max = 3}));
+  auto a = App::Create(t.Serving("a")).value();
+  auto b = App::Create(t.Serving("b")).value();
+  t.RegisterCount(*a);
+  t.RegisterCount(*b);
+  ASSERT_TRUE(a->Start());
+  ASSERT_TRUE(b->Start());
+  constexpr int kItems = 40;
+  for (int i = 0; i < kItems; ++i) {
+    auto e =
+        a->Enqueue("q", "count", "c-" + std::to_string(i), Json::object(), {.priority = i % 3});
+    ASSERT_TRUE(e) << e.error().ToString();
+    EXPECT_FALSE(e->existing);
+  }
+  for (int i = 0; i < kItems; ++i) {
+    auto st = a->Await("c-" + std::to_string(i), 20'000);
+    ASSERT_TRUE(st) << st.error().ToString();
+    EXPECT_EQ(st->status, runtime::ExecutionStatus::kCompleted);
+  }
+  EXPECT_LE(t.peak.load(), 3);
+  EXPECT_GE(t.peak.load(), 1);
+  {
+    std::lock_guard lock(t.mu);
+    ASSERT_EQ(t.runs.size(), static_cast<size_t>(kItems));
+    for (const auto& [id, n] : t.runs) EXPECT_EQ(n, 1) << id;
+  }
+  // Every item completed by the node that ended its execution.
+  EXPECT_TRUE(t.queue_store.Items("q", "", 100).value().empty());
+  // Enqueuing an id that ran returns that execution; nothing runs again.
+  auto again = b->Enqueue("q", "count", "c-0", Json::object());
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->existing);
+  EXPECT_TRUE(t.queue_store.Items("q", "", 100).value().empty());
+  a->Stop();
+  b->Stop();
+}
+
+TEST(AppQueuesTest, ADedupKeyNamesTheHolderAndAStartedIdIsNotQueued) {
+  QueuedNodes t;
+  AppConfig c = t.Config("a");
+  c.queues = &t.queue_store;  // not serving: items stay queued
+  auto a = App::Create(c).value();
+  t.RegisterCount(*a);
+  ASSERT_TRUE(a->Start());
+  ASSERT_TRUE(a->Enqueue("q", "count", "d-1", Json::object(), {.dedup_key = "user-3"}));
+  auto refused = a->Enqueue("q", "count", "d-2", Json::object(), {.dedup_key = "user-3"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kAlreadyExists);
+  ASSERT_NE(refused.error().As<AlreadyExistsDetail>(), nullptr);
+  EXPECT_EQ(refused.error().As<AlreadyExistsDetail>()->execution_id, "d-1");
+  EXPECT_TRUE(a->Enqueue("q", "count", "d-1", Json::object()).value().existing);
+  auto direct = a->runtime().Start("count", "direct", Json::object());
+  ASSERT_TRUE(direct) << direct.error().ToString();
+  EXPECT_TRUE(a->Enqueue("q", "count", "direct", Json::object()).value().existing);
+  EXPECT_EQ(t.queue_store.Items("q", "", 100).value().size(), 1u);  // d-1 only
+  EXPECT_EQ(a->Enqueue("q", "count", "", Json::object()).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(a->Await("d-1", 20).error().code, ErrorCode::kTimeout);  // queued, never served
+  EXPECT_EQ(a->Await("direct", 20).value().status, runtime::ExecutionStatus::kCompleted);
+  a->Stop();
+}
+
+// Two nodes pass over one schedule at once, again and again: each tick is
+// enqueued once, as "<name>@<tick>"; after a long outage only the newest
+// schedule_catch_up_max missed ticks are.
+TEST(AppQueuesTest, EachCronTickIsEnqueuedOnceAcrossNodesAndCatchUpIsBounded) {
+  QueuedNodes t;
+  AppConfig c{.store = &t.store, .clock = &t.clock, .rng = &t.rng};
+  c.queues = &t.queue_store;
+  c.schedule_catch_up_max = 5;
+  auto a = App::Create(c).value();
+  auto b = App::Create(c).value();
+  EXPECT_EQ(a->Schedule("digest", "*/5 * *", "count").error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(a->Schedule("digest", "*/5 * * * *", "count", {.queue = "cron"}));
+  ASSERT_TRUE(a->RunSchedules());  // new: its first tick is the next one
+  EXPECT_TRUE(t.queue_store.Items("cron", "", 100).value().empty());
+  const int64_t start_ms = t.clock.NowUnixMillis();
+  for (int round = 0; round < 8; ++round) {  // 40 minutes, both nodes at once
+    t.clock.Advance(std::chrono::minutes(5));
+    auto on_b = std::async(std::launch::async, [&] { return b->RunSchedules(); });
+    Status on_a = a->RunSchedules();
+    ASSERT_TRUE(on_a) << on_a.error().ToString();
+    ASSERT_TRUE(on_b.get());
+  }
+  auto items = t.queue_store.Items("cron", "", 100).value();
+  ASSERT_EQ(items.size(), 8u);  // one per tick
+  for (const auto& item : items) {
+    EXPECT_EQ(item.execution_id.rfind("digest@", 0), 0u) << item.execution_id;
+    int64_t tick = std::stoll(item.execution_id.substr(7));
+    EXPECT_EQ(tick % 300'000, 0);
+    EXPECT_GT(tick, start_ms);
+  }
+  // An outage of two hours: 24 ticks missed, the newest 5 enqueued.
+  ASSERT_TRUE(t.queue_store.Complete([&] {
+    std::vector<std::string> ids;
+    for (const auto& item : items) ids.push_back(item.execution_id);
+    return ids;
+  }()));
+  t.clock.Advance(std::chrono::hours(2));
+  ASSERT_TRUE(b->RunSchedules());
+  ASSERT_TRUE(a->RunSchedules());
+  EXPECT_EQ(t.queue_store.Items("cron", "", 100).value().size(), 5u);
+}
+
+TEST(AppQueuesTest, ServingNeedsAQueueStoreAndANode) {
+  QueuedNodes t;
+  AppConfig c = t.Serving("a");
+  c.queues = nullptr;
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+  c = t.Serving("a");
+  c.nodes = nullptr;
+  EXPECT_EQ(App::Create(c).error().code, ErrorCode::kInvalidArgument);
+  AppConfig plain{.store = &t.store, .clock = &t.clock, .rng = &t.rng};
+  auto app = App::Create(plain).value();
+  EXPECT_EQ(app->Enqueue("q", "count", "x", Json::object()).error().code, ErrorCode::kUnsupported);
 }
 
 }  // namespace

@@ -19,20 +19,19 @@ using testing::Backend;
 using testing::Count;
 using testing::HookStore;
 
-// One process (or node): its own event store and App on the database; the
-// App builds the inbox store on the backend.
+// One process (or node): its own event store, inbox store and App on the
+// database.
 struct Node {
   Node(testing::BaseStore& db, const Clock& clock, Rng& rng, std::vector<Error>& errors,
        int64_t sweep_ms = 0)
-      : events(db.OpenEventStore()), hook(*events) {
-    AppConfig config{.store = &hook, .clock = &clock, .rng = &rng};
+      : events(db.OpenEventStore()), hook(*events), messages(db.OpenInbox()) {
+    AppConfig config{.store = &hook, .clock = &clock, .rng = &rng, .inbox = messages.get()};
     config.inbox_sweep_interval_ms = sweep_ms;
     config.runtime.on_error = [&errors](const Error& e) {
       static std::mutex mu;  // the App's sweeper thread reports here too
       std::lock_guard lock(mu);
       errors.push_back(e);
     };
-    config.backend = db.app_backend();
     auto made = App::Create(std::move(config));
     ONCE_CHECK_MSG(made.has_value(), "App::Create failed");
     app = std::move(*made);
@@ -43,6 +42,7 @@ struct Node {
 
   std::unique_ptr<store::EventStore> events;
   HookStore hook;
+  std::unique_ptr<inbox::InboxStore> messages;
   std::unique_ptr<App> app;
 };
 

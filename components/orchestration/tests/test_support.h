@@ -221,23 +221,6 @@ class BaseStore {
     return std::make_unique<store::MemoryEventStore>(store::Limits{}, clock_);
   }
 
-  // Where App builds its inbox store for this database.
-  AppBackend app_backend() const {
-    AppBackend b;
-    if (backend_ == Backend::kSqlite) {
-      b.kind = AppBackend::Kind::kSqlite;
-      b.sqlite_path = path_.string();
-    }
-#if ONCE_TEST_POSTGRES_BACKEND
-    if (backend_ == Backend::kPostgres && schema_) {
-      b.kind = AppBackend::Kind::kPostgres;
-      b.postgres_url = schema_->Options().conninfo;
-      b.postgres_schema = schema_->name();
-    }
-#endif
-    return b;
-  }
-
   // An inbox store object on the same data (memory: a new, empty one).
   std::unique_ptr<inbox::InboxStore> OpenInbox(inbox::InboxLimits limits = {}) {
     if (backend_ == Backend::kSqlite) {

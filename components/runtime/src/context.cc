@@ -1,7 +1,6 @@
 #include "once/runtime/context.h"
 
 #include "json_access.h"
-#include "once/runtime/runtime.h"
 #include "run_state.h"
 
 namespace once::runtime {
@@ -13,6 +12,7 @@ using events::KernelKind;
 using internal::ErrorFromJson;
 using internal::ErrorToJson;
 using internal::IsBodyEvent;
+using internal::NextBodyEvent;
 
 namespace {
 
@@ -43,40 +43,34 @@ std::string_view CallName(int call) {
 
 }  // namespace
 
-Context::Context(Runtime& runtime, internal::RunState& run) : runtime_(runtime), run_(run) {}
+Context::Context(internal::RunHost& host, internal::RunState& run) : host_(host), run_(run) {}
 
 const std::string& Context::execution_id() const { return run_.id; }
 const std::string& Context::principal() const { return run_.principal; }
+bool Context::parked() const { return run_.parked; }
 
-const Envelope* Context::NextBodyEvent() {
-  while (!live_ && cursor_ < run_.log.size()) {
-    const Envelope& e = run_.log[cursor_++];
-    if (IsBodyEvent(e)) return &e;
-  }
-  live_ = true;
-  return nullptr;
-}
+std::unexpected<Error> Context::Latched() const { return std::unexpected(*run_.latched); }
 
 std::unexpected<Error> Context::Fail(Error e) {
-  latched_ = std::move(e);
-  return std::unexpected(*latched_);
+  run_.latched = std::move(e);
+  return std::unexpected(*run_.latched);
 }
 
 std::unexpected<Error> Context::Diverged(std::string what) {
-  nondeterministic_ = true;
+  run_.nondeterministic = true;
   return Fail(
       Error{ErrorCode::kNondeterminism, "replay diverged from the log: " + what, run_.id, {}});
 }
 
 Status Context::FlushBeforeEffect(bool everything) {
   if (run_.pending.empty() || (!everything && !run_.step_result_pending)) return Ok();
-  if (Status s = runtime_.Flush(run_); !s) return Fail(s.error());
+  if (Status s = host_.Flush(run_); !s) return Fail(s.error());
   return Ok();
 }
 
 Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
-  if (latched_) return Latched();
-  if (const Envelope* e = NextBodyEvent()) {
+  if (run_.latched) return Latched();
+  if (const Envelope* e = NextBodyEvent(run_)) {
     bool done = e->Is(KernelKind::kStepCompleted);
     if ((!done && !e->Is(KernelKind::kStepFailed)) || Member(e->payload, "name") != name) {
       return Diverged("step '" + std::string(name) + "' but the log has " + Describe(*e));
@@ -86,11 +80,14 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
   }
   // The previous step's result is made durable before this fn runs; the
   // run's own EXECUTION_STARTED / EXECUTION_RESUMED need not be (a crash
-  // here re-runs the fn, the same window as a crash inside it).
+  // here re-runs the fn, the same window as a crash inside it). Then a
+  // node whose lease is not fresh starts no step (nodes/node.h): the flush
+  // is guarded by the fence, the step's effect is not.
   ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/false));
+  if (Status gate = host_.BeforeStep(run_); !gate) return Fail(gate.error());
   Result<Json> r = fn();
   if (r) {
-    if (Status s = runtime_.CheckDepth(*r, "the step's value", run_.id); !s) {
+    if (Status s = host_.CheckDepth(*r, "the step's value", run_.id, true); !s) {
       return Fail(s.error());  // not recorded: like a value the store refuses
     }
     run_.pending.push_back(
@@ -105,13 +102,13 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
 }
 
 Status Context::Emit(std::string_view kind, Json payload) {
-  if (latched_) return Latched();
+  if (run_.latched) return Latched();
   ONCE_RETURN_IF_ERROR(
-      runtime_.CheckDepth(payload, "the emitted payload", run_.id, /*wrapped=*/false));
+      host_.CheckDepth(payload, "the emitted payload", run_.id, /*wrapped=*/false));
   if (events::ParseKernelKind(kind)) {
     return MakeError(ErrorCode::kInvalidArgument, "Emit takes an application kind", run_.id);
   }
-  if (const Envelope* e = NextBodyEvent()) {
+  if (const Envelope* e = NextBodyEvent(run_)) {
     if (e->kind != kind) {
       return Diverged("emit '" + std::string(kind) + "' but the log has " + Describe(*e));
     }
@@ -129,17 +126,17 @@ std::unexpected<Error> Context::Park(Call call, Json waits, Json extra) {
   payload["call"] = CallName(static_cast<int>(call));
   payload["waits"] = std::move(waits);
   run_.pending.push_back(run_.Kernel(KernelKind::kExecutionSuspended, std::move(payload)));
-  parked_ = true;
+  run_.parked = true;
   return Fail(Error{ErrorCode::kCancelled, "parked: return this error from the body", run_.id, {}});
 }
 
 // Replays a wait call: [SUSPENDED (call, waits), RESUMED (wait, value)]*
 // until a resume answers `answer_wait`; parks when the log ends first.
 Result<Json> Context::AwaitImpl(Call call, Json park, const Json& answer_wait, bool match_waits) {
-  if (latched_) return Latched();
+  if (run_.latched) return Latched();
   std::string_view name = CallName(static_cast<int>(call));
   for (;;) {
-    const Envelope* e = NextBodyEvent();
+    const Envelope* e = NextBodyEvent(run_);
     if (!e) {
       Json waits = std::move(park["waits"]);
       park.erase("waits");
@@ -150,9 +147,9 @@ Result<Json> Context::AwaitImpl(Call call, Json park, const Json& answer_wait, b
       return Diverged(std::string(name) + " but the log has " + Describe(*e));
     }
     if (!match_waits) park = e->payload;  // re-park on the recorded wait (wake time)
-    const Envelope* r = NextBodyEvent();
+    const Envelope* r = NextBodyEvent(run_);
     if (!r) {  // the park is still open: stay parked, append nothing
-      parked_ = true;
+      run_.parked = true;
       return Fail(Error{ErrorCode::kCancelled, "parked: the park is still open", run_.id, {}});
     }
     if (!r->Is(KernelKind::kExecutionResumed)) {
@@ -162,7 +159,7 @@ Result<Json> Context::AwaitImpl(Call call, Json park, const Json& answer_wait, b
   }
 }
 
-Status Context::Sleep(Duration duration) { return SleepUntil(runtime_.clock_.Now() + duration); }
+Status Context::Sleep(Duration duration) { return SleepUntil(host_.clock().Now() + duration); }
 
 Status Context::SleepUntil(TimePoint wake_at) {
   Json park{
@@ -173,12 +170,12 @@ Status Context::SleepUntil(TimePoint wake_at) {
 
 Status Context::StartChild(std::string_view workflow, std::string_view key, Json input,
                            std::string_view group) {
-  if (latched_) return Latched();
-  if (Status s = runtime_.CheckDepth(input, "the child's input", run_.id); !s) {
+  if (run_.latched) return Latched();
+  if (Status s = host_.CheckDepth(input, "the child's input", run_.id, true); !s) {
     return Fail(s.error());
   }
   if (!group.empty()) groups_[std::string(group)].emplace_back(key);
-  if (const Envelope* e = NextBodyEvent()) {
+  if (const Envelope* e = NextBodyEvent(run_)) {
     if (!e->Is(KernelKind::kChildStarted) || Member(e->payload, "key") != key) {
       return Diverged("child '" + std::string(key) + "' but the log has " + Describe(*e));
     }
@@ -188,14 +185,14 @@ Status Context::StartChild(std::string_view workflow, std::string_view key, Json
   // buffered (the start included) is durable before the child exists.
   ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/true));
   std::string child_id = ChildExecutionId(run_.id, key);
-  Status started = runtime_.CreateChild(run_, workflow, key, child_id, input);
+  Status started = host_.CreateChild(run_, workflow, key, child_id, input);
   if (!started) return Fail(started.error());
   Json payload{
       {"key", key}, {"workflow", workflow}, {"child_id", child_id}, {"input", std::move(input)}};
   if (!group.empty()) payload["group"] = group;
   run_.pending.push_back(run_.Kernel(KernelKind::kChildStarted, std::move(payload)));
-  if (Status s = runtime_.Flush(run_); !s) return Fail(s.error());
-  runtime_.ScheduleRedrive(std::move(child_id));
+  if (Status s = host_.Flush(run_); !s) return Fail(s.error());
+  host_.ScheduleRedrive(std::move(child_id));
   return Ok();
 }
 
@@ -214,7 +211,7 @@ Result<Json> Context::AwaitChild(std::string_view key) {
 }
 
 Result<Json> Context::AwaitChildren(std::string_view group) {
-  if (latched_) return Latched();
+  if (run_.latched) return Latched();
   Json waits = Json::array();
   if (auto it = groups_.find(group); it != groups_.end()) {
     for (const std::string& key : it->second)
@@ -233,12 +230,13 @@ Result<Json> Context::Receive(std::string_view topic) {
 }
 
 Status Context::ContinueAsNew(Json input) {
-  if (latched_) return Latched();
-  if (Status s = runtime_.CheckDepth(input, "the next input", run_.id); !s) {
+  if (run_.latched) return Latched();
+  if (Status s = host_.CheckDepth(input, "the next input", run_.id, true); !s) {
     return Fail(s.error());
   }
-  continue_input_ = std::move(input);
-  latched_ = Error{ErrorCode::kCancelled, "continued as new: return from the body", run_.id, {}};
+  run_.continue_input = std::move(input);
+  run_.latched =
+      Error{ErrorCode::kCancelled, "continued as new: return from the body", run_.id, {}};
   return Ok();
 }
 

@@ -1,5 +1,7 @@
 #include "once/runtime/log_view.h"
 
+#include "json_access.h"
+#include "once/events/kernel_payload.h"
 #include "run_state.h"
 
 namespace once::runtime {
@@ -33,16 +35,18 @@ bool IsTerminal(ExecutionStatus s) {
 
 namespace {
 
-void Apply(ExecutionState& st, const Envelope& e) {
-  auto kind = events::ParseKernelKind(e.kind);
-  if (!kind) return;
-  switch (*kind) {
-    case KernelKind::kExecutionStarted:
+using internal::Member;
+
+void Apply(ExecutionState& st, const Envelope& e, KernelKind kind) {
+  switch (kind) {
+    case KernelKind::kExecutionStarted: {
       st.status = ExecutionStatus::kRunning;
-      st.workflow = e.payload.value("workflow", "");
-      st.input = e.payload.value("input", Json());
-      st.parent = e.payload.value("parent", Json());
+      const Json& workflow = Member(e.payload, "workflow");
+      st.workflow = workflow.is_string() ? workflow.get<std::string>() : std::string();
+      st.input = Member(e.payload, "input");
+      st.parent = Member(e.payload, "parent");
       break;
+    }
     case KernelKind::kExecutionSuspended:
       st.status = ExecutionStatus::kSuspended;
       st.park_seq = e.sequence;
@@ -72,15 +76,29 @@ void Apply(ExecutionState& st, const Envelope& e) {
   st.park_seq.reset();
 }
 
+std::optional<KernelKind> KernelKindOf(const Envelope& e) {
+  if (std::optional<KernelKind> k = e.kind.interned()) return k;
+  return events::ParseKernelKind(e.kind.view());
+}
+
 }  // namespace
 
-ExecutionState Fold(std::span<const Envelope> events) {
+Result<ExecutionState> Fold(std::span<const Envelope> events) {
   ExecutionState st;
   for (const Envelope& e : events) {
     if (st.status == ExecutionStatus::kUnknown && !e.Is(KernelKind::kExecutionStarted)) {
       st.status = ExecutionStatus::kRunning;  // a truncated prefix
     }
-    if (!IsTerminal(st.status) || !e.answering()) Apply(st, e);
+    std::optional<KernelKind> kind = KernelKindOf(e);
+    if (kind) {
+      if (std::optional<std::string> problem = events::KernelPayloadProblem(*kind, e.payload)) {
+        return MakeError(
+            ErrorCode::kCorruption,
+            "the log cannot be read: event " + std::to_string(e.sequence) + ": " + *problem,
+            e.execution_id);
+      }
+      if (!IsTerminal(st.status) || !e.answering()) Apply(st, e, *kind);
+    }
     st.head = e.sequence;
   }
   return st;
@@ -111,19 +129,28 @@ std::string ChildExecutionId(std::string_view parent_id, std::string_view key) {
 std::optional<Json> ChildResult(const ExecutionState& child) {
   switch (child.status) {
     case ExecutionStatus::kCompleted:
-      return Json{{"status", "completed"}, {"value", child.result.value("value", Json())}};
+      return Json{{"status", "completed"}, {"value", Member(child.result, "value")}};
     case ExecutionStatus::kFailed:
-      return Json{{"status", "failed"}, {"error", child.result.value("error", Json())}};
+      return Json{{"status", "failed"}, {"error", Member(child.result, "error")}};
     case ExecutionStatus::kCancelled:
       return Json{{"status", "cancelled"}};
     case ExecutionStatus::kContinued:
-      return Json{{"status", "continued"}, {"next", child.result.value("next", Json())}};
+      return Json{{"status", "continued"}, {"next", Member(child.result, "next")}};
     default:
       return std::nullopt;
   }
 }
 
 namespace internal {
+
+const Envelope* NextBodyEvent(RunState& run) {
+  while (!run.live && run.cursor < run.log.size()) {
+    const Envelope& e = run.log[run.cursor++];
+    if (IsBodyEvent(e)) return &e;
+  }
+  run.live = true;
+  return nullptr;
+}
 
 bool IsBodyEvent(const Envelope& e) {
   auto kind = events::ParseKernelKind(e.kind);
@@ -147,11 +174,13 @@ bool IsBodyEvent(const Envelope& e) {
 
 Error ErrorFromJson(const Json& j, std::string subject) {
   ErrorCode code = ErrorCode::kInternal;
-  std::string name = j.is_object() ? j.value("code", "") : "";
-  for (int c = 0; c <= static_cast<int>(ErrorCode::kInternal); ++c) {
+  const Json& name_json = Member(j, "code");
+  const Json& message_json = Member(j, "message");
+  std::string name = name_json.is_string() ? name_json.get<std::string>() : "";
+  for (int c = 0; c <= static_cast<int>(ErrorCode::kAlreadyExists); ++c) {
     if (ErrorCodeName(static_cast<ErrorCode>(c)) == name) code = static_cast<ErrorCode>(c);
   }
-  std::string message = j.is_object() ? j.value("message", "") : "";
+  std::string message = message_json.is_string() ? message_json.get<std::string>() : "";
   return Error{code, std::move(message), std::move(subject), {}};
 }
 

@@ -1,14 +1,18 @@
-// Resume: D2 of the design record (acquire-if-parked, the fence taken last).
-#include <algorithm>
-
+// Resume: D2 of the design record (acquire-if-parked, the fence taken last),
+// and AnswerPark, the one way every component answers a park.
+#include "fence_protocol.h"
 #include "json_access.h"
 #include "once/runtime/runtime.h"
+#include "once/store/read_log.h"
 #include "run_state.h"
 
 namespace once::runtime {
 
+using internal::FenceProtocol;
+using internal::FindWait;
 using internal::Member;
 using internal::Refused;
+using internal::ResumeTarget;
 
 using events::KernelKind;
 using internal::RunState;
@@ -17,20 +21,11 @@ using store::Capability;
 
 namespace {
 
-const Json* FindWait(const Envelope& park, std::string_view type, const char* key = nullptr,
-                     std::string_view value = {}) {
-  for (const Json& wait : Member(park.payload, "waits")) {
-    if (Member(wait, "type") != type) continue;
-    if (!key || Member(wait, key) == value) return &wait;
-  }
-  return nullptr;
-}
-
-// The envelope at `seq` in the (ascending) events in hand, or null.
-const Envelope* InHand(std::span<const Envelope> log, int64_t seq) {
-  auto it = std::lower_bound(log.begin(), log.end(), seq,
-                             [](const Envelope& e, int64_t s) { return e.sequence < s; });
-  return it != log.end() && it->sequence == seq ? &*it : nullptr;
+ResumeTarget TargetOf(const RunOptions& options, std::optional<int64_t> expect_park,
+                      const std::optional<std::string>& topic) {
+  return ResumeTarget{
+      .park_seq = options.fence_if_parked_at ? options.fence_if_parked_at : expect_park,
+      .topic = topic};
 }
 
 }  // namespace
@@ -79,55 +74,43 @@ Status Runtime::CheckLogInHand(std::string_view id, std::span<const Envelope> lo
   return Ok();
 }
 
-// Refusals that need no token: unknown, terminal, not parked, not parked at
-// the expected sequence, not waiting on the delivered topic.
-Status Runtime::CheckResumable(std::string_view id, std::span<const Envelope> log,
-                               const RunOptions& options, const ResumeExtras& extras) const {
-  if (log.empty()) return Refused(id, "unknown-execution");
-  if (IsTerminal(Fold(log).status)) return Refused(id, "terminal");
-  const Envelope* park = FindOpenPark(log);
-  if (!park) return Refused(id, "not-suspended");
-  std::optional<int64_t> expected =
-      options.fence_if_parked_at ? options.fence_if_parked_at : extras.expect_park;
-  if (expected && park->sequence != *expected) return Refused(id, "not-suspended");
-  if (extras.topic && !FindWait(*park, "message", "topic", *extras.topic)) {
-    return Refused(id, "not-suspended");
-  }
-  return Ok();
-}
-
 Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view principal,
                                        const RunOptions& options, const ResumeExtras& extras) {
+  const ResumeTarget target = TargetOf(options, extras.expect_park, extras.topic);
   std::vector<Envelope> log;
   if (extras.log_in_hand) {
     log = std::move(*extras.log_in_hand);
   } else {
-    ONCE_ASSIGN_OR_RETURN(log, ReadAll(id, 1));
+    ONCE_ASSIGN_OR_RETURN(log, store::ReadLog(store_, id));
   }
-  Status resumable = CheckResumable(id, log, options, extras);
+  Status resumable = internal::CheckResumable(id, log, target);
   if (!resumable && extras.log_in_hand) {
     // A log read earlier may be stale: refuse only on the current one.
-    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
-    resumable = CheckResumable(id, log, options, extras);
+    ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
+    resumable = internal::CheckResumable(id, log, target);
   }
   ONCE_RETURN_IF_ERROR(resumable);
-  ExecutionState st = Fold(log);
+  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   const Def* def = Find(st.workflow);
   if (!def)
     return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
   std::string actor(principal);  // fixed before the acquire: the fence is the last step
   const bool acquires = options.fence_if_parked_at && store_.Supports(Capability::kAcquireFence);
-  ONCE_ASSIGN_OR_RETURN(Fenced fenced, TakeFence(id, log, options));
+  int own_budget = options_.resume_attempts_max;
+  FenceProtocol fence(store_);
+  ONCE_ASSIGN_OR_RETURN(
+      internal::Fenced fenced,
+      fence.ForResume(id, log, options, Owner(), extras.budget ? extras.budget : &own_budget,
+                      extras.expect_fence));
   if (acquires || extras.log_in_hand) {
     // Under the new token (or on a view read earlier): advance the view by
     // the tail and re-check on it, so the run appends after whatever
     // (ignorable) landed since the first read. A held token or none was
     // taken before the read above: that view is already fresh. The
     // combined acquire has advanced it already.
-    if (!fenced.fresh) ONCE_RETURN_IF_ERROR(ReadTail(id, log));
-    ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, extras));
+    if (!fenced.fresh) ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
+    ONCE_RETURN_IF_ERROR(internal::CheckResumable(id, log, target));
   }
-  const int64_t token = fenced.token;
   const Envelope park = *FindOpenPark(log);
 
   Answer answer;
@@ -147,7 +130,9 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   run.parent = std::move(st.parent);
   run.principal = std::move(actor);
   run.head = log.back().sequence;
-  run.fence = token;
+  run.fence = fenced.token;
+  run.owner = Owner();
+  run.owner_recorded = fenced.owner_recorded;
   run.log = std::move(log);
   if (extras.topic) {
     run.pending.push_back(run.Kernel(KernelKind::kMessageConsumed,
@@ -170,86 +155,136 @@ Result<Answer> Runtime::DefaultAnswer(std::string_view id, const Envelope& park)
   return Answer{};  // nothing answered: the body parks again
 }
 
-Result<Runtime::Fenced> Runtime::TakeFence(std::string_view id, std::vector<Envelope>& log,
-                                           const RunOptions& options) {
-  if (!store_.Supports(Capability::kAcquireFence)) return Fenced{};  // a store that does not fence
-  if (options.fence_if_parked_at) return AcquireIfParked(id, log, *options.fence_if_parked_at);
-  if (options.fence) return Fenced{.token = *options.fence};
-  return Fenced{};
+// ---- AnswerPark ------------------------------------------------------------------
+
+Result<ParkAnswered> Runtime::AnswerPark(std::string_view id, ParkAnswer request) {
+  Outermost outermost(*this);
+  ParkAnswered out;
+  const int budget_max =
+      request.attempts_max > 0 ? request.attempts_max : options_.resume_attempts_max;
+  int budget = budget_max;
+  RunOptions options{.answer = request.answer};
+  ResumeExtras extras{
+      .topic = request.topic, .message = request.message, .log_in_hand = request.log_in_hand};
+  int64_t park_seq = request.park_seq;
+  std::vector<Envelope> read;  // the log, when the open park is read here
+  if (park_seq == 0) {
+    if (!request.log_in_hand) {
+      ONCE_ASSIGN_OR_RETURN(read, store::ReadLog(store_, id));
+      extras.log_in_hand = &read;  // handed on to the resume
+    }
+    ONCE_RETURN_IF_ERROR(Fold(*extras.log_in_hand));
+    const Envelope* park = FindOpenPark(*extras.log_in_hand);
+    if (!park) return out;  // noop: nothing to answer
+    park_seq = park->sequence;
+  }
+  auto verdict_of = [&](const Result<RunOutcome>& r) -> std::optional<ParkVerdict> {
+    if (r) return ParkVerdict::kResumed;
+    switch (r.error().code) {
+      case ErrorCode::kResumeRefused:
+        return ParkVerdict::kNoop;
+      case ErrorCode::kResumeContended:
+        return ParkVerdict::kContended;
+      default:
+        return std::nullopt;
+    }
+  };
+  auto done = [&](Result<RunOutcome> r, ParkVerdict v) -> Result<ParkAnswered> {
+    out.verdict = v;
+    out.attempts = budget_max - budget;
+    if (r) out.outcome = std::move(*r);
+    return out;
+  };
+  // 1. Unfenced, when asked: an execution nobody fenced stays unfenced.
+  if (request.unfenced_first) {
+    extras.expect_park = park_seq;
+    Result<RunOutcome> r = ResumeImpl(id, "", options, extras);
+    extras.log_in_hand = nullptr;  // taken by the try
+    if (std::optional<ParkVerdict> v = verdict_of(r); v && *v != ParkVerdict::kContended) {
+      return done(std::move(r), *v);
+    }
+    if (!r && r.error().code != ErrorCode::kStaleFence &&
+        r.error().code != ErrorCode::kSequenceConflict) {
+      return std::unexpected(r.error());
+    }
+    if (const StaleFenceDetail* stale = r ? nullptr : r.error().As<StaleFenceDetail>()) {
+      extras.expect_fence = stale->current;  // the token to expect, not the park's
+    }
+  }
+  // 2. Under the conditional acquire, within ONE budget of acquires: a
+  // resume whose append lost after its acquire won (a rival fenced or
+  // appended in between) is re-tried on a re-read of the park.
+  extras.budget = &budget;
+  extras.expect_park.reset();
+  while (budget > 0) {
+    options.fence_if_parked_at = park_seq;
+    ++out.conditional_resumes;
+    Result<RunOutcome> r = ResumeImpl(id, "", options, extras);
+    extras.log_in_hand = nullptr;
+    if (std::optional<ParkVerdict> v = verdict_of(r)) return done(std::move(r), *v);
+    if (r.error().code != ErrorCode::kStaleFence &&
+        r.error().code != ErrorCode::kSequenceConflict) {
+      return std::unexpected(r.error());
+    }
+    // A rival fenced behind our acquire: expect its token next (the park's
+    // own is stale forever); one that appended first moved no token.
+    const StaleFenceDetail* stale = r.error().As<StaleFenceDetail>();
+    extras.expect_fence = stale ? std::optional<int64_t>(stale->current) : std::nullopt;
+    // Only the same park is tried again: a park answered by a rival (and
+    // perhaps a new one opened since) is not ours to answer, and an answer
+    // such as a message was meant for this park alone.
+    ONCE_ASSIGN_OR_RETURN(std::optional<Park> park, LocatePark(id));
+    if (!park || park->sequence != park_seq) {
+      return done(std::unexpected(r.error()), ParkVerdict::kNoop);
+    }
+  }
+  return done(MakeError(ErrorCode::kResumeContended, "contended"), ParkVerdict::kContended);
 }
 
-Result<store::ConditionalAcquire> Runtime::AcquireOnce(std::string_view id,
-                                                       std::vector<Envelope>& log,
-                                                       store::FenceExpectation expect,
-                                                       bool* fresh) {
-  *fresh = false;
-  if (!store_.Supports(Capability::kAcquireFenceIfReadTail)) {
-    return store_.AcquireFenceIf(id, expect);
+// The runtime's own answer to a parent whose children are done: an unfenced
+// try first, then the conditional acquire; a lost race is not an error, a
+// contended one goes to on_error (App hands it to the supervisor's re-drive).
+Status Runtime::ResumeParked(const std::string& id, int64_t park_seq, Answer answer,
+                             std::vector<Envelope>* log_in_hand) {
+  ONCE_ASSIGN_OR_RETURN(ParkAnswered answered,
+                        AnswerPark(id, ParkAnswer{.park_seq = park_seq,
+                                                  .answer = std::move(answer),
+                                                  .unfenced_first = true,
+                                                  .log_in_hand = log_in_hand}));
+  if (answered.verdict == ParkVerdict::kContended) {
+    return MakeError(ErrorCode::kResumeContended, "parent resume contended", id,
+                     ResumeContendedDetail{answered.attempts});
   }
-  int64_t read_after = log.empty() ? 0 : log.back().sequence;
-  ONCE_ASSIGN_OR_RETURN(store::AcquireWithTail got,
-                        store_.AcquireFenceIfReadTail(id, expect, read_after));
-  const bool complete = got.tail.size() < store_.limits().read_events_max;
-  log.insert(log.end(), std::make_move_iterator(got.tail.begin()),
-             std::make_move_iterator(got.tail.end()));
-  if (!complete) ONCE_RETURN_IF_ERROR(ReadTail(id, log));  // a long tail: page on
-  *fresh = true;
-  return got.acquire;
+  return Ok();
 }
 
-Result<Runtime::Fenced> Runtime::AcquireIfParked(std::string_view id, std::vector<Envelope>& log,
-                                                 int64_t park_seq) {
-  Envelope read;
-  const Envelope* park = InHand(log, park_seq);
-  if (!park) {
-    ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> one, store_.ReadRange(id, park_seq, park_seq));
-    if (one.empty()) return Refused(id, "not-suspended");
-    read = std::move(one.front());
-    park = &read;
-  }
-  if (!park->Is(KernelKind::kExecutionSuspended)) return Refused(id, "not-suspended");
-  if (!store_.Supports(Capability::kAcquireFenceIf)) {
-    ONCE_ASSIGN_OR_RETURN(int64_t token, store_.AcquireFence(id));
-    return Fenced{.token = token};
-  }
-  store::FenceExpectation expect{park->fence(), park_seq};
-  for (int attempt = 1; attempt <= options_.resume_attempts_max; ++attempt) {
-    bool fresh = false;
-    ONCE_ASSIGN_OR_RETURN(store::ConditionalAcquire got, AcquireOnce(id, log, expect, &fresh));
-    if (!got.stale) return Fenced{.token = got.fence, .fresh = fresh};
-    // Re-read the park (the combined acquire brought the tail along): still
-    // the same unanswered one means the token moved only because someone
-    // acquired and never appended; retry on the store's current token (the
-    // envelope's is stale forever).
-    if (!fresh) ONCE_RETURN_IF_ERROR(ReadTail(id, log));
-    const Envelope* open = FindOpenPark(log);
-    if (!open || open->sequence != park_seq) return Refused(id, "not-suspended");
-    expect.fence = got.fence;
-  }
-  return MakeError(ErrorCode::kResumeContended,
-                   "conditional acquire lost every attempt; retry later", std::string(id),
-                   ResumeContendedDetail{options_.resume_attempts_max});
-}
+// ---- Cancel ----------------------------------------------------------------------
 
 Result<RunOutcome> Runtime::Cancel(std::string_view id, std::string_view reason,
                                    RunOptions options) {
   Outermost outermost(*this);
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
   if (log.empty()) return Refused(id, "unknown-execution");
-  if (IsTerminal(Fold(log).status)) return Refused(id, "terminal");
+  ONCE_ASSIGN_OR_RETURN(ExecutionState before, Fold(log));
+  if (IsTerminal(before.status)) return Refused(id, "terminal");
   if (options.fence_if_parked_at) {
-    ONCE_RETURN_IF_ERROR(CheckResumable(id, log, options, {}));
+    ONCE_RETURN_IF_ERROR(internal::CheckResumable(id, log, TargetOf(options, {}, {})));
   }
-  ONCE_ASSIGN_OR_RETURN(Fenced fenced, TakeFence(id, log, options));
-  if (!fenced.fresh) ONCE_RETURN_IF_ERROR(ReadTail(id, log));
+  int budget = options_.resume_attempts_max;
+  FenceProtocol fence(store_);
+  ONCE_ASSIGN_OR_RETURN(internal::Fenced fenced, fence.ForResume(id, log, options, {}, &budget));
+  if (!fenced.fresh) ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
   const int64_t token = fenced.token;
-  ExecutionState st = Fold(log);
+  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   if (IsTerminal(st.status)) return Refused(id, "terminal");
+  // Owned: the end deletes whatever run row the execution has.
   AppendRequest req{.execution_id = std::string(id), .expected_next = st.head + 1};
   req.events.push_back(
       events::KernelEvent(KernelKind::kExecutionCancelled, Json{{"reason", reason}}, token));
   req.fence = token;
+  req.owner = Owner();
   ONCE_RETURN_IF_ERROR(Commit(std::move(req)));
+  if (options_.on_terminal) options_.on_terminal(std::string(id), ExecutionStatus::kCancelled);
   if (!st.parent.is_null()) {
     Schedule([this, parent = st.parent] { NotifyParent(parent); });
   }

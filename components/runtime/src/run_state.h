@@ -1,8 +1,12 @@
-// Internal: the state of one run of a workflow body.
+// Internal: the state of one run of a workflow body, and what a Context asks
+// of the runtime that runs it (RunHost). The Context and the Runtime share
+// a RunState and talk through RunHost; neither reads the other's privates.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "once/events/envelope.h"
@@ -29,9 +33,50 @@ struct RunState {
   // (a step fn, a child start, a park, the end, the call returning).
   bool step_result_pending = false;
 
+  // Ownership (a runtime with a node): the node running this body, whether
+  // the execution's run row already names it (an owned acquire or an
+  // earlier owned append), and the node's epoch when the run began.
+  std::string_view owner;
+  bool owner_recorded = false;
+  uint64_t node_epoch = 0;
+
+  // Where the replay is, and how the body ended, as the Context saw it
+  // (the runtime's Finish reads these).
+  size_t cursor = 0;    // next index of log to look at
+  bool live = false;    // past the end of the log
+  bool parked = false;  // the body parked (or stays parked)
+  bool nondeterministic = false;
+  std::optional<Error> latched;  // parked / nondeterminism / an append or gate failure
+  std::optional<Json> continue_input;
+
   Envelope Kernel(KernelKind kind, Json payload) const {
     return events::KernelEvent(kind, std::move(payload), fence);
   }
+};
+
+// The next event of the replay view the body consumes (see IsBodyEvent), or
+// null past the end (the run is live from then on).
+const Envelope* NextBodyEvent(RunState& run);
+
+// What a Context needs from the runtime running its body.
+class RunHost {
+ public:
+  virtual const Clock& clock() const = 0;
+  // kLimitExceeded when `value` would nest its event past json_depth_max.
+  virtual Status CheckDepth(const Json& value, std::string_view what, std::string_view id,
+                            bool wrapped) const = 0;
+  // Appends everything pending in one append (a durability boundary).
+  virtual Status Flush(RunState& run) = 0;
+  virtual Status CreateChild(const RunState& parent, std::string_view workflow,
+                             std::string_view key, const std::string& child_id,
+                             const Json& input) = 0;
+  // Runs the execution's body in the background (a new child, a continuation).
+  virtual void ScheduleRedrive(std::string id) = 0;
+  // The node's step gate: Ok when a step may start now.
+  virtual Status BeforeStep(const RunState& run) = 0;
+
+ protected:
+  ~RunHost() = default;
 };
 
 // Whether the context consumes this event on replay: step results, child

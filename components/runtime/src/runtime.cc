@@ -1,9 +1,13 @@
 #include "once/runtime/runtime.h"
 
+#include <array>
 #include <charconv>
+#include <unordered_set>
 
+#include "fence_protocol.h"
 #include "json_access.h"
 #include "once/events/json_text.h"
+#include "once/store/read_log.h"
 #include "once/store/validate.h"
 #include "run_state.h"
 
@@ -42,9 +46,77 @@ std::string NextGenerationId(std::string_view id) {
 
 }  // namespace
 
+// What a Context may ask of the runtime running its body.
+class Runtime::Host final : public internal::RunHost {
+ public:
+  explicit Host(Runtime& rt) : rt_(rt) {}
+  const Clock& clock() const override { return rt_.clock_; }
+  Status CheckDepth(const Json& value, std::string_view what, std::string_view id,
+                    bool wrapped) const override {
+    return rt_.CheckDepth(value, what, id, wrapped);
+  }
+  Status Flush(RunState& run) override { return rt_.Flush(run); }
+  Status CreateChild(const RunState& parent, std::string_view workflow, std::string_view key,
+                     const std::string& child_id, const Json& input) override {
+    return rt_.CreateChild(parent, workflow, key, child_id, input);
+  }
+  void ScheduleRedrive(std::string id) override { rt_.ScheduleRedrive(std::move(id)); }
+  Status BeforeStep(const RunState& run) override { return rt_.BeforeStep(run); }
+
+ private:
+  Runtime& rt_;
+};
+
+// The executions whose body runs in this process (with a node): takeover
+// of this node's own runs skips them. Sharded, so that bodies on many
+// threads rarely share a lock.
+class Runtime::RunningSet {
+ public:
+  void Add(const std::string& id) {
+    Shard& s = ShardOf(id);
+    std::lock_guard lock(s.mu);
+    ++s.ids[id];
+  }
+  void Remove(const std::string& id) {
+    Shard& s = ShardOf(id);
+    std::lock_guard lock(s.mu);
+    auto it = s.ids.find(id);
+    if (it != s.ids.end() && --it->second == 0) s.ids.erase(it);
+  }
+  size_t Size() const {
+    size_t n = 0;
+    for (const Shard& s : shards_) {
+      std::lock_guard lock(s.mu);
+      n += s.ids.size();
+    }
+    return n;
+  }
+  bool Contains(std::string_view id) const {
+    const Shard& s = ShardOf(id);
+    std::lock_guard lock(s.mu);
+    return s.ids.contains(std::string(id));
+  }
+
+ private:
+  static constexpr size_t kShards = 16;
+  struct alignas(64) Shard {
+    mutable std::mutex mu;
+    std::unordered_map<std::string, int> ids;  // GUARDED_BY(mu): id -> bodies running
+  };
+  Shard& ShardOf(std::string_view id) {
+    return shards_[std::hash<std::string_view>{}(id) % kShards];
+  }
+  const Shard& ShardOf(std::string_view id) const {
+    return shards_[std::hash<std::string_view>{}(id) % kShards];
+  }
+  std::array<Shard, kShards> shards_;
+};
+
 Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions options)
     : store_(store), clock_(clock), options_(std::move(options)) {
   ONCE_CHECK(options_.resume_attempts_max > 0);
+  host_ = std::make_unique<Host>(*this);
+  running_ = std::make_unique<RunningSet>();
   memory_ = dynamic_cast<store::MemoryEventStore*>(&store_);
   // Group commit shares a durable write; an in-memory store has none to
   // share, and the hand-off would only add contention.
@@ -57,6 +129,9 @@ Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions op
 }
 
 Runtime::~Runtime() { WaitIdle(); }
+
+bool Runtime::RunningHere(std::string_view id) const { return running_->Contains(id); }
+size_t Runtime::RunningCount() const { return running_->Size(); }
 
 Status Runtime::Register(std::string name, WorkflowFn fn) {
   if (name.empty() || !fn) {
@@ -95,6 +170,14 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
                                       StartOptions options) {
   const Def* def = Find(workflow);
   if (!def) return MakeError(ErrorCode::kNotFound, "unknown workflow", std::string(workflow));
+  if (options.if_absent) {
+    ONCE_RETURN_IF_ERROR(store::ValidateExecutionId(id, store_.limits()));
+    ONCE_ASSIGN_OR_RETURN(int64_t head, store_.Head(id));
+    if (head > 0) {
+      ONCE_ASSIGN_OR_RETURN(ExecutionState st, Inspect(id));
+      return RunOutcome{std::string(id), st.status, st.result, st.park_seq};
+    }
+  }
   ONCE_RETURN_IF_ERROR(CheckDepth(input, "the input", id));
   RunState run;
   run.id = id;
@@ -103,6 +186,7 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
   run.principal = std::move(options.principal);
   run.parent = std::move(options.parent);
   run.fence = options.fence.value_or(0);
+  run.owner = Owner();
   Json payload = events::JsonObject("workflow", workflow, "input", input);
   if (!run.parent.is_null()) payload["parent"] = run.parent;
   if (!run.principal.empty()) payload["principal"] = run.principal;
@@ -110,13 +194,24 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
   run.input = std::move(input);
   run.pending.reserve(kStartPendingEvents);
   run.pending.push_back(run.Kernel(KernelKind::kExecutionStarted, std::move(payload)));
+  // What the store is certain to refuse (an invalid id, a start event over
+  // event_bytes_max, a malformed parent) is refused before the body's first
+  // step runs, not at the first append after it.
+  ONCE_RETURN_IF_ERROR(store::CheckFirstEvent(run.id, run.pending.back(), store_.limits()));
   return Execute(run);
 }
 
 // ---- Running a body ------------------------------------------------------------
 
 Result<RunOutcome> Runtime::Execute(RunState& run) {
-  Context ctx(*this, run);
+  // With a node: the body is known to run here (takeover of this node's
+  // own runs skips it), and it runs in the node's current epoch.
+  const bool tracked = options_.node != nullptr;
+  if (tracked) {
+    run.node_epoch = options_.node->epoch();
+    running_->Add(run.id);
+  }
+  Context ctx(*host_, run);
   Result<Json> result = [&]() -> Result<Json> {
     try {
       return (*run.fn)(ctx, run.input);
@@ -126,20 +221,23 @@ Result<RunOutcome> Runtime::Execute(RunState& run) {
       return MakeError(ErrorCode::kInternal, "body threw", run.id);
     }
   }();
-  return Finish(run, ctx, std::move(result));
+  std::string id = tracked ? run.id : std::string();
+  Result<RunOutcome> out = Finish(run, std::move(result));
+  if (tracked) running_->Remove(id);
+  return out;
 }
 
-Result<RunOutcome> Runtime::Finish(RunState& run, Context& ctx, Result<Json> body_result) {
-  if (ctx.nondeterministic_) return std::unexpected(*ctx.latched_);
-  if (ctx.parked_) return FinishParked(run);
-  if (ctx.latched_ && !ctx.continue_input_) return std::unexpected(*ctx.latched_);
-  if (const Envelope* extra = ctx.NextBodyEvent()) {
+Result<RunOutcome> Runtime::Finish(RunState& run, Result<Json> body_result) {
+  if (run.nondeterministic) return std::unexpected(*run.latched);
+  if (run.parked) return FinishParked(run);
+  if (run.latched && !run.continue_input) return std::unexpected(*run.latched);
+  if (const Envelope* extra = internal::NextBodyEvent(run)) {
     return MakeError(ErrorCode::kNondeterminism,
                      "replay diverged from the log: the body ended before its recorded " +
                          extra->kind + " at sequence " + std::to_string(extra->sequence),
                      run.id);
   }
-  if (ctx.continue_input_) return FinishContinued(run, std::move(*ctx.continue_input_));
+  if (run.continue_input) return FinishContinued(run, std::move(*run.continue_input));
   RunOutcome out{"", ExecutionStatus::kCompleted, Json(), std::nullopt};
   if (body_result) {
     ONCE_RETURN_IF_ERROR(CheckDepth(*body_result, "the body's result", run.id));
@@ -153,6 +251,7 @@ Result<RunOutcome> Runtime::Finish(RunState& run, Context& ctx, Result<Json> bod
         run.Kernel(KernelKind::kExecutionFailed, events::JsonObject("error", out.value)));
   }
   ONCE_RETURN_IF_ERROR(Flush(run));
+  if (options_.on_terminal) options_.on_terminal(run.id, out.status);
   if (!run.parent.is_null()) {
     Schedule([this, parent = std::move(run.parent)] { NotifyParent(parent); });
   }
@@ -186,6 +285,7 @@ Result<RunOutcome> Runtime::FinishContinued(RunState& run, Json input) {
   run.pending.push_back(run.Kernel(KernelKind::kExecutionContinued,
                                    Json{{"next", next}, {"input", std::move(input)}}));
   ONCE_RETURN_IF_ERROR(Flush(run));
+  if (options_.on_terminal) options_.on_terminal(run.id, ExecutionStatus::kContinued);
   ScheduleRedrive(next);
   return RunOutcome{run.id, ExecutionStatus::kContinued, Json{{"next", next}}, std::nullopt};
 }
@@ -193,7 +293,8 @@ Result<RunOutcome> Runtime::FinishContinued(RunState& run, Json input) {
 // Appends EXECUTION_STARTED as the first event of `id`; an id that already
 // has it (a replay after a crash) is fine.
 Status Runtime::CreateStarted(const std::string& id, Json payload) {
-  AppendRequest req{.execution_id = id, .expected_next = 1};
+  // Owned from its first event: this node runs it next (ScheduleRedrive).
+  AppendRequest req{.execution_id = id, .expected_next = 1, .owner = Owner()};
   req.events.push_back(events::KernelEvent(KernelKind::kExecutionStarted, std::move(payload)));
   Result<int64_t> r = Commit(std::move(req));
   if (r || r.error().code == ErrorCode::kSequenceConflict) return Ok();
@@ -211,14 +312,35 @@ Status Runtime::CreateChild(const RunState& parent, std::string_view workflow, s
 
 Status Runtime::Flush(RunState& run) {
   if (run.pending.empty()) return Ok();
+  // The run row: named by the first append that leaves the execution
+  // running (unless the acquire named it), deleted by the one that parks
+  // or ends it. Appends in between leave it alone (no write).
+  std::string_view owner;
+  store::RunRowChange change = store::RunRowChange::kRun;
+  if (!run.owner.empty()) {
+    change = store::RunRowChangeOf(run.pending);
+    if (change == store::RunRowChange::kEnd || !run.owner_recorded) owner = run.owner;
+  }
   AppendRequest req{.execution_id = run.id,
                     .expected_next = run.head + 1,
                     .events = std::move(run.pending),
-                    .fence = run.fence};
+                    .fence = run.fence,
+                    .owner = owner};
   run.pending.clear();
   run.step_result_pending = false;
   ONCE_ASSIGN_OR_RETURN(run.head, Commit(std::move(req)));
+  if (!owner.empty()) run.owner_recorded = change == store::RunRowChange::kRun;
   return Ok();
+}
+
+Status Runtime::BeforeStep(const RunState& run) {
+  if (!options_.node) return Ok();
+  return options_.node->PermitStep(run.node_epoch);
+}
+
+std::string_view Runtime::Owner() const {
+  if (!options_.node || !store_.Supports(Capability::kOwnership)) return {};
+  return options_.node->id();
 }
 
 Result<int64_t> Runtime::Commit(AppendRequest req) {
@@ -230,33 +352,9 @@ Result<int64_t> Runtime::Commit(AppendRequest req) {
 
 // ---- Reading -------------------------------------------------------------------
 
-Result<std::vector<Envelope>> Runtime::ReadAll(std::string_view id, int64_t first) {
-  std::vector<Envelope> out;
-  for (;;) {
-    ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> page, store_.ReadRange(id, first, store::kToEnd));
-    if (page.empty()) break;
-    first = page.back().sequence + 1;
-    size_t n = page.size();
-    if (out.empty()) {
-      out = std::move(page);
-    } else {
-      out.insert(out.end(), std::make_move_iterator(page.begin()),
-                 std::make_move_iterator(page.end()));
-    }
-    if (n < store_.limits().read_events_max) break;
-  }
-  return out;
-}
-
-Status Runtime::ReadTail(std::string_view id, std::vector<Envelope>& log) {
-  int64_t first = log.empty() ? 1 : log.back().sequence + 1;
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> tail, ReadAll(id, first));
-  log.insert(log.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
-  return Ok();
-}
-
 Result<std::optional<Park>> Runtime::LocatePark(std::string_view id) {
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
+  ONCE_RETURN_IF_ERROR(Fold(log));  // a park handed out has its kind's shape
   const Envelope* park = FindOpenPark(log);
   if (!park) return std::optional<Park>();
   return std::optional<Park>(Park{park->sequence, *park});
@@ -269,7 +367,7 @@ Result<std::optional<int64_t>> Runtime::ParkedAtSequence(std::string_view id) {
 }
 
 Result<ExecutionState> Runtime::Inspect(std::string_view id) {
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
   return Fold(log);
 }
 
@@ -306,76 +404,6 @@ Result<int64_t> Runtime::RecordOutcome(std::string_view id, Json outcome) {
       id, events::KernelEvent(KernelKind::kOutcomeRecorded, Json{{"outcome", std::move(outcome)}}));
 }
 
-// ---- Recovery ------------------------------------------------------------------
-
-Result<RunOutcome> Runtime::Redrive(std::string_view id, bool acquire_fence,
-                                    std::vector<Envelope>* log_in_hand) {
-  std::vector<Envelope> log;
-  if (log_in_hand) {
-    log = std::move(*log_in_hand);
-  } else {
-    ONCE_ASSIGN_OR_RETURN(log, ReadAll(id, 1));
-  }
-  int64_t token = 0;
-  if (acquire_fence && store_.Supports(Capability::kAcquireFence)) {
-    ONCE_ASSIGN_OR_RETURN(token, store_.AcquireFence(id));
-    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
-  } else if (log_in_hand) {
-    ONCE_RETURN_IF_ERROR(ReadTail(id, log));
-  }
-  ExecutionState st = Fold(log);
-  if (st.status != ExecutionStatus::kRunning) {
-    return RunOutcome{std::string(id), st.status, st.result, st.park_seq};
-  }
-  const Def* def = Find(st.workflow);
-  if (!def)
-    return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
-  RunState run;
-  run.id = id;
-  run.workflow = std::move(st.workflow);
-  run.fn = &def->fn;
-  run.input = std::move(st.input);
-  run.parent = std::move(st.parent);
-  run.head = st.head;
-  run.fence = token;
-  run.log = std::move(log);
-  return Execute(run);
-}
-
-Result<RecoverReport> Runtime::Recover() {
-  Outermost outermost(*this);
-  RecoverReport report;
-  std::string after;
-  for (;;) {
-    ONCE_ASSIGN_OR_RETURN(store::ExecutionPage page,
-                          store_.ListExecutions(after, store_.limits().list_page_executions_max));
-    for (const std::string& id : page.execution_ids) {
-      ++report.examined;
-      ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadAll(id, 1));
-      ExecutionState st = Fold(log);
-      if (st.status == ExecutionStatus::kRunning) {
-        Result<RunOutcome> r = Redrive(id, options_.recover_acquires_fence, &log);
-        if (r)
-          ++report.redriven;
-        else
-          report.errors.push_back(r.error());
-      } else if (st.status == ExecutionStatus::kSuspended) {
-        const Envelope* park = FindOpenPark(log);
-        Result<std::optional<Answer>> answer = ChildAnswer(id, *park);
-        if (answer && *answer) {
-          ++report.notified;
-          int64_t park_seq = park->sequence;
-          Status s = ResumeParked(id, park_seq, std::move(**answer), &log);
-          if (!s) report.errors.push_back(s.error());
-        }
-      }
-    }
-    if (page.next_after.empty()) break;
-    after = page.next_after;
-  }
-  return report;
-}
-
 // ---- Children and background work ----------------------------------------------
 
 Result<std::optional<Answer>> Runtime::ChildAnswer(std::string_view parent_id,
@@ -384,7 +412,12 @@ Result<std::optional<Answer>> Runtime::ChildAnswer(std::string_view parent_id,
   if (call != "await_child" && call != "await_children") return std::optional<Answer>();
   Json results = Json::object();
   for (const Json& wait : Member(park.payload, "waits")) {
-    std::string key = Member(wait, "key").get<std::string>();
+    const Json& key_json = Member(wait, "key");
+    if (!key_json.is_string()) {
+      return MakeError(ErrorCode::kCorruption, "a child wait without a key",
+                       std::string(parent_id));
+    }
+    std::string key = key_json.get<std::string>();
     ONCE_ASSIGN_OR_RETURN(ExecutionState child, Inspect(ChildExecutionId(parent_id, key)));
     std::optional<Json> r = ChildResult(child);
     if (!r) return std::optional<Answer>();
@@ -408,9 +441,14 @@ void Runtime::AfterPark(const std::string& id, int64_t park_seq, const Envelope&
 
 void Runtime::NotifyParent(const Json& parent) {
   if (options_.on_child_settled) return options_.on_child_settled(parent);
-  std::string pid = Member(parent, "execution_id").get<std::string>();
-  Result<std::vector<Envelope>> log = ReadAll(pid, 1);
+  const Json& pid_json = Member(parent, "execution_id");
+  if (!pid_json.is_string()) {
+    return ReportError(Error{ErrorCode::kCorruption, "a child's parent names no execution", ""});
+  }
+  std::string pid = pid_json.get<std::string>();
+  Result<std::vector<Envelope>> log = store::ReadLog(store_, pid);
   if (!log) return ReportError(log.error());
+  if (Result<ExecutionState> st = Fold(*log); !st) return ReportError(st.error());
   const Envelope* park = FindOpenPark(*log);
   if (!park) return;
   Result<std::optional<Answer>> answer = ChildAnswer(pid, *park);
@@ -422,28 +460,9 @@ void Runtime::NotifyParent(const Json& parent) {
   }
 }
 
-// The supervisor's rule: an unfenced first try, then fence_if_parked_at on
-// kStaleFence. Losing to another resumer is not an error.
-Status Runtime::ResumeParked(const std::string& id, int64_t park_seq, Answer answer,
-                             std::vector<Envelope>* log_in_hand) {
-  RunOptions options{.answer = std::move(answer)};
-  ResumeExtras extras{.expect_park = park_seq, .log_in_hand = log_in_hand};
-  Result<RunOutcome> r = ResumeImpl(id, "", options, extras);
-  if (!r && r.error().code == ErrorCode::kStaleFence) {
-    options.fence_if_parked_at = park_seq;
-    extras.log_in_hand = nullptr;  // taken by the first try
-    r = ResumeImpl(id, "", options, extras);
-  }
-  if (r || r.error().code == ErrorCode::kResumeRefused ||
-      r.error().code == ErrorCode::kSequenceConflict) {
-    return Ok();
-  }
-  return std::unexpected(r.error());
-}
-
 void Runtime::ScheduleRedrive(std::string id) {
   Schedule([this, id = std::move(id)] {
-    if (Result<RunOutcome> r = Redrive(id, false); !r) ReportError(r.error());
+    if (Result<RunOutcome> r = RedriveUnfenced(id); !r) ReportError(r.error());
   });
 }
 

@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <mutex>
 #include <random>
+#include <set>
 
 #include "once/runtime/runtime.h"
 #include "test_stores.h"
 
 #if defined(ONCE_RT_BACKEND_SQLITE)
+#include <sqlite3.h>
+
 #include "once/store_sqlite/sqlite_event_store.h"
 #elif defined(ONCE_RT_BACKEND_POSTGRES)
 #include "../../store_postgres/tests/test_database.h"
@@ -68,6 +72,29 @@ class BackendTest : public ::testing::Test {
       ONCE_ASSIGN_OR_RETURN(Json b, ctx.Step("b", [&]() -> Result<Json> { return ++steps_; }));
       return a.get<int>() + b.get<int>();
     });
+  }
+
+  // Writes one event row by hand, around the store (as an operator, a bug
+  // or an older build could): the store's own checks never see it.
+  void InsertRow(const std::string& id, int64_t seq, const std::string& kind,
+                 const std::string& payload, const std::string& metadata = R"({"kernel":true})") {
+    std::string sql =
+        "INSERT INTO events (execution_id, sequence, kind, payload, metadata, "
+        "time_ms) VALUES ('" +
+        id + "', " + std::to_string(seq) + ", '" + kind + "', '" + payload + "', '" + metadata +
+        "', 1)";
+#if defined(ONCE_RT_BACKEND_SQLITE)
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    char* error = nullptr;
+    int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+    EXPECT_EQ(rc, SQLITE_OK) << (error ? error : "");
+    sqlite3_free(error);
+    sqlite3_close(db);
+#elif defined(ONCE_RT_BACKEND_POSTGRES)
+    schema_->Sql(sql);
+#endif
   }
 
   ManualClock clock_;
@@ -139,6 +166,7 @@ TEST_F(BackendTest, ChildrenAndRecover) {
     ONCE_ASSIGN_OR_RETURN(Json v, ctx.AwaitChild("k"));
     return v;
   }));
+  clock_.Advance(std::chrono::milliseconds(RuntimeOptions{}.ownerless_lease_ms + 1));
   Result<RecoverReport> report = rt.Recover();
   ASSERT_TRUE(report) << report.error().ToString();
   EXPECT_EQ(report->redriven, 1u);
@@ -148,6 +176,79 @@ TEST_F(BackendTest, ChildrenAndRecover) {
   ASSERT_TRUE(rt.Resume("p/k", {.fence_if_parked_at = rt.ParkedAtSequence("p/k").value()}));
   ExecutionState parent = rt.Inspect("p").value();
   ASSERT_EQ(parent.status, ExecutionStatus::kCompleted);
+}
+
+// Issue 15: one row the kernel cannot read (written by hand: a start whose
+// payload is not an object, a child's completion with a null payload, text
+// that is not JSON) made Fold throw and std::terminate every process that
+// called Recover, Inspect or Resume on it. Now each such execution is
+// quarantined with a typed error and everything else is served.
+TEST_F(BackendTest, AnUnreadableLogIsQuarantinedAndTheRestAreServed) {
+  InsertRow("bad-start", 1, "EXECUTION_STARTED", R"("not an object")");
+  InsertRow("bad-json", 1, "EXECUTION_STARTED", R"({"workflow": )");
+  InsertRow("p", 1, "EXECUTION_STARTED", R"({"workflow":"parent","input":{}})");
+  InsertRow("p", 2, "CHILD_STARTED", R"({"key":"k","workflow":"two","child_id":"p/k"})");
+  InsertRow("p", 3, "EXECUTION_SUSPENDED",
+            R"({"call":"await_child","waits":[{"type":"child","key":"k"}]})");
+  InsertRow("p/k", 1, "EXECUTION_STARTED",
+            R"({"workflow":"two","input":{},"parent":{"execution_id":"p","key":"k"}})");
+  InsertRow("p/k", 2, "EXECUTION_COMPLETED", "null");
+  // A crashed run the pass must still re-drive.
+  ASSERT_TRUE(store_->Append(
+      {.execution_id = "crash",
+       .events = {events::KernelEvent(events::KernelKind::kExecutionStarted,
+                                      Json{{"workflow", "two"}, {"input", Json::object()}})}}));
+  std::vector<Error> reported;
+  std::mutex mu;
+  Runtime rt(*store_, clock_, {.on_error = [&](const Error& e) {
+    std::lock_guard lock(mu);
+    reported.push_back(e);
+  }});
+  ASSERT_TRUE(rt.Register("two", [this](Context& ctx, const Json&) -> Result<Json> {
+    return ctx.Step("a", [&]() -> Result<Json> { return ++steps_; });
+  }));
+  ASSERT_TRUE(rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.StartChild("two", "k", Json::object()));
+    return ctx.AwaitChild("k");
+  }));
+
+  clock_.Advance(std::chrono::milliseconds(RuntimeOptions{}.ownerless_lease_ms + 1));
+  for (int pass = 0; pass < 2; ++pass) {
+    Result<RecoverReport> report = rt.Recover();
+    ASSERT_TRUE(report) << report.error().ToString();
+    std::set<std::string> quarantined;
+    for (const Error& e : report->quarantined) {
+      EXPECT_EQ(e.code, ErrorCode::kCorruption) << e.ToString();
+      quarantined.insert(e.subject);
+    }
+    EXPECT_EQ(quarantined, (std::set<std::string>{"bad-json", "bad-start", "p/k"}));
+    // The parent of the unreadable child is not resumed; its error is typed.
+    EXPECT_EQ(report->errors.size(), 1u);
+    if (!report->errors.empty()) {
+      EXPECT_EQ(report->errors[0].code, ErrorCode::kCorruption);
+    }
+  }
+  EXPECT_EQ(rt.Inspect("crash")->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(steps_, 1);
+  for (const char* id : {"bad-start", "bad-json", "p/k"}) {
+    SCOPED_TRACE(id);
+    Result<ExecutionState> st = rt.Inspect(id);
+    ASSERT_FALSE(st);
+    EXPECT_EQ(st.error().code, ErrorCode::kCorruption);
+    Result<RunOutcome> resumed = rt.Resume(id);
+    ASSERT_FALSE(resumed);
+    EXPECT_EQ(resumed.error().code, ErrorCode::kCorruption);
+  }
+  EXPECT_EQ(rt.Inspect("p")->status, ExecutionStatus::kSuspended);
+  // Each quarantined execution was reported once, over both passes.
+  std::lock_guard lock(mu);
+  EXPECT_EQ(std::count_if(reported.begin(), reported.end(),
+                          [](const Error& e) { return e.subject == "bad-start"; }),
+            1);
+  // And the runtime goes on serving new work.
+  Result<RunOutcome> fresh = rt.Start("two", "fresh", Json::object());
+  ASSERT_TRUE(fresh) << fresh.error().ToString();
+  EXPECT_EQ(fresh->status, ExecutionStatus::kCompleted);
 }
 
 TEST_F(BackendTest, GroupCommitWithManyConcurrentExecutions) {

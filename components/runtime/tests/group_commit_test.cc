@@ -32,11 +32,12 @@ TEST(CommitterTest, ARefusedRowFailsOnlyItsOwnRequest) {
   const char* ids[] = {"a", "b", "c"};
   for (int i = 0; i < 3; ++i) {
     threads.emplace_back([&, i] {
-      results[i] = committer.Commit(
-          {.execution_id = ids[i],
-           .expected_next = 2,
-           .events = {events::KernelEvent(events::KernelKind::kStepCompleted, Json(i))},
-           .fence = 0});
+      results[i] =
+          committer.Commit({.execution_id = ids[i],
+                            .expected_next = 2,
+                            .events = {events::KernelEvent(events::KernelKind::kStepCompleted,
+                                                           Json{{"name", "s"}, {"value", i}})},
+                            .fence = 0});
     });
   }
   for (auto& t : threads) t.join();
@@ -119,11 +120,12 @@ TEST(CommitterTest, FlushesInFlightReachTheLimitAndNeverPassIt) {
         std::string id = t % 2 == 0 ? "shared" : "own-" + std::to_string(t);
         for (int i = 0; i < kCommitsPerThread; ++i) {
           int64_t next = memory.Head(id).value() + 1;
-          Result<int64_t> r = committer.Commit(
-              {.execution_id = id,
-               .expected_next = next,
-               .events = {events::KernelEvent(events::KernelKind::kStepCompleted, Json(i))},
-               .fence = std::nullopt});
+          Result<int64_t> r =
+              committer.Commit({.execution_id = id,
+                                .expected_next = next,
+                                .events = {events::KernelEvent(events::KernelKind::kStepCompleted,
+                                                               Json{{"name", "s"}, {"value", i}})},
+                                .fence = std::nullopt});
           if (!r && r.error().code != ErrorCode::kSequenceConflict) ++failures;
         }
       });

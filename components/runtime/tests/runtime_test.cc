@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "once/store/memory_store.h"
 #include "test_stores.h"
 
@@ -46,6 +48,41 @@ class RuntimeTest : public ::testing::Test {
     };
   }
 };
+
+// Issue 15: a Start the store is certain to refuse ran its first step (an
+// effect) and was refused only at the first append. Refused before it now.
+TEST_F(RuntimeTest, AStartTheStoreWouldRefuseRunsNoStep) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("one", TwoStepsWithSleep()));
+  const size_t id_max = store_.limits().execution_id_bytes_max;
+  const std::vector<std::tuple<std::string, std::string, Json, ErrorCode>> cases = {
+      {"an empty id", "", Json::object(), ErrorCode::kInvalidArgument},
+      {"an id over the limit", std::string(id_max + 1, 'x'), Json::object(),
+       ErrorCode::kInvalidArgument},
+      {"an id with a newline", "a\nb", Json::object(), ErrorCode::kInvalidArgument},
+      {"an id that is not UTF-8", "bad\xff", Json::object(), ErrorCode::kInvalidArgument},
+      {"an input over event_bytes_max", "big",
+       Json{{"blob", std::string(store_.limits().event_bytes_max, 'b')}},
+       ErrorCode::kLimitExceeded},
+  };
+  for (const auto& [what, id, input, code] : cases) {
+    SCOPED_TRACE(what);
+    Result<RunOutcome> out = rt.Start("one", id, input);
+    ASSERT_FALSE(out);
+    EXPECT_EQ(out.error().code, code) << out.error().ToString();
+  }
+  EXPECT_EQ(a_calls_, 0);
+  // A malformed parent is refused the same way.
+  Result<RunOutcome> orphan =
+      rt.Start("one", "child", Json::object(), {.parent = Json{{"execution_id", 7}}});
+  ASSERT_FALSE(orphan);
+  EXPECT_EQ(orphan.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(a_calls_, 0);
+  EXPECT_EQ(store_.Head("big").value(), 0);
+  // At the limits it runs.
+  ASSERT_TRUE(rt.Start("one", std::string(id_max, 'x'), Json::object()));
+  EXPECT_EQ(a_calls_, 1);
+}
 
 TEST_F(RuntimeTest, StartStepCompleteRecordsKernelEvents) {
   Runtime rt(store_, clock_);
@@ -167,6 +204,14 @@ TEST_F(RuntimeTest, CrashMidwayThenRecoverDoesNotRerunRecordedSteps) {
     ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> { return ++b_calls_; }));
     return "done";
   }));
+  // An ownerless run is left alone until its newest event is older than
+  // ownerless_lease_ms (its writer may still be running it).
+  Result<RecoverReport> early = rt.Recover();
+  ASSERT_TRUE(early) << early.error().ToString();
+  EXPECT_EQ(early->redriven, 0u);
+  EXPECT_EQ(early->left_alive, 1u);
+  EXPECT_EQ(b_calls_, 1);
+  clock_.Advance(std::chrono::milliseconds(RuntimeOptions{}.ownerless_lease_ms + 1));
   Result<RecoverReport> report = rt.Recover();
   ASSERT_TRUE(report) << report.error().ToString();
   EXPECT_EQ(report->redriven, 1u);

@@ -73,7 +73,58 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest
     if (e.time_ms == 0) e.time_ms = checked.now_ms;
   }
   log.head = req.expected_next + static_cast<int64_t>(n) - 1;
+  if (!req.owner.empty()) SetRunLocked(shard, it->first, req.owner, checked.run_row);
   return log.head;
+}
+
+void MemoryEventStore::SetRunLocked(Shard& shard, std::string_view id, std::string_view owner,
+                                    RunRowChange change) {
+  if (change == RunRowChange::kEnd) {
+    if (auto it = shard.runs.find(id); it != shard.runs.end()) shard.runs.erase(it);
+    return;
+  }
+  RunOwner row{std::string(owner), clock_.NowUnixMillis()};
+  if (auto it = shard.runs.find(id); it != shard.runs.end()) {
+    it->second = std::move(row);
+  } else {
+    shard.runs.emplace(std::string(id), std::move(row));
+  }
+}
+
+bool MemoryEventStore::OwnerIsLocked(const Shard& shard, std::string_view id,
+                                     std::string_view expected) {
+  auto it = shard.runs.find(id);
+  if (it == shard.runs.end()) return expected.empty();
+  return it->second.owner == expected;
+}
+
+Result<std::optional<RunOwner>> MemoryEventStore::RunOwnerOf(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.runs.find(id);
+  if (it == shard.runs.end()) return std::optional<RunOwner>();
+  return std::optional<RunOwner>(it->second);
+}
+
+std::vector<std::pair<std::string, RunOwner>> MemoryEventStore::RunRows() {
+  std::vector<std::pair<std::string, RunOwner>> out;
+  for (Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (const auto& [id, row] : shard.runs) out.emplace_back(id, row);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+Status MemoryEventStore::ForgetRun(std::string_view id, std::string_view owner) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
+  Shard& shard = ShardOf(id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (auto it = shard.runs.find(id); it != shard.runs.end() && it->second.owner == owner) {
+    shard.runs.erase(it);
+  }
+  return Ok();
 }
 
 Result<int64_t> MemoryEventStore::Append(const AppendRequest& req) {
@@ -180,6 +231,7 @@ Status MemoryEventStore::DeleteExecution(std::string_view id) {
   if (auto it = shard.fences.find(id); it != shard.fences.end() && it->second == 0) {
     shard.fences.erase(it);
   }
+  if (auto it = shard.runs.find(id); it != shard.runs.end()) shard.runs.erase(it);
   return Ok();
 }
 
@@ -204,6 +256,9 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, std::string_v
                                                      FenceExpectation expect) {
   int64_t current = FenceLocked(shard, id);
   if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
+  if (expect.expected_owner && !OwnerIsLocked(shard, id, *expect.expected_owner)) {
+    return ConditionalAcquire{.stale = true, .fence = current};
+  }
   if (auto it = shard.logs.find(id); it != shard.logs.end()) {
     const auto& events = it->second.events;
     auto tail = std::upper_bound(events.begin(), events.end(), expect.park_seq,
@@ -218,6 +273,7 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, std::string_v
   } else {
     shard.fences.emplace(std::string(id), next);
   }
+  if (!expect.owner.empty()) SetRunLocked(shard, id, expect.owner, RunRowChange::kRun);
   return ConditionalAcquire{.stale = false, .fence = next};
 }
 

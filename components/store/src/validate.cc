@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "once/events/json_text.h"
+#include "once/events/kernel_payload.h"
 
 namespace once::store {
 namespace {
@@ -92,7 +93,7 @@ Status CheckEventShape(const AppendRequest& req, size_t i, int64_t seq, const Li
   if (std::optional<std::string_view> problem = e.metadata.Problem()) {
     return MakeError(ErrorCode::kInvalidArgument, std::string(*problem), req.execution_id);
   }
-  return Ok();
+  return CheckKernelPayload(e, req.execution_id);
 }
 
 bool EventDepthWithin(const Envelope& e, const Limits& limits) {
@@ -127,6 +128,7 @@ Status CheckRequestShape(const AppendRequest& req, const Limits& limits) {
   if (req.fence && *req.fence < 0) {
     return MakeError(ErrorCode::kInvalidArgument, "fence must be >= 0", req.execution_id);
   }
+  if (!req.owner.empty()) ONCE_RETURN_IF_ERROR(ValidateOwner(req.owner, limits));
   return Ok();
 }
 
@@ -218,6 +220,33 @@ std::optional<size_t> SerializedMetadataSize(const events::Metadata& m, size_t d
   return n;
 }
 
+Status CheckFirstEvent(std::string_view execution_id, const Envelope& e, const Limits& limits) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(execution_id, limits));
+  if (!e.kind.interned() || e.kind.size() > limits.kind_bytes_max) {
+    ONCE_RETURN_IF_ERROR(ValidateKind(e.kind, limits));
+  }
+  if (std::optional<std::string_view> problem = e.metadata.Problem()) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string(*problem), std::string(execution_id));
+  }
+  ONCE_RETURN_IF_ERROR(CheckKernelPayload(e, execution_id));
+  std::optional<size_t> payload = SerializedJsonSize(e.payload, limits.json_depth_max);
+  std::optional<size_t> metadata = SerializedMetadataSize(e.metadata, limits.json_depth_max);
+  if (!payload || !metadata) {
+    if (!EventDepthWithin(e, limits)) {
+      return JsonDepthError("a payload or metadata", std::string(execution_id),
+                            limits.json_depth_max);
+    }
+    return MakeError(ErrorCode::kInvalidArgument, "unserializable JSON: a string is not UTF-8",
+                     std::string(execution_id));
+  }
+  size_t bytes = *payload + *metadata;
+  if (bytes > limits.event_bytes_max) {
+    return LimitError("event_bytes_max", static_cast<int64_t>(bytes),
+                      static_cast<int64_t>(limits.event_bytes_max), std::string(execution_id));
+  }
+  return Ok();
+}
+
 Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits,
                                   const Clock& clock) {
   ONCE_RETURN_IF_ERROR(CheckRequestShape(req, limits));
@@ -238,6 +267,7 @@ Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits
     if (e.time_ms == 0 && out.now_ms == 0) out.now_ms = clock.NowUnixMillis();
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
+  if (!req.owner.empty()) out.run_row = RunRowChangeOf(req.events);
   return out;
 }
 
@@ -329,6 +359,7 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
     out.events.push_back(std::move(enc));
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
+  if (!req.owner.empty()) out.run_row = RunRowChangeOf(req.events);
   return out;
 }
 
@@ -413,6 +444,43 @@ Status ValidateFenceIf(std::string_view id, FenceExpectation expect, const Limit
     return MakeError(ErrorCode::kInvalidArgument, "fence, park_seq and read_after must be >= 0",
                      std::string(id));
   }
+  if (!expect.owner.empty()) ONCE_RETURN_IF_ERROR(ValidateOwner(expect.owner, limits));
+  if (expect.expected_owner && !expect.expected_owner->empty()) {
+    ONCE_RETURN_IF_ERROR(ValidateOwner(*expect.expected_owner, limits));
+  }
+  return Ok();
+}
+
+Status ValidateOwner(std::string_view owner, const Limits& limits) {
+  if (owner.empty() || owner.size() > limits.execution_id_bytes_max || !IsCleanUtf8(owner)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "an owner (node id) is 1 to " + std::to_string(limits.execution_id_bytes_max) +
+                         " bytes of UTF-8 without control characters",
+                     std::string(owner.substr(0, 64)));
+  }
+  return Ok();
+}
+
+RunRowChange RunRowChangeOf(std::span<const Envelope> events) {
+  for (const Envelope& e : events) {
+    std::optional<events::KernelKind> k =
+        e.kind.interned() ? e.kind.interned() : events::ParseKernelKind(e.kind.view());
+    if (!k) continue;
+    if (*k == events::KernelKind::kExecutionSuspended || events::Info(*k).terminal) {
+      return RunRowChange::kEnd;
+    }
+  }
+  return RunRowChange::kRun;
+}
+
+Status CheckKernelPayload(const Envelope& e, std::string_view execution_id) {
+  std::optional<events::KernelKind> kind =
+      e.kind.interned() ? e.kind.interned() : events::ParseKernelKind(e.kind.view());
+  if (!kind) return Ok();
+  if (std::optional<std::string> problem = events::KernelPayloadProblem(*kind, e.payload)) {
+    std::string where = e.sequence > 0 ? " (sequence " + std::to_string(e.sequence) + ")" : "";
+    return MakeError(ErrorCode::kInvalidArgument, *problem + where, std::string(execution_id));
+  }
   return Ok();
 }
 
@@ -430,6 +498,8 @@ std::string_view CapabilityName(Capability c) {
       return "TruncatePrefixKeeping";
     case Capability::kAcquireFenceIfReadTail:
       return "AcquireFenceIfReadTail";
+    case Capability::kOwnership:
+      return "Ownership";
     case Capability::kCount:
       break;
   }

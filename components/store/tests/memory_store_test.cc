@@ -17,7 +17,7 @@ using events::KernelKind;
 
 AppendRequest FirstAppend(std::string id) {
   AppendRequest req{.execution_id = std::move(id), .expected_next = 1};
-  req.events.push_back(KernelEvent(KernelKind::kExecutionStarted, nullptr));
+  req.events.push_back(KernelEvent(KernelKind::kExecutionStarted, nlohmann::json::object()));
   return req;
 }
 

@@ -14,6 +14,7 @@ struct Mixed {
   static constexpr Decide kCopyPrefix = Decide::kRefuse;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
+  static constexpr Decide kOwnership = Decide::kRefuse;
 };
 
 class CountingStore final : public EventStoreWrapper<CountingStore, Mixed> {
@@ -63,7 +64,8 @@ TEST(WrapperTest, ForwardsRefusesAndCallsCustom) {
 
   AppendRequest req{.execution_id = "e",
                     .expected_next = 1,
-                    .events = {events::KernelEvent(events::KernelKind::kExecutionStarted, {})}};
+                    .events = {events::KernelEvent(events::KernelKind::kExecutionStarted,
+                                                   nlohmann::json::object())}};
   ASSERT_EQ(store.Append(req).value(), 1);
   EXPECT_EQ(inner.Head("e").value(), 1);
   EXPECT_EQ(store.AcquireFence("e").value(), 1);
@@ -73,6 +75,8 @@ TEST(WrapperTest, ForwardsRefusesAndCallsCustom) {
   EXPECT_EQ(store.conditional_calls, 1);
   EXPECT_EQ(store.AppendIfUnchanged(req, 2).error().code, ErrorCode::kUnsupported);
   EXPECT_EQ(store.CopyPrefix("e", "f", 1).error().code, ErrorCode::kUnsupported);
+  EXPECT_FALSE(store.Supports(Capability::kOwnership));
+  EXPECT_EQ(store.RunOwnerOf("e").error().code, ErrorCode::kUnsupported);
 }
 
 }  // namespace

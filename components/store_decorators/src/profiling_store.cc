@@ -82,4 +82,8 @@ Status ProfilingStore::CustomTruncatePrefixKeeping(std::string_view id, int64_t 
                [&] { return target().TruncatePrefixKeeping(id, first_kept); });
 }
 
+Result<std::optional<RunOwner>> ProfilingStore::CustomRunOwnerOf(std::string_view id) {
+  return Timed("RunOwnerOf", [&] { return target().RunOwnerOf(id); });
+}
+
 }  // namespace once::store

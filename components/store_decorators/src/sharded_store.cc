@@ -148,4 +148,8 @@ Status ShardedStore::TruncatePrefixKeeping(std::string_view id, int64_t first_ke
   return For(id).TruncatePrefixKeeping(id, first_kept);
 }
 
+Result<std::optional<RunOwner>> ShardedStore::RunOwnerOf(std::string_view id) {
+  return For(id).RunOwnerOf(id);
+}
+
 }  // namespace once::store

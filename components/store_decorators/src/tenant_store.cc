@@ -61,6 +61,8 @@ Error TenantStore::Unscope(Error e) const {
 
 Result<AppendRequest> TenantStore::ScopeRequest(const AppendRequest& req) const {
   ONCE_RETURN_IF_ERROR(CheckJsonDepth(req, limits_));  // before the copy: it recurses
+  // An owner follows the id rules of the limits callers see.
+  if (!req.owner.empty()) ONCE_RETURN_IF_ERROR(ValidateOwner(req.owner, limits_));
   AppendRequest scoped = req;
   ONCE_ASSIGN_OR_RETURN(scoped.execution_id, Scope(req.execution_id));
   for (auto& e : scoped.events) {
@@ -156,6 +158,7 @@ Result<int64_t> TenantStore::CustomReadFence(std::string_view id) {
 
 Result<ConditionalAcquire> TenantStore::CustomAcquireFenceIf(std::string_view id,
                                                              FenceExpectation e) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, e, limits_));
   ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
   return target().AcquireFenceIf(scoped, e);
 }
@@ -163,6 +166,7 @@ Result<ConditionalAcquire> TenantStore::CustomAcquireFenceIf(std::string_view id
 Result<AcquireWithTail> TenantStore::CustomAcquireFenceIfReadTail(std::string_view id,
                                                                   FenceExpectation e,
                                                                   int64_t read_after) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, e, limits_, read_after));
   ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
   ONCE_ASSIGN_OR_RETURN(AcquireWithTail out,
                         target().AcquireFenceIfReadTail(scoped, e, read_after));
@@ -186,6 +190,11 @@ Status TenantStore::CustomCopyPrefix(std::string_view from, std::string_view to,
 Status TenantStore::CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept) {
   ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
   return target().TruncatePrefixKeeping(scoped, first_kept);
+}
+
+Result<std::optional<RunOwner>> TenantStore::CustomRunOwnerOf(std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
+  return target().RunOwnerOf(scoped);
 }
 
 }  // namespace once::store

@@ -14,7 +14,7 @@ using events::KernelKind;
 AppendRequest Start(std::string id) {
   return {.execution_id = std::move(id),
           .expected_next = 1,
-          .events = {KernelEvent(KernelKind::kExecutionStarted, {})}};
+          .events = {KernelEvent(KernelKind::kExecutionStarted, nlohmann::json::object())}};
 }
 
 TEST(TenantStoreTest, TenantsCannotSeeOrFenceEachOther) {

@@ -23,8 +23,18 @@ void AppendSteps(const AcquireOp& op, std::vector<PipelineStep>& steps) {
   }
   steps.push_back({"ensure_fence", "", Params().Text(op.id)});
   steps.push_back({"lock_fence", "", Params().Text(op.id)});
-  steps.push_back(
-      {"fence_if_bump", "", Params().Text(op.id).Int(op.expect->fence).Int(op.expect->park_seq)});
+  Params bump = Params().Text(op.id).Int(op.expect->fence).Int(op.expect->park_seq);
+  if (op.owner.empty()) {
+    bump.Null();
+  } else {
+    bump.Text(op.owner);
+  }
+  if (op.expected_owner) {
+    bump.Text(*op.expected_owner);
+  } else {
+    bump.Null();
+  }
+  steps.push_back({"fence_if_bump", "", std::move(bump)});
   if (op.read_after) {
     steps.push_back(
         {"fence_if_tail", "", Params().Text(op.id).Int(*op.read_after).Int(op.tail_max)});
@@ -108,12 +118,17 @@ GroupTails TailsOf(std::span<AcquireOp* const> group) {
 // the executions are distinct, so no acquire sees another's bump.
 void AppendGroupSteps(std::span<AcquireOp* const> group, const GroupTails& tails,
                       std::vector<PipelineStep>& steps) {
-  std::vector<std::string_view> ids;
+  std::vector<std::string_view> ids, owners, expected;
   std::vector<std::optional<int64_t>> fences, parks;
+  std::vector<bool> has_owner, check_owner;
   for (const AcquireOp* op : group) {
     ids.push_back(op->id);
     fences.push_back(op->expect->fence);
     parks.push_back(op->expect->park_seq);
+    owners.push_back(op->owner);
+    has_owner.push_back(!op->owner.empty());
+    expected.push_back(op->expected_owner ? std::string_view(*op->expected_owner) : "");
+    check_owner.push_back(op->expected_owner.has_value());
   }
   std::string id_array = TextArrayBinary(ids);
   steps.push_back({"ensure_fences", "", Params().Binary(id_array)});
@@ -122,7 +137,11 @@ void AppendGroupSteps(std::span<AcquireOp* const> group, const GroupTails& tails
                    Params()
                        .Binary(std::move(id_array))
                        .Binary(IntArrayBinary(fences))
-                       .Binary(IntArrayBinary(parks))});
+                       .Binary(IntArrayBinary(parks))
+                       .Binary(TextArrayBinary(owners))
+                       .Binary(BoolArrayBinary(has_owner))
+                       .Binary(TextArrayBinary(expected))
+                       .Binary(BoolArrayBinary(check_owner))});
   if (!tails.ops.empty()) steps.push_back({"read_ranges", "", tails.ranges.ToParams()});
 }
 

@@ -48,7 +48,14 @@ using AcquireGroupStats = PostgresAcquireStats;
 // One acquire. `expect` nullopt: the unconditional AcquireFence.
 struct AcquireOp {
   std::string id;
+  // The owner fields of `expect` point into these (they outlive the caller's views).
   std::optional<FenceExpectation> expect;
+  std::string owner;                          // "" : the run row is left alone
+  std::optional<std::string> expected_owner;  // the run row must name it ("" : no row)
+  void SetOwners(const FenceExpectation& e) {
+    owner = std::string(e.owner);
+    if (e.expected_owner) expected_owner = std::string(*e.expected_owner);
+  }
   std::optional<int64_t> read_after;  // the tail past this sequence (conditional only)
   int64_t tail_max = 0;               // rows of the tail at most
   // The answer: the new token (or {stale, current}) and the tail.

@@ -28,7 +28,30 @@ struct Item {
   std::optional<int64_t> fence;  // nullopt: unguarded
   bool exact = false;            // the token must equal fence (AppendIfUnchanged)
   bool lock = false;             // read the fence row FOR SHARE / FOR UPDATE
+
+  // Whether the append writes the run row (kOwnership): it names an owner,
+  // unless it ends a new log (which has no row to delete).
+  bool owned() const {
+    return !req->owner.empty() && !(enc->run_row == RunRowChange::kEnd && req->expected_next == 1);
+  }
 };
+
+bool AnyOwned(std::span<const Item> items) {
+  return std::any_of(items.begin(), items.end(), [](const Item& it) { return it.owned(); });
+}
+
+// The run-row arrays of an owned statement: owner ("" for none) and run_end.
+void BindOwners(std::span<const Item> items, Params& p) {
+  std::vector<std::string_view> owners;
+  std::vector<bool> run_end;
+  owners.reserve(items.size());
+  run_end.reserve(items.size());
+  for (const Item& it : items) {
+    owners.push_back(it.owned() ? it.req->owner : std::string_view());
+    run_end.push_back(it.enc->run_row == RunRowChange::kEnd);
+  }
+  p.Binary(pg::TextArrayBinary(owners)).Binary(pg::BoolArrayBinary(run_end));
+}
 
 struct Verdict {
   int64_t token = 0;
@@ -98,6 +121,7 @@ Params AppendParams(std::span<const Item> items) {
   p.Binary(pg::IntArrayBinary(expected)).Binary(pg::BoolArrayBinary(suspends));
   p.Binary(pg::IntArrayBinary(ev_req));
   events.BindTo(p);
+  if (AnyOwned(items)) BindOwners(items, p);
   return p;
 }
 
@@ -138,9 +162,11 @@ Params LeanParams(std::span<const Item> items, std::span<const pg::AppendHints::
   p.Binary(pg::IntArrayBinary(expected));
   events.BindTo(p);
   p.Binary(pg::TextArrayBinary(req_ids));
-  if (asks.empty()) return p;
-  p.Binary(pg::XidArrayBinary(hint_xmin)).Binary(pg::TidArrayBinary(hint_ctid));
-  p.Binary(pg::BoolArrayBinary(learn));
+  if (!asks.empty()) {
+    p.Binary(pg::XidArrayBinary(hint_xmin)).Binary(pg::TidArrayBinary(hint_ctid));
+    p.Binary(pg::BoolArrayBinary(learn));
+  }
+  if (AnyOwned(items)) BindOwners(items, p);
   return p;
 }
 
@@ -203,8 +229,10 @@ Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> i
       asks.push_back(hints->Before(it.req->execution_id, it.req->expected_next));
     }
   }
-  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(hints ? "append_lean_hinted" : "append_lean",
-                                                    LeanParams(items, asks)));
+  const bool owned = AnyOwned(items);
+  const char* statement = hints ? (owned ? "append_lean_hinted_owned" : "append_lean_hinted")
+                                : (owned ? "append_lean_owned" : "append_lean");
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(statement, LeanParams(items, asks)));
   const PGresult* r = res.get();
   std::vector<Result<int64_t>> out;
   out.reserve(items.size());
@@ -251,7 +279,8 @@ Result<std::vector<Result<int64_t>>> RunAppend(Conn& conn, const char* statement
   if (std::string_view(statement) == "append_share" && IsLean(items)) {
     return RunLean(conn, items, hints);
   }
-  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(statement, AppendParams(items)));
+  std::string name = std::string(statement) + (AnyOwned(items) ? "_owned" : "");
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(name.c_str(), AppendParams(items)));
   if (PQntuples(res.get()) != static_cast<int>(items.size())) {
     return MakeError(ErrorCode::kInternal, "append returned an unexpected row count");
   }
@@ -305,6 +334,13 @@ std::vector<Statement> Statements() {
       {"append_update", sql::AppendSql("UPDATE")},
       {"append_lean", sql::LeanAppendSql(false)},
       {"append_lean_hinted", sql::LeanAppendSql(true)},
+      // The same, writing run rows (kOwnership).
+      {"append_share_owned", sql::AppendSql("SHARE", true)},
+      {"append_update_owned", sql::AppendSql("UPDATE", true)},
+      {"append_lean_owned", sql::LeanAppendSql(false, true)},
+      {"append_lean_hinted_owned", sql::LeanAppendSql(true, true)},
+      {"run_owner", "SELECT owner, since_ms FROM loom_runs WHERE execution_id = $1::text"},
+      {"delete_run", "DELETE FROM loom_runs WHERE execution_id = $1::text"},
       {"head", "SELECT COALESCE(max(sequence), 0) FROM events WHERE execution_id = $1::text"},
       {"read_ranges", pg::ReadRangesSql()},
       {"list",
@@ -428,15 +464,21 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
   if (fresh) {
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateTables)));
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateNodeTables)));
     ONCE_RETURN_IF_ERROR(EnsureStatusIndex(conn));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, sql::kSchemaVersion));
     // A new database holds no park written before parks created fence rows.
     return PutRow(conn, sql::kParkFencesMarker, clock.NowUnixMillis());
   }
-  if (IntAt(version.get(), 0, 0) == 1) {
+  int64_t at = IntAt(version.get(), 0, 0);
+  if (at == 1) {
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV1ToV2)));
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
-    ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, 2));
+    ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 2));
+  }
+  if (at == 2) {
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateNodeTables)));
+    ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 3));
   }
   ONCE_RETURN_IF_ERROR(EnsureStatusIndex(conn));
   if (!options.backfill_park_fences) return Ok();
@@ -614,6 +656,7 @@ Status PostgresEventStore::DeleteExecution(std::string_view id) {
     ONCE_RETURN_IF_ERROR(conn->Prepared("renew_fence", p));
     ONCE_RETURN_IF_ERROR(conn->Prepared("delete_events", p));
     ONCE_RETURN_IF_ERROR(conn->Prepared("delete_zero_fence", p));
+    ONCE_RETURN_IF_ERROR(conn->Prepared("delete_run", p));
     return Ok();
   });
 }
@@ -639,6 +682,7 @@ Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view i
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits()));
   append_hints_->Forget(id);
   pg::AcquireOp op{.id = std::string(id), .expect = expect};
+  op.SetOwners(expect);
   acquire_group_->Run(op);
   if (!op.result) return std::unexpected(op.result.error());
   return op.result->acquire;
@@ -654,6 +698,7 @@ Result<AcquireWithTail> PostgresEventStore::AcquireFenceIfReadTail(std::string_v
                    .expect = expect,
                    .read_after = read_after,
                    .tail_max = static_cast<int64_t>(limits().read_events_max)};
+  op.SetOwners(expect);
   acquire_group_->Run(op);
   return std::move(op.result);
 }
@@ -745,6 +790,14 @@ Result<int64_t> BackfillParkFences(const PostgresOptions& options, int64_t batch
                        Params().Text(std::string(sql::kParkFencesMarker))));
   ONCE_RETURN_IF_ERROR(conn->Exec("DROP INDEX CONCURRENTLY IF EXISTS " + index));
   return parked;
+}
+
+Result<std::optional<RunOwner>> PostgresEventStore::RunOwnerOf(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("run_owner", Params().Text(std::string(id))));
+  if (PQntuples(res.get()) == 0) return std::optional<RunOwner>();
+  return std::optional<RunOwner>(RunOwner{PQgetvalue(res.get(), 0, 0), IntAt(res.get(), 0, 1)});
 }
 
 }  // namespace once::store

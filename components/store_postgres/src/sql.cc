@@ -108,7 +108,32 @@ constexpr char kResult[] =
 }  // namespace
 
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
-std::string AppendSql(std::string_view lock_strength) {
+namespace {
+
+// The run-row CTEs of an owned append: `accepted` rows (execution_id, ord)
+// of the requests that landed, `owners`/`run_end` per request.
+std::string RunRowCtes(std::string_view accepted, int owners_param, int run_end_param) {
+  std::string o = "unnest($" + std::to_string(owners_param) + "::text[], $" +
+                  std::to_string(run_end_param) +
+                  "::bool[]) WITH ORDINALITY AS o(owner, run_end, ord)";
+  return R"(, runs_up AS (
+  INSERT INTO loom_runs (execution_id, owner, since_ms)
+  SELECT a.execution_id, o.owner, )" +
+         std::string(kDbNowMs) + R"( FROM )" + std::string(accepted) + R"( a
+  JOIN )" +
+         o + R"( ON o.ord = a.ord
+  WHERE o.owner <> '' AND NOT o.run_end
+  ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, since_ms = EXCLUDED.since_ms
+), runs_del AS (
+  DELETE FROM loom_runs r USING )" +
+         std::string(accepted) + " a, " + o + R"(
+  WHERE o.ord = a.ord AND o.owner <> '' AND o.run_end AND r.execution_id = a.execution_id
+))";
+}
+
+}  // namespace
+
+std::string AppendSql(std::string_view lock_strength, bool owned) {
   return R"(WITH req AS (
   SELECT * FROM unnest($1::text[], $2::int8[], $3::bool[], $4::bool[], $5::int8[], $6::bool[])
     WITH ORDINALITY AS r(execution_id, fence, exact, lock, expected_next, suspends, ord)
@@ -144,8 +169,8 @@ std::string AppendSql(std::string_view lock_strength) {
   INSERT INTO fences (execution_id, token)
   SELECT a.execution_id, 0 FROM accepted a WHERE a.suspends
   ON CONFLICT (execution_id) DO NOTHING
-)
-)" + kResult;
+))" + (owned ? RunRowCtes("accepted", 13, 14) : std::string()) +
+         "\n" + kResult;
 }
 
 namespace {
@@ -177,7 +202,7 @@ constexpr char kPredecessorFits[] = R"(COALESCE((SELECT e.sequence FROM events e
 // requests that did not land, from the same snapshot, and only when some did
 // not (a one-time filter).
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
-std::string LeanAppendSql(bool hinted) {
+std::string LeanAppendSql(bool hinted, bool owned) {
   std::string guard;
   if (hinted) {
     guard = R"(CASE COALESCE(
@@ -210,7 +235,14 @@ std::string LeanAppendSql(bool hinted) {
          guard +
          R"(
   RETURNING execution_id
-)
+))" +
+         (owned ? RunRowCtes(
+                      "(SELECT DISTINCT i.execution_id, g.ord FROM ins i JOIN unnest($9::text[]) "
+                      "WITH ORDINALITY AS g(execution_id, ord) ON g.execution_id = "
+                      "i.execution_id)",
+                      hinted ? 13 : 10, hinted ? 14 : 11)
+                : std::string()) +
+         R"(
 SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins), NULL::text
 UNION ALL)" +
          (hinted ? R"(
@@ -231,21 +263,38 @@ WHERE (SELECT count(*) FROM ins) < cardinality($1::text[])
 }
 
 std::string FenceIfBumpManySql() {
-  return "UPDATE fences f SET token = f.token + 1 "
-         "FROM unnest($1::text[], $2::int8[], $3::int8[]) WITH ORDINALITY AS r(id, fence, park, "
-         "ord) "
+  return "WITH b AS (UPDATE fences f SET token = f.token + 1 "
+         "FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::bool[], $6::text[], "
+         "$7::bool[]) WITH ORDINALITY AS r(id, fence, park, owner, has_owner, expected, "
+         "check_owner, ord) "
          "WHERE f.execution_id = r.id AND f.token = r.fence "
          "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = r.id "
          "AND a.sequence > r.park AND " +
-         AnsweringPredicate("a") + ") RETURNING r.ord, f.token";
+         AnsweringPredicate("a") +
+         ") AND (NOT r.check_owner OR COALESCE((SELECT lr.owner FROM loom_runs lr "
+         "WHERE lr.execution_id = r.id), '') = r.expected) "
+         "RETURNING r.ord, f.token, r.id, r.owner, r.has_owner), "
+         "o AS (INSERT INTO loom_runs (execution_id, owner, since_ms) SELECT b.id, b.owner, " +
+         std::string(kDbNowMs) +
+         " FROM b WHERE b.has_owner ON CONFLICT (execution_id) DO UPDATE SET owner = "
+         "EXCLUDED.owner, since_ms = EXCLUDED.since_ms) "
+         "SELECT b.ord, b.token FROM b";
 }
 
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 std::string FenceIfBumpSql() {
-  return "UPDATE fences SET token = token + 1 WHERE execution_id = $1::text AND token = $2::int8 "
+  return "WITH b AS (UPDATE fences SET token = token + 1 WHERE execution_id = $1::text "
+         "AND token = $2::int8 "
          "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = $1::text "
          "AND a.sequence > $3::int8 AND " +
-         AnsweringPredicate("a") + ") RETURNING token";
+         AnsweringPredicate("a") +
+         ") AND ($5::text IS NULL OR COALESCE((SELECT lr.owner FROM loom_runs lr "
+         "WHERE lr.execution_id = $1::text), '') = $5::text) RETURNING token), "
+         "o AS (INSERT INTO loom_runs (execution_id, owner, since_ms) SELECT $1::text, $4::text, " +
+         std::string(kDbNowMs) +
+         " FROM b WHERE $4::text IS NOT NULL ON CONFLICT (execution_id) DO UPDATE SET owner = "
+         "EXCLUDED.owner, since_ms = EXCLUDED.since_ms) "
+         "SELECT token FROM b";
 }
 
 }  // namespace once::store::sql

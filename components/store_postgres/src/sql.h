@@ -11,7 +11,7 @@
 namespace once::store::sql {
 
 // 1: metadata jsonb. 2: metadata text (the client's JSON as written) and the
-// hash index on fences.
+// hash index on fences. 3: loom_runs and loom_nodes (issue 15, docs/nodes.md).
 inline constexpr int64_t kSchemaVersion = kPostgresSchemaVersion;
 inline constexpr std::string_view kVersionRow = "version";
 inline constexpr std::string_view kParkFencesMarker = "park_fences_backfilled";
@@ -39,6 +39,70 @@ CREATE TABLE IF NOT EXISTS fences (
   execution_id text COLLATE "C" PRIMARY KEY,
   token bigint NOT NULL
 ))";
+
+// Run rows and the node registry (docs/nodes.md). loom_runs is written by
+// the event store (in the statement of the append or acquire that names an
+// owner), loom_nodes by the node registry; both stores create them.
+inline constexpr std::string_view kCreateNodeTables = R"(
+CREATE TABLE IF NOT EXISTS loom_runs (
+  execution_id text COLLATE "C" PRIMARY KEY,
+  owner text COLLATE "C" NOT NULL,
+  since_ms bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS loom_runs_by_owner ON loom_runs (owner, execution_id);
+CREATE TABLE IF NOT EXISTS loom_nodes (
+  node_id text COLLATE "C" PRIMARY KEY,
+  host text NOT NULL,
+  pid bigint NOT NULL,
+  version text NOT NULL,
+  started_at_ms bigint NOT NULL,
+  heartbeat_at_ms bigint NOT NULL,
+  lease_ms bigint NOT NULL,
+  stopped boolean NOT NULL DEFAULT false
+))";
+
+// The queue store's tables (docs/queues.md), created by the queue store.
+inline constexpr std::string_view kCreateQueueTables = R"(
+CREATE TABLE IF NOT EXISTS loom_queues (
+  name text COLLATE "C" PRIMARY KEY,
+  concurrency_max bigint NOT NULL DEFAULT 0,
+  per_node_concurrency_max bigint NOT NULL DEFAULT 0,
+  rate_max bigint NOT NULL DEFAULT 0,
+  rate_period_ms bigint NOT NULL DEFAULT 1000,
+  window_start_ms bigint NOT NULL DEFAULT 0,
+  window_count bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS loom_queue_items (
+  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  execution_id text COLLATE "C" NOT NULL UNIQUE,
+  queue text COLLATE "C" NOT NULL,
+  workflow text NOT NULL,
+  input text NOT NULL,
+  priority bigint NOT NULL,
+  dedup_key text COLLATE "C",
+  enqueued_at_ms bigint NOT NULL,
+  visible_at_ms bigint NOT NULL,
+  claimed_by text COLLATE "C",
+  claimed_at_ms bigint
+);
+CREATE UNIQUE INDEX IF NOT EXISTS loom_queue_dedup ON loom_queue_items (queue, dedup_key)
+  WHERE dedup_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS loom_queue_pending ON loom_queue_items (queue, priority DESC, seq)
+  WHERE claimed_by IS NULL;
+CREATE INDEX IF NOT EXISTS loom_queue_claimed ON loom_queue_items (queue, claimed_by)
+  WHERE claimed_by IS NOT NULL;
+CREATE TABLE IF NOT EXISTS loom_schedules (
+  name text COLLATE "C" PRIMARY KEY,
+  cron text NOT NULL,
+  workflow text NOT NULL,
+  queue text COLLATE "C" NOT NULL,
+  input text NOT NULL,
+  last_tick_ms bigint NOT NULL DEFAULT 0
+))";
+
+// The database's clock in Unix milliseconds: every time a node is judged by
+// (heartbeats, leases, run rows) is the server's, never a node's.
+inline constexpr std::string_view kDbNowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::int8";
 
 // The append guard reads every request's fence row by id: a hash index
 // answers that equality probe without the B-tree's per-level text compares
@@ -81,15 +145,22 @@ std::string BackfillBatchSql();
 //   $7 event request index (1-based) int8[], $8 sequence int8[],
 //   $9 kind text[], $10 payload text[], $11 metadata text[], $12 time_ms int8[].
 // Returns per request, in order: ord, token, head, inserted (total rows).
-std::string AppendSql(std::string_view lock_strength);
+// `owned`: also $13 owners text[] and $14 run_end bool[] (per request; an
+// empty owner leaves the run row alone): an accepted request with an owner
+// deletes its run row (run_end) or names the owner in it.
+std::string AppendSql(std::string_view lock_strength, bool owned = false);
 
 // The conditional bump of AcquireFenceIf ($1 id, $2 expected token, $3 the
-// park's sequence): prepared, run as its own statement after the row lock.
+// park's sequence, $4 owner text or NULL, $5 expected owner text or NULL:
+// '' is "no run row"): prepared, run as its own statement after the row
+// lock. On success it names the owner in the run row.
 std::string FenceIfBumpSql();
 
 // The same conditional bump for a whole acquire group of distinct
 // executions ($1 ids text[], $2 expected tokens int8[], $3 park sequences
-// int8[], in execution-id order), run after every row is locked. Returns
+// int8[], $4 owners text[] with $5 has_owner bool[], $6 expected owners
+// text[] with $7 check_owner bool[], in execution-id order), run after every
+// row is locked. Returns
 // (ord, token) for each execution it bumped; ord is the 1-based position in
 // the arrays.
 std::string FenceIfBumpManySql();
@@ -111,6 +182,8 @@ std::string FenceIfBumpManySql();
 // (ord, token, head, 0, NULL). Unlike AppendSql, a request whose row at expected_next exists fails
 // the statement with a unique violation (23505), as a concurrent insert of
 // that row fails either statement.
-std::string LeanAppendSql(bool hinted);
+// `owned`: also two per-request arrays after the others ($10, $11 unhinted;
+// $13, $14 hinted): owners text[] and run_end bool[], as AppendSql's.
+std::string LeanAppendSql(bool hinted, bool owned = false);
 
 }  // namespace once::store::sql

@@ -116,7 +116,7 @@ TEST_F(PostgresStoreTest, FenceGuardsAppends) {
   EXPECT_EQ(store_->Append(Req("ex", 9, {AppEvent("x", 1)}, 1)).error().code,
             ErrorCode::kStaleFence);
   EXPECT_EQ(store_->Append(Req("ex", 2, {AppEvent("x", 1)}, 2)).value(), 2);
-  auto denied = KernelEvent(KernelKind::kExecutionDenied, {});
+  auto denied = KernelEvent(KernelKind::kExecutionDenied, nlohmann::json::object());
   EXPECT_EQ(store_->Append(Req("ex", 3, {denied}, std::nullopt)).value(), 3);
   // An answering append under the current token takes the locking path.
   EXPECT_EQ(store_->Append(Req("ex", 4, {Parked(2)}, 2)).value(), 4);
@@ -252,8 +252,10 @@ TEST_F(PostgresStoreTest, AcquireFenceIfComparesTokenAndPark) {
   EXPECT_EQ(store_->ReadFence("ex").value(), 1);
   // Ignorable appends after the park leave it open.
   std::vector<Envelope> ignorable = {
-      KernelEvent(KernelKind::kExecutionDenied, {}), KernelEvent(KernelKind::kOutcomeRecorded, {}),
-      KernelEvent(KernelKind::kStepFailed, {}), KernelEvent(KernelKind::kMessageConsumed, {}),
+      KernelEvent(KernelKind::kExecutionDenied, nlohmann::json::object()),
+      KernelEvent(KernelKind::kOutcomeRecorded, nlohmann::json::object()),
+      KernelEvent(KernelKind::kStepFailed, nlohmann::json{{"name", "s"}}),
+      KernelEvent(KernelKind::kMessageConsumed, nlohmann::json{{"topic", "t"}}),
       AppEvent("sibling.emit", 1)};
   Envelope stamped_string = AppEvent("NEWER_KIND", {});
   stamped_string.metadata = events::Metadata::FromJson({{"kernel", "true"}});
@@ -279,7 +281,8 @@ TEST_F(PostgresStoreTest, AcquireFenceIfStaleForEachAnsweringKind) {
   for (auto kind : events::AnsweringKernelKindNames()) {
     std::string id = "ex-" + std::string(kind);
     ASSERT_TRUE(store_->Append(Req(id, 1, {Started(), Parked()})));
-    Envelope answer = AppEvent(std::string(kind), {});
+    // Each kind with a payload of its shape (null only a resume may have).
+    Envelope answer = AppEvent(std::string(kind), nlohmann::json::object());
     answer.metadata = events::Metadata::FromJson({{"kernel", true}});
     ASSERT_TRUE(store_->Append(Req(id, 3, {answer})));
     auto r = store_->AcquireFenceIf(id, {.fence = 0, .park_seq = 2}).value();
@@ -507,7 +510,7 @@ TEST_F(PostgresStoreTest, ListExecutionsPagesInByteOrder) {
 TEST_F(PostgresStoreTest, MigrationIsIdempotent) {
   auto again = OpenStore();
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
   ASSERT_TRUE(again->Append(Req("ex", 1, {Started()})));
   EXPECT_EQ(store_->Head("ex").value(), 1);
 }
@@ -721,9 +724,10 @@ TEST_F(PostgresStoreTest, GroupWideConditionalAcquiresGiveLoneVerdicts) {
     ASSERT_TRUE(store_->Append(
         Req(id("answered", i), 3, {KernelEvent(KernelKind::kExecutionResumed, nullptr)})));
     ASSERT_TRUE(store_->Append(Req(id("ignored", i), 1, {Started(), Parked()})));
-    ASSERT_TRUE(store_->Append(
-        Req(id("ignored", i), 3,
-            {KernelEvent(KernelKind::kExecutionDenied, {}), AppEvent("note", i)}, std::nullopt)));
+    ASSERT_TRUE(store_->Append(Req(
+        id("ignored", i), 3,
+        {KernelEvent(KernelKind::kExecutionDenied, nlohmann::json::object()), AppEvent("note", i)},
+        std::nullopt)));
   }
   testing::TestSchema observer(testing::TestPostgresUrl());
   RowGate gate(*schema_, "gate");
@@ -941,6 +945,28 @@ TEST_F(PostgresStoreTest, QueuedReadsFillGroupsUpToTheLimitEachGettingItsOwnRang
   EXPECT_GE(stats.groups, 4u);  // the first, then at least 3 for 2 * 64 + 10
 }
 
+// A database at version 2 (main before node leases: events, fences, the
+// status index; no loom_runs or loom_nodes) is brought to 3 at Open: the
+// run and node tables appear and an append that names an owner records it.
+TEST_F(PostgresStoreTest, MigrationFromV2CreatesTheNodeTables) {
+  store_.reset();
+  schema_->Sql(
+      "DROP TABLE loom_runs; DROP TABLE loom_nodes; "
+      "UPDATE once_schema SET value = 2 WHERE name = 'version'");
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
+                         schema_->name() + "' AND table_name IN ('loom_runs', 'loom_nodes')"),
+            "2");
+  AppendRequest req = Req("owned", 1, {Started()});
+  req.owner = "node-a";
+  ASSERT_TRUE(store_->Append(req));
+  auto owner = store_->RunOwnerOf("owned");
+  ASSERT_TRUE(owner && owner->has_value()) << (owner ? "none" : owner.error().ToString());
+  EXPECT_EQ((*owner)->owner, "node-a");
+}
+
 // A database written by schema version 1 (metadata jsonb), built by hand:
 // Open() must migrate it to version 2 (metadata text) under the migration
 // lock, keep every row's JSON, and the guard and AcquireFenceIf must work
@@ -972,7 +998,7 @@ INSERT INTO fences VALUES ('parked', 0), ('answered', 0);)");
 TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
   EXPECT_EQ(
       schema_->Sql("SELECT data_type FROM information_schema.columns WHERE table_schema = '" +
                    schema_->name() + "' AND table_name = 'events' AND column_name = 'metadata'"),
@@ -999,10 +1025,10 @@ TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
   ASSERT_EQ(
       store->Append(Req("parked", 5, {KernelEvent(KernelKind::kExecutionResumed, {})}, 1)).value(),
       5);
-  // Opening again leaves version 2 alone.
+  // Opening again leaves the version alone.
   store.reset();
   ASSERT_NE(OpenStore(), nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
 }
 
 // Builds the pre-version state: parks without their fence rows, no marker.
@@ -1016,7 +1042,8 @@ class BackfillTest : public PostgresStoreTest {
         Req("answered", 1, {Started(), Parked(), KernelEvent(KernelKind::kExecutionResumed, {})})));
     ASSERT_TRUE(store_->Append(Req("denied", 1, {Started(), Parked()})));
     ASSERT_TRUE(store_->Append(
-        Req("denied", 3, {KernelEvent(KernelKind::kExecutionDenied, {})}, std::nullopt)));
+        Req("denied", 3, {KernelEvent(KernelKind::kExecutionDenied, nlohmann::json::object())},
+            std::nullopt)));
     ASSERT_TRUE(store_->Append(Req("running", 1, {Started()})));
     schema_->Sql(
         "DELETE FROM fences; DELETE FROM once_schema WHERE name = "
@@ -1086,8 +1113,9 @@ TEST_F(PostgresStoreTest, DISABLED_GroupCommitVsRawBatchedInsert) {
   std::vector<std::vector<AppendRequest>> batches(kBatches);
   for (int b = 0; b < kBatches; ++b) {
     for (int x = 0; x < kExecutions; ++x) {
-      batches[b].push_back(Req("g-" + std::to_string(x), b + 1,
-                               {KernelEvent(KernelKind::kStepCompleted, {{"result", b}})}, 0));
+      batches[b].push_back(
+          Req("g-" + std::to_string(x), b + 1,
+              {KernelEvent(KernelKind::kStepCompleted, {{"name", "s"}, {"result", b}})}, 0));
     }
   }
   auto grouped_start = std::chrono::steady_clock::now();
@@ -1098,7 +1126,9 @@ TEST_F(PostgresStoreTest, DISABLED_GroupCommitVsRawBatchedInsert) {
   double grouped_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - grouped_start).count();
   std::string payload = Json{{"result", 1}}.dump();
-  std::string metadata = KernelEvent(KernelKind::kStepCompleted, {}).metadata.ToJson().dump();
+  std::string metadata = KernelEvent(KernelKind::kStepCompleted, nlohmann::json{{"name", "s"}})
+                             .metadata.ToJson()
+                             .dump();
   auto raw_start = std::chrono::steady_clock::now();
   for (int b = 0; b < kBatches; ++b) {
     std::string ids = "{", seqs = "{", payloads = "{", metas = "{";

@@ -79,15 +79,17 @@ class RaceTest : public testing::PostgresTest {
 
   // Parks `id` at sequence 2 under `token` (0: never acquired) and returns it.
   int64_t Park(const std::string& id, bool acquire_first) {
-    AppendRequest start{.execution_id = id,
-                        .expected_next = 1,
-                        .events = {KernelEvent(KernelKind::kExecutionStarted, {})}};
+    AppendRequest start{
+        .execution_id = id,
+        .expected_next = 1,
+        .events = {KernelEvent(KernelKind::kExecutionStarted, nlohmann::json::object())}};
     EXPECT_TRUE(store_->Append(start));
     int64_t token = acquire_first ? store_->AcquireFence(id).value() : 0;
-    AppendRequest park{.execution_id = id,
-                       .expected_next = 2,
-                       .events = {KernelEvent(KernelKind::kExecutionSuspended, {}, token)},
-                       .fence = token};
+    AppendRequest park{
+        .execution_id = id,
+        .expected_next = 2,
+        .events = {KernelEvent(KernelKind::kExecutionSuspended, nlohmann::json::object(), token)},
+        .fence = token};
     EXPECT_TRUE(store_->Append(park));
     return token;
   }
@@ -99,10 +101,11 @@ class RaceTest : public testing::PostgresTest {
                          .fence = token};
     if (path == Path::kSingle) return store_->Append(resume);
     std::vector<AppendRequest> batch = {
-        resume, AppendRequest{.execution_id = id + "-other",
-                              .expected_next = 1,
-                              .events = {KernelEvent(KernelKind::kExecutionStarted, {}),
-                                         AppEvent("other.rows", 1)}}};
+        resume, AppendRequest{
+                    .execution_id = id + "-other",
+                    .expected_next = 1,
+                    .events = {KernelEvent(KernelKind::kExecutionStarted, nlohmann::json::object()),
+                               AppEvent("other.rows", 1)}}};
     auto out = store_->AppendBatch(batch);
     if (!out) return std::unexpected(out.error());
     EXPECT_TRUE((*out)[1]) << "the other execution must commit";

@@ -8,6 +8,7 @@
 #include "connection.h"
 #include "once/events/kinds.h"
 #include "once/store/validate.h"
+#include "sqlite_schema.h"
 #include "write_group.h"
 
 namespace once::store {
@@ -41,6 +42,9 @@ enum Sql : size_t {
   kCountPrefix,
   kCopyPrefix,
   kDeletePrefix,
+  kUpsertRun,
+  kDeleteRun,
+  kRunOwner,
   kSqlCount,
 };
 
@@ -116,6 +120,12 @@ std::vector<std::string> BuildSql() {
   sql[kDeletePrefix] =
       "DELETE FROM events WHERE execution_id = ?1 AND sequence < MIN(?2, (SELECT sequence FROM "
       "events WHERE execution_id = ?1 ORDER BY sequence DESC LIMIT 1))";
+  sql[kUpsertRun] =
+      "INSERT INTO loom_runs(execution_id, owner, since_ms) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT(execution_id) DO UPDATE SET owner = excluded.owner, since_ms = "
+      "excluded.since_ms";
+  sql[kDeleteRun] = "DELETE FROM loom_runs WHERE execution_id = ?1";
+  sql[kRunOwner] = "SELECT owner, since_ms FROM loom_runs WHERE execution_id = ?1";
   return sql;
 }
 
@@ -156,6 +166,9 @@ constexpr Migration kMigrations[] = {
      "  ORDER BY execution_id, sequence;"
      "DROP TABLE events;"
      "ALTER TABLE events_v2 RENAME TO events;"},
+    // Run rows and the node registry (issue 15): who runs which body, and
+    // which nodes are alive (sqlite_schema.h; docs/nodes.md).
+    {3, sqlite_internal::kCreateNodeTables},
 };
 static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
 
@@ -196,13 +209,34 @@ Status InsertEvents(Connection& c, std::string_view id, const EncodedAppend& enc
   return Ok();
 }
 
+// The run row of `id` on `c`, inside a write transaction.
+Status SetRunOn(Connection& c, std::string_view id, std::string_view owner, RunRowChange change,
+                int64_t now_ms) {
+  ONCE_ASSIGN_OR_RETURN(Statement s,
+                        c.Prepare(change == RunRowChange::kEnd ? kDeleteRun : kUpsertRun));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+  if (change == RunRowChange::kRun) {
+    ONCE_RETURN_IF_ERROR(s.Bind(2, owner));
+    ONCE_RETURN_IF_ERROR(s.Bind(3, now_ms));
+  }
+  return s.Run();
+}
+
+Result<std::optional<RunOwner>> RunOwnerOn(Connection& c, std::string_view id) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kRunOwner));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+  ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return std::optional<RunOwner>();
+  return std::optional<RunOwner>(RunOwner{std::string(s.Text(0)), s.Int(1)});
+}
+
 enum class GuardKind { kFence, kIfUnchanged };
 
 // Inside a write transaction: the guard, the sequence, then the rows. A
 // refusal returns before anything is written.
 // Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> AppendOn(Connection& c, const AppendRequest& req, const EncodedAppend& enc,
-                         GuardKind guard, int64_t observed) {
+                         GuardKind guard, int64_t observed, int64_t now_ms) {
   // One statement reads both (an unguarded append ignores the token).
   ONCE_ASSIGN_OR_RETURN(FenceAndHead now, FenceAndHeadOn(c, req.execution_id));
   if (guard == GuardKind::kIfUnchanged && now.token != observed) {
@@ -215,6 +249,10 @@ Result<int64_t> AppendOn(Connection& c, const AppendRequest& req, const EncodedA
     return SequenceConflict(req.execution_id, now.head + 1, req.expected_next);
   }
   ONCE_RETURN_IF_ERROR(InsertEvents(c, req.execution_id, enc));
+  // A new log has no run row to delete.
+  if (!req.owner.empty() && (enc.run_row == RunRowChange::kRun || req.expected_next > 1)) {
+    ONCE_RETURN_IF_ERROR(SetRunOn(c, req.execution_id, req.owner, enc.run_row, now_ms));
+  }
   return req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
 }
 
@@ -393,14 +431,16 @@ Result<SqliteSettings> SqliteEventStore::Settings() {
 
 Result<int64_t> SqliteEventStore::Append(const AppendRequest& req) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), *impl_->clock));
-  return impl_->Write(enc.bytes,
-                      [&](Connection& c) { return AppendOn(c, req, enc, GuardKind::kFence, 0); });
+  int64_t now_ms = impl_->clock->NowUnixMillis();
+  return impl_->Write(enc.bytes, [&](Connection& c) {
+    return AppendOn(c, req, enc, GuardKind::kFence, 0, now_ms);
+  });
 }
 
 Result<int64_t> SqliteEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), *impl_->clock));
   return impl_->Write(enc.bytes, [&](Connection& c) {
-    return AppendOn(c, req, enc, GuardKind::kIfUnchanged, observed);
+    return AppendOn(c, req, enc, GuardKind::kIfUnchanged, observed, impl_->clock->NowUnixMillis());
   });
 }
 
@@ -421,6 +461,7 @@ Result<std::vector<Result<int64_t>>> SqliteEventStore::AppendBatch(
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits()));
   using Out = std::vector<Result<int64_t>>;
+  const int64_t now_ms = impl_->clock->NowUnixMillis();
   auto append_all = [&](Connection* c) -> Result<Out> {
     Out out;
     out.reserve(requests.size());
@@ -429,7 +470,7 @@ Result<std::vector<Result<int64_t>>> SqliteEventStore::AppendBatch(
         out.push_back(std::unexpected(encoded[i].error()));
         continue;
       }
-      Result<int64_t> r = AppendOn(*c, requests[i], *encoded[i], GuardKind::kFence, 0);
+      Result<int64_t> r = AppendOn(*c, requests[i], *encoded[i], GuardKind::kFence, 0, now_ms);
       // A refusal wrote nothing; any other failure aborts the whole batch.
       if (!r && r.error().code != ErrorCode::kStaleFence &&
           r.error().code != ErrorCode::kSequenceConflict) {
@@ -522,7 +563,7 @@ Result<ExecutionPage> SqliteEventStore::ListExecutions(std::string_view after, s
 Status SqliteEventStore::DeleteExecution(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
   return impl_->Write(0, [&](Connection& c) -> Status {
-    for (Sql which : {kDeleteEvents, kDeleteZeroFence, kDeleteKeptHead}) {
+    for (Sql which : {kDeleteEvents, kDeleteZeroFence, kDeleteKeptHead, kDeleteRun}) {
       ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(which));
       ONCE_RETURN_IF_ERROR(s.Bind(1, id));
       ONCE_RETURN_IF_ERROR(s.Run());
@@ -553,16 +594,24 @@ namespace {
 
 // The conditional acquire on `c`, inside a write transaction.
 // Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
-Result<ConditionalAcquire> AcquireIfOn(Connection& c, std::string_view id,
-                                       FenceExpectation expect) {
+Result<ConditionalAcquire> AcquireIfOn(Connection& c, std::string_view id, FenceExpectation expect,
+                                       int64_t now_ms) {
   ONCE_ASSIGN_OR_RETURN(int64_t current, FenceOn(c, id));
   if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
+  if (expect.expected_owner) {
+    ONCE_ASSIGN_OR_RETURN(std::optional<RunOwner> row, RunOwnerOn(c, id));
+    std::string_view owner = row ? std::string_view(row->owner) : std::string_view();
+    if (owner != *expect.expected_owner) return ConditionalAcquire{.stale = true, .fence = current};
+  }
   ONCE_ASSIGN_OR_RETURN(bool answered, AnsweringPast(c, id, expect.park_seq));
   if (answered) return ConditionalAcquire{.stale = true, .fence = current};
   ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kSetFence));
   ONCE_RETURN_IF_ERROR(s.Bind(1, id));
   ONCE_RETURN_IF_ERROR(s.Bind(2, current + 1));
   ONCE_RETURN_IF_ERROR(s.Run());
+  if (!expect.owner.empty()) {
+    ONCE_RETURN_IF_ERROR(SetRunOn(c, id, expect.owner, RunRowChange::kRun, now_ms));
+  }
   return ConditionalAcquire{.stale = false, .fence = current + 1};
 }
 
@@ -572,8 +621,9 @@ Result<ConditionalAcquire> SqliteEventStore::AcquireFenceIf(std::string_view id,
                                                             FenceExpectation expect) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits()));
   // Compare, scan and bump in one BEGIN IMMEDIATE: no append can land between.
-  return impl_->Write(
-      0, [&](Connection& c) -> Result<ConditionalAcquire> { return AcquireIfOn(c, id, expect); });
+  return impl_->Write(0, [&](Connection& c) -> Result<ConditionalAcquire> {
+    return AcquireIfOn(c, id, expect, impl_->clock->NowUnixMillis());
+  });
 }
 
 // Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
@@ -585,7 +635,7 @@ Result<AcquireWithTail> SqliteEventStore::AcquireFenceIfReadTail(std::string_vie
   // The read shares the acquire's BEGIN IMMEDIATE: nothing lands between.
   return impl_->Write(0, [&](Connection& c) -> Result<AcquireWithTail> {
     AcquireWithTail out;
-    ONCE_ASSIGN_OR_RETURN(out.acquire, AcquireIfOn(c, id, expect));
+    ONCE_ASSIGN_OR_RETURN(out.acquire, AcquireIfOn(c, id, expect, impl_->clock->NowUnixMillis()));
     ONCE_ASSIGN_OR_RETURN(out.tail, ReadRangeOn(c, id, read_after + 1, kToEnd, limit));
     return out;
   });
@@ -625,6 +675,11 @@ Status SqliteEventStore::TruncatePrefixKeeping(std::string_view id, int64_t firs
     ONCE_RETURN_IF_ERROR(s.Bind(2, first_kept));
     return s.Run();
   });
+}
+
+Result<std::optional<RunOwner>> SqliteEventStore::RunOwnerOf(std::string_view id) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  return impl_->Read([&](Connection& c) { return RunOwnerOn(c, id); });
 }
 
 }  // namespace once::store

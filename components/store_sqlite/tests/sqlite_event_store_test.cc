@@ -66,9 +66,10 @@ AppendRequest Req(std::string id, int64_t next, std::vector<Envelope> events,
 
 // started, suspended (parked at 2 under token 0).
 void Park(EventStore& store, const std::string& id) {
-  auto head = store.Append(Req(id, 1,
-                               {KernelEvent(KernelKind::kExecutionStarted, {}),
-                                KernelEvent(KernelKind::kExecutionSuspended, {{"wait", "t"}})}));
+  auto head =
+      store.Append(Req(id, 1,
+                       {KernelEvent(KernelKind::kExecutionStarted, nlohmann::json::object()),
+                        KernelEvent(KernelKind::kExecutionSuspended, {{"wait", "t"}})}));
   ASSERT_TRUE(head.has_value()) << head.error().ToString();
   ASSERT_EQ(*head, 2);
 }
@@ -173,14 +174,15 @@ TEST(SqliteEventStore, AuditAppendsDoNotAnswerAPark) {
   TempDir dir;
   auto store = OpenOrDie(dir.File("a.db"));
   Park(*store, "ex-1");
-  ASSERT_TRUE(store
-                  ->Append(Req("ex-1", 3,
-                               {KernelEvent(KernelKind::kExecutionDenied, {}),
-                                KernelEvent(KernelKind::kOutcomeRecorded, {}),
-                                KernelEvent(KernelKind::kStepFailed, {}),
-                                KernelEvent(KernelKind::kMessageConsumed, {})},
-                               std::nullopt))
-                  .has_value());
+  ASSERT_TRUE(
+      store
+          ->Append(Req("ex-1", 3,
+                       {KernelEvent(KernelKind::kExecutionDenied, nlohmann::json::object()),
+                        KernelEvent(KernelKind::kOutcomeRecorded, nlohmann::json::object()),
+                        KernelEvent(KernelKind::kStepFailed, nlohmann::json{{"name", "s"}}),
+                        KernelEvent(KernelKind::kMessageConsumed, nlohmann::json{{"topic", "t"}})},
+                       std::nullopt))
+          .has_value());
   auto first = store->AcquireFenceIf("ex-1", {.fence = 0, .park_seq = 2}).value();
   EXPECT_FALSE(first.stale);
   EXPECT_EQ(first.fence, 1);
@@ -450,7 +452,7 @@ TEST(SqliteEventStore, VersionOneDatabaseIsMigrated) {
               SQLITE_OK);
   }
   auto store = OpenOrDie(path);
-  EXPECT_EQ(store->Settings().value().schema_version, 2);
+  EXPECT_EQ(store->Settings().value().schema_version, kSqliteSchemaVersion);
   auto a = store->ReadRange("a", 1).value();
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[1].kind, "custom");
@@ -823,7 +825,8 @@ void RunFencedExecutions(size_t group_operations_max) {
       int64_t seq = 1;
       for (KernelKind kind : {KernelKind::kExecutionStarted, KernelKind::kStepCompleted,
                               KernelKind::kExecutionCompleted}) {
-        if (!store->Append(Req(id, seq++, {KernelEvent(kind, {{"n", 1}}, *token)}, *token))) {
+        if (!store->Append(
+                Req(id, seq++, {KernelEvent(kind, {{"name", "s"}, {"n", 1}}, *token)}, *token))) {
           ++failures;
         }
       }

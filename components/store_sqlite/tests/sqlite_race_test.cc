@@ -75,10 +75,11 @@ bool Answered(EventStore& store, const std::string& id) {
 // The winner's body goes on under its token; the loser must never have
 // fenced it out (that is what the answering scan of AcquireFenceIf is for).
 void ContinueBody(EventStore& store, const std::string& id, int64_t token, Outcome& out) {
-  AppendRequest req{.execution_id = id,
-                    .expected_next = kParkSeq + 2,
-                    .events = {KernelEvent(KernelKind::kStepCompleted, {}, token)},
-                    .fence = token};
+  AppendRequest req{
+      .execution_id = id,
+      .expected_next = kParkSeq + 2,
+      .events = {KernelEvent(KernelKind::kStepCompleted, nlohmann::json{{"name", "s"}}, token)},
+      .fence = token};
   if (!store.Append(req)) ++out.body_fenced_out;
 }
 
@@ -158,10 +159,11 @@ void Prepare(const std::string& path) {
   ASSERT_TRUE(store.has_value()) << store.error().ToString();
   std::vector<AppendRequest> batch;
   for (int r = 0; r < kRounds; ++r) {
-    batch.push_back({.execution_id = ParkId(r),
-                     .expected_next = 1,
-                     .events = {KernelEvent(KernelKind::kExecutionStarted, {}),
-                                KernelEvent(KernelKind::kExecutionSuspended, {{"wait", "t"}})}});
+    batch.push_back(
+        {.execution_id = ParkId(r),
+         .expected_next = 1,
+         .events = {KernelEvent(KernelKind::kExecutionStarted, nlohmann::json::object()),
+                    KernelEvent(KernelKind::kExecutionSuspended, {{"wait", "t"}})}});
   }
   auto results = (*store)->AppendBatch(batch);
   ASSERT_TRUE(results.has_value()) << results.error().ToString();

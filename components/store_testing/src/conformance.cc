@@ -75,7 +75,32 @@ std::vector<Envelope> Steps(int n, int first = 1) {
   return out;
 }
 
+// A kernel event whose payload has its kind's shape (kernel_payload.h):
+// `payload` (an object, or null for {}) plus the members the kind requires
+// ("name", "key", "topic"), unless it names them itself. A null payload
+// stays null for EXECUTION_RESUMED (a status-only re-open) and the kinds
+// that take any payload.
 Envelope Kernel(KernelKind kind, Json payload = nullptr) {
+  bool any = kind == KernelKind::kExecutionResumed || kind == KernelKind::kExecutionMigrated ||
+             kind == KernelKind::kAnnotation;
+  if (payload.is_null() && !any) payload = Json::object();
+  auto require = [&](const char* member, const char* value) {
+    if (payload.is_object() && !payload.contains(member)) payload[member] = value;
+  };
+  switch (kind) {
+    case KernelKind::kStepCompleted:
+    case KernelKind::kStepFailed:
+      require("name", "step");
+      break;
+    case KernelKind::kChildStarted:
+      require("key", "child");
+      break;
+    case KernelKind::kMessageConsumed:
+      require("topic", "topic");
+      break;
+    default:
+      break;
+  }
   return KernelEvent(kind, std::move(payload));
 }
 
@@ -195,7 +220,7 @@ constexpr int64_t kParkSeq = 3;
 void Park(EventStore& s, const std::string& id, int64_t fence = 0) {
   AppendOk(s, Req(id, 1,
                   {KernelEvent(KernelKind::kExecutionStarted, {{"input", 1}}, fence),
-                   KernelEvent(KernelKind::kStepCompleted, {{"result", 2}}, fence),
+                   KernelEvent(KernelKind::kStepCompleted, {{"name", "s"}, {"result", 2}}, fence),
                    KernelEvent(KernelKind::kExecutionSuspended, {{"on", "timer"}}, fence)},
                   fence));
 }
@@ -317,6 +342,62 @@ TEST_P(EventStoreConformance, MalformedRequestsAreInvalidArgumentAndWriteNothing
   EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
   EXPECT_TRUE(ListAll(store()).empty());
   EXPECT_EQ(AppendOk(store(), Req("ex-1", 1, {AppEvent(std::string(128, 'K'), 1)})), 1);
+}
+
+// A kernel event whose payload lacks its kind's shape (kernel_payload.h)
+// would make every reader of the log fail on it (issue 15: a fold that
+// threw stopped every restart): refused, typed, nothing written, alone in a
+// batch. The same shapes with their required members are accepted.
+TEST_P(EventStoreConformance, KernelPayloadOfTheWrongShapeIsRefused) {
+  auto kernel = [](KernelKind kind, Json payload) { return KernelEvent(kind, std::move(payload)); };
+  const std::vector<std::pair<std::string, Envelope>> bad = {
+      {"a started payload that is a string", kernel(KernelKind::kExecutionStarted, "order")},
+      {"a started payload that is null", kernel(KernelKind::kExecutionStarted, nullptr)},
+      {"a started workflow that is a number",
+       kernel(KernelKind::kExecutionStarted, {{"workflow", 7}})},
+      {"a parent without a key",
+       kernel(KernelKind::kExecutionStarted, {{"parent", {{"execution_id", "p"}}}})},
+      {"a completion with a null payload", kernel(KernelKind::kExecutionCompleted, nullptr)},
+      {"a failure whose error is a string",
+       kernel(KernelKind::kExecutionFailed, {{"error", "boom"}})},
+      {"a step without a name", kernel(KernelKind::kStepCompleted, {{"value", 1}})},
+      {"a step whose name is a number", kernel(KernelKind::kStepFailed, {{"name", 3}})},
+      {"a park whose waits is an object",
+       kernel(KernelKind::kExecutionSuspended, {{"waits", {{"type", "timer"}}}})},
+      {"a timer wait whose wake is a string",
+       kernel(KernelKind::kExecutionSuspended,
+              {{"call", "sleep"}, {"waits", {{{"type", "timer"}, {"wake_at_ms", "soon"}}}}})},
+      {"a resume that is an array", kernel(KernelKind::kExecutionResumed, Json::array())},
+      {"a child start without a key", kernel(KernelKind::kChildStarted, {{"child_id", "c"}})},
+      {"a consumed message without a topic",
+       kernel(KernelKind::kMessageConsumed, {{"message", 1}})},
+      {"a kernel kind named by a plain string",
+       Envelope{.kind = std::string("EXECUTION_STARTED"), .payload = 5}},
+  };
+  int n = 0;
+  for (const auto& [what, event] : bad) {
+    SCOPED_TRACE(what);
+    Result<int64_t> r = store().Append(Req("ex-1", 1, {event}));
+    EXPECT_TRUE(Fails(r, ErrorCode::kInvalidArgument));
+    Result<std::vector<Result<int64_t>>> batch = store().AppendBatch(std::vector<AppendRequest>{
+        Req("ex-1", 1, {event}), Req("ok-" + std::to_string(++n), 1, Steps(1))});
+    ASSERT_TRUE(batch) << Describe(batch.error());
+    EXPECT_TRUE(Fails((*batch)[0], ErrorCode::kInvalidArgument));
+    EXPECT_EQ((*batch)[1].value_or(-1), 1);
+  }
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+
+  const std::vector<Envelope> good = {
+      kernel(KernelKind::kExecutionStarted, {{"workflow", "order"}, {"input", "anything"}}),
+      kernel(KernelKind::kStepCompleted, {{"name", "charge"}, {"value", nullptr}}),
+      kernel(KernelKind::kExecutionSuspended,
+             {{"call", "sleep"}, {"waits", {{{"type", "timer"}, {"wake_at_ms", 5}}}}}),
+      kernel(KernelKind::kExecutionResumed, nullptr),
+      kernel(KernelKind::kAnnotation, "any JSON at all"),
+      kernel(KernelKind::kExecutionCompleted, {{"value", 1}}),
+  };
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 1, good)), static_cast<int64_t>(good.size()));
+  EXPECT_EQ(Read(store(), "ex-1").size(), good.size());
 }
 
 TEST_P(EventStoreConformance, InvalidExecutionIdsAreRefusedAndWriteNothing) {
@@ -960,7 +1041,8 @@ std::vector<KindCase> AnsweringCases() {
       {"EXECUTION_RESUMED without the kernel stamp", unstamped_resume, kHolder},
       {"EXECUTION_SUSPENDED", Kernel(KernelKind::kExecutionSuspended, {{"on", "child"}}), kHolder},
       {"EXECUTION_COMPLETED", Kernel(KernelKind::kExecutionCompleted, {{"out", 1}}), kHolder},
-      {"EXECUTION_FAILED", Kernel(KernelKind::kExecutionFailed, {{"error", "x"}}), kHolder},
+      {"EXECUTION_FAILED", Kernel(KernelKind::kExecutionFailed, {{"error", {{"code", "x"}}}}),
+       kHolder},
       {"EXECUTION_CANCELLED", Kernel(KernelKind::kExecutionCancelled), kHolder},
       {"EXECUTION_CONTINUED", Kernel(KernelKind::kExecutionContinued, {{"next", "y"}}), kHolder},
       {"an unknown kind stamped kernel: true", stamped_unknown, kHolder},
@@ -978,7 +1060,7 @@ std::vector<KindCase> IgnorableCases() {
       {"an unfenced EXECUTION_DENIED", Kernel(KernelKind::kExecutionDenied), std::nullopt},
       {"EXECUTION_DENIED", Kernel(KernelKind::kExecutionDenied), kHolder},
       {"OUTCOME_RECORDED", Kernel(KernelKind::kOutcomeRecorded, {{"o", 1}}), kHolder},
-      {"STEP_FAILED", Kernel(KernelKind::kStepFailed, {{"error", "e"}}), kHolder},
+      {"STEP_FAILED", Kernel(KernelKind::kStepFailed, {{"error", {{"code", "e"}}}}), kHolder},
       {"MESSAGE_CONSUMED", Kernel(KernelKind::kMessageConsumed, {{"m", 1}}), kHolder},
       {"EXECUTION_MIGRATED", Kernel(KernelKind::kExecutionMigrated), kHolder},
       {"STEP_COMPLETED", Kernel(KernelKind::kStepCompleted, {{"r", 1}}), kHolder},
@@ -1065,7 +1147,8 @@ TEST_P(EventStoreConformance, AcquireFenceIfIsNotHeadBased) {
   ConditionalAcquire runner = AcquireIf(store(), "ex-1", 0, 1);
   ASSERT_FALSE(runner.stale);
   ASSERT_EQ(runner.fence, 1);
-  AppendOk(store(), Req("ex-1", 2, {KernelEvent(KernelKind::kExecutionSuspended, {}, 1)}, 1));
+  AppendOk(store(),
+           Req("ex-1", 2, {KernelEvent(KernelKind::kExecutionSuspended, Json::object(), 1)}, 1));
   AppendOk(store(), Req("ex-1", 3, {Kernel(KernelKind::kExecutionDenied)}, std::nullopt));
   EXPECT_EQ(HeadOf(store(), "ex-1"), 3);
   ConditionalAcquire resumer = AcquireIf(store(), "ex-1", 1, 2);
@@ -1424,6 +1507,223 @@ TEST_P(EventStoreConformance, ConcurrentAppendersOneWinnerPerSequence) {
     EXPECT_EQ(hot[round].sequence, round + 1);
     EXPECT_EQ(hot[round].payload["round"], round);
     EXPECT_EQ(hot[round].payload["thread"], winner_of[round]) << "round " << round;
+  }
+}
+
+// ---- Run ownership (kOwnership; issue 15) ------------------------------------
+
+std::optional<std::string> OwnerOf(EventStore& s, std::string_view id) {
+  Result<std::optional<store::RunOwner>> r = s.RunOwnerOf(id);
+  if (!r) {
+    ADD_FAILURE() << "RunOwnerOf failed: " << Describe(r.error());
+    return std::nullopt;
+  }
+  if (!*r) return std::nullopt;
+  return (*r)->owner;
+}
+
+AppendRequest Owned(AppendRequest req, std::string_view owner) {
+  req.owner = owner;
+  return req;
+}
+
+// An append that names an owner moves the run row in the same step: a
+// request that leaves the execution running names the owner, one that parks
+// or ends it deletes the row; an append naming no owner leaves it alone.
+TEST_P(EventStoreConformance, OwnedAppendsKeepTheRunRow) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+  AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  Result<std::optional<store::RunOwner>> row = store().RunOwnerOf("ex-1");
+  ASSERT_TRUE(row && *row);
+  EXPECT_GT((*row)->since_ms, 0);
+  AppendOk(store(), Req("ex-1", 2, {Kernel(KernelKind::kStepCompleted)}));  // no owner named
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  AppendOk(store(), Owned(Req("ex-1", 3, {Kernel(KernelKind::kStepCompleted)}), "node-b"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-b");
+  AppendOk(store(),
+           Owned(Req("ex-1", 4,
+                     {Kernel(KernelKind::kStepCompleted), Kernel(KernelKind::kExecutionSuspended)}),
+                 "node-b"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);  // a park ends the run
+  AppendOk(store(), Owned(Req("ex-1", 6, {Kernel(KernelKind::kExecutionResumed)}), "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  AppendOk(store(), Owned(Req("ex-1", 7, {Kernel(KernelKind::kExecutionCompleted)}), "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+  // Start and end in one append: no row at any moment.
+  AppendOk(
+      store(),
+      Owned(Req("ex-2", 1,
+                {Kernel(KernelKind::kExecutionStarted), Kernel(KernelKind::kExecutionCompleted)}),
+            "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-2"), std::nullopt);
+  // An application event and an audit append leave the execution running.
+  AppendOk(store(), Owned(Req("ex-3", 1, {Kernel(KernelKind::kExecutionStarted), Step(1)}), "n"));
+  EXPECT_EQ(OwnerOf(store(), "ex-3"), "n");
+}
+
+TEST_P(EventStoreConformance, ARefusedAppendLeavesTheRunRowAlone) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
+  EXPECT_FALSE(store().Append(Owned(Req("ex-1", 5, Steps(1)), "node-b")));  // a gap
+  EXPECT_FALSE(store().Append(Owned(Req("ex-1", 1, Steps(1)), "node-b")));  // a duplicate
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  if (Supports(Capability::kAcquireFence)) {
+    ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 1);
+    EXPECT_FALSE(store().Append(
+        Owned(Req("ex-1", 2, {Kernel(KernelKind::kExecutionCompleted)}, 0), "node-b")));
+    EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-a");
+  }
+  // In a batch each request moves its own row, or not when it is refused.
+  AppendOk(store(), Owned(Req("ex-2", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
+  std::vector<AppendRequest> batch = {
+      Owned(Req("ex-2", 2, Steps(1)), "node-c"),
+      Owned(Req("ex-3", 7, Steps(1)), "node-c"),  // a gap: refused
+      Owned(Req("ex-4", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-c"),
+  };
+  Result<std::vector<Result<int64_t>>> r = store().AppendBatch(batch);
+  ASSERT_TRUE(r) << Describe(r.error());
+  EXPECT_TRUE((*r)[0]);
+  EXPECT_FALSE((*r)[1]);
+  EXPECT_TRUE((*r)[2]);
+  EXPECT_EQ(OwnerOf(store(), "ex-2"), "node-c");
+  EXPECT_EQ(OwnerOf(store(), "ex-3"), std::nullopt);
+  EXPECT_EQ(OwnerOf(store(), "ex-4"), "node-c");
+}
+
+TEST_P(EventStoreConformance, DeleteExecutionDeletesTheRunRow) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
+  ASSERT_TRUE(store().DeleteExecution("ex-1"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+  // A re-created id starts without an owner.
+  AppendOk(store(), Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+}
+
+TEST_P(EventStoreConformance, OwnersAreValidated) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  const std::string too_long(store().limits().execution_id_bytes_max + 1, 'n');
+  for (std::string_view bad : {std::string_view("a\nb"), std::string_view(too_long)}) {
+    EXPECT_TRUE(
+        Fails(store().Append(Owned(Req("ex-1", 1, Steps(1)), bad)), ErrorCode::kInvalidArgument));
+    if (Supports(Capability::kAcquireFenceIf)) {
+      EXPECT_TRUE(Fails(store().AcquireFenceIf("ex-1", {.fence = 0, .owner = bad}),
+                        ErrorCode::kInvalidArgument));
+    }
+  }
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+}
+
+// A conditional acquire that names an owner records it with the new token;
+// one that names an expected owner is stale unless the run row names it
+// (and changes nothing), so two takers of a dead node's run cannot both win
+// even when the second reads the token after the first moved it.
+TEST_P(EventStoreConformance, AcquireFenceIfRecordsAndChecksTheOwner) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  AppendOk(store(),
+           Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted), Step(2)}), "dead"));
+  // Expecting another owner: stale, nothing changes.
+  ConditionalAcquire wrong =
+      store()
+          .AcquireFenceIf(
+              "ex-1", {.fence = 0, .park_seq = 2, .owner = "b", .expected_owner = "someone-else"})
+          .value();
+  EXPECT_TRUE(wrong.stale);
+  EXPECT_EQ(wrong.fence, 0);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "dead");
+  // Expecting no row while there is one: stale.
+  EXPECT_TRUE(store()
+                  .AcquireFenceIf("ex-1", {.fence = 0, .park_seq = 2, .expected_owner = ""})
+                  .value()
+                  .stale);
+  // The first taker wins and names itself.
+  ConditionalAcquire first =
+      store()
+          .AcquireFenceIf("ex-1",
+                          {.fence = 0, .park_seq = 2, .owner = "b", .expected_owner = "dead"})
+          .value();
+  EXPECT_FALSE(first.stale);
+  EXPECT_EQ(first.fence, 1);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "b");
+  // A second taker that read the new token still expects the dead owner: stale.
+  ConditionalAcquire second =
+      store()
+          .AcquireFenceIf("ex-1",
+                          {.fence = 1, .park_seq = 2, .owner = "c", .expected_owner = "dead"})
+          .value();
+  EXPECT_TRUE(second.stale);
+  EXPECT_EQ(second.fence, 1);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "b");
+  // A stale acquire records nothing; one naming no owner leaves the row.
+  EXPECT_TRUE(
+      store().AcquireFenceIf("ex-1", {.fence = 0, .park_seq = 2, .owner = "c"}).value().stale);
+  EXPECT_FALSE(store().AcquireFenceIf("ex-1", {.fence = 1, .park_seq = 2}).value().stale);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "b");
+  // Expecting no row where there is none (an ownerless run) succeeds.
+  AppendOk(store(), Req("ownerless", 1, {Kernel(KernelKind::kExecutionStarted)}));
+  ConditionalAcquire claimed =
+      store()
+          .AcquireFenceIf("ownerless",
+                          {.fence = 0, .park_seq = 1, .owner = "b", .expected_owner = ""})
+          .value();
+  EXPECT_FALSE(claimed.stale);
+  EXPECT_EQ(OwnerOf(store(), "ownerless"), "b");
+  if (Supports(Capability::kAcquireFenceIfReadTail)) {
+    AcquireWithTail with_tail =
+        store()
+            .AcquireFenceIfReadTail(
+                "ex-1", {.fence = 2, .park_seq = 2, .owner = "d", .expected_owner = "b"}, 1)
+            .value();
+    EXPECT_FALSE(with_tail.acquire.stale);
+    EXPECT_EQ(with_tail.tail.size(), 1u);
+    EXPECT_EQ(OwnerOf(store(), "ex-1"), "d");
+  }
+}
+
+TEST_P(EventStoreConformance, TakersOfOneDeadRunOneWinner) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  constexpr size_t kTakers = 6;
+  constexpr int kRounds = 8;
+  std::vector<std::unique_ptr<EventStore>> handles;
+  for (size_t i = 0; i < kTakers; ++i) handles.push_back(OpenAnother());
+  const std::vector<std::string> names = {"t0", "t1", "t2", "t3", "t4", "t5"};
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::string id = "orphan-" + std::to_string(round);
+    AppendOk(store(), Owned(Req(id, 1, {Kernel(KernelKind::kExecutionStarted)}), "dead"));
+    std::vector<bool> won(kTakers, false);
+    std::atomic<size_t> ready{0};
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < kTakers; ++i) {
+      threads.emplace_back([&, i] {
+        EventStore& s = HandleFor(handles, i, store());
+        ready.fetch_add(1);
+        while (ready.load() < kTakers) std::this_thread::yield();
+        // Each taker reads the token, as a takeover pass does, then claims.
+        Result<int64_t> token = s.ReadFence(id);
+        if (!token) return;
+        Result<ConditionalAcquire> r = s.AcquireFenceIf(
+            id, {.fence = *token, .park_seq = 1, .owner = names[i], .expected_owner = "dead"});
+        won[i] = r && !r->stale;
+      });
+    }
+    for (auto& t : threads) t.join();
+    int winners = 0;
+    std::string winner;
+    for (size_t i = 0; i < kTakers; ++i) {
+      if (won[i]) {
+        ++winners;
+        winner = names[i];
+      }
+    }
+    EXPECT_EQ(winners, 1);
+    EXPECT_EQ(OwnerOf(store(), id), winner);
+    EXPECT_EQ(FenceOf(store(), id), 1);
   }
 }
 

@@ -238,6 +238,10 @@ Status StepStore::CustomTruncatePrefixKeeping(std::string_view id, int64_t first
                [&] { return target().TruncatePrefixKeeping(id, first_kept); });
 }
 
+Result<std::optional<store::RunOwner>> StepStore::CustomRunOwnerOf(std::string_view id) {
+  return Gated("RunOwnerOf", [&] { return target().RunOwnerOf(id); });
+}
+
 // ---- Runs --------------------------------------------------------------------
 
 std::string StepRun::TraceText() const {

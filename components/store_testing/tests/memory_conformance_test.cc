@@ -31,6 +31,7 @@ struct RefuseEverything {
   static constexpr Decide kCopyPrefix = Decide::kRefuse;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kRefuse;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
+  static constexpr Decide kOwnership = Decide::kRefuse;
 };
 
 class CoreOnlyStore final : public EventStoreWrapper<CoreOnlyStore, RefuseEverything> {

@@ -271,7 +271,11 @@ Actor Resumer(bool conditional, ResumerOutcome* out) {
     auto append = [&](KernelKind kind) {
       return s.Append({.execution_id = "ex",
                        .expected_next = *head + 1,
-                       .events = {KernelEvent(kind, nullptr, token)},
+                       .events = {KernelEvent(kind,
+                                              kind == KernelKind::kExecutionResumed
+                                                  ? nlohmann::json()
+                                                  : nlohmann::json{{"name", "s"}},
+                                              token)},
                        .fence = token});
     };
     Result<int64_t> resumed = append(KernelKind::kExecutionResumed);
@@ -300,10 +304,10 @@ ResumeRaceTotals RaceTwoResumers(const StoreMaker& fresh, bool conditional, Afte
   RunEverySchedule(
       all, fresh,
       [&](EventStore& store) {
-        EXPECT_TRUE(
-            store.Append({.execution_id = "ex",
-                          .events = {KernelEvent(KernelKind::kExecutionStarted, nullptr),
-                                     KernelEvent(KernelKind::kExecutionSuspended, nullptr)}}));
+        EXPECT_TRUE(store.Append(
+            {.execution_id = "ex",
+             .events = {KernelEvent(KernelKind::kExecutionStarted, nlohmann::json::object()),
+                        KernelEvent(KernelKind::kExecutionSuspended, nlohmann::json::object())}}));
         auto outcomes = std::make_shared<std::array<ResumerOutcome, 2>>();
         return ScenarioRun{.actors = {Resumer(conditional, &(*outcomes)[0]),
                                       Resumer(conditional, &(*outcomes)[1])},

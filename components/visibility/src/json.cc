@@ -37,6 +37,16 @@ Json ToJson(const PendingMessage& m) {
   return Json{{"topic", m.topic}, {"seq", m.seq}, {"message", m.message}};
 }
 
+Json ToJson(const QueueRow& q) {
+  return Json{{"name", q.name},
+              {"concurrency_max", q.concurrency_max},
+              {"per_node_concurrency_max", q.per_node_concurrency_max},
+              {"rate_max", q.rate_max},
+              {"rate_period_ms", q.rate_period_ms},
+              {"pending", q.pending},
+              {"claimed", q.claimed}};
+}
+
 Json ToJson(const NodeRow& n) {
   return Json{{"node_id", n.node_id},
               {"host", n.host},

@@ -59,7 +59,8 @@ class PostgresSource final : public Source {
                                                  "to_regclass('timers') IS NOT NULL, "
                                                  "to_regclass('inbox_messages') IS NOT NULL, "
                                                  "to_regclass('loom_nodes') IS NOT NULL, "
-                                                 "to_regclass('loom_runs') IS NOT NULL",
+                                                 "to_regclass('loom_runs') IS NOT NULL, "
+                                                 "to_regclass('loom_queues') IS NOT NULL",
                                                  {}));
     auto yes = [&](int col) { return TextAt(tables.get(), 0, col) == "t"; };
     if (!yes(0) || !yes(1)) {
@@ -70,6 +71,7 @@ class PostgresSource final : public Source {
     has_inbox_ = yes(3);
     has_nodes_ = yes(4);
     has_runs_ = yes(5);
+    has_queues_ = yes(6);
     ONCE_ASSIGN_OR_RETURN(PgResult version,
                           Query("SELECT value FROM once_schema WHERE name = 'version'", {}));
     version_ = PQntuples(version.get()) ? IntAt(version.get(), 0, 0) : 0;
@@ -242,6 +244,23 @@ class PostgresSource final : public Source {
     return out;
   }
 
+  Result<std::vector<QueueRow>> Queues(size_t limit) override {
+    if (!has_queues_) return NoQueues();
+    ONCE_ASSIGN_OR_RETURN(PgResult r,
+                          Query(std::string(kQueuesSql) + "$1::int8", {std::to_string(limit)}));
+    std::vector<QueueRow> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      out.push_back(QueueRow{.name = TextAt(r.get(), i, 0),
+                             .concurrency_max = IntAt(r.get(), i, 1),
+                             .per_node_concurrency_max = IntAt(r.get(), i, 2),
+                             .rate_max = IntAt(r.get(), i, 3),
+                             .rate_period_ms = IntAt(r.get(), i, 4),
+                             .pending = IntAt(r.get(), i, 5),
+                             .claimed = IntAt(r.get(), i, 6)});
+    }
+    return out;
+  }
+
   Result<std::optional<Owner>> OwnerOf(const std::string& id) override {
     if (!has_runs_) return std::optional<Owner>();
     ONCE_ASSIGN_OR_RETURN(
@@ -307,7 +326,8 @@ class PostgresSource final : public Source {
   PGconn* conn_;
   Target target_;
   int64_t version_ = 0;
-  bool has_timers_ = false, has_inbox_ = false, has_nodes_ = false, has_runs_ = false;
+  bool has_timers_ = false, has_inbox_ = false, has_nodes_ = false, has_runs_ = false,
+       has_queues_ = false;
 };
 
 }  // namespace

@@ -74,6 +74,8 @@ class Source {
   // kUnsupported without a loom_nodes table.
   virtual Result<std::vector<NodeRow>> Nodes(size_t limit) = 0;
   virtual Result<std::optional<Owner>> OwnerOf(const std::string& id) = 0;
+  // kUnsupported without a loom_queues table.
+  virtual Result<std::vector<QueueRow>> Queues(size_t limit) = 0;
   virtual std::string Description() const = 0;
 };
 
@@ -87,6 +89,19 @@ inline std::unexpected<Error> NoNodes() {
   return MakeError(ErrorCode::kUnsupported,
                    "this store records no nodes (no loom_nodes table: node leases, issue 15)");
 }
+
+// The answer of Queues() on a store without durable queues.
+inline std::unexpected<Error> NoQueues() {
+  return MakeError(ErrorCode::kUnsupported,
+                   "this store has no durable queues (no loom_queues table: docs/queues.md)");
+}
+
+// Both sources' query: limits and item counts per queue, by name.
+inline constexpr const char* kQueuesSql =
+    "SELECT q.name, q.concurrency_max, q.per_node_concurrency_max, q.rate_max, "
+    "q.rate_period_ms, (SELECT COUNT(*) FROM loom_queue_items i WHERE i.queue = q.name AND "
+    "i.claimed_by IS NULL), (SELECT COUNT(*) FROM loom_queue_items i WHERE i.queue = q.name "
+    "AND i.claimed_by IS NOT NULL) FROM loom_queues q ORDER BY q.name LIMIT ";
 
 // Cursors: "<time_ms>.<sequence>.<hex of the execution id>".
 std::string EncodeCursor(const IndexKey& key);

@@ -53,6 +53,7 @@ class SqliteSource final : public Source {
     ONCE_ASSIGN_OR_RETURN(has_fences_, HasTable("fences"));
     ONCE_ASSIGN_OR_RETURN(has_nodes_, HasTable("loom_nodes"));
     ONCE_ASSIGN_OR_RETURN(has_runs_, HasTable("loom_runs"));
+    ONCE_ASSIGN_OR_RETURN(has_queues_, HasTable("loom_queues"));
     return Ok();
   }
 
@@ -223,6 +224,25 @@ class SqliteSource final : public Source {
     }
   }
 
+  Result<std::vector<QueueRow>> Queues(size_t limit) override {
+    if (!has_queues_) return NoQueues();
+    ONCE_ASSIGN_OR_RETURN(Stmt s, Prepare(std::string(kQueuesSql) + "?1"));
+    sqlite3_bind_int64(s.get(), 1, static_cast<int64_t>(limit));
+    std::vector<QueueRow> out;
+    Start();
+    while (true) {
+      ONCE_ASSIGN_OR_RETURN(bool row, Step(s.get()));
+      if (!row) return out;
+      out.push_back(QueueRow{.name = Column(s.get(), 0),
+                             .concurrency_max = sqlite3_column_int64(s.get(), 1),
+                             .per_node_concurrency_max = sqlite3_column_int64(s.get(), 2),
+                             .rate_max = sqlite3_column_int64(s.get(), 3),
+                             .rate_period_ms = sqlite3_column_int64(s.get(), 4),
+                             .pending = sqlite3_column_int64(s.get(), 5),
+                             .claimed = sqlite3_column_int64(s.get(), 6)});
+    }
+  }
+
   Result<std::optional<Owner>> OwnerOf(const std::string& id) override {
     if (!has_runs_) return std::optional<Owner>();
     ONCE_ASSIGN_OR_RETURN(Stmt s,
@@ -329,7 +349,7 @@ class SqliteSource final : public Source {
   Clock::time_point deadline_ = Clock::time_point::max();
   int version_ = 0;
   bool has_timers_ = false, has_inbox_ = false, has_fences_ = false, has_nodes_ = false,
-       has_runs_ = false;
+       has_runs_ = false, has_queues_ = false;
   Stmt head_, last_status_, started_, fence_;
 };
 

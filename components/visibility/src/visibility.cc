@@ -66,14 +66,13 @@ Result<ExecutionRow> ToRow(const RawSummary& raw) {
   if (raw.last_status && (!raw.started || raw.last_status->sequence != raw.started->sequence)) {
     log.push_back(ToEnvelope(raw.execution_id, *raw.last_status));
   }
-  runtime::ExecutionState state;
-  try {
-    state = runtime::Fold(log);
-  } catch (const std::exception& e) {
+  Result<runtime::ExecutionState> folded = runtime::Fold(log);
+  if (!folded) {
     return MakeError(ErrorCode::kCorruption,
-                     std::string("visibility: a status event cannot be read: ") + e.what(),
+                     "visibility: a status event cannot be read: " + folded.error().message,
                      raw.execution_id);
   }
+  const runtime::ExecutionState& state = *folded;
   row.status = std::string(runtime::StatusName(state.status));
   row.workflow = state.workflow;
   row.park_seq = state.park_seq;
@@ -242,6 +241,13 @@ class SqlVisibility final : public Visibility {
   }
   Result<std::optional<Owner>> OwnerOf(const std::string& id) override {
     return source_->OwnerOf(id);
+  }
+  Result<std::vector<QueueRow>> Queues(size_t limit) override {
+    if (limit == 0 || limit > limits_.page_rows_max) {
+      return LimitError("page_rows_max", static_cast<int64_t>(limit),
+                        static_cast<int64_t>(limits_.page_rows_max));
+    }
+    return source_->Queues(limit);
   }
 
   std::string SchemaDescription() const override { return source_->Description(); }

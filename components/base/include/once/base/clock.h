@@ -35,6 +35,24 @@ class SystemClock final : public Clock {
   TimePoint Now() const override { return std::chrono::system_clock::now(); }
 };
 
+// A clock that never jumps: the system's time when it was made plus the
+// monotonic time elapsed since (std::chrono::steady_clock). For judging a
+// local interval (how long since this node's last heartbeat) where a step of
+// the wall clock must not count. Thread-safe.
+class SteadyClock final : public Clock {
+ public:
+  SteadyClock()
+      : wall_start_(std::chrono::system_clock::now()), start_(std::chrono::steady_clock::now()) {}
+  TimePoint Now() const override {
+    return wall_start_ +
+           std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - start_);
+  }
+
+ private:
+  TimePoint wall_start_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 // A clock that moves only when told to. Thread-safe.
 class ManualClock final : public Clock {
  public:

@@ -47,6 +47,8 @@ enum class ErrorCode {
   kCancelled,         // the operation was cancelled
   kPermissionDenied,  // signature, key or tenant refused; permanent
   kInternal,          // a bug or an unexpected backend answer
+  // (Appended after kInternal: the codes' numbers travel in Sush messages.)
+  kAlreadyExists,     // a unique key is taken (a queue's dedup key); detail names the holder
 };
 
 std::string_view ErrorCodeName(ErrorCode code);
@@ -72,9 +74,13 @@ struct SequenceDetail {
   int64_t expected = 0;  // the sequence the store would accept (head + 1)
   int64_t given = 0;
 };
+struct AlreadyExistsDetail {
+  std::string execution_id;  // the execution that holds the key
+};
 
 using ErrorDetail = std::variant<std::monostate, StaleFenceDetail, ResumeRefusedDetail,
-                                 ResumeContendedDetail, LimitDetail, SequenceDetail>;
+                                 ResumeContendedDetail, LimitDetail, SequenceDetail,
+                                 AlreadyExistsDetail>;
 
 struct Error {
   ErrorCode code = ErrorCode::kInternal;

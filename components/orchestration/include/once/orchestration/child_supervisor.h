@@ -12,10 +12,12 @@
 //      every supervised parent fenced forever, and a fenced execution refuses
 //      an unfenced manual resume;
 //   2. only on kStaleFence (or kSequenceConflict: someone appended first) it
-//      resumes with fence_if_parked_at = the re-read park, at most
-//      conditional_resumes_max (3) times; a store without AcquireFenceIf
-//      keeps the bounded loop of acquisitions_max_without_fence_if (2)
-//      plain acquisitions (the runtime falls back to AcquireFence).
+//      resumes with fence_if_parked_at = the re-read park, within ONE budget
+//      of conditional_resumes_max (3) acquires (Runtime::AnswerPark: an
+//      acquire that finds a dead acquirer's token and a resume whose append
+//      a rival beat both spend one); a store without AcquireFenceIf keeps
+//      a budget of acquisitions_max_without_fence_if (2) plain acquisitions
+//      (the runtime falls back to AcquireFence).
 //   kResumeRefused at any point (the park was answered by a rival, or is
 //   gone) is kNoop: losing to another resumer is not an error.
 //   Every try failing stale / contended is kContended: with `redrive`
@@ -65,7 +67,7 @@ namespace once::orchestration {
 
 struct ChildSupervisorOptions {
   std::optional<RedriveWiring> redrive;       // set only when kernel.features.redrive is on
-  int conditional_resumes_max = 3;            // fence_if_parked_at resumes per ResumeParent
+  int conditional_resumes_max = 3;            // conditional acquires per ResumeParent
   int acquisitions_max_without_fence_if = 2;  // the same, on a store without AcquireFenceIf
   timers::BackoffPolicy backoff;              // the first re-drive row's delay (attempt 0)
   std::function<void(const Error&)> on_error;
@@ -77,7 +79,7 @@ struct ChildSupervisorStats {
   int64_t resumed = 0;
   int64_t noop = 0;
   int64_t contended = 0;
-  int64_t conditional_resumes = 0;  // fence_if_parked_at resumes made
+  int64_t conditional_resumes = 0;  // resumes made under the conditional acquire
   int64_t redrive_rows_written = 0;
 };
 
@@ -118,7 +120,8 @@ class ChildSupervisor final : public timers::Redriver {
     std::string key;
   };
   Result<SuperviseVerdict> TryResume(std::string_view parent_id);
-  Result<bool> ChildrenSettled(std::string_view parent_id);
+  Result<std::optional<int64_t>> SettledPark(std::string_view parent_id);
+  int AttemptsMax() const;
   void Remember(std::string child_id, Edge edge);
   std::optional<Edge> Recall(std::string_view child_id) const;
   void Count(int64_t ChildSupervisorStats::*field);

@@ -67,7 +67,8 @@ class ParkTimers {
   void OnPark(const std::string& id, int64_t park_seq, const store::Envelope& park);
   // Writes the rows of `park`'s timer waits; returns how many it wrote.
   Result<size_t> Schedule(const std::string& id, const store::Envelope& park);
-  // Writes the row of every open timer park in the store. Returns rows written.
+  // Writes the row of every open timer park in the store. Returns rows
+  // written. A log that cannot be read goes to on_error and is skipped.
   Result<size_t> Sweep();
 
  private:

@@ -65,10 +65,10 @@
 namespace once::runtime {
 
 using events::Json;
-class Runtime;
 namespace internal {
 struct RunState;
-}
+class RunHost;
+}  // namespace internal
 
 // A non-owning reference to a callable returning Result<Json> (no heap).
 class StepFnRef {
@@ -85,7 +85,8 @@ class StepFnRef {
 
 class Context {
  public:
-  Context(Runtime& runtime, internal::RunState& run);
+  // Made by the runtime for one run of a body (bodies only receive one).
+  Context(internal::RunHost& host, internal::RunState& run);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
@@ -129,31 +130,22 @@ class Context {
   // The body should return right after; the runtime ignores its result.
   Status ContinueAsNew(Json input);
 
-  bool parked() const { return parked_; }
+  bool parked() const;
 
  private:
-  friend class Runtime;
   enum class Call { kSleep, kAwaitChild, kAwaitChildren, kReceive };
 
   Result<Json> StepImpl(std::string_view name, StepFnRef fn);
   Result<Json> AwaitImpl(Call call, Json waits, const Json& answer_wait, bool match_waits);
   Status FlushBeforeEffect(bool everything);
-  const events::Envelope* NextBodyEvent();
   std::unexpected<Error> Diverged(std::string what);
   std::unexpected<Error> Park(Call call, Json waits, Json extra);
-  std::unexpected<Error> Latched() const { return std::unexpected(*latched_); }
+  std::unexpected<Error> Latched() const;
   std::unexpected<Error> Fail(Error e);
 
-  Runtime& runtime_;
-  internal::RunState& run_;
-  size_t cursor_ = 0;  // next index of run_.log to look at
-  bool live_ = false;  // past the end of the log
-  bool parked_ = false;
-  bool nondeterministic_ = false;
-  std::optional<Error> latched_;  // parked / nondeterminism / append failure
-  std::optional<Json> continue_input_;
+  internal::RunHost& host_;
+  internal::RunState& run_;  // the replay cursor and the body's end live there
   std::map<std::string, std::vector<std::string>, std::less<>> groups_;  // group -> keys
-  std::optional<int64_t> recorded_wake_ms_;
 };
 
 }  // namespace once::runtime

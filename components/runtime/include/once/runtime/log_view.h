@@ -5,8 +5,13 @@
 // callers (timers, supervisors) share them so every component reads a log
 // the same way.
 //
-//   ExecutionState st = Fold(events);
+//   ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(events));
 //   if (auto park = FindOpenPark(events)) resume at park->sequence;
+//
+// A log the kernel cannot read (a kernel event whose payload lacks its
+// kind's shape, events::KernelPayloadProblem: a row written by hand or by an
+// older build) folds to kCorruption, never to an exception: the caller
+// quarantines that one execution and goes on serving the others.
 //
 // Threads: pure; any thread.
 
@@ -18,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "once/base/result.h"
 #include "once/events/envelope.h"
 
 namespace once::runtime {
@@ -47,8 +53,10 @@ struct ExecutionState {
   std::optional<int64_t> park_seq;  // the open park, when suspended
 };
 
-// Folds the events (ascending) into a state.
-ExecutionState Fold(std::span<const Envelope> events);
+// Folds the events (ascending) into a state. kCorruption (subject: the
+// execution) when a kernel event's payload lacks its kind's shape; every
+// kernel event of the log is checked, so a log that folds can be replayed.
+Result<ExecutionState> Fold(std::span<const Envelope> events);
 
 // The newest park that no answering event follows (events ascending), or
 // nullopt. Ignorable appends after a park (a denial, an app event) do not

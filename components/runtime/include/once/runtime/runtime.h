@@ -37,6 +37,35 @@
 //   * neither: the run presents token 0 (an execution someone fenced refuses
 //     it with kStaleFence, which a caller may answer with fence_if_parked_at).
 //
+// Nodes (RuntimeOptions::node; docs/nodes.md). With a node, what this
+// runtime starts or resumes is owned by it: the run row names the node in
+// the same store step as the first append that leaves the execution running
+// or the conditional acquire of a resume, and is deleted by the append that
+// parks or ends it. Every Step waits for the node's step gate (a node whose
+// heartbeat is late starts no step). Takeover() re-drives what dead nodes
+// left running (and this node's own runs no body here is running), claiming
+// each with the conditional acquire that expects the dead owner, so it is
+// safe from every node at once. Recover() is the full pass (every log): it
+// leaves alone a run whose owner is alive and an ownerless run younger than
+// ownerless_lease_ms, takes over the rest, and answers parks whose children
+// are done. Without a node Recover judges by run rows alone: a run another
+// node owns is left to that node's peers, an ownerless one is re-driven only
+// when its newest event is older than ownerless_lease_ms.
+//
+// AnswerPark is the one way to answer a park (the timer waker, the child
+// supervisor, the inbox and the runtime's own parent notification use it):
+// optionally an unfenced try first, then resumes under the conditional
+// acquire, all within ONE budget of acquires (attempts_max), on the same
+// park only (a park a rival answered is noop: the answer was meant for it);
+// the verdict is resumed | noop (a rival answered, or the park is gone) |
+// contended.
+//
+// Start refuses what the store is certain to refuse (an invalid id, a start
+// event over event_bytes_max or nested past json_depth_max, a malformed
+// parent: kInvalidArgument / kLimitExceeded) before the body's first step
+// runs. A log the runtime cannot read (runtime::Fold's kCorruption) is an
+// error of that execution only; Recover quarantines it and goes on.
+//
 // Errors: kNotFound (unknown workflow), kResumeRefused{reason:
 // "unknown-execution" | "terminal" | "not-suspended"}, kResumeContended,
 // kNondeterminism, kStaleFence, kSequenceConflict, and the store's errors.
@@ -57,6 +86,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,6 +96,7 @@
 #include "once/base/log_sink.h"
 #include "once/base/result.h"
 #include "once/base/striped_counter.h"
+#include "once/nodes/node.h"
 #include "once/runtime/committer.h"
 #include "once/runtime/context.h"
 #include "once/runtime/log_view.h"
@@ -87,8 +118,20 @@ struct RuntimeOptions {
   CommitterOptions committer;
   int resume_attempts_max = 3;         // conditional acquires per resume
   bool recover_acquires_fence = true;  // Recover takes a token per re-drive
+  // Quarantined executions (Recover found their log unreadable) remembered,
+  // so that each is reported to on_error once per process; past this many,
+  // more are still skipped and listed in the report, but reported each time.
+  size_t quarantined_executions_max = 10'000;
   // Failures of background work (child starts, parent notifications).
   std::function<void(const Error&)> on_error;
+  // This process as a Loom node (see above); must outlive the runtime. Null:
+  // no ownership, no step gate, no Takeover.
+  nodes::Node* node = nullptr;
+  // Recover re-drives a running execution with no run row only when its
+  // newest event is older than this (ms, by this runtime's clock).
+  int64_t ownerless_lease_ms = 10'000;
+  // Run rows Takeover reads per page.
+  size_t takeover_page_max = 1'000;
   // Optional: where the runtime's events worth a log line go (it writes no
   // logs itself): every error it reports to on_error, at warn, component
   // "runtime" (once/base/log_sink.h).
@@ -101,6 +144,10 @@ struct RuntimeOptions {
   // with its EXECUTION_STARTED.parent {execution_id, key} INSTEAD of the
   // runtime's own parent notification, so a ChildSupervisor takes it over.
   std::function<void(const Json& parent)> on_child_settled;
+  // on_terminal: an execution became terminal on this runtime (its end is
+  // durable): completed, failed, cancelled or continued. On the thread that
+  // ended it. (The App completes queue items and wakes Await with it.)
+  std::function<void(const std::string& id, ExecutionStatus status)> on_terminal;
 };
 
 // What answered a park: one of its waits (or {"type":"children","group":g})
@@ -124,6 +171,11 @@ struct StartOptions {
   Json parent;  // {"execution_id", "key"} for a child
   std::optional<int64_t> fence;
   Json continued_from;  // the execution this one continues, or null
+  // Idempotent start: when `id` already has events, no body runs and the
+  // outcome is that execution's state (its status, result or park). One
+  // more read (Head) before the body; without it, a Start of an existing id
+  // runs the body's first step and is then refused (kSequenceConflict).
+  bool if_absent = false;
 };
 
 struct RunOutcome {
@@ -133,6 +185,38 @@ struct RunOutcome {
   std::optional<int64_t> park_seq;  // suspended: the park's sequence
 };
 
+struct TakeoverReport {
+  size_t orphaned = 0;   // run rows of dead owners (and this node's own idle ones) seen
+  size_t redriven = 0;   // claimed and run again
+  size_t lost = 0;       // another node claimed it first, or its owner moved
+  size_t forgotten = 0;  // rows of runs that were no longer running, deleted
+  std::vector<Error> errors;
+  std::vector<Error> quarantined;  // unreadable logs (see RecoverReport)
+};
+
+// AnswerPark's request.
+struct ParkAnswer {
+  int64_t park_seq = 0;              // the park answered; 0: the open one (read from the log)
+  std::optional<Answer> answer;      // nullopt: the park's timer wait, else its children's results
+  std::optional<std::string> topic;  // a message delivery: the topic, and
+  Json message;                      // the message ([MESSAGE_CONSUMED, EXECUTION_RESUMED])
+  // Try an unfenced resume first (the child supervisor's rule: an
+  // execution nobody fenced stays unfenced); only a stale fence or a lost
+  // sequence goes on to the conditional acquire.
+  bool unfenced_first = false;
+  int attempts_max = 0;                          // conditional acquires; 0: resume_attempts_max
+  std::vector<Envelope>* log_in_hand = nullptr;  // a read of the log (taken over)
+};
+
+enum class ParkVerdict { kResumed, kNoop, kContended };
+
+struct ParkAnswered {
+  ParkVerdict verdict = ParkVerdict::kNoop;
+  std::optional<RunOutcome> outcome;  // kResumed: the run's outcome
+  int conditional_resumes = 0;        // resumes made under the conditional acquire
+  int attempts = 0;                   // acquires spent
+};
+
 struct Park {
   int64_t sequence = 0;
   Envelope envelope;
@@ -140,9 +224,15 @@ struct Park {
 
 struct RecoverReport {
   size_t examined = 0;
-  size_t redriven = 0;  // running executions run again
-  size_t notified = 0;  // parked parents whose children were all done
+  size_t redriven = 0;    // running executions claimed and run again
+  size_t notified = 0;    // parked parents whose children were all done
+  size_t left_alive = 0;  // running, owned by a live node (or ownerless and young)
+  size_t lost = 0;        // running, but the claim lost (another node took it)
   std::vector<Error> errors;
+  // Executions whose log cannot be read (kCorruption: a row the store cannot
+  // decode or a kernel payload of the wrong shape; kPayloadShredded), one
+  // error each (subject: the id). They are left alone; the pass goes on.
+  std::vector<Error> quarantined;
 };
 
 class Runtime {
@@ -191,6 +281,20 @@ class Runtime {
   // fence first when the store fences and recover_acquires_fence; notifies
   // parked parents whose awaited children are all terminal.
   Result<RecoverReport> Recover();
+  // The executions Recover has quarantined in this process (unordered).
+  std::vector<std::string> Quarantined() const;
+
+  // See the file comment. kUnsupported without a node.
+  Result<TakeoverReport> Takeover();
+  // Whether a body of `id` runs in this process now (tracked with a node).
+  bool RunningHere(std::string_view id) const;
+  // How many bodies run in this process now (tracked with a node; 0 without).
+  size_t RunningCount() const;
+
+  // Answers a park (see the file comment). Errors other than those the
+  // verdict stands for (kResumeRefused: noop; kResumeContended, and a stale
+  // fence or lost sequence after the acquire: contended) are returned.
+  Result<ParkAnswered> AnswerPark(std::string_view id, ParkAnswer answer);
 
   // Appends EXECUTION_DENIED {principal, reason} WITHOUT a fence (an
   // unguarded audit append: it never refuses, and never answers a park).
@@ -216,17 +320,20 @@ class Runtime {
   store::EventStore& store() { return store_; }
 
  private:
-  friend class Context;
   struct Def {
     WorkflowFn fn;
   };
   class Outermost;
+  class Host;  // implements internal::RunHost: what a Context may ask
+  class RunningSet;
 
   struct ResumeExtras {
     std::optional<std::string> topic;              // Deliver: the message's topic
     Json message;                                  // Deliver: the message
     std::optional<int64_t> expect_park;            // refuse unless this park is the open one
     std::vector<Envelope>* log_in_hand = nullptr;  // a read of the log (taken over)
+    int* budget = nullptr;                         // conditional acquires left (shared)
+    std::optional<int64_t> expect_fence;           // the token to expect first
   };
 
   Result<RunOutcome> StartImpl(std::string_view workflow, std::string_view id, Json input,
@@ -234,39 +341,35 @@ class Runtime {
   Result<RunOutcome> ResumeImpl(std::string_view id, std::string_view principal,
                                 const RunOptions& options, const ResumeExtras& extras);
   static Status CheckLogInHand(std::string_view id, std::span<const Envelope> log);
-  Status CheckResumable(std::string_view id, std::span<const Envelope> log,
-                        const RunOptions& options, const ResumeExtras& extras) const;
-  // The token a run presents. `fresh`: the log was advanced to the store's
-  // head under that token (the combined acquire returned the tail).
-  struct Fenced {
-    int64_t token = 0;
-    bool fresh = false;
-  };
-  Result<Fenced> TakeFence(std::string_view id, std::vector<Envelope>& log,
-                           const RunOptions& options);
-  Result<Fenced> AcquireIfParked(std::string_view id, std::vector<Envelope>& log, int64_t park_seq);
-  // One conditional acquire; with the combined capability the log is
-  // advanced by the tail it returns (and *fresh set).
-  Result<store::ConditionalAcquire> AcquireOnce(std::string_view id, std::vector<Envelope>& log,
-                                                store::FenceExpectation expect, bool* fresh);
-  Result<RunOutcome> Redrive(std::string_view id, bool acquire_fence,
-                             std::vector<Envelope>* log_in_hand = nullptr);
+  Result<RunOutcome> Redrive(std::string_view id, int64_t token, bool owner_recorded,
+                             std::vector<Envelope> log);
+  Result<RunOutcome> RedriveUnfenced(std::string_view id);
+  // Takeover's claim of one running execution (see TakeoverReport).
+  enum class Claimed { kRedriven, kLost, kNotRunning };
+  Result<Claimed> Claim(const std::string& id, std::optional<std::string_view> expected_owner);
+  Status TakeoverPage(bool own, TakeoverReport& report, std::string& after, bool& more);
+  void RecoverOne(const std::string& id, RecoverReport& report,
+                  const std::set<std::string, std::less<>>& alive);
+  void ClaimInto(const std::string& id, std::optional<std::string_view> expected_owner,
+                 RecoverReport& report);
+  void Quarantine(Error e, std::vector<Error>& into);
   Result<RunOutcome> Execute(internal::RunState& run);
-  Result<RunOutcome> Finish(internal::RunState& run, Context& ctx, Result<Json> body_result);
+  Result<RunOutcome> Finish(internal::RunState& run, Result<Json> body_result);
   Result<RunOutcome> FinishParked(internal::RunState& run);
   Result<RunOutcome> FinishContinued(internal::RunState& run, Json input);
   Status CreateChild(const internal::RunState& parent, std::string_view workflow,
                      std::string_view key, const std::string& child_id, const Json& input);
   Status CreateStarted(const std::string& id, Json payload);
   Status Flush(internal::RunState& run);
+  Status BeforeStep(const internal::RunState& run);
   Result<int64_t> Commit(store::AppendRequest req);
   Result<int64_t> AppendAudit(std::string_view id, Envelope event);
-  Result<std::vector<Envelope>> ReadAll(std::string_view id, int64_t first);
-  Status ReadTail(std::string_view id, std::vector<Envelope>& log);
   Result<std::optional<Answer>> ChildAnswer(std::string_view parent_id, const Envelope& park);
   Result<Answer> DefaultAnswer(std::string_view id, const Envelope& park);
   void AfterPark(const std::string& id, int64_t park_seq, const Envelope& park);
   void NotifyParent(const Json& parent);
+  // AnswerPark on the runtime's own behalf (children done): an unfenced try
+  // first; a contended verdict goes to on_error as kResumeContended.
   Status ResumeParked(const std::string& id, int64_t park_seq, Answer answer,
                       std::vector<Envelope>* log_in_hand = nullptr);
   void ScheduleRedrive(std::string id);
@@ -274,6 +377,7 @@ class Runtime {
   void DrainDeferred();
   void ReportError(const Error& e);
   const Def* Find(std::string_view workflow) const;
+  std::string_view Owner() const;
   // kLimitExceeded "json_depth_max" when `value` (`what`: "the input", ...)
   // would nest its event's payload deeper than the store's json_depth_max:
   // a `wrapped` value sits one level down in its payload ({"input": value}),
@@ -294,6 +398,10 @@ class Runtime {
   std::mutex deferred_mu_;
   std::vector<std::function<void()>> deferred_;  // GUARDED_BY(deferred_mu_); inline mode
   std::atomic<bool> deferred_queued_{false};     // deferred_ may be non-empty
+  mutable std::mutex quarantine_mu_;
+  std::set<std::string> quarantined_;    // GUARDED_BY(quarantine_mu_)
+  std::unique_ptr<Host> host_;           // what a Context asks of this runtime
+  std::unique_ptr<RunningSet> running_;  // bodies running here (with a node)
 };
 
 }  // namespace once::runtime

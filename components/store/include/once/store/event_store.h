@@ -25,6 +25,19 @@
 //   ONCE_ASSIGN_OR_RETURN(int64_t head, store.Append(req));   // head == 1
 //   ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence("order-7"));
 //
+// Run ownership (kOwnership). A store that offers it keeps, per execution
+// whose body is running, the node that runs it (a "run row": the owner and
+// since when). An append that names an owner (AppendRequest::owner) writes
+// it in the same atomic step as its events: a request whose events leave the
+// execution running records (or moves) the row to that owner; one whose
+// events park it or end it (EXECUTION_SUSPENDED or a terminal kind) deletes
+// the row. A conditional acquire that names an owner records it with the
+// new token, and one that names an expected owner succeeds only if the run
+// row still names it (takeover: claim a dead node's run, and no one else's).
+// Appends and acquires that name no owner leave the row alone. RunOwner
+// reads it; DeleteExecution deletes it. The runtime and the node registry
+// (components/nodes) build leases and takeover on this.
+//
 // Optional capabilities. Every implementation decides each of them at compile
 // time: a backend implements it or refuses it (kUnsupported) and says which in
 // Supports(); a decorator derives from EventStoreWrapper<Self, Decisions>,
@@ -84,11 +97,27 @@ struct AppendRequest {
   // kStaleFence when its token is greater. nullopt: an unguarded audit append
   // (EXECUTION_DENIED is written this way) that no fence refuses.
   std::optional<int64_t> fence = 0;
+  // kOwnership: the node this append is made by (see above); empty: the run
+  // row is left alone. Must outlive the call (a node's id does).
+  std::string_view owner;
 };
 
 struct FenceExpectation {
   int64_t fence = 0;     // the token the park was written under (metadata.fence, or 0)
   int64_t park_seq = 0;  // the park's sequence
+  // kOwnership: the node taking the fence; on success the run row names it
+  // (empty: the row is left alone). Must outlive the call.
+  std::string_view owner;
+  // kOwnership: succeed only if the run row names this owner now (""
+  // names "no run row"); nullopt: whatever the row says. Must outlive the call.
+  std::optional<std::string_view> expected_owner;
+};
+
+// A run row (kOwnership): who runs the execution's body, since when (the
+// store's clock: the database's on PostgreSQL).
+struct RunOwner {
+  std::string owner;
+  int64_t since_ms = 0;
 };
 
 struct ConditionalAcquire {
@@ -117,6 +146,7 @@ enum class Capability : uint8_t {
   kCopyPrefix,              // copy a log's prefix to a new execution
   kTruncatePrefixKeeping,   // drop a log's prefix, keep the rest
   kAcquireFenceIfReadTail,  // the conditional acquire returning the tail past a sequence
+  kOwnership,               // run rows: AppendRequest::owner, FenceExpectation::owner, RunOwnerOf
   kCount,
 };
 inline constexpr size_t kCapabilityCount = static_cast<size_t>(Capability::kCount);
@@ -201,7 +231,17 @@ class EventStore {
   // exactly the head event (the log is never emptied this way; only
   // DeleteExecution removes a log). An unknown execution is Ok.
   virtual Status TruncatePrefixKeeping(std::string_view execution_id, int64_t first_kept) = 0;
+
+  // kOwnership: the execution's run row, or nullopt when it has none (its
+  // body is not known to run anywhere).
+  virtual Result<std::optional<RunOwner>> RunOwnerOf(std::string_view execution_id) = 0;
 };
+
+// What an accepted request does to its run row when it names an owner:
+// kEnd (its events park or end the execution: the row is deleted) or kRun
+// (the row names the owner).
+enum class RunRowChange : uint8_t { kRun, kEnd };
+RunRowChange RunRowChangeOf(std::span<const Envelope> events);
 
 // The error an implementation returns for a capability it refuses.
 std::unexpected<Error> Unsupported(Capability c, std::string_view store_name);

@@ -61,6 +61,12 @@ class MemoryEventStore final : public EventStore {
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
+  Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override;
+
+  // Every run row, by execution id (the memory node registry reads them).
+  std::vector<std::pair<std::string, RunOwner>> RunRows();
+  // Deletes the run row of `id` if it still names `owner`.
+  Status ForgetRun(std::string_view id, std::string_view owner);
 
  private:
   struct Log {
@@ -92,6 +98,7 @@ class MemoryEventStore final : public EventStore {
     std::mutex mu;
     ById<Log> logs;        // GUARDED_BY(mu)
     ById<int64_t> fences;  // GUARDED_BY(mu)
+    ById<RunOwner> runs;   // GUARDED_BY(mu)
   };
   static constexpr float kLogsLoadFactorMax = 0.25f;
   static constexpr size_t kShards = 16;
@@ -105,8 +112,9 @@ class MemoryEventStore final : public EventStore {
                                GuardKind guard, int64_t token, bool movable = false);
   // Require shard.mu.
   static int64_t FenceLocked(const Shard& shard, std::string_view id);
-  static ConditionalAcquire AcquireIfLocked(Shard& shard, std::string_view id,
-                                            FenceExpectation expect);
+  void SetRunLocked(Shard& shard, std::string_view id, std::string_view owner, RunRowChange change);
+  static bool OwnerIsLocked(const Shard& shard, std::string_view id, std::string_view expected);
+  ConditionalAcquire AcquireIfLocked(Shard& shard, std::string_view id, FenceExpectation expect);
   std::vector<Envelope> ReadLocked(const Shard& shard, std::string_view id, int64_t first,
                                    int64_t last) const;
   void MarkIdsChanged() {

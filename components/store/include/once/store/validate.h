@@ -30,6 +30,15 @@ Status ValidateExecutionId(std::string_view id, const Limits& limits);
 Status ValidateFenceIf(std::string_view id, FenceExpectation expect, const Limits& limits,
                        int64_t read_after = 0);
 
+// A kernel kind's payload has the shape events::KernelPayloadProblem
+// demands (kInvalidArgument naming what is wrong); any other kind passes.
+// EncodeAppend and CheckAppend apply it to every event.
+Status CheckKernelPayload(const Envelope& e, std::string_view execution_id);
+
+// A node id named as an owner (kOwnership): as an execution id (non-empty,
+// at most execution_id_bytes_max bytes, UTF-8, no control characters).
+Status ValidateOwner(std::string_view owner, const Limits& limits);
+
 // Non-empty, at most limits.kind_bytes_max bytes, printable ASCII, no spaces.
 Status ValidateKind(std::string_view kind, const Limits& limits);
 
@@ -45,21 +54,30 @@ struct EncodedEvent {
 
 struct EncodedAppend {
   std::vector<EncodedEvent> events;
-  size_t bytes = 0;        // sum of payload and metadata bytes
-  bool answering = false;  // some event answers a park
-  bool suspends = false;   // some event is a park
+  size_t bytes = 0;                           // sum of payload and metadata bytes
+  bool answering = false;                     // some event answers a park
+  bool suspends = false;                      // some event is a park
+  RunRowChange run_row = RunRowChange::kRun;  // what an owner does to the run row
 };
 
-// Validates one request (id, kinds, sequences, metadata shape, sizes,
-// nesting depth) and encodes it. An empty events list is kInvalidArgument. Times of 0 become
-// clock.Now().
+// Validates one request (id, kinds, kernel payload shapes, sequences,
+// metadata shape, sizes, nesting depth) and encodes it. An empty events list is kInvalidArgument.
+// Times of 0 become clock.Now().
 Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limits,
                                    const Clock& clock);
+
+// The checks a store applies to `e` as the only event of an append to
+// `execution_id` (id, kind, metadata, kernel payload shape, nesting depth,
+// event_bytes_max), with the same codes, without copying or serializing it:
+// the runtime refuses a Start the store is certain to refuse before the
+// body's first step runs.
+Status CheckFirstEvent(std::string_view execution_id, const Envelope& e, const Limits& limits);
 
 // What CheckAppend learns about a valid request, without encoding it.
 struct CheckedAppend {
   size_t bytes = 0;    // sum of payload and metadata bytes, exactly as EncodeAppend counts
   int64_t now_ms = 0;  // the time for events whose time_ms is 0 (0 when none has)
+  RunRowChange run_row = RunRowChange::kRun;  // what an owner does to the run row
 };
 
 // EncodeAppend's checks, with the same errors in the same order, for a

@@ -14,6 +14,7 @@
 //     static constexpr Decide kCopyPrefix = Decide::kRefuse;
 //     static constexpr Decide kTruncatePrefixKeeping = Decide::kCustom;
 //     static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
+//     static constexpr Decide kOwnership = Decide::kForward;
 //   };
 //   class ProfilingStore final
 //       : public EventStoreWrapper<ProfilingStore, ProfilingDecisions> { ... };
@@ -24,6 +25,10 @@
 // kCustom calls the decorator's own method, which must exist with the name
 // Custom<Method> (e.g. CustomTruncatePrefixKeeping) or the decorator does not
 // compile; Supports() then answers the wrapped store's support.
+//
+// kOwnership covers RunOwnerOf and the owner fields of appends and acquires.
+// A decorator that refuses it must not pass owners on (the wrapped store
+// would record them); the ones in this repository forward or scope it.
 //
 // kAcquireFenceIfReadTail is the conditional acquire plus a read, so it
 // follows kAcquireFenceIf: a decorator that refuses the acquire refuses it
@@ -51,6 +56,7 @@ concept NamesEveryCapability = requires {
   { D::kCopyPrefix } -> std::convertible_to<Decide>;
   { D::kTruncatePrefixKeeping } -> std::convertible_to<Decide>;
   { D::kAcquireFenceIfReadTail } -> std::convertible_to<Decide>;
+  { D::kOwnership } -> std::convertible_to<Decide>;
 };
 
 // The combined acquire follows the conditional one (see above).
@@ -72,6 +78,7 @@ struct ForwardEverything {
   static constexpr Decide kCopyPrefix = Decide::kForward;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kForward;
+  static constexpr Decide kOwnership = Decide::kForward;
 };
 
 template <class Self, DecidesEveryCapability D>
@@ -159,6 +166,15 @@ class EventStoreWrapper : public EventStore {
       return self().CustomTruncatePrefixKeeping(id, first_kept);
   }
 
+  Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override {
+    if constexpr (D::kOwnership == Decide::kForward)
+      return target_->RunOwnerOf(id);
+    else if constexpr (D::kOwnership == Decide::kRefuse)
+      return Unsupported(Capability::kOwnership, name());
+    else
+      return self().CustomRunOwnerOf(id);
+  }
+
   static constexpr Decide Decision(Capability c) {
     switch (c) {
       case Capability::kAcquireFence:
@@ -173,6 +189,8 @@ class EventStoreWrapper : public EventStore {
         return D::kTruncatePrefixKeeping;
       case Capability::kAcquireFenceIfReadTail:
         return D::kAcquireFenceIfReadTail;
+      case Capability::kOwnership:
+        return D::kOwnership;
       case Capability::kCount:
         break;
     }

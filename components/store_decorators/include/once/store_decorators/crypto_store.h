@@ -68,6 +68,7 @@ struct CryptoDecisions {
   static constexpr Decide kCopyPrefix = Decide::kRefuse;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;  // opens the tail
+  static constexpr Decide kOwnership = Decide::kForward;
 };
 
 class CryptoStore final : public EventStoreWrapper<CryptoStore, CryptoDecisions> {

@@ -46,6 +46,7 @@ struct ObservedDecisions {
   static constexpr Decide kCopyPrefix = Decide::kForward;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
+  static constexpr Decide kOwnership = Decide::kForward;  // owners pass through unchanged
 };
 
 class ObservedStore final : public EventStoreWrapper<ObservedStore, ObservedDecisions> {

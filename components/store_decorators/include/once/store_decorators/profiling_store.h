@@ -29,6 +29,7 @@ struct ProfilingDecisions {
   static constexpr Decide kCopyPrefix = Decide::kCustom;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kCustom;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
+  static constexpr Decide kOwnership = Decide::kCustom;
 };
 
 struct MethodStats {
@@ -64,6 +65,7 @@ class ProfilingStore final : public EventStoreWrapper<ProfilingStore, ProfilingD
   Result<int64_t> CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed);
   Status CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through);
   Status CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept);
+  Result<std::optional<RunOwner>> CustomRunOwnerOf(std::string_view id);
 
  protected:
   std::string_view name() const override { return "ProfilingStore"; }

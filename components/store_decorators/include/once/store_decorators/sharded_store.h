@@ -57,6 +57,7 @@ class ShardedStore final : public EventStore {
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
+  Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override;
 
  private:
   EventStore& For(std::string_view id) const { return *shards_[ShardOf(id)]; }

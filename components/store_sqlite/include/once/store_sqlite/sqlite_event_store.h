@@ -102,7 +102,7 @@ struct SqliteSettings {
   int schema_version = 0;
 };
 
-inline constexpr int kSqliteSchemaVersion = 2;
+inline constexpr int kSqliteSchemaVersion = 3;
 
 class SqliteEventStore final : public EventStore {
  public:
@@ -134,6 +134,7 @@ class SqliteEventStore final : public EventStore {
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
+  Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override;
 
   // The writer connection's journal mode, synchronous level, busy timeout
   // and schema version.

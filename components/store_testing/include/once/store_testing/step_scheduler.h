@@ -161,6 +161,7 @@ struct GateEverything {
   static constexpr store::Decide kCopyPrefix = store::Decide::kCustom;
   static constexpr store::Decide kTruncatePrefixKeeping = store::Decide::kCustom;
   static constexpr store::Decide kAcquireFenceIfReadTail = store::Decide::kCustom;
+  static constexpr store::Decide kOwnership = store::Decide::kCustom;
 };
 
 // One actor's view of the store: every method (except limits() and
@@ -191,6 +192,7 @@ class StepStore final : public store::EventStoreWrapper<StepStore, GateEverythin
   Result<int64_t> CustomAppendIfUnchanged(const store::AppendRequest& req, int64_t observed);
   Status CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through);
   Status CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept);
+  Result<std::optional<store::RunOwner>> CustomRunOwnerOf(std::string_view id);
 
  protected:
   std::string_view name() const override { return "step"; }

@@ -146,6 +146,19 @@ struct NodeRow {
   int64_t runs_owned = 0;  // loom_runs rows naming it
 };
 
+// A durable queue (docs/queues.md; tables loom_queues, loom_queue_items):
+// its limits (0: none) and its items, pending (delayed ones included) and
+// claimed by a node.
+struct QueueRow {
+  std::string name;
+  int64_t concurrency_max = 0;
+  int64_t per_node_concurrency_max = 0;
+  int64_t rate_max = 0;
+  int64_t rate_period_ms = 0;
+  int64_t pending = 0;
+  int64_t claimed = 0;
+};
+
 struct Owner {
   std::string node_id;
   int64_t since_ms = 0;
@@ -179,6 +192,9 @@ class Visibility {
   // Nodes by id. kUnsupported when the store has no loom_nodes table (no
   // node with leases ever opened it).
   virtual Result<std::vector<NodeRow>> Nodes(size_t limit) = 0;
+  // Queues by name. kUnsupported when the store has no loom_queues table
+  // (no queue store ever opened it).
+  virtual Result<std::vector<QueueRow>> Queues(size_t limit) = 0;
   // The node running the execution's body (its loom_runs row), if any.
   virtual Result<std::optional<Owner>> OwnerOf(const std::string& execution_id) = 0;
   // The store's schema version ("sqlite user_version 2", "postgres 2").
@@ -197,5 +213,6 @@ Json ToJson(const StatusCounts& counts);
 Json ToJson(const TimerInfo& timer);
 Json ToJson(const PendingMessage& message);
 Json ToJson(const NodeRow& node);
+Json ToJson(const QueueRow& queue);
 
 }  // namespace once::visibility

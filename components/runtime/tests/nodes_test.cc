@@ -1,0 +1,275 @@
+// The runtime as a node (issue 15): ownership of what it runs, the step
+// gate, takeover of dead nodes' runs and of its own idle ones, and Recover
+// leaving live nodes' runs alone. Memory store, memory registry, a manual
+// clock for both (leases are judged by it).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <latch>
+#include <thread>
+
+#include "once/nodes/memory_node_registry.h"
+#include "once/runtime/runtime.h"
+#include "once/store/memory_store.h"
+#include "test_stores.h"
+
+namespace once::runtime {
+namespace {
+
+using nodes::MemoryNodeRegistry;
+using nodes::Node;
+using nodes::NodeOptions;
+using std::chrono::milliseconds;
+using store::MemoryEventStore;
+using testing::HookStore;
+
+constexpr int64_t kLeaseMs = 10'000;
+
+NodeOptions Options(std::string id) {
+  return NodeOptions{.info = {.node_id = std::move(id)},
+                     .node_lease_ms = kLeaseMs,
+                     .step_margin_ms = 2'000,
+                     .step_wait_ms_max = 200};
+}
+
+std::optional<std::string> OwnerOf(store::EventStore& s, std::string_view id) {
+  auto row = s.RunOwnerOf(id).value();
+  if (!row) return std::nullopt;
+  return row->owner;
+}
+
+class NodesTest : public ::testing::Test {
+ protected:
+  // step a; step b; return. Counts each step's runs.
+  Status RegisterTwoSteps(Runtime& rt) {
+    return rt.Register("two", [this](Context& ctx, const Json&) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(ctx.Step("a", [&]() -> Result<Json> { return ++a_runs_; }));
+      ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> { return ++b_runs_; }));
+      return "done";
+    });
+  }
+  // A run of "two" on node `node` that dies after step a is durable (its
+  // next append fails, as if the process died): the run row names `node`.
+  void CrashAfterStepA(Node& node, const std::string& id) {
+    HookStore faulty(store_);
+    Runtime rt(faulty, clock_, {.node = &node});
+    ASSERT_TRUE(RegisterTwoSteps(rt));
+    faulty.writes_left = 1;  // {STARTED, a} lands; {b, COMPLETED} fails
+    ASSERT_FALSE(rt.Start("two", id, Json::object()));
+    ASSERT_EQ(OwnerOf(store_, id), node.id());
+  }
+
+  ManualClock clock_;
+  MemoryEventStore store_{store::Limits{}, clock_};
+  MemoryNodeRegistry registry_{store_, clock_};
+  std::atomic<int> a_runs_{0}, b_runs_{0};
+};
+
+TEST_F(NodesTest, WhatANodeRunsIsOwnedUntilItParksOrEnds) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  Runtime rt(store_, clock_, {.node = &a});
+  std::optional<std::string> owner_in_step;
+  ASSERT_TRUE(rt.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("one", [&]() -> Result<Json> { return 1; }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("two", [&]() -> Result<Json> {
+      owner_in_step = OwnerOf(store_, ctx.execution_id());  // {STARTED, one} is durable
+      EXPECT_TRUE(rt.RunningHere(ctx.execution_id()));
+      return 2;
+    }));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return "done";
+  }));
+  Result<RunOutcome> out = rt.Start("w", "ex", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(owner_in_step, "a");
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(OwnerOf(store_, "ex"), std::nullopt);  // the park ended the run
+  EXPECT_FALSE(rt.RunningHere("ex"));
+  // A resume on another node: owned by it with the acquire, until the end.
+  Node b(registry_, clock_, Options("b"));
+  ASSERT_TRUE(b.Beat());
+  Runtime rt_b(store_, clock_, {.node = &b});
+  ASSERT_TRUE(rt_b.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("one", [&]() -> Result<Json> { return 1; }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("two", [&]() -> Result<Json> { return 2; }));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return ctx.Step("three", [&]() -> Result<Json> {
+      owner_in_step = OwnerOf(store_, ctx.execution_id());
+      return 3;
+    });
+  }));
+  ASSERT_TRUE(rt_b.Resume("ex", {.fence_if_parked_at = out->park_seq}));
+  EXPECT_EQ(owner_in_step, "b");  // recorded by the acquire, before any append
+  EXPECT_EQ(OwnerOf(store_, "ex"), std::nullopt);
+  EXPECT_EQ(rt_b.Inspect("ex")->status, ExecutionStatus::kCompleted);
+}
+
+TEST_F(NodesTest, TakeoverClaimsOnlyWhatADeadNodeLeft) {
+  Node a(registry_, clock_, Options("a"));
+  Node b(registry_, clock_, Options("b"));
+  ASSERT_TRUE(a.Beat());
+  ASSERT_TRUE(b.Beat());
+  CrashAfterStepA(a, "ex");
+  Runtime rt_b(store_, clock_, {.node = &b});
+  ASSERT_TRUE(RegisterTwoSteps(rt_b));
+  // A is alive: nothing to take, and Recover leaves it alone too.
+  TakeoverReport early = rt_b.Takeover().value();
+  EXPECT_EQ(early.orphaned, 0u);
+  RecoverReport recovered = rt_b.Recover().value();
+  EXPECT_EQ(recovered.redriven, 0u);
+  EXPECT_EQ(recovered.left_alive, 1u);
+  EXPECT_EQ(b_runs_, 1);  // only the crashed run's
+  // A's lease runs out (it beats no more); B beats on.
+  clock_.Advance(milliseconds(kLeaseMs + 1));
+  ASSERT_TRUE(b.Beat());
+  TakeoverReport report = rt_b.Takeover().value();
+  EXPECT_EQ(report.orphaned, 1u);
+  EXPECT_EQ(report.redriven, 1u);
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front().ToString();
+  EXPECT_EQ(rt_b.Inspect("ex")->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(a_runs_, 1);  // recorded before the crash: replayed
+  EXPECT_EQ(b_runs_, 2);  // ran, died before its record: at least once
+  EXPECT_EQ(OwnerOf(store_, "ex"), std::nullopt);
+  EXPECT_EQ(store_.ReadFence("ex").value(), 1);  // the claim fenced A out
+  // Nothing left to take.
+  EXPECT_EQ(rt_b.Takeover().value().orphaned, 0u);
+}
+
+TEST_F(NodesTest, ARestartedNodeTakesItsOwnRunsBackAtOnce) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  CrashAfterStepA(a, "ex");
+  // The same node id in a new process: its runs are claimed without
+  // waiting for the lease (no body of this process runs them).
+  Node again(registry_, clock_, Options("a"));
+  ASSERT_TRUE(again.Beat());
+  Runtime rt(store_, clock_, {.node = &again});
+  ASSERT_TRUE(RegisterTwoSteps(rt));
+  TakeoverReport report = rt.Takeover().value();
+  EXPECT_EQ(report.redriven, 1u);
+  EXPECT_EQ(rt.Inspect("ex")->status, ExecutionStatus::kCompleted);
+}
+
+TEST_F(NodesTest, TakeoverFromEveryNodeAtOnceRunsEachOrphanOnce) {
+  Node dead(registry_, clock_, Options("dead"));
+  ASSERT_TRUE(dead.Beat());
+  constexpr int kOrphans = 20;
+  for (int i = 0; i < kOrphans; ++i) CrashAfterStepA(dead, "ex-" + std::to_string(i));
+  clock_.Advance(milliseconds(kLeaseMs + 1));
+  constexpr int kNodes = 4;
+  std::vector<std::unique_ptr<Node>> nodes;
+  std::vector<std::unique_ptr<Runtime>> runtimes;
+  for (int n = 0; n < kNodes; ++n) {
+    nodes.push_back(std::make_unique<Node>(registry_, clock_, Options("n" + std::to_string(n))));
+    ASSERT_TRUE(nodes.back()->Beat());
+    runtimes.push_back(
+        std::make_unique<Runtime>(store_, clock_, RuntimeOptions{.node = nodes.back().get()}));
+    ASSERT_TRUE(RegisterTwoSteps(*runtimes.back()));
+  }
+  b_runs_ = 0;
+  std::latch go(kNodes);
+  std::vector<std::future<TakeoverReport>> reports;
+  for (int n = 0; n < kNodes; ++n) {
+    reports.push_back(std::async(std::launch::async, [&, n] {
+      go.arrive_and_wait();
+      return runtimes[n]->Takeover().value();
+    }));
+  }
+  size_t redriven = 0;
+  for (auto& f : reports) redriven += f.get().redriven;
+  EXPECT_EQ(redriven, static_cast<size_t>(kOrphans));
+  EXPECT_EQ(b_runs_, kOrphans);  // each orphan's step b ran once
+  for (int i = 0; i < kOrphans; ++i) {
+    EXPECT_EQ(runtimes[0]->Inspect("ex-" + std::to_string(i))->status, ExecutionStatus::kCompleted);
+  }
+}
+
+TEST_F(NodesTest, ANodeWhoseHeartbeatIsLateStartsNoStep) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  Runtime rt(store_, clock_, {.node = &a});
+  ASSERT_TRUE(RegisterTwoSteps(rt));
+  clock_.Advance(milliseconds(8'000));  // lease 10 s, margin 2 s: the gate is closed
+  Result<RunOutcome> out = rt.Start("two", "ex", Json::object());
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(a_runs_, 0);
+  EXPECT_EQ(store_.Head("ex").value(), 0);
+  // Renewed: steps start again.
+  ASSERT_TRUE(a.Beat());
+  ASSERT_TRUE(rt.Start("two", "ex", Json::object()));
+  EXPECT_EQ(a_runs_, 1);
+}
+
+TEST_F(NodesTest, ALapsedLeaseAbandonsTheBodyAndTheNodeTakesItBack) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  Runtime rt(store_, clock_, {.node = &a});
+  // Step a takes "too long": the node is judged dead meanwhile, then beats.
+  ASSERT_TRUE(rt.Register("slow", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("a", [&]() -> Result<Json> {
+      if (++a_runs_ == 1) {
+        clock_.Advance(milliseconds(kLeaseMs + 1));
+        EXPECT_TRUE(a.Beat().value().lapsed);
+      }
+      return 1;
+    }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> { return ++b_runs_; }));
+    return "done";
+  }));
+  Result<RunOutcome> out = rt.Start("slow", "ex", Json::object());
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::kUnavailable);  // abandoned before step b
+  EXPECT_EQ(b_runs_, 0);
+  // Step a's result was made durable before the gate refused step b, and
+  // nobody took the run: the node's own takeover re-drives it.
+  TakeoverReport report = rt.Takeover().value();
+  EXPECT_EQ(report.redriven, 1u);
+  EXPECT_EQ(rt.Inspect("ex")->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(a_runs_, 1);
+  EXPECT_EQ(b_runs_, 1);
+}
+
+TEST_F(NodesTest, ARunnerFencedOutByATakeoverIsRefusedAtItsRecord) {
+  Node a(registry_, clock_, Options("a"));
+  Node b(registry_, clock_, Options("b"));
+  ASSERT_TRUE(a.Beat());
+  ASSERT_TRUE(b.Beat());
+  Runtime rt_a(store_, clock_, {.node = &a});
+  Runtime rt_b(store_, clock_, {.node = &b});
+  ASSERT_TRUE(RegisterTwoSteps(rt_b));
+  // On A, step b runs across A's death and B's takeover (the window that
+  // remains: a step that started before the gate closed).
+  ASSERT_TRUE(rt_a.Register("two", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("a", [&]() -> Result<Json> { return ++a_runs_; }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> {
+      clock_.Advance(milliseconds(kLeaseMs + 1));
+      EXPECT_TRUE(b.Beat());
+      TakeoverReport taken = rt_b.Takeover().value();
+      EXPECT_EQ(taken.redriven, 1u);
+      return ++b_runs_;
+    }));
+    return "done";
+  }));
+  Result<RunOutcome> out = rt_a.Start("two", "ex", Json::object());
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::kStaleFence);  // A's record is refused
+  EXPECT_EQ(rt_b.Inspect("ex")->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(b_runs_, 2);  // the window: both ran step b; one record
+  int completed = 0;
+  std::vector<Envelope> log = store_.ReadRange("ex", 1, store::kToEnd).value();
+  for (const Envelope& e : log) {
+    completed += e.Is(events::KernelKind::kStepCompleted) && e.payload["name"] == "b";
+  }
+  EXPECT_EQ(completed, 1);
+}
+
+TEST_F(NodesTest, TakeoverNeedsANode) {
+  Runtime rt(store_, clock_);
+  EXPECT_EQ(rt.Takeover().error().code, ErrorCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace once::runtime

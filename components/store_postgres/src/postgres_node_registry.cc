@@ -1,0 +1,218 @@
+#include "once/store_postgres/postgres_node_registry.h"
+
+#include <algorithm>
+
+#include "pg_conn.h"
+#include "sql.h"
+
+namespace once::store {
+
+using nodes::Beat;
+using nodes::NodeInfo;
+using nodes::NodeRecord;
+using nodes::RunRow;
+using pg::Conn;
+using pg::IntAt;
+using pg::Params;
+using pg::PgResult;
+
+namespace {
+
+// Every statement reads the server's clock once, as an initplan.
+std::string Now() { return "(SELECT " + std::string(sql::kDbNowMs) + ")"; }
+
+struct Statement {
+  const char* name;
+  std::string sql;
+};
+
+std::vector<Statement> Statements() {
+  const std::string now = Now();
+  return {
+      {"node_beat",
+       "WITH t AS (SELECT " + std::string(sql::kDbNowMs) +
+           " AS ms), prev AS (SELECT heartbeat_at_ms, lease_ms, stopped FROM loom_nodes "
+           "WHERE node_id = $1::text FOR UPDATE), "
+           "up AS (INSERT INTO loom_nodes (node_id, host, pid, version, started_at_ms, "
+           "heartbeat_at_ms, lease_ms, stopped) SELECT $1::text, $2::text, $3::int8, $4::text, "
+           "t.ms, t.ms, $5::int8, false FROM t ON CONFLICT (node_id) DO UPDATE SET "
+           "host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, "
+           "heartbeat_at_ms = EXCLUDED.heartbeat_at_ms, lease_ms = EXCLUDED.lease_ms, "
+           "stopped = false) "
+           "SELECT t.ms, NOT EXISTS (SELECT 1 FROM prev), COALESCE((SELECT p.stopped OR "
+           "p.heartbeat_at_ms + p.lease_ms < t.ms FROM prev p), false) FROM t"},
+      {"node_stop", "UPDATE loom_nodes SET stopped = true WHERE node_id = $1::text"},
+      {"node_list",
+       "SELECT node_id, host, pid, version, started_at_ms, heartbeat_at_ms, lease_ms, stopped, "
+       "NOT stopped AND heartbeat_at_ms + lease_ms >= " +
+           now + " FROM loom_nodes ORDER BY node_id LIMIT $1::int8"},
+      {"node_orphans",
+       "SELECT r.execution_id, r.owner, r.since_ms FROM loom_runs r "
+       "LEFT JOIN loom_nodes n ON n.node_id = r.owner "
+       "WHERE r.owner <> $1::text AND r.execution_id > $2::text AND ("
+       "(n.node_id IS NULL AND r.since_ms + $4::int8 < " +
+           now + ") OR n.stopped OR n.heartbeat_at_ms + n.lease_ms < " + now +
+           ") ORDER BY r.execution_id LIMIT $3::int8"},
+      {"node_runs_of",
+       "SELECT execution_id, owner, since_ms FROM loom_runs WHERE owner = $1::text "
+       "AND execution_id > $2::text ORDER BY execution_id LIMIT $3::int8"},
+      {"node_forget_run",
+       "DELETE FROM loom_runs WHERE execution_id = $1::text AND owner = $2::text"},
+      {"node_forget_nodes",
+       "DELETE FROM loom_nodes n WHERE (n.stopped OR n.heartbeat_at_ms + n.lease_ms < " + now +
+           ") AND n.heartbeat_at_ms + n.lease_ms + $1::int8 < " + now +
+           " AND NOT EXISTS (SELECT 1 FROM loom_runs r WHERE r.owner = n.node_id)"},
+      {"node_now", "SELECT " + std::string(sql::kDbNowMs)},
+  };
+}
+
+Status PrepareAll(Conn& conn) {
+  for (const auto& s : Statements()) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
+  return Ok();
+}
+
+Status Migrate(const PostgresNodeOptions& options) {
+  ONCE_ASSIGN_OR_RETURN(auto conn, pg::Connect(options.conninfo, options.schema));
+  ONCE_RETURN_IF_ERROR(conn->Exec("BEGIN"));
+  Status st = [&]() -> Status {
+    ONCE_RETURN_IF_ERROR(conn->Exec(
+        "SET LOCAL lock_timeout = '" + std::to_string(options.migration_lock_timeout_ms) +
+        "ms'; SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(" +
+        std::to_string(kMigrationLockKey) + ")"));
+    ONCE_RETURN_IF_ERROR(
+        conn->Exec("CREATE SCHEMA IF NOT EXISTS " + pg::QuoteIdentifier(options.schema)));
+    ONCE_RETURN_IF_ERROR(conn->Exec(std::string(sql::kCreateNodeTables)));
+    return Ok();
+  }();
+  if (!st) {
+    conn->ResetTransaction();
+    return st;
+  }
+  ONCE_RETURN_IF_ERROR(conn->Exec("COMMIT"));
+  return Ok();
+}
+
+Result<std::vector<RunRow>> Rows(pg::ConnectionPool& pool, const char* statement,
+                                 const Params& params) {
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool.Checkout());
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared(statement, params));
+  const PGresult* r = res.get();
+  std::vector<RunRow> out;
+  out.reserve(PQntuples(r));
+  for (int i = 0; i < PQntuples(r); ++i) {
+    out.push_back(RunRow{PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), IntAt(r, i, 2)});
+  }
+  return out;
+}
+
+}  // namespace
+
+PostgresNodeRegistry::PostgresNodeRegistry(PostgresNodeOptions options,
+                                           std::unique_ptr<pg::ConnectionPool> pool)
+    : options_(std::move(options)), pool_(std::move(pool)) {}
+
+PostgresNodeRegistry::~PostgresNodeRegistry() = default;
+
+Result<std::unique_ptr<PostgresNodeRegistry>> PostgresNodeRegistry::Open(
+    const PostgresNodeOptions& options) {
+  if (options.schema.empty() || options.connections_max == 0 || options.checkout_timeout_ms < 0 ||
+      options.migration_lock_timeout_ms < 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "PostgresNodeOptions: schema must be set, connections_max > 0, "
+                     "timeouts >= 0");
+  }
+  ONCE_RETURN_IF_ERROR(Migrate(options));
+  auto pool = std::make_unique<pg::ConnectionPool>(pg::PoolOptions{
+      .conninfo = options.conninfo,
+      .schema = options.schema,
+      .connections_max = options.connections_max,
+      .checkout_timeout_ms = options.checkout_timeout_ms,
+      .on_connect = PrepareAll,
+  });
+  { ONCE_ASSIGN_OR_RETURN(pg::Lease lease, pool->Checkout()); }
+  return std::unique_ptr<PostgresNodeRegistry>(new PostgresNodeRegistry(options, std::move(pool)));
+}
+
+Result<Beat> PostgresNodeRegistry::Heartbeat(const NodeInfo& node, int64_t lease_ms) {
+  ONCE_RETURN_IF_ERROR(nodes::ValidateNodeInfo(node, limits()));
+  ONCE_RETURN_IF_ERROR(nodes::ValidateLease(lease_ms));
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  Params p;
+  p.Text(node.node_id).Text(node.host).Int(node.pid).Text(node.version).Int(lease_ms);
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("node_beat", p));
+  const PGresult* r = res.get();
+  if (PQntuples(r) != 1) return MakeError(ErrorCode::kInternal, "heartbeat returned no row");
+  return Beat{.at_ms = IntAt(r, 0, 0),
+              .first = PQgetvalue(r, 0, 1)[0] == 't',
+              .lapsed = PQgetvalue(r, 0, 2)[0] == 't'};
+}
+
+Status PostgresNodeRegistry::Stop(std::string_view node_id) {
+  ONCE_RETURN_IF_ERROR(nodes::ValidateNodeId(node_id, limits()));
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_RETURN_IF_ERROR(conn->Prepared("node_stop", Params().Text(std::string(node_id))));
+  return Ok();
+}
+
+Result<std::vector<NodeRecord>> PostgresNodeRegistry::Nodes() {
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(
+      PgResult res,
+      conn->Prepared("node_list", Params().Int(static_cast<int64_t>(limits().nodes_max))));
+  const PGresult* r = res.get();
+  std::vector<NodeRecord> out;
+  for (int i = 0; i < PQntuples(r); ++i) {
+    NodeRecord n;
+    n.info =
+        NodeInfo{PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), IntAt(r, i, 2), PQgetvalue(r, i, 3)};
+    n.started_at_ms = IntAt(r, i, 4);
+    n.heartbeat_at_ms = IntAt(r, i, 5);
+    n.lease_ms = IntAt(r, i, 6);
+    n.stopped = PQgetvalue(r, i, 7)[0] == 't';
+    n.alive = PQgetvalue(r, i, 8)[0] == 't';
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+Result<std::vector<RunRow>> PostgresNodeRegistry::OrphanedRuns(std::string_view self,
+                                                               std::string_view after, size_t limit,
+                                                               int64_t unknown_owner_lease_ms) {
+  if (limit == 0) return MakeError(ErrorCode::kInvalidArgument, "limit must be >= 1");
+  limit = std::min(limit, limits().runs_page_max);
+  Params p;
+  p.Text(std::string(self)).Text(std::string(after)).Int(static_cast<int64_t>(limit));
+  p.Int(unknown_owner_lease_ms);
+  return Rows(*pool_, "node_orphans", p);
+}
+
+Result<std::vector<RunRow>> PostgresNodeRegistry::RunsOf(std::string_view owner,
+                                                         std::string_view after, size_t limit) {
+  if (limit == 0) return MakeError(ErrorCode::kInvalidArgument, "limit must be >= 1");
+  limit = std::min(limit, limits().runs_page_max);
+  Params p;
+  p.Text(std::string(owner)).Text(std::string(after)).Int(static_cast<int64_t>(limit));
+  return Rows(*pool_, "node_runs_of", p);
+}
+
+Status PostgresNodeRegistry::ForgetRun(std::string_view execution_id, std::string_view owner) {
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_RETURN_IF_ERROR(conn->Prepared(
+      "node_forget_run", Params().Text(std::string(execution_id)).Text(std::string(owner))));
+  return Ok();
+}
+
+Result<size_t> PostgresNodeRegistry::ForgetNodes(int64_t dead_for_ms) {
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(PgResult res,
+                        conn->Prepared("node_forget_nodes", Params().Int(dead_for_ms)));
+  return static_cast<size_t>(std::strtoull(PQcmdTuples(res.get()), nullptr, 10));
+}
+
+Result<int64_t> PostgresNodeRegistry::NowMs() {
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared("node_now", Params()));
+  return IntAt(res.get(), 0, 0);
+}
+
+}  // namespace once::store
