@@ -140,7 +140,22 @@ try {
   check(timerRows > 0, `the timers page lists ${timerRows} timers due within the hour`);
   await page.screenshot({path: path.join(out, `${label}-timers.png`)});
   await page.goto(base + '/#/nodes', {waitUntil: 'networkidle0'});
-  await page.waitForFunction(() => /nodes/.test(document.querySelector('#nrows').textContent), {polling: 100});
+  await page.waitForFunction(() => document.querySelector('#nrows').textContent.length > 0 &&
+    document.querySelector('#qrows').textContent.length > 0, {polling: 100});
+  // Each box shows the API's rows, "none", or the API's refusal (a store
+  // without queue tables says so).
+  for (const [what, box] of [['nodes', '#nrows'], ['queues', '#qrows']]) {
+    const answer = await json('/api/v1/' + what);
+    const text = await page.$eval(box, (b) => b.textContent);
+    const rows = await page.$eval(box, (b) => Math.max(0, b.querySelectorAll('tr').length - 1));
+    if (answer.error) {
+      const said = answer.error.message || JSON.stringify(answer.error);
+      check(text.includes(said), `the nodes page shows the API's refusal of ${what}: ${said}`);
+    } else {
+      const n = (answer[what] || []).length;
+      check(n === 0 ? /none/.test(text) : rows === n, `the nodes page shows the API's ${n} ${what}`);
+    }
+  }
   await page.screenshot({path: path.join(out, `${label}-nodes.png`)});
 
   // ---- The rack ----

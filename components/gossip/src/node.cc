@@ -533,6 +533,7 @@ struct Node::Impl {
     const auto base = options.gossip_interval_ms;
     const auto max = std::max(options.gossip_interval_max_ms, base);
     auto interval = base;
+    uint32_t quiet_rounds = 0;
     while (!stopping) {
       bool was_nudged = false;
       {
@@ -549,7 +550,9 @@ struct Node::Impl {
       }
       Count(&NodeStats::rounds);
       const bool news = Round(options.peers[peer]);
-      interval = news || was_nudged ? base : std::min(max, interval * 2);
+      quiet_rounds = news || was_nudged ? 0 : quiet_rounds + 1;
+      interval =
+          quiet_rounds <= options.idle_rounds_before_backoff ? base : std::min(max, interval * 2);
     }
   }
 

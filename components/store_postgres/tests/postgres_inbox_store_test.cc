@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "once/store_postgres/postgres_event_store.h"
 #include "test_database.h"
 
 namespace once::store {
@@ -33,7 +34,8 @@ TEST_F(PostgresInboxTest, SharesTheEventStoreSchemaWithItsOwnVersionRow) {
   ASSERT_TRUE(inbox.has_value()) << inbox.error().ToString();
   EXPECT_EQ((*inbox)->SchemaVersion().value(), kPostgresInboxSchemaVersion);
   EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'inbox_version'"), "1");
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "2");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"),
+            std::to_string(kPostgresSchemaVersion));
   EXPECT_EQ((*inbox)->Put("x", "t", "hello").value(), 1);
   EXPECT_EQ(schema_->Sql("SELECT message FROM inbox_messages WHERE execution_id = 'x'"),
             "\"hello\"");
