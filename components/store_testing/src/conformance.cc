@@ -1696,7 +1696,7 @@ TEST_P(EventStoreConformance, TakersOfOneDeadRunOneWinner) {
     SCOPED_TRACE("round " + std::to_string(round));
     const std::string id = "orphan-" + std::to_string(round);
     AppendOk(store(), Owned(Req(id, 1, {Kernel(KernelKind::kExecutionStarted)}), "dead"));
-    std::vector<bool> won(kTakers, false);
+    std::vector<char> won(kTakers, 0);  // one byte each: vector<bool>'s bits share words
     std::atomic<size_t> ready{0};
     std::vector<std::thread> threads;
     for (size_t i = 0; i < kTakers; ++i) {
