@@ -48,7 +48,7 @@ enum class ErrorCode {
   kPermissionDenied,  // signature, key or tenant refused; permanent
   kInternal,          // a bug or an unexpected backend answer
   // (Appended after kInternal: the codes' numbers travel in Sush messages.)
-  kAlreadyExists,     // a unique key is taken (a queue's dedup key); detail names the holder
+  kAlreadyExists,  // a unique key is taken (a queue's dedup key); detail names the holder
 };
 
 std::string_view ErrorCodeName(ErrorCode code);
@@ -78,9 +78,9 @@ struct AlreadyExistsDetail {
   std::string execution_id;  // the execution that holds the key
 };
 
-using ErrorDetail = std::variant<std::monostate, StaleFenceDetail, ResumeRefusedDetail,
-                                 ResumeContendedDetail, LimitDetail, SequenceDetail,
-                                 AlreadyExistsDetail>;
+using ErrorDetail =
+    std::variant<std::monostate, StaleFenceDetail, ResumeRefusedDetail, ResumeContendedDetail,
+                 LimitDetail, SequenceDetail, AlreadyExistsDetail>;
 
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
