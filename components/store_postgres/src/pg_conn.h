@@ -172,4 +172,30 @@ class ConnectionPool {
   size_t open_ = 0;                          // GUARDED_BY(mu_)
 };
 
+// What every side store's Open does (timers, inbox, nodes, queues): checks
+// its options (`what` names the options type in the error), migrates its
+// tables under the schema's lock, then opens a pool whose connections run
+// `prepare` and checks one out, so a bad conninfo fails at Open.
+template <class Options, class MigrateFn>
+Result<std::unique_ptr<ConnectionPool>> OpenSidePool(const Options& options, std::string_view what,
+                                                     MigrateFn migrate,
+                                                     std::function<Status(Conn&)> prepare) {
+  if (options.schema.empty() || options.connections_max == 0 || options.checkout_timeout_ms < 0 ||
+      options.migration_lock_timeout_ms < 0) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        std::string(what) + ": schema must be set, connections_max > 0, timeouts >= 0");
+  }
+  ONCE_RETURN_IF_ERROR(migrate(options));
+  auto pool = std::make_unique<ConnectionPool>(PoolOptions{
+      .conninfo = options.conninfo,
+      .schema = options.schema,
+      .connections_max = options.connections_max,
+      .checkout_timeout_ms = options.checkout_timeout_ms,
+      .on_connect = std::move(prepare),
+  });
+  { ONCE_ASSIGN_OR_RETURN(Lease lease, pool->Checkout()); }
+  return pool;
+}
+
 }  // namespace once::store::pg

@@ -189,21 +189,8 @@ PostgresQueueStore::~PostgresQueueStore() = default;
 
 Result<std::unique_ptr<PostgresQueueStore>> PostgresQueueStore::Open(
     const PostgresQueueOptions& options) {
-  if (options.schema.empty() || options.connections_max == 0 || options.checkout_timeout_ms < 0 ||
-      options.migration_lock_timeout_ms < 0) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "PostgresQueueOptions: schema must be set, connections_max > 0, "
-                     "timeouts >= 0");
-  }
-  ONCE_RETURN_IF_ERROR(Migrate(options));
-  auto pool = std::make_unique<pg::ConnectionPool>(pg::PoolOptions{
-      .conninfo = options.conninfo,
-      .schema = options.schema,
-      .connections_max = options.connections_max,
-      .checkout_timeout_ms = options.checkout_timeout_ms,
-      .on_connect = PrepareAll,
-  });
-  { ONCE_ASSIGN_OR_RETURN(pg::Lease lease, pool->Checkout()); }
+  ONCE_ASSIGN_OR_RETURN(auto pool,
+                        pg::OpenSidePool(options, "PostgresQueueOptions", Migrate, PrepareAll));
   return std::unique_ptr<PostgresQueueStore>(new PostgresQueueStore(options, std::move(pool)));
 }
 

@@ -164,21 +164,8 @@ PostgresTimerStore::~PostgresTimerStore() = default;
 
 Result<std::unique_ptr<PostgresTimerStore>> PostgresTimerStore::Open(
     const PostgresTimerOptions& options) {
-  if (options.schema.empty() || options.connections_max == 0 || options.checkout_timeout_ms < 0 ||
-      options.migration_lock_timeout_ms < 0) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "PostgresTimerOptions: schema must be set, connections_max > 0, "
-                     "timeouts >= 0");
-  }
-  ONCE_RETURN_IF_ERROR(Migrate(options));
-  auto pool = std::make_unique<pg::ConnectionPool>(pg::PoolOptions{
-      .conninfo = options.conninfo,
-      .schema = options.schema,
-      .connections_max = options.connections_max,
-      .checkout_timeout_ms = options.checkout_timeout_ms,
-      .on_connect = PrepareAll,
-  });
-  { ONCE_ASSIGN_OR_RETURN(pg::Lease lease, pool->Checkout()); }
+  ONCE_ASSIGN_OR_RETURN(auto pool,
+                        pg::OpenSidePool(options, "PostgresTimerOptions", Migrate, PrepareAll));
   return std::unique_ptr<PostgresTimerStore>(new PostgresTimerStore(options, std::move(pool)));
 }
 
