@@ -42,6 +42,29 @@ std::vector<Message> ToMessages(const std::vector<const Leaf*>& leaves) {
   return out;
 }
 
+// Sorted by itc::TotalOrder (a causal delivery order), each rank computed
+// once rather than per comparison.
+std::vector<Message> InCausalOrder(std::vector<Message> messages) {
+  if (messages.size() < 2) return messages;
+  struct Keyed {
+    itc::Rank rank;
+    size_t index;
+  };
+  std::vector<Keyed> keys;
+  keys.reserve(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    keys.push_back(Keyed{itc::RankOf(messages[i].version), i});
+  }
+  std::sort(keys.begin(), keys.end(), [&](const Keyed& a, const Keyed& b) {
+    if (auto c = a.rank <=> b.rank; c != 0) return c < 0;
+    return itc::TotalOrder(messages[a.index].version, messages[b.index].version) < 0;
+  });
+  std::vector<Message> out;
+  out.reserve(messages.size());
+  for (const Keyed& k : keys) out.push_back(std::move(messages[k.index]));
+  return out;
+}
+
 void RestrictAt(std::span<const itc::EventNode> v, size_t& iv, std::span<const itc::IdNode> p,
                 size_t& ip, uint64_t inherited, bool inherit, std::vector<itc::EventNode>& out) {
   const itc::IdNode id = p[ip++];
@@ -214,13 +237,15 @@ std::optional<Message> Replica::Find(const Path& path) const {
 }
 
 Observation Replica::Observe(const itc::Version& checkpoint) const {
+  Observation out;
+  // Every message is at or below the ceiling: none is past such a checkpoint.
+  if (itc::Leq(ceiling_, checkpoint)) {
+    out.checkpoint = checkpoint;
+    return out;
+  }
   std::vector<const Leaf*> unseen;
   internal::Sieve(View{root_.get(), nullptr}, checkpoint, &unseen, nullptr);
-  Observation out;
-  out.messages = ToMessages(unseen);
-  std::sort(out.messages.begin(), out.messages.end(), [](const Message& a, const Message& b) {
-    return itc::TotalOrder(a.version, b.version) < 0;
-  });
+  out.messages = InCausalOrder(ToMessages(unseen));
   out.checkpoint = itc::Join(checkpoint, ceiling_);
   return out;
 }

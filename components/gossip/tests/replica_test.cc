@@ -101,6 +101,11 @@ TEST(ReplicaTest, ObserveDeliversInCausalOrderAndResumes) {
   EXPECT_EQ(second.messages[0].version, *v);
   ASSERT_TRUE(hosts[0]->Redact(*v));
   EXPECT_TRUE(hosts[0]->Observe(first.checkpoint).messages.empty());
+  // From a checkpoint at or past the ceiling: nothing, and the same checkpoint.
+  const Observation all = hosts[0]->Observe(itc::Version{});
+  const Observation none = hosts[0]->Observe(all.checkpoint);
+  EXPECT_TRUE(none.messages.empty());
+  EXPECT_EQ(none.checkpoint, all.checkpoint);
 }
 
 TEST(ReplicaTest, RestrictKeepsOnlyThePartysRegion) {

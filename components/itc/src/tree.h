@@ -3,6 +3,7 @@
 
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -63,23 +64,41 @@ std::vector<size_t> SubtreeEnds(std::span<const Node> nodes) {
   return ends;
 }
 
+// The depths of the nodes a preorder walk still expects, deepest on top. A
+// walk that refuses a node deeper than kTreeDepthMax before opening it holds
+// at most kTreeDepthMax + 3 of them, so they live inline: no allocation per
+// walk (versions are decoded and checked on every gossip frame).
+class PendingDepths {
+ public:
+  PendingDepths() { depths_[size_++] = 0; }
+  bool empty() const { return size_ == 0; }
+  uint32_t Pop() { return depths_[--size_]; }
+  // Both children of an internal node at `depth` (at most kTreeDepthMax).
+  void PushChildren(uint32_t depth) {
+    depths_[size_++] = depth + 1;
+    depths_[size_++] = depth + 1;
+  }
+
+ private:
+  std::array<uint32_t, kTreeDepthMax + 3> depths_;
+  size_t size_ = 0;
+};
+
 // Checks that `nodes` is exactly one tree, at most kTreeDepthMax deep, and
 // canonical (no internal node with two equal leaf children).
 template <class Node>
 Status CheckTree(std::span<const Node> nodes, const char* what) {
-  std::vector<uint32_t> depths{0};  // depths of the nodes still expected
+  PendingDepths depths;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (depths.empty()) {
       return MakeError(ErrorCode::kInvalidArgument, std::string(what) + ": nodes after the tree");
     }
-    const uint32_t depth = depths.back();
-    depths.pop_back();
+    const uint32_t depth = depths.Pop();
     if (depth > kTreeDepthMax) {
       return LimitError("itc_tree_depth_max", depth, kTreeDepthMax);
     }
     if (IsLeaf(nodes[i])) continue;
-    depths.push_back(depth + 1);
-    depths.push_back(depth + 1);
+    depths.PushChildren(depth);
     if (i + 2 < nodes.size() && IsLeaf(nodes[i + 1]) && IsLeaf(nodes[i + 2]) &&
         SameLeaf(nodes[i + 1], nodes[i + 2])) {
       return MakeError(ErrorCode::kCorruption,

@@ -63,6 +63,7 @@ void Zip(Nodes a, size_t& ia, Nodes b, size_t& ib, Builder& out, Op op) {
 template <class Op>
 Version ZipVersions(const Version& a, const Version& b, Op op) {
   Builder out;
+  out.nodes().reserve(a.nodes().size() + b.nodes().size());  // the most a zip can make
   size_t ia = 0, ib = 0;
   Zip(a.nodes(), ia, b.nodes(), ib, out, op);
   return VersionAccess::Make(std::move(out.nodes()));
@@ -115,18 +116,17 @@ void EncodeTree(Nodes n, internal::BitWriter& w) {
 Result<std::vector<EventNode>> DecodeTree(internal::BitReader& r) {
   constexpr unsigned __int128 kHeightMax = std::numeric_limits<uint64_t>::max();
   std::vector<EventNode> nodes;
-  std::vector<uint32_t> depths{0};
+  nodes.reserve(16);
+  internal::PendingDepths depths;
   bool first = true;
   uint64_t previous = 0;
   while (!depths.empty()) {
-    const uint32_t depth = depths.back();
-    depths.pop_back();
+    const uint32_t depth = depths.Pop();
     if (depth > kTreeDepthMax) return LimitError("itc_tree_depth_max", depth, kTreeDepthMax);
     ONCE_ASSIGN_OR_RETURN(bool leaf, r.Get());
     if (!leaf) {
       nodes.push_back(kInternal);
-      depths.push_back(depth + 1);
-      depths.push_back(depth + 1);
+      depths.PushChildren(depth);
       continue;
     }
     ONCE_ASSIGN_OR_RETURN(unsigned __int128 code, r.GetGamma());
@@ -249,13 +249,11 @@ Result<uint64_t> MinTicks(const Version& version) {
 Rank RankOf(const Version& version) {
   // Per-depth sums of leaf heights, then carries from the deepest level up.
   std::vector<unsigned __int128> sums;
-  std::vector<uint32_t> depths{0};
+  internal::PendingDepths depths;  // a Version is at most kTreeDepthMax deep
   for (const EventNode& n : version.nodes()) {
-    const uint32_t d = depths.back();
-    depths.pop_back();
+    const uint32_t d = depths.Pop();
     if (!n.leaf) {
-      depths.push_back(d + 1);
-      depths.push_back(d + 1);
+      depths.PushChildren(d);
       continue;
     }
     if (sums.size() <= d) sums.resize(d + 1, 0);

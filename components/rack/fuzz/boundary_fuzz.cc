@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)ClassifyArrival(*record, fresh, BoundaryOptions{});
   if (record->network) (void)ClassifyArrival(*record, *record->network, BoundaryOptions{});
   for (const LeftUniverse& left : record->left)
-    Check(BoundaryFor(*record, left.network).has_value());
+    Check(BoundaryFor(*record, left.network) != nullptr);
   // A job of the recorded session, one past V, judged and executed: the next
   // record encodes, or is refused as too large (the drives would refuse it).
   if (record->network) {

@@ -386,11 +386,10 @@ std::optional<SessionChain> ChainOf(const UniverseBoundary& boundary, const Sess
   return std::nullopt;
 }
 
-std::optional<UniverseBoundary> BoundaryFor(const BoundaryRecord& record,
-                                            const NetworkId& network) {
-  if (record.network == network) return record.here;
-  if (auto it = FindLeft(record, network); it != record.left.end()) return it->boundary;
-  return std::nullopt;
+const UniverseBoundary* BoundaryFor(const BoundaryRecord& record, const NetworkId& network) {
+  if (record.network == network) return &record.here;
+  if (auto it = FindLeft(record, network); it != record.left.end()) return &it->boundary;
+  return nullptr;
 }
 
 namespace {
@@ -411,7 +410,7 @@ void Push(std::vector<itc::Version>& markers, const itc::Version& m) {
 
 // Model: models/boundary.pml (issue 19; spin checks it, scripts/models).
 itc::Version RecordedHeights(const BoundaryRecord& record, const NetworkId& network) {
-  std::optional<UniverseBoundary> b = BoundaryFor(record, network);
+  const UniverseBoundary* b = BoundaryFor(record, network);
   if (!b) return itc::Version{};
   itc::Version heights = b->executed;
   for (const itc::Version& v : b->floor) heights = itc::Join(heights, v);
@@ -421,7 +420,7 @@ itc::Version RecordedHeights(const BoundaryRecord& record, const NetworkId& netw
 
 SessionVerdict JudgeSession(const BoundaryRecord& record, const NetworkId& network,
                             const SessionId& session, const itc::Version& session_start) {
-  std::optional<UniverseBoundary> b = BoundaryFor(record, network);
+  const UniverseBoundary* b = BoundaryFor(record, network);
   if (!b) {
     // Its past there is unknown (amnesic, or a filter hit) and no marker
     // stands yet: only a hop makes anything safe to run.
@@ -458,14 +457,14 @@ bool JobMayRun(const BoundaryRecord& record, const NetworkId& network, SessionVe
       // position (another job held it across a partition): a position is new
       // only if the job whose digest derived it is above a marker (the
       // session's first position is as old as the session).
-      std::optional<UniverseBoundary> b = BoundaryFor(record, network);
+      const UniverseBoundary* b = BoundaryFor(record, network);
       return b && Above(b->markers, job_version) != nullptr && predecessor != nullptr &&
              Above(b->markers, *predecessor) != nullptr;
     }
     case SessionVerdict::kPastForgotten: {
       // A position made after any marker of this universe (the floor's
       // included: each was minted after the past it bounds) was never run.
-      std::optional<UniverseBoundary> b = BoundaryFor(record, network);
+      const UniverseBoundary* b = BoundaryFor(record, network);
       if (!b || predecessor == nullptr) return false;
       auto made_after = [&](const itc::Version& v) {
         return Above(b->floor, v) != nullptr || Above(b->markers, v) != nullptr;

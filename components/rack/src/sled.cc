@@ -8,12 +8,14 @@ Status HostPort::Send(Bytes payload) {
   return Ok();
 }
 
+GossipFeed FeedOf(const gossip::Replica& replica, const itc::Version& checkpoint) {
+  gossip::Observation seen = replica.Observe(checkpoint);
+  return GossipFeed{replica.network(), std::move(seen.messages), std::move(seen.checkpoint),
+                    replica.ceiling(), replica.party() ? replica.party()->Encode() : Bytes{}};
+}
+
 GossipFeed HostPort::Read(const itc::Version& checkpoint) {
-  return host_.Read([&](const gossip::Replica& replica) {
-    gossip::Observation seen = replica.Observe(checkpoint);
-    return GossipFeed{replica.network(), std::move(seen.messages), std::move(seen.checkpoint),
-                      replica.ceiling(), replica.party() ? replica.party()->Encode() : Bytes{}};
-  });
+  return host_.Read([&](const gossip::Replica& replica) { return FeedOf(replica, checkpoint); });
 }
 
 std::vector<Output> Sled::Handle(const Input& input) {

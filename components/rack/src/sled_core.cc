@@ -349,7 +349,7 @@ std::optional<SessionVerdict> SledCore::active_verdict() const {
 SessionVerdict SledCore::ActiveVerdict() const {
   SessionVerdict verdict = JudgeSession(record_, *network_, active_->id, active_->start_version);
   if (verdict == SessionVerdict::kPastForgotten && config_.boundary.flaws.rehop_past) {
-    const std::optional<UniverseBoundary> b = BoundaryFor(record_, *network_);
+    const UniverseBoundary* b = BoundaryFor(record_, *network_);
     verdict = b && !b->markers.empty() ? SessionVerdict::kGated : SessionVerdict::kNeedsHop;
   }
   return verdict;
@@ -730,7 +730,7 @@ itc::Version SledCore::OwnPart(const itc::Version& version) const {
 
 void SledCore::RenewLostMarker(const itc::Version& ceiling) {
   if (!trusted_ || !network_ || pending_marker_) return;
-  const std::optional<UniverseBoundary> b = BoundaryFor(record_, *network_);
+  const UniverseBoundary* b = BoundaryFor(record_, *network_);
   if (!b) return;
   auto lost = [&](const std::vector<itc::Version>& markers) {
     return !markers.empty() && std::none_of(markers.begin(), markers.end(),
@@ -1065,7 +1065,7 @@ void SledCore::MintHopIfNeeded(bool at_gate) {
   }
   const Nonce nonce = FreshNonce();
   pending_marker_ = PendingMarker{nonce, MarkerKind::kHop};
-  const std::optional<UniverseBoundary> b = BoundaryFor(record_, *network_);
+  const UniverseBoundary* b = BoundaryFor(record_, *network_);
   const SessionId recorded = b && b->session ? *b->session : SessionId{};
   SendMarker(SledError{
       config_.identity.baseboard, SledErrorKind::kSessionHop, recorded, active_->id, nonce, 0,

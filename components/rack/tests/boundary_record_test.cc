@@ -167,7 +167,7 @@ TEST(BoundaryRecordTest, TheMapKeepsItsCapAndEvictsTheOldestIntoTheFilter) {
   ASSERT_EQ(record.left.size(), kLeftUniversesMax);
   EXPECT_EQ(record.left.front().network, Network(2));
   EXPECT_TRUE(record.evicted.MayContain(Network(1)));
-  EXPECT_FALSE(BoundaryFor(record, Network(1)).has_value());
+  EXPECT_EQ(BoundaryFor(record, Network(1)), nullptr);
   EXPECT_EQ(BoundaryFor(record, Network(2))->last_executed, Job(2));
   EXPECT_EQ(ClassifyArrival(record, Network(1), {}), Arrival::kFlipFlop);
   EXPECT_EQ(ClassifyArrival(record, Network(2), {}), Arrival::kKnown);

@@ -212,7 +212,7 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
   // The record's `here` is about the universe it last executed or minted a
   // marker in: a sled that returned to a universe of its map gates by that
   // entry's markers.
-  std::optional<rack::UniverseBoundary> joined;
+  const rack::UniverseBoundary* joined = nullptr;
   if (core.trusted() && core.network())
     joined = rack::BoundaryFor(core.boundary(), *core.network());
   auto newest = [](const std::vector<itc::Version>& v) {

@@ -209,9 +209,10 @@ enum class Arrival : uint8_t {
 Arrival ClassifyArrival(const BoundaryRecord& record, const NetworkId& network,
                         const BoundaryOptions& options);
 
-// The record's boundary for `network`: `here`, a map entry, or nullopt when
-// the universe was never entered (a fresh boundary, V bottom).
-std::optional<UniverseBoundary> BoundaryFor(const BoundaryRecord& record, const NetworkId& network);
+// The record's boundary for `network`: `here`, a map entry, or null when the
+// universe was never entered (a fresh boundary, V bottom). Points into
+// `record`: valid while the record is neither changed nor destroyed.
+const UniverseBoundary* BoundaryFor(const BoundaryRecord& record, const NetworkId& network);
 // Every version the record holds for `network` (V, the floor, the markers):
 // the heights a sled's own sends must stay above after a restart (its
 // bookmark may have lost them), and what a peer must have heard for a session

@@ -46,6 +46,9 @@ struct GossipFeed {
   itc::Version ceiling;                   // the replica's ceiling
   Bytes party;                            // the replica's party (encoded); empty: none
 };
+// What `replica` holds past `checkpoint` (every GossipPort over a
+// gossip::Host reads through this, under the host's lock).
+GossipFeed FeedOf(const gossip::Replica& replica, const itc::Version& checkpoint);
 
 // The core's view of its gossip layer.
 class GossipPort {
