@@ -1,5 +1,6 @@
 #include <cerrno>
 #include <set>
+#include <string_view>
 
 #include "errno_error.h"
 #include "once/locker/fs.h"
@@ -7,20 +8,39 @@
 namespace once::locker {
 namespace {
 
-// "/d0/" and "/d0/./x/.." are both "/d0".
+// An absolute path with no empty, "." or ".." component and no trailing
+// slash: already what Norm makes of it.
+bool IsNormal(std::string_view s) {
+  if (s.empty() || s[0] != '/') return false;
+  if (s.size() == 1) return true;
+  if (s.back() == '/') return false;
+  for (size_t begin = 1; begin <= s.size();) {
+    size_t end = s.find('/', begin);
+    if (end == std::string_view::npos) end = s.size();
+    const std::string_view part = s.substr(begin, end - begin);
+    if (part.empty() || part == "." || part == "..") return false;
+    begin = end + 1;
+  }
+  return true;
+}
+
+// "/d0/" and "/d0/./x/.." are both "/d0". Normal paths (the locker's own)
+// skip std::filesystem, which a simulated rack would otherwise spend its
+// time in.
 std::string Norm(const std::filesystem::path& path) {
+  if (IsNormal(path.native())) return path.native();
   std::string s = path.lexically_normal().string();
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
 }
 
+// Of a normal path.
 std::string Parent(const std::string& path) {
-  return std::filesystem::path(path).parent_path().string();
+  const size_t slash = path.rfind('/');
+  return slash == 0 ? std::string("/") : path.substr(0, slash);
 }
 
-std::string Name(const std::string& path) {
-  return std::filesystem::path(path).filename().string();
-}
+std::string Name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
 // Whether `path` is `dir` or lies under it.
 bool Under(const std::string& path, const std::string& dir) {
