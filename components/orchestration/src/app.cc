@@ -29,7 +29,18 @@ App::~App() {
   if (runtime_) runtime_->WaitIdle();
 }
 
-void App::Report(const Error& e) const {
+void App::Report(const Error& e, const char* component) const {
+  if (config_.log) {
+    config_.log({.level = LogLevel::kWarn,
+                 .component = component,
+                 .message = e.message,
+                 .subject = e.subject,
+                 .code = ErrorCodeName(e.code)});
+  }
+  Notify(e);
+}
+
+void App::Notify(const Error& e) const {
   if (config_.runtime.on_error) config_.runtime.on_error(e);
 }
 
@@ -146,16 +157,7 @@ void App::Drain() {
 }
 
 void App::ReportSweep(const Result<SweepReport>& swept) const {
-  auto report = [&](const Error& e) {
-    if (config_.log) {
-      config_.log({.level = LogLevel::kWarn,
-                   .component = "orchestration.inbox",
-                   .message = "sweep: " + e.message,
-                   .subject = e.subject,
-                   .code = ErrorCodeName(e.code)});
-    }
-    Report(e);
-  };
+  auto report = [&](const Error& e) { Report(e, "orchestration.inbox"); };
   if (!swept) return report(swept.error());
   for (const Error& e : swept->errors) report(e);
 }
@@ -209,6 +211,7 @@ Result<std::unique_ptr<App>> App::Create(AppConfig config) {
   };
   rt_options.on_error = [self](const Error& e) { self->OnRuntimeError(e); };
   rt_options.node = self->node_.get();
+  if (!rt_options.log) rt_options.log = c.log;
   self->runtime_ = std::make_unique<runtime::Runtime>(*c.store, *c.clock, std::move(rt_options));
   if (c.timers) {
     self->waker_ = std::make_unique<RuntimeWaker>(*self->runtime_);
@@ -287,7 +290,7 @@ void App::OnRuntimeError(const Error& e) {
     (void)supervisor_->HandOffContended(e.subject, d ? d->attempts : 0);  // reports its own error
     return;
   }
-  Report(e);
+  Notify(e);  // the runtime logged it
 }
 
 Result<queues::Enqueued> App::Enqueue(std::string_view queue, std::string_view workflow,

@@ -137,6 +137,11 @@ struct ParkTimeContention {
   AppFixture f;
   testing::HookStore hook{f.store};
   std::vector<Error> errors;
+  struct Logged {
+    LogLevel level;
+    std::string component, subject, code;
+  };
+  std::vector<Logged> logged;
   bool rival = true;
   bool fenced_at_park = false;
   std::unique_ptr<App> app;
@@ -146,6 +151,10 @@ struct ParkTimeContention {
     c.store = &hook;
     c.features.redrive = redrive;
     c.runtime.on_error = [this](const Error& e) { errors.push_back(e); };
+    c.log = [this](const LogEvent& e) {
+      logged.push_back(
+          {e.level, std::string(e.component), std::string(e.subject), std::string(e.code)});
+    };
     // Someone fenced the parent as it parked: the unfenced first try is stale.
     c.runtime.on_park = [this](const std::string& id, int64_t, const store::Envelope&) {
       if (id == "p" && !fenced_at_park) fenced_at_park = f.store.AcquireFence("p").has_value();
@@ -198,6 +207,16 @@ TEST(AppTest, ParkTimeSelfResumeContendedGoesToOnErrorWhenTheFlagIsOff) {
   EXPECT_EQ(t.app->runtime().Inspect("p").value().status, runtime::ExecutionStatus::kSuspended);
   EXPECT_EQ(t.ContendedErrors(), 1);
   EXPECT_TRUE(t.f.timers.RowsOf("p").value().empty());  // nothing written
+  // The App's LogSink reaches the runtime: the error is logged once, at warn.
+  int logged = 0;
+  for (const ParkTimeContention::Logged& r : t.logged) {
+    if (r.code != ErrorCodeName(ErrorCode::kResumeContended)) continue;
+    ++logged;
+    EXPECT_EQ(r.level, LogLevel::kWarn);
+    EXPECT_EQ(r.component, "runtime");
+    EXPECT_EQ(r.subject, "p");
+  }
+  EXPECT_EQ(logged, 1);
 }
 
 // ---- Nodes (issue 15) -----------------------------------------------------

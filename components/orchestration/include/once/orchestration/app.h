@@ -244,7 +244,10 @@ class App {
   void RunDue(int64_t now_ms);
   void Drain();
   void ReportSweep(const Result<SweepReport>& swept) const;
-  void Report(const Error& e) const;
+  // An error of the App's own work: logged at warn (config.log), then to
+  // runtime.on_error. Notify: to on_error only (the runtime logged it).
+  void Report(const Error& e, const char* component = "orchestration") const;
+  void Notify(const Error& e) const;
 
   AppConfig config_;
   std::function<void(const std::string&, int64_t, const store::Envelope&)> user_on_park_;
