@@ -165,7 +165,7 @@ SledCore::SledCore(SledConfig config, Rng& rng, BoundaryStore& boundary)
     : config_(std::move(config)), rng_(rng), store_(boundary) {
   const BoundaryLoad& load = store_.loaded();
   if (load.record) {
-    record_ = *load.record;
+    SetRecord(*load.record);
   } else {
     trusted_ = false;
     untrusted_reason_ =
@@ -895,7 +895,7 @@ void SledCore::OnSledReset(const SledReset& reset) {
   }
   trusted_ = true;
   untrusted_reason_.clear();
-  record_ = std::move(fresh);
+  SetRecord(std::move(fresh));
   Emit(BoundaryChanged{"reset by an operator"});
   Send(SledError{config_.identity.baseboard,
                  SledErrorKind::kBoundaryReset,
@@ -1086,7 +1086,7 @@ void SledCore::OnMarkerDelivered(const itc::Version& version) {
                                          "session hop marker", "renewed marker"};
   const std::string why = kWhy[static_cast<int>(marker.kind)];
   if (marker.kind == MarkerKind::kEntry && config_.boundary.flaws.unpersisted_entry_marker) {
-    record_ = std::move(next);  // the rejected design keeps it in memory only
+    SetRecord(std::move(next));  // the rejected design keeps it in memory only
   } else {
     WriteRecord(std::move(next), why);
   }
@@ -1097,6 +1097,11 @@ void SledCore::OnMarkerDelivered(const itc::Version& version) {
 // A write that fails leaves the record as it was in memory (what it refused
 // to make durable never counts); the next write tries again, so a drive that
 // keeps failing shows as an Error on every job it would have run.
+void SledCore::SetRecord(BoundaryRecord next) {
+  record_ = std::move(next);
+  ++record_revision_;
+}
+
 void SledCore::WriteRecord(BoundaryRecord next, std::string why) {
   if (auto written = store_.Record(next); !written) {
     Emit(Diagnostic{MakeError(written.error().code, "boundary record not written (" + why +
@@ -1105,7 +1110,7 @@ void SledCore::WriteRecord(BoundaryRecord next, std::string why) {
     Emit(BoundaryChanged{"not written (" + why + "): " + written.error().message});
     return;
   }
-  record_ = std::move(next);
+  SetRecord(std::move(next));
   Emit(BoundaryChanged{std::move(why)});
 }
 
@@ -1278,7 +1283,7 @@ void SledCore::Execute(const PendingJob& pending) {
       AfterExecution(record_, *network_, active_->id, active_->start_version, id, pending.version,
                      NextJobId(pending.digest), config_.boundary);
   if (config_.boundary.flaws.record_after_start) {
-    record_ = std::move(next);  // the rejected design: written at the next input
+    SetRecord(std::move(next));  // the rejected design: written at the next input
     deferred_write_ = true;
   } else if (auto recorded = store_.Record(next); !recorded) {
     std::string why =
@@ -1288,7 +1293,7 @@ void SledCore::Execute(const PendingJob& pending) {
     Emit(BoundaryChanged{"not written: " + recorded.error().message});
     return;
   } else {
-    record_ = std::move(next);
+    SetRecord(std::move(next));
     Emit(BoundaryChanged{"executed " + id.ToString()});
   }
   executed_.insert(id);

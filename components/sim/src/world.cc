@@ -120,6 +120,14 @@ struct Life {
   }
 };
 
+// Which record (life, revision) and universe a sled's heights were taken of.
+struct HeightsOf {
+  uint64_t life = 0;
+  uint64_t revision = 0;
+  rack::NetworkId network;
+  friend bool operator==(const HeightsOf&, const HeightsOf&) = default;
+};
+
 struct SimSled {
   int index = 0;
   std::string baseboard;
@@ -141,6 +149,7 @@ struct SimSled {
   std::optional<int64_t> pump_at;
   std::optional<rack::NetworkId> network;  // as the core last saw it
   itc::Version heights;                    // rack::RecordedHeights of its record, as last seen up
+  std::optional<HeightsOf> heights_of;     // what `heights` was computed from
   bool wiped = false;                      // a drive was wiped since the last boot
   bool up() const { return life != nullptr; }
 };
@@ -281,7 +290,11 @@ struct World::Impl {
     }
     if (network) s.network = network;
     if (network && s.life->core->trusted()) {
-      s.heights = rack::RecordedHeights(s.life->core->boundary(), *network);
+      const HeightsOf of{s.life->id, s.life->core->boundary_revision(), *network};
+      if (s.heights_of != of) {
+        s.heights = rack::RecordedHeights(s.life->core->boundary(), *network);
+        s.heights_of = of;
+      }
     }
     if (!s.life->sled->drained()) SchedulePump(s, now + options.drain_timeout_ms);
   }

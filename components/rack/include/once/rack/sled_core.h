@@ -321,6 +321,9 @@ class SledCore {
   // ---- the boundary, for operators ----
   const std::optional<NetworkId>& network() const { return network_; }
   const BoundaryRecord& boundary() const { return record_; }  // meaningless when untrusted
+  // Bumped by every change of the in-memory record (written or not): what an
+  // observer derives from boundary() is current while this is unchanged.
+  uint64_t boundary_revision() const { return record_revision_; }
   bool trusted() const { return trusted_; }
   const std::string& untrusted_reason() const { return untrusted_reason_; }
   // The nonce a SledReset must name (only while untrusted).
@@ -423,6 +426,8 @@ class SledCore {
   void ResolvePreviousLives();
   void ResolvePassed(const JobId& id, bool last);
   void WriteRecord(BoundaryRecord next, std::string why);
+  // The in-memory record becomes `next` (every change goes through here).
+  void SetRecord(BoundaryRecord next);
   void WriteDeferredRecord();
   Nonce FreshNonce();
 
@@ -466,6 +471,7 @@ class SledCore {
   // The boundary.
   std::optional<NetworkId> network_;
   BoundaryRecord record_;
+  uint64_t record_revision_ = 0;
   bool trusted_ = true;
   std::string untrusted_reason_;
   Nonce reset_nonce_;
