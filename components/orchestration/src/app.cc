@@ -26,6 +26,7 @@ App::App(AppConfig config) : config_(std::move(config)) {}
 
 App::~App() {
   Stop();
+  if (config_.end_listener) config_.end_listener->Stop();  // its callbacks name this App
   if (runtime_) runtime_->WaitIdle();
 }
 
@@ -101,6 +102,7 @@ Status App::Start() {
     }
   }
   if (service_) service_->Start();
+  EnsureListening();
   std::lock_guard lock(background_mu_);
   started_ = true;
   stopping_ = false;
@@ -141,6 +143,7 @@ void App::Stop() {
   background_cv_.notify_all();
   if (background_.joinable()) background_.join();
   if (service_) service_->Stop();
+  if (config_.end_listener) config_.end_listener->Stop();
   Drain();
 }
 
@@ -309,26 +312,69 @@ Result<queues::Enqueued> App::Enqueue(std::string_view queue, std::string_view w
                                   .delay_ms = options.delay_ms});
 }
 
+void App::EnsureListening() {
+  if (!config_.end_listener) return;
+  config_.end_listener->Start(
+      {.on_end = [this](std::string_view id) { Wake(id); }, .on_up = [this](bool) { WakeAll(); }});
+}
+
+void App::Wake(std::string_view id) {
+  std::lock_guard lock(ended_mu_);
+  auto it = waiting_.find(std::string(id));
+  if (it == waiting_.end()) return;
+  ++it->second.ends;
+  it->second.cv.notify_all();
+}
+
+void App::WakeAll() {
+  std::lock_guard lock(ended_mu_);
+  ++wake_all_;
+  for (auto& [id, w] : waiting_) w.cv.notify_all();
+}
+
 Result<runtime::ExecutionState> App::Await(std::string_view id, int64_t timeout_ms) {
   const int64_t deadline_ms = SteadyMs() + std::max<int64_t>(0, timeout_ms);
-  for (;;) {
-    uint64_t seen = 0;
-    {
-      std::lock_guard lock(ended_mu_);
-      seen = ended_;
+  EnsureListening();
+  std::unique_lock lock(ended_mu_);
+  if (waiters_ >= config_.await_waiters_max) {
+    return LimitError("await_waiters_max", static_cast<int64_t>(waiters_) + 1,
+                      static_cast<int64_t>(config_.await_waiters_max), std::string(id));
+  }
+  // Registered before the first read: an end committed after it is heard.
+  auto it = waiting_.try_emplace(std::string(id)).first;
+  Waiter& w = it->second;
+  ++w.count;
+  ++waiters_;
+  struct Leave {
+    App* app;
+    decltype(it) at;
+    ~Leave() {  // under ended_mu_ (the lock is held whenever Await returns)
+      --app->waiters_;
+      if (--at->second.count == 0) app->waiting_.erase(at);
     }
-    ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState state, runtime_->Inspect(id));
-    if (runtime::IsTerminal(state.status)) return state;
+  } leave{this, it};
+  for (;;) {
+    const uint64_t seen_ends = w.ends, seen_all = wake_all_;
+    const bool listening = config_.end_listener && config_.end_listener->up();
+    lock.unlock();
+    Result<runtime::ExecutionState> state = runtime_->Inspect(id);
+    lock.lock();
+    if (!state) return std::unexpected(state.error());
+    if (runtime::IsTerminal(state->status)) return state;
     int64_t now_ms = SteadyMs();
     if (now_ms >= deadline_ms) {
       return MakeError(ErrorCode::kTimeout,
                        "await: not ended within " + std::to_string(timeout_ms) + " ms",
                        std::string(id));
     }
-    int64_t wait_ms =
-        std::min(deadline_ms - now_ms, std::max<int64_t>(1, config_.await_poll_interval_ms));
-    std::unique_lock lock(ended_mu_);
-    ended_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return ended_ != seen; });
+    // Up: only a wake re-reads (an end of this id, the listener going up or
+    // down). Down or none: the log is read every poll interval too.
+    int64_t wait_ms = deadline_ms - now_ms;
+    if (!listening) {
+      wait_ms = std::min(wait_ms, std::max<int64_t>(1, config_.await_poll_interval_ms));
+    }
+    w.cv.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                  [&] { return w.ends != seen_ends || wake_all_ != seen_all; });
   }
 }
 
@@ -377,11 +423,7 @@ void App::OnTerminal(const std::string& id, runtime::ExecutionStatus status) {
     std::string ids[] = {id};
     if (Status s = config_.queues->Complete(ids); !s) Report(s.error());
   }
-  {
-    std::lock_guard lock(ended_mu_);
-    ++ended_;
-  }
-  ended_cv_.notify_all();
+  Wake(id);
   if (user_on_terminal_) user_on_terminal_(id, status);
 }
 

@@ -70,6 +70,19 @@
 //   app->Enqueue("mail", "send", "mail-7", input, {.dedup_key = "user-3"});
 //   ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState st, app->Await("mail-7", 30'000));
 //
+// Await wakes on three things: an end in this App (on_terminal), an end
+// heard by AppConfig::end_listener (on PostgreSQL, PostgresEndListener: the
+// database NOTIFYs every end, on any node, at its commit), and, only while
+// no listener is up, a read of the log every await_poll_interval_ms. While
+// the listener is up a waiter reads its log only when woken (its id ended,
+// or the listener reconnected: ends while it was down were not heard, so
+// every waiter re-reads). At most await_waiters_max Awaits wait at once
+// (kLimitExceeded beyond). The listener is started by Start() or the first
+// Await, and stopped by Stop() and the destructor; one App per listener.
+//
+//   auto listener = store::PostgresEndListener::Open({.conninfo = url, .schema = s}).value();
+//   config.end_listener = listener.get();
+//
 // Cron schedules (docs/queues.md, "Schedules"): Schedule(name, cron,
 // workflow, {queue, input}) stores the schedule in the queue store (shared by
 // every node); every schedule_interval_ms each App with a queue store
@@ -101,6 +114,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "once/base/clock.h"
@@ -113,6 +127,7 @@
 #include "once/orchestration/runtime_waker.h"
 #include "once/queues/queue_store.h"
 #include "once/runtime/runtime.h"
+#include "once/store/end_listener.h"
 #include "once/timers/timer_service.h"
 
 namespace once::orchestration {
@@ -161,9 +176,12 @@ struct AppConfig {
   int64_t queue_poll_interval_ms = 50;      // a claim from each served queue this often
   size_t queue_claim_batch_max = 64;        // items one claim takes at most
   int64_t queue_sweep_interval_ms = 5'000;  // the claimed items' sweep (0: never)
-  int64_t await_poll_interval_ms = 50;      // Await's read of an end on another node
-  int64_t schedule_interval_ms = 1'000;     // the schedules' pass (0: never; needs queues)
-  size_t schedule_catch_up_max = 10;        // missed ticks enqueued after an outage, newest
+  int64_t await_poll_interval_ms = 50;      // Await's read of the log while no listener is up
+  // Hears ends on every node (see the file comment); null: Await polls.
+  store::EndListener* end_listener = nullptr;
+  size_t await_waiters_max = 10'000;     // Awaits waiting at once (each holds its caller's thread)
+  int64_t schedule_interval_ms = 1'000;  // the schedules' pass (0: never; needs queues)
+  size_t schedule_catch_up_max = 10;     // missed ticks enqueued after an outage, newest
 };
 
 struct ScheduleOptions {
@@ -224,6 +242,8 @@ class App {
 
   // The execution's state once it is terminal (ended on any node); kTimeout
   // after timeout_ms. An id not started yet (queued) is waited for.
+  // kLimitExceeded (LimitDetail "await_waiters_max") when that many Awaits
+  // wait already.
   Result<runtime::ExecutionState> Await(std::string_view id, int64_t timeout_ms);
 
   // See above. `supervisor` must outlive the App.
@@ -253,10 +273,20 @@ class App {
   std::function<void(const std::string&, int64_t, const store::Envelope&)> user_on_park_;
   std::function<void(const events::Json&)> user_on_child_settled_;
   std::function<void(const std::string&, runtime::ExecutionStatus)> user_on_terminal_;
-  // Ends seen here (Await wakes on them).
+  // Await's waiters, by execution id: woken when that id ends (here or as
+  // the listener heard) and when the listener goes up or down.
+  struct Waiter {
+    size_t count = 0;   // Awaits of this id
+    uint64_t ends = 0;  // ends of this id heard since the first of them
+    std::condition_variable cv;
+  };
+  void Wake(std::string_view id);
+  void WakeAll();
+  void EnsureListening();
   std::mutex ended_mu_;
-  std::condition_variable ended_cv_;
-  uint64_t ended_ = 0;  // GUARDED_BY(ended_mu_)
+  std::unordered_map<std::string, Waiter> waiting_;  // GUARDED_BY(ended_mu_)
+  size_t waiters_ = 0;                               // GUARDED_BY(ended_mu_)
+  uint64_t wake_all_ = 0;                            // GUARDED_BY(ended_mu_)
   std::unique_ptr<runtime::Runtime> runtime_;
   std::unique_ptr<RuntimeWaker> waker_;
   std::unique_ptr<ParkTimers> park_timers_;
