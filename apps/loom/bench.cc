@@ -60,8 +60,9 @@
 //                      batch_items_max at a time), the App claims
 //                      (queue_claim_batch_max at a time), starts each on its
 //                      runtime's workers (`concurrency` of them), one step,
-//                      the end completes the item; the run ends when the
-//                      last item is completed. p50 is not measured (0).
+//                      the App completes ended items in batches; the run
+//                      ends when the queue is empty (the last item
+//                      completed). p50 is not measured (0).
 //
 // --stages adds one run per case through the profiling decorator at full
 // concurrency and prints where an execution's wall time goes (loom-stages
@@ -398,18 +399,12 @@ RunFigures RunQueueCase(store::EventStore& store, BenchSiblings& siblings, int e
   std::mutex mu;
   std::condition_variable cv;
   int ended = 0;  // GUARDED_BY(mu)
-  Steady::time_point end;
-  double cpu_end = 0;
   orchestration::AppConfig config{.store = &store, .clock = &clock, .rng = &rng};
   config.runtime.workers = static_cast<size_t>(concurrency);
   config.runtime.committer.flushes_in_flight_max = flushes_in_flight;
   config.runtime.on_terminal = [&](const std::string&, runtime::ExecutionStatus) {
-    std::lock_guard lock(mu);  // after the App completed the item
-    if (++ended == executions) {
-      end = Steady::now();
-      cpu_end = ProcessCpuSeconds();
-      cv.notify_all();
-    }
+    std::lock_guard lock(mu);
+    if (++ended == executions) cv.notify_all();
   };
   config.runtime.on_error = [&](const Error& e) {
     std::lock_guard lock(mu);
@@ -457,6 +452,19 @@ RunFigures RunQueueCase(store::EventStore& store, BenchSiblings& siblings, int e
       return f;
     }
   }
+  // Every execution ended; the run ends when the last item is completed
+  // (the App completes them in batches after the ends).
+  for (;;) {
+    Result<queues::QueueCounts> left = queue.Counts("bench", "");
+    if (!left) {
+      f.error = left.error().ToString();
+      return f;
+    }
+    if (left->pending + left->claimed == 0) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  Steady::time_point end = Steady::now();
+  double cpu_end = ProcessCpuSeconds();
   (*app)->Stop();
   f.wf_per_s = executions / std::chrono::duration<double>(end - start).count();
   f.cpu_us = (cpu_end - cpu_start) * 1e6 / executions;

@@ -19,6 +19,8 @@ int64_t SteadyMs() {
 
 // How often Stop() looks whether the bodies running here are done.
 constexpr int64_t kDrainPollMs = 10;
+// Full claims in a row before the background thread's other tasks run.
+constexpr int kClaimRoundsMax = 16;
 
 }  // namespace
 
@@ -73,8 +75,19 @@ Status App::Start() {
                          }});
   }
   if (node_ && config_.queues && !config_.serve_queues.empty()) {
-    periodic_.push_back(
-        {std::max<int64_t>(1, config_.queue_poll_interval_ms), 0, [this] { ClaimQueues(); }});
+    periodic_.push_back({std::max<int64_t>(1, config_.queue_poll_interval_ms), 0,
+                         [this] {
+                           // Claims that get all they ask for claim again (a
+                           // few rounds, then the other tasks get their turn).
+                           int rounds = 0;
+                           while (ClaimQueues()) {
+                             if (++rounds == kClaimRoundsMax) {
+                               claim_now_.store(true);
+                               break;
+                             }
+                           }
+                         },
+                         /*claims=*/true});
     if (config_.queue_sweep_interval_ms > 0) {
       periodic_.push_back({config_.queue_sweep_interval_ms, config_.queue_sweep_interval_ms,
                            [this] { SweepQueues(); }});
@@ -120,13 +133,15 @@ void App::Background() {
     for (const Periodic& p : periodic_) next_ms = std::min(next_ms, p.next_ms);
     int64_t wait_ms = std::max<int64_t>(0, next_ms - (SteadyMs() - begin_ms));
     lock.lock();
-    background_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; });
+    background_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                            [this] { return stopping_ || claim_now_.load(); });
   }
 }
 
 void App::RunDue(int64_t now_ms) {
+  const bool claim_now = claim_now_.exchange(false);
   for (Periodic& p : periodic_) {
-    if (p.next_ms > now_ms) continue;
+    if (p.next_ms > now_ms && !(p.claims && claim_now)) continue;
     p.run();
     p.next_ms = now_ms + p.interval_ms;
   }
@@ -418,26 +433,86 @@ Status App::RunSchedules() {
   return Ok();
 }
 
+// Every end completes its item, if it has one: the execution may have been
+// claimed on another node (taken over here) or started directly.
 void App::OnTerminal(const std::string& id, runtime::ExecutionStatus status) {
-  if (config_.queues) {
-    std::string ids[] = {id};
-    if (Status s = config_.queues->Complete(ids); !s) Report(s.error());
-  }
+  if (config_.queues) CompleteEnded(id);
   Wake(id);
   if (user_on_terminal_) user_on_terminal_(id, status);
+}
+
+void App::CompleteEnded(const std::string& id) {
+  std::unique_lock lock(complete_mu_);
+  to_complete_.push_back(id);
+  if (completing_) return;  // the thread completing now takes it too
+  completing_ = true;
+  const size_t batch_max = std::max<size_t>(1, config_.queues->limits().batch_items_max);
+  while (!to_complete_.empty()) {
+    std::vector<std::string> batch;
+    if (to_complete_.size() <= batch_max) {
+      batch.swap(to_complete_);
+    } else {
+      batch.assign(to_complete_.begin(), to_complete_.begin() + batch_max);
+      to_complete_.erase(to_complete_.begin(), to_complete_.begin() + batch_max);
+    }
+    lock.unlock();
+    if (Status s = config_.queues->Complete(batch); !s) Report(s.error());  // the sweep retries
+    Forget(batch);
+    lock.lock();
+  }
+  completing_ = false;
+}
+
+// Claimed items that are done here (completed, released, swept) make room.
+void App::Forget(std::span<const std::string> ids) {
+  bool wake = false;
+  {
+    std::lock_guard lock(claimed_mu_);
+    size_t erased = 0;
+    for (const std::string& id : ids) erased += claimed_.erase(id);
+    if (erased > 0 && claimer_held_) {
+      claimer_held_ = false;
+      wake = true;
+    }
+  }
+  if (wake) WakeClaimer();
+}
+
+void App::WakeClaimer() {
+  {
+    std::lock_guard lock(background_mu_);
+    claim_now_.store(true);
+  }
+  background_cv_.notify_all();
 }
 
 // One claim per served queue; each item's execution starts on the
 // runtime's workers (if_absent: an existing id is not run again). A start
 // the runtime refused is released for a later claim; one that found its
 // execution already ended completes the item.
-void App::ClaimQueues() {
+bool App::ClaimQueues() {
+  bool full = false;
   for (const std::string& queue : config_.serve_queues) {
-    Result<std::vector<queues::QueueItem>> items = config_.queues->Claim(
-        {.queue = queue, .node = node_->id(), .limit = config_.queue_claim_batch_max});
+    size_t ask = 0;
+    {
+      std::lock_guard lock(claimed_mu_);
+      const size_t in_flight = claimed_.size();
+      const size_t room =
+          in_flight >= config_.queue_in_flight_max ? 0 : config_.queue_in_flight_max - in_flight;
+      ask = std::min(config_.queue_claim_batch_max, room);
+      claimer_held_ = ask == room;  // what ends next makes room: wake the claimer then
+      if (ask == 0) return false;
+    }
+    Result<std::vector<queues::QueueItem>> items =
+        config_.queues->Claim({.queue = queue, .node = node_->id(), .limit = ask});
     if (!items) {
       Report(items.error());
       continue;
+    }
+    if (items->size() == ask) full = true;
+    {
+      std::lock_guard lock(claimed_mu_);  // before the start: an end may come at once
+      for (const queues::QueueItem& item : *items) claimed_.insert(item.execution_id);
     }
     for (queues::QueueItem& item : *items) {
       std::string id = item.execution_id;
@@ -450,11 +525,14 @@ void App::ClaimQueues() {
       if (!out) {
         Report(out.error());
         if (Status s = config_.queues->Release(ids); !s) Report(s.error());
+        Forget(ids);
       } else if (runtime::IsTerminal(out->status)) {
         if (Status s = config_.queues->Complete(ids); !s) Report(s.error());
+        Forget(ids);
       }
     }
   }
+  return full;
 }
 
 // Claimed items whose execution ended are completed; items whose execution
@@ -483,6 +561,8 @@ void App::SweepQueues() {
     }
     if (Status s = config_.queues->Complete(done); !s) Report(s.error());
     if (Status s = config_.queues->Release(unstarted); !s) Report(s.error());
+    Forget(done);
+    Forget(unstarted);
     after = page->back().execution_id;
   }
 }

@@ -108,13 +108,16 @@
 
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "once/base/clock.h"
@@ -173,8 +176,13 @@ struct AppConfig {
   // Durable queues (see the file comment). Serving needs a node.
   queues::QueueStore* queues = nullptr;
   std::vector<std::string> serve_queues;
-  int64_t queue_poll_interval_ms = 50;      // a claim from each served queue this often
-  size_t queue_claim_batch_max = 64;        // items one claim takes at most
+  int64_t queue_poll_interval_ms = 50;  // a claim from each served queue this often
+  size_t queue_claim_batch_max = 64;    // items one claim takes at most
+  // Items this App claimed and has not ended yet, at most: a claim asks for
+  // no more than the room left. A claim that got all it asked for claims
+  // again at once (not after the poll interval); an end that makes room
+  // when the claimer was held back wakes it.
+  size_t queue_in_flight_max = 256;
   int64_t queue_sweep_interval_ms = 5'000;  // the claimed items' sweep (0: never)
   int64_t await_poll_interval_ms = 50;      // Await's read of the log while no listener is up
   // Hears ends on every node (see the file comment); null: Await polls.
@@ -258,7 +266,14 @@ class App {
   void OnChildSettled(const events::Json& parent);
   void OnRuntimeError(const Error& e);
   void OnTerminal(const std::string& id, runtime::ExecutionStatus status);
-  void ClaimQueues();
+  // Returns true when a claim got all it asked for (claim again at once).
+  bool ClaimQueues();
+  // Completes a queue item whose execution ended here, batched with the
+  // ends of other threads: the caller that finds no completion running
+  // completes, in batches of batch_items_max, until none is left; the
+  // others add their id and return (a crash before the completion: the
+  // sweep completes the item).
+  void CompleteEnded(const std::string& id);
   void SweepQueues();
   void Background();
   void RunDue(int64_t now_ms);
@@ -298,14 +313,27 @@ class App {
   std::unique_ptr<lifecycle::LogLifecycle> lifecycle_;
   std::vector<ChildSupervisor*> supervised_;
 
+  // Queue items claimed here and not ended yet (their execution ids).
+  std::mutex claimed_mu_;
+  std::unordered_set<std::string> claimed_;  // GUARDED_BY(claimed_mu_)
+  bool claimer_held_ = false;  // GUARDED_BY(claimed_mu_): the last claim met the room's end
+  // CompleteEnded's batch: the ids waiting, and whether a thread completes.
+  std::mutex complete_mu_;
+  std::vector<std::string> to_complete_;  // GUARDED_BY(complete_mu_)
+  bool completing_ = false;               // GUARDED_BY(complete_mu_)
+  void WakeClaimer();
+  void Forget(std::span<const std::string> ids);
+
   // The background thread: periodic tasks, each with its next due time
   // (steady ms since the thread began).
   struct Periodic {
     int64_t interval_ms = 0;
     int64_t next_ms = 0;
     std::function<void()> run;
+    bool claims = false;  // the queue claim: due at once when claim_now_ is set
   };
-  std::vector<Periodic> periodic_;  // set by Start before the thread runs
+  std::atomic<bool> claim_now_{false};  // WakeClaimer: the claim is due now
+  std::vector<Periodic> periodic_;      // set by Start before the thread runs
   std::mutex background_mu_;
   std::condition_variable background_cv_;
   bool stopping_ = false;  // GUARDED_BY(background_mu_)
