@@ -445,6 +445,33 @@ TEST(AppQueuesTest, EnqueuedWorkRunsOnceAcrossNodesWithinTheLimit) {
   b->Stop();
 }
 
+// queue_in_flight_max bounds what one App holds claimed; an end that makes
+// room claims the next items at once, and a claim that got all it asked
+// for claims again at once: with a 60 s poll interval every item still runs
+// (each Await below would time out after 20 s if a claim waited for the poll).
+TEST(AppQueuesTest, ClaimsStayWithinTheInFlightLimitAndRoomIsClaimedAtOnce) {
+  QueuedNodes t;
+  AppConfig c = t.Serving("a");
+  c.queue_poll_interval_ms = 60'000;
+  c.queue_claim_batch_max = 2;
+  c.queue_in_flight_max = 3;
+  auto a = App::Create(c).value();
+  t.RegisterCount(*a);
+  constexpr int kItems = 20;
+  for (int i = 0; i < kItems; ++i) {
+    ASSERT_TRUE(a->Enqueue("q", "count", "f-" + std::to_string(i), Json::object()));
+  }
+  ASSERT_TRUE(a->Start());
+  for (int i = 0; i < kItems; ++i) {
+    auto st = a->Await("f-" + std::to_string(i), 20'000);
+    ASSERT_TRUE(st) << st.error().ToString();
+    EXPECT_EQ(st->status, runtime::ExecutionStatus::kCompleted);
+  }
+  EXPECT_LE(t.peak.load(), 3);  // bodies in flight never above the App's limit
+  a->Stop();
+  EXPECT_TRUE(t.queue_store.Items("q", "", 100).value().empty());  // all completed
+}
+
 TEST(AppQueuesTest, ADedupKeyNamesTheHolderAndAStartedIdIsNotQueued) {
   QueuedNodes t;
   AppConfig c = t.Config("a");
