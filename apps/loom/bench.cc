@@ -516,17 +516,21 @@ std::pair<double, double> CountRoundTrips(const BenchOptions& options, const std
 // (the committer's queue included, as Append runs inside a flush).
 void PrintStages(const BenchOptions& options, const std::string& backend, const std::string& c,
                  const Clock& clock) {
-  if (c != BaseCase(c) || IsQueueCase(c)) return;  // the plain cases only
+  if (IsQueueCase(c)) return;  // the execution cases only
   BackendSpec spec{.backend = backend, .url = options.url};
   std::string tag = fmt::format("{}-stages-{}", c, clock.NowUnixMillis());
   spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
+  if (backend == "postgres") spec.schema = fmt::format("loom_{:016x}", SystemRng().Next());
   auto store = OpenBackend(spec, clock);
   if (!store) return;
+  Result<BenchSiblings> siblings = OpenSiblings(spec, clock, **store, NeedsOf(c));
+  if (!siblings) return;
   store::ProfilingStore profiled(**store, clock);
   Phases phases;
-  RunFigures f =
-      RunCase(profiled, c, options.executions, options.concurrency, tag,
-              runtime::CommitterOptions{}.flushes_in_flight_max, /*warm_up=*/true, &phases);
+  RunFigures f = RunCase(profiled, c, options.executions, options.concurrency, tag,
+                         runtime::CommitterOptions{}.flushes_in_flight_max, /*warm_up=*/true,
+                         &phases, &*siblings);
+  *siblings = {};
   double n = options.executions;
   std::string line =
       fmt::format("loom-stages backend={} case={} wf_per_s={:.0f} start_ms={:.2f} resume_ms={:.2f}",
@@ -580,6 +584,34 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
     for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
   }
   return true;
+}
+
+// A variant's cost against its base case in the same run (CASE_node vs
+// CASE, CASE_notify vs CASE; queue vs unfenced): run r of the two shares its
+// moment of the machine's load, so the median of the per-run ratios (with
+// its quartiles) survives the load's drift where the rates do not.
+template <class Cell>
+void PrintPairedRatios(const std::string& backend, const std::vector<Cell>& cells) {
+  for (const Cell& cell : cells) {
+    const std::string base = IsQueueCase(cell.c) ? "unfenced" : BaseCase(cell.c);
+    if (base == cell.c) continue;
+    for (const Cell& b : cells) {
+      if (b.c != base || b.flushes != cell.flushes) continue;
+      std::vector<double> ratios;
+      for (size_t r = 0; r < std::min(cell.rates.size(), b.rates.size()); ++r) {
+        if (b.rates[r] > 0) ratios.push_back(cell.rates[r] / b.rates[r]);
+      }
+      if (ratios.empty()) continue;
+      std::sort(ratios.begin(), ratios.end());
+      auto at = [&](double q) {
+        return ratios[std::min(ratios.size() - 1, size_t(q * ratios.size()))];
+      };
+      fmt::print(
+          "loom-bench-ratio backend={} case={} base={} flushes_in_flight={} runs={} "
+          "median={:.3f} q1={:.3f} q3={:.3f}\n",
+          backend, cell.c, base, cell.flushes, ratios.size(), Median(ratios), at(0.25), at(0.75));
+    }
+  }
 }
 
 int RunBench(const BenchOptions& options) {
@@ -657,6 +689,7 @@ int RunBench(const BenchOptions& options) {
           "cpu_us_per_exec={:.1f} calls_per_exec={:.2f} commits_per_exec_unbatched={:.2f}\n",
           backend, cell.c, cell.flushes, rate, p50, cpu, calls, commits);
     }
+    PrintPairedRatios(backend, cells);
     if (options.stages) {
       for (const auto& c : cases) PrintStages(options, backend, c, clock);
     }
