@@ -173,8 +173,8 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
   if (options.if_absent) {
     ONCE_RETURN_IF_ERROR(store::ValidateExecutionId(id, store_.limits()));
     // Its first event, not Head: on PostgreSQL concurrent reads share one
-    // statement (read groups), a Head is a round trip of its own (the
-    // queue's starts: 3,092 -> see BENCHMARKS.md, "Loom nodes and queues").
+    // statement (read groups), a Head is a round trip of its own (every
+    // queued start asks; BENCHMARKS.md, "Loom nodes and queues").
     ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> first, store_.ReadRange(id, 1, 1));
     if (!first.empty()) {
       ONCE_ASSIGN_OR_RETURN(ExecutionState st, Inspect(id));

@@ -25,7 +25,8 @@
 // reports on_up(true) (the ends in between were not heard).
 //
 // Threads: Start, Stop and up() from any thread; callbacks on the
-// listener's thread.
+// listener's thread. Stop waits for a connection attempt in progress (the
+// conninfo's connect_timeout bounds it; libpq's default is none).
 
 #pragma once
 
