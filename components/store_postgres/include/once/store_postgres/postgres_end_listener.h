@@ -14,8 +14,9 @@
 // Every end path notifies (the runtime on any node, `loom cancel`, a tool):
 // the trigger sits on the table, not in one caller. A schema whose listener
 // was never opened has no trigger and pays nothing; once installed it stays
-// (a listener opened later on another node needs it) and costs each commit
-// that ends an execution one NOTIFY (BENCHMARKS.md, "Loom nodes and queues").
+// (a listener opened later on another node needs it) and costs each ended
+// execution a trigger call and a NOTIFY: about 6-12% of PostgreSQL's
+// unfenced rate, paired (BENCHMARKS.md, "Loom nodes and queues").
 //
 // The connection: search_path = the schema, then LISTEN. The thread waits on
 // the socket; every check_interval_ms without traffic it sends `SELECT 1`,
