@@ -54,16 +54,17 @@
 // event store's database). Enqueue stores a start request; an App that is a
 // node and serves queues (AppConfig::serve_queues) claims from each every
 // queue_poll_interval_ms on its background thread, within the queue's
-// limits, and starts each item's execution (StartAsync with if_absent: an
-// id that exists is never run twice); the node that ends an execution
-// completes its item (on_terminal), and every queue_sweep_interval_ms the
+// limits and its own queue_in_flight_max (a full claim claims again at once;
+// an end that makes room wakes the claimer), and starts each item's
+// execution (StartAsync with if_absent: an id that exists is never run
+// twice); the node that ends an execution completes its item (on_terminal,
+// in batches across threads), and every queue_sweep_interval_ms the
 // claimed items are swept: an ended execution's item is completed (a crash
 // between the end and the completion), an item whose execution never
 // started is released after the node lease (a crash between the claim and
 // the start). Serving wants runtime.workers > 0 (with 0 the bodies run on
 // the background thread). Await(id, timeout) returns the state once the
-// execution ended on any node: woken at once when it ends in this App,
-// otherwise it reads the log every await_poll_interval_ms.
+// execution ended on any node (see below).
 //
 //   config.queues = queue_store.get();
 //   config.serve_queues = {"mail"};
