@@ -44,11 +44,32 @@
 // acquires, raw_read of the reads. The in-memory store has no durable write
 // to share, so the runtime appends on the calling thread without a Committer.
 //
+// Nodes and queues (issue 15; docs/nodes.md, docs/queues.md):
+//
+//   CASE_node          CASE run by a runtime that is a node: the registry on
+//                      the same database, the heartbeat thread (every 1,000
+//                      ms), the step gate before every step, and the run rows
+//                      (park_resume_if_node: the conditional acquire writes
+//                      the row, the ending append deletes it; unfenced_node:
+//                      a start that ends in its first append writes none)
+//   CASE_notify        CASE with a PostgresEndListener on the schema (its
+//                      trigger NOTIFYs every end inside the appending
+//                      transaction; a listener hears them); PostgreSQL only
+//   queue              end to end through an App that is a node serving one
+//                      queue: the client enqueues every item (EnqueueMany,
+//                      batch_items_max at a time), the App claims
+//                      (queue_claim_batch_max at a time), starts each on its
+//                      runtime's workers (`concurrency` of them), one step,
+//                      the App completes ended items in batches; the run
+//                      ends when the queue is empty (the last item
+//                      completed). p50 is not measured (0).
+//
 // --stages adds one run per case through the profiling decorator at full
 // concurrency and prints where an execution's wall time goes (loom-stages
 // lines): Start, Resume and each store method.
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -61,6 +82,7 @@
 
 #include "allocator_settings.h"
 #include "loom_app.h"
+#include "once/orchestration/app.h"
 #include "once/runtime/runtime.h"
 #include "once/store/wrapper.h"
 #include "once/store_decorators/profiling_store.h"
@@ -97,6 +119,20 @@ class SeparateTailStore final
 };
 
 bool Parks(const std::string& c) { return c.rfind("park", 0) == 0; }
+
+// The case a variant runs ("park_resume_if_node" runs "park_resume_if").
+std::string BaseCase(std::string c) {
+  for (std::string_view suffix : {"_notify", "_node"}) {
+    if (c.ends_with(suffix)) c.resize(c.size() - suffix.size());
+  }
+  return c;
+}
+bool IsQueueCase(const std::string& c) { return BaseCase(c) == "queue"; }
+SiblingNeeds NeedsOf(const std::string& c) {
+  return {.nodes = c.ends_with("_node") || c.find("_node_") != std::string::npos || IsQueueCase(c),
+          .queues = IsQueueCase(c),
+          .ends = c.ends_with("_notify") || c.find("_notify_") != std::string::npos};
+}
 
 void RegisterWorkflows(Runtime& rt) {
   (void)rt.Register("one_step", [](Context& ctx, const Json& in) -> Result<Json> {
@@ -313,18 +349,126 @@ class ClientRun {
 };
 
 // warm_up: see ClientRun (the round-trip count run has none).
+// The node a _node case runs as (heartbeats on its own thread from now on).
+std::unique_ptr<nodes::Node> StartNode(nodes::NodeRegistry& registry, const Clock& local,
+                                       const std::string& tag, RunFigures& f) {
+  auto node = std::make_unique<nodes::Node>(
+      registry, local,
+      nodes::NodeOptions{.info = {.node_id = "bench-" + tag, .host = "bench", .pid = getpid()}});
+  if (Result<nodes::Beat> b = node->Beat(); !b) {
+    f.error = b.error().ToString();
+    return nullptr;
+  }
+  node->Start();
+  return node;
+}
+
 RunFigures RunCase(store::EventStore& store, const std::string& c, int executions, int concurrency,
                    const std::string& tag, size_t flushes_in_flight, bool warm_up,
-                   Phases* phases = nullptr) {
+                   Phases* phases = nullptr, BenchSiblings* siblings = nullptr) {
   SystemClock clock;
+  SteadyClock local;
+  RunFigures f;
   runtime::RuntimeOptions options{.workers = 0};
   options.committer.flushes_in_flight_max = flushes_in_flight;
+  std::unique_ptr<nodes::Node> node;
+  if (siblings && siblings->nodes) {
+    node = StartNode(*siblings->nodes, local, tag, f);
+    if (!node) return f;
+    options.node = node.get();
+  }
+  if (siblings && siblings->ends) siblings->ends->Start({});  // a listener hears every end
+  const std::string base = BaseCase(c);
   SeparateTailStore separate(store);
-  Runtime rt(c == "park_resume_if_separate" ? static_cast<store::EventStore&>(separate) : store,
+  Runtime rt(base == "park_resume_if_separate" ? static_cast<store::EventStore&>(separate) : store,
              clock, options);
   RegisterWorkflows(rt);
-  RunFigures f = ClientRun(rt, c, executions, tag, phases).Run(concurrency, warm_up);
+  f = ClientRun(rt, base, executions, tag, phases).Run(concurrency, warm_up);
   f.group_commit = rt.commit_stats();
+  if (siblings && siblings->ends) siblings->ends->Stop();
+  if (node) (void)node->Release();
+  return f;
+}
+
+// The queue case (see the file comment): one App, a node serving "bench".
+RunFigures RunQueueCase(store::EventStore& store, BenchSiblings& siblings, int executions,
+                        int concurrency, const std::string& tag, size_t flushes_in_flight) {
+  SystemClock clock;
+  SystemRng rng;
+  RunFigures f;
+  std::mutex mu;
+  std::condition_variable cv;
+  int ended = 0;  // GUARDED_BY(mu)
+  orchestration::AppConfig config{.store = &store, .clock = &clock, .rng = &rng};
+  config.runtime.workers = static_cast<size_t>(concurrency);
+  config.runtime.committer.flushes_in_flight_max = flushes_in_flight;
+  config.runtime.on_terminal = [&](const std::string&, runtime::ExecutionStatus) {
+    std::lock_guard lock(mu);
+    if (++ended == executions) cv.notify_all();
+  };
+  config.runtime.on_error = [&](const Error& e) {
+    std::lock_guard lock(mu);
+    if (f.error.empty()) f.error = e.ToString();
+  };
+  config.nodes = siblings.nodes.get();
+  config.node.info = {.node_id = "bench-" + tag, .host = "bench", .pid = getpid()};
+  config.queues = siblings.queues.get();
+  config.serve_queues = {"bench"};
+  config.schedule_interval_ms = 0;
+  auto app = orchestration::App::Create(std::move(config));
+  if (!app) {
+    f.error = app.error().ToString();
+    return f;
+  }
+  RegisterWorkflows((*app)->runtime());
+  queues::QueueStore& queue = *siblings.queues;
+  std::vector<queues::EnqueueRequest> requests;
+  requests.reserve(executions);
+  for (int i = 0; i < executions; ++i) {
+    requests.push_back({.queue = "bench",
+                        .workflow = "one_step",
+                        .execution_id = fmt::format("{}-{}", tag, i),
+                        .input = Input()});
+  }
+  if (Status s = (*app)->Start(); !s) {
+    f.error = s.error().ToString();
+    return f;
+  }
+  const size_t batch = queue.limits().batch_items_max;
+  auto start = Steady::now();
+  double cpu_start = ProcessCpuSeconds();
+  for (size_t first = 0; first < requests.size(); first += batch) {
+    size_t n = std::min(batch, requests.size() - first);
+    auto added = queue.EnqueueMany(std::span(requests).subspan(first, n));
+    if (!added) {
+      f.error = added.error().ToString();
+      return f;
+    }
+  }
+  {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(300), [&] { return ended == executions; })) {
+      f.error = fmt::format("queue: {} of {} ended in 300 s", ended, executions);
+      return f;
+    }
+  }
+  // Every execution ended; the run ends when the last item is completed
+  // (the App completes them in batches after the ends).
+  for (;;) {
+    Result<queues::QueueCounts> left = queue.Counts("bench", "");
+    if (!left) {
+      f.error = left.error().ToString();
+      return f;
+    }
+    if (left->pending + left->claimed == 0) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  Steady::time_point end = Steady::now();
+  double cpu_end = ProcessCpuSeconds();
+  (*app)->Stop();
+  f.wf_per_s = executions / std::chrono::duration<double>(end - start).count();
+  f.cpu_us = (cpu_end - cpu_start) * 1e6 / executions;
+  f.group_commit = (*app)->runtime().commit_stats();
   return f;
 }
 
@@ -341,6 +485,7 @@ double Median(std::vector<double> v) {
 std::pair<double, double> CountRoundTrips(const BenchOptions& options, const std::string& backend,
                                           const std::string& c, const Clock& clock) {
   double calls = 0, commits = 0;
+  if (c != BaseCase(c) || IsQueueCase(c)) return {0, 0};  // counted for the plain cases only
   BackendSpec spec{.backend = backend, .url = options.url};
   std::string tag = fmt::format("{}-count-{}", c, clock.NowUnixMillis());
   spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
@@ -371,16 +516,21 @@ std::pair<double, double> CountRoundTrips(const BenchOptions& options, const std
 // (the committer's queue included, as Append runs inside a flush).
 void PrintStages(const BenchOptions& options, const std::string& backend, const std::string& c,
                  const Clock& clock) {
+  if (IsQueueCase(c)) return;  // the execution cases only
   BackendSpec spec{.backend = backend, .url = options.url};
   std::string tag = fmt::format("{}-stages-{}", c, clock.NowUnixMillis());
   spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
+  if (backend == "postgres") spec.schema = fmt::format("loom_{:016x}", SystemRng().Next());
   auto store = OpenBackend(spec, clock);
   if (!store) return;
+  Result<BenchSiblings> siblings = OpenSiblings(spec, clock, **store, NeedsOf(c));
+  if (!siblings) return;
   store::ProfilingStore profiled(**store, clock);
   Phases phases;
-  RunFigures f =
-      RunCase(profiled, c, options.executions, options.concurrency, tag,
-              runtime::CommitterOptions{}.flushes_in_flight_max, /*warm_up=*/true, &phases);
+  RunFigures f = RunCase(profiled, c, options.executions, options.concurrency, tag,
+                         runtime::CommitterOptions{}.flushes_in_flight_max, /*warm_up=*/true,
+                         &phases, &*siblings);
+  *siblings = {};
   double n = options.executions;
   std::string line =
       fmt::format("loom-stages backend={} case={} wf_per_s={:.0f} start_ms={:.2f} resume_ms={:.2f}",
@@ -402,13 +552,24 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
   BackendSpec spec{.backend = backend, .url = options.url};
   std::string tag = fmt::format("{}-{}-f{}-{}", c, run, flushes, clock.NowUnixMillis());
   spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
+  if (backend == "postgres") spec.schema = fmt::format("loom_{:016x}", SystemRng().Next());
   auto store = OpenBackend(spec, clock);
   if (!store) {
     out.error = store.error().ToString();
     return false;
   }
-  out = RunCase(**store, c, options.executions, options.concurrency, tag, flushes,
-                /*warm_up=*/true);
+  Result<BenchSiblings> siblings = OpenSiblings(spec, clock, **store, NeedsOf(c));
+  if (!siblings) {
+    out.error = siblings.error().ToString();
+    return false;
+  }
+  if (IsQueueCase(c)) {
+    out = RunQueueCase(**store, *siblings, options.executions, options.concurrency, tag, flushes);
+  } else {
+    out = RunCase(**store, c, options.executions, options.concurrency, tag, flushes,
+                  /*warm_up=*/true, nullptr, &*siblings);
+  }
+  *siblings = {};
   if (out.group_commit.store_writes > 0) {
     fmt::print(stderr,
                "loom bench: {} {} f{} run {}: {} appends in {} store writes ({:.1f}/write, "
@@ -423,6 +584,34 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
     for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
   }
   return true;
+}
+
+// A variant's cost against its base case in the same run (CASE_node vs
+// CASE, CASE_notify vs CASE; queue vs unfenced): run r of the two shares its
+// moment of the machine's load, so the median of the per-run ratios (with
+// its quartiles) survives the load's drift where the rates do not.
+template <class Cell>
+void PrintPairedRatios(const std::string& backend, const std::vector<Cell>& cells) {
+  for (const Cell& cell : cells) {
+    const std::string base = IsQueueCase(cell.c) ? "unfenced" : BaseCase(cell.c);
+    if (base == cell.c) continue;
+    for (const Cell& b : cells) {
+      if (b.c != base || b.flushes != cell.flushes) continue;
+      std::vector<double> ratios;
+      for (size_t r = 0; r < std::min(cell.rates.size(), b.rates.size()); ++r) {
+        if (b.rates[r] > 0) ratios.push_back(cell.rates[r] / b.rates[r]);
+      }
+      if (ratios.empty()) continue;
+      std::sort(ratios.begin(), ratios.end());
+      auto at = [&](double q) {
+        return ratios[std::min(ratios.size() - 1, size_t(q * ratios.size()))];
+      };
+      fmt::print(
+          "loom-bench-ratio backend={} case={} base={} flushes_in_flight={} runs={} "
+          "median={:.3f} q1={:.3f} q3={:.3f}\n",
+          backend, cell.c, base, cell.flushes, ratios.size(), Median(ratios), at(0.25), at(0.75));
+    }
+  }
 }
 
 int RunBench(const BenchOptions& options) {
@@ -500,6 +689,7 @@ int RunBench(const BenchOptions& options) {
           "cpu_us_per_exec={:.1f} calls_per_exec={:.2f} commits_per_exec_unbatched={:.2f}\n",
           backend, cell.c, cell.flushes, rate, p50, cpu, calls, commits);
     }
+    PrintPairedRatios(backend, cells);
     if (options.stages) {
       for (const auto& c : cases) PrintStages(options, backend, c, clock);
     }

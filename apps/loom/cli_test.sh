@@ -154,5 +154,16 @@ chmod 644 "$work/token"
 run 2 serve --db "$db" --listen 127.0.0.1:0 --token-file "$work/token"
 check "a token file others can read is refused" grep -q "readable by others" <<<"$err"
 
+# loom bench's node and queue cases (issue 15) run end to end on SQLite
+# and print their paired ratio; the end listener is PostgreSQL's only.
+run 0 bench --backend sqlite --dir "$work" --case unfenced unfenced_node queue --runs 1 \
+  --warm-up-runs 0 --executions 40 --concurrency 4
+check "bench runs the queue case" grep -q "^loom-bench backend=sqlite case=queue .*wf_per_s=[1-9]" <<<"$out"
+check "bench pairs the node case with its base" \
+  grep -q "^loom-bench-ratio backend=sqlite case=unfenced_node base=unfenced" <<<"$out"
+run 1 bench --backend sqlite --dir "$work" --case unfenced_notify --runs 1 --warm-up-runs 0 \
+  --executions 4
+check "the end listener needs PostgreSQL" grep -q "needs PostgreSQL" <<<"$err"
+
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

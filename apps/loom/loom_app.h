@@ -6,6 +6,9 @@
 
 #include "once/base/clock.h"
 #include "once/base/result.h"
+#include "once/nodes/node_registry.h"
+#include "once/queues/queue_store.h"
+#include "once/store/end_listener.h"
 #include "once/store/event_store.h"
 
 namespace once::loom_app {
@@ -20,6 +23,22 @@ struct BackendSpec {
 // Opens the store a spec names. Memory is fresh each time; a postgres spec
 // without a schema gets a fresh random schema.
 Result<std::unique_ptr<store::EventStore>> OpenBackend(const BackendSpec& spec, const Clock& clock);
+
+// The event store's siblings a bench case needs, on the same database
+// (SQLite file or PostgreSQL schema; memory: beside the memory store).
+struct BenchSiblings {
+  std::unique_ptr<nodes::NodeRegistry> nodes;
+  std::unique_ptr<queues::QueueStore> queues;
+  std::unique_ptr<store::EndListener> ends;  // PostgreSQL only
+};
+struct SiblingNeeds {
+  bool nodes = false;
+  bool queues = false;
+  bool ends = false;
+};
+// kUnsupported when `ends` is asked of a backend without an end listener.
+Result<BenchSiblings> OpenSiblings(const BackendSpec& spec, const Clock& clock,
+                                   store::EventStore& events, SiblingNeeds needs);
 
 struct BenchOptions {
   std::vector<std::string> backends = {"memory", "sqlite", "postgres"};

@@ -19,6 +19,8 @@ int64_t SteadyMs() {
 
 // How often Stop() looks whether the bodies running here are done.
 constexpr int64_t kDrainPollMs = 10;
+// Full claims in a row before the background thread's other tasks run.
+constexpr int kClaimRoundsMax = 16;
 
 }  // namespace
 
@@ -26,6 +28,7 @@ App::App(AppConfig config) : config_(std::move(config)) {}
 
 App::~App() {
   Stop();
+  if (config_.end_listener) config_.end_listener->Stop();  // its callbacks name this App
   if (runtime_) runtime_->WaitIdle();
 }
 
@@ -72,8 +75,19 @@ Status App::Start() {
                          }});
   }
   if (node_ && config_.queues && !config_.serve_queues.empty()) {
-    periodic_.push_back(
-        {std::max<int64_t>(1, config_.queue_poll_interval_ms), 0, [this] { ClaimQueues(); }});
+    periodic_.push_back({std::max<int64_t>(1, config_.queue_poll_interval_ms), 0,
+                         [this] {
+                           // Claims that get all they ask for claim again (a
+                           // few rounds, then the other tasks get their turn).
+                           int rounds = 0;
+                           while (ClaimQueues()) {
+                             if (++rounds == kClaimRoundsMax) {
+                               claim_now_.store(true);
+                               break;
+                             }
+                           }
+                         },
+                         /*claims=*/true});
     if (config_.queue_sweep_interval_ms > 0) {
       periodic_.push_back({config_.queue_sweep_interval_ms, config_.queue_sweep_interval_ms,
                            [this] { SweepQueues(); }});
@@ -101,6 +115,7 @@ Status App::Start() {
     }
   }
   if (service_) service_->Start();
+  EnsureListening();
   std::lock_guard lock(background_mu_);
   started_ = true;
   stopping_ = false;
@@ -118,13 +133,15 @@ void App::Background() {
     for (const Periodic& p : periodic_) next_ms = std::min(next_ms, p.next_ms);
     int64_t wait_ms = std::max<int64_t>(0, next_ms - (SteadyMs() - begin_ms));
     lock.lock();
-    background_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; });
+    background_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                            [this] { return stopping_ || claim_now_.load(); });
   }
 }
 
 void App::RunDue(int64_t now_ms) {
+  const bool claim_now = claim_now_.exchange(false);
   for (Periodic& p : periodic_) {
-    if (p.next_ms > now_ms) continue;
+    if (p.next_ms > now_ms && !(p.claims && claim_now)) continue;
     p.run();
     p.next_ms = now_ms + p.interval_ms;
   }
@@ -141,6 +158,7 @@ void App::Stop() {
   background_cv_.notify_all();
   if (background_.joinable()) background_.join();
   if (service_) service_->Stop();
+  if (config_.end_listener) config_.end_listener->Stop();
   Drain();
 }
 
@@ -309,26 +327,69 @@ Result<queues::Enqueued> App::Enqueue(std::string_view queue, std::string_view w
                                   .delay_ms = options.delay_ms});
 }
 
+void App::EnsureListening() {
+  if (!config_.end_listener) return;
+  config_.end_listener->Start(
+      {.on_end = [this](std::string_view id) { Wake(id); }, .on_up = [this](bool) { WakeAll(); }});
+}
+
+void App::Wake(std::string_view id) {
+  std::lock_guard lock(ended_mu_);
+  auto it = waiting_.find(std::string(id));
+  if (it == waiting_.end()) return;
+  ++it->second.ends;
+  it->second.cv.notify_all();
+}
+
+void App::WakeAll() {
+  std::lock_guard lock(ended_mu_);
+  ++wake_all_;
+  for (auto& [id, w] : waiting_) w.cv.notify_all();
+}
+
 Result<runtime::ExecutionState> App::Await(std::string_view id, int64_t timeout_ms) {
   const int64_t deadline_ms = SteadyMs() + std::max<int64_t>(0, timeout_ms);
-  for (;;) {
-    uint64_t seen = 0;
-    {
-      std::lock_guard lock(ended_mu_);
-      seen = ended_;
+  EnsureListening();
+  std::unique_lock lock(ended_mu_);
+  if (waiters_ >= config_.await_waiters_max) {
+    return LimitError("await_waiters_max", static_cast<int64_t>(waiters_) + 1,
+                      static_cast<int64_t>(config_.await_waiters_max), std::string(id));
+  }
+  // Registered before the first read: an end committed after it is heard.
+  auto it = waiting_.try_emplace(std::string(id)).first;
+  Waiter& w = it->second;
+  ++w.count;
+  ++waiters_;
+  struct Leave {
+    App* app;
+    decltype(it) at;
+    ~Leave() {  // under ended_mu_ (the lock is held whenever Await returns)
+      --app->waiters_;
+      if (--at->second.count == 0) app->waiting_.erase(at);
     }
-    ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState state, runtime_->Inspect(id));
-    if (runtime::IsTerminal(state.status)) return state;
+  } leave{this, it};
+  for (;;) {
+    const uint64_t seen_ends = w.ends, seen_all = wake_all_;
+    const bool listening = config_.end_listener && config_.end_listener->up();
+    lock.unlock();
+    Result<runtime::ExecutionState> state = runtime_->Inspect(id);
+    lock.lock();
+    if (!state) return std::unexpected(state.error());
+    if (runtime::IsTerminal(state->status)) return state;
     int64_t now_ms = SteadyMs();
     if (now_ms >= deadline_ms) {
       return MakeError(ErrorCode::kTimeout,
                        "await: not ended within " + std::to_string(timeout_ms) + " ms",
                        std::string(id));
     }
-    int64_t wait_ms =
-        std::min(deadline_ms - now_ms, std::max<int64_t>(1, config_.await_poll_interval_ms));
-    std::unique_lock lock(ended_mu_);
-    ended_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return ended_ != seen; });
+    // Up: only a wake re-reads (an end of this id, the listener going up or
+    // down). Down or none: the log is read every poll interval too.
+    int64_t wait_ms = deadline_ms - now_ms;
+    if (!listening) {
+      wait_ms = std::min(wait_ms, std::max<int64_t>(1, config_.await_poll_interval_ms));
+    }
+    w.cv.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                  [&] { return w.ends != seen_ends || wake_all_ != seen_all; });
   }
 }
 
@@ -372,30 +433,86 @@ Status App::RunSchedules() {
   return Ok();
 }
 
+// Every end completes its item, if it has one: the execution may have been
+// claimed on another node (taken over here) or started directly.
 void App::OnTerminal(const std::string& id, runtime::ExecutionStatus status) {
-  if (config_.queues) {
-    std::string ids[] = {id};
-    if (Status s = config_.queues->Complete(ids); !s) Report(s.error());
-  }
-  {
-    std::lock_guard lock(ended_mu_);
-    ++ended_;
-  }
-  ended_cv_.notify_all();
+  if (config_.queues) CompleteEnded(id);
+  Wake(id);
   if (user_on_terminal_) user_on_terminal_(id, status);
+}
+
+void App::CompleteEnded(const std::string& id) {
+  std::unique_lock lock(complete_mu_);
+  to_complete_.push_back(id);
+  if (completing_) return;  // the thread completing now takes it too
+  completing_ = true;
+  const size_t batch_max = std::max<size_t>(1, config_.queues->limits().batch_items_max);
+  while (!to_complete_.empty()) {
+    std::vector<std::string> batch;
+    if (to_complete_.size() <= batch_max) {
+      batch.swap(to_complete_);
+    } else {
+      batch.assign(to_complete_.begin(), to_complete_.begin() + batch_max);
+      to_complete_.erase(to_complete_.begin(), to_complete_.begin() + batch_max);
+    }
+    lock.unlock();
+    if (Status s = config_.queues->Complete(batch); !s) Report(s.error());  // the sweep retries
+    Forget(batch);
+    lock.lock();
+  }
+  completing_ = false;
+}
+
+// Claimed items that are done here (completed, released, swept) make room.
+void App::Forget(std::span<const std::string> ids) {
+  bool wake = false;
+  {
+    std::lock_guard lock(claimed_mu_);
+    size_t erased = 0;
+    for (const std::string& id : ids) erased += claimed_.erase(id);
+    if (erased > 0 && claimer_held_) {
+      claimer_held_ = false;
+      wake = true;
+    }
+  }
+  if (wake) WakeClaimer();
+}
+
+void App::WakeClaimer() {
+  {
+    std::lock_guard lock(background_mu_);
+    claim_now_.store(true);
+  }
+  background_cv_.notify_all();
 }
 
 // One claim per served queue; each item's execution starts on the
 // runtime's workers (if_absent: an existing id is not run again). A start
 // the runtime refused is released for a later claim; one that found its
 // execution already ended completes the item.
-void App::ClaimQueues() {
+bool App::ClaimQueues() {
+  bool full = false;
   for (const std::string& queue : config_.serve_queues) {
-    Result<std::vector<queues::QueueItem>> items = config_.queues->Claim(
-        {.queue = queue, .node = node_->id(), .limit = config_.queue_claim_batch_max});
+    size_t ask = 0;
+    {
+      std::lock_guard lock(claimed_mu_);
+      const size_t in_flight = claimed_.size();
+      const size_t room =
+          in_flight >= config_.queue_in_flight_max ? 0 : config_.queue_in_flight_max - in_flight;
+      ask = std::min(config_.queue_claim_batch_max, room);
+      claimer_held_ = ask == room;  // what ends next makes room: wake the claimer then
+      if (ask == 0) return false;
+    }
+    Result<std::vector<queues::QueueItem>> items =
+        config_.queues->Claim({.queue = queue, .node = node_->id(), .limit = ask});
     if (!items) {
       Report(items.error());
       continue;
+    }
+    if (items->size() == ask) full = true;
+    {
+      std::lock_guard lock(claimed_mu_);  // before the start: an end may come at once
+      for (const queues::QueueItem& item : *items) claimed_.insert(item.execution_id);
     }
     for (queues::QueueItem& item : *items) {
       std::string id = item.execution_id;
@@ -408,11 +525,14 @@ void App::ClaimQueues() {
       if (!out) {
         Report(out.error());
         if (Status s = config_.queues->Release(ids); !s) Report(s.error());
+        Forget(ids);
       } else if (runtime::IsTerminal(out->status)) {
         if (Status s = config_.queues->Complete(ids); !s) Report(s.error());
+        Forget(ids);
       }
     }
   }
+  return full;
 }
 
 // Claimed items whose execution ended are completed; items whose execution
@@ -441,6 +561,8 @@ void App::SweepQueues() {
     }
     if (Status s = config_.queues->Complete(done); !s) Report(s.error());
     if (Status s = config_.queues->Release(unstarted); !s) Report(s.error());
+    Forget(done);
+    Forget(unstarted);
     after = page->back().execution_id;
   }
 }

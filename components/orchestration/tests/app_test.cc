@@ -12,6 +12,7 @@
 #include "once/nodes/memory_node_registry.h"
 #include "once/queues/memory_queue_store.h"
 #include "once/store/memory_store.h"
+#include "once/store_decorators/profiling_store.h"
 #include "once/timers/memory_timer_store.h"
 #include "test_support.h"
 
@@ -444,6 +445,33 @@ TEST(AppQueuesTest, EnqueuedWorkRunsOnceAcrossNodesWithinTheLimit) {
   b->Stop();
 }
 
+// queue_in_flight_max bounds what one App holds claimed; an end that makes
+// room claims the next items at once, and a claim that got all it asked
+// for claims again at once: with a 60 s poll interval every item still runs
+// (each Await below would time out after 20 s if a claim waited for the poll).
+TEST(AppQueuesTest, ClaimsStayWithinTheInFlightLimitAndRoomIsClaimedAtOnce) {
+  QueuedNodes t;
+  AppConfig c = t.Serving("a");
+  c.queue_poll_interval_ms = 60'000;
+  c.queue_claim_batch_max = 2;
+  c.queue_in_flight_max = 3;
+  auto a = App::Create(c).value();
+  t.RegisterCount(*a);
+  constexpr int kItems = 20;
+  for (int i = 0; i < kItems; ++i) {
+    ASSERT_TRUE(a->Enqueue("q", "count", "f-" + std::to_string(i), Json::object()));
+  }
+  ASSERT_TRUE(a->Start());
+  for (int i = 0; i < kItems; ++i) {
+    auto st = a->Await("f-" + std::to_string(i), 20'000);
+    ASSERT_TRUE(st) << st.error().ToString();
+    EXPECT_EQ(st->status, runtime::ExecutionStatus::kCompleted);
+  }
+  EXPECT_LE(t.peak.load(), 3);  // bodies in flight never above the App's limit
+  a->Stop();
+  EXPECT_TRUE(t.queue_store.Items("q", "", 100).value().empty());  // all completed
+}
+
 TEST(AppQueuesTest, ADedupKeyNamesTheHolderAndAStartedIdIsNotQueued) {
   QueuedNodes t;
   AppConfig c = t.Config("a");
@@ -521,6 +549,134 @@ TEST(AppQueuesTest, ServingNeedsAQueueStoreAndANode) {
   AppConfig plain{.store = &t.store, .clock = &t.clock, .rng = &t.rng};
   auto app = App::Create(plain).value();
   EXPECT_EQ(app->Enqueue("q", "count", "x", Json::object()).error().code, ErrorCode::kUnsupported);
+}
+
+// ---- Await: waiters, the end listener, the fallback to polling ----------
+
+// An EndListener the test drives: up() as set, ends and up/down reported by
+// hand (the PostgreSQL listener is tested in await_postgres_test.cc).
+class DrivenEndListener final : public store::EndListener {
+ public:
+  void Start(store::EndHandlers handlers) override {
+    std::lock_guard lock(mu_);
+    handlers_ = std::move(handlers);
+  }
+  void Stop() override {}
+  bool up() const override { return up_.load(); }
+  void End(std::string_view id) {
+    std::lock_guard lock(mu_);
+    if (handlers_.on_end) handlers_.on_end(id);
+  }
+  void SetUp(bool up) {
+    up_.store(up);
+    std::lock_guard lock(mu_);
+    if (handlers_.on_up) handlers_.on_up(up);
+  }
+
+ private:
+  std::mutex mu_;
+  store::EndHandlers handlers_;
+  std::atomic<bool> up_{true};
+};
+
+struct AwaitFixture {
+  AppFixture f;
+  DrivenEndListener listener;
+  store::ProfilingStore counted{f.store, f.clock};  // the App's: its reads are counted
+  // Another node's runtime on the same store: its ends are not this App's.
+  runtime::Runtime other{f.store, f.clock, {}};
+
+  std::unique_ptr<App> Make(int64_t poll_ms, size_t waiters_max = 10'000) {
+    AppConfig c = f.Config();
+    c.store = &counted;
+    c.end_listener = &listener;
+    c.await_poll_interval_ms = poll_ms;
+    c.await_waiters_max = waiters_max;
+    return App::Create(std::move(c)).value();
+  }
+  AwaitFixture() {
+    ONCE_CHECK(
+        other
+            .Register("one", [](runtime::Context&, const Json&) -> Result<Json> { return Json(1); })
+            .has_value());
+  }
+  int64_t Reads() const {
+    int64_t n = 0;
+    for (const auto& [method, s] : counted.Snapshot()) n += s.calls;
+    return n;
+  }
+  // Runs Await on a thread and returns once it has read the log `reads`
+  // more times (the first read: it waits now); the caller ends the execution.
+  std::future<Result<runtime::ExecutionState>> AwaitAsync(App& app, std::string id,
+                                                          int64_t reads = 1) {
+    const int64_t before = Reads();
+    auto f = std::async(std::launch::async, [&app, id] { return app.Await(id, 60'000); });
+    WaitForReads(before + reads);
+    return f;
+  }
+  void WaitForReads(int64_t n) const {
+    for (int i = 0; i < 30'000 && Reads() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+};
+
+// With the listener up an Await reads the log only when woken: an end on
+// another node is seen when the listener hears it, not by a poll (60 s).
+TEST(AppAwaitTest, AnEndHeardByTheListenerWakesTheWaiter) {
+  AwaitFixture t;
+  auto app = t.Make(/*poll_ms=*/60'000);
+  auto waiting = t.AwaitAsync(*app, "x");
+  const int64_t reads = t.Reads();
+  ASSERT_TRUE(t.other.Start("one", "x", Json::object()));
+  t.listener.End("y");  // another id: this waiter sleeps on
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  EXPECT_EQ(t.Reads(), reads);  // no poll, no read
+  t.listener.End("x");
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(waiting.get().value().status, runtime::ExecutionStatus::kCompleted);
+}
+
+// The listener going down turns every waiter to polling (ends are no longer
+// heard); coming back up makes every waiter re-read (ends while it was down).
+TEST(AppAwaitTest, AListenerDownFallsBackToPollingAndUpRereadsEveryWaiter) {
+  AwaitFixture t;
+  auto app = t.Make(/*poll_ms=*/20);
+  auto waiting = t.AwaitAsync(*app, "x");
+  const int64_t reads = t.Reads();
+  t.listener.SetUp(false);
+  t.WaitForReads(reads + 1);  // woken by the change, it read again, before the end
+  ASSERT_TRUE(t.other.Start("one", "x", Json::object()));
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(waiting.get().value().status, runtime::ExecutionStatus::kCompleted);
+
+  auto app2 = t.Make(/*poll_ms=*/60'000);
+  t.listener.SetUp(true);
+  auto second = t.AwaitAsync(*app2, "z");
+  ASSERT_TRUE(t.other.Start("one", "z", Json::object()));  // not heard: the listener "was down"
+  EXPECT_EQ(second.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  t.listener.SetUp(true);  // a reconnection
+  ASSERT_EQ(second.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(second.get().value().status, runtime::ExecutionStatus::kCompleted);
+}
+
+// await_waiters_max: one more Await is refused with the limit's name; the
+// slot is free again once the waiter returns.
+TEST(AppAwaitTest, AwaitersBeyondTheLimitAreRefused) {
+  AwaitFixture t;
+  auto app = t.Make(/*poll_ms=*/10, /*waiters_max=*/1);
+  ASSERT_TRUE(app->runtime().Register(
+      "one", [](runtime::Context&, const Json&) -> Result<Json> { return Json(1); }));
+  auto waiting = t.AwaitAsync(*app, "x");  // holds the one slot
+  Result<runtime::ExecutionState> refused = app->Await("y", 0);
+  ASSERT_FALSE(refused);
+  ASSERT_EQ(refused.error().code, ErrorCode::kLimitExceeded);
+  ASSERT_NE(refused.error().As<LimitDetail>(), nullptr);
+  EXPECT_EQ(refused.error().As<LimitDetail>()->limit, "await_waiters_max");
+  ASSERT_TRUE(app->runtime().Start("one", "x", Json::object()));  // ends here: wakes it
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_TRUE(waiting.get());
+  EXPECT_EQ(app->Await("y", 0).error().code, ErrorCode::kTimeout);  // the slot is free
 }
 
 }  // namespace

@@ -172,8 +172,11 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
   if (!def) return MakeError(ErrorCode::kNotFound, "unknown workflow", std::string(workflow));
   if (options.if_absent) {
     ONCE_RETURN_IF_ERROR(store::ValidateExecutionId(id, store_.limits()));
-    ONCE_ASSIGN_OR_RETURN(int64_t head, store_.Head(id));
-    if (head > 0) {
+    // Its first event, not Head: on PostgreSQL concurrent reads share one
+    // statement (read groups), a Head is a round trip of its own (every
+    // queued start asks; BENCHMARKS.md, "Loom nodes and queues").
+    ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> first, store_.ReadRange(id, 1, 1));
+    if (!first.empty()) {
       ONCE_ASSIGN_OR_RETURN(ExecutionState st, Inspect(id));
       return RunOutcome{std::string(id), st.status, st.result, st.park_seq};
     }

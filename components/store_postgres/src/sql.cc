@@ -1,6 +1,7 @@
 #include "sql.h"
 
 #include <span>
+#include <vector>
 
 #include "once/events/kinds.h"
 
@@ -295,6 +296,38 @@ std::string FenceIfBumpSql() {
          " FROM b WHERE $4::text IS NOT NULL ON CONFLICT (execution_id) DO UPDATE SET owner = "
          "EXCLUDED.owner, since_ms = EXCLUDED.since_ms) "
          "SELECT token FROM b";
+}
+
+std::string EndChannel(std::string_view schema) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : schema) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "loom_ended_";
+  for (int shift = 60; shift >= 0; shift -= 4) out += kHex[(h >> shift) & 0xf];
+  return out;
+}
+
+std::string CreateEndTriggerSql(std::string_view channel) {
+  std::vector<std::string_view> terminal;
+  for (const events::KernelKindInfo& k : events::kKernelKinds) {
+    if (k.terminal) terminal.push_back(k.name);
+  }
+  // The channel is ours ([a-z0-9_]), safe to inline like the kinds.
+  return R"(DO $once$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                 WHERE tgrelid = 'events'::regclass AND tgname = 'loom_events_ended') THEN
+    CREATE OR REPLACE FUNCTION loom_notify_ended() RETURNS trigger LANGUAGE plpgsql AS $f$
+      BEGIN PERFORM pg_notify(')" +
+         std::string(channel) + R"(', NEW.execution_id); RETURN NULL; END $f$;
+    CREATE TRIGGER loom_events_ended AFTER INSERT ON events FOR EACH ROW
+      WHEN (NEW.kind IN ()" +
+         QuotedList(terminal) + R"())
+      EXECUTE FUNCTION loom_notify_ended();
+  END IF;
+END $once$)";
 }
 
 }  // namespace once::store::sql

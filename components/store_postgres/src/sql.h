@@ -186,4 +186,18 @@ std::string FenceIfBumpManySql();
 // $13, $14 hinted): owners text[] and run_end bool[], as AppendSql's.
 std::string LeanAppendSql(bool hinted, bool owned = false);
 
+// Ends heard by LISTEN (postgres_end_listener.h). The channel of `schema`:
+// "loom_ended_" and 16 hex digits of the schema name's 64-bit FNV-1a (a
+// channel name has at most 63 bytes; NOTIFY is database-wide, so each
+// schema has its own). Two schemas that collide only wake each other's
+// waiters for nothing (a waiter re-reads its log).
+std::string EndChannel(std::string_view schema);
+// Creates (if missing) the AFTER INSERT trigger on events that notifies
+// `channel` with the execution id of every terminal kernel event
+// (EXECUTION_COMPLETED, _FAILED, _CANCELLED, _CONTINUED): the NOTIFY is part
+// of the appending transaction and delivered at its commit. Rows of other
+// kinds are filtered by the trigger's WHEN (no function call). Runs under
+// the migration lock, with search_path = the schema.
+std::string CreateEndTriggerSql(std::string_view channel);
+
 }  // namespace once::store::sql

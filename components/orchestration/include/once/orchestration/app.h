@@ -54,21 +54,35 @@
 // event store's database). Enqueue stores a start request; an App that is a
 // node and serves queues (AppConfig::serve_queues) claims from each every
 // queue_poll_interval_ms on its background thread, within the queue's
-// limits, and starts each item's execution (StartAsync with if_absent: an
-// id that exists is never run twice); the node that ends an execution
-// completes its item (on_terminal), and every queue_sweep_interval_ms the
+// limits and its own queue_in_flight_max (a full claim claims again at once;
+// an end that makes room wakes the claimer), and starts each item's
+// execution (StartAsync with if_absent: an id that exists is never run
+// twice); the node that ends an execution completes its item (on_terminal,
+// in batches across threads), and every queue_sweep_interval_ms the
 // claimed items are swept: an ended execution's item is completed (a crash
 // between the end and the completion), an item whose execution never
 // started is released after the node lease (a crash between the claim and
 // the start). Serving wants runtime.workers > 0 (with 0 the bodies run on
 // the background thread). Await(id, timeout) returns the state once the
-// execution ended on any node: woken at once when it ends in this App,
-// otherwise it reads the log every await_poll_interval_ms.
+// execution ended on any node (see below).
 //
 //   config.queues = queue_store.get();
 //   config.serve_queues = {"mail"};
 //   app->Enqueue("mail", "send", "mail-7", input, {.dedup_key = "user-3"});
 //   ONCE_ASSIGN_OR_RETURN(runtime::ExecutionState st, app->Await("mail-7", 30'000));
+//
+// Await wakes on three things: an end in this App (on_terminal), an end
+// heard by AppConfig::end_listener (on PostgreSQL, PostgresEndListener: the
+// database NOTIFYs every end, on any node, at its commit), and, only while
+// no listener is up, a read of the log every await_poll_interval_ms. While
+// the listener is up a waiter reads its log only when woken (its id ended,
+// or the listener reconnected: ends while it was down were not heard, so
+// every waiter re-reads). At most await_waiters_max Awaits wait at once
+// (kLimitExceeded beyond). The listener is started by Start() or the first
+// Await, and stopped by Stop() and the destructor; one App per listener.
+//
+//   auto listener = store::PostgresEndListener::Open({.conninfo = url, .schema = s}).value();
+//   config.end_listener = listener.get();
 //
 // Cron schedules (docs/queues.md, "Schedules"): Schedule(name, cron,
 // workflow, {queue, input}) stores the schedule in the queue store (shared by
@@ -95,12 +109,16 @@
 
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "once/base/clock.h"
@@ -113,6 +131,7 @@
 #include "once/orchestration/runtime_waker.h"
 #include "once/queues/queue_store.h"
 #include "once/runtime/runtime.h"
+#include "once/store/end_listener.h"
 #include "once/timers/timer_service.h"
 
 namespace once::orchestration {
@@ -158,12 +177,20 @@ struct AppConfig {
   // Durable queues (see the file comment). Serving needs a node.
   queues::QueueStore* queues = nullptr;
   std::vector<std::string> serve_queues;
-  int64_t queue_poll_interval_ms = 50;      // a claim from each served queue this often
-  size_t queue_claim_batch_max = 64;        // items one claim takes at most
+  int64_t queue_poll_interval_ms = 50;  // a claim from each served queue this often
+  size_t queue_claim_batch_max = 64;    // items one claim takes at most
+  // Items this App claimed and has not ended yet, at most: a claim asks for
+  // no more than the room left. A claim that got all it asked for claims
+  // again at once (not after the poll interval); an end that makes room
+  // when the claimer was held back wakes it.
+  size_t queue_in_flight_max = 256;
   int64_t queue_sweep_interval_ms = 5'000;  // the claimed items' sweep (0: never)
-  int64_t await_poll_interval_ms = 50;      // Await's read of an end on another node
-  int64_t schedule_interval_ms = 1'000;     // the schedules' pass (0: never; needs queues)
-  size_t schedule_catch_up_max = 10;        // missed ticks enqueued after an outage, newest
+  int64_t await_poll_interval_ms = 50;      // Await's read of the log while no listener is up
+  // Hears ends on every node (see the file comment); null: Await polls.
+  store::EndListener* end_listener = nullptr;
+  size_t await_waiters_max = 10'000;     // Awaits waiting at once (each holds its caller's thread)
+  int64_t schedule_interval_ms = 1'000;  // the schedules' pass (0: never; needs queues)
+  size_t schedule_catch_up_max = 10;     // missed ticks enqueued after an outage, newest
 };
 
 struct ScheduleOptions {
@@ -224,6 +251,8 @@ class App {
 
   // The execution's state once it is terminal (ended on any node); kTimeout
   // after timeout_ms. An id not started yet (queued) is waited for.
+  // kLimitExceeded (LimitDetail "await_waiters_max") when that many Awaits
+  // wait already.
   Result<runtime::ExecutionState> Await(std::string_view id, int64_t timeout_ms);
 
   // See above. `supervisor` must outlive the App.
@@ -238,7 +267,14 @@ class App {
   void OnChildSettled(const events::Json& parent);
   void OnRuntimeError(const Error& e);
   void OnTerminal(const std::string& id, runtime::ExecutionStatus status);
-  void ClaimQueues();
+  // Returns true when a claim got all it asked for (claim again at once).
+  bool ClaimQueues();
+  // Completes a queue item whose execution ended here, batched with the
+  // ends of other threads: the caller that finds no completion running
+  // completes, in batches of batch_items_max, until none is left; the
+  // others add their id and return (a crash before the completion: the
+  // sweep completes the item).
+  void CompleteEnded(const std::string& id);
   void SweepQueues();
   void Background();
   void RunDue(int64_t now_ms);
@@ -253,10 +289,20 @@ class App {
   std::function<void(const std::string&, int64_t, const store::Envelope&)> user_on_park_;
   std::function<void(const events::Json&)> user_on_child_settled_;
   std::function<void(const std::string&, runtime::ExecutionStatus)> user_on_terminal_;
-  // Ends seen here (Await wakes on them).
+  // Await's waiters, by execution id: woken when that id ends (here or as
+  // the listener heard) and when the listener goes up or down.
+  struct Waiter {
+    size_t count = 0;   // Awaits of this id
+    uint64_t ends = 0;  // ends of this id heard since the first of them
+    std::condition_variable cv;
+  };
+  void Wake(std::string_view id);
+  void WakeAll();
+  void EnsureListening();
   std::mutex ended_mu_;
-  std::condition_variable ended_cv_;
-  uint64_t ended_ = 0;  // GUARDED_BY(ended_mu_)
+  std::unordered_map<std::string, Waiter> waiting_;  // GUARDED_BY(ended_mu_)
+  size_t waiters_ = 0;                               // GUARDED_BY(ended_mu_)
+  uint64_t wake_all_ = 0;                            // GUARDED_BY(ended_mu_)
   std::unique_ptr<runtime::Runtime> runtime_;
   std::unique_ptr<RuntimeWaker> waker_;
   std::unique_ptr<ParkTimers> park_timers_;
@@ -268,14 +314,27 @@ class App {
   std::unique_ptr<lifecycle::LogLifecycle> lifecycle_;
   std::vector<ChildSupervisor*> supervised_;
 
+  // Queue items claimed here and not ended yet (their execution ids).
+  std::mutex claimed_mu_;
+  std::unordered_set<std::string> claimed_;  // GUARDED_BY(claimed_mu_)
+  bool claimer_held_ = false;  // GUARDED_BY(claimed_mu_): the last claim met the room's end
+  // CompleteEnded's batch: the ids waiting, and whether a thread completes.
+  std::mutex complete_mu_;
+  std::vector<std::string> to_complete_;  // GUARDED_BY(complete_mu_)
+  bool completing_ = false;               // GUARDED_BY(complete_mu_)
+  void WakeClaimer();
+  void Forget(std::span<const std::string> ids);
+
   // The background thread: periodic tasks, each with its next due time
   // (steady ms since the thread began).
   struct Periodic {
     int64_t interval_ms = 0;
     int64_t next_ms = 0;
     std::function<void()> run;
+    bool claims = false;  // the queue claim: due at once when claim_now_ is set
   };
-  std::vector<Periodic> periodic_;  // set by Start before the thread runs
+  std::atomic<bool> claim_now_{false};  // WakeClaimer: the claim is due now
+  std::vector<Periodic> periodic_;      // set by Start before the thread runs
   std::mutex background_mu_;
   std::condition_variable background_cv_;
   bool stopping_ = false;  // GUARDED_BY(background_mu_)
