@@ -58,6 +58,8 @@ class ShardedStore final : public EventStore {
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
   Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override;
+  // On the execution's shard: its SQL runs on that shard's database.
+  Result<int64_t> AppendInTransaction(std::string_view id, TransactionWorkRef work) override;
 
  private:
   EventStore& For(std::string_view id) const { return *shards_[ShardOf(id)]; }
