@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "once/nodes/memory_node_registry.h"
 #include "once/runtime/runtime.h"
 #include "test_stores.h"
 
@@ -431,6 +432,42 @@ TEST_F(BackendTest, TransactionBadSqlIsATypedStepFailureAndTheRuntimeServesOn) {
   ASSERT_TRUE(ok) << ok.error().ToString();
   EXPECT_EQ(ok->value, 1999);
   EXPECT_EQ(Payments(*store_), 1);
+}
+
+TEST_F(BackendTest, TransactionRespectsTheNodeStepGateAndItsRunRow) {
+  store::MemoryEventStore registry_store;  // the registry only judges the lease
+  nodes::MemoryNodeRegistry registry(registry_store, clock_);
+  nodes::Node node(registry, clock_,
+                   nodes::NodeOptions{.info = {.node_id = "a"},
+                                      .node_lease_ms = 10'000,
+                                      .step_margin_ms = 2'000,
+                                      .step_wait_ms_max = 200});
+  ASSERT_TRUE(node.Beat());
+  Runtime rt(*hooked_, clock_, {.node = &node});
+  std::atomic<int> runs{0};
+  std::optional<std::string> owner_seen;
+  ASSERT_TRUE(rt.Register("pay", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_ASSIGN_OR_RETURN(Json paid, ctx.Transaction("pay", Pay(ctx, runs)));
+    // The step's append named this node as the run's owner.
+    auto row = store_->RunOwnerOf(ctx.execution_id());
+    if (row && *row) owner_seen = (*row)->owner;
+    return paid;
+  }));
+  clock_.Advance(std::chrono::milliseconds(8'000));  // lease 10 s, margin 2 s: closed
+  Result<RunOutcome> out = rt.Start("pay", "order-7", Json::object());
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::kUnavailable) << out.error().ToString();
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(Payments(*store_), 0);
+  EXPECT_EQ(store_->Head("order-7").value(), 0);
+  ASSERT_TRUE(node.Beat());  // renewed: the step runs
+  out = rt.Start("pay", "order-7", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(Payments(*store_), 1);
+  EXPECT_EQ(owner_seen, "a");
+  EXPECT_FALSE(store_->RunOwnerOf("order-7").value());  // ended: the row is gone
 }
 
 }  // namespace
