@@ -302,7 +302,8 @@ Status Migrate(Connection& c) {
 }  // namespace
 
 namespace {
-int AuthorizeStepSql(void* on, int action, const char* arg1, const char*, const char*, const char*);
+int AuthorizeStepSql(void* on, int action, const char* arg1, const char* arg2, const char*,
+                     const char*);
 }  // namespace
 
 struct SqliteEventStore::Impl {
@@ -685,20 +686,22 @@ Status SqliteEventStore::TruncatePrefixKeeping(std::string_view id, int64_t firs
 
 namespace {
 
-// The event store's own tables: a transactional step's SQL may read them,
-// never write them. (SQLite's own schema table is written by every CREATE
-// TABLE, and SQLite refuses direct writes to it by itself.)
+// The stores' own tables (the event store's and its siblings' in the same
+// file): a transactional step's SQL may read them, never write them.
+// (SQLite's schema table is written by every CREATE TABLE, and SQLite
+// refuses direct writes to it by itself.)
 bool IsStoreTable(const char* table) {
   if (table == nullptr) return false;
   std::string_view t(table);
-  return t == "events" || t == "fences" || t == "kept_heads" || t.starts_with("loom_");
+  return t == "events" || t == "fences" || t == "kept_heads" || t == "once_schema" ||
+         t == "timers" || t.starts_with("inbox_") || t.starts_with("loom_");
 }
 
 // The writer's authorizer, installed once (installing one expires every
 // cached statement): it judges only while `*on` is true, i.e. while a
 // step's statement is being prepared (see sql_transaction.h): no transaction control, no session
 // changes, no writes to the store's tables.
-int AuthorizeStepSql(void* on, int action, const char* arg1, const char*, const char*,
+int AuthorizeStepSql(void* on, int action, const char* arg1, const char* arg2, const char*,
                      const char*) {
   if (!*static_cast<const bool*>(on)) return SQLITE_OK;  // the store's own statements
   switch (action) {
@@ -712,15 +715,13 @@ int AuthorizeStepSql(void* on, int action, const char* arg1, const char*, const 
     case SQLITE_UPDATE:
     case SQLITE_DELETE:
     case SQLITE_DROP_TABLE:
-    case SQLITE_ALTER_TABLE:
-    case SQLITE_CREATE_TRIGGER:
-    case SQLITE_DROP_TRIGGER:
-    case SQLITE_CREATE_INDEX:
-    case SQLITE_DROP_INDEX:
-      // Index and trigger actions name the index/trigger first, the table second;
-      // checking the first argument of every action and the table of the
-      // index/trigger ones is enough for the store's names.
       return IsStoreTable(arg1) ? SQLITE_DENY : SQLITE_OK;
+    case SQLITE_ALTER_TABLE:     // database, then table
+    case SQLITE_CREATE_TRIGGER:  // trigger, then table
+    case SQLITE_DROP_TRIGGER:
+    case SQLITE_CREATE_INDEX:  // index, then table
+    case SQLITE_DROP_INDEX:
+      return IsStoreTable(arg2) ? SQLITE_DENY : SQLITE_OK;
     default:
       return SQLITE_OK;
   }

@@ -138,8 +138,9 @@ class SqliteEventStore final : public EventStore {
   // Its own BEGIN IMMEDIATE on the writer connection (outside the write
   // groups: the work runs on the caller's thread), one commit of its own.
   // The work's statements are prepared under an authorizer that refuses
-  // transaction control, ATTACH/DETACH, PRAGMA and writes to the store's
-  // tables (events, fences, kept_heads, loom_*).
+  // transaction control, ATTACH/DETACH, PRAGMA and writes (triggers,
+  // indexes) to the stores' tables: events, fences, kept_heads, once_schema,
+  // timers, inbox_*, loom_* (kPermissionDenied).
   Result<int64_t> AppendInTransaction(std::string_view id, TransactionWorkRef work) override;
 
   // The writer connection's journal mode, synchronous level, busy timeout
