@@ -904,9 +904,10 @@ Result<int64_t> PostgresEventStore::AppendInTransaction(std::string_view id,
     appending = true;
     ONCE_ASSIGN_OR_RETURN(
         auto out, RunAppend(*conn, "append_share", std::span<const Item>(&item, 1), nullptr));
-    ONCE_ASSIGN_OR_RETURN(int64_t head, std::move(out[0]));
+    Result<int64_t> landed = std::move(out[0]);
+    if (!landed) return landed;  // refused by its guard or its sequence: roll back
     ONCE_RETURN_IF_ERROR(conn->Exec("COMMIT"));
-    return head;
+    return landed;
   }();
   if (res) return res;
   if (appending && conn->last_sqlstate() == kUniqueViolation) return SequenceRaceLost(*conn, *req);
