@@ -18,6 +18,8 @@
 //    appends it to the destination (which must be empty); not atomic with the
 //    source, which CopyPrefix never was across executions anyway.
 //  - Supports(c) is true only if every shard supports c.
+//  - AppendInTransaction runs on the execution's shard: its SQL sees that
+//    shard's database only (the step's tables must exist on every shard).
 // The shards must outlive the store; the shard list must never be reordered
 // for a given database (the routing is positional). Thread-safe.
 
