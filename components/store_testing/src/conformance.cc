@@ -1998,5 +1998,48 @@ TEST_P(EventStoreConformance, TransactionSqlLimitsAreHonoured) {
   EXPECT_TRUE(r) << Describe(r.error());
 }
 
+// Racing transactions for the same sequence (as two runners of one
+// execution would): in every round exactly one commits its SQL with its
+// event; the others are refused and their SQL rolls back.
+TEST_P(EventStoreConformance, RacingTransactionsCommitExactlyOneEffect) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  CreateEffects(store());
+  constexpr size_t kThreads = 4;
+  constexpr int kRounds = 6;
+  std::vector<std::unique_ptr<EventStore>> handles;
+  for (size_t i = 0; i < kThreads; ++i) handles.push_back(OpenAnother());
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<std::optional<ErrorCode>> outcome(kThreads);
+    std::barrier sync(static_cast<std::ptrdiff_t>(kThreads));
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        EventStore& s = HandleFor(handles, t, store());
+        sync.arrive_and_wait();
+        std::string key = std::to_string(round) + "/" + std::to_string(t);
+        Result<int64_t> r =
+            Transact(s, Req("ex-1", round + 1, Steps(1, round + 1)),
+                     [&](store::SqlTransaction& sql) { return InsertEffect(sql, key, round); });
+        outcome[t] = r ? std::nullopt : std::optional<ErrorCode>(r.error().code);
+      });
+    }
+    for (auto& th : threads) th.join();
+    int won = 0;
+    for (size_t t = 0; t < kThreads; ++t) {
+      if (!outcome[t]) {
+        ++won;
+      } else {
+        // The loser saw the winner's event (or waited past the lock timeout).
+        EXPECT_TRUE(*outcome[t] == ErrorCode::kSequenceConflict || *outcome[t] == ErrorCode::kBusy)
+            << ErrorCodeName(*outcome[t]);
+      }
+    }
+    EXPECT_EQ(won, 1);
+    EXPECT_EQ(HeadOf(store(), "ex-1"), round + 1);
+    EXPECT_EQ(CountEffects(store()), round + 1);  // one effect per landed event
+  }
+}
+
 }  // namespace
 }  // namespace once::store_testing
