@@ -94,6 +94,15 @@ Status CheckSqlStatement(std::string_view sql, std::span<const events::Json> par
   return Ok();
 }
 
+Result<SqlRows> CheckedSqlTransaction::Exec(std::string_view sql,
+                                            std::span<const events::Json> params) {
+  if (spoiled_) return std::unexpected(*spoiled_);
+  Status checked = CheckSqlStatement(sql, params, statements_++, limits_);
+  Result<SqlRows> out = checked ? Run(sql, params) : std::unexpected(checked.error());
+  if (!out) spoiled_ = out.error();
+  return out;
+}
+
 SqlResultBudget::SqlResultBudget(const Limits& limits)
     : rows_max_(limits.sql_result_rows_max), bytes_max_(limits.sql_result_bytes_max) {}
 

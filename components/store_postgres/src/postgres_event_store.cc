@@ -808,24 +808,14 @@ Error StepSqlError(const Conn& conn, Error e) {
 }
 
 // A step's statements on a pooled connection inside the store's
-// transaction. After a failure every later Exec returns it (spoiled: the
-// server has aborted the transaction anyway).
-class PgSqlTransaction final : public SqlTransaction {
+// transaction (checks and spoiling: CheckedSqlTransaction; the server has
+// aborted the transaction after a failure anyway).
+class PgSqlTransaction final : public CheckedSqlTransaction {
  public:
-  PgSqlTransaction(Conn& conn, const Limits& limits) : conn_(conn), limits_(limits) {}
-
-  using SqlTransaction::Exec;
-  Result<SqlRows> Exec(std::string_view sql, std::span<const Json> params) override {
-    if (spoiled_) return std::unexpected(*spoiled_);
-    Result<SqlRows> out = Run(sql, params);
-    if (!out) spoiled_ = out.error();
-    return out;
-  }
-  const std::optional<Error>& spoiled() const { return spoiled_; }
+  PgSqlTransaction(Conn& conn, const Limits& limits) : CheckedSqlTransaction(limits), conn_(conn) {}
 
  private:
-  Result<SqlRows> Run(std::string_view sql, std::span<const Json> params) {
-    ONCE_RETURN_IF_ERROR(CheckSqlStatement(sql, params, statements_++, limits_));
+  Result<SqlRows> Run(std::string_view sql, std::span<const Json> params) override {
     Params p;
     for (const Json& param : params) {
       ONCE_ASSIGN_OR_RETURN(std::optional<std::string> text, SqlParamText(param));
@@ -850,7 +840,7 @@ class PgSqlTransaction final : public SqlTransaction {
     SqlRows out;
     const int columns = PQnfields(r);
     for (int c = 0; c < columns; ++c) out.columns.emplace_back(PQfname(r, c));
-    SqlResultBudget budget(limits_);
+    SqlResultBudget budget(limits());
     for (int row = 0; row < PQntuples(r); ++row) {
       auto& values = out.rows.emplace_back();
       size_t bytes = 0;
@@ -870,9 +860,6 @@ class PgSqlTransaction final : public SqlTransaction {
   }
 
   Conn& conn_;
-  const Limits& limits_;
-  size_t statements_ = 0;
-  std::optional<Error> spoiled_;
 };
 
 }  // namespace

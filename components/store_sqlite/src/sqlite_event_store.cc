@@ -753,21 +753,12 @@ std::unexpected<Error> StepSqlFailure(sqlite3* db, int rc, std::string_view what
 }
 
 // A step's statements on the writer connection, inside the store's
-// BEGIN IMMEDIATE. After a failure every later Exec returns it (spoiled).
-class SqliteSqlTransaction final : public SqlTransaction {
+// BEGIN IMMEDIATE (checks and spoiling: CheckedSqlTransaction).
+class SqliteSqlTransaction final : public CheckedSqlTransaction {
  public:
   // `judging`: the writer authorizer's switch.
   SqliteSqlTransaction(sqlite3* db, bool& judging, const Limits& limits)
-      : db_(db), judging_(judging), limits_(limits) {}
-
-  using SqlTransaction::Exec;
-  Result<SqlRows> Exec(std::string_view sql, std::span<const Json> params) override {
-    if (spoiled_) return std::unexpected(*spoiled_);
-    Result<SqlRows> out = Run(sql, params);
-    if (!out) spoiled_ = out.error();
-    return out;
-  }
-  const std::optional<Error>& spoiled() const { return spoiled_; }
+      : CheckedSqlTransaction(limits), db_(db), judging_(judging) {}
 
  private:
   using Stmt = std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)>;
@@ -821,15 +812,14 @@ class SqliteSqlTransaction final : public SqlTransaction {
     return Ok();
   }
 
-  Result<SqlRows> Run(std::string_view sql, std::span<const Json> params) {
-    ONCE_RETURN_IF_ERROR(CheckSqlStatement(sql, params, statements_++, limits_));
+  Result<SqlRows> Run(std::string_view sql, std::span<const Json> params) override {
     ONCE_ASSIGN_OR_RETURN(Stmt stmt, Prepare(sql));
     sqlite3_stmt* s = stmt.get();
     ONCE_RETURN_IF_ERROR(Bind(s, params));
     SqlRows out;
     const int columns = sqlite3_column_count(s);
     for (int c = 0; c < columns; ++c) out.columns.emplace_back(sqlite3_column_name(s, c));
-    SqlResultBudget budget(limits_);
+    SqlResultBudget budget(limits());
     while (true) {
       int rc = sqlite3_step(s);
       if (rc == SQLITE_DONE) break;
@@ -853,9 +843,6 @@ class SqliteSqlTransaction final : public SqlTransaction {
 
   sqlite3* db_;
   bool& judging_;
-  const Limits& limits_;
-  size_t statements_ = 0;
-  std::optional<Error> spoiled_;
 };
 
 }  // namespace

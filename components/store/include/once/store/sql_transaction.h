@@ -81,6 +81,30 @@ class SqlTransaction {
 
 // ---- Shared by the SQL backends (one rule, one place) ----------------------
 
+// What every backend's handle does around a statement: CheckSqlStatement
+// before it runs (counting the statements), and after a failure the
+// spoiled state (every later Exec returns that error). A backend derives
+// from it and runs the checked statement in Run.
+class CheckedSqlTransaction : public SqlTransaction {
+ public:
+  // `limits` must outlive the handle.
+  explicit CheckedSqlTransaction(const Limits& limits) : limits_(limits) {}
+  using SqlTransaction::Exec;
+  Result<SqlRows> Exec(std::string_view sql, std::span<const events::Json> params) final;
+  // The first failure, if any: the transaction must not commit.
+  const std::optional<Error>& spoiled() const { return spoiled_; }
+
+ protected:
+  ~CheckedSqlTransaction() = default;
+  virtual Result<SqlRows> Run(std::string_view sql, std::span<const events::Json> params) = 0;
+  const Limits& limits() const { return limits_; }
+
+ private:
+  const Limits& limits_;
+  size_t statements_ = 0;
+  std::optional<Error> spoiled_;
+};
+
 // The checks every backend applies before it runs a statement: its size, the
 // number and kinds of its parameters, the transaction's count of statements
 // (`statements_before`: Execs already run in it) and the words it may not
