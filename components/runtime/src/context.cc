@@ -68,16 +68,24 @@ Status Context::FlushBeforeEffect(bool everything) {
   return Ok();
 }
 
+Result<Json> Context::ReplayStep(std::string_view name, const Envelope& e) {
+  bool done = e.Is(KernelKind::kStepCompleted);
+  if ((!done && !e.Is(KernelKind::kStepFailed)) || Member(e.payload, "name") != name) {
+    return Diverged("step '" + std::string(name) + "' but the log has " + Describe(e));
+  }
+  if (done) return Member(e.payload, "value");
+  return std::unexpected(ErrorFromJson(Member(e.payload, "error"), run_.id));
+}
+
+void Context::RecordStepFailure(std::string_view name, const Error& error) {
+  run_.pending.push_back(run_.Kernel(
+      KernelKind::kStepFailed, events::JsonObject("name", name, "error", ErrorToJson(error))));
+  run_.step_result_pending = true;  // appended with the next boundary
+}
+
 Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
   if (run_.latched) return Latched();
-  if (const Envelope* e = NextBodyEvent(run_)) {
-    bool done = e->Is(KernelKind::kStepCompleted);
-    if ((!done && !e->Is(KernelKind::kStepFailed)) || Member(e->payload, "name") != name) {
-      return Diverged("step '" + std::string(name) + "' but the log has " + Describe(*e));
-    }
-    if (done) return Member(e->payload, "value");
-    return std::unexpected(ErrorFromJson(Member(e->payload, "error"), run_.id));
-  }
+  if (const Envelope* e = NextBodyEvent(run_)) return ReplayStep(name, *e);
   // The previous step's result is made durable before this fn runs; the
   // run's own EXECUTION_STARTED / EXECUTION_RESUMED need not be (a crash
   // here re-runs the fn, the same window as a crash inside it). Then a
@@ -92,13 +100,28 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
     }
     run_.pending.push_back(
         run_.Kernel(KernelKind::kStepCompleted, events::JsonObject("name", name, "value", *r)));
+    run_.step_result_pending = true;  // appended with the next boundary
   } else {
-    run_.pending.push_back(
-        run_.Kernel(KernelKind::kStepFailed,
-                    events::JsonObject("name", name, "error", ErrorToJson(r.error()))));
+    RecordStepFailure(name, r.error());
   }
-  run_.step_result_pending = true;  // appended with the next boundary
   return r;
+}
+
+Result<Json> Context::TransactionImpl(std::string_view name, TransactionFnRef fn) {
+  if (run_.latched) return Latched();
+  if (const Envelope* e = NextBodyEvent(run_)) return ReplayStep(name, *e);
+  // Nothing is flushed first: what the run buffered commits in the step's
+  // own transaction, with fn's writes and its record.
+  if (!host_.SupportsTransaction()) {
+    return MakeError(ErrorCode::kUnsupported,
+                     "ctx.Transaction needs a store with kTransaction (SQLite, PostgreSQL)",
+                     run_.id);
+  }
+  if (Status gate = host_.BeforeStep(run_); !gate) return Fail(gate.error());
+  Result<internal::TransactOutcome> out = host_.Transact(run_, name, fn);
+  if (!out) return Fail(out.error());  // refused or failed: nothing committed
+  if (!out->committed) RecordStepFailure(name, out->value.error());
+  return std::move(out->value);
 }
 
 Status Context::Emit(std::string_view kind, Json payload) {

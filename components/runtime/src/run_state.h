@@ -58,6 +58,14 @@ struct RunState {
 // null past the end (the run is live from then on).
 const Envelope* NextBodyEvent(RunState& run);
 
+// What Transact did with a step function that ran.
+struct TransactOutcome {
+  // committed: fn's value, durable with its STEP_COMPLETED. Otherwise fn's
+  // error (rolled back, nothing appended: the Context records STEP_FAILED).
+  bool committed = false;
+  Result<Json> value;
+};
+
 // What a Context needs from the runtime running its body.
 class RunHost {
  public:
@@ -74,6 +82,13 @@ class RunHost {
   virtual void ScheduleRedrive(std::string id) = 0;
   // The node's step gate: Ok when a step may start now.
   virtual Status BeforeStep(const RunState& run) = 0;
+  // Whether the store offers kTransaction.
+  virtual bool SupportsTransaction() const = 0;
+  // Runs fn in the store's transaction with everything pending plus
+  // STEP_COMPLETED {name, value} (see Context::Transaction). An error: the
+  // store refused or failed (fn may have run; nothing was committed).
+  virtual Result<TransactOutcome> Transact(RunState& run, std::string_view name,
+                                           TransactionFnRef fn) = 0;
 
  protected:
   ~RunHost() = default;

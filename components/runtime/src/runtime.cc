@@ -62,6 +62,13 @@ class Runtime::Host final : public internal::RunHost {
   }
   void ScheduleRedrive(std::string id) override { rt_.ScheduleRedrive(std::move(id)); }
   Status BeforeStep(const RunState& run) override { return rt_.BeforeStep(run); }
+  bool SupportsTransaction() const override {
+    return rt_.store_.Supports(Capability::kTransaction);
+  }
+  Result<internal::TransactOutcome> Transact(RunState& run, std::string_view name,
+                                             TransactionFnRef fn) override {
+    return rt_.Transact(run, name, fn);
+  }
 
  private:
   Runtime& rt_;
@@ -313,27 +320,102 @@ Status Runtime::CreateChild(const RunState& parent, std::string_view workflow, s
   return CreateStarted(child_id, std::move(payload));
 }
 
-Status Runtime::Flush(RunState& run) {
-  if (run.pending.empty()) return Ok();
+AppendRequest Runtime::RunAppend(const RunState& run, std::vector<Envelope> events,
+                                 RunRowWrite& row) {
   // The run row: named by the first append that leaves the execution
   // running (unless the acquire named it), deleted by the one that parks
   // or ends it. Appends in between leave it alone (no write).
-  std::string_view owner;
-  store::RunRowChange change = store::RunRowChange::kRun;
+  row = RunRowWrite{};
   if (!run.owner.empty()) {
-    change = store::RunRowChangeOf(run.pending);
-    if (change == store::RunRowChange::kEnd || !run.owner_recorded) owner = run.owner;
+    row.change = store::RunRowChangeOf(events);
+    if (row.change == store::RunRowChange::kEnd || !run.owner_recorded) row.owner = run.owner;
   }
-  AppendRequest req{.execution_id = run.id,
-                    .expected_next = run.head + 1,
-                    .events = std::move(run.pending),
-                    .fence = run.fence,
-                    .owner = owner};
+  return AppendRequest{.execution_id = run.id,
+                       .expected_next = run.head + 1,
+                       .events = std::move(events),
+                       .fence = run.fence,
+                       .owner = row.owner};
+}
+
+void Runtime::Appended(RunState& run, const RunRowWrite& row, int64_t head) {
+  run.head = head;
+  if (!row.owner.empty()) run.owner_recorded = row.change == store::RunRowChange::kRun;
+}
+
+Status Runtime::Flush(RunState& run) {
+  if (run.pending.empty()) return Ok();
+  RunRowWrite row;
+  AppendRequest req = RunAppend(run, std::move(run.pending), row);
   run.pending.clear();
   run.step_result_pending = false;
-  ONCE_ASSIGN_OR_RETURN(run.head, Commit(std::move(req)));
-  if (!owner.empty()) run.owner_recorded = change == store::RunRowChange::kRun;
+  ONCE_ASSIGN_OR_RETURN(int64_t head, Commit(std::move(req)));
+  Appended(run, row, head);
   return Ok();
+}
+
+namespace {
+
+// The step's own statements through to the store's handle, remembering the
+// first failure: a failed Exec fails the step even if fn swallows it.
+class WatchedSql final : public store::SqlTransaction {
+ public:
+  explicit WatchedSql(store::SqlTransaction& inner) : inner_(inner) {}
+  using store::SqlTransaction::Exec;
+  Result<store::SqlRows> Exec(std::string_view sql, std::span<const Json> params) override {
+    Result<store::SqlRows> out = inner_.Exec(sql, params);
+    if (!out && !failed_) failed_ = out.error();
+    return out;
+  }
+  const std::optional<Error>& failed() const { return failed_; }
+
+ private:
+  store::SqlTransaction& inner_;
+  std::optional<Error> failed_;
+};
+
+Result<Json> CallTransactionFn(TransactionFnRef fn, store::SqlTransaction& sql,
+                               const std::string& id) {
+  try {
+    return fn(sql);
+  } catch (const std::exception& e) {
+    return MakeError(ErrorCode::kInternal, std::string("transaction fn threw: ") + e.what(), id);
+  } catch (...) {
+    return MakeError(ErrorCode::kInternal, "transaction fn threw", id);
+  }
+}
+
+}  // namespace
+
+// The store runs `work` in its transaction: fn, then the append of the
+// run's buffered events and the step's record, committed together.
+Result<internal::TransactOutcome> Runtime::Transact(RunState& run, std::string_view name,
+                                                    TransactionFnRef fn) {
+  std::optional<Result<Json>> fn_result;  // set once fn has run
+  RunRowWrite row;
+  auto work = [&](store::SqlTransaction& sql) -> Result<AppendRequest> {
+    WatchedSql watched(sql);
+    fn_result = CallTransactionFn(fn, watched, run.id);
+    if (*fn_result && watched.failed()) fn_result = std::unexpected(*watched.failed());
+    if (!*fn_result) return std::unexpected(fn_result->error());  // rolls back
+    // A value the store would refuse is not recorded (as in Step).
+    ONCE_RETURN_IF_ERROR(CheckDepth(**fn_result, "the step's value", run.id, true));
+    std::vector<Envelope> events = run.pending;  // a copy: kept if this rolls back
+    events.push_back(run.Kernel(KernelKind::kStepCompleted,
+                                events::JsonObject("name", name, "value", **fn_result)));
+    return RunAppend(run, std::move(events), row);
+  };
+  direct_commits_.Add();
+  Result<int64_t> head = store_.AppendInTransaction(run.id, work);
+  if (head) {
+    run.pending.clear();
+    run.step_result_pending = false;
+    Appended(run, row, *head);
+    return internal::TransactOutcome{.committed = true, .value = std::move(*fn_result)};
+  }
+  if (fn_result && !*fn_result) {
+    return internal::TransactOutcome{.committed = false, .value = std::move(*fn_result)};
+  }
+  return std::unexpected(head.error());
 }
 
 Status Runtime::BeforeStep(const RunState& run) {

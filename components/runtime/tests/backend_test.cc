@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "once/nodes/memory_node_registry.h"
 #include "once/runtime/runtime.h"
 #include "test_stores.h"
 
@@ -270,6 +271,203 @@ TEST_F(BackendTest, GroupCommitWithManyConcurrentExecutions) {
   EXPECT_EQ(stats.requests, 1u * kExecutions);  // start + step + complete: one append
   EXPECT_LT(stats.store_writes, stats.requests);
   EXPECT_EQ(Log(*store_, "o-7").back().kind, "EXECUTION_COMPLETED");
+}
+
+// ---- ctx.Transaction: the exactly-once step --------------------------------
+
+constexpr char kCreatePayments[] =
+    "CREATE TABLE IF NOT EXISTS payments (execution_id TEXT PRIMARY KEY, cents INTEGER)";
+
+// A transactional step's fn: records one payment of this execution in the
+// same database as the log, counting its runs in `runs`.
+auto Pay(Context& ctx, std::atomic<int>& runs) {
+  return [&ctx, &runs](store::SqlTransaction& sql) -> Result<Json> {
+    ++runs;
+    ONCE_RETURN_IF_ERROR(sql.Exec(kCreatePayments));
+    ONCE_RETURN_IF_ERROR(sql.Exec("INSERT INTO payments (execution_id, cents) VALUES ($1, $2)",
+                                  {Json(ctx.execution_id()), Json(1999)}));
+    return Json(1999);
+  };
+}
+
+// Payments rows committed, read in a transaction that commits nothing
+// (-1 when the table does not exist yet).
+int64_t Payments(store::EventStore& s) {
+  int64_t n = -1;
+  auto work = [&](store::SqlTransaction& sql) -> Result<store::AppendRequest> {
+    ONCE_RETURN_IF_ERROR(sql.Exec(kCreatePayments));
+    ONCE_ASSIGN_OR_RETURN(store::SqlRows rows, sql.Exec("SELECT count(*) FROM payments"));
+    n = std::stoll(rows.rows.at(0).at(0).value());
+    return MakeError(ErrorCode::kCancelled, "read only");
+  };
+  EXPECT_EQ(s.AppendInTransaction("reader", work).error().code, ErrorCode::kCancelled);
+  return n;
+}
+
+// The kinds and step names of a log: "STEP_COMPLETED pay".
+std::vector<std::string> Kinds(const std::vector<Envelope>& log) {
+  std::vector<std::string> out;
+  for (const Envelope& e : log) {
+    std::string k = e.kind.str();
+    if (e.payload.is_object() && e.payload.contains("name")) {
+      k += " " + e.payload["name"].get<std::string>();
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+TEST_F(BackendTest, TransactionCommitsItsEffectOnceWithItsRecordAndReplayDoesNotRerunIt) {
+  Runtime rt(*hooked_, clock_);
+  std::atomic<int> runs{0};
+  ASSERT_TRUE(rt.Register("pay", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_ASSIGN_OR_RETURN(Json a, ctx.Step("a", [&]() -> Result<Json> { return 1; }));
+    ONCE_ASSIGN_OR_RETURN(Json paid, ctx.Transaction("pay", Pay(ctx, runs)));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return paid.get<int>() + a.get<int>();
+  }));
+  Result<RunOutcome> out = rt.Start("pay", "order-7", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(Payments(*store_), 1);
+  // The buffered start and step "a" committed in the step's own transaction.
+  EXPECT_EQ(Kinds(Log(*store_, "order-7")),
+            (std::vector<std::string>{"EXECUTION_STARTED", "STEP_COMPLETED a", "STEP_COMPLETED pay",
+                                      "EXECUTION_SUSPENDED"}));
+  Result<RunOutcome> done = rt.Resume("order-7", {.fence_if_parked_at = out->park_seq});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(done->value, 2000);
+  EXPECT_EQ(runs, 1);  // replayed from the log
+  EXPECT_EQ(Payments(*store_), 1);
+}
+
+TEST_F(BackendTest, TransactionOfAFencedOutRunnerRollsBackWithItsRecord) {
+  Runtime rt(*hooked_, clock_);
+  std::atomic<int> runs{0};
+  int rivals = 0;
+  ASSERT_TRUE(rt.Register("pay", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    // While this body runs (the first time), another runner takes the
+    // execution's fence.
+    ONCE_RETURN_IF_ERROR(ctx.Step("rival", [&]() -> Result<Json> {
+      if (rivals++ > 0) return Json(nullptr);
+      ONCE_ASSIGN_OR_RETURN(int64_t token, store_->AcquireFence(ctx.execution_id()));
+      return token;
+    }));
+    return ctx.Transaction("pay", Pay(ctx, runs));
+  }));
+  Result<RunOutcome> out = rt.Start("pay", "order-7", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  const int64_t head = store_->Head("order-7").value();
+  Result<RunOutcome> r = rt.Resume("order-7", {.fence_if_parked_at = out->park_seq});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kStaleFence) << r.error().ToString();
+  EXPECT_EQ(runs, 1);               // fn ran...
+  EXPECT_EQ(Payments(*store_), 0);  // ...and its write went with its refused record
+  EXPECT_EQ(store_->Head("order-7").value(), head);
+  // The runner holding the fence now runs the step once, for good.
+  Result<RunOutcome> again = rt.Resume("order-7", {.fence_if_parked_at = out->park_seq});
+  ASSERT_TRUE(again) << again.error().ToString();
+  EXPECT_EQ(again->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(Payments(*store_), 1);
+}
+
+TEST_F(BackendTest, TransactionFnErrorRollsBackAndIsRecordedAsAStepFailure) {
+  Runtime rt(*hooked_, clock_);
+  std::atomic<int> runs{0};
+  ASSERT_TRUE(rt.Register("pay", [&](Context& ctx, const Json&) -> Result<Json> {
+    Result<Json> paid = ctx.Transaction("pay", [&](store::SqlTransaction& sql) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(Pay(ctx, runs)(sql));
+      return MakeError(ErrorCode::kNotFound, "no such card");  // after the insert
+    });
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    if (paid) return MakeError(ErrorCode::kInternal, "paid");
+    return Json(paid.error().message);
+  }));
+  Result<RunOutcome> out = rt.Start("pay", "order-7", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(Payments(*store_), 0);
+  EXPECT_EQ(
+      Kinds(Log(*store_, "order-7")),
+      (std::vector<std::string>{"EXECUTION_STARTED", "STEP_FAILED pay", "EXECUTION_SUSPENDED"}));
+  Result<RunOutcome> done = rt.Resume("order-7", {.fence_if_parked_at = out->park_seq});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->value, "no such card");  // the recorded failure, replayed
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(Payments(*store_), 0);
+}
+
+TEST_F(BackendTest, TransactionBadSqlIsATypedStepFailureAndTheRuntimeServesOn) {
+  Runtime rt(*hooked_, clock_);
+  std::atomic<int> runs{0};
+  ASSERT_TRUE(rt.Register("bad", [&](Context& ctx, const Json& in) -> Result<Json> {
+    const bool swallow = in.value("swallow", false);
+    Result<Json> r = ctx.Transaction("bad", [&](store::SqlTransaction& sql) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(Pay(ctx, runs)(sql));
+      Result<store::SqlRows> rows = sql.Exec("SELEC oops FROM payments");
+      if (!rows && !swallow) return std::unexpected(rows.error());
+      return Json("fine");  // swallowed: the step fails all the same
+    });
+    if (r) return MakeError(ErrorCode::kInternal, "bad SQL committed");
+    return Json(std::string(ErrorCodeName(r.error().code)));
+  }));
+  ASSERT_TRUE(rt.Register("pay", [&](Context& ctx, const Json&) -> Result<Json> {
+    return ctx.Transaction("pay", Pay(ctx, runs));
+  }));
+  for (bool swallow : {false, true}) {
+    std::string id = swallow ? "swallowed" : "returned";
+    Result<RunOutcome> out = rt.Start("bad", id, Json{{"swallow", swallow}});
+    ASSERT_TRUE(out) << out.error().ToString();
+    EXPECT_EQ(out->status, ExecutionStatus::kCompleted);
+    EXPECT_EQ(out->value, "InvalidArgument");
+    auto kinds = Kinds(Log(*store_, id));
+    EXPECT_EQ(kinds.at(1), "STEP_FAILED bad");
+  }
+  EXPECT_EQ(Payments(*store_), 0);
+  Result<RunOutcome> ok = rt.Start("pay", "order-8", Json::object());
+  ASSERT_TRUE(ok) << ok.error().ToString();
+  EXPECT_EQ(ok->value, 1999);
+  EXPECT_EQ(Payments(*store_), 1);
+}
+
+TEST_F(BackendTest, TransactionRespectsTheNodeStepGateAndItsRunRow) {
+  store::MemoryEventStore registry_store;  // the registry only judges the lease
+  nodes::MemoryNodeRegistry registry(registry_store, clock_);
+  nodes::Node node(registry, clock_,
+                   nodes::NodeOptions{.info = {.node_id = "a"},
+                                      .node_lease_ms = 10'000,
+                                      .step_margin_ms = 2'000,
+                                      .step_wait_ms_max = 200});
+  ASSERT_TRUE(node.Beat());
+  Runtime rt(*hooked_, clock_, {.node = &node});
+  std::atomic<int> runs{0};
+  std::optional<std::string> owner_seen;
+  ASSERT_TRUE(rt.Register("pay", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_ASSIGN_OR_RETURN(Json paid, ctx.Transaction("pay", Pay(ctx, runs)));
+    // The step's append named this node as the run's owner.
+    auto row = store_->RunOwnerOf(ctx.execution_id());
+    if (row && *row) owner_seen = (*row)->owner;
+    return paid;
+  }));
+  clock_.Advance(std::chrono::milliseconds(8'000));  // lease 10 s, margin 2 s: closed
+  Result<RunOutcome> out = rt.Start("pay", "order-7", Json::object());
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::kUnavailable) << out.error().ToString();
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(Payments(*store_), 0);
+  EXPECT_EQ(store_->Head("order-7").value(), 0);
+  ASSERT_TRUE(node.Beat());  // renewed: the step runs
+  out = rt.Start("pay", "order-7", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(Payments(*store_), 1);
+  EXPECT_EQ(owner_seen, "a");
+  EXPECT_FALSE(store_->RunOwnerOf("order-7").value());  // ended: the row is gone
 }
 
 }  // namespace

@@ -482,5 +482,30 @@ TEST_F(RuntimeTest, CancelEndsAParkedExecution) {
   EXPECT_EQ(again.error().As<ResumeRefusedDetail>()->reason, "terminal");
 }
 
+TEST(TransactionTest, AStoreWithoutTransactionsAnswersUnsupportedAndTheRunGoesOn) {
+  store::MemoryEventStore store;
+  ManualClock clock;
+  Runtime rt(store, clock);
+  int runs = 0;
+  ASSERT_TRUE(rt.Register("pay", [&](Context& ctx, const Json&) -> Result<Json> {
+    Result<Json> r = ctx.Transaction("pay", [&](store::SqlTransaction&) -> Result<Json> {
+      ++runs;
+      return Json(1);
+    });
+    if (r) return MakeError(ErrorCode::kInternal, "ran on a memory store");
+    EXPECT_EQ(r.error().code, ErrorCode::kUnsupported) << r.error().ToString();
+    // Not latched: the body goes on.
+    return ctx.Step("after", [&]() -> Result<Json> { return Json("after"); });
+  }));
+  Result<RunOutcome> out = rt.Start("pay", "order-7", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(out->value, "after");
+  EXPECT_EQ(runs, 0);
+  auto log = store.ReadRange("order-7", 1, store::kToEnd).value();
+  ASSERT_EQ(log.size(), 3u);  // started, step "after", completed: nothing for "pay"
+  EXPECT_EQ(log[1].payload["name"], "after");
+}
+
 }  // namespace
 }  // namespace once::runtime

@@ -500,6 +500,8 @@ std::string_view CapabilityName(Capability c) {
       return "AcquireFenceIfReadTail";
     case Capability::kOwnership:
       return "Ownership";
+    case Capability::kTransaction:
+      return "Transaction";
     case Capability::kCount:
       break;
   }

@@ -15,6 +15,7 @@ struct Mixed {
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
   static constexpr Decide kOwnership = Decide::kRefuse;
+  static constexpr Decide kTransaction = Decide::kRefuse;
 };
 
 class CountingStore final : public EventStoreWrapper<CountingStore, Mixed> {

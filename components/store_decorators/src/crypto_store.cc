@@ -217,6 +217,18 @@ Result<AcquireWithTail> CryptoStore::CustomAcquireFenceIfReadTail(std::string_vi
   return out;
 }
 
+// The SQL's own writes are not sealed (they are the caller's tables); the
+// append's payloads are, as Append seals them.
+Result<int64_t> CryptoStore::CustomAppendInTransaction(std::string_view id,
+                                                       TransactionWorkRef work) {
+  auto sealed_work = [&](SqlTransaction& sql) -> Result<AppendRequest> {
+    ONCE_ASSIGN_OR_RETURN(AppendRequest req, work(sql));
+    size_t bytes = 0;
+    return Seal(req, &bytes);
+  };
+  return target().AppendInTransaction(id, sealed_work);
+}
+
 Result<int64_t> CryptoStore::CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   size_t bytes = 0;
   ONCE_ASSIGN_OR_RETURN(AppendRequest sealed, Seal(req, &bytes));

@@ -63,4 +63,19 @@ Result<int64_t> ObservedStore::CustomAppendIfUnchanged(const AppendRequest& req,
   return out;
 }
 
+Result<int64_t> ObservedStore::CustomAppendInTransaction(std::string_view id,
+                                                         TransactionWorkRef work) {
+  std::optional<AppendRequest> made;  // what the work returned, observed once committed
+  auto observed_work = [&](SqlTransaction& sql) -> Result<AppendRequest> {
+    Result<AppendRequest> req = work(sql);
+    if (req) made = *req;
+    return req;
+  };
+  TimePoint start = clock_.Now();
+  auto out = target().AppendInTransaction(id, observed_work);
+  observer_.OnCommit(1, out ? 1 : 0, SinceUs(start));
+  if (out && made) observer_.OnAppended(*made);
+  return out;
+}
+
 }  // namespace once::store

@@ -25,6 +25,11 @@ Result<int64_t> ProfilingStore::Append(const AppendRequest& req) {
   return Timed("Append", [&] { return target().Append(req); });
 }
 
+Result<int64_t> ProfilingStore::CustomAppendInTransaction(std::string_view id,
+                                                          TransactionWorkRef work) {
+  return Timed("AppendInTransaction", [&] { return target().AppendInTransaction(id, work); });
+}
+
 Result<std::vector<Result<int64_t>>> ProfilingStore::AppendBatch(
     std::span<const AppendRequest> requests) {
   return Timed("AppendBatch", [&] { return target().AppendBatch(requests); });

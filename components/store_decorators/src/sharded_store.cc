@@ -19,6 +19,10 @@ size_t ShardedStore::ShardOf(std::string_view execution_id) const {
   return static_cast<size_t>(h % shards_.size());
 }
 
+Result<int64_t> ShardedStore::AppendInTransaction(std::string_view id, TransactionWorkRef work) {
+  return For(id).AppendInTransaction(id, work);
+}
+
 Result<int64_t> ShardedStore::Append(const AppendRequest& req) {
   return For(req.execution_id).Append(req);
 }

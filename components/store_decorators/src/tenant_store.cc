@@ -181,6 +181,20 @@ Result<int64_t> TenantStore::CustomAppendIfUnchanged(const AppendRequest& req, i
   return r;
 }
 
+// The SQL runs on the wrapped store's database as it is (tables are not
+// scoped); the append is scoped as Append scopes it.
+Result<int64_t> TenantStore::CustomAppendInTransaction(std::string_view id,
+                                                       TransactionWorkRef work) {
+  ONCE_ASSIGN_OR_RETURN(std::string scoped_id, Scope(id));
+  auto scoped_work = [&](SqlTransaction& sql) -> Result<AppendRequest> {
+    ONCE_ASSIGN_OR_RETURN(AppendRequest req, work(sql));
+    return ScopeRequest(req);
+  };
+  auto r = target().AppendInTransaction(scoped_id, scoped_work);
+  if (!r) return std::unexpected(Unscope(r.error()));
+  return r;
+}
+
 Status TenantStore::CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through) {
   ONCE_ASSIGN_OR_RETURN(std::string scoped_from, Scope(from));
   ONCE_ASSIGN_OR_RETURN(std::string scoped_to, Scope(to));

@@ -205,9 +205,13 @@ Error ToError(PGconn* conn, const PGresult* res, std::string_view what) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   std::string message = std::string(what) + ": " + (sqlstate.empty() ? "" : sqlstate + " ") + text;
   ErrorCode code = ErrorCode::kInternal;
-  if ((conn && PQstatus(conn) != CONNECTION_OK) || sqlstate.starts_with("08") ||
-      sqlstate == "57P01" || sqlstate == "57P02" || sqlstate == "57P03" ||
-      sqlstate.starts_with("53")) {
+  const bool live = !conn || PQstatus(conn) == CONNECTION_OK;
+  if (sqlstate == "08P01" && live && res) {
+    // The server refused a message it parsed (a statement given the wrong
+    // number of parameters): the connection is fine.
+    code = ErrorCode::kInvalidArgument;
+  } else if (!live || sqlstate.starts_with("08") || sqlstate == "57P01" || sqlstate == "57P02" ||
+             sqlstate == "57P03" || sqlstate.starts_with("53")) {
     code = ErrorCode::kUnavailable;
   } else if (sqlstate == "40001" || sqlstate == "40P01") {
     code = ErrorCode::kBusy;

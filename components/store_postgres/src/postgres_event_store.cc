@@ -792,6 +792,116 @@ Result<int64_t> BackfillParkFences(const PostgresOptions& options, int64_t batch
   return parked;
 }
 
+namespace {
+
+// The error of a step's statement: what the server refuses as the
+// caller's input (see sql_transaction.h), the rest as the store's own.
+Error StepSqlError(const Conn& conn, Error e) {
+  const std::string& state = conn.last_sqlstate();
+  if (state == kUniqueViolation) {
+    e.code = ErrorCode::kAlreadyExists;
+  } else if (state.starts_with("42") || state.starts_with("23") || state.starts_with("22") ||
+             state.starts_with("2B") || state == "0A000") {
+    e.code = ErrorCode::kInvalidArgument;
+  }
+  return e;
+}
+
+// A step's statements on a pooled connection inside the store's
+// transaction (checks and spoiling: CheckedSqlTransaction; the server has
+// aborted the transaction after a failure anyway).
+class PgSqlTransaction final : public CheckedSqlTransaction {
+ public:
+  PgSqlTransaction(Conn& conn, const Limits& limits) : CheckedSqlTransaction(limits), conn_(conn) {}
+
+ private:
+  Result<SqlRows> Run(std::string_view sql, std::span<const Json> params) override {
+    Params p;
+    for (const Json& param : params) {
+      ONCE_ASSIGN_OR_RETURN(std::optional<std::string> text, SqlParamText(param));
+      if (text) {
+        p.Text(std::move(*text));
+      } else {
+        p.Null();
+      }
+    }
+    // The extended protocol: one statement, parameters never spliced.
+    Result<PgResult> res = conn_.ExecParams(std::string(sql), p);
+    if (!res) return std::unexpected(StepSqlError(conn_, res.error()));
+    // Defence in depth behind CheckSqlStatement: the transaction must
+    // still be open (a statement that ended it committed its writes alone).
+    if (PQtransactionStatus(conn_.raw()) != PQTRANS_INTRANS) {
+      return MakeError(ErrorCode::kInternal, "sql: the statement ended the store's transaction");
+    }
+    return Rows(res->get());
+  }
+
+  Result<SqlRows> Rows(const PGresult* r) {
+    SqlRows out;
+    const int columns = PQnfields(r);
+    for (int c = 0; c < columns; ++c) out.columns.emplace_back(PQfname(r, c));
+    SqlResultBudget budget(limits());
+    for (int row = 0; row < PQntuples(r); ++row) {
+      auto& values = out.rows.emplace_back();
+      size_t bytes = 0;
+      for (int c = 0; c < columns; ++c) {
+        if (PQgetisnull(r, row, c)) {
+          values.emplace_back();
+          continue;
+        }
+        values.emplace_back(std::string(PQgetvalue(r, row, c), PQgetlength(r, row, c)));
+        bytes += values.back()->size();
+      }
+      ONCE_RETURN_IF_ERROR(budget.AddRow(bytes));
+    }
+    const char* changed = PQcmdTuples(const_cast<PGresult*>(r));
+    out.changed = PQntuples(r) == 0 && changed && *changed ? std::atoll(changed) : 0;
+    return out;
+  }
+
+  Conn& conn_;
+};
+
+}  // namespace
+
+// Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
+// The append locks the fence row FOR SHARE (created at token 0 if missing),
+// so an AcquireFence waits for this commit: the guard holds until it.
+Result<int64_t> PostgresEventStore::AppendInTransaction(std::string_view id,
+                                                        TransactionWorkRef work) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  append_hints_->Forget(id);  // this append does not teach hints
+  std::optional<AppendRequest> req;
+  bool appending = false;  // a unique violation from here on is the log's, not the work's
+  auto res = [&]() -> Result<int64_t> {
+    // The pool's sessions forbid sequential scans (PrepareAll); the step's
+    // tables are the caller's.
+    ONCE_RETURN_IF_ERROR(conn->Exec("BEGIN; SET LOCAL enable_seqscan = on"));
+    PgSqlTransaction sql(*conn, limits());
+    ONCE_ASSIGN_OR_RETURN(req, work(sql));
+    if (sql.spoiled()) return std::unexpected(*sql.spoiled());
+    if (req->execution_id != id) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "the transaction's append names another execution", std::string(id));
+    }
+    ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(*req, limits(), clock_));
+    ONCE_RETURN_IF_ERROR(conn->Prepared("ensure_fence", Params().Text(req->execution_id)));
+    Item item{&*req, &enc, req->fence, false, !options_.testing_disable_for_share};
+    appending = true;
+    ONCE_ASSIGN_OR_RETURN(
+        auto out, RunAppend(*conn, "append_share", std::span<const Item>(&item, 1), nullptr));
+    Result<int64_t> landed = std::move(out[0]);
+    if (!landed) return landed;  // refused by its guard or its sequence: roll back
+    ONCE_RETURN_IF_ERROR(conn->Exec("COMMIT"));
+    return landed;
+  }();
+  if (res) return res;
+  if (appending && conn->last_sqlstate() == kUniqueViolation) return SequenceRaceLost(*conn, *req);
+  conn->ResetTransaction();
+  return res;
+}
+
 Result<std::optional<RunOwner>> PostgresEventStore::RunOwnerOf(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());

@@ -301,6 +301,11 @@ Status Migrate(Connection& c) {
 
 }  // namespace
 
+namespace {
+int AuthorizeStepSql(void* on, int action, const char* arg1, const char* arg2, const char*,
+                     const char*);
+}  // namespace
+
 struct SqliteEventStore::Impl {
   std::string path;
   SqliteOptions options;
@@ -310,6 +315,7 @@ struct SqliteEventStore::Impl {
 
   std::mutex writer_mu;
   std::unique_ptr<Connection> writer;  // GUARDED_BY(writer_mu)
+  bool judging_step_sql = false;       // GUARDED_BY(writer_mu): see AuthorizeStepSql
   std::unique_ptr<sqlite_internal::WriteGroup> group;
 
   std::mutex readers_mu;
@@ -393,6 +399,7 @@ Result<std::unique_ptr<SqliteEventStore>> SqliteEventStore::Open(const std::stri
   ONCE_ASSIGN_OR_RETURN(impl->writer, Connection::Open(path, co, SqlText()));
   ONCE_RETURN_IF_ERROR(EnableWal(*impl->writer));
   ONCE_RETURN_IF_ERROR(Migrate(*impl->writer));
+  sqlite3_set_authorizer(impl->writer->db(), AuthorizeStepSql, &impl->judging_step_sql);
   impl->group = std::make_unique<sqlite_internal::WriteGroup>(
       *impl->writer, impl->writer_mu,
       sqlite_internal::TransactionSql{.begin = kBegin,
@@ -674,6 +681,189 @@ Status SqliteEventStore::TruncatePrefixKeeping(std::string_view id, int64_t firs
     ONCE_RETURN_IF_ERROR(s.Bind(1, id));
     ONCE_RETURN_IF_ERROR(s.Bind(2, first_kept));
     return s.Run();
+  });
+}
+
+namespace {
+
+// The stores' own tables (the event store's and its siblings' in the same
+// file): a transactional step's SQL may read them, never write them.
+// (SQLite's schema table is written by every CREATE TABLE, and SQLite
+// refuses direct writes to it by itself.)
+bool IsStoreTable(const char* table) {
+  if (table == nullptr) return false;
+  std::string_view t(table);
+  return t == "events" || t == "fences" || t == "kept_heads" || t == "once_schema" ||
+         t == "timers" || t.starts_with("inbox_") || t.starts_with("loom_");
+}
+
+// The writer's authorizer, installed once (installing one expires every
+// cached statement): it judges only while `*on` is true, i.e. while a
+// step's statement is being prepared (see sql_transaction.h): no transaction control, no session
+// changes, no writes to the store's tables.
+int AuthorizeStepSql(void* on, int action, const char* arg1, const char* arg2, const char*,
+                     const char*) {
+  if (!*static_cast<const bool*>(on)) return SQLITE_OK;  // the store's own statements
+  switch (action) {
+    case SQLITE_TRANSACTION:
+    case SQLITE_SAVEPOINT:
+    case SQLITE_ATTACH:
+    case SQLITE_DETACH:
+    case SQLITE_PRAGMA:
+      return SQLITE_DENY;
+    case SQLITE_INSERT:
+    case SQLITE_UPDATE:
+    case SQLITE_DELETE:
+    case SQLITE_DROP_TABLE:
+      return IsStoreTable(arg1) ? SQLITE_DENY : SQLITE_OK;
+    case SQLITE_ALTER_TABLE:     // database, then table
+    case SQLITE_CREATE_TRIGGER:  // trigger, then table
+    case SQLITE_DROP_TRIGGER:
+    case SQLITE_CREATE_INDEX:  // index, then table
+    case SQLITE_DROP_INDEX:
+      return IsStoreTable(arg2) ? SQLITE_DENY : SQLITE_OK;
+    default:
+      return SQLITE_OK;
+  }
+}
+
+// The error of a step's statement: what the database refuses is the
+// caller's input (see sql_transaction.h), the rest as the store's own.
+std::unexpected<Error> StepSqlFailure(sqlite3* db, int rc, std::string_view what) {
+  std::unexpected<Error> e = sqlite_internal::SqliteFailure(db, rc, what);
+  switch (rc & 0xff) {
+    case SQLITE_ERROR:
+    case SQLITE_MISMATCH:
+    case SQLITE_RANGE:
+    case SQLITE_TOOBIG:
+      e.error().code = ErrorCode::kInvalidArgument;
+      break;
+    case SQLITE_CONSTRAINT:
+      e.error().code = rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY
+                           ? ErrorCode::kAlreadyExists
+                           : ErrorCode::kInvalidArgument;
+      break;
+    case SQLITE_AUTH:
+      e.error().code = ErrorCode::kPermissionDenied;
+      break;
+    default:
+      break;
+  }
+  return e;
+}
+
+// A step's statements on the writer connection, inside the store's
+// BEGIN IMMEDIATE (checks and spoiling: CheckedSqlTransaction).
+class SqliteSqlTransaction final : public CheckedSqlTransaction {
+ public:
+  // `judging`: the writer authorizer's switch.
+  SqliteSqlTransaction(sqlite3* db, bool& judging, const Limits& limits)
+      : CheckedSqlTransaction(limits), db_(db), judging_(judging) {}
+
+ private:
+  using Stmt = std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)>;
+
+  Result<Stmt> Prepare(std::string_view sql) {
+    judging_ = true;
+    sqlite3_stmt* raw = nullptr;
+    const char* tail = nullptr;
+    int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &raw, &tail);
+    judging_ = false;
+    Stmt stmt(raw, sqlite3_finalize);
+    if (rc != SQLITE_OK) return StepSqlFailure(db_, rc, "prepare");
+    if (raw == nullptr) return MakeError(ErrorCode::kInvalidArgument, "sql: an empty statement");
+    std::string_view rest(tail, static_cast<size_t>(sql.data() + sql.size() - tail));
+    if (!FirstSqlKeyword(rest).empty()) {
+      return MakeError(ErrorCode::kInvalidArgument, "sql: one statement per Exec");
+    }
+    return stmt;
+  }
+
+  // $N binds params[N-1] (as PostgreSQL numbers them); ?N and ? by index.
+  Status Bind(sqlite3_stmt* s, std::span<const Json> params) {
+    if (sqlite3_bind_parameter_count(s) != static_cast<int>(params.size())) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "sql: the statement takes " +
+                           std::to_string(sqlite3_bind_parameter_count(s)) + " parameters, " +
+                           std::to_string(params.size()) + " given");
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::string name = "$" + std::to_string(i + 1);
+      int index = sqlite3_bind_parameter_index(s, name.c_str());
+      if (index == 0) index = static_cast<int>(i + 1);
+      const Json& p = params[i];
+      int rc = SQLITE_OK;
+      if (p.is_null()) {
+        rc = sqlite3_bind_null(s, index);
+      } else if (p.is_boolean()) {
+        rc = sqlite3_bind_int64(s, index, p.get<bool>() ? 1 : 0);
+      } else if (p.is_number_integer()) {
+        rc = p.is_number_unsigned() && p.get<uint64_t>() > INT64_MAX
+                 ? sqlite3_bind_double(s, index, p.get<double>())
+                 : sqlite3_bind_int64(s, index, p.get<int64_t>());
+      } else if (p.is_number()) {
+        rc = sqlite3_bind_double(s, index, p.get<double>());
+      } else {
+        const std::string& text = p.get_ref<const std::string&>();
+        rc = sqlite3_bind_text64(s, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+      }
+      if (rc != SQLITE_OK) return StepSqlFailure(db_, rc, "bind");
+    }
+    return Ok();
+  }
+
+  Result<SqlRows> Run(std::string_view sql, std::span<const Json> params) override {
+    ONCE_ASSIGN_OR_RETURN(Stmt stmt, Prepare(sql));
+    sqlite3_stmt* s = stmt.get();
+    ONCE_RETURN_IF_ERROR(Bind(s, params));
+    SqlRows out;
+    const int columns = sqlite3_column_count(s);
+    for (int c = 0; c < columns; ++c) out.columns.emplace_back(sqlite3_column_name(s, c));
+    SqlResultBudget budget(limits());
+    while (true) {
+      int rc = sqlite3_step(s);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return StepSqlFailure(db_, rc, "step");
+      auto& row = out.rows.emplace_back();
+      size_t bytes = 0;
+      for (int c = 0; c < columns; ++c) {
+        const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(s, c));
+        if (text == nullptr) {
+          row.emplace_back();
+          continue;
+        }
+        row.emplace_back(std::string(text, static_cast<size_t>(sqlite3_column_bytes(s, c))));
+        bytes += row.back()->size();
+      }
+      ONCE_RETURN_IF_ERROR(budget.AddRow(bytes));
+    }
+    out.changed = sqlite3_stmt_readonly(s) ? 0 : sqlite3_changes64(db_);
+    return out;
+  }
+
+  sqlite3* db_;
+  bool& judging_;
+};
+
+}  // namespace
+
+// Its own BEGIN IMMEDIATE on the writer, on the caller's thread (not a
+// group operation: the work is the caller's code and may take a while).
+Result<int64_t> SqliteEventStore::AppendInTransaction(std::string_view id,
+                                                      TransactionWorkRef work) {
+  ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
+  std::lock_guard<std::mutex> lock(impl_->writer_mu);
+  Connection& c = *impl_->writer;
+  return sqlite_internal::InTransaction(c, kBegin, kCommit, kRollback, [&]() -> Result<int64_t> {
+    SqliteSqlTransaction sql(c.db(), impl_->judging_step_sql, limits());
+    ONCE_ASSIGN_OR_RETURN(AppendRequest req, work(sql));
+    if (sql.spoiled()) return std::unexpected(*sql.spoiled());
+    if (req.execution_id != id) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "the transaction's append names another execution", std::string(id));
+    }
+    ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), *impl_->clock));
+    return AppendOn(c, req, enc, GuardKind::kFence, 0, impl_->clock->NowUnixMillis());
   });
 }
 

@@ -849,5 +849,62 @@ TEST(SqliteDesignCheck, DISABLED_FencedExecutionsWithAndWithoutGroupCommit) {
   RunFencedExecutions(1024);
 }
 
+// A transactional step's SQL may read the stores' tables but not write
+// them (nor hang a trigger or an index on them); the store's own
+// statements are unaffected afterwards (the authorizer judges only the
+// step's statements).
+TEST(SqliteEventStore, TransactionSqlMayNotWriteTheStoresTables) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("t.db"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Append(
+      Req("ex-1", 1, {KernelEvent(KernelKind::kExecutionStarted, nlohmann::json::object())})));
+  auto step = [](int64_t seq) {
+    return Req("ex-1", seq, {KernelEvent(KernelKind::kStepCompleted, {{"name", "s"}})});
+  };
+  // The user's own table, and a trigger on it that would write the log.
+  auto create = [&](SqlTransaction& sql) -> Result<AppendRequest> {
+    ONCE_RETURN_IF_ERROR(sql.Exec("CREATE TABLE mine (a INTEGER)"));
+    // Judged when a statement that fires it is prepared, not here.
+    ONCE_RETURN_IF_ERROR(
+        sql.Exec("CREATE TRIGGER relay AFTER INSERT ON mine BEGIN DELETE FROM events; END"));
+    return step(2);
+  };
+  ASSERT_TRUE(store->AppendInTransaction("ex-1", create));
+  const std::vector<std::string> refused = {
+      "INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms) "
+      "VALUES ('ex-1', 3, 'X', '{}', '{}', 1)",
+      "UPDATE fences SET token = 0",
+      "DELETE FROM events",
+      "DELETE FROM loom_runs",
+      "DROP TABLE kept_heads",
+      "CREATE TRIGGER sneaky AFTER INSERT ON events BEGIN SELECT 1; END",
+      "CREATE INDEX sneaky ON events(kind)",
+      "INSERT INTO mine (a) VALUES (1)",  // fires the relay
+  };
+  for (const std::string& q : refused) {
+    SCOPED_TRACE(q);
+    Result<SqlRows> got;
+    auto work = [&](SqlTransaction& sql) -> Result<AppendRequest> {
+      got = sql.Exec(q);
+      return step(3);
+    };
+    EXPECT_FALSE(store->AppendInTransaction("ex-1", work));
+    ASSERT_FALSE(got);
+    EXPECT_EQ(got.error().code, ErrorCode::kPermissionDenied) << got.error().ToString();
+  }
+  // Reading them is fine, and the store's own writes go on.
+  SqlRows rows;
+  auto read = [&](SqlTransaction& sql) -> Result<AppendRequest> {
+    ONCE_ASSIGN_OR_RETURN(rows, sql.Exec("SELECT count(*) FROM events WHERE execution_id = $1",
+                                         {nlohmann::json("ex-1")}));
+    return step(3);
+  };
+  ASSERT_TRUE(store->AppendInTransaction("ex-1", read));
+  EXPECT_EQ(rows.rows.at(0).at(0), "2");
+  EXPECT_EQ(store->Append(step(4)).value_or(-1), 4);
+  EXPECT_EQ(store->Head("ex-1").value_or(-1), 4);
+}
+
 }  // namespace
 }  // namespace once::store

@@ -890,6 +890,16 @@ TEST_P(EventStoreConformance, UnsupportedCapabilitiesAnswerUnsupported) {
   check(Capability::kAppendIfUnchanged, code(store().AppendIfUnchanged(req, 0)));
   check(Capability::kCopyPrefix, code(store().CopyPrefix("ex-1", "ex-2", 1)));
   check(Capability::kTruncatePrefixKeeping, code(store().TruncatePrefixKeeping("ex-1", 1)));
+  int ran = 0;
+  auto work = [&](store::SqlTransaction&) -> Result<AppendRequest> {
+    ++ran;
+    return req;
+  };
+  check(Capability::kTransaction, code(store().AppendInTransaction("ex-1", work)));
+  if (!Supports(Capability::kTransaction)) {
+    EXPECT_EQ(ran, 0);  // refused before any work
+    EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+  }
   if (refused == 0) GTEST_SKIP() << "the store supports every capability";
 }
 
@@ -1724,6 +1734,310 @@ TEST_P(EventStoreConformance, TakersOfOneDeadRunOneWinner) {
     EXPECT_EQ(winners, 1);
     EXPECT_EQ(OwnerOf(store(), id), winner);
     EXPECT_EQ(FenceOf(store(), id), 1);
+  }
+}
+
+// ---- Transactions (kTransaction) -------------------------------------------
+//
+// The SQL below is the dialect SQLite and PostgreSQL share; $N parameters.
+
+constexpr char kCreateEffects[] =
+    "CREATE TABLE IF NOT EXISTS conformance_effects (k TEXT PRIMARY KEY, v INTEGER)";
+constexpr char kInsertEffect[] = "INSERT INTO conformance_effects (k, v) VALUES ($1, $2)";
+
+// AppendInTransaction: sql(t), then `req`.
+template <class Sql>
+Result<int64_t> Transact(EventStore& s, const AppendRequest& req, Sql&& sql) {
+  auto work = [&](store::SqlTransaction& t) -> Result<AppendRequest> {
+    ONCE_RETURN_IF_ERROR(sql(t));
+    return req;
+  };
+  return s.AppendInTransaction(req.execution_id, work);
+}
+
+Status InsertEffect(store::SqlTransaction& t, std::string k, int64_t v) {
+  ONCE_ASSIGN_OR_RETURN(store::SqlRows rows, t.Exec(kInsertEffect, {Json(k), Json(v)}));
+  if (rows.changed != 1) return MakeError(ErrorCode::kInternal, "insert changed no row");
+  return Ok();
+}
+
+// The rows of `query`, read in a transaction that commits nothing.
+std::vector<std::vector<std::optional<std::string>>> Query(EventStore& s, std::string query) {
+  store::SqlRows rows;
+  auto work = [&](store::SqlTransaction& t) -> Result<AppendRequest> {
+    ONCE_ASSIGN_OR_RETURN(rows, t.Exec(query));
+    return MakeError(ErrorCode::kCancelled, "read only");
+  };
+  Result<int64_t> r = s.AppendInTransaction("reader", work);
+  EXPECT_TRUE(Fails(r, ErrorCode::kCancelled));
+  return rows.rows;
+}
+
+int64_t CountEffects(EventStore& s) {
+  auto rows = Query(s, "SELECT count(*) FROM conformance_effects");
+  if (rows.size() != 1 || rows[0].size() != 1 || !rows[0][0]) return -1;
+  return std::stoll(*rows[0][0]);
+}
+
+// Creates the effects table (committed with the first event of "setup").
+void CreateEffects(EventStore& s) {
+  Result<int64_t> r =
+      Transact(s, Req("setup", 1, Steps(1)), [](store::SqlTransaction& t) -> Status {
+        ONCE_RETURN_IF_ERROR(t.Exec(kCreateEffects));
+        return Ok();
+      });
+  ASSERT_TRUE(r) << Describe(r.error());
+}
+
+TEST_P(EventStoreConformance, TransactionCommitsItsSqlWithItsEvents) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  CreateEffects(store());
+  Result<int64_t> r = Transact(store(), Req("ex-1", 1, Steps(2)),
+                               [](store::SqlTransaction& t) { return InsertEffect(t, "a", 7); });
+  ASSERT_TRUE(r) << Describe(r.error());
+  EXPECT_EQ(*r, 2);
+  EXPECT_EQ(Seqs(Read(store(), "ex-1")), (std::vector<int64_t>{1, 2}));
+  auto rows = Query(store(), "SELECT k, v FROM conformance_effects");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0], (std::vector<std::optional<std::string>>{"a", "7"}));  // text form
+  // The next append sees the head the transaction left.
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 3, Steps(1, 3))), 3);
+}
+
+TEST_P(EventStoreConformance, TransactionRefusedByTheFenceRollsBackItsSql) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFence);
+  CreateEffects(store());
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 1, Steps(1))), 1);
+  ASSERT_EQ(store().AcquireFence("ex-1").value_or(-1), 1);  // another writer took the turn
+  Result<int64_t> r = Transact(store(), Req("ex-1", 2, Steps(1, 2), /*fence=*/0),
+                               [](store::SqlTransaction& t) { return InsertEffect(t, "a", 1); });
+  EXPECT_TRUE(Fails(r, ErrorCode::kStaleFence));
+  EXPECT_EQ(CountEffects(store()), 0);  // the write went with the record
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 1);
+  // Under the current token both commit.
+  r = Transact(store(), Req("ex-1", 2, Steps(1, 2), /*fence=*/1),
+               [](store::SqlTransaction& t) { return InsertEffect(t, "a", 1); });
+  ASSERT_TRUE(r) << Describe(r.error());
+  EXPECT_EQ(CountEffects(store()), 1);
+}
+
+TEST_P(EventStoreConformance, TransactionRefusedBySequenceRollsBackItsSql) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  CreateEffects(store());
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 1, Steps(1))), 1);
+  Result<int64_t> r = Transact(store(), Req("ex-1", 1, Steps(1)),
+                               [](store::SqlTransaction& t) { return InsertEffect(t, "a", 1); });
+  EXPECT_TRUE(Fails(r, ErrorCode::kSequenceConflict));
+  EXPECT_EQ(CountEffects(store()), 0);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 1);
+}
+
+TEST_P(EventStoreConformance, TransactionWorkErrorRollsBackAndIsReturned) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  CreateEffects(store());
+  auto work = [](store::SqlTransaction& t) -> Result<AppendRequest> {
+    ONCE_RETURN_IF_ERROR(InsertEffect(t, "a", 1));
+    return MakeError(ErrorCode::kNotFound, "the work's own error");
+  };
+  Result<int64_t> r = store().AppendInTransaction("ex-1", work);
+  ASSERT_TRUE(Fails(r, ErrorCode::kNotFound));
+  EXPECT_EQ(r.error().message, "the work's own error");
+  EXPECT_EQ(CountEffects(store()), 0);
+  EXPECT_EQ(HeadOf(store(), "ex-1"), 0);
+}
+
+TEST_P(EventStoreConformance, TransactionAppendMustNameItsExecution) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  CreateEffects(store());
+  auto work = [](store::SqlTransaction& t) -> Result<AppendRequest> {
+    ONCE_RETURN_IF_ERROR(InsertEffect(t, "a", 1));
+    return Req("ex-2", 1, Steps(1));
+  };
+  EXPECT_TRUE(Fails(store().AppendInTransaction("ex-1", work), ErrorCode::kInvalidArgument));
+  EXPECT_EQ(CountEffects(store()), 0);
+  EXPECT_EQ(HeadOf(store(), "ex-2"), 0);
+  // An invalid append (bad id in the request) rolls back too.
+  auto bad = [](store::SqlTransaction& t) -> Result<AppendRequest> {
+    ONCE_RETURN_IF_ERROR(InsertEffect(t, "b", 1));
+    return Req("ex-1", 1, {});
+  };
+  EXPECT_TRUE(Fails(store().AppendInTransaction("ex-1", bad), ErrorCode::kInvalidArgument));
+  EXPECT_EQ(CountEffects(store()), 0);
+}
+
+TEST_P(EventStoreConformance, TransactionSqlErrorsAreTypedAndTheStoreServesOn) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  CreateEffects(store());
+  struct Case {
+    std::string sql;
+    std::vector<Json> params;
+    ErrorCode code;
+  };
+  const std::vector<Case> cases = {
+      {"SELEC 1", {}, ErrorCode::kInvalidArgument},
+      {"SELECT * FROM no_such_table", {}, ErrorCode::kInvalidArgument},
+      {kInsertEffect, {Json("dup"), Json(1)}, ErrorCode::kAlreadyExists},  // after one "dup"
+      {"COMMIT", {}, ErrorCode::kInvalidArgument},
+      {"  /* c */ rollback", {}, ErrorCode::kInvalidArgument},
+      {"SAVEPOINT s", {}, ErrorCode::kInvalidArgument},
+      {"BEGIN", {}, ErrorCode::kInvalidArgument},
+      {"SET search_path TO elsewhere", {}, ErrorCode::kInvalidArgument},
+      {"SELECT 1; SELECT 2", {}, ErrorCode::kInvalidArgument},
+      {"", {}, ErrorCode::kInvalidArgument},
+      {kInsertEffect, {Json("one")}, ErrorCode::kInvalidArgument},  // too few parameters
+      {kInsertEffect, {Json("obj"), Json::object()}, ErrorCode::kInvalidArgument},
+  };
+  int64_t head = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.sql);
+    // The work runs "dup" first, then the case; it returns its request
+    // even after a failed Exec (swallowing the error): still refused.
+    ErrorCode got = ErrorCode::kInternal;
+    auto work = [&](store::SqlTransaction& t) -> Result<AppendRequest> {
+      if (Status s = InsertEffect(t, "dup", 0); !s) return std::unexpected(s.error());
+      Result<store::SqlRows> r = t.Exec(c.sql, std::span<const Json>(c.params));
+      if (r) {
+        ADD_FAILURE() << "the statement ran";
+      } else {
+        got = r.error().code;
+        // A spoiled transaction answers every later Exec with the same error.
+        EXPECT_TRUE(Fails(t.Exec("SELECT 1"), got));
+      }
+      return Req("ex-1", head + 1, Steps(1, static_cast<int>(head + 1)));
+    };
+    Result<int64_t> r = store().AppendInTransaction("ex-1", work);
+    EXPECT_EQ(got, c.code);
+    EXPECT_TRUE(Fails(r, c.code));
+    EXPECT_EQ(CountEffects(store()), 0);  // "dup" rolled back with it
+    EXPECT_EQ(HeadOf(store(), "ex-1"), head);
+    // The store serves on: a plain append and a good transaction.
+    head = AppendOk(store(), Req("ex-1", head + 1, Steps(1, static_cast<int>(head + 1))));
+  }
+  Result<int64_t> ok =
+      Transact(store(), Req("ex-1", head + 1, Steps(1, static_cast<int>(head + 1))),
+               [](store::SqlTransaction& t) { return InsertEffect(t, "fine", 1); });
+  ASSERT_TRUE(ok) << Describe(ok.error());
+  EXPECT_EQ(CountEffects(store()), 1);
+}
+
+TEST_P(EventStoreConformance, TransactionParametersAreBoundNeverSpliced) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  CreateEffects(store());
+  const std::string hostile = "x', 1); DROP TABLE conformance_effects; --";
+  Result<int64_t> r =
+      Transact(store(), Req("ex-1", 1, Steps(1)), [&](store::SqlTransaction& t) -> Status {
+        ONCE_RETURN_IF_ERROR(InsertEffect(t, hostile, 1));
+        ONCE_RETURN_IF_ERROR(t.Exec(kInsertEffect, {Json("null"), Json(nullptr)}));
+        return Ok();
+      });
+  ASSERT_TRUE(r) << Describe(r.error());
+  auto rows = Query(store(), "SELECT k, v FROM conformance_effects ORDER BY k DESC");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], (std::vector<std::optional<std::string>>{hostile, "1"}));
+  EXPECT_EQ(rows[1], (std::vector<std::optional<std::string>>{"null", std::nullopt}));
+}
+
+TEST_P(EventStoreConformance, TransactionSqlLimitsAreHonoured) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  Limits limits;
+  limits.sql_statement_bytes_max = 100;
+  limits.sql_params_max = 2;
+  limits.sql_statements_max = 4;
+  limits.sql_result_rows_max = 2;
+  limits.sql_result_bytes_max = 10;
+  EventStore* s = MakeStore(limits);
+  ASSERT_NE(s, nullptr);
+  CreateEffects(*s);
+  auto refused = [&](auto&& sql) -> Error {
+    Error seen{ErrorCode::kInternal, "not refused", {}, {}};
+    auto work = [&](store::SqlTransaction& t) -> Result<AppendRequest> {
+      Status st = sql(t);
+      if (!st) seen = st.error();
+      return Req("ex-1", 1, Steps(1));
+    };
+    Result<int64_t> r = s->AppendInTransaction("ex-1", work);
+    EXPECT_FALSE(r);
+    return seen;
+  };
+  auto exec = [](store::SqlTransaction& t, std::string q, std::vector<Json> p = {}) -> Status {
+    ONCE_RETURN_IF_ERROR(t.Exec(q, std::span<const Json>(p)));
+    return Ok();
+  };
+  ExpectLimit(refused([&](store::SqlTransaction& t) {
+                return exec(t, "SELECT 1 " + std::string(100, ' '));
+              }),
+              "sql_statement_bytes_max", 109, 100);
+  ExpectLimit(refused([&](store::SqlTransaction& t) {
+                return exec(t, "SELECT $1, $2, $3", {Json(1), Json(2), Json(3)});
+              }),
+              "sql_params_max", 3, 2);
+  ExpectLimit(refused([&](store::SqlTransaction& t) -> Status {
+                for (int i = 0; i < 5; ++i) ONCE_RETURN_IF_ERROR(exec(t, "SELECT 1"));
+                return Ok();
+              }),
+              "sql_statements_max", 5, 4);
+  ExpectLimit(
+      refused([&](store::SqlTransaction& t) -> Status {
+        for (int i = 0; i < 3; ++i) {
+          ONCE_RETURN_IF_ERROR(exec(t, kInsertEffect, {Json("k" + std::to_string(i)), Json(i)}));
+        }
+        return exec(t, "SELECT k FROM conformance_effects");
+      }),
+      "sql_result_rows_max", 3, 2);
+  ExpectLimit(refused([&](store::SqlTransaction& t) {
+                return exec(t, "SELECT $1", {Json(std::string(11, 'x'))});
+              }),
+              "sql_result_bytes_max", 11, 10);
+  // At the limits, everything runs.
+  Result<int64_t> r =
+      Transact(*s, Req("ex-1", 1, Steps(1)), [&](store::SqlTransaction& t) -> Status {
+        ONCE_RETURN_IF_ERROR(exec(t, "SELECT $1, $2", {Json("12345"), Json("12345")}));
+        return exec(t, "SELECT 1 UNION ALL SELECT 2");
+      });
+  EXPECT_TRUE(r) << Describe(r.error());
+}
+
+// Racing transactions for the same sequence (as two runners of one
+// execution would): in every round exactly one commits its SQL with its
+// event; the others are refused and their SQL rolls back.
+TEST_P(EventStoreConformance, RacingTransactionsCommitExactlyOneEffect) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTransaction);
+  CreateEffects(store());
+  constexpr size_t kThreads = 4;
+  constexpr int kRounds = 6;
+  std::vector<std::unique_ptr<EventStore>> handles;
+  for (size_t i = 0; i < kThreads; ++i) handles.push_back(OpenAnother());
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<std::optional<ErrorCode>> outcome(kThreads);
+    std::barrier sync(static_cast<std::ptrdiff_t>(kThreads));
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        EventStore& s = HandleFor(handles, t, store());
+        sync.arrive_and_wait();
+        std::string key = std::to_string(round) + "/" + std::to_string(t);
+        Result<int64_t> r =
+            Transact(s, Req("ex-1", round + 1, Steps(1, round + 1)),
+                     [&](store::SqlTransaction& sql) { return InsertEffect(sql, key, round); });
+        outcome[t] = r ? std::nullopt : std::optional<ErrorCode>(r.error().code);
+      });
+    }
+    for (auto& th : threads) th.join();
+    int won = 0;
+    for (size_t t = 0; t < kThreads; ++t) {
+      if (!outcome[t]) {
+        ++won;
+      } else {
+        // The loser saw the winner's event (or waited past the lock timeout).
+        EXPECT_TRUE(*outcome[t] == ErrorCode::kSequenceConflict || *outcome[t] == ErrorCode::kBusy)
+            << ErrorCodeName(*outcome[t]);
+      }
+    }
+    EXPECT_EQ(won, 1);
+    EXPECT_EQ(HeadOf(store(), "ex-1"), round + 1);
+    EXPECT_EQ(CountEffects(store()), round + 1);  // one effect per landed event
   }
 }
 

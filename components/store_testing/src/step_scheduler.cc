@@ -242,6 +242,11 @@ Result<std::optional<store::RunOwner>> StepStore::CustomRunOwnerOf(std::string_v
   return Gated("RunOwnerOf", [&] { return target().RunOwnerOf(id); });
 }
 
+Result<int64_t> StepStore::CustomAppendInTransaction(std::string_view id,
+                                                     store::TransactionWorkRef work) {
+  return Gated("AppendInTransaction", [&] { return target().AppendInTransaction(id, work); });
+}
+
 // ---- Runs --------------------------------------------------------------------
 
 std::string StepRun::TraceText() const {

@@ -32,6 +32,7 @@ struct RefuseEverything {
   static constexpr Decide kTruncatePrefixKeeping = Decide::kRefuse;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;
   static constexpr Decide kOwnership = Decide::kRefuse;
+  static constexpr Decide kTransaction = Decide::kRefuse;
 };
 
 class CoreOnlyStore final : public EventStoreWrapper<CoreOnlyStore, RefuseEverything> {

@@ -61,12 +61,14 @@
 #include "once/base/clock.h"
 #include "once/base/result.h"
 #include "once/events/envelope.h"
+#include "once/store/sql_transaction.h"
 
 namespace once::runtime {
 
 using events::Json;
 namespace internal {
 struct RunState;
+struct TransactOutcome;
 class RunHost;
 }  // namespace internal
 
@@ -81,6 +83,21 @@ class StepFnRef {
  private:
   void* obj_;
   Result<Json> (*call_)(void*);
+};
+
+// A non-owning reference to a callable Result<Json>(store::SqlTransaction&).
+class TransactionFnRef {
+ public:
+  template <class F>
+  TransactionFnRef(F& f)
+      : obj_(&f), call_([](void* o, store::SqlTransaction& sql) -> Result<Json> {
+          return (*static_cast<F*>(o))(sql);
+        }) {}
+  Result<Json> operator()(store::SqlTransaction& sql) const { return call_(obj_, sql); }
+
+ private:
+  void* obj_;
+  Result<Json> (*call_)(void*, store::SqlTransaction&);
 };
 
 class Context {
@@ -99,6 +116,40 @@ class Context {
   Result<Json> Step(std::string_view name, F&& fn) {
     static_assert(std::is_invocable_r_v<Result<Json>, F&>, "fn must return Result<Json>");
     return StepImpl(name, StepFnRef(fn));
+  }
+
+  // The exactly-once step (store capability kTransaction: the SQLite and
+  // PostgreSQL stores). Runs fn(sql) inside the store's own write
+  // transaction, on the database that holds this execution's log, and
+  // commits fn's writes in the SAME transaction as STEP_COMPLETED {name,
+  // value} (and everything the run buffered before it), under the run's
+  // fence. So either both are durable or neither is: a run that lost its
+  // fence to another runner (kStaleFence) or its sequence
+  // (kSequenceConflict) has fn's writes rolled back with its record, and
+  // the run ends with that error, as any failed append ends it. On replay
+  // the recorded result is returned and fn does not run. fn's error (or an
+  // Exec error fn swallowed) rolls fn's writes back and is recorded as
+  // STEP_FAILED {name, error}, as Step records one. An exception thrown by
+  // fn is kInternal, recorded the same way.
+  //
+  //   ONCE_ASSIGN_OR_RETURN(Json paid, ctx.Transaction("pay", [&](store::SqlTransaction& sql)
+  //                                                        -> Result<Json> {
+  //     ONCE_RETURN_IF_ERROR(sql.Exec("INSERT INTO payments(id, cents) VALUES ($1, $2)",
+  //                                   {Json(ctx.execution_id()), Json(1999)}));
+  //     return Json(1999);
+  //   }));
+  //
+  // Limits: fn touches only that database, through `sql` (never the store
+  // or another connection: the writer is held while fn runs, so keep it
+  // short); no nested Transaction, Step or other Context call inside fn;
+  // the statements' limits are the store's (sql_transaction.h). A store
+  // without kTransaction (memory, decorators that refuse it) answers
+  // kUnsupported, records nothing and does not end the run.
+  template <class F>
+  Result<Json> Transaction(std::string_view name, F&& fn) {
+    static_assert(std::is_invocable_r_v<Result<Json>, F&, store::SqlTransaction&>,
+                  "fn must take store::SqlTransaction& and return Result<Json>");
+    return TransactionImpl(name, TransactionFnRef(fn));
   }
 
   // Records an application event (kind must not be a kernel kind).
@@ -136,6 +187,11 @@ class Context {
   enum class Call { kSleep, kAwaitChild, kAwaitChildren, kReceive };
 
   Result<Json> StepImpl(std::string_view name, StepFnRef fn);
+  Result<Json> TransactionImpl(std::string_view name, TransactionFnRef fn);
+  // The recorded result of step `name` at the replay cursor `e`.
+  Result<Json> ReplayStep(std::string_view name, const events::Envelope& e);
+  // Buffers STEP_FAILED {name, error} (appended with the next boundary).
+  void RecordStepFailure(std::string_view name, const Error& error);
   Result<Json> AwaitImpl(Call call, Json waits, const Json& answer_wait, bool match_waits);
   Status FlushBeforeEffect(bool everything);
   std::unexpected<Error> Diverged(std::string what);

@@ -361,6 +361,17 @@ class Runtime {
                      std::string_view key, const std::string& child_id, const Json& input);
   Status CreateStarted(const std::string& id, Json payload);
   Status Flush(internal::RunState& run);
+  // The run row an append writes (see Flush): the owner it names (empty:
+  // none) and what it does to the row.
+  struct RunRowWrite {
+    std::string_view owner;
+    store::RunRowChange change = store::RunRowChange::kRun;
+  };
+  store::AppendRequest RunAppend(const internal::RunState& run, std::vector<Envelope> events,
+                                 RunRowWrite& row);
+  void Appended(internal::RunState& run, const RunRowWrite& row, int64_t head);
+  Result<internal::TransactOutcome> Transact(internal::RunState& run, std::string_view name,
+                                             TransactionFnRef fn);
   Status BeforeStep(const internal::RunState& run);
   Result<int64_t> Commit(store::AppendRequest req);
   Result<int64_t> AppendAudit(std::string_view id, Envelope event);

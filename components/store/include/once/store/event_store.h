@@ -38,6 +38,12 @@
 // reads it; DeleteExecution deletes it. The runtime and the node registry
 // (components/nodes) build leases and takeover on this.
 //
+// Transactional appends (kTransaction). AppendInTransaction runs caller's
+// SQL (sql_transaction.h) in the store's own write transaction, then the
+// append, and commits both or neither: a fenced-out writer's SQL effects
+// roll back with its events. The runtime's Context::Transaction (exactly-once
+// steps) is built on it. SQL backends offer it; the memory store refuses it.
+//
 // Optional capabilities. Every implementation decides each of them at compile
 // time: a backend implements it or refuses it (kUnsupported) and says which in
 // Supports(); a decorator derives from EventStoreWrapper<Self, Decisions>,
@@ -60,6 +66,7 @@
 
 #include "once/base/result.h"
 #include "once/events/envelope.h"
+#include "once/store/sql_transaction.h"
 
 namespace once::store {
 
@@ -82,6 +89,14 @@ struct Limits {
   // (events::JsonDepthWithin: deeper trees crash recursive code). Keep it in
   // the thousands at most: checks walk this deep on the thread's stack.
   size_t json_depth_max = kJsonDepthMaxDefault;
+  // kTransaction (sql_transaction.h): one statement's text, its bound
+  // parameters, the statements of one transaction, and what one statement
+  // returns (rows; bytes of their values in text form).
+  size_t sql_statement_bytes_max = 64 << 10;
+  size_t sql_params_max = 1'000;
+  size_t sql_statements_max = 1'000;
+  size_t sql_result_rows_max = 10'000;
+  size_t sql_result_bytes_max = 16 << 20;
 };
 
 inline constexpr int64_t kToEnd = std::numeric_limits<int64_t>::max();
@@ -134,6 +149,22 @@ struct AcquireWithTail {
   std::vector<Envelope> tail;
 };
 
+// The work of AppendInTransaction, by non-owning reference (no heap):
+// Result<AppendRequest>(SqlTransaction&).
+class TransactionWorkRef {
+ public:
+  template <class F>
+  TransactionWorkRef(F& f)  // NOLINT: implicit on purpose, like a function_ref
+      : obj_(&f), call_([](void* o, SqlTransaction& sql) -> Result<AppendRequest> {
+          return (*static_cast<F*>(o))(sql);
+        }) {}
+  Result<AppendRequest> operator()(SqlTransaction& sql) const { return call_(obj_, sql); }
+
+ private:
+  void* obj_;
+  Result<AppendRequest> (*call_)(void*, SqlTransaction&);
+};
+
 struct ExecutionPage {
   std::vector<std::string> execution_ids;  // ascending byte order
   std::string next_after;                  // pass as `after` for the next page; empty at the end
@@ -147,6 +178,7 @@ enum class Capability : uint8_t {
   kTruncatePrefixKeeping,   // drop a log's prefix, keep the rest
   kAcquireFenceIfReadTail,  // the conditional acquire returning the tail past a sequence
   kOwnership,               // run rows: AppendRequest::owner, FenceExpectation::owner, RunOwnerOf
+  kTransaction,             // AppendInTransaction: SQL work committed with an append
   kCount,
 };
 inline constexpr size_t kCapabilityCount = static_cast<size_t>(Capability::kCount);
@@ -235,6 +267,19 @@ class EventStore {
   // kOwnership: the execution's run row, or nullopt when it has none (its
   // body is not known to run anywhere).
   virtual Result<std::optional<RunOwner>> RunOwnerOf(std::string_view execution_id) = 0;
+
+  // kTransaction: opens a write transaction on the store's own database,
+  // runs work(sql) (its statements read and write that database:
+  // sql_transaction.h), then appends the request work returns exactly as
+  // Append would (validation, limits, fence guard, sequence, run row), and
+  // commits both at once. Nothing is committed, neither work's writes nor
+  // the events, when work returns an error (returned as it is), when the
+  // append is refused (kStaleFence, kSequenceConflict, kInvalidArgument,
+  // ...) or when anything else fails. The request must name execution_id
+  // (else kInvalidArgument). Work runs on the calling thread while the
+  // store's writer is held: keep it short, and never call the store from it.
+  virtual Result<int64_t> AppendInTransaction(std::string_view execution_id,
+                                              TransactionWorkRef work) = 0;
 };
 
 // What an accepted request does to its run row when it names an owner:

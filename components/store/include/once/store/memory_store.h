@@ -52,7 +52,8 @@ class MemoryEventStore final : public EventStore {
   Status DeleteExecution(std::string_view id) override;
   const Limits& limits() const override { return limits_; }
 
-  bool Supports(Capability) const override { return true; }
+  // Everything but kTransaction: there is no database to run SQL on.
+  bool Supports(Capability c) const override { return c != Capability::kTransaction; }
   Result<int64_t> AcquireFence(std::string_view id) override;
   Result<int64_t> ReadFence(std::string_view id) override;
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
@@ -62,6 +63,9 @@ class MemoryEventStore final : public EventStore {
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
   Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override;
+  Result<int64_t> AppendInTransaction(std::string_view, TransactionWorkRef) override {
+    return Unsupported(Capability::kTransaction, "memory store");
+  }
 
   // Every run row, by execution id (the memory node registry reads them).
   std::vector<std::pair<std::string, RunOwner>> RunRows();

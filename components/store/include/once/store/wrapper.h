@@ -15,6 +15,7 @@
 //     static constexpr Decide kTruncatePrefixKeeping = Decide::kCustom;
 //     static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
 //     static constexpr Decide kOwnership = Decide::kForward;
+//     static constexpr Decide kTransaction = Decide::kCustom;
 //   };
 //   class ProfilingStore final
 //       : public EventStoreWrapper<ProfilingStore, ProfilingDecisions> { ... };
@@ -29,6 +30,10 @@
 // kOwnership covers RunOwnerOf and the owner fields of appends and acquires.
 // A decorator that refuses it must not pass owners on (the wrapped store
 // would record them); the ones in this repository forward or scope it.
+//
+// kTransaction covers AppendInTransaction. Its work returns an append, so a
+// decorator that changes appends (ids, payloads) must customize it (kCustom,
+// changing the returned request as its Append would) or refuse it.
 //
 // kAcquireFenceIfReadTail is the conditional acquire plus a read, so it
 // follows kAcquireFenceIf: a decorator that refuses the acquire refuses it
@@ -57,6 +62,7 @@ concept NamesEveryCapability = requires {
   { D::kTruncatePrefixKeeping } -> std::convertible_to<Decide>;
   { D::kAcquireFenceIfReadTail } -> std::convertible_to<Decide>;
   { D::kOwnership } -> std::convertible_to<Decide>;
+  { D::kTransaction } -> std::convertible_to<Decide>;
 };
 
 // The combined acquire follows the conditional one (see above).
@@ -79,6 +85,7 @@ struct ForwardEverything {
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kForward;
   static constexpr Decide kOwnership = Decide::kForward;
+  static constexpr Decide kTransaction = Decide::kForward;
 };
 
 template <class Self, DecidesEveryCapability D>
@@ -175,6 +182,15 @@ class EventStoreWrapper : public EventStore {
       return self().CustomRunOwnerOf(id);
   }
 
+  Result<int64_t> AppendInTransaction(std::string_view id, TransactionWorkRef work) override {
+    if constexpr (D::kTransaction == Decide::kForward)
+      return target_->AppendInTransaction(id, work);
+    else if constexpr (D::kTransaction == Decide::kRefuse)
+      return Unsupported(Capability::kTransaction, name());
+    else
+      return self().CustomAppendInTransaction(id, work);
+  }
+
   static constexpr Decide Decision(Capability c) {
     switch (c) {
       case Capability::kAcquireFence:
@@ -191,6 +207,8 @@ class EventStoreWrapper : public EventStore {
         return D::kAcquireFenceIfReadTail;
       case Capability::kOwnership:
         return D::kOwnership;
+      case Capability::kTransaction:
+        return D::kTransaction;
       case Capability::kCount:
         break;
     }

@@ -69,6 +69,7 @@ struct CryptoDecisions {
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;  // opens the tail
   static constexpr Decide kOwnership = Decide::kForward;
+  static constexpr Decide kTransaction = Decide::kCustom;  // seals the returned append
 };
 
 class CryptoStore final : public EventStoreWrapper<CryptoStore, CryptoDecisions> {
@@ -88,6 +89,7 @@ class CryptoStore final : public EventStoreWrapper<CryptoStore, CryptoDecisions>
   const Limits& limits() const override { return limits_; }
 
   Result<int64_t> CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed);
+  Result<int64_t> CustomAppendInTransaction(std::string_view id, TransactionWorkRef work);
   Result<AcquireWithTail> CustomAcquireFenceIfReadTail(std::string_view id, FenceExpectation e,
                                                        int64_t read_after);
 

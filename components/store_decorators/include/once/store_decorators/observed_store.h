@@ -46,7 +46,8 @@ struct ObservedDecisions {
   static constexpr Decide kCopyPrefix = Decide::kForward;
   static constexpr Decide kTruncatePrefixKeeping = Decide::kForward;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
-  static constexpr Decide kOwnership = Decide::kForward;  // owners pass through unchanged
+  static constexpr Decide kOwnership = Decide::kForward;   // owners pass through unchanged
+  static constexpr Decide kTransaction = Decide::kCustom;  // observes the append it commits
 };
 
 class ObservedStore final : public EventStoreWrapper<ObservedStore, ObservedDecisions> {
@@ -63,6 +64,7 @@ class ObservedStore final : public EventStoreWrapper<ObservedStore, ObservedDeci
   Result<AcquireWithTail> CustomAcquireFenceIfReadTail(std::string_view id, FenceExpectation e,
                                                        int64_t read_after);
   Result<int64_t> CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed);
+  Result<int64_t> CustomAppendInTransaction(std::string_view id, TransactionWorkRef work);
 
  protected:
   std::string_view name() const override { return "ObservedStore"; }

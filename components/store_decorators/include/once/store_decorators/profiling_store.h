@@ -30,6 +30,7 @@ struct ProfilingDecisions {
   static constexpr Decide kTruncatePrefixKeeping = Decide::kCustom;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
   static constexpr Decide kOwnership = Decide::kCustom;
+  static constexpr Decide kTransaction = Decide::kCustom;
 };
 
 struct MethodStats {
@@ -66,6 +67,7 @@ class ProfilingStore final : public EventStoreWrapper<ProfilingStore, ProfilingD
   Status CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through);
   Status CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept);
   Result<std::optional<RunOwner>> CustomRunOwnerOf(std::string_view id);
+  Result<int64_t> CustomAppendInTransaction(std::string_view id, TransactionWorkRef work);
 
  protected:
   std::string_view name() const override { return "ProfilingStore"; }

@@ -18,6 +18,8 @@
 //    appends it to the destination (which must be empty); not atomic with the
 //    source, which CopyPrefix never was across executions anyway.
 //  - Supports(c) is true only if every shard supports c.
+//  - AppendInTransaction runs on the execution's shard: its SQL sees that
+//    shard's database only (the step's tables must exist on every shard).
 // The shards must outlive the store; the shard list must never be reordered
 // for a given database (the routing is positional). Thread-safe.
 
@@ -58,6 +60,8 @@ class ShardedStore final : public EventStore {
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
   Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override;
+  // On the execution's shard: its SQL runs on that shard's database.
+  Result<int64_t> AppendInTransaction(std::string_view id, TransactionWorkRef work) override;
 
  private:
   EventStore& For(std::string_view id) const { return *shards_[ShardOf(id)]; }

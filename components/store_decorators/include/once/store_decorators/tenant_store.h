@@ -34,6 +34,7 @@ struct TenantDecisions {
   static constexpr Decide kTruncatePrefixKeeping = Decide::kCustom;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kCustom;
   static constexpr Decide kOwnership = Decide::kCustom;
+  static constexpr Decide kTransaction = Decide::kCustom;  // scopes the returned append
 };
 
 class TenantStore final : public EventStoreWrapper<TenantStore, TenantDecisions> {
@@ -66,6 +67,7 @@ class TenantStore final : public EventStoreWrapper<TenantStore, TenantDecisions>
   Status CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through);
   Status CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept);
   Result<std::optional<RunOwner>> CustomRunOwnerOf(std::string_view id);
+  Result<int64_t> CustomAppendInTransaction(std::string_view id, TransactionWorkRef work);
 
   const std::string& tenant() const { return tenant_; }
 

@@ -214,6 +214,11 @@ class PostgresEventStore final : public EventStore {
   // Deletes sequences < first_kept but always keeps the newest event, so
   // that the head (max(sequence)) does not move.
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
+  // BEGIN on a pooled connection; the work's statements with the extended
+  // protocol (one statement each, parameters bound as text); then the
+  // append with its fence row locked FOR SHARE; COMMIT. The work's SQL runs
+  // in the store's schema (search_path) with sequential scans allowed.
+  Result<int64_t> AppendInTransaction(std::string_view id, TransactionWorkRef work) override;
   Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override;
 
   PostgresAcquireStats AcquireStats() const;

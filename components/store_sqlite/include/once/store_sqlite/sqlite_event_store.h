@@ -135,6 +135,13 @@ class SqliteEventStore final : public EventStore {
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
   Result<std::optional<RunOwner>> RunOwnerOf(std::string_view id) override;
+  // Its own BEGIN IMMEDIATE on the writer connection (outside the write
+  // groups: the work runs on the caller's thread), one commit of its own.
+  // The work's statements are prepared under an authorizer that refuses
+  // transaction control, ATTACH/DETACH, PRAGMA and writes (triggers,
+  // indexes) to the stores' tables: events, fences, kept_heads, once_schema,
+  // timers, inbox_*, loom_* (kPermissionDenied).
+  Result<int64_t> AppendInTransaction(std::string_view id, TransactionWorkRef work) override;
 
   // The writer connection's journal mode, synchronous level, busy timeout
   // and schema version.

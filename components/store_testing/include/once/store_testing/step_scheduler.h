@@ -162,6 +162,7 @@ struct GateEverything {
   static constexpr store::Decide kTruncatePrefixKeeping = store::Decide::kCustom;
   static constexpr store::Decide kAcquireFenceIfReadTail = store::Decide::kCustom;
   static constexpr store::Decide kOwnership = store::Decide::kCustom;
+  static constexpr store::Decide kTransaction = store::Decide::kCustom;
 };
 
 // One actor's view of the store: every method (except limits() and
@@ -193,6 +194,8 @@ class StepStore final : public store::EventStoreWrapper<StepStore, GateEverythin
   Status CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through);
   Status CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept);
   Result<std::optional<store::RunOwner>> CustomRunOwnerOf(std::string_view id);
+  // One step: the work and the append are one atomic store call.
+  Result<int64_t> CustomAppendInTransaction(std::string_view id, store::TransactionWorkRef work);
 
  protected:
   std::string_view name() const override { return "step"; }
