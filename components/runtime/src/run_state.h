@@ -32,6 +32,12 @@ struct RunState {
   // pending holds a step result: it must be durable before the next effect
   // (a step fn, a child start, a park, the end, the call returning).
   bool step_result_pending = false;
+  // An answer appended under no token (an unfenced resume): the store may
+  // refuse it (someone fenced the execution, or another resumer appended
+  // first), so it is made durable before the first effect, not after (an
+  // effect run by a resume the store then refuses would run again under
+  // the next one, in a live process).
+  bool answer_unconfirmed = false;
 
   // Ownership (a runtime with a node): the node running this body, whether
   // the execution's run row already names it (an owned acquire or an

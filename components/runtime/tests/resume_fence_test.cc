@@ -287,6 +287,29 @@ TEST_F(ResumeFenceTest, ResumeUnderAHeldToken) {
   EXPECT_EQ(Log(memory_, "ex")[park_seq_].fence(), held);
 }
 
+// An unfenced resume of an execution someone fenced is refused BEFORE its
+// first step's effect: its EXECUTION_RESUMED is made durable first. (The
+// chaos test found the parent answer's unfenced try running the parent's
+// next step, refused at its append, and the conditional try running it
+// again: one effect twice in one live process, no crash.)
+TEST_F(ResumeFenceTest, RefusedUnfencedResumeRunsNoStep) {
+  ASSERT_TRUE(memory_.AcquireFence("ex"));
+  Result<RunOutcome> unfenced = rt_.Resume("ex");
+  ASSERT_FALSE(unfenced);
+  EXPECT_EQ(unfenced.error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(steps_, 0);
+}
+
+TEST_F(ResumeFenceTest, AnswerParkRunsTheStepOnceWhenItsUnfencedTryIsRefused) {
+  ASSERT_TRUE(memory_.AcquireFence("ex"));
+  Result<ParkAnswered> answered =
+      rt_.AnswerPark("ex", {.park_seq = park_seq_, .unfenced_first = true});
+  ASSERT_TRUE(answered) << answered.error().ToString();
+  EXPECT_EQ(answered->verdict, ParkVerdict::kResumed);
+  EXPECT_EQ(answered->conditional_resumes, 1);
+  EXPECT_EQ(steps_, 1);
+}
+
 TEST(ResumeFallbackTest, WithoutAcquireFenceIfFallsBackToAcquireFence) {
   ManualClock clock;
   MemoryEventStore memory(store::Limits{}, clock);
