@@ -211,14 +211,17 @@ Status Context::StartChild(std::string_view workflow, std::string_view key, Json
   // buffered (the start included) is durable before the child exists.
   ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/true));
   std::string child_id = ChildExecutionId(run_.id, key);
-  Status started = host_.CreateChild(run_, workflow, key, child_id, input);
-  if (!started) return Fail(started.error());
+  Result<bool> run_here = host_.CreateChild(run_, workflow, key, child_id, input);
+  if (!run_here) return Fail(run_here.error());
   Json payload{
       {"key", key}, {"workflow", workflow}, {"child_id", child_id}, {"input", std::move(input)}};
   if (!group.empty()) payload["group"] = group;
   run_.pending.push_back(run_.Kernel(KernelKind::kChildStarted, std::move(payload)));
-  if (Status s = host_.Flush(run_); !s) return Fail(s.error());
-  host_.ScheduleRedrive(std::move(child_id));
+  if (Status s = host_.Flush(run_); !s) {
+    if (*run_here) host_.AbandonRedrive(child_id);
+    return Fail(s.error());
+  }
+  if (*run_here) host_.ScheduleRedrive(std::move(child_id));
   return Ok();
 }
 

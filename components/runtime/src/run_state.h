@@ -81,11 +81,15 @@ class RunHost {
                             bool wrapped) const = 0;
   // Appends everything pending in one append (a durability boundary).
   virtual Status Flush(RunState& run) = 0;
-  virtual Status CreateChild(const RunState& parent, std::string_view workflow,
-                             std::string_view key, const std::string& child_id,
-                             const Json& input) = 0;
+  // true: the child is this runtime's to run now (ScheduleRedrive it after
+  // the parent's CHILD_STARTED is durable, or AbandonRedrive when that
+  // fails); false: it existed already and its owner or a takeover runs it.
+  virtual Result<bool> CreateChild(const RunState& parent, std::string_view workflow,
+                                   std::string_view key, const std::string& child_id,
+                                   const Json& input) = 0;
   // Runs the execution's body in the background (a new child, a continuation).
   virtual void ScheduleRedrive(std::string id) = 0;
+  virtual void AbandonRedrive(const std::string& id) = 0;
   // The node's step gate: Ok when a step may start now.
   virtual Status BeforeStep(const RunState& run) = 0;
   // Whether the store offers kTransaction.

@@ -271,5 +271,65 @@ TEST_F(NodesTest, TakeoverNeedsANode) {
   EXPECT_EQ(rt.Takeover().error().code, ErrorCode::kUnsupported);
 }
 
+// A child this node creates is its own to run from its first event: a
+// takeover of this node's own runs between the child's start and its
+// scheduled body must leave it alone. (The chaos test saw the takeover
+// claim the child and run its first step while the scheduled body ran it
+// too: one effect twice in one live process.)
+TEST_F(NodesTest, OwnTakeoverLeavesAChildWhoseBodyIsScheduledHere) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  Runtime rt(store_, clock_, {.node = &a});  // workers 0: the child runs after the parent
+  ASSERT_TRUE(RegisterTwoSteps(rt));
+  ASSERT_TRUE(rt.Register("parent", [&rt](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.StartChild("two", "c", Json::object()));
+    Result<TakeoverReport> taken = rt.Takeover();  // the child is scheduled, not yet run
+    EXPECT_TRUE(taken);
+    if (taken) EXPECT_EQ(taken->redriven, 0u);
+    return ctx.AwaitChild("c");
+  }));
+  ASSERT_TRUE(rt.Start("parent", "p", Json::object()));
+  EXPECT_EQ(a_runs_.load(), 1);
+  EXPECT_EQ(b_runs_.load(), 1);
+  EXPECT_FALSE(rt.RunningHere(ChildExecutionId("p", "c")));  // the mark ends with the body
+}
+
+// A parent re-driven after its node died finds its child already created
+// (the node died between the child's start and the parent's CHILD_STARTED):
+// the child is not run unfenced by the parent's taker, but claimed by
+// takeover like every dead node's run, so it runs once. (With workers 0 the
+// old unfenced run came after the takeover had finished the child, so this
+// case passed before the fix too: it keeps the path working; the race it
+// closes needs threads, and the chaos test is where it showed.)
+TEST_F(NodesTest, AChildThatExistedIsLeftToTakeover) {
+  Node a(registry_, clock_, Options("a"));
+  Node b(registry_, clock_, Options("b"));
+  ASSERT_TRUE(a.Beat());
+  auto register_parent = [](Runtime& rt) {
+    return rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(ctx.StartChild("two", "c", Json::object()));
+      return ctx.AwaitChild("c");
+    });
+  };
+  {
+    HookStore faulty(store_);
+    Runtime rt(faulty, clock_, {.node = &a});
+    ASSERT_TRUE(RegisterTwoSteps(rt));
+    ASSERT_TRUE(register_parent(rt));
+    faulty.writes_left = 2;  // the parent's start and the child's start land; CHILD_STARTED fails
+    ASSERT_FALSE(rt.Start("parent", "p", Json::object()));
+  }
+  ASSERT_EQ(OwnerOf(store_, ChildExecutionId("p", "c")), "a");
+  clock_.Advance(milliseconds(kLeaseMs + 1));
+  ASSERT_TRUE(b.Beat());
+  Runtime rt(store_, clock_, {.node = &b});
+  ASSERT_TRUE(RegisterTwoSteps(rt));
+  ASSERT_TRUE(register_parent(rt));
+  for (int pass = 0; pass < 3; ++pass) ASSERT_TRUE(rt.Takeover());
+  rt.WaitIdle();
+  EXPECT_EQ(a_runs_.load(), 1);
+  EXPECT_EQ(b_runs_.load(), 1);
+}
+
 }  // namespace
 }  // namespace once::runtime

@@ -357,9 +357,12 @@ class Runtime {
   Result<RunOutcome> Finish(internal::RunState& run, Result<Json> body_result);
   Result<RunOutcome> FinishParked(internal::RunState& run);
   Result<RunOutcome> FinishContinued(internal::RunState& run, Json input);
-  Status CreateChild(const internal::RunState& parent, std::string_view workflow,
-                     std::string_view key, const std::string& child_id, const Json& input);
-  Status CreateStarted(const std::string& id, Json payload);
+  // Both return whether this runtime should run the new execution's body
+  // now (CreateStarted's rule); when true, ScheduleRedrive or
+  // AbandonRedrive must follow.
+  Result<bool> CreateChild(const internal::RunState& parent, std::string_view workflow,
+                           std::string_view key, const std::string& child_id, const Json& input);
+  Result<bool> CreateStarted(const std::string& id, Json payload);
   Status Flush(internal::RunState& run);
   // The run row an append writes (see Flush): the owner it names (empty:
   // none) and what it does to the row.
@@ -384,6 +387,7 @@ class Runtime {
   Status ResumeParked(const std::string& id, int64_t park_seq, Answer answer,
                       std::vector<Envelope>* log_in_hand = nullptr);
   void ScheduleRedrive(std::string id);
+  void AbandonRedrive(const std::string& id);
   void Schedule(std::function<void()> task);
   void DrainDeferred();
   void ReportError(const Error& e);
