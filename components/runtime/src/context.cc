@@ -90,8 +90,8 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
   if (const Envelope* e = NextBodyEvent(run_)) return ReplayStep(name, *e);
   // The previous step's result is made durable before this fn runs; the
   // run's own EXECUTION_STARTED / EXECUTION_RESUMED need not be (a crash
-  // here re-runs the fn, the same window as a crash inside it), unless the
-  // resume holds no token (RunState::answer_unconfirmed). Then a
+  // here re-runs the fn, the same window as a crash inside it), except a
+  // resume's answer (RunState::answer_unconfirmed). Then a
   // node whose lease is not fresh starts no step (nodes/node.h): the flush
   // is guarded by the fence, the step's effect is not.
   ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/false));

@@ -32,11 +32,13 @@ struct RunState {
   // pending holds a step result: it must be durable before the next effect
   // (a step fn, a child start, a park, the end, the call returning).
   bool step_result_pending = false;
-  // An answer appended under no token (an unfenced resume): the store may
-  // refuse it (someone fenced the execution, or another resumer appended
-  // first), so it is made durable before the first effect, not after (an
-  // effect run by a resume the store then refuses would run again under
-  // the next one, in a live process).
+  // A resume's answer (EXECUTION_RESUMED) is made durable before the
+  // body's first effect, not with that effect's result: until it is, the
+  // park looks unanswered, and a rival resumer of the same park (another
+  // node's timer, the child supervisor, Recover) takes the fence after ours
+  // and runs the same step while ours runs it; and an unfenced resume the
+  // store would refuse (someone fenced the execution) ran the step first.
+  // Either way one effect ran twice in live processes, with no crash.
   bool answer_unconfirmed = false;
 
   // Ownership (a runtime with a node): the node running this body, whether
