@@ -26,9 +26,12 @@
 namespace once::loom_app {
 
 struct ChaosTiming {
-  int64_t lease_ms = 1'000;  // node_lease_ms
-  int64_t heartbeat_ms = 200;
-  int64_t step_margin_ms = 400;
+  // Short, so a run is bounded; the margin leaves a step that passed the
+  // gate 600 ms to write its effect before the node can be judged dead
+  // (the window docs/nodes.md names), also on a loaded 2-core machine.
+  int64_t lease_ms = 1'500;  // node_lease_ms
+  int64_t heartbeat_ms = 250;
+  int64_t step_margin_ms = 600;
   int64_t takeover_ms = 50;  // takeover_interval_ms: live nodes take over all the time
   int64_t recover_ms = 2'000;
 };
