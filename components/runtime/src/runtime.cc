@@ -578,6 +578,12 @@ void Runtime::ScheduleRedrive(std::string id) {
   });
 }
 
+std::shared_ptr<void> Runtime::HoldRunningHere(const std::string& id) {
+  if (!options_.node) return nullptr;
+  running_->Add(id);
+  return std::shared_ptr<void>(nullptr, [this, id](void*) { running_->Remove(id); });
+}
+
 void Runtime::AbandonRedrive(const std::string& id) {
   if (options_.node) running_->Remove(id);
 }

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <latch>
+#include <mutex>
 #include <thread>
 
 #include "once/nodes/memory_node_registry.h"
@@ -329,6 +331,43 @@ TEST_F(NodesTest, AChildThatExistedIsLeftToTakeover) {
   rt.WaitIdle();
   EXPECT_EQ(a_runs_.load(), 1);
   EXPECT_EQ(b_runs_.load(), 1);
+}
+
+// Takeover re-drives what it claimed on the workers: a dead node's bodies
+// that run long resume side by side, not one after another behind the
+// first. (The latency mode of the chaos test saw a dead node's ten running
+// bodies resume up to 33 s after the kill with a 3 s lease.)
+TEST_F(NodesTest, TakeoverResumesADeadNodesRunsSideBySide) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  CrashAfterStepA(a, "x");
+  CrashAfterStepA(a, "y");
+  clock_.Advance(milliseconds(kLeaseMs + 1));
+  Node b(registry_, clock_, Options("b"));
+  ASSERT_TRUE(b.Beat());
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_step_b = 0;
+  std::atomic<int> saw_both{0};
+  Runtime rt(store_, clock_, {.workers = 2, .node = &b});
+  ASSERT_TRUE(rt.Register("two", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("a", [&]() -> Result<Json> { return 0; }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> {
+      std::unique_lock lock(mu);
+      ++in_step_b;
+      cv.notify_all();
+      // Each waits (at most 10 s) for the other body to be in this step too.
+      if (cv.wait_for(lock, std::chrono::seconds(10), [&] { return in_step_b == 2; })) ++saw_both;
+      return 2;
+    }));
+    return "done";
+  }));
+  Result<TakeoverReport> taken = rt.Takeover();
+  ASSERT_TRUE(taken) << taken.error().ToString();
+  EXPECT_EQ(taken->redriven, 2u);
+  rt.WaitIdle();
+  EXPECT_EQ(saw_both.load(), 2);
+  EXPECT_EQ(rt.Takeover().value().redriven, 0u);  // nothing claimed twice
 }
 
 }  // namespace

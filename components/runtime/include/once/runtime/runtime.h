@@ -346,7 +346,12 @@ class Runtime {
   Result<RunOutcome> RedriveUnfenced(std::string_view id);
   // Takeover's claim of one running execution (see TakeoverReport).
   enum class Claimed { kRedriven, kLost, kNotRunning };
+  // Claims a running execution with the conditional acquire and re-drives
+  // it: on the workers when there are any (kRedriven once claimed; the
+  // body's errors go to on_error), else inline.
   Result<Claimed> Claim(const std::string& id, std::optional<std::string_view> expected_owner);
+  // Marks `id` as running here (with a node) until the result is dropped.
+  std::shared_ptr<void> HoldRunningHere(const std::string& id);
   Status TakeoverPage(bool own, TakeoverReport& report, std::string& after, bool& more);
   void RecoverOne(const std::string& id, RecoverReport& report,
                   const std::set<std::string, std::less<>>& alive);
