@@ -700,6 +700,7 @@ int RunChaos(const StoreFlags& flags, const ChaosOptions& in) {
   facts.node_failures = fleet.failures();
   for (const ChaosQueue& q : kQueues) facts.queue_of_prefix[q.prefix] = q.name;
   facts.cron = o.mode == "chaos";
+  facts.duplicates_within_kills = o.mode == "chaos";
   ChaosVerdict v = CheckChaos(*ledger, facts);
   if (!settled) v.breaches.push_back(fmt::format("not settled within {} ms", o.settle_ms_max));
 

@@ -230,7 +230,7 @@ ChaosVerdict CheckChaos(const std::vector<LedgerLine>& ledger, const ChaosFacts&
     }
   }
   CheckEffects(ledger, facts, v);
-  if (v.duplicates > facts.kills.size()) {
+  if (facts.duplicates_within_kills && v.duplicates > facts.kills.size()) {
     v.breaches.push_back(fmt::format("{} step effects ran twice, more than the {} kills",
                                      v.duplicates, facts.kills.size()));
   }

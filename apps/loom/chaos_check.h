@@ -75,6 +75,10 @@ struct ChaosFacts {
   // Cron: the schedule's execution ids are "<prefix><tick ms>", ticks
   // tick_ms apart in cron time.
   bool cron = true;  // a schedule ran (latency mode has none)
+  // Step effects run twice <= kills (the issue's bound; it assumes few
+  // steps in flight at a kill: latency mode's long steps on many bodies
+  // break it by design, and only the per-duplicate rule holds there).
+  bool duplicates_within_kills = true;
   std::string tick_prefix = "tick@";
   int64_t tick_ms = 60'000;
   // The workflow whose executions are queued (their spans are checked
