@@ -608,47 +608,21 @@ int Fail(const std::string& what) {
 
 }  // namespace
 
-int RunChaos(const StoreFlags& flags, const ChaosOptions& in) {
-  ChaosOptions o = in;
-  if (o.dir.empty()) return Fail("--dir is required");
-  if (o.mode == "latency" && o.kill_gap_ms == 0) o.kill_gap_ms = o.timing.lease_ms + 5'000;
-  if (o.mode == "latency") o.load_ms = o.kill_gap_ms * (o.kills + 1);
-  auto target = flags.ToTarget();
-  if (!target) return Fail(target.error().message);
-  SystemClock clock;
-  auto stores = OpenNodeStores(*target, clock, /*as_node=*/true);
-  if (!stores) return Fail(stores.error().ToString());
-  for (const ChaosQueue& q : kQueues) {
-    if (Status s = stores->queues->Configure(q.config); !s) return Fail(s.error().ToString());
-  }
-  if (o.mode == "chaos") {
-    Status s = stores->queues->PutSchedule({.name = kSchedule,
-                                            .cron = "* * * * *",
-                                            .workflow = kSchedule,
-                                            .queue = kCronQueue,
-                                            .input = Json::object()});
-    if (!s) return Fail(s.error().ToString());
-  }
-  ::unlink((o.dir + "/ledger").c_str());
-  SeededRng rng(o.seed);
-  const int64_t start_ms = UnixMs();
-  const int64_t load_until_ms = start_ms + o.load_ms;
-  Fleet fleet(flags, o, load_until_ms, start_ms);
-  if (Status s = fleet.StartAll(); !s) return Fail(s.error().ToString());
-  QueueSampler sampler(*stores->queues);
-  std::vector<std::string> enqueued;
-  std::thread load([&] {
-    SeededRng load_rng(o.seed * 7 + 1);
-    ChaosOptions lo = o;
-    if (o.mode == "latency") lo.queued = 0;
-    auto ids = EnqueueLoad(*stores->queues, lo, load_rng);
-    if (ids) {
-      enqueued = std::move(*ids);
-    } else {
-      fmt::print(stderr, "loom chaos: enqueue: {}\n", ids.error().ToString());
-    }
-  });
-  // Kill, restart, until every kill is made and the load is over.
+namespace {
+
+// The queues' limits and, in chaos mode, the cron schedule.
+Status PrepareStore(const ChaosOptions& o, NodeStores& stores) {
+  for (const ChaosQueue& q : kQueues) ONCE_RETURN_IF_ERROR(stores.queues->Configure(q.config));
+  if (o.mode != "chaos") return Ok();
+  return stores.queues->PutSchedule({.name = kSchedule,
+                                     .cron = "* * * * *",
+                                     .workflow = kSchedule,
+                                     .queue = kCronQueue,
+                                     .input = Json::object()});
+}
+
+// Kills and restarts until every kill is made and the load is over.
+Status KillAndRestart(Fleet& fleet, const ChaosOptions& o, SeededRng& rng, int64_t load_until_ms) {
   std::vector<int64_t> kill_at = KillTimesMs(o, rng);
   const int64_t t0 = SteadyNs();
   size_t next_kill = 0;
@@ -665,51 +639,34 @@ int RunChaos(const StoreFlags& flags, const ChaosOptions& in) {
         ++next_kill;
       }
     }
-    if (Status s = fleet.Tend(); !s) return Fail(s.error().ToString());
-    if (next_kill == kill_at.size() && UnixMs() >= load_until_ms) break;
+    ONCE_RETURN_IF_ERROR(fleet.Tend());
+    if (next_kill == kill_at.size() && UnixMs() >= load_until_ms) return Ok();
     SleepMs(10);
   }
-  load.join();
-  // Every node up again; wait for everything to end.
-  fmt::print("chaos: {} kills made; settling\n", fleet.kills().size());
-  const int64_t settle_start = SteadyNs();
-  bool settled = false;
-  while ((SteadyNs() - settle_start) / 1'000'000 < o.settle_ms_max) {
-    if (Status s = fleet.Tend(); !s) return Fail(s.error().ToString());
-    Result<bool> done = Settled(*stores->events, *stores->queues, enqueued);
-    if (done && *done) {
-      settled = true;
-      break;
-    }
+}
+
+// Waits (restarting nodes that fail) until everything ended: the ms it
+// took, or -1 when settle_ms_max passed first.
+Result<int64_t> SettleMs(Fleet& fleet, NodeStores& stores, const ChaosOptions& o,
+                         const std::vector<std::string>& enqueued) {
+  const int64_t start = SteadyNs();
+  while ((SteadyNs() - start) / 1'000'000 < o.settle_ms_max) {
+    ONCE_RETURN_IF_ERROR(fleet.Tend());
+    Result<bool> done = Settled(*stores.events, *stores.queues, enqueued);
+    if (done && *done) return (SteadyNs() - start) / 1'000'000;
     SleepMs(500);
   }
-  const int64_t settle_ms = (SteadyNs() - settle_start) / 1'000'000;
-  fleet.StopAll();
-  sampler.Stop();
+  return -1;
+}
 
-  auto ledger = ReadLedger(o.dir + "/ledger");
-  if (!ledger) return Fail(ledger.error().ToString());
-  auto logs = ReadLogs(*stores->events);
-  if (!logs) return Fail(logs.error().ToString());
-  ChaosFacts facts;
-  facts.kills = fleet.kills();
-  facts.pids = fleet.pids();
-  facts.enqueued = enqueued;
-  facts.logs = std::move(*logs);
-  facts.queues = sampler.facts();
-  facts.node_failures = fleet.failures();
-  for (const ChaosQueue& q : kQueues) facts.queue_of_prefix[q.prefix] = q.name;
-  facts.cron = o.mode == "chaos";
-  facts.duplicates_within_kills = o.mode == "chaos";
-  ChaosVerdict v = CheckChaos(*ledger, facts);
-  if (!settled) v.breaches.push_back(fmt::format("not settled within {} ms", o.settle_ms_max));
-
+void PrintVerdict(const ChaosOptions& o, const StoreFlags& flags, const ChaosFacts& facts,
+                  ChaosVerdict& v, int64_t settle_ms) {
   fmt::print(
       "chaos: {} on {}: {} kills, {} node processes, {} executions ({} completed), {} queued, "
       "{} direct submitted ({} never started: submitter killed; {} refused), {} cron ticks\n",
       o.mode, flags.db.empty() ? "postgresql" : "sqlite", facts.kills.size(), facts.pids.size(),
-      v.executions, v.completed, enqueued.size(), v.submitted, v.never_started, v.start_refused,
-      v.ticks);
+      v.executions, v.completed, facts.enqueued.size(), v.submitted, v.never_started,
+      v.start_refused, v.ticks);
   fmt::print(
       "chaos: {} step effects, {} run twice (each after a kill of the first runner: {}); "
       "settled in {} ms\n",
@@ -721,41 +678,104 @@ int RunChaos(const StoreFlags& flags, const ChaosOptions& in) {
         name, q.claimed_max, q.concurrency_max, q.claimed_by_node_max, q.per_node_concurrency_max,
         q.samples, v.span_overlap_max[name]);
   }
-  if (o.mode == "latency") {
-    std::set<std::string> last = {"p" + std::to_string(kSpinSteps - 1)};
-    std::vector<TakeoverSample> samples =
-        TakeoverLatencies(*ledger, facts.kills, (kSpinStepMs + 500) * 1'000'000, last);
-    std::vector<int64_t> ns;
-    for (const TakeoverSample& s : samples) {
-      if (s.latency_ns < 0) {
-        v.breaches.push_back("never resumed elsewhere: " + s.execution_id);
-      } else {
-        ns.push_back(s.latency_ns);
-      }
-    }
-    fmt::print(
-        "chaos: takeover latency (SIGKILL to the first step elsewhere), lease {} ms: "
-        "{} executions over {} kills: p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms\n",
-        o.timing.lease_ms, ns.size(), facts.kills.size(), Percentile(ns, 0.5), Percentile(ns, 0.99),
-        Percentile(ns, 1.0));
-    if (ns.size() < facts.kills.size()) {
-      v.breaches.push_back(
-          fmt::format("only {} takeover samples for {} kills", ns.size(), facts.kills.size()));
+}
+
+// Latency mode: how long each execution a kill interrupted took to resume
+// elsewhere; one that never did is a breach.
+void ReportLatency(const ChaosOptions& o, const std::vector<LedgerLine>& ledger,
+                   const ChaosFacts& facts, ChaosVerdict& v) {
+  std::set<std::string> last = {"p" + std::to_string(kSpinSteps - 1)};
+  std::vector<TakeoverSample> samples =
+      TakeoverLatencies(ledger, facts.kills, (kSpinStepMs + 500) * 1'000'000, last);
+  std::vector<int64_t> ns;
+  for (const TakeoverSample& s : samples) {
+    if (s.latency_ns < 0) {
+      v.breaches.push_back("never resumed elsewhere: " + s.execution_id);
+    } else {
+      ns.push_back(s.latency_ns);
     }
   }
+  fmt::print(
+      "chaos: takeover latency (SIGKILL to the first step elsewhere), lease {} ms: "
+      "{} executions over {} kills: p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms\n",
+      o.timing.lease_ms, ns.size(), facts.kills.size(), Percentile(ns, 0.5), Percentile(ns, 0.99),
+      Percentile(ns, 1.0));
+  if (ns.size() < facts.kills.size()) {
+    v.breaches.push_back(
+        fmt::format("only {} takeover samples for {} kills", ns.size(), facts.kills.size()));
+  }
+}
+
+}  // namespace
+
+int RunChaos(const StoreFlags& flags, const ChaosOptions& in) {
+  ChaosOptions o = in;
+  if (o.dir.empty()) return Fail("--dir is required");
+  if (o.mode == "latency" && o.kill_gap_ms == 0) o.kill_gap_ms = o.timing.lease_ms + 5'000;
+  if (o.mode == "latency") o.load_ms = o.kill_gap_ms * (o.kills + 1);
+  if (o.mode == "latency") o.queued = 0;
+  auto target = flags.ToTarget();
+  if (!target) return Fail(target.error().message);
+  SystemClock clock;
+  auto stores = OpenNodeStores(*target, clock, /*as_node=*/true);
+  if (!stores) return Fail(stores.error().ToString());
+  if (Status s = PrepareStore(o, *stores); !s) return Fail(s.error().ToString());
+  ::unlink((o.dir + "/ledger").c_str());
+  SeededRng rng(o.seed);
+  const int64_t start_ms = UnixMs();
+  const int64_t load_until_ms = start_ms + o.load_ms;
+  Fleet fleet(flags, o, load_until_ms, start_ms);
+  if (Status s = fleet.StartAll(); !s) return Fail(s.error().ToString());
+  QueueSampler sampler(*stores->queues);
+  ChaosFacts facts;
+  std::thread load([&] {
+    SeededRng load_rng(o.seed * 7 + 1);
+    auto ids = EnqueueLoad(*stores->queues, o, load_rng);
+    if (ids) {
+      facts.enqueued = std::move(*ids);
+    } else {
+      fmt::print(stderr, "loom chaos: enqueue: {}\n", ids.error().ToString());
+    }
+  });
+  Status killed = KillAndRestart(fleet, o, rng, load_until_ms);
+  load.join();
+  if (!killed) return Fail(killed.error().ToString());
+  fmt::print("chaos: {} kills made; settling\n", fleet.kills().size());
+  Result<int64_t> settle_ms = SettleMs(fleet, *stores, o, facts.enqueued);
+  if (!settle_ms) return Fail(settle_ms.error().ToString());
+  fleet.StopAll();
+  sampler.Stop();
+
+  auto ledger = ReadLedger(o.dir + "/ledger");
+  if (!ledger) return Fail(ledger.error().ToString());
+  auto logs = ReadLogs(*stores->events);
+  if (!logs) return Fail(logs.error().ToString());
+  facts.kills = fleet.kills();
+  facts.pids = fleet.pids();
+  facts.logs = std::move(*logs);
+  facts.queues = sampler.facts();
+  facts.node_failures = fleet.failures();
+  for (const ChaosQueue& q : kQueues) facts.queue_of_prefix[q.prefix] = q.name;
+  facts.cron = o.mode == "chaos";
+  facts.duplicates_within_kills = o.mode == "chaos";
+  ChaosVerdict v = CheckChaos(*ledger, facts);
+  if (*settle_ms < 0)
+    v.breaches.push_back(fmt::format("not settled within {} ms", o.settle_ms_max));
+  PrintVerdict(o, flags, facts, v, *settle_ms);
+  if (o.mode == "latency") ReportLatency(o, *ledger, facts, v);
   if (static_cast<int>(facts.kills.size()) < o.kills) {
     v.breaches.push_back(fmt::format("only {} of {} kills made", facts.kills.size(), o.kills));
   }
   if (sampler.errors() > 0) {
     fmt::print("chaos: {} queue samples failed (not counted)\n", sampler.errors());
   }
-  std::vector<std::string> missed;
-  if (o.mode == "chaos") missed = CheckChaosControls(*ledger, facts);
-  for (const std::string& m : missed) {
-    v.breaches.push_back("negative control not caught: " + m);
-  }
-  if (o.mode == "chaos" && missed.empty()) {
-    fmt::print("chaos: the checker's negative controls (doctored ledgers and facts): all caught\n");
+  if (o.mode == "chaos") {
+    std::vector<std::string> missed = CheckChaosControls(*ledger, facts);
+    for (const std::string& m : missed) v.breaches.push_back("negative control not caught: " + m);
+    if (missed.empty()) {
+      fmt::print(
+          "chaos: the checker's negative controls (doctored ledgers and facts): all caught\n");
+    }
   }
   for (const std::string& b : v.breaches) fmt::print("BREACH {}\n", b);
   fmt::print("chaos: {}\n", v.breaches.empty() ? "every invariant held" : "FAILED");
