@@ -11,7 +11,8 @@
 set -uo pipefail
 loom=$1 backend=$2
 work=$(mktemp -d /tmp/loom-chaos.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+keep=0
+trap '[ "$keep" = 1 ] || rm -rf "$work"' EXIT
 case "$backend" in
   sqlite) store=(--db "$work/loom.db") ;;
   postgres)
@@ -30,6 +31,8 @@ echo "seed $seed"
   --seed "$seed"
 rc=$?
 if [ "$rc" != 0 ]; then
+  keep=1
+  echo "kept for a look: $work (the ledger, the store when SQLite, the node logs)"
   for log in "$work"/node-*.log; do
     echo "== $log (last lines)"; tail -n 20 "$log"
   done

@@ -99,6 +99,12 @@ class Runtime::RunningSet {
     }
     return n;
   }
+  int Count(std::string_view id) const {
+    const Shard& s = ShardOf(id);
+    std::lock_guard lock(s.mu);
+    auto it = s.ids.find(std::string(id));
+    return it == s.ids.end() ? 0 : it->second;
+  }
   bool Contains(std::string_view id) const {
     const Shard& s = ShardOf(id);
     std::lock_guard lock(s.mu);
@@ -139,6 +145,7 @@ Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions op
 Runtime::~Runtime() { WaitIdle(); }
 
 bool Runtime::RunningHere(std::string_view id) const { return running_->Contains(id); }
+bool Runtime::RunningHereBesidesUs(std::string_view id) const { return running_->Count(id) > 1; }
 size_t Runtime::RunningCount() const { return running_->Size(); }
 
 Status Runtime::Register(std::string name, WorkflowFn fn) {

@@ -67,6 +67,10 @@ Result<Runtime::Claimed> Runtime::Claim(const std::string& id,
   // Running here from before the acquire names this node until the body
   // ends: this node's own takeover must not claim it again meanwhile.
   std::shared_ptr<void> running = HoldRunningHere(id);
+  // A body of this process that began since the caller looked (a resume
+  // marks itself before its acquire, so one whose answer this log shows is
+  // marked by now) is that body's to run.
+  if (RunningHereBesidesUs(id)) return Claimed::kLost;
   internal::Fenced fenced;
   if (fences && options_.recover_acquires_fence) {
     internal::FenceProtocol fence(store_);

@@ -10,6 +10,7 @@
 #include <latch>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "once/nodes/memory_node_registry.h"
 #include "once/runtime/runtime.h"
@@ -368,6 +369,41 @@ TEST_F(NodesTest, TakeoverResumesADeadNodesRunsSideBySide) {
   rt.WaitIdle();
   EXPECT_EQ(saw_both.load(), 2);
   EXPECT_EQ(rt.Takeover().value().redriven, 0u);  // nothing claimed twice
+}
+
+// A resume's acquire names this node in the run row before the body runs:
+// this node's own takeover in between must leave the run alone. (The chaos
+// test on PostgreSQL saw it claim the run and run the next step beside the
+// resumed body; with the log still showing the park it would forget the
+// row of a running body instead.)
+TEST_F(NodesTest, OwnTakeoverBetweenAResumesAcquireAndItsBodyLeavesTheRunAlone) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  testing::HookSeparateTailStore hooked(store_);
+  Runtime rt(hooked, clock_, {.node = &a});
+  ASSERT_TRUE(rt.Register("nap", [this](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> { return ++b_runs_; }));
+    return "done";
+  }));
+  Result<RunOutcome> parked = rt.Start("nap", "ex", Json::object());
+  ASSERT_TRUE(parked);
+  std::optional<TakeoverReport> between;
+  hooked.before_acquire_if = [&](int) {
+    // The tail read right after the acquire: the row names "a" already.
+    hooked.before_next_read = [&] {
+      EXPECT_EQ(OwnerOf(store_, "ex"), "a");
+      between = rt.Takeover().value();
+    };
+  };
+  Result<RunOutcome> resumed = rt.Resume("ex", {.fence_if_parked_at = parked->park_seq});
+  ASSERT_TRUE(resumed) << resumed.error().ToString();
+  EXPECT_EQ(resumed->status, ExecutionStatus::kCompleted);
+  ASSERT_TRUE(between);
+  EXPECT_EQ(between->orphaned, 0u);
+  EXPECT_EQ(between->forgotten, 0u);
+  EXPECT_EQ(between->redriven, 0u);
+  EXPECT_EQ(b_runs_.load(), 1);
 }
 
 }  // namespace

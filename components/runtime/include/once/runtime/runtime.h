@@ -352,6 +352,8 @@ class Runtime {
   Result<Claimed> Claim(const std::string& id, std::optional<std::string_view> expected_owner);
   // Marks `id` as running here (with a node) until the result is dropped.
   std::shared_ptr<void> HoldRunningHere(const std::string& id);
+  // Another mark than the caller's own (HoldRunningHere) is on `id`.
+  bool RunningHereBesidesUs(std::string_view id) const;
   Status TakeoverPage(bool own, TakeoverReport& report, std::string& after, bool& more);
   void RecoverOne(const std::string& id, RecoverReport& report,
                   const std::set<std::string, std::less<>>& alive);
