@@ -22,6 +22,7 @@
 #include "once/base/rng.h"
 #include "once/orchestration/app.h"
 #include "once/store/read_log.h"
+#include "once/store/sql_transaction.h"
 
 namespace once::loom_app {
 namespace {
@@ -117,11 +118,22 @@ Result<Json> EffectStep(Context& ctx, LedgerWriter& ledger, const std::string& s
   });
 }
 
-// The transactional step's place in the workload. ctx.Transaction (issue
-// 15) is not on main yet: when it lands, this step runs inside it and
-// inserts (execution id, step) into a table of the same database, and the
-// checker counts each row exactly once.
-Status TransactionalStep(Context& /*ctx*/) { return Ok(); }
+// The exactly-once step: a row per run in a table of the store's own
+// database, committed with the step's record (docs/steps.md). The table
+// has no key, so a second committed run would show as a second row.
+Status TransactionalStep(Context& ctx, LedgerWriter& ledger) {
+  Result<Json> done = ctx.Transaction("tx", [&](store::SqlTransaction& sql) -> Result<Json> {
+    // fn may run more than once (only one run commits): the ledger shows
+    // the runs, the table the commits.
+    ONCE_RETURN_IF_ERROR(ledger.Write("txrun", ctx.execution_id(), "tx"));
+    Json params[] = {Json(ctx.execution_id()), Json(int64_t{getpid()})};
+    ONCE_RETURN_IF_ERROR(
+        sql.Exec("INSERT INTO chaos_effects (execution_id, pid) VALUES ($1, $2)", params));
+    return Json("tx");
+  });
+  if (!done) return std::unexpected(done.error());
+  return Ok();
+}
 
 void RegisterChaosWorkflows(runtime::Runtime& rt, LedgerWriter& ledger) {
   // Queued and direct: a step, a timer, a step, a child (awaited), the
@@ -135,7 +147,7 @@ void RegisterChaosWorkflows(runtime::Runtime& rt, LedgerWriter& ledger) {
       ONCE_RETURN_IF_ERROR(ctx.StartChild("leaf", "c", Json{{"hold_ms", hold_ms}}));
       ONCE_RETURN_IF_ERROR(ctx.AwaitChild("c"));
     }
-    ONCE_RETURN_IF_ERROR(TransactionalStep(ctx));
+    ONCE_RETURN_IF_ERROR(TransactionalStep(ctx, ledger));
     ONCE_RETURN_IF_ERROR(EffectStep(ctx, ledger, "s3", hold_ms));
     return Json{{"done", true}};
   });
@@ -610,8 +622,44 @@ int Fail(const std::string& what) {
 
 namespace {
 
+// SQL on the store's database through the one door Loom has for it, a
+// transactional step of an execution of the driver's own ("chaos-sql-N"):
+// the effects table's creation, and its rows counted at the end.
+Result<store::SqlRows> DriverSql(NodeStores& stores, const std::string& id,
+                                 const std::string& statement) {
+  SystemClock clock;
+  runtime::Runtime rt(*stores.events, clock);
+  ONCE_RETURN_IF_ERROR(rt.Register("chaos-sql", [&](Context& ctx, const Json&) -> Result<Json> {
+    return ctx.Transaction("sql", [&](store::SqlTransaction& sql) -> Result<Json> {
+      ONCE_ASSIGN_OR_RETURN(store::SqlRows rows, sql.Exec(statement, {}));
+      Json out = Json::array();
+      for (const auto& row : rows.rows) {
+        Json r = Json::array();
+        for (const auto& v : row) r.push_back(v ? Json(*v) : Json());
+        out.push_back(std::move(r));
+      }
+      return out;
+    });
+  }));
+  ONCE_ASSIGN_OR_RETURN(runtime::RunOutcome out, rt.Start("chaos-sql", id, Json::object()));
+  if (out.status != runtime::ExecutionStatus::kCompleted) {
+    return MakeError(ErrorCode::kInternal, "chaos sql: " + out.value.dump(), id);
+  }
+  store::SqlRows rows;
+  for (const Json& r : out.value) {
+    std::vector<std::optional<std::string>> row;
+    for (const Json& v : r)
+      row.push_back(v.is_null() ? std::nullopt : std::optional(v.get<std::string>()));
+    rows.rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 // The queues' limits and, in chaos mode, the cron schedule.
 Status PrepareStore(const ChaosOptions& o, NodeStores& stores) {
+  ONCE_RETURN_IF_ERROR(DriverSql(stores, "chaos-sql-create",
+                                 "CREATE TABLE chaos_effects (execution_id TEXT NOT NULL, "
+                                 "pid BIGINT NOT NULL)"));
   for (const ChaosQueue& q : kQueues) ONCE_RETURN_IF_ERROR(stores.queues->Configure(q.config));
   if (o.mode != "chaos") return Ok();
   return stores.queues->PutSchedule({.name = kSchedule,
@@ -671,6 +719,8 @@ void PrintVerdict(const ChaosOptions& o, const StoreFlags& flags, const ChaosFac
       "chaos: {} step effects, {} run twice (each after a kill of the first runner: {}); "
       "settled in {} ms\n",
       v.effects, v.duplicates, v.duplicates_by_kill, settle_ms);
+  fmt::print("chaos: transactional step: {} executions committed it exactly once ({} rows)\n",
+             v.tx_exactly_once, facts.tx_rows.size());
   for (const auto& [name, q] : facts.queues) {
     fmt::print(
         "chaos: queue {}: claimed at most {} (limit {}), by one node {} (limit {}), "
@@ -758,6 +808,14 @@ int RunChaos(const StoreFlags& flags, const ChaosOptions& in) {
   for (const ChaosQueue& q : kQueues) facts.queue_of_prefix[q.prefix] = q.name;
   facts.cron = o.mode == "chaos";
   facts.duplicates_within_kills = o.mode == "chaos";
+  auto tx_rows = DriverSql(*stores, "chaos-sql-count",
+                           "SELECT execution_id, CAST(COUNT(*) AS TEXT) FROM chaos_effects "
+                           "GROUP BY execution_id");
+  if (!tx_rows) return Fail(tx_rows.error().ToString());
+  for (const auto& row : tx_rows->rows)
+    facts.tx_rows[row[0].value_or("")] = std::stoll(row[1].value_or("0"));
+  facts.logs.erase("chaos-sql-create");
+  facts.logs.erase("chaos-sql-count");
   ChaosVerdict v = CheckChaos(*ledger, facts);
   if (*settle_ms < 0)
     v.breaches.push_back(fmt::format("not settled within {} ms", o.settle_ms_max));

@@ -192,6 +192,27 @@ void CheckTicks(const std::vector<LedgerLine>& ledger, const ChaosFacts& facts, 
   }
 }
 
+// Transactional steps: exactly one committed row per completed execution of
+// the workflow that runs it, none for anything else.
+void CheckTransactions(const ChaosFacts& facts, ChaosVerdict& v) {
+  for (const auto& [id, log] : facts.logs) {
+    if (log.workflow != facts.tx_workflow || log.status != "EXECUTION_COMPLETED") continue;
+    auto it = facts.tx_rows.find(id);
+    int64_t n = it == facts.tx_rows.end() ? 0 : it->second;
+    if (n == 1) {
+      ++v.tx_exactly_once;
+    } else {
+      v.breaches.push_back(fmt::format("transactional step of {} committed {} times", id, n));
+    }
+  }
+  for (const auto& [id, n] : facts.tx_rows) {
+    auto log = facts.logs.find(id);
+    if (log == facts.logs.end() || log->second.workflow != facts.tx_workflow) {
+      v.breaches.push_back(fmt::format("transactional rows of {} that ran no such step", id));
+    }
+  }
+}
+
 }  // namespace
 
 std::string FormatLedgerLine(const LedgerLine& l) {
@@ -237,6 +258,7 @@ ChaosVerdict CheckChaos(const std::vector<LedgerLine>& ledger, const ChaosFacts&
   CheckCompletions(ledger, facts, v);
   CheckQueues(ledger, facts, v);
   CheckTicks(ledger, facts, v);
+  CheckTransactions(facts, v);
   return v;
 }
 
@@ -318,7 +340,15 @@ std::vector<std::string> CheckChaosControls(const std::vector<LedgerLine>& ledge
     ++f.logs.begin()->second.terminal_events;
     expect_breach("two terminal events", ledger, f, "duplicated completion");
   }
-  // 5. A queue limit exceeded (sampled and by the ledger's spans).
+  // 5. A transactional step committed twice.
+  f = facts;
+  if (!f.tx_rows.empty()) {
+    ++f.tx_rows.begin()->second;
+    expect_breach("a transactional step committed twice", ledger, f, "committed 2 times");
+  } else {
+    missed.push_back("no transactional row to doctor");
+  }
+  // 6. A queue limit exceeded (sampled and by the ledger's spans).
   f = facts;
   for (auto& [name, q] : f.queues) {
     q.concurrency_max = q.claimed_max > 1 ? q.claimed_max - 1 : 0;
@@ -326,7 +356,7 @@ std::vector<std::string> CheckChaosControls(const std::vector<LedgerLine>& ledge
     expect_breach("queue " + name + " over its limit", ledger, f, "claimed at once");
     break;
   }
-  // 6. A cron tick missing, and one run twice (a second id of one tick
+  // 7. A cron tick missing, and one run twice (a second id of one tick
   // cannot exist: ids are the tick; a gap is what a lost tick looks like).
   f = facts;
   std::vector<std::string> ticks;

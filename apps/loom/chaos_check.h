@@ -71,6 +71,9 @@ struct ChaosFacts {
   std::vector<std::string> enqueued;     // queued starts the driver's Enqueue accepted
   std::map<std::string, LogFacts> logs;  // every execution with events
   std::map<std::string, QueueLimitFacts> queues;
+  // Rows of the transactional step's table per execution (committed runs).
+  std::map<std::string, int64_t> tx_rows;
+  std::string tx_workflow = "job";         // every completed one ran the step once
   std::vector<std::string> node_failures;  // node exits the driver did not cause
   // Cron: the schedule's execution ids are "<prefix><tick ms>", ticks
   // tick_ms apart in cron time.
@@ -94,6 +97,7 @@ struct ChaosVerdict {
   size_t duplicates_by_kill = 0;  // each explained by a kill of the earlier runner
   size_t submitted = 0, never_started = 0, start_refused = 0;
   size_t ticks = 0;
+  size_t tx_exactly_once = 0;                      // executions with exactly one committed row
   std::map<std::string, size_t> span_overlap_max;  // per queue, from the ledger
 };
 
