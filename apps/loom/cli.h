@@ -2,9 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "once/base/clock.h"
 #include "once/base/result.h"
+#include "once/inbox/inbox_store.h"
+#include "once/nodes/node_registry.h"
+#include "once/queues/queue_store.h"
+#include "once/store/event_store.h"
+#include "once/timers/timer_store.h"
 #include "once/visibility/visibility.h"
 
 namespace once::loom_app {
@@ -42,6 +49,18 @@ int RunQueues(const StoreFlags& flags);
 int RunRetention(const StoreFlags& flags, int64_t age_ms, bool dry_run);
 // Real executions for demos, tests and benchmarks (seed.cc).
 // With `node` non-empty the seeding App is that Loom node (docs/nodes.md).
+// The stores of a Loom process on one database (seed.cc): events, timers,
+// inbox; with as_node also the node registry and the queue store.
+struct NodeStores {
+  std::unique_ptr<store::EventStore> events;
+  std::unique_ptr<timers::TimerStore> timers;
+  std::unique_ptr<inbox::InboxStore> inbox;
+  std::unique_ptr<nodes::NodeRegistry> nodes;  // as_node only
+  std::unique_ptr<queues::QueueStore> queues;  // as_node only
+};
+Result<NodeStores> OpenNodeStores(const visibility::Target& target, const Clock& clock,
+                                  bool as_node);
+
 int RunSeed(const StoreFlags& flags, int64_t executions, int workers, const std::string& node);
 
 }  // namespace once::loom_app

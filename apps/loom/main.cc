@@ -3,6 +3,7 @@
 //   loom demo store [--db FILE]                    the fence, step by step
 //   loom inspect [--db FILE] [ID]                  print execution logs
 //   loom bench [options]                           the throughput table
+//   loom chaos run [options]                       SIGKILL chaos over node processes
 //   loom list|show|cancel|resume|send|fork|timers|retention run|seed|serve
 //        [--db FILE | --url URL [--schema S] | $LOOM_URL] [--json]
 //                                                  the operator's commands
@@ -11,6 +12,7 @@
 #include <cstdlib>
 
 #include "allocator_settings.h"
+#include "chaos.h"
 #include "cli.h"
 #include "loom_app.h"
 #include "serve.h"
@@ -172,6 +174,59 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--flushes-in-flight", bench.flushes_in_flight,
                         "group-commit flushes in flight; several values run paired");
 
+  auto* chaos_cmd = app.add_subcommand("chaos", "SIGKILL chaos over Loom node processes");
+  chaos_cmd->require_subcommand(1);
+  ChaosOptions chaos;
+  auto* chaos_run = chaos_cmd->add_subcommand(
+      "run", "start node processes, kill and restart them under load, check every invariant");
+  add_db(chaos_run);
+  auto add_timing = [](CLI::App* cmd, ChaosTiming& t) {
+    cmd->add_option("--lease-ms", t.lease_ms, "node_lease_ms")->capture_default_str();
+    cmd->add_option("--heartbeat-ms", t.heartbeat_ms, "heartbeat_interval_ms")
+        ->capture_default_str();
+    cmd->add_option("--step-margin-ms", t.step_margin_ms, "step_margin_ms")->capture_default_str();
+    cmd->add_option("--takeover-ms", t.takeover_ms, "takeover_interval_ms")->capture_default_str();
+    cmd->add_option("--recover-ms", t.recover_ms, "recover_interval_ms")->capture_default_str();
+  };
+  add_timing(chaos_run, chaos.timing);
+  chaos_run->add_option("--mode", chaos.mode, "chaos or latency")
+      ->check(CLI::IsMember({"chaos", "latency"}))
+      ->capture_default_str();
+  chaos_run->add_option("--dir", chaos.dir, "folder for the ledger and the node logs")->required();
+  chaos_run->add_option("--nodes", chaos.nodes, "node processes")
+      ->check(CLI::Range(2, 16))
+      ->capture_default_str();
+  chaos_run->add_option("--kills", chaos.kills, "SIGKILLs")->capture_default_str();
+  chaos_run->add_option("--load-ms", chaos.load_ms, "chaos mode: how long load and kills last")
+      ->check(CLI::Range(int64_t{2'000}, int64_t{3'600'000}))
+      ->capture_default_str();
+  chaos_run->add_option("--queued", chaos.queued, "queued starts over the load")
+      ->capture_default_str();
+  chaos_run
+      ->add_option("--direct-interval-ms", chaos.direct_interval_ms,
+                   "each node starts a direct execution this often")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  chaos_run->add_option("--settle-ms-max", chaos.settle_ms_max, "after the load")
+      ->capture_default_str();
+  chaos_run->add_option("--workers", chaos.workers, "runtime workers per node")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  chaos_run->add_option("--seed", chaos.seed, "kills, load")->capture_default_str();
+  chaos_run->add_option("--kill-gap-ms", chaos.kill_gap_ms, "latency mode (default lease + 5 s)");
+  ChaosNodeOptions chaos_node;
+  auto* chaos_node_cmd = chaos_cmd->add_subcommand("node", "one node process (started by run)");
+  add_db(chaos_node_cmd);
+  add_timing(chaos_node_cmd, chaos_node.timing);
+  chaos_node_cmd->add_option("--mode", chaos_node.mode)->required();
+  chaos_node_cmd->add_option("--node-id", chaos_node.node_id)->required();
+  chaos_node_cmd->add_option("--ledger", chaos_node.ledger)->required();
+  chaos_node_cmd->add_option("--workers", chaos_node.workers);
+  chaos_node_cmd->add_option("--direct-interval-ms", chaos_node.direct_interval_ms);
+  chaos_node_cmd->add_option("--load-until-ms", chaos_node.load_until_ms)->required();
+  chaos_node_cmd->add_option("--cron-epoch-ms", chaos_node.cron_epoch_ms)->required();
+  chaos_node_cmd->add_option("--seed", chaos_node.seed);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -198,5 +253,7 @@ int main(int argc, char** argv) {
   if (*demo_cmd) return RunDemo(demo);
   if (*inspect_cmd) return RunInspect(inspect_db, inspect_id);
   if (*bench_cmd) return RunBench(bench);
+  if (*chaos_run) return RunChaos(store, chaos);
+  if (*chaos_node_cmd) return RunChaosNode(store, chaos_node);
   return 2;
 }

@@ -59,60 +59,6 @@ void RegisterSeedWorkflows(runtime::Runtime& rt) {
   });
 }
 
-struct SeedStores {
-  std::unique_ptr<store::EventStore> events;
-  std::unique_ptr<timers::TimerStore> timers;
-  std::unique_ptr<inbox::InboxStore> inbox;    // the App delivers `ask`'s messages through it
-  std::unique_ptr<nodes::NodeRegistry> nodes;  // with --node only
-  std::unique_ptr<queues::QueueStore> queues;  // with --node only
-};
-
-Result<SeedStores> OpenSeedStores(const visibility::Target& target, const Clock& clock,
-                                  bool as_node) {
-  SeedStores out;
-  if (!target.sqlite_path.empty()) {
-    if (as_node) {
-      ONCE_ASSIGN_OR_RETURN(out.nodes, store::SqliteNodeRegistry::Open(target.sqlite_path));
-      ONCE_ASSIGN_OR_RETURN(out.queues, store::SqliteQueueStore::Open(target.sqlite_path));
-    }
-    store::SqliteOptions options;
-    options.clock = &clock;
-    ONCE_ASSIGN_OR_RETURN(auto events, store::SqliteEventStore::Open(target.sqlite_path, options));
-    ONCE_ASSIGN_OR_RETURN(auto timers, store::SqliteTimerStore::Open(target.sqlite_path, {}));
-    ONCE_ASSIGN_OR_RETURN(auto inbox, store::SqliteInboxStore::Open(target.sqlite_path, {}));
-    out.events = std::move(events);
-    out.timers = std::move(timers);
-    out.inbox = std::move(inbox);
-    return out;
-  }
-  store::PostgresOptions options;
-  options.conninfo = target.postgres_url;
-  options.schema = target.postgres_schema;
-  ONCE_ASSIGN_OR_RETURN(auto events, store::PostgresEventStore::Open(options, clock));
-  store::PostgresTimerOptions timer_options;
-  timer_options.conninfo = target.postgres_url;
-  timer_options.schema = target.postgres_schema;
-  ONCE_ASSIGN_OR_RETURN(auto timers, store::PostgresTimerStore::Open(timer_options));
-  if (as_node) {
-    store::PostgresNodeOptions node_options;
-    node_options.conninfo = target.postgres_url;
-    node_options.schema = target.postgres_schema;
-    ONCE_ASSIGN_OR_RETURN(out.nodes, store::PostgresNodeRegistry::Open(node_options));
-    store::PostgresQueueOptions queue_options;
-    queue_options.conninfo = target.postgres_url;
-    queue_options.schema = target.postgres_schema;
-    ONCE_ASSIGN_OR_RETURN(out.queues, store::PostgresQueueStore::Open(queue_options));
-  }
-  store::PostgresInboxOptions inbox_options;
-  inbox_options.conninfo = target.postgres_url;
-  inbox_options.schema = target.postgres_schema;
-  ONCE_ASSIGN_OR_RETURN(auto inbox, store::PostgresInboxStore::Open(inbox_options));
-  out.events = std::move(events);
-  out.timers = std::move(timers);
-  out.inbox = std::move(inbox);
-  return out;
-}
-
 // Case 9 is a body that started and whose process went away: with a node
 // its run row names that node (loom nodes, loom show).
 Result<runtime::RunOutcome> SeedOne(orchestration::App& app, store::EventStore& store, int64_t i,
@@ -164,6 +110,52 @@ Status SeedQueue(orchestration::App& app, int64_t executions) {
 
 }  // namespace
 
+Result<NodeStores> OpenNodeStores(const visibility::Target& target, const Clock& clock,
+                                  bool as_node) {
+  NodeStores out;
+  if (!target.sqlite_path.empty()) {
+    if (as_node) {
+      ONCE_ASSIGN_OR_RETURN(out.nodes, store::SqliteNodeRegistry::Open(target.sqlite_path));
+      ONCE_ASSIGN_OR_RETURN(out.queues, store::SqliteQueueStore::Open(target.sqlite_path));
+    }
+    store::SqliteOptions options;
+    options.clock = &clock;
+    ONCE_ASSIGN_OR_RETURN(auto events, store::SqliteEventStore::Open(target.sqlite_path, options));
+    ONCE_ASSIGN_OR_RETURN(auto timers, store::SqliteTimerStore::Open(target.sqlite_path, {}));
+    ONCE_ASSIGN_OR_RETURN(auto inbox, store::SqliteInboxStore::Open(target.sqlite_path, {}));
+    out.events = std::move(events);
+    out.timers = std::move(timers);
+    out.inbox = std::move(inbox);
+    return out;
+  }
+  store::PostgresOptions options;
+  options.conninfo = target.postgres_url;
+  options.schema = target.postgres_schema;
+  ONCE_ASSIGN_OR_RETURN(auto events, store::PostgresEventStore::Open(options, clock));
+  store::PostgresTimerOptions timer_options;
+  timer_options.conninfo = target.postgres_url;
+  timer_options.schema = target.postgres_schema;
+  ONCE_ASSIGN_OR_RETURN(auto timers, store::PostgresTimerStore::Open(timer_options));
+  if (as_node) {
+    store::PostgresNodeOptions node_options;
+    node_options.conninfo = target.postgres_url;
+    node_options.schema = target.postgres_schema;
+    ONCE_ASSIGN_OR_RETURN(out.nodes, store::PostgresNodeRegistry::Open(node_options));
+    store::PostgresQueueOptions queue_options;
+    queue_options.conninfo = target.postgres_url;
+    queue_options.schema = target.postgres_schema;
+    ONCE_ASSIGN_OR_RETURN(out.queues, store::PostgresQueueStore::Open(queue_options));
+  }
+  store::PostgresInboxOptions inbox_options;
+  inbox_options.conninfo = target.postgres_url;
+  inbox_options.schema = target.postgres_schema;
+  ONCE_ASSIGN_OR_RETURN(auto inbox, store::PostgresInboxStore::Open(inbox_options));
+  out.events = std::move(events);
+  out.timers = std::move(timers);
+  out.inbox = std::move(inbox);
+  return out;
+}
+
 int RunSeed(const StoreFlags& flags, int64_t executions, int workers, const std::string& node) {
   auto target = flags.ToTarget();
   if (!target) {
@@ -172,7 +164,7 @@ int RunSeed(const StoreFlags& flags, int64_t executions, int workers, const std:
   }
   SystemClock clock;
   SystemRng rng;
-  auto stores = OpenSeedStores(*target, clock, !node.empty());
+  auto stores = OpenNodeStores(*target, clock, !node.empty());
   if (!stores) {
     fmt::print(stderr, "loom: {}\n", stores.error().ToString());
     return 1;

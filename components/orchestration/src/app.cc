@@ -406,8 +406,13 @@ Status App::Schedule(std::string_view name, std::string_view cron, std::string_v
 
 Status App::RunSchedules() {
   if (!config_.queues) return MakeError(ErrorCode::kUnsupported, "no queue store configured");
-  ONCE_ASSIGN_OR_RETURN(std::vector<queues::ScheduleRow> rows, config_.queues->Schedules());
   ONCE_ASSIGN_OR_RETURN(int64_t now_ms, config_.queues->NowMs());
+  return RunSchedules(now_ms);
+}
+
+Status App::RunSchedules(int64_t now_ms) {
+  if (!config_.queues) return MakeError(ErrorCode::kUnsupported, "no queue store configured");
+  ONCE_ASSIGN_OR_RETURN(std::vector<queues::ScheduleRow> rows, config_.queues->Schedules());
   for (const queues::ScheduleRow& row : rows) {
     if (row.last_tick_ms == 0) {  // new: its first tick is the next one
       ONCE_RETURN_IF_ERROR(config_.queues->AdvanceSchedule(row.name, 0, now_ms));

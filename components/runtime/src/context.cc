@@ -63,8 +63,10 @@ std::unexpected<Error> Context::Diverged(std::string what) {
 }
 
 Status Context::FlushBeforeEffect(bool everything) {
+  everything = everything || run_.answer_unconfirmed;
   if (run_.pending.empty() || (!everything && !run_.step_result_pending)) return Ok();
   if (Status s = host_.Flush(run_); !s) return Fail(s.error());
+  run_.answer_unconfirmed = false;
   return Ok();
 }
 
@@ -88,7 +90,8 @@ Result<Json> Context::StepImpl(std::string_view name, StepFnRef fn) {
   if (const Envelope* e = NextBodyEvent(run_)) return ReplayStep(name, *e);
   // The previous step's result is made durable before this fn runs; the
   // run's own EXECUTION_STARTED / EXECUTION_RESUMED need not be (a crash
-  // here re-runs the fn, the same window as a crash inside it). Then a
+  // here re-runs the fn, the same window as a crash inside it), except a
+  // resume's answer (RunState::answer_unconfirmed). Then a
   // node whose lease is not fresh starts no step (nodes/node.h): the flush
   // is guarded by the fence, the step's effect is not.
   ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/false));
@@ -208,14 +211,17 @@ Status Context::StartChild(std::string_view workflow, std::string_view key, Json
   // buffered (the start included) is durable before the child exists.
   ONCE_RETURN_IF_ERROR(FlushBeforeEffect(/*everything=*/true));
   std::string child_id = ChildExecutionId(run_.id, key);
-  Status started = host_.CreateChild(run_, workflow, key, child_id, input);
-  if (!started) return Fail(started.error());
+  Result<bool> run_here = host_.CreateChild(run_, workflow, key, child_id, input);
+  if (!run_here) return Fail(run_here.error());
   Json payload{
       {"key", key}, {"workflow", workflow}, {"child_id", child_id}, {"input", std::move(input)}};
   if (!group.empty()) payload["group"] = group;
   run_.pending.push_back(run_.Kernel(KernelKind::kChildStarted, std::move(payload)));
-  if (Status s = host_.Flush(run_); !s) return Fail(s.error());
-  host_.ScheduleRedrive(std::move(child_id));
+  if (Status s = host_.Flush(run_); !s) {
+    if (*run_here) host_.AbandonRedrive(child_id);
+    return Fail(s.error());
+  }
+  if (*run_here) host_.ScheduleRedrive(std::move(child_id));
   return Ok();
 }
 

@@ -77,6 +77,11 @@ Status Runtime::CheckLogInHand(std::string_view id, std::span<const Envelope> lo
 Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view principal,
                                        const RunOptions& options, const ResumeExtras& extras) {
   const ResumeTarget target = TargetOf(options, extras.expect_park, extras.topic);
+  // Running here from before the acquire (which names this node in the run
+  // row) until the body ends: this node's own takeover must not claim the
+  // run between the acquire and the body (it did: a second body ran the
+  // next step beside the first, in one live process).
+  std::shared_ptr<void> running = HoldRunningHere(std::string(id));
   std::vector<Envelope> log;
   if (extras.log_in_hand) {
     log = std::move(*extras.log_in_hand);
@@ -145,6 +150,7 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   run.log.push_back(resumed);  // the replay sees the answer; appended with the first flush
   resumed.sequence = 0;
   run.pending.push_back(std::move(resumed));
+  run.answer_unconfirmed = true;
   return Execute(run);
 }
 

@@ -32,6 +32,14 @@ struct RunState {
   // pending holds a step result: it must be durable before the next effect
   // (a step fn, a child start, a park, the end, the call returning).
   bool step_result_pending = false;
+  // A resume's answer (EXECUTION_RESUMED) is made durable before the
+  // body's first effect, not with that effect's result: until it is, the
+  // park looks unanswered, and a rival resumer of the same park (another
+  // node's timer, the child supervisor, Recover) takes the fence after ours
+  // and runs the same step while ours runs it; and an unfenced resume the
+  // store would refuse (someone fenced the execution) ran the step first.
+  // Either way one effect ran twice in live processes, with no crash.
+  bool answer_unconfirmed = false;
 
   // Ownership (a runtime with a node): the node running this body, whether
   // the execution's run row already names it (an owned acquire or an
@@ -75,11 +83,15 @@ class RunHost {
                             bool wrapped) const = 0;
   // Appends everything pending in one append (a durability boundary).
   virtual Status Flush(RunState& run) = 0;
-  virtual Status CreateChild(const RunState& parent, std::string_view workflow,
-                             std::string_view key, const std::string& child_id,
-                             const Json& input) = 0;
+  // true: the child is this runtime's to run now (ScheduleRedrive it after
+  // the parent's CHILD_STARTED is durable, or AbandonRedrive when that
+  // fails); false: it existed already and its owner or a takeover runs it.
+  virtual Result<bool> CreateChild(const RunState& parent, std::string_view workflow,
+                                   std::string_view key, const std::string& child_id,
+                                   const Json& input) = 0;
   // Runs the execution's body in the background (a new child, a continuation).
   virtual void ScheduleRedrive(std::string id) = 0;
+  virtual void AbandonRedrive(const std::string& id) = 0;
   // The node's step gate: Ok when a step may start now.
   virtual Status BeforeStep(const RunState& run) = 0;
   // Whether the store offers kTransaction.

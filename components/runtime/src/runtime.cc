@@ -56,11 +56,12 @@ class Runtime::Host final : public internal::RunHost {
     return rt_.CheckDepth(value, what, id, wrapped);
   }
   Status Flush(RunState& run) override { return rt_.Flush(run); }
-  Status CreateChild(const RunState& parent, std::string_view workflow, std::string_view key,
-                     const std::string& child_id, const Json& input) override {
+  Result<bool> CreateChild(const RunState& parent, std::string_view workflow, std::string_view key,
+                           const std::string& child_id, const Json& input) override {
     return rt_.CreateChild(parent, workflow, key, child_id, input);
   }
   void ScheduleRedrive(std::string id) override { rt_.ScheduleRedrive(std::move(id)); }
+  void AbandonRedrive(const std::string& id) override { rt_.AbandonRedrive(id); }
   Status BeforeStep(const RunState& run) override { return rt_.BeforeStep(run); }
   bool SupportsTransaction() const override {
     return rt_.store_.Supports(Capability::kTransaction);
@@ -97,6 +98,12 @@ class Runtime::RunningSet {
       n += s.ids.size();
     }
     return n;
+  }
+  int Count(std::string_view id) const {
+    const Shard& s = ShardOf(id);
+    std::lock_guard lock(s.mu);
+    auto it = s.ids.find(std::string(id));
+    return it == s.ids.end() ? 0 : it->second;
   }
   bool Contains(std::string_view id) const {
     const Shard& s = ShardOf(id);
@@ -138,6 +145,7 @@ Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions op
 Runtime::~Runtime() { WaitIdle(); }
 
 bool Runtime::RunningHere(std::string_view id) const { return running_->Contains(id); }
+bool Runtime::RunningHereBesidesUs(std::string_view id) const { return running_->Count(id) > 1; }
 size_t Runtime::RunningCount() const { return running_->Size(); }
 
 Status Runtime::Register(std::string name, WorkflowFn fn) {
@@ -291,28 +299,45 @@ Result<RunOutcome> Runtime::FinishContinued(RunState& run, Json input) {
   std::string next = NextGenerationId(run.id);
   Json started{{"workflow", run.workflow}, {"input", input}, {"continued_from", run.id}};
   if (!run.parent.is_null()) started["parent"] = run.parent;
-  ONCE_RETURN_IF_ERROR(CreateStarted(next, std::move(started)));
+  ONCE_ASSIGN_OR_RETURN(bool run_here, CreateStarted(next, std::move(started)));
   run.pending.push_back(run.Kernel(KernelKind::kExecutionContinued,
                                    Json{{"next", next}, {"input", std::move(input)}}));
-  ONCE_RETURN_IF_ERROR(Flush(run));
+  if (Status s = Flush(run); !s) {
+    if (run_here) AbandonRedrive(next);
+    return std::unexpected(s.error());
+  }
   if (options_.on_terminal) options_.on_terminal(run.id, ExecutionStatus::kContinued);
-  ScheduleRedrive(next);
+  if (run_here) ScheduleRedrive(next);
   return RunOutcome{run.id, ExecutionStatus::kContinued, Json{{"next", next}}, std::nullopt};
 }
 
 // Appends EXECUTION_STARTED as the first event of `id`; an id that already
-// has it (a replay after a crash) is fine.
-Status Runtime::CreateStarted(const std::string& id, Json payload) {
-  // Owned from its first event: this node runs it next (ScheduleRedrive).
+// has it (a replay after a crash) is fine. Returns whether this runtime
+// runs the body now (ScheduleRedrive):
+//  * created here: yes. With a node the run row names it from this append,
+//    so the id is marked as running here BEFORE the append (takeover of
+//    this node's own runs skips it; else a takeover between the append and
+//    the scheduled body ran the body too: one step's effect twice in one
+//    live process); ScheduleRedrive's task, or AbandonRedrive, unmarks it.
+//  * it existed (a replay after a crash): with a node, no: its owner runs
+//    it, or takeover does once that owner is dead (running it unfenced here
+//    could run it beside a live taker); without a node, yes (as before:
+//    nothing else drives it but Recover's ownerless rule).
+Result<bool> Runtime::CreateStarted(const std::string& id, Json payload) {
+  const bool node = options_.node != nullptr;
+  if (node) running_->Add(id);
   AppendRequest req{.execution_id = id, .expected_next = 1, .owner = Owner()};
   req.events.push_back(events::KernelEvent(KernelKind::kExecutionStarted, std::move(payload)));
   Result<int64_t> r = Commit(std::move(req));
-  if (r || r.error().code == ErrorCode::kSequenceConflict) return Ok();
+  if (r) return true;
+  if (node) running_->Remove(id);
+  if (r.error().code == ErrorCode::kSequenceConflict) return !node;
   return std::unexpected(r.error());
 }
 
-Status Runtime::CreateChild(const RunState& parent, std::string_view workflow, std::string_view key,
-                            const std::string& child_id, const Json& input) {
+Result<bool> Runtime::CreateChild(const RunState& parent, std::string_view workflow,
+                                  std::string_view key, const std::string& child_id,
+                                  const Json& input) {
   if (!Find(workflow)) return MakeError(ErrorCode::kNotFound, "unknown workflow", parent.id);
   Json payload{{"workflow", workflow},
                {"input", input},
@@ -545,10 +570,29 @@ void Runtime::NotifyParent(const Json& parent) {
   }
 }
 
+// The body of an execution CreateStarted created here; the task holds the
+// running-here mark CreateStarted made (with a node) until the body is
+// done, or until the task is dropped unrun.
 void Runtime::ScheduleRedrive(std::string id) {
-  Schedule([this, id = std::move(id)] {
+  struct Mark {
+    Runtime* rt;
+    std::string id;
+    ~Mark() { rt->AbandonRedrive(id); }
+  };
+  auto mark = std::make_shared<Mark>(this, id);
+  Schedule([this, mark, id = std::move(id)] {
     if (Result<RunOutcome> r = RedriveUnfenced(id); !r) ReportError(r.error());
   });
+}
+
+std::shared_ptr<void> Runtime::HoldRunningHere(const std::string& id) {
+  if (!options_.node) return nullptr;
+  running_->Add(id);
+  return std::shared_ptr<void>(nullptr, [this, id](void*) { running_->Remove(id); });
+}
+
+void Runtime::AbandonRedrive(const std::string& id) {
+  if (options_.node) running_->Remove(id);
 }
 
 void Runtime::Schedule(std::function<void()> task) {

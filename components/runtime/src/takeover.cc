@@ -64,6 +64,13 @@ Result<Runtime::Claimed> Runtime::Claim(const std::string& id,
   ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
   ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   if (st.status != ExecutionStatus::kRunning) return Claimed::kNotRunning;
+  // Running here from before the acquire names this node until the body
+  // ends: this node's own takeover must not claim it again meanwhile.
+  std::shared_ptr<void> running = HoldRunningHere(id);
+  // A body of this process that began since the caller looked (a resume
+  // marks itself before its acquire, so one whose answer this log shows is
+  // marked by now) is that body's to run.
+  if (RunningHereBesidesUs(id)) return Claimed::kLost;
   internal::Fenced fenced;
   if (fences && options_.recover_acquires_fence) {
     internal::FenceProtocol fence(store_);
@@ -71,6 +78,19 @@ Result<Runtime::Claimed> Runtime::Claim(const std::string& id,
                           fence.ClaimRunning(id, log, token, Owner(), expected_owner));
     if (!won) return Claimed::kLost;
     fenced = *won;
+  }
+  if (pool_) {
+    // On the workers: a body that runs long (it neither parks nor ends for
+    // a while) must not hold up the claims behind it. Inline, a dead node's
+    // ten running bodies resumed one after another: the last waited for the
+    // nine before it to park or end.
+    Schedule([this, running, id, token = fenced.token, recorded = fenced.owner_recorded,
+              log = std::move(log)]() mutable {
+      if (Result<RunOutcome> r = Redrive(id, token, recorded, std::move(log)); !r) {
+        ReportError(r.error());
+      }
+    });
+    return Claimed::kRedriven;
   }
   ONCE_RETURN_IF_ERROR(Redrive(id, fenced.token, fenced.owner_recorded, std::move(log)));
   return Claimed::kRedriven;

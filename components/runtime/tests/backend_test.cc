@@ -366,11 +366,16 @@ TEST_F(BackendTest, TransactionOfAFencedOutRunnerRollsBackWithItsRecord) {
   EXPECT_EQ(r.error().code, ErrorCode::kStaleFence) << r.error().ToString();
   EXPECT_EQ(runs, 1);               // fn ran...
   EXPECT_EQ(Payments(*store_), 0);  // ...and its write went with its refused record
-  EXPECT_EQ(store_->Head("order-7").value(), head);
-  // The runner holding the fence now runs the step once, for good.
-  Result<RunOutcome> again = rt.Resume("order-7", {.fence_if_parked_at = out->park_seq});
-  ASSERT_TRUE(again) << again.error().ToString();
-  EXPECT_EQ(again->status, ExecutionStatus::kCompleted);
+  // The resume's answer was made durable before the body's first effect
+  // (RunState::answer_unconfirmed); step "rival" and the transaction were not.
+  EXPECT_EQ(store_->Head("order-7").value(), head + 1);
+  // The run is now running with nobody at it: a re-drive (Recover, once the
+  // ownerless lease passed) runs the step once, for good.
+  clock_.Advance(std::chrono::milliseconds(RuntimeOptions{}.ownerless_lease_ms + 1));
+  Result<RecoverReport> recovered = rt.Recover();
+  ASSERT_TRUE(recovered) << recovered.error().ToString();
+  EXPECT_EQ(recovered->redriven, 1u);
+  EXPECT_EQ(rt.Inspect("order-7").value().status, ExecutionStatus::kCompleted);
   EXPECT_EQ(runs, 2);
   EXPECT_EQ(Payments(*store_), 1);
 }

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <latch>
+#include <mutex>
 #include <thread>
+#include <utility>
 
 #include "once/nodes/memory_node_registry.h"
 #include "once/runtime/runtime.h"
@@ -269,6 +272,138 @@ TEST_F(NodesTest, ARunnerFencedOutByATakeoverIsRefusedAtItsRecord) {
 TEST_F(NodesTest, TakeoverNeedsANode) {
   Runtime rt(store_, clock_);
   EXPECT_EQ(rt.Takeover().error().code, ErrorCode::kUnsupported);
+}
+
+// A child this node creates is its own to run from its first event: a
+// takeover of this node's own runs between the child's start and its
+// scheduled body must leave it alone. (The chaos test saw the takeover
+// claim the child and run its first step while the scheduled body ran it
+// too: one effect twice in one live process.)
+TEST_F(NodesTest, OwnTakeoverLeavesAChildWhoseBodyIsScheduledHere) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  Runtime rt(store_, clock_, {.node = &a});  // workers 0: the child runs after the parent
+  ASSERT_TRUE(RegisterTwoSteps(rt));
+  ASSERT_TRUE(rt.Register("parent", [&rt](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.StartChild("two", "c", Json::object()));
+    Result<TakeoverReport> taken = rt.Takeover();  // the child is scheduled, not yet run
+    EXPECT_TRUE(taken);
+    if (taken) EXPECT_EQ(taken->redriven, 0u);
+    return ctx.AwaitChild("c");
+  }));
+  ASSERT_TRUE(rt.Start("parent", "p", Json::object()));
+  EXPECT_EQ(a_runs_.load(), 1);
+  EXPECT_EQ(b_runs_.load(), 1);
+  EXPECT_FALSE(rt.RunningHere(ChildExecutionId("p", "c")));  // the mark ends with the body
+}
+
+// A parent re-driven after its node died finds its child already created
+// (the node died between the child's start and the parent's CHILD_STARTED):
+// the child is not run unfenced by the parent's taker, but claimed by
+// takeover like every dead node's run, so it runs once. (With workers 0 the
+// old unfenced run came after the takeover had finished the child, so this
+// case passed before the fix too: it keeps the path working; the race it
+// closes needs threads, and the chaos test is where it showed.)
+TEST_F(NodesTest, AChildThatExistedIsLeftToTakeover) {
+  Node a(registry_, clock_, Options("a"));
+  Node b(registry_, clock_, Options("b"));
+  ASSERT_TRUE(a.Beat());
+  auto register_parent = [](Runtime& rt) {
+    return rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(ctx.StartChild("two", "c", Json::object()));
+      return ctx.AwaitChild("c");
+    });
+  };
+  {
+    HookStore faulty(store_);
+    Runtime rt(faulty, clock_, {.node = &a});
+    ASSERT_TRUE(RegisterTwoSteps(rt));
+    ASSERT_TRUE(register_parent(rt));
+    faulty.writes_left = 2;  // the parent's start and the child's start land; CHILD_STARTED fails
+    ASSERT_FALSE(rt.Start("parent", "p", Json::object()));
+  }
+  ASSERT_EQ(OwnerOf(store_, ChildExecutionId("p", "c")), "a");
+  clock_.Advance(milliseconds(kLeaseMs + 1));
+  ASSERT_TRUE(b.Beat());
+  Runtime rt(store_, clock_, {.node = &b});
+  ASSERT_TRUE(RegisterTwoSteps(rt));
+  ASSERT_TRUE(register_parent(rt));
+  for (int pass = 0; pass < 3; ++pass) ASSERT_TRUE(rt.Takeover());
+  rt.WaitIdle();
+  EXPECT_EQ(a_runs_.load(), 1);
+  EXPECT_EQ(b_runs_.load(), 1);
+}
+
+// Takeover re-drives what it claimed on the workers: a dead node's bodies
+// that run long resume side by side, not one after another behind the
+// first. (The latency mode of the chaos test saw a dead node's ten running
+// bodies resume up to 33 s after the kill with a 3 s lease.)
+TEST_F(NodesTest, TakeoverResumesADeadNodesRunsSideBySide) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  CrashAfterStepA(a, "x");
+  CrashAfterStepA(a, "y");
+  clock_.Advance(milliseconds(kLeaseMs + 1));
+  Node b(registry_, clock_, Options("b"));
+  ASSERT_TRUE(b.Beat());
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_step_b = 0;
+  std::atomic<int> saw_both{0};
+  Runtime rt(store_, clock_, {.workers = 2, .node = &b});
+  ASSERT_TRUE(rt.Register("two", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("a", [&]() -> Result<Json> { return 0; }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> {
+      std::unique_lock lock(mu);
+      ++in_step_b;
+      cv.notify_all();
+      // Each waits (at most 10 s) for the other body to be in this step too.
+      if (cv.wait_for(lock, std::chrono::seconds(10), [&] { return in_step_b == 2; })) ++saw_both;
+      return 2;
+    }));
+    return "done";
+  }));
+  Result<TakeoverReport> taken = rt.Takeover();
+  ASSERT_TRUE(taken) << taken.error().ToString();
+  EXPECT_EQ(taken->redriven, 2u);
+  rt.WaitIdle();
+  EXPECT_EQ(saw_both.load(), 2);
+  EXPECT_EQ(rt.Takeover().value().redriven, 0u);  // nothing claimed twice
+}
+
+// A resume's acquire names this node in the run row before the body runs:
+// this node's own takeover in between must leave the run alone. (The chaos
+// test on PostgreSQL saw it claim the run and run the next step beside the
+// resumed body; with the log still showing the park it would forget the
+// row of a running body instead.)
+TEST_F(NodesTest, OwnTakeoverBetweenAResumesAcquireAndItsBodyLeavesTheRunAlone) {
+  Node a(registry_, clock_, Options("a"));
+  ASSERT_TRUE(a.Beat());
+  testing::HookSeparateTailStore hooked(store_);
+  Runtime rt(hooked, clock_, {.node = &a});
+  ASSERT_TRUE(rt.Register("nap", [this](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    ONCE_RETURN_IF_ERROR(ctx.Step("b", [&]() -> Result<Json> { return ++b_runs_; }));
+    return "done";
+  }));
+  Result<RunOutcome> parked = rt.Start("nap", "ex", Json::object());
+  ASSERT_TRUE(parked);
+  std::optional<TakeoverReport> between;
+  hooked.before_acquire_if = [&](int) {
+    // The tail read right after the acquire: the row names "a" already.
+    hooked.before_next_read = [&] {
+      EXPECT_EQ(OwnerOf(store_, "ex"), "a");
+      between = rt.Takeover().value();
+    };
+  };
+  Result<RunOutcome> resumed = rt.Resume("ex", {.fence_if_parked_at = parked->park_seq});
+  ASSERT_TRUE(resumed) << resumed.error().ToString();
+  EXPECT_EQ(resumed->status, ExecutionStatus::kCompleted);
+  ASSERT_TRUE(between);
+  EXPECT_EQ(between->orphaned, 0u);
+  EXPECT_EQ(between->forgotten, 0u);
+  EXPECT_EQ(between->redriven, 0u);
+  EXPECT_EQ(b_runs_.load(), 1);
 }
 
 }  // namespace

@@ -287,6 +287,66 @@ TEST_F(ResumeFenceTest, ResumeUnderAHeldToken) {
   EXPECT_EQ(Log(memory_, "ex")[park_seq_].fence(), held);
 }
 
+// An unfenced resume of an execution someone fenced is refused BEFORE its
+// first step's effect: its EXECUTION_RESUMED is made durable first. (The
+// chaos test found the parent answer's unfenced try running the parent's
+// next step, refused at its append, and the conditional try running it
+// again: one effect twice in one live process, no crash.)
+TEST_F(ResumeFenceTest, RefusedUnfencedResumeRunsNoStep) {
+  ASSERT_TRUE(memory_.AcquireFence("ex"));
+  Result<RunOutcome> unfenced = rt_.Resume("ex");
+  ASSERT_FALSE(unfenced);
+  EXPECT_EQ(unfenced.error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(steps_, 0);
+}
+
+TEST_F(ResumeFenceTest, AnswerParkRunsTheStepOnceWhenItsUnfencedTryIsRefused) {
+  ASSERT_TRUE(memory_.AcquireFence("ex"));
+  Result<ParkAnswered> answered =
+      rt_.AnswerPark("ex", {.park_seq = park_seq_, .unfenced_first = true});
+  ASSERT_TRUE(answered) << answered.error().ToString();
+  EXPECT_EQ(answered->verdict, ParkVerdict::kResumed);
+  EXPECT_EQ(answered->conditional_resumes, 1);
+  EXPECT_EQ(steps_, 1);
+}
+
+// Two resumers of one park, both alive: the second comes while the first
+// runs its first step after the answer. The first's EXECUTION_RESUMED is
+// durable before that step, so the second finds the park answered and runs
+// nothing. (The chaos test on PostgreSQL saw two nodes answer one parent's
+// child-done park in turn, each acquire fencing out the other's run after
+// its step: the step ran six times.)
+TEST(ResumeRaceTest, ARivalResumeOfTheSameParkRunsNoStep) {
+  ManualClock clock;
+  MemoryEventStore store(store::Limits{}, clock);
+  Runtime first(store, clock), rival(store, clock);
+  int steps = 0;
+  int64_t park_seq = 0;
+  std::optional<Result<RunOutcome>> rival_out;
+  auto body = [&](Runtime* other) {
+    return [&, other](Context& ctx, const Json&) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+      ONCE_RETURN_IF_ERROR(ctx.Step("one", [&]() -> Result<Json> {
+        ++steps;
+        if (other && !rival_out) rival_out = other->Resume("ex", {.fence_if_parked_at = park_seq});
+        return steps;
+      }));
+      return "done";
+    };
+  };
+  ASSERT_TRUE(first.Register("w", body(&rival)));
+  ASSERT_TRUE(rival.Register("w", body(nullptr)));
+  Result<RunOutcome> started = first.Start("w", "ex", Json::object());
+  ASSERT_TRUE(started);
+  park_seq = *started->park_seq;
+  Result<RunOutcome> resumed = first.Resume("ex", {.fence_if_parked_at = park_seq});
+  EXPECT_EQ(steps, 1);
+  ASSERT_TRUE(rival_out);
+  EXPECT_FALSE(*rival_out);  // the park was answered
+  ASSERT_TRUE(resumed) << resumed.error().ToString();
+  EXPECT_EQ(resumed->status, ExecutionStatus::kCompleted);
+}
+
 TEST(ResumeFallbackTest, WithoutAcquireFenceIfFallsBackToAcquireFence) {
   ManualClock clock;
   MemoryEventStore memory(store::Limits{}, clock);

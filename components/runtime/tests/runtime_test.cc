@@ -133,9 +133,13 @@ TEST_F(RuntimeTest, AppendsOnlyAtBoundaries) {
   Result<RunOutcome> out = rt.Start("w", "ex", Json::object());
   ASSERT_TRUE(out) << out.error().ToString();
   EXPECT_EQ(counted.appends, 1);
+  // A resume's answer is durable before the body's first effect (a step
+  // here): one append for EXECUTION_RESUMED, one for the step and the end
+  // (RunState::answer_unconfirmed: a rival resumer then finds the park
+  // answered instead of running the step beside this one).
   ASSERT_TRUE(rt.Resume("ex", {.fence_if_parked_at = out->park_seq}));
-  EXPECT_EQ(counted.appends, 2);
-  EXPECT_EQ(rt.commit_stats().store_writes, 2u);
+  EXPECT_EQ(counted.appends, 3);
+  EXPECT_EQ(rt.commit_stats().store_writes, 3u);
 
   int durable_before_b = 0;
   ASSERT_TRUE(rt.Register("two", [&](Context& ctx, const Json&) -> Result<Json> {
@@ -148,7 +152,7 @@ TEST_F(RuntimeTest, AppendsOnlyAtBoundaries) {
   }));
   ASSERT_TRUE(rt.Start("two", "two", Json::object()));
   EXPECT_EQ(durable_before_b, 2);  // STARTED and step a's result
-  EXPECT_EQ(counted.appends, 4);
+  EXPECT_EQ(counted.appends, 5);
 }
 
 TEST_F(RuntimeTest, ParkOnSleepThenResumeReplaysWithoutRerunningSteps) {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <functional>
+#include <utility>
 
 #include "once/store/wrapper.h"
 
@@ -32,6 +33,8 @@ class BasicHookStore final : public EventStoreWrapper<BasicHookStore<Decisions>,
   explicit BasicHookStore(EventStore& target) : Base(target) {}
 
   std::function<void(int call)> before_acquire_if;
+  // Runs once, before the next ReadRange (then it is cleared).
+  std::function<void()> before_next_read;
   std::atomic<int> acquire_if_calls{0};
   std::atomic<int> reads{0};  // ReadRange calls
   std::atomic<int> appends{0};
@@ -47,6 +50,7 @@ class BasicHookStore final : public EventStoreWrapper<BasicHookStore<Decisions>,
   Result<std::vector<store::Envelope>> ReadRange(std::string_view id, int64_t first,
                                                  int64_t last) override {
     ++reads;
+    if (auto hook = std::exchange(before_next_read, nullptr)) hook();
     return target().ReadRange(id, first, last);
   }
   Result<std::vector<Result<int64_t>>> AppendBatch(

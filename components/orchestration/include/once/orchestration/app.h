@@ -248,6 +248,11 @@ class App {
   // One schedules' pass now (the background thread runs it every
   // schedule_interval_ms): enqueues the due ticks of every schedule.
   Status RunSchedules();
+  // The same pass judged at `now_ms` (Unix ms) instead of the queue store's
+  // clock: for a caller that drives schedules on a clock of its own (the
+  // chaos test runs cron time 60 times faster, with schedule_interval_ms =
+  // 0). Every node of a schedule must use the same clock.
+  Status RunSchedules(int64_t now_ms);
 
   // The execution's state once it is terminal (ended on any node); kTimeout
   // after timeout_ms. An id not started yet (queued) is waited for.

@@ -346,7 +346,14 @@ class Runtime {
   Result<RunOutcome> RedriveUnfenced(std::string_view id);
   // Takeover's claim of one running execution (see TakeoverReport).
   enum class Claimed { kRedriven, kLost, kNotRunning };
+  // Claims a running execution with the conditional acquire and re-drives
+  // it: on the workers when there are any (kRedriven once claimed; the
+  // body's errors go to on_error), else inline.
   Result<Claimed> Claim(const std::string& id, std::optional<std::string_view> expected_owner);
+  // Marks `id` as running here (with a node) until the result is dropped.
+  std::shared_ptr<void> HoldRunningHere(const std::string& id);
+  // Another mark than the caller's own (HoldRunningHere) is on `id`.
+  bool RunningHereBesidesUs(std::string_view id) const;
   Status TakeoverPage(bool own, TakeoverReport& report, std::string& after, bool& more);
   void RecoverOne(const std::string& id, RecoverReport& report,
                   const std::set<std::string, std::less<>>& alive);
@@ -357,9 +364,12 @@ class Runtime {
   Result<RunOutcome> Finish(internal::RunState& run, Result<Json> body_result);
   Result<RunOutcome> FinishParked(internal::RunState& run);
   Result<RunOutcome> FinishContinued(internal::RunState& run, Json input);
-  Status CreateChild(const internal::RunState& parent, std::string_view workflow,
-                     std::string_view key, const std::string& child_id, const Json& input);
-  Status CreateStarted(const std::string& id, Json payload);
+  // Both return whether this runtime should run the new execution's body
+  // now (CreateStarted's rule); when true, ScheduleRedrive or
+  // AbandonRedrive must follow.
+  Result<bool> CreateChild(const internal::RunState& parent, std::string_view workflow,
+                           std::string_view key, const std::string& child_id, const Json& input);
+  Result<bool> CreateStarted(const std::string& id, Json payload);
   Status Flush(internal::RunState& run);
   // The run row an append writes (see Flush): the owner it names (empty:
   // none) and what it does to the row.
@@ -384,6 +394,7 @@ class Runtime {
   Status ResumeParked(const std::string& id, int64_t park_seq, Answer answer,
                       std::vector<Envelope>* log_in_hand = nullptr);
   void ScheduleRedrive(std::string id);
+  void AbandonRedrive(const std::string& id);
   void Schedule(std::function<void()> task);
   void DrainDeferred();
   void ReportError(const Error& e);
