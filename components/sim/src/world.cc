@@ -137,6 +137,10 @@ struct SimSled {
   std::unique_ptr<Life> life;
   uint64_t lives = 0;
   std::map<rack::JobId, int> runs;
+  // Jobs some life of this sled refused (Error: their session was no longer
+  // active when they arrived). A later life may judge the same job again by
+  // its record (Skipped): it still never could run here.
+  std::set<rack::JobId> refused;
   std::vector<Process> processes;
   std::vector<std::string> log;
   // Logical times (World::Impl::Tick), so that steps at one virtual instant keep their order.
@@ -202,7 +206,7 @@ struct World::Impl {
   // The sleds whose record heights the session's starter had heard of.
   std::map<rack::SessionId, std::set<int>> session_knew;
   std::vector<Submitted> submitted;
-  bool settled_now = false;  // the last step was a settle
+  bool settled_now = false;  // the last step but expectations was a settle
   uint64_t last_settle = 0;  // logical
   uint64_t clock = 0;
   uint64_t Tick() { return ++clock; }
@@ -305,6 +309,7 @@ struct World::Impl {
           Overloaded{
               [&](const rack::JobStatusChanged& c) {
                 if (c.baseboard != s.baseboard) return;
+                if (c.status.state == rack::JobState::kError) s.refused.insert(c.job_id);
                 std::string line =
                     JobName(c.job_id) + " " + std::string(rack::JobStateName(c.status.state));
                 if (c.status.state == rack::JobState::kSkipped) {
@@ -844,7 +849,7 @@ struct World::Impl {
             own != nullptr &&
             (own->state == rack::JobState::kStopped || own->state == rack::JobState::kInterrupted ||
              own->state == rack::JobState::kCancelled || own->state == rack::JobState::kError);
-        if (ran) continue;
+        if (ran || s.refused.contains(sub.job)) continue;
         if (!s.life->core->running().empty()) continue;  // held by a long job
         // Behind a hole (gossip lost a request: documented, stop or skip it).
         if (own != nullptr && own->state == rack::JobState::kQueued &&
@@ -1056,7 +1061,14 @@ struct World::Impl {
 
   void Apply(const Step& step) {
     ++stats.steps;
-    settled_now = std::holds_alternative<sim::Settle>(step) || std::holds_alternative<Sleds>(step);
+    // An expectation changes nothing: the rack stays as settled as it was.
+    const bool expectation = std::holds_alternative<ExpectRan>(step) ||
+                             std::holds_alternative<ExpectStatus>(step) ||
+                             std::holds_alternative<ExpectTrust>(step);
+    if (!expectation) {
+      settled_now =
+          std::holds_alternative<sim::Settle>(step) || std::holds_alternative<Sleds>(step);
+    }
     Trace("STEP " + FormatStep(step));
     std::visit(Overloaded{
                    [&](const Sleds& s) { Create(s); },
