@@ -849,7 +849,8 @@ struct World::Impl {
             own != nullptr &&
             (own->state == rack::JobState::kStopped || own->state == rack::JobState::kInterrupted ||
              own->state == rack::JobState::kCancelled || own->state == rack::JobState::kError);
-        if (ran || s.refused.contains(sub.job)) continue;
+        // Or started by an earlier life (its next life skips it: already executed).
+        if (ran || s.runs.contains(sub.job) || s.refused.contains(sub.job)) continue;
         if (!s.life->core->running().empty()) continue;  // held by a long job
         // Behind a hole (gossip lost a request: documented, stop or skip it).
         if (own != nullptr && own->state == rack::JobState::kQueued &&
