@@ -137,9 +137,10 @@ struct SimSled {
   std::unique_ptr<Life> life;
   uint64_t lives = 0;
   std::map<rack::JobId, int> runs;
-  // Jobs some life of this sled refused (Error: their session was no longer
-  // active when they arrived). A later life may judge the same job again by
-  // its record (Skipped): it still never could run here.
+  // Jobs some life of this sled refused or cancelled (Error: their session
+  // was no longer active when they arrived; Cancelled: a newer session's
+  // start cancelled them). A later life may judge the same job again by its
+  // record (Skipped): it still never could run here.
   std::set<rack::JobId> refused;
   std::vector<Process> processes;
   std::vector<std::string> log;
@@ -309,7 +310,10 @@ struct World::Impl {
           Overloaded{
               [&](const rack::JobStatusChanged& c) {
                 if (c.baseboard != s.baseboard) return;
-                if (c.status.state == rack::JobState::kError) s.refused.insert(c.job_id);
+                if (c.status.state == rack::JobState::kError ||
+                    c.status.state == rack::JobState::kCancelled) {
+                  s.refused.insert(c.job_id);
+                }
                 std::string line =
                     JobName(c.job_id) + " " + std::string(rack::JobStateName(c.status.state));
                 if (c.status.state == rack::JobState::kSkipped) {
