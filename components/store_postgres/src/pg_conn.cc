@@ -367,6 +367,25 @@ Result<std::unique_ptr<Conn>> Connect(const std::string& conninfo, const std::st
   return conn;
 }
 
+Status MigrateUnderLock(const std::string& conninfo, const std::string& schema, int64_t lock_key,
+                        int64_t lock_timeout_ms, const std::function<Status(Conn&)>& migrate) {
+  ONCE_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Connect(conninfo, schema));
+  ONCE_RETURN_IF_ERROR(conn->Exec("BEGIN"));
+  Status st = [&]() -> Status {
+    ONCE_RETURN_IF_ERROR(
+        conn->Exec("SET LOCAL lock_timeout = '" + std::to_string(lock_timeout_ms) +
+                   "ms'; SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(" +
+                   std::to_string(lock_key) + ")"));
+    return migrate(*conn);
+  }();
+  if (!st) {
+    conn->ResetTransaction();
+    return st;
+  }
+  ONCE_RETURN_IF_ERROR(conn->Exec("COMMIT"));
+  return Ok();
+}
+
 Lease::~Lease() {
   if (conn_ && pool_) pool_->Return(std::move(conn_));
 }

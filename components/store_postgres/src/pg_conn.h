@@ -152,6 +152,13 @@ struct PoolOptions {
 // empty.
 Result<std::unique_ptr<Conn>> Connect(const std::string& conninfo, const std::string& schema);
 
+// Runs `migrate` on a connection of its own, in one transaction that first
+// takes the schema's migration lock (pg_advisory_xact_lock(lock_key),
+// waiting at most lock_timeout_ms); commits, or rolls everything back on an
+// error: nothing of a failed boot stays, and the next one retries.
+Status MigrateUnderLock(const std::string& conninfo, const std::string& schema, int64_t lock_key,
+                        int64_t lock_timeout_ms, const std::function<Status(Conn&)>& migrate);
+
 class ConnectionPool {
  public:
   explicit ConnectionPool(PoolOptions options) : options_(std::move(options)) {}

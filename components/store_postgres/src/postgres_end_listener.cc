@@ -16,22 +16,11 @@ namespace {
 
 // Installs the end trigger under the schema's migration lock.
 Status InstallTrigger(const PostgresEndListenerOptions& options, const std::string& channel) {
-  ONCE_ASSIGN_OR_RETURN(auto conn, pg::Connect(options.conninfo, options.schema));
-  ONCE_RETURN_IF_ERROR(conn->Exec("BEGIN"));
-  Status st = [&]() -> Status {
-    ONCE_RETURN_IF_ERROR(conn->Exec(
-        "SET LOCAL lock_timeout = '" + std::to_string(options.migration_lock_timeout_ms) +
-        "ms'; SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(" +
-        std::to_string(kMigrationLockKey) + ")"));
-    ONCE_RETURN_IF_ERROR(conn->Exec(sql::CreateEndTriggerSql(channel)));
-    return Ok();
-  }();
-  if (!st) {
-    conn->ResetTransaction();
-    return st;
-  }
-  ONCE_RETURN_IF_ERROR(conn->Exec("COMMIT"));
-  return Ok();
+  return pg::MigrateUnderLock(options.conninfo, options.schema, kMigrationLockKey,
+                              options.migration_lock_timeout_ms, [&](pg::Conn& conn) -> Status {
+                                ONCE_RETURN_IF_ERROR(conn.Exec(sql::CreateEndTriggerSql(channel)));
+                                return Ok();
+                              });
 }
 
 }  // namespace

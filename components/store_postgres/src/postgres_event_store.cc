@@ -489,14 +489,9 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
 }
 
 Status Migrate(const PostgresOptions& options, const Clock& clock) {
-  ONCE_ASSIGN_OR_RETURN(auto conn, pg::Connect(options.conninfo, options.schema));
-  return InTransaction(*conn, [&]() -> Status {
-    ONCE_RETURN_IF_ERROR(conn->Exec(
-        "SET LOCAL lock_timeout = '" + std::to_string(options.migration_lock_timeout_ms) +
-        "ms'; SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(" +
-        std::to_string(kMigrationLockKey) + ")"));
-    return MigrateLocked(*conn, options, clock);
-  });
+  return pg::MigrateUnderLock(
+      options.conninfo, options.schema, kMigrationLockKey, options.migration_lock_timeout_ms,
+      [&](Conn& conn) -> Status { return MigrateLocked(conn, options, clock); });
 }
 
 Status CheckOptions(const PostgresOptions& o) {

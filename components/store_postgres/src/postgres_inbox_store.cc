@@ -119,21 +119,9 @@ Status MigrateLocked(Conn& conn, const PostgresInboxOptions& options) {
 }
 
 Status Migrate(const PostgresInboxOptions& options) {
-  ONCE_ASSIGN_OR_RETURN(auto conn, pg::Connect(options.conninfo, options.schema));
-  ONCE_RETURN_IF_ERROR(conn->Exec("BEGIN"));
-  Status st = [&]() -> Status {
-    ONCE_RETURN_IF_ERROR(conn->Exec(
-        "SET LOCAL lock_timeout = '" + std::to_string(options.migration_lock_timeout_ms) +
-        "ms'; SET LOCAL statement_timeout = 0; SELECT pg_advisory_xact_lock(" +
-        std::to_string(kMigrationLockKey) + ")"));
-    return MigrateLocked(*conn, options);
-  }();
-  if (!st) {
-    conn->ResetTransaction();  // nothing of this boot stays; the next retries
-    return st;
-  }
-  ONCE_RETURN_IF_ERROR(conn->Exec("COMMIT"));
-  return Ok();
+  return pg::MigrateUnderLock(options.conninfo, options.schema, kMigrationLockKey,
+                              options.migration_lock_timeout_ms,
+                              [&](Conn& conn) -> Status { return MigrateLocked(conn, options); });
 }
 
 // BEGIN and the execution's advisory lock, in one round trip.
