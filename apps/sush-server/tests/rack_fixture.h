@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -127,8 +128,32 @@ class RackTest : public ::testing::Test {
     ASSERT_TRUE(sush_net::SavePublicKey(root_ / "operator.pub", "operator", operator_.public_key));
   }
   void TearDown() override {
+    if (HasFailure()) DumpSleds();
     for (Sled& sled : sleds_) Kill(sled);
     if (!HasFailure()) std::filesystem::remove_all(root_);
+  }
+
+  // After a failure: what each running sled says about itself and the last
+  // lines of every sled's log, so that a failure on a machine nobody can
+  // inspect afterwards (CI) still says what happened.
+  void DumpSleds() {
+    constexpr size_t kLogTailLines = 40;
+    std::cerr << "rack test folder kept: " << root_ << "\n";
+    for (const Sled& sled : sleds_) {
+      std::cerr << "---- " << sled.baseboard << " (pid " << sled.pid << ")\n";
+      if (sled.pid > 0) {
+        auto info = sled.client().Info();
+        std::cerr << "info: " << (info ? info->dump() : info.error().ToString()) << "\n";
+        auto session = sled.client().Session();
+        std::cerr << "session: " << (session ? session->dump() : session.error().ToString())
+                  << "\n";
+      }
+      std::istringstream log(ReadFile(sled.data_dir / "server.log"));
+      std::vector<std::string> lines;
+      for (std::string line; std::getline(log, line);) lines.push_back(line);
+      const size_t from = lines.size() > kLogTailLines ? lines.size() - kLogTailLines : 0;
+      for (size_t i = from; i < lines.size(); ++i) std::cerr << "log: " << lines[i] << "\n";
+    }
   }
 
   // Plans n sleds (ports, baseboards, data dirs, each the peer of all).
@@ -308,6 +333,17 @@ class RackTest : public ::testing::Test {
     auto job = reader.client().Job(id);
     if (!job || !(*job)["statuses"].contains(baseboard)) return "";
     return (*job)["statuses"][baseboard]["state"].get<std::string>();
+  }
+
+  // Every running sled's view of a job, for a failure's message.
+  std::string JobViews(const rack::JobId& id) {
+    std::string out;
+    for (const Sled& sled : sleds_) {
+      if (sled.pid <= 0) continue;
+      auto job = sled.client().Job(id);
+      out += "\n" + sled.baseboard + " sees " + (job ? job->dump() : job.error().ToString());
+    }
+    return out;
   }
 
   std::filesystem::path JobDir(const Sled& sled, const rack::JobId& id) {

@@ -220,8 +220,9 @@ TEST_F(RackTest, AReplacedSledRejoins) {
   ASSERT_TRUE(session);
   auto first = sleds_[0].client().StartJob(operator_, "echo one", "*", false);
   ASSERT_TRUE(first);
-  ASSERT_TRUE(
-      Eventually([&] { return StateOn(sleds_[0], *first, sleds_[2].baseboard) == "Stopped"; }));
+  ASSERT_TRUE(Eventually([&] {
+    return StateOn(sleds_[0], *first, sleds_[2].baseboard) == "Stopped";
+  })) << JobViews(*first);
 
   // Sled 2 dies for good; a new board takes its cubby, addresses and nothing else.
   Kill(sleds_[2]);
