@@ -43,7 +43,12 @@ constexpr Column kLateColumns[] = {
     {"park_seq", "park_seq bigint NULL"},
     {"park_fence", "park_fence bigint NULL"},
 };
-constexpr char kWakeIndex[] = "timers_wake_at_ms";
+// The claim's order (wake_at_ms, execution_id) read from an index: with many
+// rows due at one instant an index on wake_at_ms alone left the claim to
+// sort every due row (100,000 rows of one instant: a claim took ~160 ms, 29
+// ms with this index). It replaces the older one-column index.
+constexpr char kWakeIndex[] = "timers_by_wake";
+constexpr char kOldWakeIndex[] = "timers_wake_at_ms";
 
 // The selected columns of a row: id, wake, has re-drive, attempt, the park
 // (sequence and fence; both NULL without one).
@@ -141,9 +146,10 @@ Status MigrateLocked(Conn& conn, const PostgresTimerOptions& options) {
       conn.ExecParams("SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = $2",
                       Params().Text(options.schema).Text(kWakeIndex)));
   if (PQntuples(index.get()) == 0) {
-    ONCE_RETURN_IF_ERROR(
-        conn.Exec(std::string("CREATE INDEX ") + kWakeIndex + " ON timers (wake_at_ms)"));
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string("CREATE INDEX ") + kWakeIndex +
+                                   " ON timers (wake_at_ms, execution_id)"));
   }
+  ONCE_RETURN_IF_ERROR(conn.Exec(std::string("DROP INDEX IF EXISTS ") + kOldWakeIndex));
   return Ok();
 }
 

@@ -24,6 +24,7 @@ using timers::TimerRow;
 constexpr char kOldShape[] =
     "CREATE TABLE timers (execution_id text NOT NULL, wake_at_ms bigint NOT NULL, "
     "PRIMARY KEY (execution_id, wake_at_ms)); "
+    "CREATE INDEX timers_wake_at_ms ON timers (wake_at_ms); "
     "INSERT INTO timers VALUES ('old', 10)";
 
 class PostgresTimerTest : public PostgresTest {
@@ -55,8 +56,12 @@ TEST_F(PostgresTimerTest, OlderTableGainsTheColumnsAndKeepsItsRows) {
     EXPECT_TRUE(HasColumn(c)) << c;
   }
   EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + schema_->name() +
-                         "' AND indexname = 'timers_wake_at_ms'"),
+                         "' AND indexname = 'timers_by_wake'"),
             "1");
+  // The one-column index the claim's order outgrew is dropped.
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + schema_->name() +
+                         "' AND indexname = 'timers_wake_at_ms'"),
+            "0");
   // The old row reads as a plain wake and can be claimed.
   EXPECT_EQ(timers->RowsOf("old").value(), (std::vector<TimerRow>{{"old", 10, std::nullopt}}));
   ASSERT_TRUE(timers->Schedule({"r", 20, Redrive{3}}));
