@@ -21,7 +21,7 @@
 // The TimerService runs with TimerServiceOptions' defaults, and the stores
 // with their own limits and pool sizes, unless a flag overrides one
 // (--claim-rows-max, --fire-concurrency, --repoll-when-full 0|1,
-// --claim-ahead-ms, --poll-interval-ms). After the firing, the raw limit of
+// --overlap-polls 0|1, --claim-ahead-ms, --poll-interval-ms). After the firing, the raw limit of
 // the same storage is measured (raw_fsync_per_s, raw_commit_per_s; see
 // RawRates). --profile-store adds the event store's per-method calls and
 // mean latency over the firing (store_<Method>_calls / _ms_avg).
@@ -563,6 +563,7 @@ int Run(const Options& o) {
       {"fire_concurrency", std::to_string(o.service.fire_concurrency)},
       {"repoll_when_full", o.service.repoll_when_full ? "1" : "0"},
       {"claim_ahead_ms", std::to_string(o.service.claim_ahead_ms)},
+      {"overlap_polls", o.service.overlap_polls ? "1" : "0"},
       {"sqlite_timers_normal", o.timers_synchronous_normal ? "1" : "0"},
       {"repark", o.repark ? "1" : "0"},
       {"wake_ms_avg", fixed(static_cast<double>(waker.wake_us()) / 1e3 / per_row, 2)},
@@ -629,6 +630,9 @@ int main(int argc, char** argv) {
   app.add_option("--repoll-when-full", o.service.repoll_when_full,
                  "TimerServiceOptions::repoll_when_full (1/0): a full batch is followed by a poll "
                  "at once");
+  app.add_option("--overlap-polls", o.service.overlap_polls,
+                 "TimerServiceOptions::overlap_polls (1/0): the next poll of a full claim starts "
+                 "once the poll before has handed out its rows");
   app.add_option("--raw-ms", o.raw_ms, "how long the raw fsync / commit rates are measured");
   app.add_flag("--repark", o.repark,
                "after its wake each execution sleeps again for a day: every fired row writes a "

@@ -16,9 +16,38 @@ const events::Json* TimerWait(const store::Envelope& park, int64_t wake_at_ms) {
   return nullptr;
 }
 
+WakeVerdict VerdictOf(runtime::ParkVerdict verdict) {
+  switch (verdict) {
+    case runtime::ParkVerdict::kResumed:
+      return WakeVerdict::kResumed;
+    case runtime::ParkVerdict::kNoop:
+      return WakeVerdict::kObsolete;
+    case runtime::ParkVerdict::kContended:
+      break;
+  }
+  return WakeVerdict::kContended;
+}
+
 }  // namespace
 
 Result<WakeVerdict> RuntimeWaker::Wake(const timers::TimerRow& row) {
+  if (row.park) {
+    // The row names its park and the park's token: the acquire goes first
+    // and brings the log (no read before it). The answer is the park's
+    // timer wait (a Sleep park has exactly one).
+    ONCE_ASSIGN_OR_RETURN(runtime::ParkAnswered answered,
+                          runtime_.AnswerPark(row.execution_id, {.park_seq = row.park->sequence,
+                                                                 .park_fence = row.park->fence}));
+    if (answered.verdict != runtime::ParkVerdict::kNoop) return VerdictOf(answered.verdict);
+    // That park is answered or gone. The row is shared by every park of the
+    // execution that waits on this instant, and a newer one may not have
+    // written its park into the row yet: the log decides, as for a row
+    // without a park.
+  }
+  return WakeFromLog(row);
+}
+
+Result<WakeVerdict> RuntimeWaker::WakeFromLog(const timers::TimerRow& row) {
   // One read: the park is found in it, and the resume takes it over (the
   // acquire and the tail read under the new token still decide).
   ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> log,
@@ -32,31 +61,32 @@ Result<WakeVerdict> RuntimeWaker::Wake(const timers::TimerRow& row) {
       runtime_.AnswerPark(row.execution_id, {.park_seq = park->sequence,
                                              .answer = runtime::Answer{*wait, events::Json()},
                                              .log_in_hand = &log}));
-  switch (answered.verdict) {
-    case runtime::ParkVerdict::kResumed:
-      return WakeVerdict::kResumed;
-    case runtime::ParkVerdict::kNoop:
-      return WakeVerdict::kObsolete;
-    case runtime::ParkVerdict::kContended:
-      break;
-  }
-  return WakeVerdict::kContended;
+  return VerdictOf(answered.verdict);
 }
 
 Result<size_t> ParkTimers::Schedule(const std::string& id, const store::Envelope& park) {
+  return ScheduleAt(id, park.sequence, park);
+}
+
+Result<size_t> ParkTimers::ScheduleAt(const std::string& id, int64_t park_seq,
+                                      const store::Envelope& park) {
+  // The park rides along when its sequence is known (the waker's
+  // acquire-first); a row without it is woken from the log.
+  std::optional<timers::TimerPark> carried;
+  if (park_seq >= 1 && park.fence() >= 0) carried = timers::TimerPark{park_seq, park.fence()};
   size_t written = 0;
   for (const events::Json& wait : Member(park.payload, "waits")) {
     if (Member(wait, "type") != "timer") continue;
     const events::Json& wake = Member(wait, "wake_at_ms");
     if (!wake.is_number_integer()) continue;
-    ONCE_RETURN_IF_ERROR(timers_.Schedule({id, wake.get<int64_t>(), std::nullopt}));
+    ONCE_RETURN_IF_ERROR(timers_.Schedule({id, wake.get<int64_t>(), std::nullopt, carried}));
     ++written;
   }
   return written;
 }
 
-void ParkTimers::OnPark(const std::string& id, int64_t, const store::Envelope& park) {
-  Result<size_t> r = Schedule(id, park);
+void ParkTimers::OnPark(const std::string& id, int64_t park_seq, const store::Envelope& park) {
+  Result<size_t> r = ScheduleAt(id, park_seq, park);
   if (!r && on_error_) on_error_(r.error());
 }
 

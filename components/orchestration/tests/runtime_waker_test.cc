@@ -134,6 +134,86 @@ TEST_P(WakerTest, AWakeReadsTheLogOnce) {
   EXPECT_EQ(rt.Inspect("w").value().status, runtime::ExecutionStatus::kCompleted);
 }
 
+// A row written at the park carries the park (its sequence and token), so a
+// wake is the conditional acquire alone, which brings the log back: nothing
+// is read before it, and nothing after it.
+class CarriedParkTest : public WakerTest {
+ protected:
+  CarriedParkTest() { testing::RegisterWorkflows(rt_counting_); }
+  std::vector<timers::TimerRow> Rows(std::string_view id) { return timers_.RowsOf(id).value(); }
+  int64_t Fence(std::string_view id) { return base_.get().ReadFence(id).value(); }
+  int Resumes(std::string_view id) { return testing::Count(base_.get(), id, "EXECUTION_RESUMED"); }
+
+  testing::ReadCountingStore counting_{base_.get()};
+  runtime::Runtime rt_counting_{counting_, clock_, RtOptions()};
+  RuntimeWaker counting_waker_{rt_counting_};
+};
+
+TEST_P(CarriedParkTest, AWakeIsTheAcquireAloneWithNoReadBeforeIt) {
+  int64_t t0 = clock_.NowUnixMillis();
+  ASSERT_TRUE(rt_counting_.Start("sleeper", "w", Json()));
+  for (int64_t wake : {t0 + 1000, t0 + 2000}) {
+    std::vector<timers::TimerRow> rows = Rows("w");
+    ASSERT_EQ(rows.size(), 1u);
+    ASSERT_TRUE(rows[0].park.has_value()) << "the row carries its park";
+    const store::Envelope park = testing::Log(base_.get(), "w").back();
+    EXPECT_EQ(rows[0].park->sequence, park.sequence);
+    EXPECT_EQ(rows[0].park->fence, park.fence());
+    ASSERT_TRUE(timers_.CompleteMany(std::vector<timers::TimerKey>{rows[0].key()}));
+    clock_.Advance(std::chrono::seconds(1));
+    counting_.reads = 0;
+    ASSERT_EQ(counting_waker_.Wake(rows[0]).value(), WakeVerdict::kResumed) << wake;
+    EXPECT_EQ(counting_.reads, 0) << wake;
+  }
+  EXPECT_EQ(rt_counting_.Inspect("w").value().status, runtime::ExecutionStatus::kCompleted);
+  EXPECT_EQ(Fence("w"), 2);  // one token a wake
+  EXPECT_TRUE(errors_.empty());
+}
+
+TEST_P(CarriedParkTest, ARowOfAnAnsweredParkIsObsoleteAndTakesNoToken) {
+  ASSERT_TRUE(rt_counting_.Start("sleeper", "s", Json()));
+  timers::TimerRow first = Rows("s").at(0);
+  ASSERT_TRUE(timers_.CompleteMany(std::vector<timers::TimerKey>{first.key()}));
+  clock_.Advance(std::chrono::seconds(1));
+  ASSERT_EQ(counting_waker_.Wake(first).value(), WakeVerdict::kResumed);
+  ASSERT_EQ(Fence("s"), 1);
+  // Fired again (a retire lost to a crash): the park is answered.
+  EXPECT_EQ(counting_waker_.Wake(first).value(), WakeVerdict::kObsolete);
+  EXPECT_EQ(Fence("s"), 1);
+  EXPECT_EQ(Resumes("s"), 1);
+  EXPECT_EQ(rt_counting_.Inspect("s").value().status, runtime::ExecutionStatus::kSuspended);
+}
+
+// The key (id, wake) is shared by every park of that instant; a row still
+// naming an older park wakes the open one that waits on the same instant.
+TEST_P(CarriedParkTest, ARowNamingAnOlderParkWakesTheOpenParkOfItsInstant) {
+  ASSERT_TRUE(rt_counting_.Start("sleeper", "s", Json()));
+  timers::TimerRow row = Rows("s").at(0);
+  row.park = timers::TimerPark{1, 0};  // EXECUTION_STARTED: answered by the park after it
+  EXPECT_EQ(counting_waker_.Wake(row).value(), WakeVerdict::kResumed);
+  EXPECT_EQ(Resumes("s"), 1);
+  EXPECT_EQ(Fence("s"), 1);  // the stale acquire moved nothing
+}
+
+// A token moved by a resumer that died after its acquire: the carried token
+// is stale, the log the acquire returned shows the park still open, and the
+// acquire is retried on the current token.
+TEST_P(CarriedParkTest, ADeadAcquirerBeforeTheWakeCostsOneMoreAcquire) {
+  ASSERT_TRUE(rt_counting_.Start("sleeper", "s", Json()));
+  timers::TimerRow row = Rows("s").at(0);
+  ASSERT_EQ(base_.get().AcquireFence("s").value(), 1);
+  counting_.reads = 0;
+  EXPECT_EQ(counting_waker_.Wake(row).value(), WakeVerdict::kResumed);
+  EXPECT_EQ(counting_.reads, 0);
+  EXPECT_EQ(Fence("s"), 2);
+  EXPECT_EQ(Resumes("s"), 1);
+  // The second park was written under token 2, and its row says so.
+  EXPECT_EQ(Rows("s").back().park->fence, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CarriedParkTest, ::testing::ValuesIn(testing::InboxBackends()),
+                         testing::BackendName);
+
 INSTANTIATE_TEST_SUITE_P(Backends, WakerTest, ::testing::ValuesIn(testing::InboxBackends()),
                          testing::BackendName);
 

@@ -78,15 +78,19 @@ Result<store::ConditionalAcquire> FenceProtocol::AcquireOnce(std::string_view id
 Result<Fenced> FenceProtocol::AcquireIfParked(std::string_view id, std::vector<Envelope>& log,
                                               int64_t park_seq, std::string_view owner, int* budget,
                                               std::optional<int64_t> expect_fence) {
+  // Nothing in hand and the park's token known (acquire-first): the
+  // acquire itself judges the park and returns the log to check it on.
+  const bool blind = log.empty() && expect_fence.has_value() &&
+                     store_.Supports(Capability::kAcquireFenceIfReadTail);
   Envelope read;
-  const Envelope* park = InHand(log, park_seq);
-  if (!park) {
+  const Envelope* park = blind ? nullptr : InHand(log, park_seq);
+  if (!park && !blind) {
     ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> one, store_.ReadRange(id, park_seq, park_seq));
     if (one.empty()) return Refused(id, "not-suspended");
     read = std::move(one.front());
     park = &read;
   }
-  if (!park->Is(KernelKind::kExecutionSuspended)) return Refused(id, "not-suspended");
+  if (park && !park->Is(KernelKind::kExecutionSuspended)) return Refused(id, "not-suspended");
   const bool owned = !owner.empty() && store_.Supports(Capability::kOwnership);
   if (!store_.Supports(Capability::kAcquireFenceIf)) {
     if (*budget <= 0) {
@@ -97,7 +101,7 @@ Result<Fenced> FenceProtocol::AcquireIfParked(std::string_view id, std::vector<E
     ONCE_ASSIGN_OR_RETURN(int64_t token, store_.AcquireFence(id));
     return Fenced{.token = token};
   }
-  store::FenceExpectation expect{.fence = expect_fence.value_or(park->fence()),
+  store::FenceExpectation expect{.fence = expect_fence ? *expect_fence : park->fence(),
                                  .park_seq = park_seq};
   if (owned) expect.owner = owner;
   int attempts = 0;

@@ -56,7 +56,10 @@ class FenceProtocol {
   // with the acquire. A store without the conditional acquire gets a plain
   // AcquireFence; one that does not fence, no token.
   // `expect_fence`: the token to expect first instead of the park's (the
-  // current one a lost append reported: the park's is stale forever).
+  // current one a lost append reported: the park's is stale forever). With
+  // an empty `log` on a store with AcquireFenceIfReadTail it is the park's
+  // own token (acquire-first): the park is not read; the acquire judges it
+  // and fills `log` with the whole log, which the caller must check.
   Result<Fenced> ForResume(std::string_view id, std::vector<Envelope>& log,
                            const RunOptions& options, std::string_view owner, int* budget,
                            std::optional<int64_t> expect_fence = std::nullopt);

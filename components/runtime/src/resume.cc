@@ -56,6 +56,11 @@ Result<RunOutcome> Runtime::Deliver(std::string_view id, std::string_view topic,
   return ResumeImpl(id, "", options, extras);
 }
 
+bool Runtime::AcquiresFirst(const RunOptions& options, const ResumeExtras& extras) const {
+  return extras.acquire_first && extras.expect_fence && options.fence_if_parked_at &&
+         !extras.log_in_hand && store_.Supports(Capability::kAcquireFenceIfReadTail);
+}
+
 // A caller's log: ascending, contiguous, this execution's.
 Status Runtime::CheckLogInHand(std::string_view id, std::span<const Envelope> log) {
   for (size_t i = 0; i < log.size(); ++i) {
@@ -82,8 +87,16 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   // run between the acquire and the body (it did: a second body ran the
   // next step beside the first, in one live process).
   std::shared_ptr<void> running = HoldRunningHere(std::string(id));
+  int own_budget = options_.resume_attempts_max;
+  int* budget = extras.budget ? extras.budget : &own_budget;
+  FenceProtocol fence(store_);
   std::vector<Envelope> log;
-  if (extras.log_in_hand) {
+  // Acquire-first: the token comes before any read, with the whole log.
+  std::optional<internal::Fenced> fenced_first;
+  if (AcquiresFirst(options, extras)) {
+    ONCE_ASSIGN_OR_RETURN(fenced_first,
+                          fence.ForResume(id, log, options, Owner(), budget, extras.expect_fence));
+  } else if (extras.log_in_hand) {
     log = std::move(*extras.log_in_hand);
   } else {
     ONCE_ASSIGN_OR_RETURN(log, store::ReadLog(store_, id));
@@ -101,13 +114,14 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
     return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
   std::string actor(principal);  // fixed before the acquire: the fence is the last step
   const bool acquires = options.fence_if_parked_at && store_.Supports(Capability::kAcquireFence);
-  int own_budget = options_.resume_attempts_max;
-  FenceProtocol fence(store_);
-  ONCE_ASSIGN_OR_RETURN(
-      internal::Fenced fenced,
-      fence.ForResume(id, log, options, Owner(), extras.budget ? extras.budget : &own_budget,
-                      extras.expect_fence));
-  if (acquires || extras.log_in_hand) {
+  internal::Fenced fenced;
+  if (fenced_first) {
+    fenced = *fenced_first;  // the log came with the token: checked above
+  } else {
+    ONCE_ASSIGN_OR_RETURN(fenced,
+                          fence.ForResume(id, log, options, Owner(), budget, extras.expect_fence));
+  }
+  if (!fenced_first && (acquires || extras.log_in_hand)) {
     // Under the new token (or on a view read earlier): advance the view by
     // the tail and re-check on it, so the run appends after whatever
     // (ignorable) landed since the first read. A held token or none was
@@ -219,14 +233,21 @@ Result<ParkAnswered> Runtime::AnswerPark(std::string_view id, ParkAnswer request
   }
   // 2. Under the conditional acquire, within ONE budget of acquires: a
   // resume whose append lost after its acquire won (a rival fenced or
-  // appended in between) is re-tried on a re-read of the park.
+  // appended in between) is re-tried on a re-read of the park. The park's
+  // own token, when the caller knows it, lets the first try acquire first.
   extras.budget = &budget;
   extras.expect_park.reset();
+  if (request.park_fence && request.park_seq != 0 && !extras.log_in_hand &&
+      !request.unfenced_first) {
+    extras.expect_fence = request.park_fence;
+    extras.acquire_first = true;
+  }
   while (budget > 0) {
     options.fence_if_parked_at = park_seq;
     ++out.conditional_resumes;
     Result<RunOutcome> r = ResumeImpl(id, "", options, extras);
     extras.log_in_hand = nullptr;
+    extras.acquire_first = false;
     if (std::optional<ParkVerdict> v = verdict_of(r)) return done(std::move(r), *v);
     if (r.error().code != ErrorCode::kStaleFence &&
         r.error().code != ErrorCode::kSequenceConflict) {

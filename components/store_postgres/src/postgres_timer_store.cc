@@ -25,6 +25,8 @@ constexpr char kCreateTimers[] = R"(CREATE TABLE IF NOT EXISTS timers (
   redrive jsonb NULL,
   lease_owner text NOT NULL DEFAULT '',
   lease_until_ms bigint NOT NULL DEFAULT 0,
+  park_seq bigint NULL,
+  park_fence bigint NULL,
   PRIMARY KEY (execution_id, wake_at_ms)
 ))";
 
@@ -38,12 +40,21 @@ constexpr Column kLateColumns[] = {
     {"redrive", "redrive jsonb NULL"},
     {"lease_owner", "lease_owner text NOT NULL DEFAULT ''"},
     {"lease_until_ms", "lease_until_ms bigint NOT NULL DEFAULT 0"},
+    {"park_seq", "park_seq bigint NULL"},
+    {"park_fence", "park_fence bigint NULL"},
 };
-constexpr char kWakeIndex[] = "timers_wake_at_ms";
+// The claim's order (wake_at_ms, execution_id) read from an index: with many
+// rows due at one instant an index on wake_at_ms alone left the claim to
+// sort every due row (100,000 rows of one instant: a claim took ~160 ms, 29
+// ms with this index). It replaces the older one-column index.
+constexpr char kWakeIndex[] = "timers_by_wake";
+constexpr char kOldWakeIndex[] = "timers_wake_at_ms";
 
-// The selected columns of a row: id, wake, has re-drive, attempt.
+// The selected columns of a row: id, wake, has re-drive, attempt, the park
+// (sequence and fence; both NULL without one).
 constexpr char kRowColumns[] =
-    "execution_id, wake_at_ms, redrive IS NOT NULL, COALESCE((redrive->>'attempt')::int8, 0)";
+    "execution_id, wake_at_ms, redrive IS NOT NULL, COALESCE((redrive->>'attempt')::int8, 0), "
+    "park_seq, park_fence";
 
 struct Statement {
   const char* name;
@@ -53,10 +64,17 @@ struct Statement {
 std::vector<Statement> Statements() {
   const std::string cols = kRowColumns;
   return {
+      // The newest park wins (a NULL park_seq compares to NULL: kept); every
+      // expression of the SET sees the row as it was.
       {"schedule",
-       "INSERT INTO timers (execution_id, wake_at_ms, redrive) VALUES ($1::text, $2::int8, "
-       "$3::jsonb) ON CONFLICT (execution_id, wake_at_ms) "
-       "DO UPDATE SET redrive = COALESCE(EXCLUDED.redrive, timers.redrive)"},
+       "INSERT INTO timers (execution_id, wake_at_ms, redrive, park_seq, park_fence) "
+       "VALUES ($1::text, $2::int8, $3::jsonb, $4::int8, $5::int8) "
+       "ON CONFLICT (execution_id, wake_at_ms) "
+       "DO UPDATE SET redrive = COALESCE(EXCLUDED.redrive, timers.redrive), "
+       "park_fence = CASE WHEN EXCLUDED.park_seq >= COALESCE(timers.park_seq, 0) "
+       "THEN EXCLUDED.park_fence ELSE timers.park_fence END, "
+       "park_seq = CASE WHEN EXCLUDED.park_seq >= COALESCE(timers.park_seq, 0) "
+       "THEN EXCLUDED.park_seq ELSE timers.park_seq END"},
       {"due", "SELECT " + cols +
                   " FROM timers WHERE wake_at_ms <= $1::int8 AND ($3::bool OR redrive IS NULL) "
                   "ORDER BY wake_at_ms, execution_id LIMIT $2::int8"},
@@ -97,6 +115,9 @@ std::vector<TimerRow> Rows(const PGresult* res) {
     if (PQgetvalue(res, i, 2)[0] == 't') {
       row.redrive = timers::Redrive{static_cast<int>(IntAt(res, i, 3))};
     }
+    if (!PQgetisnull(res, i, 4) && !PQgetisnull(res, i, 5)) {
+      row.park = timers::TimerPark{IntAt(res, i, 4), IntAt(res, i, 5)};
+    }
     out.push_back(std::move(row));
   }
   return out;
@@ -125,9 +146,10 @@ Status MigrateLocked(Conn& conn, const PostgresTimerOptions& options) {
       conn.ExecParams("SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = $2",
                       Params().Text(options.schema).Text(kWakeIndex)));
   if (PQntuples(index.get()) == 0) {
-    ONCE_RETURN_IF_ERROR(
-        conn.Exec(std::string("CREATE INDEX ") + kWakeIndex + " ON timers (wake_at_ms)"));
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string("CREATE INDEX ") + kWakeIndex +
+                                   " ON timers (wake_at_ms, execution_id)"));
   }
+  ONCE_RETURN_IF_ERROR(conn.Exec(std::string("DROP INDEX IF EXISTS ") + kOldWakeIndex));
   return Ok();
 }
 
@@ -165,6 +187,11 @@ Status PostgresTimerStore::Schedule(const TimerRow& row) {
     p.Text("{\"attempt\":" + std::to_string(row.redrive->attempt) + "}");
   } else {
     p.Null();
+  }
+  if (row.park) {
+    p.Int(row.park->sequence).Int(row.park->fence);
+  } else {
+    p.Null().Null();
   }
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   ONCE_RETURN_IF_ERROR(conn->Prepared("schedule", p));

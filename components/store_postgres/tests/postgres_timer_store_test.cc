@@ -17,12 +17,14 @@ namespace {
 using testing::PostgresTest;
 using timers::ClaimRequest;
 using timers::Redrive;
+using timers::TimerPark;
 using timers::TimerRow;
 
 // The shape before re-drive rows and leases.
 constexpr char kOldShape[] =
     "CREATE TABLE timers (execution_id text NOT NULL, wake_at_ms bigint NOT NULL, "
     "PRIMARY KEY (execution_id, wake_at_ms)); "
+    "CREATE INDEX timers_wake_at_ms ON timers (wake_at_ms); "
     "INSERT INTO timers VALUES ('old', 10)";
 
 class PostgresTimerTest : public PostgresTest {
@@ -50,10 +52,16 @@ TEST_F(PostgresTimerTest, OlderTableGainsTheColumnsAndKeepsItsRows) {
   ASSERT_FALSE(HasColumn("redrive"));
   auto timers = Open(Options());
   ASSERT_NE(timers, nullptr);
-  for (const char* c : {"redrive", "lease_owner", "lease_until_ms"}) EXPECT_TRUE(HasColumn(c)) << c;
+  for (const char* c : {"redrive", "lease_owner", "lease_until_ms", "park_seq", "park_fence"}) {
+    EXPECT_TRUE(HasColumn(c)) << c;
+  }
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + schema_->name() +
+                         "' AND indexname = 'timers_by_wake'"),
+            "1");
+  // The one-column index the claim's order outgrew is dropped.
   EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + schema_->name() +
                          "' AND indexname = 'timers_wake_at_ms'"),
-            "1");
+            "0");
   // The old row reads as a plain wake and can be claimed.
   EXPECT_EQ(timers->RowsOf("old").value(), (std::vector<TimerRow>{{"old", 10, std::nullopt}}));
   ASSERT_TRUE(timers->Schedule({"r", 20, Redrive{3}}));
@@ -61,6 +69,9 @@ TEST_F(PostgresTimerTest, OlderTableGainsTheColumnsAndKeepsItsRows) {
   EXPECT_EQ(timers->RowsOf("r").value(), (std::vector<TimerRow>{{"r", 20, Redrive{3}}}));
   auto claimed = timers->Claim({.now_ms = 100, .owner = "n1", .lease_ms = 1000}).value();
   EXPECT_EQ(claimed, (std::vector<TimerRow>{{"old", 10, std::nullopt}, {"r", 20, Redrive{3}}}));
+  // The old row gains a park.
+  ASSERT_TRUE(timers->Schedule({"old", 10, std::nullopt, TimerPark{2, 1}}));
+  EXPECT_EQ(timers->RowsOf("old").value()[0].park, (TimerPark{2, 1}));
   // A second boot finds nothing to do.
   timers.reset();
   ASSERT_NE(Open(Options()), nullptr);

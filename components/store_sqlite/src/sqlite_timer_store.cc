@@ -42,13 +42,20 @@ const std::vector<std::string>& TimerSqlText() {
     s[kBegin] = "BEGIN IMMEDIATE";
     s[kCommit] = "COMMIT";
     s[kRollback] = "ROLLBACK";
+    // The newest park wins (a NULL park_seq compares to NULL: kept). Every
+    // expression of the SET sees the row as it was.
     s[kSchedule] =
-        "INSERT INTO timers(execution_id, wake_at_ms, redrive) VALUES (?1, ?2, ?3) "
+        "INSERT INTO timers(execution_id, wake_at_ms, redrive, park_seq, park_fence) "
+        "VALUES (?1, ?2, ?3, ?4, ?5) "
         "ON CONFLICT(execution_id, wake_at_ms) DO UPDATE SET "
-        "redrive = COALESCE(excluded.redrive, timers.redrive)";
+        "redrive = COALESCE(excluded.redrive, timers.redrive), "
+        "park_fence = CASE WHEN excluded.park_seq >= COALESCE(timers.park_seq, 0) "
+        "  THEN excluded.park_fence ELSE timers.park_fence END, "
+        "park_seq = CASE WHEN excluded.park_seq >= COALESCE(timers.park_seq, 0) "
+        "  THEN excluded.park_seq ELSE timers.park_seq END";
     // ?3 = include_redrive: re-drive rows go in the WHERE, before the LIMIT.
     s[kDue] =
-        "SELECT execution_id, wake_at_ms, redrive FROM timers "
+        "SELECT execution_id, wake_at_ms, redrive, park_seq, park_fence FROM timers "
         "WHERE wake_at_ms <= ?1 AND (?2 OR redrive IS NULL) "
         "ORDER BY wake_at_ms, execution_id LIMIT ?3";
     // A row under a live lease is skipped, whoever holds it.
@@ -60,13 +67,14 @@ const std::vector<std::string>& TimerSqlText() {
         "  WHERE wake_at_ms <= ?1 + ?6 AND (?2 OR redrive IS NULL) "
         "    AND COALESCE(lease_until_ms, 0) <= ?1 "
         "  ORDER BY wake_at_ms, execution_id LIMIT ?3) "
-        "RETURNING execution_id, wake_at_ms, redrive";
+        "RETURNING execution_id, wake_at_ms, redrive, park_seq, park_fence";
     s[kComplete] = "DELETE FROM timers WHERE execution_id = ?1 AND wake_at_ms = ?2";
     s[kDefer] =
         "UPDATE timers SET lease_until_ms = ?3 "
         "WHERE execution_id = ?1 AND wake_at_ms = ?2 AND lease_owner = ?4";
     s[kRowsOf] =
-        "SELECT execution_id, wake_at_ms, redrive FROM timers WHERE execution_id = ?1 "
+        "SELECT execution_id, wake_at_ms, redrive, park_seq, park_fence FROM timers "
+        "WHERE execution_id = ?1 "
         "ORDER BY wake_at_ms";
     s[kSavepoint] = "SAVEPOINT timer_op";
     s[kRelease] = "RELEASE timer_op";
@@ -80,7 +88,7 @@ const std::vector<std::string>& TimerSqlText() {
 constexpr const char* kCreateTable =
     "CREATE TABLE IF NOT EXISTS timers ("
     "  execution_id TEXT NOT NULL, wake_at_ms INTEGER NOT NULL, redrive TEXT,"
-    "  lease_owner TEXT, lease_until_ms INTEGER,"
+    "  lease_owner TEXT, lease_until_ms INTEGER, park_seq INTEGER, park_fence INTEGER,"
     "  PRIMARY KEY (execution_id, wake_at_ms))";
 constexpr const char* kCreateIndex =
     "CREATE INDEX IF NOT EXISTS timers_by_wake ON timers(wake_at_ms, execution_id)";
@@ -88,8 +96,11 @@ struct AddedColumn {
   const char* name;
   const char* type;
 };
-constexpr AddedColumn kAddedColumns[] = {
-    {"redrive", "TEXT"}, {"lease_owner", "TEXT"}, {"lease_until_ms", "INTEGER"}};
+constexpr AddedColumn kAddedColumns[] = {{"redrive", "TEXT"},
+                                         {"lease_owner", "TEXT"},
+                                         {"lease_until_ms", "INTEGER"},
+                                         {"park_seq", "INTEGER"},
+                                         {"park_fence", "INTEGER"}};
 
 Result<std::set<std::string>> ColumnsOf(Connection& c, const char* table) {
   sqlite3_stmt* raw = nullptr;
@@ -136,7 +147,8 @@ Result<std::optional<Redrive>> DecodeRedrive(const Statement& s, int column, std
   return Redrive{.attempt = j["attempt"].get<int>()};
 }
 
-// Reads (execution_id, wake_at_ms, redrive) rows to the end.
+// Reads (execution_id, wake_at_ms, redrive, park_seq, park_fence) rows to
+// the end. A park is there when both of its columns are.
 Result<std::vector<TimerRow>> ReadRows(Statement& s) {
   std::vector<TimerRow> out;
   while (true) {
@@ -144,6 +156,7 @@ Result<std::vector<TimerRow>> ReadRows(Statement& s) {
     if (!row) return out;
     TimerRow r{.execution_id = std::string(s.Text(0)), .wake_at_ms = s.Int(1)};
     ONCE_ASSIGN_OR_RETURN(r.redrive, DecodeRedrive(s, 2, r.execution_id));
+    if (!s.IsNull(3) && !s.IsNull(4)) r.park = timers::TimerPark{s.Int(3), s.Int(4)};
     out.push_back(std::move(r));
   }
 }
@@ -201,6 +214,8 @@ Status SqliteTimerStore::Schedule(const TimerRow& row) {
     ONCE_RETURN_IF_ERROR(s.Bind(1, row.execution_id));
     ONCE_RETURN_IF_ERROR(s.Bind(2, row.wake_at_ms));
     ONCE_RETURN_IF_ERROR(row.redrive ? s.Bind(3, redrive) : s.BindNull(3));
+    ONCE_RETURN_IF_ERROR(row.park ? s.Bind(4, row.park->sequence) : s.BindNull(4));
+    ONCE_RETURN_IF_ERROR(row.park ? s.Bind(5, row.park->fence) : s.BindNull(5));
     return s.Run();
   });
 }

@@ -24,6 +24,7 @@ namespace {
 
 using testing::TempDir;
 using timers::Redrive;
+using timers::TimerPark;
 using timers::TimerRow;
 
 int RawExec(const std::string& path, const std::string& sql) {
@@ -108,6 +109,9 @@ TEST(SqliteTimerStore, OldShapeTableIsMigratedAndRedriveRoundTrips) {
   EXPECT_EQ(rows[1], (TimerRow{"new", 6, Redrive{0}}));
   EXPECT_EQ(rows[2], (TimerRow{"old", 7, std::nullopt}));
   EXPECT_TRUE(store->Claim({.now_ms = 50, .owner = "n2"}).value().empty());  // leases survived
+  // The park columns were added too: an old row gains a park.
+  ASSERT_TRUE(store->Schedule({"old", 7, std::nullopt, TimerPark{2, 1}}));
+  EXPECT_EQ(store->RowsOf("old").value()[1], (TimerRow{"old", 7, std::nullopt, TimerPark{2, 1}}));
 }
 
 TEST(SqliteTimerStore, ProcessesOpeningAnOldFileTogetherAllBoot) {

@@ -9,6 +9,9 @@ Status MemoryTimerStore::Schedule(const TimerRow& row) {
   std::lock_guard<std::mutex> lock(mu_);
   Slot& slot = rows_[{row.wake_at_ms, row.execution_id}];
   if (row.redrive) slot.redrive = row.redrive;  // COALESCE(new, old)
+  if (row.park && (!slot.park || row.park->sequence >= slot.park->sequence)) {
+    slot.park = row.park;  // the newest park wins
+  }
   return Ok();
 }
 
@@ -20,7 +23,7 @@ Result<std::vector<TimerRow>> MemoryTimerStore::Due(int64_t now_ms, size_t limit
   for (auto it = rows_.begin(); it != rows_.end() && out.size() < limit; ++it) {
     if (it->first.first > now_ms) break;
     if (!include_redrive && it->second.redrive) continue;
-    out.push_back({it->first.second, it->first.first, it->second.redrive});
+    out.push_back({it->first.second, it->first.first, it->second.redrive, it->second.park});
   }
   return out;
 }
@@ -37,7 +40,7 @@ Result<std::vector<TimerRow>> MemoryTimerStore::Claim(const ClaimRequest& req) {
     if (slot.lease_until_ms > req.now_ms) continue;  // leased, even to this owner
     slot.lease_owner = req.owner;
     slot.lease_until_ms = req.now_ms + req.lease_ms;
-    out.push_back({it->first.second, it->first.first, slot.redrive});
+    out.push_back({it->first.second, it->first.first, slot.redrive, slot.park});
   }
   return out;
 }
@@ -66,7 +69,9 @@ Result<std::vector<TimerRow>> MemoryTimerStore::RowsOf(std::string_view executio
   std::vector<TimerRow> out;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, slot] : rows_) {
-    if (key.second == execution_id) out.push_back({key.second, key.first, slot.redrive});
+    if (key.second == execution_id) {
+      out.push_back({key.second, key.first, slot.redrive, slot.park});
+    }
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <iterator>
+#include <memory>
 #include <string_view>
 
 namespace once::timers {
@@ -71,10 +72,13 @@ Result<std::vector<TimerRow>> TimerService::TakeDue(int64_t now_ms) {
   return due;
 }
 
-Result<size_t> TimerService::PollOnce() {
+Result<size_t> TimerService::PollOnce() { return Poll(nullptr); }
+
+Result<size_t> TimerService::Poll(const std::function<void()>& all_handed_out) {
   ONCE_ASSIGN_OR_RETURN(std::vector<TimerRow> rows, TakeDue(clock_.NowUnixMillis()));
-  std::vector<TimerKey> done =
-      options_.fire_concurrency > 1 && rows.size() > 1 ? FireConcurrently(rows) : FireAll(rows);
+  std::vector<TimerKey> done = options_.fire_concurrency > 1 && rows.size() > 1
+                                   ? FireConcurrently(rows, all_handed_out)
+                                   : FireAll(rows);
   Retire(done);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -107,7 +111,8 @@ std::vector<TimerKey> TimerService::FireAll(const std::vector<TimerRow>& rows) {
   return done;
 }
 
-std::vector<TimerKey> TimerService::FireConcurrently(const std::vector<TimerRow>& rows) {
+std::vector<TimerKey> TimerService::FireConcurrently(const std::vector<TimerRow>& rows,
+                                                     const std::function<void()>& all_handed_out) {
   // One group per execution, in claim order: two rows of one execution are
   // never fired at once (they would only contend for its fence).
   std::vector<std::vector<const TimerRow*>> groups;
@@ -120,12 +125,14 @@ std::vector<TimerKey> TimerService::FireConcurrently(const std::vector<TimerRow>
   size_t threads_max = std::min(options_.fire_concurrency, groups.size());
   std::vector<std::vector<TimerKey>> done(threads_max);  // one per thread: no lock
   std::atomic<size_t> next{0};
+  std::atomic<bool> announced{false};
   auto fire = [&](std::vector<TimerKey>& mine) {
     for (size_t i = next.fetch_add(1); i < groups.size(); i = next.fetch_add(1)) {
       for (const TimerRow* row : groups[i]) {
         if (Fire(*row).retire) mine.push_back(row->key());
       }
     }
+    if (all_handed_out && !announced.exchange(true)) all_handed_out();
   };
   std::vector<std::thread> threads;
   threads.reserve(threads_max);
@@ -243,18 +250,71 @@ void TimerService::Start() {
   std::lock_guard<std::mutex> lock(run_mu_);
   if (thread_.joinable()) return;
   stopping_ = false;
-  thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(run_mu_);
-    while (!stopping_) {
-      lock.unlock();
-      auto polled = PollOnce();
-      if (!polled) ReportError(polled.error());
-      int64_t wait_ms = WaitMs(polled && *polled > 0);
-      lock.lock();
-      if (wait_ms == 0) continue;
-      run_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; });
+  thread_ = std::thread([this] { RunLoop(); });
+}
+
+namespace {
+
+// A poll running on a thread of its own, and what the loop waits on.
+struct RunningPoll {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool handed_out = false;  // GUARDED_BY(mu): its last row went to a firing thread
+  bool done = false;        // GUARDED_BY(mu)
+  Result<size_t> result = size_t{0};
+  std::thread thread;
+};
+
+}  // namespace
+
+void TimerService::RunLoop() {
+  const bool overlap =
+      options_.overlap_polls && options_.repoll_when_full && options_.fire_concurrency > 1;
+  std::unique_ptr<RunningPoll> finishing;  // the poll before, finishing its tail
+  auto settle = [this](std::unique_ptr<RunningPoll>& poll) -> Result<size_t> {
+    poll->thread.join();
+    Result<size_t> r = std::move(poll->result);
+    poll.reset();
+    if (!r) ReportError(r.error());
+    return r;
+  };
+  std::unique_lock<std::mutex> lock(run_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    auto poll = std::make_unique<RunningPoll>();
+    RunningPoll* p = poll.get();
+    p->thread = std::thread([this, p] {
+      Result<size_t> r = Poll([p] {
+        std::lock_guard<std::mutex> l(p->mu);
+        p->handed_out = true;
+        p->cv.notify_all();
+      });
+      std::lock_guard<std::mutex> l(p->mu);
+      p->result = std::move(r);
+      p->done = true;
+      p->cv.notify_all();
+    });
+    bool done = false;
+    {
+      std::unique_lock<std::mutex> l(p->mu);
+      p->cv.wait(l, [p] { return p->done || p->handed_out; });
+      done = p->done;
     }
-  });
+    // At most two polls at once: the one before must be finished first.
+    if (finishing) settle(finishing);
+    int64_t wait_ms = 0;
+    if (!done && overlap && WaitMs(true) == 0) {
+      finishing = std::move(poll);  // more is due: the next poll starts now
+    } else {
+      Result<size_t> polled = settle(poll);
+      wait_ms = WaitMs(polled && *polled > 0);
+    }
+    lock.lock();
+    if (wait_ms == 0) continue;
+    run_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; });
+  }
+  lock.unlock();
+  if (finishing) settle(finishing);
 }
 
 // Held rows go back to the store due at their own wake: the next poller

@@ -15,6 +15,10 @@ Status ValidateTimerRow(const TimerRow& row) {
     return MakeError(ErrorCode::kInvalidArgument, "re-drive attempt must be >= 0",
                      row.execution_id);
   }
+  if (row.park && (row.park->sequence < 1 || row.park->fence < 0)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "a timer's park needs a sequence >= 1 and a fence >= 0", row.execution_id);
+  }
   return Ok();
 }
 

@@ -285,6 +285,63 @@ TEST(TimerServiceTest, RepollWhenFullDrainsABacklogWithoutWaitingAnInterval) {
   EXPECT_EQ(service.stats().fired, 7);
 }
 
+// The first row's wake is held until a row of the NEXT claim has been
+// woken (or 2 s pass): it shows whether the next poll starts while the
+// poll before still has a wake in flight.
+class HoldFirstWaker final : public Waker {
+ public:
+  Result<WakeVerdict> Wake(const TimerRow& row) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    woken_.push_back(row.execution_id);
+    cv_.notify_all();
+    if (row.execution_id == "e0") {
+      overlapped = cv_.wait_for(lock, std::chrono::seconds(2), [&] { return woken_.size() >= 3; });
+    }
+    return WakeVerdict::kResumed;
+  }
+  size_t calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return woken_.size();
+  }
+  bool overlapped = false;
+
+ private:
+  std::vector<std::string> woken_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+TEST(TimerServiceTest, OverlapPollsStartsTheNextPollWhileTheLastWakesFinish) {
+  for (bool overlap : {true, false}) {
+    ManualClock clock(FromUnixMillis(1'000'000));
+    SeededRng rng(9);
+    MemoryTimerStore timers;
+    HoldFirstWaker waker;
+    TimerService service(timers, waker, clock, rng,
+                         {.owner = "n",
+                          .poll_interval_ms = 600'000,
+                          .claim_rows_max = 2,
+                          .fire_concurrency = 2,
+                          .repoll_when_full = true,
+                          .overlap_polls = overlap});
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(timers.Schedule({"e" + std::to_string(i), clock.NowUnixMillis() - 1, {}}));
+    }
+    service.Start();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (waker.calls() < 4 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    service.Stop();
+    EXPECT_EQ(waker.calls(), 4u) << overlap;
+    // e0 and e1 are the first claim: e0's wake ends only after a row of the
+    // second claim was woken, which needs the overlap.
+    EXPECT_EQ(waker.overlapped, overlap);
+    EXPECT_EQ(service.stats().fired, 4) << overlap;
+    EXPECT_TRUE(timers.Due(clock.NowUnixMillis(), 10, true).value().empty()) << overlap;
+  }
+}
+
 // A MemoryTimerStore that records its writes in order.
 class RecordingTimerStore final : public TimerStore {
  public:

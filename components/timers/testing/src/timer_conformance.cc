@@ -185,6 +185,31 @@ TEST_P(TimerStoreConformance, ClaimAheadTakesRowsDueSoonButNeverALiveLease) {
   EXPECT_TRUE(store_->Claim({.now_ms = 1, .owner = "n", .lease_ms = 50, .ahead_ms = 49}));
 }
 
+// A row carries its park through every read (Due, Claim, RowsOf); the
+// newest park of the key wins, and a schedule without one keeps it.
+TEST_P(TimerStoreConformance, ARowCarriesTheNewestParkOfItsKey) {
+  using timers::TimerPark;
+  ASSERT_TRUE(store_->Schedule({"a", 10, std::nullopt, TimerPark{4, 2}}));
+  ASSERT_TRUE(store_->Schedule({"b", 11, std::nullopt}));
+  EXPECT_EQ(store_->Due(100, 10, true).value()[0].park, (TimerPark{4, 2}));
+  EXPECT_EQ(store_->RowsOf("b").value()[0].park, std::nullopt);
+  ASSERT_TRUE(store_->Schedule({"a", 10, std::nullopt}));                   // an older writer: kept
+  ASSERT_TRUE(store_->Schedule({"a", 10, Redrive{1}}));                     // a re-drive flag: kept
+  ASSERT_TRUE(store_->Schedule({"a", 10, std::nullopt, TimerPark{3, 9}}));  // an older park
+  EXPECT_EQ(store_->RowsOf("a").value()[0], (TimerRow{"a", 10, Redrive{1}, TimerPark{4, 2}}));
+  ASSERT_TRUE(store_->Schedule({"a", 10, std::nullopt, TimerPark{7, 5}}));  // a newer park wins
+  ASSERT_TRUE(store_->Schedule({"b", 11, std::nullopt, TimerPark{1, 0}}));  // a plain row gains one
+  auto claimed = store_->Claim({.now_ms = 100, .limit = 10, .owner = "n1"}).value();
+  ASSERT_EQ(claimed.size(), 2u);
+  EXPECT_EQ(claimed[0], (TimerRow{"a", 10, Redrive{1}, TimerPark{7, 5}}));
+  EXPECT_EQ(claimed[1], (TimerRow{"b", 11, std::nullopt, TimerPark{1, 0}}));
+  EXPECT_EQ(store_->Schedule({"c", 1, std::nullopt, TimerPark{0, 0}}).error().code,
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->Schedule({"c", 1, std::nullopt, TimerPark{1, -1}}).error().code,
+            ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(store_->RowsOf("c").value().empty());
+}
+
 TEST_P(TimerStoreConformance, RejectsBadInput) {
   EXPECT_EQ(store_->Schedule({"", 1, std::nullopt}).error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(store_->Schedule({"a\n", 1, std::nullopt}).error().code, ErrorCode::kInvalidArgument);

@@ -4,7 +4,17 @@
 // Runtime, and ParkTimers writes those rows when an execution parks.
 //
 // RuntimeWaker::Wake(row) (the TimerService's Waker):
-//   * reads the log once and finds the open park in it. No unanswered park, or a
+//   * a row that carries its park (TimerRow::park, written by ParkTimers):
+//     Runtime::AnswerPark with park_seq and park_fence, so the conditional
+//     acquire is the wake's first store call and returns the whole log
+//     under the new token (on a store with AcquireFenceIfReadTail; the
+//     PostgreSQL store shares one group of statements among concurrent
+//     acquires): a wake is that acquire and the run's append. resumed and
+//     contended are the verdict; a park already answered (or gone) burns no
+//     token and goes on as a row without a park (below): the row is keyed
+//     by (id, wake_at_ms), so a newer park of the same instant may share it;
+//   * a row without a park reads the log once and finds the open park in it. No unanswered park, or
+//   a
 //     park that does not wait on THIS timer ({"type":"timer","wake_at_ms"}
 //     equal to row.wake_at_ms): kObsolete (the service retires the row);
 //   * otherwise resumes with fence_if_parked_at = the park's sequence and the
@@ -21,7 +31,8 @@
 //
 // ParkTimers (scheduling; DECIDED: a park hook plus a boot sweep). OnPark is
 // wired as RuntimeOptions::on_park: after a park is durable, every timer
-// wait of it becomes a row (execution id, wake_at_ms); Schedule is an
+// wait of it becomes a row (execution id, wake_at_ms) carrying the park
+// (its sequence and metadata.fence: TimerRow::park); Schedule is an
 // idempotent upsert, so a replayed park writes nothing new. A crash between
 // the durable park and the row leaves a park with no row: Sweep() (run at
 // boot, paged over ListExecutions) writes the row of every open timer park.
@@ -53,6 +64,9 @@ class RuntimeWaker final : public timers::Waker {
   Result<timers::WakeVerdict> Wake(const timers::TimerRow& row) override;
 
  private:
+  // The wake of a row without a park: the park found in one log read.
+  Result<timers::WakeVerdict> WakeFromLog(const timers::TimerRow& row);
+
   runtime::Runtime& runtime_;
 };
 
@@ -65,13 +79,16 @@ class ParkTimers {
 
   // The on_park listener.
   void OnPark(const std::string& id, int64_t park_seq, const store::Envelope& park);
-  // Writes the rows of `park`'s timer waits; returns how many it wrote.
+  // Writes the rows of `park`'s timer waits, carrying the park when its
+  // sequence is set; returns how many it wrote.
   Result<size_t> Schedule(const std::string& id, const store::Envelope& park);
   // Writes the row of every open timer park in the store. Returns rows
   // written. A log that cannot be read goes to on_error and is skipped.
   Result<size_t> Sweep();
 
  private:
+  Result<size_t> ScheduleAt(const std::string& id, int64_t park_seq, const store::Envelope& park);
+
   store::EventStore& store_;
   timers::TimerStore& timers_;
   std::function<void(const Error&)> on_error_;

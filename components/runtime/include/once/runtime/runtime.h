@@ -206,6 +206,17 @@ struct ParkAnswer {
   bool unfenced_first = false;
   int attempts_max = 0;                          // conditional acquires; 0: resume_attempts_max
   std::vector<Envelope>* log_in_hand = nullptr;  // a read of the log (taken over)
+  // The token park_seq was written under (its metadata.fence), when the
+  // caller knows it without reading the log (a timer row carries it). With
+  // park_seq set, no log in hand and no unfenced try, on a store with
+  // AcquireFenceIfReadTail the first conditional acquire is made BEFORE any
+  // read and brings the whole log back under the new token: a resume is one
+  // acquire (one round trip) and the run's append. A stale answer is judged
+  // on the log it returns, as any other (the same park still open: retried
+  // on the current token; answered: noop). A token it takes for a park it
+  // then cannot resume (an unknown workflow) is spent without an append,
+  // like a resumer that crashed after its acquire. Otherwise ignored.
+  std::optional<int64_t> park_fence;
 };
 
 enum class ParkVerdict { kResumed, kNoop, kContended };
@@ -334,6 +345,9 @@ class Runtime {
     std::vector<Envelope>* log_in_hand = nullptr;  // a read of the log (taken over)
     int* budget = nullptr;                         // conditional acquires left (shared)
     std::optional<int64_t> expect_fence;           // the token to expect first
+    // expect_fence is the park's own token, known without a read: the
+    // conditional acquire goes first and returns the log (ParkAnswer::park_fence).
+    bool acquire_first = false;
   };
 
   Result<RunOutcome> StartImpl(std::string_view workflow, std::string_view id, Json input,
@@ -341,6 +355,8 @@ class Runtime {
   Result<RunOutcome> ResumeImpl(std::string_view id, std::string_view principal,
                                 const RunOptions& options, const ResumeExtras& extras);
   static Status CheckLogInHand(std::string_view id, std::span<const Envelope> log);
+  // Whether this resume takes its fence before reading (see acquire_first).
+  bool AcquiresFirst(const RunOptions& options, const ResumeExtras& extras) const;
   Result<RunOutcome> Redrive(std::string_view id, int64_t token, bool owner_recorded,
                              std::vector<Envelope> log);
   Result<RunOutcome> RedriveUnfenced(std::string_view id);

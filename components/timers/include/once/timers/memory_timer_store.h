@@ -30,6 +30,7 @@ class MemoryTimerStore final : public TimerStore {
  private:
   struct Slot {
     std::optional<Redrive> redrive;
+    std::optional<TimerPark> park;
     std::string lease_owner;
     int64_t lease_until_ms = 0;
   };

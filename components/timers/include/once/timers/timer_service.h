@@ -55,6 +55,16 @@
 //   * repoll_when_full (on): a poll whose claim came back full (or that had
 //     no room to claim) and fired something is followed by the next poll at
 //     once instead of after poll_interval_ms: more rows may be due.
+//   * overlap_polls (on; Start's thread only, with repoll_when_full and
+//     fire_concurrency > 1): the next poll of a full claim starts as soon as
+//     the poll before has handed its last row to a firing thread, while that
+//     poll's last wakes and its retire finish: a burst's claims, retires and
+//     the tail of each batch (fewer wakes in flight as a batch ends) no longer
+//     stand between batches. At most two polls run at once (each with up to
+//     fire_concurrency threads), so at most claim_rows_max + fire_concurrency
+//     rows are in hand. Two rows of one execution may then fire at once (one
+//     in each poll); they contend for its fence, and the loser backs off as
+//     any contended wake does.
 //   * claim_ahead_ms (250, below lease_ms): a poll also claims rows due
 //     within that time and holds them (at most claim_rows_max in hand, still
 //     leased to this node); each is fired by the first poll at or after its
@@ -63,8 +73,9 @@
 //     Stop() hands held rows back (Defer to their own wake), so another
 //     node, or this one after a restart, fires them on time.
 //
-// Threads: PollOnce must not run concurrently with itself; Start runs it on
-// one background thread. AddRedriver before Start.
+// Threads: PollOnce must not run concurrently with itself, nor with Start's
+// thread; Start runs polls on one background thread (two at once with
+// overlap_polls). AddRedriver before Start.
 
 #pragma once
 
@@ -118,6 +129,7 @@ struct TimerServiceOptions {
   size_t fire_concurrency =
       128;                       // threads firing one poll's rows (1: in order, on the poll thread)
   bool repoll_when_full = true;  // a full claim is followed by the next poll at once
+  bool overlap_polls = true;     // ...which starts once the poll before has handed out its rows
   int64_t claim_ahead_ms = 250;  // also claim rows due this soon, fired at their wake; < lease_ms
   int64_t lease_ms = 30'000;
   size_t backoff_entries_max = 1'024;
@@ -173,8 +185,14 @@ class TimerService {
   void RememberBackoff(const std::string& id, int attempt, int64_t next_ms);
   int64_t DelayMs(int attempt);
   void Forget(const std::string& id);
+  // One poll; `all_handed_out` (may be null) is called once, from a firing
+  // thread, when every claimed row has been handed to a firing thread (not
+  // called when the rows are fired on the calling thread alone).
+  Result<size_t> Poll(const std::function<void()>& all_handed_out);
   std::vector<TimerKey> FireAll(const std::vector<TimerRow>& rows);
-  std::vector<TimerKey> FireConcurrently(const std::vector<TimerRow>& rows);
+  std::vector<TimerKey> FireConcurrently(const std::vector<TimerRow>& rows,
+                                         const std::function<void()>& all_handed_out);
+  void RunLoop();
   void Retire(std::span<const TimerKey> keys);
   Result<std::vector<TimerRow>> TakeDue(int64_t now_ms);
   int64_t WaitMs(bool fired_any);

@@ -7,6 +7,14 @@
 // plain schedule, and a flagged schedule upgrades a plain row (the new flag
 // wins when both carry one: COALESCE(new, old)).
 //
+// A plain row may carry the park it wakes (TimerPark: the park's sequence and
+// the fence token it was written under), so the waker can make its
+// conditional acquire before reading anything. The key stays (execution id,
+// wake_at_ms): two parks of one execution waiting on the same instant share
+// the row, and the newest park wins: a schedule carrying a park replaces the
+// row's park when its sequence is at least the row's; a schedule without one
+// (a re-drive row, an older writer) leaves the row's park as it is.
+//
 //   MemoryTimerStore timers;
 //   timers.Schedule({.execution_id = "order-7", .wake_at_ms = now + 5000});
 //   auto due = timers.Claim({.now_ms = now, .limit = 100, .owner = "node-a",
@@ -52,10 +60,19 @@ struct TimerKey {
   friend bool operator==(const TimerKey&, const TimerKey&) = default;
 };
 
+// The park a plain row wakes: its sequence, and its metadata.fence (the
+// token the conditional acquire expects; 0 when never fenced).
+struct TimerPark {
+  int64_t sequence = 0;  // >= 1
+  int64_t fence = 0;     // >= 0
+  friend bool operator==(const TimerPark&, const TimerPark&) = default;
+};
+
 struct TimerRow {
   std::string execution_id;
   int64_t wake_at_ms = 0;
   std::optional<Redrive> redrive;
+  std::optional<TimerPark> park;  // nullopt: the waker finds the park in the log
 
   TimerKey key() const { return {execution_id, wake_at_ms}; }
   friend bool operator==(const TimerRow&, const TimerRow&) = default;
@@ -81,8 +98,9 @@ class TimerStore {
  public:
   virtual ~TimerStore() = default;
 
-  // Upserts the row (see the merge rule above). kInvalidArgument for a bad id
-  // or a negative attempt.
+  // Upserts the row (see the merge rules above). kInvalidArgument for a bad
+  // id, a negative attempt, or a park with a sequence below 1 or a negative
+  // fence.
   virtual Status Schedule(const TimerRow& row) = 0;
 
   // Rows with wake_at_ms <= now_ms, oldest first, at most `limit` (capped by
