@@ -107,6 +107,9 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
       internal::Fenced fenced,
       fence.ForResume(id, log, options, Owner(), extras.budget ? extras.budget : &own_budget,
                       extras.expect_fence));
+  // The acquire may have named this node: until the body runs, an error
+  // leaves that row with no body here.
+  OwnRowWatch watch(*this, fenced.owner_recorded);
   if (acquires || extras.log_in_hand) {
     // Under the new token (or on a view read earlier): advance the view by
     // the tail and re-check on it, so the run appends after whatever
@@ -151,6 +154,7 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   resumed.sequence = 0;
   run.pending.push_back(std::move(resumed));
   run.answer_unconfirmed = true;
+  watch.Disarm();  // the body releases the row, or marks it unsure
   return Execute(run);
 }
 

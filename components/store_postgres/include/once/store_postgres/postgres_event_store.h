@@ -109,7 +109,7 @@ struct PostgresOptions {
 
 // The schema version this build writes (once_schema row 'version'); a
 // database with a higher one is refused with kUnsupported.
-inline constexpr int64_t kPostgresSchemaVersion = 3;
+inline constexpr int64_t kPostgresSchemaVersion = 4;
 
 // The key of the migration's pg_advisory_xact_lock.
 inline constexpr int64_t kMigrationLockKey = 0x6f6e63655f6d6967;  // "once_mig"
