@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS fences (
   token bigint NOT NULL,
   owner text COLLATE "C",
   since_ms bigint
-))";
+) WITH (fillfactor = 70))";
 
 // The node registry (docs/nodes.md). The run rows are the fences rows'
 // owner and since_ms (written by the event store in the statement of the
@@ -77,6 +77,7 @@ CREATE TABLE IF NOT EXISTS loom_nodes (
 inline constexpr std::string_view kMigrateV3ToV4 = R"(
 ALTER TABLE fences ADD COLUMN IF NOT EXISTS owner text COLLATE "C",
   ADD COLUMN IF NOT EXISTS since_ms bigint;
+ALTER TABLE fences SET (fillfactor = 70);
 ALTER TABLE loom_nodes ADD COLUMN IF NOT EXISTS swept boolean NOT NULL DEFAULT false)";
 inline constexpr std::string_view kCarryRunRows = R"(
 INSERT INTO fences (execution_id, token, owner, since_ms)
