@@ -30,8 +30,10 @@ Result<Beat> Node::Beat() {
     // The lapse is published before the gate opens: a body that passes the
     // gate after this sees the new epoch.
     if (beat->lapsed) epoch_.fetch_add(1, std::memory_order_acq_rel);
-    gate_open_until_ms_ =
-        std::max(gate_open_until_ms_, sent_ms + options_.node_lease_ms - options_.step_margin_ms);
+    const int64_t until = sent_ms + options_.node_lease_ms - options_.step_margin_ms;
+    if (until > gate_open_until_ms_.load(std::memory_order_relaxed)) {
+      gate_open_until_ms_.store(until, std::memory_order_release);
+    }
   }
   renewed_.notify_all();
   return beat;
@@ -39,11 +41,16 @@ Result<Beat> Node::Beat() {
 
 bool Node::GateOpen() const {
   if (draining()) return false;
-  std::lock_guard lock(mu_);
-  return LocalNowMs() < gate_open_until_ms_;
+  return LocalNowMs() < gate_open_until_ms_.load(std::memory_order_acquire);
 }
 
 Status Node::PermitStep(uint64_t run_epoch) {
+  // The open gate takes no lock: every step of every body asks, and one
+  // mutex shared by all of them cost more than the question. The gate is
+  // read before the epoch: a body that sees a renewal sees the lapse that
+  // renewal published (Beat bumps the epoch before it opens the gate).
+  const int64_t open_until_ms = gate_open_until_ms_.load(std::memory_order_acquire);
+  if (!draining() && epoch() == run_epoch && LocalNowMs() < open_until_ms) return Ok();
   // The wait is real time whatever the local clock (a test's ManualClock
   // does not move while a step waits).
   const auto deadline =
@@ -57,7 +64,7 @@ Status Node::PermitStep(uint64_t run_epoch) {
       return MakeError(ErrorCode::kUnavailable,
                        "node " + id() + "'s lease lapsed since this run started; it is abandoned");
     }
-    if (LocalNowMs() < gate_open_until_ms_) return Ok();
+    if (LocalNowMs() < gate_open_until_ms_.load(std::memory_order_acquire)) return Ok();
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       return MakeError(ErrorCode::kUnavailable,

@@ -93,9 +93,11 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   std::vector<Envelope> log;
   // Acquire-first: the token comes before any read, with the whole log.
   std::optional<internal::Fenced> fenced_first;
+  std::optional<OwnRowWatch> watch;
   if (AcquiresFirst(options, extras)) {
     ONCE_ASSIGN_OR_RETURN(fenced_first,
                           fence.ForResume(id, log, options, Owner(), budget, extras.expect_fence));
+    watch.emplace(*this, fenced_first->owner_recorded);
   } else if (extras.log_in_hand) {
     log = std::move(*extras.log_in_hand);
   } else {
@@ -121,6 +123,9 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
     ONCE_ASSIGN_OR_RETURN(fenced,
                           fence.ForResume(id, log, options, Owner(), budget, extras.expect_fence));
   }
+  // The acquire may have named this node: until the body runs, an error
+  // leaves that row with no body here.
+  if (!watch) watch.emplace(*this, fenced.owner_recorded);
   if (!fenced_first && (acquires || extras.log_in_hand)) {
     // Under the new token (or on a view read earlier): advance the view by
     // the tail and re-check on it, so the run appends after whatever
@@ -165,6 +170,7 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   resumed.sequence = 0;
   run.pending.push_back(std::move(resumed));
   run.answer_unconfirmed = true;
+  watch->Disarm();  // the body releases the row, or marks it unsure
   return Execute(run);
 }
 

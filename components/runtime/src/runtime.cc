@@ -241,7 +241,12 @@ Result<RunOutcome> Runtime::Execute(RunState& run) {
   }();
   std::string id = tracked ? run.id : std::string();
   Result<RunOutcome> out = Finish(run, std::move(result));
-  if (tracked) running_->Remove(id);
+  if (tracked) {
+    // A row this run recorded and did not release (an error, or an ending
+    // append that did not land): this node's own takeover must look.
+    if (!out || run.owner_recorded) MarkOwnRowsUnsure();
+    running_->Remove(id);
+  }
   return out;
 }
 
@@ -577,10 +582,18 @@ void Runtime::ScheduleRedrive(std::string id) {
   struct Mark {
     Runtime* rt;
     std::string id;
-    ~Mark() { rt->AbandonRedrive(id); }
+    bool ran = false;
+    ~Mark() {
+      if (ran) {
+        if (rt->options_.node) rt->running_->Remove(id);
+      } else {
+        rt->AbandonRedrive(id);
+      }
+    }
   };
   auto mark = std::make_shared<Mark>(this, id);
   Schedule([this, mark, id = std::move(id)] {
+    mark->ran = true;
     if (Result<RunOutcome> r = RedriveUnfenced(id); !r) ReportError(r.error());
   });
 }
@@ -591,8 +604,12 @@ std::shared_ptr<void> Runtime::HoldRunningHere(const std::string& id) {
   return std::shared_ptr<void>(nullptr, [this, id](void*) { running_->Remove(id); });
 }
 
+// The start (which names this node in its run row) is durable, and no body
+// will run it here.
 void Runtime::AbandonRedrive(const std::string& id) {
-  if (options_.node) running_->Remove(id);
+  if (!options_.node) return;
+  MarkOwnRowsUnsure();
+  running_->Remove(id);
 }
 
 void Runtime::Schedule(std::function<void()> task) {
@@ -627,6 +644,8 @@ void Runtime::WaitIdle() {
 }
 
 void Runtime::ReportError(const Error& e) {
+  // Background work that failed may have left a run row naming this node.
+  if (options_.node) MarkOwnRowsUnsure();
   if (options_.log) {
     options_.log({.level = LogLevel::kWarn,
                   .component = "runtime",

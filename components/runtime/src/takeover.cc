@@ -21,6 +21,8 @@ Result<ExecutionState> FoldRead(const Result<std::vector<Envelope>>& log) {
 
 Result<RunOutcome> Runtime::Redrive(std::string_view id, int64_t token, bool owner_recorded,
                                     std::vector<Envelope> log) {
+  // A claim's acquire named this node: anything but the body leaves the row.
+  OwnRowWatch watch(*this, owner_recorded);
   ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   if (st.status != ExecutionStatus::kRunning) {
     return RunOutcome{std::string(id), st.status, st.result, st.park_seq};
@@ -40,6 +42,7 @@ Result<RunOutcome> Runtime::Redrive(std::string_view id, int64_t token, bool own
   run.owner = Owner();
   run.owner_recorded = owner_recorded;
   run.log = std::move(log);
+  watch.Disarm();  // the body releases the row, or marks it unsure
   return Execute(run);
 }
 
@@ -167,10 +170,26 @@ Result<TakeoverReport> Runtime::Takeover() {
   Outermost outermost(*this);
   TakeoverReport report;
   for (bool own : {false, true}) {
+    // This node's own rows: a scan of every run row naming it, only when
+    // some may be left (OwnScanDue).
+    if (own && !OwnScanDue()) continue;
     std::string after;
-    for (bool more = true; more;) ONCE_RETURN_IF_ERROR(TakeoverPage(own, report, after, more));
+    for (bool more = true; more;) {
+      if (Status s = TakeoverPage(own, report, after, more); !s) {
+        if (own) MarkOwnRowsUnsure();  // look again next time
+        return std::unexpected(s.error());
+      }
+    }
   }
   return report;
+}
+
+bool Runtime::OwnScanDue() {
+  // A lapse (a new epoch) abandoned this node's bodies: their rows are left.
+  const uint64_t epoch = options_.node->epoch();
+  const bool lapsed = own_scan_epoch_.exchange(epoch, std::memory_order_acq_rel) != epoch;
+  const bool unsure = own_rows_unsure_.exchange(false, std::memory_order_acq_rel);
+  return lapsed || unsure;
 }
 
 // ---- Recover: the full pass -------------------------------------------------------

@@ -30,11 +30,22 @@ struct Item {
   bool lock = false;             // read the fence row FOR SHARE / FOR UPDATE
 
   // Whether the append writes the run row (kOwnership): it names an owner,
-  // unless it ends a new log (which has no row to delete).
+  // unless it ends a new log (which has no row to clear).
   bool owned() const {
     return !req->owner.empty() && !(enc->run_row == RunRowChange::kEnd && req->expected_next == 1);
   }
 };
+
+// An item; an owned append past its log's first event also locks its fence
+// row (the run row it writes), in execution-id order with the others, so
+// that its write takes no row lock out of that order (acquire groups lock
+// in the same order).
+Item MakeItem(const AppendRequest& req, const EncodedAppend& enc, std::optional<int64_t> fence,
+              bool exact, bool lock) {
+  Item it{&req, &enc, fence, exact, lock};
+  if (it.owned() && req.expected_next > 1) it.lock = true;
+  return it;
+}
 
 bool AnyOwned(std::span<const Item> items) {
   return std::any_of(items.begin(), items.end(), [](const Item& it) { return it.owned(); });
@@ -334,13 +345,15 @@ std::vector<Statement> Statements() {
       {"append_update", sql::AppendSql("UPDATE")},
       {"append_lean", sql::LeanAppendSql(false)},
       {"append_lean_hinted", sql::LeanAppendSql(true)},
-      // The same, writing run rows (kOwnership).
-      {"append_share_owned", sql::AppendSql("SHARE", true)},
+      // The same, writing run rows (kOwnership): the owner is in the fences
+      // row, which the statement may update after its guard locked it, so
+      // the guard's lock is the update's (no upgrade from SHARE to wait on).
+      {"append_share_owned", sql::AppendSql("NO KEY UPDATE", true)},
       {"append_update_owned", sql::AppendSql("UPDATE", true)},
       {"append_lean_owned", sql::LeanAppendSql(false, true)},
       {"append_lean_hinted_owned", sql::LeanAppendSql(true, true)},
-      {"run_owner", "SELECT owner, since_ms FROM loom_runs WHERE execution_id = $1::text"},
-      {"delete_run", "DELETE FROM loom_runs WHERE execution_id = $1::text"},
+      {"run_owner",
+       "SELECT owner, since_ms FROM fences WHERE execution_id = $1::text AND owner IS NOT NULL"},
       {"head", "SELECT COALESCE(max(sequence), 0) FROM events WHERE execution_id = $1::text"},
       {"read_ranges", pg::ReadRangesSql()},
       {"list",
@@ -359,8 +372,11 @@ std::vector<Statement> Statements() {
        "INSERT INTO fences (execution_id, token) VALUES ($1::text, 0) "
        "ON CONFLICT (execution_id) DO NOTHING"},
       {"lock_fence", "SELECT token FROM fences WHERE execution_id = $1::text FOR UPDATE"},
-      // Locks the row and writes a new version of it (append_hints.h).
-      {"renew_fence", "UPDATE fences SET token = token WHERE execution_id = $1::text"},
+      // Locks the row and writes a new version of it (append_hints.h), with
+      // no owner (a deleted execution has no run).
+      {"renew_fence",
+       "UPDATE fences SET token = token, owner = NULL, since_ms = NULL "
+       "WHERE execution_id = $1::text"},
       {"fence_if_bump", sql::FenceIfBumpSql()},
       // The group-wide forms (acquire_group.cc): arrays in execution-id order.
       {"ensure_fences",
@@ -449,8 +465,11 @@ Status EnsureStatusIndex(Conn& conn) {
   return Ok();
 }
 
+}  // namespace
+
 // Everything after the advisory lock, inside the migration transaction.
-Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& clock) {
+Status sql::MigrateEventSchemaLocked(Conn& conn, const PostgresOptions& options,
+                                     const Clock& clock) {
   ONCE_RETURN_IF_ERROR(
       conn.Exec("CREATE SCHEMA IF NOT EXISTS " + pg::QuoteIdentifier(options.schema)));
   ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateSchemaTable)));
@@ -480,6 +499,15 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateNodeTables)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 3));
   }
+  if (at == 3) {
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV3ToV4)));
+    ONCE_ASSIGN_OR_RETURN(PgResult runs,
+                          conn.ExecParams("SELECT to_regclass('loom_runs') IS NOT NULL", Params()));
+    if (std::string_view(PQgetvalue(runs.get(), 0, 0)) == "t") {
+      ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCarryRunRows)));
+    }
+    ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 4));
+  }
   ONCE_RETURN_IF_ERROR(EnsureStatusIndex(conn));
   if (!options.backfill_park_fences) return Ok();
   ONCE_ASSIGN_OR_RETURN(bool done, HasRow(conn, sql::kParkFencesMarker));
@@ -488,10 +516,12 @@ Status MigrateLocked(Conn& conn, const PostgresOptions& options, const Clock& cl
   return PutRow(conn, sql::kParkFencesMarker, clock.NowUnixMillis());
 }
 
+namespace {
+
 Status Migrate(const PostgresOptions& options, const Clock& clock) {
   return pg::MigrateUnderLock(
       options.conninfo, options.schema, kMigrationLockKey, options.migration_lock_timeout_ms,
-      [&](Conn& conn) -> Status { return MigrateLocked(conn, options, clock); });
+      [&](Conn& conn) -> Status { return sql::MigrateEventSchemaLocked(conn, options, clock); });
 }
 
 Status CheckOptions(const PostgresOptions& o) {
@@ -540,7 +570,8 @@ Result<std::unique_ptr<PostgresEventStore>> PostgresEventStore::Open(const Postg
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> PostgresEventStore::Append(const AppendRequest& req) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), clock_));
-  Item item{&req, &enc, req.fence, false, enc.answering && !options_.testing_disable_for_share};
+  Item item =
+      MakeItem(req, enc, req.fence, false, enc.answering && !options_.testing_disable_for_share);
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   auto res = RunAppend(*conn, "append_share", std::span<const Item>(&item, 1), append_hints_.get());
   if (!res && conn->last_sqlstate() == kUniqueViolation) {
@@ -568,7 +599,7 @@ Result<std::vector<Result<int64_t>>> PostgresEventStore::AppendBatch(
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!encoded[i]) continue;
     bool lock = encoded[i]->answering && !options_.testing_disable_for_share;
-    items.push_back(Item{&requests[i], &*encoded[i], requests[i].fence, false, lock});
+    items.push_back(MakeItem(requests[i], *encoded[i], requests[i].fence, false, lock));
     slot.push_back(i);
   }
   std::vector<Result<int64_t>> out;
@@ -651,7 +682,6 @@ Status PostgresEventStore::DeleteExecution(std::string_view id) {
     ONCE_RETURN_IF_ERROR(conn->Prepared("renew_fence", p));
     ONCE_RETURN_IF_ERROR(conn->Prepared("delete_events", p));
     ONCE_RETURN_IF_ERROR(conn->Prepared("delete_zero_fence", p));
-    ONCE_RETURN_IF_ERROR(conn->Prepared("delete_run", p));
     return Ok();
   });
 }
@@ -714,7 +744,7 @@ Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, 
     return MakeError(ErrorCode::kInvalidArgument, "observed fence must be >= 0", req.execution_id);
   }
   // The row must exist before it can be locked FOR UPDATE.
-  Item item{&req, &enc, observed, true, true};
+  Item item = MakeItem(req, enc, observed, true, true);
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   auto res = InTransaction(*conn, [&]() -> Result<std::vector<Result<int64_t>>> {
     ONCE_RETURN_IF_ERROR(conn->Prepared("ensure_fence", Params().Text(req.execution_id)));
@@ -882,7 +912,7 @@ Result<int64_t> PostgresEventStore::AppendInTransaction(std::string_view id,
     }
     ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(*req, limits(), clock_));
     ONCE_RETURN_IF_ERROR(conn->Prepared("ensure_fence", Params().Text(req->execution_id)));
-    Item item{&*req, &enc, req->fence, false, !options_.testing_disable_for_share};
+    Item item = MakeItem(*req, enc, req->fence, false, !options_.testing_disable_for_share);
     appending = true;
     ONCE_ASSIGN_OR_RETURN(
         auto out, RunAppend(*conn, "append_share", std::span<const Item>(&item, 1), nullptr));

@@ -26,6 +26,41 @@ struct Statement {
   std::string sql;
 };
 
+// A node is dead when NOT (NOT stopped AND heartbeat_at_ms + lease_ms >= now).
+std::string Dead(std::string_view alias, std::string_view now) {
+  std::string a(alias);
+  return "(" + a + ".stopped OR " + a + ".heartbeat_at_ms + " + a + ".lease_ms < " +
+         std::string(now) + ")";
+}
+
+// The orphan scan reads the fences rows' owners (no index on them: the hot
+// path's updates stay HOT), so it runs only while some dead node other than
+// `self` is not yet swept; a first page that finds no orphan at all marks
+// every such node swept, in the same statement (one `now`), so that the
+// nodes it judged dead are exactly the ones it looked for. A node's next
+// heartbeat clears its mark.
+std::string OrphansSql() {
+  return "WITH t AS (SELECT " + std::string(sql::kDbNowMs) +
+         " AS ms), "
+         "dead AS MATERIALIZED (SELECT d.node_id FROM loom_nodes d, t WHERE NOT d.swept "
+         "AND d.node_id <> $1::text AND " +
+         Dead("d", "t.ms") +
+         "), "
+         "page AS MATERIALIZED (SELECT f.execution_id, f.owner, f.since_ms FROM t, fences f "
+         "LEFT JOIN loom_nodes n ON n.node_id = f.owner "
+         "WHERE EXISTS (SELECT 1 FROM dead) AND f.owner IS NOT NULL AND f.owner <> $1::text "
+         "AND f.execution_id > $2::text AND ((n.node_id IS NULL AND f.since_ms + $4::int8 < t.ms) "
+         "OR " +
+         Dead("n", "t.ms") +
+         ") ORDER BY f.execution_id LIMIT $3::int8), "
+         "sweep AS (UPDATE loom_nodes s SET swept = true FROM dead, t "
+         "WHERE s.node_id = dead.node_id AND $2::text = '' AND NOT EXISTS (SELECT 1 FROM page) "
+         "AND NOT s.swept AND " +
+         Dead("s", "t.ms") +
+         ") "
+         "SELECT execution_id, owner, since_ms FROM page ORDER BY execution_id";
+}
+
 std::vector<Statement> Statements() {
   const std::string now = Now();
   return {
@@ -38,7 +73,7 @@ std::vector<Statement> Statements() {
            "t.ms, t.ms, $5::int8, false FROM t ON CONFLICT (node_id) DO UPDATE SET "
            "host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, "
            "heartbeat_at_ms = EXCLUDED.heartbeat_at_ms, lease_ms = EXCLUDED.lease_ms, "
-           "stopped = false) "
+           "stopped = false, swept = false) "
            "SELECT t.ms, NOT EXISTS (SELECT 1 FROM prev), COALESCE((SELECT p.stopped OR "
            "p.heartbeat_at_ms + p.lease_ms < t.ms FROM prev p), false) FROM t"},
       {"node_stop", "UPDATE loom_nodes SET stopped = true WHERE node_id = $1::text"},
@@ -46,22 +81,17 @@ std::vector<Statement> Statements() {
        "SELECT node_id, host, pid, version, started_at_ms, heartbeat_at_ms, lease_ms, stopped, "
        "NOT stopped AND heartbeat_at_ms + lease_ms >= " +
            now + " FROM loom_nodes ORDER BY node_id LIMIT $1::int8"},
-      {"node_orphans",
-       "SELECT r.execution_id, r.owner, r.since_ms FROM loom_runs r "
-       "LEFT JOIN loom_nodes n ON n.node_id = r.owner "
-       "WHERE r.owner <> $1::text AND r.execution_id > $2::text AND ("
-       "(n.node_id IS NULL AND r.since_ms + $4::int8 < " +
-           now + ") OR n.stopped OR n.heartbeat_at_ms + n.lease_ms < " + now +
-           ") ORDER BY r.execution_id LIMIT $3::int8"},
+      {"node_orphans", OrphansSql()},
       {"node_runs_of",
-       "SELECT execution_id, owner, since_ms FROM loom_runs WHERE owner = $1::text "
+       "SELECT execution_id, owner, since_ms FROM fences WHERE owner = $1::text "
        "AND execution_id > $2::text ORDER BY execution_id LIMIT $3::int8"},
       {"node_forget_run",
-       "DELETE FROM loom_runs WHERE execution_id = $1::text AND owner = $2::text"},
+       "UPDATE fences SET owner = NULL, since_ms = NULL WHERE execution_id = $1::text "
+       "AND owner = $2::text"},
       {"node_forget_nodes",
-       "DELETE FROM loom_nodes n WHERE (n.stopped OR n.heartbeat_at_ms + n.lease_ms < " + now +
-           ") AND n.heartbeat_at_ms + n.lease_ms + $1::int8 < " + now +
-           " AND NOT EXISTS (SELECT 1 FROM loom_runs r WHERE r.owner = n.node_id)"},
+       "DELETE FROM loom_nodes n WHERE " + Dead("n", now) +
+           " AND n.heartbeat_at_ms + n.lease_ms + $1::int8 < " + now +
+           " AND NOT EXISTS (SELECT 1 FROM fences f WHERE f.owner = n.node_id)"},
       {"node_now", "SELECT " + std::string(sql::kDbNowMs)},
   };
 }
@@ -72,14 +102,18 @@ Status PrepareAll(Conn& conn) {
 }
 
 Status Migrate(const PostgresNodeOptions& options) {
-  return pg::MigrateUnderLock(
-      options.conninfo, options.schema, kMigrationLockKey, options.migration_lock_timeout_ms,
-      [&](Conn& conn) -> Status {
-        ONCE_RETURN_IF_ERROR(
-            conn.Exec("CREATE SCHEMA IF NOT EXISTS " + pg::QuoteIdentifier(options.schema)));
-        ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateNodeTables)));
-        return Ok();
-      });
+  return pg::MigrateUnderLock(options.conninfo, options.schema, kMigrationLockKey,
+                              options.migration_lock_timeout_ms, [&](Conn& conn) -> Status {
+                                // The run rows are the fences rows' owners: the event store's
+                                // schema (at its version) is this registry's. Its park backfill is
+                                // left to the event store's own Open.
+                                PostgresOptions events;
+                                events.conninfo = options.conninfo;
+                                events.schema = options.schema;
+                                events.backfill_park_fences = false;
+                                SystemClock clock;
+                                return sql::MigrateEventSchemaLocked(conn, events, clock);
+                              });
 }
 
 Result<std::vector<RunRow>> Rows(pg::ConnectionPool& pool, const char* statement,

@@ -112,23 +112,29 @@ constexpr char kResult[] =
 namespace {
 
 // The run-row CTEs of an owned append: `accepted` rows (execution_id, ord)
-// of the requests that landed, `owners`/`run_end` per request.
+// of the requests that landed, `owners`/`run_end` per request. The owner
+// lives in the fences row: a request that leaves the execution running
+// names it (a new log gets its row at token 0), one that parks or ends it
+// clears it (only a row that names someone: no write otherwise). The caller
+// locks, in execution-id order, the rows of requests past their first event
+// (AppendSql's `locked`), so these writes take no lock out of that order.
 std::string RunRowCtes(std::string_view accepted, int owners_param, int run_end_param) {
   std::string o = "unnest($" + std::to_string(owners_param) + "::text[], $" +
                   std::to_string(run_end_param) +
                   "::bool[]) WITH ORDINALITY AS o(owner, run_end, ord)";
   return R"(, runs_up AS (
-  INSERT INTO loom_runs (execution_id, owner, since_ms)
-  SELECT a.execution_id, o.owner, )" +
+  INSERT INTO fences (execution_id, token, owner, since_ms)
+  SELECT a.execution_id, 0, o.owner, )" +
          std::string(kDbNowMs) + R"( FROM )" + std::string(accepted) + R"( a
   JOIN )" +
          o + R"( ON o.ord = a.ord
   WHERE o.owner <> '' AND NOT o.run_end
   ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, since_ms = EXCLUDED.since_ms
-), runs_del AS (
-  DELETE FROM loom_runs r USING )" +
+), runs_end AS (
+  UPDATE fences f SET owner = NULL, since_ms = NULL FROM )" +
          std::string(accepted) + " a, " + o + R"(
-  WHERE o.ord = a.ord AND o.owner <> '' AND o.run_end AND r.execution_id = a.execution_id
+  WHERE o.ord = a.ord AND o.owner <> '' AND o.run_end AND f.execution_id = a.execution_id
+    AND f.owner IS NOT NULL
 ))";
 }
 
@@ -263,8 +269,14 @@ WHERE (SELECT count(*) FROM ins) < cardinality($1::text[])
   AND r.execution_id NOT IN (SELECT i.execution_id FROM ins i))";
 }
 
+// The bump names the owner in the row it updates (no other row, no index
+// on the owner: the update stays HOT); the expected owner is the row's own.
 std::string FenceIfBumpManySql() {
-  return "WITH b AS (UPDATE fences f SET token = f.token + 1 "
+  return "UPDATE fences f SET token = f.token + 1, "
+         "owner = CASE WHEN r.has_owner THEN r.owner ELSE f.owner END, "
+         "since_ms = CASE WHEN r.has_owner THEN " +
+         std::string(kDbNowMs) +
+         " ELSE f.since_ms END "
          "FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::bool[], $6::text[], "
          "$7::bool[]) WITH ORDINALITY AS r(id, fence, park, owner, has_owner, expected, "
          "check_owner, ord) "
@@ -272,30 +284,21 @@ std::string FenceIfBumpManySql() {
          "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = r.id "
          "AND a.sequence > r.park AND " +
          AnsweringPredicate("a") +
-         ") AND (NOT r.check_owner OR COALESCE((SELECT lr.owner FROM loom_runs lr "
-         "WHERE lr.execution_id = r.id), '') = r.expected) "
-         "RETURNING r.ord, f.token, r.id, r.owner, r.has_owner), "
-         "o AS (INSERT INTO loom_runs (execution_id, owner, since_ms) SELECT b.id, b.owner, " +
-         std::string(kDbNowMs) +
-         " FROM b WHERE b.has_owner ON CONFLICT (execution_id) DO UPDATE SET owner = "
-         "EXCLUDED.owner, since_ms = EXCLUDED.since_ms) "
-         "SELECT b.ord, b.token FROM b";
+         ") AND (NOT r.check_owner OR COALESCE(f.owner, '') = r.expected) "
+         "RETURNING r.ord, f.token";
 }
 
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 std::string FenceIfBumpSql() {
-  return "WITH b AS (UPDATE fences SET token = token + 1 WHERE execution_id = $1::text "
+  return "UPDATE fences SET token = token + 1, owner = COALESCE($4::text, owner), "
+         "since_ms = CASE WHEN $4::text IS NULL THEN since_ms ELSE " +
+         std::string(kDbNowMs) +
+         " END WHERE execution_id = $1::text "
          "AND token = $2::int8 "
          "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = $1::text "
          "AND a.sequence > $3::int8 AND " +
          AnsweringPredicate("a") +
-         ") AND ($5::text IS NULL OR COALESCE((SELECT lr.owner FROM loom_runs lr "
-         "WHERE lr.execution_id = $1::text), '') = $5::text) RETURNING token), "
-         "o AS (INSERT INTO loom_runs (execution_id, owner, since_ms) SELECT $1::text, $4::text, " +
-         std::string(kDbNowMs) +
-         " FROM b WHERE $4::text IS NOT NULL ON CONFLICT (execution_id) DO UPDATE SET owner = "
-         "EXCLUDED.owner, since_ms = EXCLUDED.since_ms) "
-         "SELECT token FROM b";
+         ") AND ($5::text IS NULL OR COALESCE(owner, '') = $5::text) RETURNING token";
 }
 
 std::string EndChannel(std::string_view schema) {

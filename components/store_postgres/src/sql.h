@@ -6,12 +6,19 @@
 #include <string>
 #include <string_view>
 
+#include "once/base/clock.h"
 #include "once/store_postgres/postgres_event_store.h"
+
+namespace once::store::pg {
+class Conn;
+}  // namespace once::store::pg
 
 namespace once::store::sql {
 
 // 1: metadata jsonb. 2: metadata text (the client's JSON as written) and the
 // hash index on fences. 3: loom_runs and loom_nodes (issue 15, docs/nodes.md).
+// 4: the run owner moves into the fences row (owner, since_ms; loom_runs is
+// gone) and loom_nodes gains `swept` (docs/nodes.md).
 inline constexpr int64_t kSchemaVersion = kPostgresSchemaVersion;
 inline constexpr std::string_view kVersionRow = "version";
 inline constexpr std::string_view kParkFencesMarker = "park_fences_backfilled";
@@ -34,22 +41,23 @@ CREATE TABLE IF NOT EXISTS events (
   time_ms bigint NOT NULL,
   PRIMARY KEY (execution_id, sequence)
 );
--- A row exists once someone acquires, or once the execution parks (token 0).
+-- A row exists once someone acquires, once the execution parks (token 0),
+-- or once a node's append leaves it running (token 0; owner set).
 CREATE TABLE IF NOT EXISTS fences (
   execution_id text COLLATE "C" PRIMARY KEY,
-  token bigint NOT NULL
-))";
+  token bigint NOT NULL,
+  owner text COLLATE "C",
+  since_ms bigint
+) WITH (fillfactor = 70))";
 
-// Run rows and the node registry (docs/nodes.md). loom_runs is written by
-// the event store (in the statement of the append or acquire that names an
-// owner), loom_nodes by the node registry; both stores create them.
+// The node registry (docs/nodes.md). The run rows are the fences rows'
+// owner and since_ms (written by the event store in the statement of the
+// append or acquire that names an owner; NULL: no body runs it): no index
+// on them, so that the acquire's token bump and the owner it records stay
+// one HOT update. loom_nodes is written by the registry; `swept`: a scan
+// found none of this dead node's runs left (OrphanedRuns stops scanning
+// fences for it until it beats again). Both stores create it.
 inline constexpr std::string_view kCreateNodeTables = R"(
-CREATE TABLE IF NOT EXISTS loom_runs (
-  execution_id text COLLATE "C" PRIMARY KEY,
-  owner text COLLATE "C" NOT NULL,
-  since_ms bigint NOT NULL
-);
-CREATE INDEX IF NOT EXISTS loom_runs_by_owner ON loom_runs (owner, execution_id);
 CREATE TABLE IF NOT EXISTS loom_nodes (
   node_id text COLLATE "C" PRIMARY KEY,
   host text NOT NULL,
@@ -58,8 +66,24 @@ CREATE TABLE IF NOT EXISTS loom_nodes (
   started_at_ms bigint NOT NULL,
   heartbeat_at_ms bigint NOT NULL,
   lease_ms bigint NOT NULL,
-  stopped boolean NOT NULL DEFAULT false
+  stopped boolean NOT NULL DEFAULT false,
+  swept boolean NOT NULL DEFAULT false
 ))";
+
+// Version 3 -> 4: the owner columns on fences and loom_nodes.swept (false:
+// every dead node is scanned for once), then, if loom_runs exists (it does
+// at version 3), every row of it carried over (a row for an execution
+// without a fence row gets one at token 0) and the table dropped.
+inline constexpr std::string_view kMigrateV3ToV4 = R"(
+ALTER TABLE fences ADD COLUMN IF NOT EXISTS owner text COLLATE "C",
+  ADD COLUMN IF NOT EXISTS since_ms bigint;
+ALTER TABLE fences SET (fillfactor = 70);
+ALTER TABLE loom_nodes ADD COLUMN IF NOT EXISTS swept boolean NOT NULL DEFAULT false)";
+inline constexpr std::string_view kCarryRunRows = R"(
+INSERT INTO fences (execution_id, token, owner, since_ms)
+  SELECT execution_id, 0, owner, since_ms FROM loom_runs
+  ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, since_ms = EXCLUDED.since_ms;
+DROP TABLE loom_runs)";
 
 // The queue store's tables (docs/queues.md), created by the queue store.
 inline constexpr std::string_view kCreateQueueTables = R"(
@@ -127,6 +151,11 @@ inline constexpr std::string_view kCreateStatusIndex =
     "(kind, time_ms, execution_id, sequence) WHERE kind IN ('EXECUTION_STARTED', "
     "'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED', 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', "
     "'EXECUTION_CONTINUED')";
+
+// The event store's migration, after its advisory lock, inside the
+// migration transaction (postgres_event_store.cc). The node registry runs it
+// too: its statements read the fences rows' owners.
+Status MigrateEventSchemaLocked(pg::Conn& conn, const PostgresOptions& options, const Clock& clock);
 
 // The scan for an answering event (events::IsAnswering) over alias `a`.
 std::string AnsweringPredicate(std::string_view alias);

@@ -3,6 +3,10 @@
 // unset, failed under CI=true).
 #include "once/nodes_testing/node_conformance.h"
 
+#include <chrono>
+#include <thread>
+
+#include "once/events/envelope.h"
 #include "once/store_postgres/postgres_node_registry.h"
 #include "test_database.h"
 
@@ -31,6 +35,35 @@ Result<NodeHarness> MakePostgres() {
   h.store = std::move(store);
   h.registry = std::move(registry);
   return h;
+}
+
+// The registry opened before any event store on a fresh schema creates the
+// event store's schema (the run owners are its fences rows'), and the event
+// store opened after it finds it current.
+TEST(PostgresNodeRegistryTest, OpensFirstOnAFreshSchema) {
+  std::string url = TestPostgresUrl();
+  if (url.empty()) GTEST_SKIP() << "ONCE_TEST_POSTGRES_URL is unset";
+  TestSchema schema(url);
+  store::PostgresNodeOptions options;
+  options.conninfo = schema.Options().conninfo;
+  options.schema = schema.name();
+  auto registry = store::PostgresNodeRegistry::Open(options);
+  ASSERT_TRUE(registry) << registry.error().ToString();
+  ASSERT_TRUE((*registry)->Heartbeat({.node_id = "a", .host = "h", .pid = 1}, 150));
+  EXPECT_EQ(schema.Sql("SELECT value FROM once_schema WHERE name = 'version'"),
+            std::to_string(store::kPostgresSchemaVersion));
+  static const SystemClock clock;
+  auto events = store::PostgresEventStore::Open(schema.Options(), clock);
+  ASSERT_TRUE(events) << events.error().ToString();
+  store::AppendRequest req{.execution_id = "r", .expected_next = 1, .owner = "a"};
+  req.events.push_back(
+      events::KernelEvent(events::KernelKind::kExecutionStarted, events::Json{{"workflow", "w"}}));
+  ASSERT_TRUE((*events)->Append(req));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto orphans = (*registry)->OrphanedRuns("b", "", 10, 60'000);
+  ASSERT_TRUE(orphans) << orphans.error().ToString();
+  ASSERT_EQ(orphans->size(), 1u);
+  EXPECT_EQ((*orphans)[0].execution_id, "r");
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, NodeRegistryConformance,

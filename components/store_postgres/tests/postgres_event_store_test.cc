@@ -510,7 +510,7 @@ TEST_F(PostgresStoreTest, ListExecutionsPagesInByteOrder) {
 TEST_F(PostgresStoreTest, MigrationIsIdempotent) {
   auto again = OpenStore();
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
   ASSERT_TRUE(again->Append(Req("ex", 1, {Started()})));
   EXPECT_EQ(store_->Head("ex").value(), 1);
 }
@@ -946,25 +946,76 @@ TEST_F(PostgresStoreTest, QueuedReadsFillGroupsUpToTheLimitEachGettingItsOwnRang
 }
 
 // A database at version 2 (main before node leases: events, fences, the
-// status index; no loom_runs or loom_nodes) is brought to 3 at Open: the
-// run and node tables appear and an append that names an owner records it.
+// status index; no loom_runs or loom_nodes) is brought to 4 at Open: the
+// node table and the owner columns appear, no loom_runs, and an append that
+// names an owner records it.
 TEST_F(PostgresStoreTest, MigrationFromV2CreatesTheNodeTables) {
   store_.reset();
   schema_->Sql(
-      "DROP TABLE loom_runs; DROP TABLE loom_nodes; "
+      "DROP TABLE loom_nodes; ALTER TABLE fences DROP COLUMN owner, DROP COLUMN since_ms; "
       "UPDATE once_schema SET value = 2 WHERE name = 'version'");
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
   EXPECT_EQ(schema_->Sql("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
                          schema_->name() + "' AND table_name IN ('loom_runs', 'loom_nodes')"),
-            "2");
+            "1");
   AppendRequest req = Req("owned", 1, {Started()});
   req.owner = "node-a";
   ASSERT_TRUE(store_->Append(req));
   auto owner = store_->RunOwnerOf("owned");
   ASSERT_TRUE(owner && owner->has_value()) << (owner ? "none" : owner.error().ToString());
   EXPECT_EQ((*owner)->owner, "node-a");
+}
+
+// A database at version 3 (run rows in loom_runs, indexed by owner) is
+// brought to 4 at Open: every loom_runs row is carried into its fences row
+// (a row for an execution with a fence row keeps its token; one without
+// gets a token-0 row), loom_runs is dropped, the nodes keep their rows and
+// gain `swept`. The carried owners are what RunOwnerOf, the conditional
+// acquire's expected owner and the next ending append see.
+TEST_F(PostgresStoreTest, MigrationFromV3CarriesTheRunRowsIntoFences) {
+  store_.reset();
+  schema_->Sql(R"(
+ALTER TABLE fences DROP COLUMN owner, DROP COLUMN since_ms;
+ALTER TABLE loom_nodes DROP COLUMN swept;
+CREATE TABLE loom_runs (execution_id text COLLATE "C" PRIMARY KEY,
+  owner text COLLATE "C" NOT NULL, since_ms bigint NOT NULL);
+CREATE INDEX loom_runs_by_owner ON loom_runs (owner, execution_id);
+INSERT INTO loom_nodes VALUES ('node-a', 'h', 1, 'v', 1, 1, 10000, false);
+INSERT INTO events VALUES
+  ('fenced', 1, 'EXECUTION_STARTED', '{}', '{"kernel":true}', 5),
+  ('fenced', 2, 'EXECUTION_SUSPENDED', '{}', '{"kernel":true}', 6),
+  ('fenced', 3, 'EXECUTION_RESUMED', '{}', '{"kernel":true}', 7),
+  ('started', 1, 'EXECUTION_STARTED', '{}', '{"kernel":true}', 8);
+INSERT INTO fences VALUES ('fenced', 7);
+INSERT INTO loom_runs VALUES ('fenced', 'node-a', 111), ('started', 'node-b', 222);
+UPDATE once_schema SET value = 3 WHERE name = 'version';)");
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
+  EXPECT_EQ(schema_->Sql("SELECT to_regclass('loom_runs') IS NULL"), "t");
+  EXPECT_EQ(schema_->Sql("SELECT token || ' ' || owner || ' ' || since_ms FROM fences "
+                         "WHERE execution_id = 'fenced'"),
+            "7 node-a 111");
+  EXPECT_EQ(schema_->Sql("SELECT token || ' ' || owner || ' ' || since_ms FROM fences "
+                         "WHERE execution_id = 'started'"),
+            "0 node-b 222");
+  EXPECT_EQ(schema_->Sql("SELECT host || ' ' || swept FROM loom_nodes"), "h false");
+  auto owner = store_->RunOwnerOf("started");
+  ASSERT_TRUE(owner && owner->has_value());
+  EXPECT_EQ((*owner)->owner, "node-b");
+  EXPECT_EQ((*owner)->since_ms, 222);
+  // The ending append of a carried run releases it.
+  AppendRequest end =
+      Req("fenced", 4, {KernelEvent(KernelKind::kExecutionCompleted, {{"value", 1}})}, 7);
+  end.owner = "node-a";
+  auto ended = store_->Append(end);
+  ASSERT_TRUE(ended) << ended.error().ToString();
+  owner = store_->RunOwnerOf("fenced");
+  ASSERT_TRUE(owner);
+  EXPECT_FALSE(owner->has_value());
+  EXPECT_EQ(schema_->Sql("SELECT token FROM fences WHERE execution_id = 'fenced'"), "7");
 }
 
 // A database written by schema version 1 (metadata jsonb), built by hand:
@@ -998,7 +1049,7 @@ INSERT INTO fences VALUES ('parked', 0), ('answered', 0);)");
 TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
   EXPECT_EQ(
       schema_->Sql("SELECT data_type FROM information_schema.columns WHERE table_schema = '" +
                    schema_->name() + "' AND table_name = 'events' AND column_name = 'metadata'"),
@@ -1028,7 +1079,7 @@ TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
   // Opening again leaves the version alone.
   store.reset();
   ASSERT_NE(OpenStore(), nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "3");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
 }
 
 // Builds the pre-version state: parks without their fence rows, no marker.

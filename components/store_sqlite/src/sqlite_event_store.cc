@@ -167,8 +167,20 @@ constexpr Migration kMigrations[] = {
      "DROP TABLE events;"
      "ALTER TABLE events_v2 RENAME TO events;"},
     // Run rows and the node registry (issue 15): who runs which body, and
-    // which nodes are alive (sqlite_schema.h; docs/nodes.md).
-    {3, sqlite_internal::kCreateNodeTables},
+    // which nodes are alive (docs/nodes.md). As written then (the shared
+    // kCreateNodeTables has moved on since).
+    {3,
+     "CREATE TABLE IF NOT EXISTS loom_runs ("
+     "  execution_id TEXT PRIMARY KEY NOT NULL, owner TEXT NOT NULL,"
+     "  since_ms INTEGER NOT NULL) WITHOUT ROWID;"
+     "CREATE INDEX IF NOT EXISTS loom_runs_by_owner ON loom_runs(owner, execution_id);"
+     "CREATE TABLE IF NOT EXISTS loom_nodes ("
+     "  node_id TEXT PRIMARY KEY NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,"
+     "  version TEXT NOT NULL, started_at_ms INTEGER NOT NULL, heartbeat_at_ms INTEGER NOT NULL,"
+     "  lease_ms INTEGER NOT NULL, stopped INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"},
+    // The run rows lose their owner index (sqlite_schema.h): a run's start and
+    // end write one B-tree entry each instead of two; the rows are kept.
+    {4, "DROP INDEX IF EXISTS loom_runs_by_owner"},
 };
 static_assert(std::size(kMigrations) == kSqliteSchemaVersion);
 

@@ -472,6 +472,37 @@ TEST(SqliteEventStore, VersionOneDatabaseIsMigrated) {
   EXPECT_EQ(raw.Text("SELECT count(*) FROM sqlite_master WHERE name = 'events_v2'"), "0");
 }
 
+// A version-3 file (run rows indexed by owner) loses the index at version
+// 4 and keeps its run rows: RunOwnerOf and an owned ending append see them.
+TEST(SqliteEventStore, VersionThreeDatabaseDropsTheOwnerIndexAndKeepsTheRunRows) {
+  TempDir dir;
+  std::string path = dir.File("a.db");
+  { auto store = OpenOrDie(path); }
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("CREATE INDEX loom_runs_by_owner ON loom_runs(owner, execution_id);"
+                       "INSERT INTO events VALUES ('a', 1, 'EXECUTION_STARTED', 'null', '{}', 5);"
+                       "INSERT INTO loom_runs VALUES ('a', 'node-a', 7);"
+                       "PRAGMA user_version=3;"),
+              SQLITE_OK);
+  }
+  auto store = OpenOrDie(path);
+  EXPECT_EQ(store->Settings().value().schema_version, kSqliteSchemaVersion);
+  {
+    RawDb raw(path);
+    EXPECT_EQ(raw.Text("SELECT count(*) FROM sqlite_master WHERE name = 'loom_runs_by_owner'"),
+              "0");
+  }
+  auto owner = store->RunOwnerOf("a").value();
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->owner, "node-a");
+  EXPECT_EQ(owner->since_ms, 7);
+  AppendRequest end = Req("a", 2, {KernelEvent(KernelKind::kExecutionCompleted, {{"value", 1}})});
+  end.owner = "node-a";
+  ASSERT_TRUE(store->Append(end));
+  EXPECT_FALSE(store->RunOwnerOf("a").value().has_value());
+}
+
 // ---- Group commit ----------------------------------------------------------
 
 // Makes every WAL fsync slow for the scope (a real disk), so concurrent

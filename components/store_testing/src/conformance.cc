@@ -1694,6 +1694,47 @@ TEST_P(EventStoreConformance, AcquireFenceIfRecordsAndChecksTheOwner) {
   }
 }
 
+// The resume's path: the conditional acquire names the owner, the body's
+// ending append releases it, in a batch of other executions' appends, and
+// leaves the token (the fence still refuses an older one). Deleting an
+// execution whose fence moved releases its owner too.
+TEST_P(EventStoreConformance, TheEndingAppendReleasesTheOwnerTheAcquireRecorded) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  for (std::string id : {"ex-1", "ex-2", "ex-3"}) {
+    AppendOk(
+        store(),
+        Owned(Req(id, 1,
+                  {Kernel(KernelKind::kExecutionStarted), Kernel(KernelKind::kExecutionSuspended)}),
+              "node-a"));
+    EXPECT_EQ(OwnerOf(store(), id), std::nullopt);
+    ConditionalAcquire got =
+        store().AcquireFenceIf(id, {.fence = 0, .park_seq = 2, .owner = "node-b"}).value();
+    ASSERT_FALSE(got.stale);
+    EXPECT_EQ(got.fence, 1);
+    EXPECT_EQ(OwnerOf(store(), id), "node-b");
+  }
+  std::vector<AppendRequest> batch = {
+      Owned(Req("ex-1", 3,
+                {Kernel(KernelKind::kExecutionResumed),
+                 Kernel(KernelKind::kExecutionCompleted, Json{{"value", 1}})},
+                1),
+            "node-b"),
+      Owned(Req("ex-2", 3, {Kernel(KernelKind::kExecutionResumed), Step(1)}, 1), "node-b"),
+  };
+  Result<std::vector<Result<int64_t>>> r = store().AppendBatch(batch);
+  ASSERT_TRUE(r) << Describe(r.error());
+  ASSERT_TRUE((*r)[0] && (*r)[1]);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);  // ended: released
+  EXPECT_EQ(OwnerOf(store(), "ex-2"), "node-b");      // still running
+  if (Supports(Capability::kAcquireFence)) {
+    EXPECT_EQ(store().ReadFence("ex-1").value_or(-1), 1);
+  }
+  EXPECT_TRUE(Fails(store().Append(Req("ex-1", 5, Steps(1), 0)), ErrorCode::kStaleFence));
+  ASSERT_TRUE(store().DeleteExecution("ex-3"));
+  EXPECT_EQ(OwnerOf(store(), "ex-3"), std::nullopt);
+}
+
 TEST_P(EventStoreConformance, TakersOfOneDeadRunOneWinner) {
   ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
   ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);

@@ -9,6 +9,10 @@
 namespace once::visibility::internal {
 namespace {
 
+// The schema version from which the run owners are the fences rows' owner
+// and since_ms (docs/nodes.md), not loom_runs rows.
+constexpr int64_t kOwnersInFencesVersion = 4;
+
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
 };
@@ -75,6 +79,12 @@ class PostgresSource final : public Source {
     ONCE_ASSIGN_OR_RETURN(PgResult version,
                           Query("SELECT value FROM once_schema WHERE name = 'version'", {}));
     version_ = PQntuples(version.get()) ? IntAt(version.get(), 0, 0) : 0;
+    // Run owners: the fences rows' from version 4, loom_runs rows before.
+    if (version_ >= kOwnersInFencesVersion) {
+      runs_table_ = "fences";
+    } else if (has_runs_) {
+      runs_table_ = "loom_runs";
+    }
     if (version_ > store::kPostgresSchemaVersion) {
       return MakeError(ErrorCode::kUnsupported,
                        "schema '" + target_.postgres_schema + "' has version " +
@@ -220,14 +230,21 @@ class PostgresSource final : public Source {
     // Alive by the database's clock, as the node registry judges it.
     ONCE_ASSIGN_OR_RETURN(
         PgResult r,
-        Query(
-            std::string("SELECT node_id, host, pid, version, started_at_ms, heartbeat_at_ms, "
-                        "lease_ms, stopped, ") +
-                (has_runs_ ? "(SELECT COUNT(*) FROM loom_runs r WHERE r.owner = n.node_id)" : "0") +
-                ", NOT stopped AND heartbeat_at_ms + lease_ms >= "
-                "(extract(epoch FROM clock_timestamp()) * 1000)::int8 "
-                "FROM loom_nodes n ORDER BY node_id LIMIT $1::int8",
-            {std::to_string(limit)}));
+        Query(std::string("SELECT node_id, host, pid, version, started_at_ms, heartbeat_at_ms, "
+                          "lease_ms, stopped, ") +
+                  (runs_table_.empty() ? "0" : "COALESCE(r.runs, 0)") +
+                  ", NOT stopped AND heartbeat_at_ms + lease_ms >= "
+                  "(extract(epoch FROM clock_timestamp()) * 1000)::int8 "
+                  "FROM loom_nodes n " +
+                  // One pass over the run owners for every node (no index on
+                  // them from version 4: a count per node would scan per node).
+                  (runs_table_.empty()
+                       ? std::string()
+                       : "LEFT JOIN (SELECT owner, COUNT(*) AS runs FROM " + runs_table_ +
+                             " WHERE owner IS NOT NULL GROUP BY owner) r "
+                             "ON r.owner = n.node_id ") +
+                  "ORDER BY node_id LIMIT $1::int8",
+              {std::to_string(limit)}));
     std::vector<NodeRow> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       out.push_back(NodeRow{.node_id = TextAt(r.get(), i, 0),
@@ -262,9 +279,10 @@ class PostgresSource final : public Source {
   }
 
   Result<std::optional<Owner>> OwnerOf(const std::string& id) override {
-    if (!has_runs_) return std::optional<Owner>();
-    ONCE_ASSIGN_OR_RETURN(
-        PgResult r, Query("SELECT owner, since_ms FROM loom_runs WHERE execution_id = $1", {id}));
+    if (runs_table_.empty()) return std::optional<Owner>();
+    ONCE_ASSIGN_OR_RETURN(PgResult r, Query("SELECT owner, since_ms FROM " + runs_table_ +
+                                                " WHERE execution_id = $1 AND owner IS NOT NULL",
+                                            {id}));
     if (PQntuples(r.get()) == 0) return std::optional<Owner>();
     return std::optional<Owner>(
         Owner{.node_id = TextAt(r.get(), 0, 0), .since_ms = IntAt(r.get(), 0, 1)});
@@ -328,6 +346,7 @@ class PostgresSource final : public Source {
   int64_t version_ = 0;
   bool has_timers_ = false, has_inbox_ = false, has_nodes_ = false, has_runs_ = false,
        has_queues_ = false;
+  std::string runs_table_;  // where the run owners are ("": none)
 };
 
 }  // namespace

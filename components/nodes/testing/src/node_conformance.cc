@@ -140,6 +140,35 @@ TEST_P(NodeRegistryConformance, OrphanedRunsAreTheRunsOfDeadNodesOnly) {
   EXPECT_EQ(Ids(*revived), (std::vector<std::string>{"r-expired", "r-ghost"}));
 }
 
+// A dead node none of whose runs is left may stop being looked for (the
+// PostgreSQL registry marks it swept), but not for good: once it beats again
+// and dies again, its new runs are orphans like any.
+TEST_P(NodeRegistryConformance, ANodeThatDiesAgainIsLookedForAgain) {
+  ASSERT_TRUE(registry().Heartbeat(Info("self"), kLongLeaseMs));
+  ASSERT_TRUE(registry().Heartbeat(Info("x"), kShortLeaseMs));
+  Running(store(), "r-1", "x");
+  SleepPast(kShortLeaseMs);
+  EXPECT_EQ(Ids(registry().OrphanedRuns("self", "", 100, kLongLeaseMs).value()),
+            (std::vector<std::string>{"r-1"}));
+  ASSERT_TRUE(registry().ForgetRun("r-1", "x"));  // as takeover would, for a run that ended
+  for (int pass = 0; pass < 2; ++pass) {
+    EXPECT_TRUE(registry().OrphanedRuns("self", "", 100, kLongLeaseMs).value().empty());
+  }
+  ASSERT_TRUE(registry().Heartbeat(Info("x"), kShortLeaseMs));
+  Running(store(), "r-2", "x");
+  EXPECT_TRUE(registry().OrphanedRuns("self", "", 100, kLongLeaseMs).value().empty());
+  SleepPast(kShortLeaseMs);
+  EXPECT_EQ(Ids(registry().OrphanedRuns("self", "", 100, kLongLeaseMs).value()),
+            (std::vector<std::string>{"r-2"}));
+  // Stopped (drained) rather than lapsed: the same.
+  ASSERT_TRUE(registry().Heartbeat(Info("y"), kLongLeaseMs));
+  EXPECT_TRUE(registry().OrphanedRuns("self", "", 100, kLongLeaseMs).value().size() == 1);
+  Running(store(), "r-3", "y");
+  ASSERT_TRUE(registry().Stop("y"));
+  EXPECT_EQ(Ids(registry().OrphanedRuns("self", "", 100, kLongLeaseMs).value()),
+            (std::vector<std::string>{"r-2", "r-3"}));
+}
+
 TEST_P(NodeRegistryConformance, RunsOfListsOneOwnersRows) {
   Running(store(), "b-2", "b");
   Running(store(), "a-1", "a");

@@ -115,7 +115,9 @@ class Node {
 
   mutable std::mutex mu_;
   std::condition_variable renewed_;  // a heartbeat succeeded, or the node drains
-  int64_t gate_open_until_ms_ = 0;   // GUARDED_BY(mu_): local ms; 0 = never opened
+  // Local ms; 0 = never opened. Written under mu_ (renewed_ waits on it),
+  // read without it (PermitStep's open gate).
+  std::atomic<int64_t> gate_open_until_ms_{0};
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> draining_{false};
 

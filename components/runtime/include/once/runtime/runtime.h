@@ -45,7 +45,12 @@
 // heartbeat is late starts no step). Takeover() re-drives what dead nodes
 // left running (and this node's own runs no body here is running), claiming
 // each with the conditional acquire that expects the dead owner, so it is
-// safe from every node at once. Recover() is the full pass (every log): it
+// safe from every node at once. This node's own runs are looked for (a scan
+// of the run rows naming it) only when some may be left: at its first
+// Takeover, after its lease lapsed (a new epoch), and after a body or a
+// resume or claim ended without releasing a run row it recorded (an error,
+// a task dropped unrun, any error reported to on_error); Recover's full pass
+// finds whatever else. Recover() is the full pass (every log): it
 // leaves alone a run whose owner is alive and an ownerless run younger than
 // ownerless_lease_ms, takes over the rest, and answers parks whose children
 // are done. Without a node Recover judges by run rows alone: a run another
@@ -337,6 +342,22 @@ class Runtime {
   class Outermost;
   class Host;  // implements internal::RunHost: what a Context may ask
   class RunningSet;
+  // Armed: dropping it marks this node's own run rows unsure (Takeover then
+  // scans for them). Disarmed once a body has taken over the release.
+  class OwnRowWatch {
+   public:
+    OwnRowWatch(Runtime& rt, bool armed) : rt_(rt), armed_(armed) {}
+    ~OwnRowWatch() {
+      if (armed_) rt_.MarkOwnRowsUnsure();
+    }
+    OwnRowWatch(const OwnRowWatch&) = delete;
+    OwnRowWatch& operator=(const OwnRowWatch&) = delete;
+    void Disarm() { armed_ = false; }
+
+   private:
+    Runtime& rt_;
+    bool armed_;
+  };
 
   struct ResumeExtras {
     std::optional<std::string> topic;              // Deliver: the message's topic
@@ -414,6 +435,11 @@ class Runtime {
   void Schedule(std::function<void()> task);
   void DrainDeferred();
   void ReportError(const Error& e);
+  // A run row naming this node may be left with no body here running it.
+  void MarkOwnRowsUnsure() { own_rows_unsure_.store(true, std::memory_order_release); }
+  // Whether Takeover must scan for this node's own run rows now (see the
+  // file comment); clears the mark.
+  bool OwnScanDue();
   const Def* Find(std::string_view workflow) const;
   std::string_view Owner() const;
   // kLimitExceeded "json_depth_max" when `value` (`what`: "the input", ...)
@@ -440,6 +466,9 @@ class Runtime {
   std::set<std::string> quarantined_;    // GUARDED_BY(quarantine_mu_)
   std::unique_ptr<Host> host_;           // what a Context asks of this runtime
   std::unique_ptr<RunningSet> running_;  // bodies running here (with a node)
+  // Own run rows may be left (see OwnScanDue): true until the first scan.
+  std::atomic<bool> own_rows_unsure_{true};
+  std::atomic<uint64_t> own_scan_epoch_{0};  // the node's epoch at the last own scan
 };
 
 }  // namespace once::runtime

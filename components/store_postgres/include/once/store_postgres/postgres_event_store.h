@@ -13,9 +13,10 @@
 //   ONCE_ASSIGN_OR_RETURN(int64_t head, store->Append(req));
 //
 // Tables (in options.schema): events(execution_id, sequence, kind, payload
-// text, metadata text, time_ms), fences(execution_id, token),
-// loom_runs(execution_id, owner, since_ms) and loom_nodes (run ownership and
-// the node registry, docs/nodes.md; since_ms is the server's clock) and
+// text, metadata text, time_ms), fences(execution_id, token, owner,
+// since_ms: the run row, NULL when no body runs it; no index on the owner)
+// and loom_nodes (run ownership and the node registry, docs/nodes.md;
+// since_ms is the server's clock) and
 // once_schema(name, value), the schema version and one-time markers. Payload
 // and metadata are the client's JSON text, stored as written (the client
 // validated it), so a read returns exactly the JSON that was appended. Open()
@@ -109,7 +110,7 @@ struct PostgresOptions {
 
 // The schema version this build writes (once_schema row 'version'); a
 // database with a higher one is refused with kUnsupported.
-inline constexpr int64_t kPostgresSchemaVersion = 3;
+inline constexpr int64_t kPostgresSchemaVersion = 4;
 
 // The key of the migration's pg_advisory_xact_lock.
 inline constexpr int64_t kMigrationLockKey = 0x6f6e63655f6d6967;  // "once_mig"

@@ -1,8 +1,8 @@
 // File: postgres_node_registry.h
 //
 // PostgresNodeRegistry: the NodeRegistry (once/nodes/node_registry.h) on
-// PostgreSQL, in the event store's schema (it reads the loom_runs rows the
-// event store writes). Every time it records or judges by is the SERVER's
+// PostgreSQL, in the event store's schema (it reads the run owners the event
+// store writes into the fences rows). Every time it records or judges by is the SERVER's
 // clock (clock_timestamp()): a node's heartbeat is stamped by the database
 // and its death judged by it, never by comparing two machines' clocks.
 //
@@ -11,10 +11,14 @@
 //   options.schema = "loom";                 // the event store's schema
 //   ONCE_ASSIGN_OR_RETURN(auto registry, PostgresNodeRegistry::Open(options));
 //
-// Tables (docs/nodes.md): loom_nodes and loom_runs, created if missing under
-// the event store's migration advisory lock. Heartbeat is one statement (the
-// previous beat read FOR UPDATE, the upsert, the server's time). Its own
-// small pool (connections_max), apart from the event store's.
+// Tables (docs/nodes.md): loom_nodes, and the owner columns of fences, both
+// created if missing by the event store's migration, which Open runs under
+// its advisory lock. Heartbeat is one statement (the previous beat read FOR
+// UPDATE, the upsert, the server's time). No index names the owner: the
+// orphan scan reads fences only while a dead node is not yet swept (one
+// statement finds the orphans and, when there are none, marks the dead
+// nodes swept; a heartbeat clears the mark); RunsOf and ForgetNodes scan
+// fences. Its own small pool (connections_max), apart from the event store's.
 //
 // Threads: every method may be called from any thread. Errors as
 // postgres_event_store.h.

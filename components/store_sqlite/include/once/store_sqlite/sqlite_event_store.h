@@ -102,7 +102,7 @@ struct SqliteSettings {
   int schema_version = 0;
 };
 
-inline constexpr int kSqliteSchemaVersion = 3;
+inline constexpr int kSqliteSchemaVersion = 4;
 
 class SqliteEventStore final : public EventStore {
  public:

@@ -131,7 +131,8 @@ struct TimersPage {
 };
 
 // A node of issue 15's node leases (table loom_nodes) and the executions it
-// owns (loom_runs). Alive: not stopped and its heartbeat plus its lease is
+// owns (its run rows: loom_runs, or fences.owner on PostgreSQL schema 4).
+// Alive: not stopped and its heartbeat plus its lease is
 // not past (PostgreSQL: the database's clock; SQLite: this process's).
 struct NodeRow {
   std::string node_id;
@@ -143,7 +144,7 @@ struct NodeRow {
   int64_t lease_ms = 0;
   bool stopped = false;
   bool alive = false;
-  int64_t runs_owned = 0;  // loom_runs rows naming it
+  int64_t runs_owned = 0;  // run rows naming it
 };
 
 // A durable queue (docs/queues.md; tables loom_queues, loom_queue_items):
@@ -195,7 +196,7 @@ class Visibility {
   // Queues by name. kUnsupported when the store has no loom_queues table
   // (no queue store ever opened it).
   virtual Result<std::vector<QueueRow>> Queues(size_t limit) = 0;
-  // The node running the execution's body (its loom_runs row), if any.
+  // The node running the execution's body (its run row), if any.
   virtual Result<std::optional<Owner>> OwnerOf(const std::string& execution_id) = 0;
   // The store's schema version ("sqlite user_version 2", "postgres 2").
   virtual std::string SchemaDescription() const = 0;
