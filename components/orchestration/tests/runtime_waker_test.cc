@@ -66,6 +66,31 @@ TEST_P(WakerTest, AParkWritesItsRowAndTheServiceWakesItUnderTheFence) {
   EXPECT_TRUE(errors_.empty());
 }
 
+// A body woken by a timer that parks again on the same instant writes its
+// new park into the row being fired (one row per id and instant): the
+// retire of the first wake must spare it, or the second sleep waits for the
+// next boot sweep.
+TEST_P(WakerTest, ASecondSleepUntilTheSameInstantStillWakes) {
+  ASSERT_TRUE(
+      rt_.Register("twice_until", [](runtime::Context& ctx, const Json& in) -> Result<Json> {
+        TimePoint at = FromUnixMillis(in.get<int64_t>());
+        ONCE_RETURN_IF_ERROR(ctx.SleepUntil(at));
+        ONCE_RETURN_IF_ERROR(ctx.SleepUntil(at));
+        return "woke twice";
+      }));
+  int64_t at = clock_.NowUnixMillis() + 1000;
+  ASSERT_TRUE(rt_.Start("twice_until", "u", Json(at)));
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(service_.PollOnce().value(), 1u);
+  auto rows = timers_.RowsOf("u").value();  // the second park's row, same instant
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].wake_at_ms, at);
+  EXPECT_EQ(service_.PollOnce().value(), 1u);  // not held by the first wake's lease
+  EXPECT_EQ(Status("u"), runtime::ExecutionStatus::kCompleted);
+  EXPECT_TRUE(timers_.RowsOf("u").value().empty());
+  EXPECT_TRUE(errors_.empty());
+}
+
 TEST_P(WakerTest, AWakeForAnotherTimerOrNoParkIsObsolete) {
   ASSERT_TRUE(rt_.Start("sleeper", "s", Json()));
   int64_t wake = timers_.RowsOf("s").value()[0].wake_at_ms;

@@ -64,13 +64,16 @@ struct Statement {
 std::vector<Statement> Statements() {
   const std::string cols = kRowColumns;
   return {
-      // The newest park wins (a NULL park_seq compares to NULL: kept); every
-      // expression of the SET sees the row as it was.
+      // The newest park wins (a NULL park_seq compares to NULL: kept); a
+      // strictly newer one ends the lease (a new wake). Every expression of
+      // the SET sees the row as it was.
       {"schedule",
        "INSERT INTO timers (execution_id, wake_at_ms, redrive, park_seq, park_fence) "
        "VALUES ($1::text, $2::int8, $3::jsonb, $4::int8, $5::int8) "
        "ON CONFLICT (execution_id, wake_at_ms) "
        "DO UPDATE SET redrive = COALESCE(EXCLUDED.redrive, timers.redrive), "
+       "lease_until_ms = CASE WHEN EXCLUDED.park_seq > COALESCE(timers.park_seq, 0) "
+       "THEN 0 ELSE timers.lease_until_ms END, "
        "park_fence = CASE WHEN EXCLUDED.park_seq >= COALESCE(timers.park_seq, 0) "
        "THEN EXCLUDED.park_fence ELSE timers.park_fence END, "
        "park_seq = CASE WHEN EXCLUDED.park_seq >= COALESCE(timers.park_seq, 0) "
@@ -89,11 +92,16 @@ std::vector<Statement> Statements() {
        "WHERE (execution_id, wake_at_ms) IN (SELECT execution_id, wake_at_ms FROM pick) "
        "RETURNING " +
            cols},
-      {"complete", "DELETE FROM timers WHERE execution_id = $1::text AND wake_at_ms = $2::int8"},
+      // $3 (per key) is the claim's view of the park (TimerKey::park_seq),
+      // -1 for none: a newer park written since is spared.
+      {"complete",
+       "DELETE FROM timers WHERE execution_id = $1::text AND wake_at_ms = $2::int8 "
+       "AND ($3::int8 < 0 OR COALESCE(park_seq, 0) <= $3::int8)"},
       // One statement, so one implicit transaction: all the keys or none.
       {"complete_many",
-       "DELETE FROM timers WHERE (execution_id, wake_at_ms) IN "
-       "(SELECT * FROM unnest($1::text[], $2::int8[]))"},
+       "DELETE FROM timers t USING unnest($1::text[], $2::int8[], $3::int8[]) AS k(id, wake, seq) "
+       "WHERE t.execution_id = k.id AND t.wake_at_ms = k.wake "
+       "AND (k.seq < 0 OR COALESCE(t.park_seq, 0) <= k.seq)"},
       {"defer",
        "UPDATE timers SET lease_until_ms = $4::int8 WHERE execution_id = $1::text "
        "AND wake_at_ms = $2::int8 AND lease_owner = $3::text"},
@@ -230,8 +238,9 @@ Result<std::vector<TimerRow>> PostgresTimerStore::Claim(const timers::ClaimReque
 Status PostgresTimerStore::Complete(const TimerKey& key) {
   if (Unstorable(key.execution_id)) return Ok();
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  ONCE_RETURN_IF_ERROR(
-      conn->Prepared("complete", Params().Text(key.execution_id).Int(key.wake_at_ms)));
+  ONCE_RETURN_IF_ERROR(conn->Prepared(
+      "complete",
+      Params().Text(key.execution_id).Int(key.wake_at_ms).Int(key.park_seq.value_or(-1))));
   return Ok();
 }
 
@@ -239,15 +248,19 @@ Status PostgresTimerStore::CompleteMany(std::span<const TimerKey> keys) {
   ONCE_RETURN_IF_ERROR(timers::ValidateCompleteMany(keys, options_.limits));
   std::vector<std::string_view> ids;
   std::vector<std::optional<int64_t>> wakes;
+  std::vector<std::optional<int64_t>> seqs;
   for (const TimerKey& key : keys) {
     if (Unstorable(key.execution_id)) continue;  // no row can have it
     ids.push_back(key.execution_id);
     wakes.push_back(key.wake_at_ms);
+    seqs.push_back(key.park_seq.value_or(-1));
   }
   if (ids.empty()) return Ok();
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   Params p;
-  p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(wakes));
+  p.Binary(pg::TextArrayBinary(ids))
+      .Binary(pg::IntArrayBinary(wakes))
+      .Binary(pg::IntArrayBinary(seqs));
   ONCE_RETURN_IF_ERROR(conn->Prepared("complete_many", p));
   return Ok();
 }

@@ -42,13 +42,16 @@ const std::vector<std::string>& TimerSqlText() {
     s[kBegin] = "BEGIN IMMEDIATE";
     s[kCommit] = "COMMIT";
     s[kRollback] = "ROLLBACK";
-    // The newest park wins (a NULL park_seq compares to NULL: kept). Every
-    // expression of the SET sees the row as it was.
+    // The newest park wins (a NULL park_seq compares to NULL: kept); a
+    // strictly newer one ends the lease (a new wake). Every expression of
+    // the SET sees the row as it was.
     s[kSchedule] =
         "INSERT INTO timers(execution_id, wake_at_ms, redrive, park_seq, park_fence) "
         "VALUES (?1, ?2, ?3, ?4, ?5) "
         "ON CONFLICT(execution_id, wake_at_ms) DO UPDATE SET "
         "redrive = COALESCE(excluded.redrive, timers.redrive), "
+        "lease_until_ms = CASE WHEN excluded.park_seq > COALESCE(timers.park_seq, 0) "
+        "  THEN 0 ELSE timers.lease_until_ms END, "
         "park_fence = CASE WHEN excluded.park_seq >= COALESCE(timers.park_seq, 0) "
         "  THEN excluded.park_fence ELSE timers.park_fence END, "
         "park_seq = CASE WHEN excluded.park_seq >= COALESCE(timers.park_seq, 0) "
@@ -68,7 +71,11 @@ const std::vector<std::string>& TimerSqlText() {
         "    AND COALESCE(lease_until_ms, 0) <= ?1 "
         "  ORDER BY wake_at_ms, execution_id LIMIT ?3) "
         "RETURNING execution_id, wake_at_ms, redrive, park_seq, park_fence";
-    s[kComplete] = "DELETE FROM timers WHERE execution_id = ?1 AND wake_at_ms = ?2";
+    // ?3 = the claim's view of the park (TimerKey::park_seq), -1 for none:
+    // a newer park written since is spared.
+    s[kComplete] =
+        "DELETE FROM timers WHERE execution_id = ?1 AND wake_at_ms = ?2 "
+        "AND (?3 < 0 OR COALESCE(park_seq, 0) <= ?3)";
     s[kDefer] =
         "UPDATE timers SET lease_until_ms = ?3 "
         "WHERE execution_id = ?1 AND wake_at_ms = ?2 AND lease_owner = ?4";
@@ -260,6 +267,7 @@ Status DeleteRow(Connection& c, const TimerKey& key) {
   ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kComplete));
   ONCE_RETURN_IF_ERROR(s.Bind(1, key.execution_id));
   ONCE_RETURN_IF_ERROR(s.Bind(2, key.wake_at_ms));
+  ONCE_RETURN_IF_ERROR(s.Bind(3, key.park_seq.value_or(-1)));
   return s.Run();
 }
 

@@ -10,7 +10,8 @@ Status MemoryTimerStore::Schedule(const TimerRow& row) {
   Slot& slot = rows_[{row.wake_at_ms, row.execution_id}];
   if (row.redrive) slot.redrive = row.redrive;  // COALESCE(new, old)
   if (row.park && (!slot.park || row.park->sequence >= slot.park->sequence)) {
-    slot.park = row.park;  // the newest park wins
+    if (!slot.park || row.park->sequence > slot.park->sequence) slot.lease_until_ms = 0;
+    slot.park = row.park;  // the newest park wins; a new one is a new, unleased wake
   }
   return Ok();
 }
@@ -45,16 +46,24 @@ Result<std::vector<TimerRow>> MemoryTimerStore::Claim(const ClaimRequest& req) {
   return out;
 }
 
+void MemoryTimerStore::RetireLocked(const TimerKey& key) {
+  auto it = rows_.find({key.wake_at_ms, key.execution_id});
+  if (it == rows_.end()) return;
+  const std::optional<TimerPark>& park = it->second.park;
+  if (key.park_seq && park && park->sequence > *key.park_seq) return;  // a newer park
+  rows_.erase(it);
+}
+
 Status MemoryTimerStore::Complete(const TimerKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  rows_.erase({key.wake_at_ms, key.execution_id});
+  RetireLocked(key);
   return Ok();
 }
 
 Status MemoryTimerStore::CompleteMany(std::span<const TimerKey> keys) {
   ONCE_RETURN_IF_ERROR(ValidateCompleteMany(keys, limits_));
   std::lock_guard<std::mutex> lock(mu_);
-  for (const TimerKey& key : keys) rows_.erase({key.wake_at_ms, key.execution_id});
+  for (const TimerKey& key : keys) RetireLocked(key);
   return Ok();
 }
 

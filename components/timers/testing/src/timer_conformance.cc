@@ -210,6 +210,42 @@ TEST_P(TimerStoreConformance, ARowCarriesTheNewestParkOfItsKey) {
   EXPECT_TRUE(store_->RowsOf("c").value().empty());
 }
 
+// A claim's retire (the key from its row) removes only what the claim saw:
+// a newer park written into the same row after the claim (the resumed body
+// parked again on the same instant) survives it and is claimable at once,
+// not only after the claim's lease. A key without the claim's view
+// (TimerKey{id, wake}) still retires the row whatever it holds.
+TEST_P(TimerStoreConformance, ARetireSparesANewerParkWrittenAfterTheClaim) {
+  using timers::TimerPark;
+  ASSERT_TRUE(store_->Schedule({"a", 10, std::nullopt, TimerPark{4, 2}}));
+  ASSERT_TRUE(store_->Schedule({"b", 10, std::nullopt}));
+  ASSERT_TRUE(store_->Schedule({"c", 10, std::nullopt, TimerPark{2, 1}}));
+  auto claimed =
+      store_->Claim({.now_ms = 100, .limit = 10, .owner = "n1", .lease_ms = 30'000}).value();
+  ASSERT_EQ(claimed.size(), 3u);
+  ASSERT_TRUE(store_->Schedule({"a", 10, std::nullopt, TimerPark{9, 3}}));  // parked again
+  ASSERT_TRUE(store_->Schedule({"b", 10, std::nullopt, TimerPark{5, 0}}));  // a plain row gains one
+  ASSERT_TRUE(store_->Schedule({"c", 10, std::nullopt, TimerPark{2, 1}}));  // the same park again
+  std::vector<timers::TimerKey> keys;
+  for (const TimerRow& row : claimed) keys.push_back(row.key());
+  ASSERT_TRUE(store_->CompleteMany(keys));
+  auto left = store_->Due(100, 10, true).value();
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0], (TimerRow{"a", 10, std::nullopt, TimerPark{9, 3}}));
+  EXPECT_EQ(left[1], (TimerRow{"b", 10, std::nullopt, TimerPark{5, 0}}));
+  // The newer parks are not held by n1's lease: another node claims them now.
+  auto again =
+      store_->Claim({.now_ms = 101, .limit = 10, .owner = "n2", .lease_ms = 30'000}).value();
+  EXPECT_EQ(again.size(), 2u);
+  // The same through Complete; and a key without a view retires anything.
+  ASSERT_TRUE(store_->Schedule({"a", 10, std::nullopt, TimerPark{12, 3}}));
+  ASSERT_TRUE(store_->Complete(again[0].key()));
+  EXPECT_EQ(store_->RowsOf("a").value().size(), 1u);
+  ASSERT_TRUE(store_->Complete({"a", 10}));
+  ASSERT_TRUE(store_->CompleteMany(std::vector<timers::TimerKey>{{"b", 10}}));
+  EXPECT_TRUE(store_->Due(100, 10, true).value().empty());
+}
+
 TEST_P(TimerStoreConformance, RejectsBadInput) {
   EXPECT_EQ(store_->Schedule({"", 1, std::nullopt}).error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(store_->Schedule({"a\n", 1, std::nullopt}).error().code, ErrorCode::kInvalidArgument);

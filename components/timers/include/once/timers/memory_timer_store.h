@@ -37,6 +37,8 @@ class MemoryTimerStore final : public TimerStore {
   // Ordered by (wake_at_ms, execution_id): the due scan walks from the front.
   using Key = std::pair<int64_t, std::string>;
 
+  void RetireLocked(const TimerKey& key);  // REQUIRES(mu_)
+
   TimerLimits limits_;
   std::mutex mu_;
   std::map<Key, Slot> rows_;  // GUARDED_BY(mu_)

@@ -54,9 +54,16 @@ struct Redrive {
   friend bool operator==(const Redrive&, const Redrive&) = default;
 };
 
+// A row's key; `park_seq` is a claim's view of it (TimerRow::key()): the
+// park sequence the claimed row carried (0: none). A retire by such a key
+// removes the row only while its park is not newer, so a park written into
+// the row after the claim (the resumed body parked again on the same
+// instant) survives the retire of the wake that came before it. Without a
+// view (nullopt) a retire removes the row whatever it holds.
 struct TimerKey {
   std::string execution_id;
   int64_t wake_at_ms = 0;
+  std::optional<int64_t> park_seq;
   friend bool operator==(const TimerKey&, const TimerKey&) = default;
 };
 
@@ -74,7 +81,7 @@ struct TimerRow {
   std::optional<Redrive> redrive;
   std::optional<TimerPark> park;  // nullopt: the waker finds the park in the log
 
-  TimerKey key() const { return {execution_id, wake_at_ms}; }
+  TimerKey key() const { return {execution_id, wake_at_ms, park ? park->sequence : 0}; }
   friend bool operator==(const TimerRow&, const TimerRow&) = default;
 };
 
@@ -98,7 +105,9 @@ class TimerStore {
  public:
   virtual ~TimerStore() = default;
 
-  // Upserts the row (see the merge rules above). kInvalidArgument for a bad
+  // Upserts the row (see the merge rules above). A strictly newer park also
+  // ends the row's lease: it is a new wake, claimable at once, not one a
+  // claim holds. kInvalidArgument for a bad
   // id, a negative attempt, or a park with a sequence below 1 or a negative
   // fence.
   virtual Status Schedule(const TimerRow& row) = 0;
@@ -111,14 +120,15 @@ class TimerStore {
   // Due rows not leased by anyone else right now, leased to req.owner. Atomic.
   virtual Result<std::vector<TimerRow>> Claim(const ClaimRequest& req) = 0;
 
-  // Retires the row (a no-op if it is gone).
+  // Retires the row (a no-op if it is gone, or if key.park_seq is set and
+  // the row's park is newer than it).
   virtual Status Complete(const TimerKey& key) = 0;
 
   // Retires every listed row in ONE atomic step: all of them, or on an error
   // none (a key whose row is gone is skipped; a key listed twice is
-  // harmless). A whole fired batch then costs one commit instead of one per
-  // row. kInvalidArgument, nothing retired, for more than
-  // limits().complete_keys_max keys; an empty list does nothing.
+  // harmless; key.park_seq as in Complete). A whole fired batch then costs one commit instead of
+  // one per row. kInvalidArgument, nothing retired, for more than limits().complete_keys_max keys;
+  // an empty list does nothing.
   virtual Status CompleteMany(std::span<const TimerKey> keys) = 0;
 
   // Keeps the row leased to `owner` until until_ms, so it comes due again
