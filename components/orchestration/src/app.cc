@@ -113,6 +113,13 @@ Status App::Start() {
     if (config_.recover_interval_ms > 0) {
       periodic_.push_back({config_.recover_interval_ms, config_.recover_interval_ms, recover});
     }
+    if (config_.forget_nodes_interval_ms > 0 && config_.forget_nodes_after_ms > 0) {
+      periodic_.push_back({config_.forget_nodes_interval_ms, 0, [this] {
+                             Result<size_t> r =
+                                 config_.nodes->ForgetNodes(config_.forget_nodes_after_ms);
+                             if (!r) Report(r.error());
+                           }});
+    }
   }
   if (service_) service_->Start();
   EnsureListening();

@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "once/nodes/memory_node_registry.h"
@@ -279,6 +280,33 @@ TEST(AppNodesTest, StartRegistersTheNodeAndStopReleasesIt) {
   EXPECT_TRUE(listed[0].stopped);
   EXPECT_FALSE(listed[0].alive);
   EXPECT_TRUE(a->node()->draining());
+}
+
+// A running node forgets the rows of nodes dead for forget_nodes_after_ms
+// (owning nothing), and keeps the rest: loom_nodes does not only grow.
+TEST(AppNodesTest, ANodeForgetsNodesDeadLongerThanForgetNodesAfter) {
+  TwoNodes t;
+  ASSERT_TRUE(t.registry.Heartbeat({.node_id = "old", .host = "test", .pid = 2}, 1'000));
+  ASSERT_TRUE(t.registry.Stop("old"));
+  ASSERT_TRUE(t.registry.Heartbeat({.node_id = "recent", .host = "test", .pid = 3}, 1'000));
+  t.clock.Advance(std::chrono::hours(2));
+  ASSERT_TRUE(t.registry.Heartbeat({.node_id = "recent", .host = "test", .pid = 3}, 1'000));
+  ASSERT_TRUE(t.registry.Stop("recent"));  // dead, but not for long
+  AppConfig c = t.Config("a");
+  c.forget_nodes_after_ms = 3'600'000;
+  c.forget_nodes_interval_ms = 10;
+  auto a = App::Create(c).value();
+  ASSERT_TRUE(a->Start());
+  std::set<std::string> ids;
+  for (int i = 0; i < 500; ++i) {
+    ids.clear();
+    std::vector<nodes::NodeRecord> listed = t.registry.Nodes().value();
+    for (const nodes::NodeRecord& n : listed) ids.insert(n.info.node_id);
+    if (!ids.contains("old")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(ids, (std::set<std::string>{std::string("a"), std::string("recent")}));
+  a->Stop();
 }
 
 TEST(AppNodesTest, ARegistryNeedsANodeId) {

@@ -167,6 +167,12 @@ struct AppConfig {
   int64_t takeover_interval_ms = 1'000;  // Runtime::Takeover() this often (0: never)
   int64_t recover_interval_ms = 60'000;  // the full Recover() this often (0: at Start only)
   int64_t drain_ms = 10'000;             // Stop(): bodies may finish or park this long
+  // A node row is forgotten (NodeRegistry::ForgetNodes) once its node has
+  // been dead this long and owns no run; every node checks this often.
+  // loom_nodes then holds the living and the recently dead, not every
+  // process that ever ran. 0 for either: never.
+  int64_t forget_nodes_after_ms = 7LL * 24 * 3'600'000;  // 7 days
+  int64_t forget_nodes_interval_ms = 3'600'000;          // 1 hour
 
   // Optional: where the App's events worth a log line go (it writes no logs
   // itself; once/base/log_sink.h). The runtime's errors (given to the
