@@ -181,6 +181,26 @@ Params LeanParams(std::span<const Item> items, std::span<const pg::AppendHints::
   return p;
 }
 
+// The parameters of sql::LoneAppendSql: one request of one event (IsLone).
+Params LoneParams(const Item& it) {
+  const EncodedEvent& e = it.enc->events.front();
+  Params p;
+  p.Text(it.req->execution_id);
+  if (it.fence) {
+    p.Int(*it.fence);
+  } else {
+    p.Null();
+  }
+  p.Int(it.req->expected_next).Int(e.sequence).Text(std::string(e.kind));
+  p.Text(std::string(e.payload_json)).Text(std::string(e.metadata_json)).Int(e.time_ms);
+  return p;
+}
+
+// One lean request of one event, writing no run row: sql::LoneAppendSql.
+bool IsLone(std::span<const Item> items) {
+  return items.size() == 1 && items[0].enc->events.size() == 1 && !items[0].owned();
+}
+
 // The request's outcome under its verdict; mirrors the statement's WHERE.
 Result<int64_t> Judge(const Item& it, const Verdict& v) {
   const AppendRequest& req = *it.req;
@@ -243,7 +263,9 @@ Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> i
   const bool owned = AnyOwned(items);
   const char* statement = hints ? (owned ? "append_lean_hinted_owned" : "append_lean_hinted")
                                 : (owned ? "append_lean_owned" : "append_lean");
-  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared(statement, LeanParams(items, asks)));
+  const bool lone = !hints && IsLone(items);
+  ONCE_ASSIGN_OR_RETURN(PgResult res, lone ? conn.Prepared("append_lean_one", LoneParams(items[0]))
+                                           : conn.Prepared(statement, LeanParams(items, asks)));
   const PGresult* r = res.get();
   std::vector<Result<int64_t>> out;
   out.reserve(items.size());
@@ -344,6 +366,7 @@ std::vector<Statement> Statements() {
       {"append_share", sql::AppendSql("SHARE")},
       {"append_update", sql::AppendSql("UPDATE")},
       {"append_lean", sql::LeanAppendSql(false)},
+      {"append_lean_one", sql::LoneAppendSql()},
       {"append_lean_hinted", sql::LeanAppendSql(true)},
       // The same, writing run rows (kOwnership): the owner is in the fences
       // row, which the statement may update after its guard locked it, so

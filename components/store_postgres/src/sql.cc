@@ -209,7 +209,11 @@ constexpr char kPredecessorFits[] = R"(COALESCE((SELECT e.sequence FROM events e
 // requests that did not land, from the same snapshot, and only when some did
 // not (a one-time filter).
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
-std::string LeanAppendSql(bool hinted, bool owned) {
+namespace {
+
+// The lean statements' WHERE over an event row `x` (execution_id, fence,
+// expected_next; when hinted, hint_xmin and hint_ctid).
+std::string LeanGuard(bool hinted) {
   std::string guard;
   if (hinted) {
     guard = R"(CASE COALESCE(
@@ -227,6 +231,13 @@ std::string LeanAppendSql(bool hinted, bool owned) {
       (SELECT p.token FROM fences p WHERE p.execution_id = x.execution_id), 0))
     AND )" + std::string(kPredecessorFits);
   }
+  return guard;
+}
+
+}  // namespace
+
+std::string LeanAppendSql(bool hinted, bool owned) {
+  const std::string guard = LeanGuard(hinted);
   return R"(WITH ins AS (
   )" + std::string(kInsertColumns) +
          R"(
@@ -267,6 +278,29 @@ SELECT r.ord,
 FROM unnest($9::text[]) WITH ORDINALITY AS r(execution_id, ord)
 WHERE (SELECT count(*) FROM ins) < cardinality($1::text[])
   AND r.execution_id NOT IN (SELECT i.execution_id FROM ins i))";
+}
+
+// Model: models/fence_postgres.pml (the lean append's guard; one request).
+std::string LoneAppendSql() {
+  return R"(WITH ins AS (
+  )" + std::string(kInsertColumns) +
+         R"(
+  SELECT x.execution_id, x.seq, x.kind, x.payload, x.metadata, x.time_ms
+  FROM (SELECT $1::text AS execution_id, $2::int8 AS fence, $3::int8 AS expected_next,
+          $4::int8 AS seq, $5::text AS kind, $6::text AS payload, $7::text AS metadata,
+          $8::int8 AS time_ms) x
+  WHERE )" +
+         LeanGuard(false) +
+         R"(
+  RETURNING 1
+)
+SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins), NULL::text
+UNION ALL
+SELECT 1,
+  COALESCE((SELECT p.token FROM fences p WHERE p.execution_id = $1::text), 0),
+  COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = $1::text), 0), 0,
+  NULL::text
+WHERE NOT EXISTS (SELECT 1 FROM ins))";
 }
 
 // The bump names the owner in the row it updates (no other row, no index

@@ -215,6 +215,15 @@ std::string FenceIfBumpManySql();
 // $13, $14 hinted): owners text[] and run_end bool[], as AppendSql's.
 std::string LeanAppendSql(bool hinted, bool owned = false);
 
+// LeanAppendSql (unhinted, not owned) for one request of one event, its
+// parameters scalars: $1 execution id text, $2 fence int8 (NULL:
+// unguarded), $3 expected_next int8, $4 sequence int8, $5 kind text, $6
+// payload text, $7 metadata text, $8 time_ms int8. The same guard and the
+// same result rows (ord 1 for the request when it did not land). The lone
+// append every low-traffic service pays: no array to encode, decode or
+// unnest.
+std::string LoneAppendSql();
+
 // Ends heard by LISTEN (postgres_end_listener.h). The channel of `schema`:
 // "loom_ended_" and 16 hex digits of the schema name's 64-bit FNV-1a (a
 // channel name has at most 63 bytes; NOTIFY is database-wide, so each
