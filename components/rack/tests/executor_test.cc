@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace once::rack {
 namespace {
@@ -131,9 +132,18 @@ TEST_F(ExecutorTest, StopKillsTheWholeProcessGroup) {
   ASSERT_TRUE(executor_->Stop(id).has_value());
   ASSERT_TRUE(WaitFor(id, milliseconds(2000)).has_value());
   // The background sleep was in the group: it is gone (or a zombie of init).
-  std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+  // The SIGKILL reached it with the group, but its exit may still be under
+  // way when the shell's is reported (seen under ThreadSanitizer: state R,
+  // already reparented to init), so give it a moment.
   std::string line;
-  std::getline(stat, line);
+  for (auto until = steady_clock::now() + milliseconds(2000);;) {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    line.clear();
+    std::getline(stat, line);
+    if (line.empty() || line.find(") Z") != std::string::npos) break;
+    if (steady_clock::now() > until) break;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
   EXPECT_TRUE(line.empty() || line.find(") Z") != std::string::npos) << line;
 }
 
