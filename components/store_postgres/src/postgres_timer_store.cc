@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <set>
+#include <string_view>
 #include <tuple>
+#include <utility>
 
 #include "pg_conn.h"
+#include "schedule_group.h"
 
 namespace once::store {
 
@@ -61,23 +64,36 @@ struct Statement {
   std::string sql;
 };
 
+// A schedule's merge into an existing row (timer_store.h): the re-drive
+// flag is never lost; the newest park wins (a NULL park_seq compares to
+// NULL: kept) and a strictly newer one ends the lease (a new wake). Every
+// expression of the SET sees the row as it was.
+constexpr char kScheduleMerge[] =
+    "ON CONFLICT (execution_id, wake_at_ms) "
+    "DO UPDATE SET redrive = COALESCE(EXCLUDED.redrive, timers.redrive), "
+    "lease_until_ms = CASE WHEN EXCLUDED.park_seq > COALESCE(timers.park_seq, 0) "
+    "THEN 0 ELSE timers.lease_until_ms END, "
+    "park_fence = CASE WHEN EXCLUDED.park_seq >= COALESCE(timers.park_seq, 0) "
+    "THEN EXCLUDED.park_fence ELSE timers.park_fence END, "
+    "park_seq = CASE WHEN EXCLUDED.park_seq >= COALESCE(timers.park_seq, 0) "
+    "THEN EXCLUDED.park_seq ELSE timers.park_seq END";
+
 std::vector<Statement> Statements() {
   const std::string cols = kRowColumns;
   return {
-      // The newest park wins (a NULL park_seq compares to NULL: kept); a
-      // strictly newer one ends the lease (a new wake). Every expression of
-      // the SET sees the row as it was.
       {"schedule",
        "INSERT INTO timers (execution_id, wake_at_ms, redrive, park_seq, park_fence) "
-       "VALUES ($1::text, $2::int8, $3::jsonb, $4::int8, $5::int8) "
-       "ON CONFLICT (execution_id, wake_at_ms) "
-       "DO UPDATE SET redrive = COALESCE(EXCLUDED.redrive, timers.redrive), "
-       "lease_until_ms = CASE WHEN EXCLUDED.park_seq > COALESCE(timers.park_seq, 0) "
-       "THEN 0 ELSE timers.lease_until_ms END, "
-       "park_fence = CASE WHEN EXCLUDED.park_seq >= COALESCE(timers.park_seq, 0) "
-       "THEN EXCLUDED.park_fence ELSE timers.park_fence END, "
-       "park_seq = CASE WHEN EXCLUDED.park_seq >= COALESCE(timers.park_seq, 0) "
-       "THEN EXCLUDED.park_seq ELSE timers.park_seq END"},
+       "VALUES ($1::text, $2::int8, $3::jsonb, $4::int8, $5::int8) " +
+           std::string(kScheduleMerge)},
+      // Rows in key order (concurrent groups lock shared keys in one
+      // order); a key appears once (ON CONFLICT may touch a row once).
+      {"schedule_many",
+       "INSERT INTO timers (execution_id, wake_at_ms, redrive, park_seq, park_fence) "
+       "SELECT r.id, r.wake, CASE WHEN r.attempt IS NULL THEN NULL "
+       "ELSE jsonb_build_object('attempt', r.attempt) END, r.seq, r.fence "
+       "FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[]) "
+       "AS r(id, wake, attempt, seq, fence) ORDER BY r.id, r.wake " +
+           std::string(kScheduleMerge)},
       {"due", "SELECT " + cols +
                   " FROM timers WHERE wake_at_ms <= $1::int8 AND ($3::bool OR redrive IS NULL) "
                   "ORDER BY wake_at_ms, execution_id LIMIT $2::int8"},
@@ -174,21 +190,12 @@ bool Unstorable(std::string_view id) {
 
 }  // namespace
 
-PostgresTimerStore::PostgresTimerStore(PostgresTimerOptions options,
-                                       std::unique_ptr<pg::ConnectionPool> pool)
-    : options_(std::move(options)), pool_(std::move(pool)) {}
+namespace pg {
 
-PostgresTimerStore::~PostgresTimerStore() = default;
+namespace {
 
-Result<std::unique_ptr<PostgresTimerStore>> PostgresTimerStore::Open(
-    const PostgresTimerOptions& options) {
-  ONCE_ASSIGN_OR_RETURN(auto pool,
-                        pg::OpenSidePool(options, "PostgresTimerOptions", Migrate, PrepareAll));
-  return std::unique_ptr<PostgresTimerStore>(new PostgresTimerStore(options, std::move(pool)));
-}
-
-Status PostgresTimerStore::Schedule(const TimerRow& row) {
-  ONCE_RETURN_IF_ERROR(timers::ValidateTimerRow(row));
+// The one-row statement's parameters.
+Params ScheduleParams(const TimerRow& row) {
   Params p;
   p.Text(row.execution_id).Int(row.wake_at_ms);
   if (row.redrive) {
@@ -201,9 +208,87 @@ Status PostgresTimerStore::Schedule(const TimerRow& row) {
   } else {
     p.Null().Null();
   }
-  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  ONCE_RETURN_IF_ERROR(conn->Prepared("schedule", p));
+  return p;
+}
+
+}  // namespace
+
+void ScheduleGroup::RunGroup(std::span<ScheduleOp* const> group) {
+  if (group.size() == 1) {
+    group[0]->result = RunOne(*group[0]->row);
+    return;
+  }
+  // A key's first row goes in the statement (in key order); its later rows
+  // follow it one by one, in arrival order, so the merges happen in the
+  // order the calls came.
+  std::vector<ScheduleOp*> first, later;
+  std::set<std::pair<std::string_view, int64_t>> keys;
+  for (ScheduleOp* op : group) {
+    bool fresh = keys.emplace(op->row->execution_id, op->row->wake_at_ms).second;
+    (fresh ? first : later).push_back(op);
+  }
+  std::sort(first.begin(), first.end(), [](const ScheduleOp* a, const ScheduleOp* b) {
+    return std::tie(a->row->execution_id, a->row->wake_at_ms) <
+           std::tie(b->row->execution_id, b->row->wake_at_ms);
+  });
+  if (Status s = RunMany(first); !s) {
+    // A lock cycle with another writer, a lost connection: each row on its
+    // own, in arrival order, so each caller gets its own row's answer.
+    for (ScheduleOp* op : group) op->result = RunOne(*op->row);
+    return;
+  }
+  for (ScheduleOp* op : first) op->result = Ok();
+  for (ScheduleOp* op : later) op->result = RunOne(*op->row);
+}
+
+Status ScheduleGroup::RunOne(const TimerRow& row) {
+  ONCE_ASSIGN_OR_RETURN(Lease conn, pool_.Checkout());
+  ONCE_RETURN_IF_ERROR(conn->Prepared("schedule", ScheduleParams(row)));
   return Ok();
+}
+
+Status ScheduleGroup::RunMany(std::span<ScheduleOp* const> ops) {
+  std::vector<std::string_view> ids;
+  std::vector<std::optional<int64_t>> wakes, attempts, seqs, fences;
+  for (const ScheduleOp* op : ops) {
+    const TimerRow& row = *op->row;
+    ids.push_back(row.execution_id);
+    wakes.push_back(row.wake_at_ms);
+    attempts.push_back(row.redrive ? std::optional<int64_t>(row.redrive->attempt) : std::nullopt);
+    seqs.push_back(row.park ? std::optional(row.park->sequence) : std::nullopt);
+    fences.push_back(row.park ? std::optional(row.park->fence) : std::nullopt);
+  }
+  Params p;
+  p.Binary(TextArrayBinary(ids)).Binary(IntArrayBinary(wakes)).Binary(IntArrayBinary(attempts));
+  p.Binary(IntArrayBinary(seqs)).Binary(IntArrayBinary(fences));
+  ONCE_ASSIGN_OR_RETURN(Lease conn, pool_.Checkout());
+  ONCE_RETURN_IF_ERROR(conn->Prepared("schedule_many", p));
+  groups_.fetch_add(1, std::memory_order_relaxed);
+  return Ok();
+}
+
+}  // namespace pg
+
+PostgresTimerStore::PostgresTimerStore(PostgresTimerOptions options,
+                                       std::unique_ptr<pg::ConnectionPool> pool)
+    : options_(std::move(options)),
+      pool_(std::move(pool)),
+      schedules_(std::make_unique<pg::ScheduleGroup>(*pool_)) {}
+
+PostgresTimerStore::~PostgresTimerStore() = default;
+
+Result<std::unique_ptr<PostgresTimerStore>> PostgresTimerStore::Open(
+    const PostgresTimerOptions& options) {
+  ONCE_ASSIGN_OR_RETURN(auto pool,
+                        pg::OpenSidePool(options, "PostgresTimerOptions", Migrate, PrepareAll));
+  return std::unique_ptr<PostgresTimerStore>(new PostgresTimerStore(options, std::move(pool)));
+}
+
+Status PostgresTimerStore::Schedule(const TimerRow& row) {
+  ONCE_RETURN_IF_ERROR(timers::ValidateTimerRow(row));
+  pg::ScheduleOp op{.row = &row};
+  schedules_->Run(op);
+  return op.result;
 }
 
 Result<std::vector<TimerRow>> PostgresTimerStore::Due(int64_t now_ms, size_t limit,

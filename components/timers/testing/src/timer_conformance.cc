@@ -1,5 +1,6 @@
 #include "once/timers_testing/timer_conformance.h"
 
+#include <atomic>
 #include <set>
 #include <thread>
 
@@ -125,6 +126,42 @@ TEST_P(TimerStoreConformance, ConcurrentClaimersNeverShareARow) {
     }
   }
   EXPECT_EQ(total, static_cast<size_t>(kRows));
+}
+
+// Schedules from many threads at once (which a backend may write together)
+// all land, each under the merge rules: the newest park of a shared key
+// wins whatever order the writes took, and a re-drive flag is never lost.
+TEST_P(TimerStoreConformance, ConcurrentSchedulesAllLandUnderTheMergeRules) {
+  using timers::TimerPark;
+  constexpr int kThreads = 8;
+  constexpr int kRowsPerThread = 100;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
+        if (!store_->Schedule({id, 1'000 + i, std::nullopt, TimerPark{i + 1, t}})) ++failures;
+        // Every thread also writes the shared rows.
+        if (!store_->Schedule({"shared", 5, std::nullopt, TimerPark{t * 100 + i + 1, t}})) {
+          ++failures;
+        }
+        if (i == 0 && !store_->Schedule({"flagged", 6, Redrive{2}})) ++failures;
+        if (!store_->Schedule({"flagged", 6, std::nullopt})) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto due = store_->Due(5'000, 1'000, true).value();
+  EXPECT_EQ(due.size(), static_cast<size_t>(kThreads * kRowsPerThread + 2));
+  auto shared = store_->RowsOf("shared").value();
+  ASSERT_EQ(shared.size(), 1u);
+  EXPECT_EQ(shared[0].park, (TimerPark{(kThreads - 1) * 100 + kRowsPerThread, kThreads - 1}));
+  EXPECT_EQ(store_->RowsOf("flagged").value()[0].redrive, Redrive{2});
+  auto one = store_->RowsOf("t3-7").value();
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0], (TimerRow{"t3-7", 1'007, std::nullopt, TimerPark{8, 3}}));
 }
 
 TEST_P(TimerStoreConformance, CompleteManyRetiresTheListedRowsAtOnce) {

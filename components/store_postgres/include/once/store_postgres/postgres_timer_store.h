@@ -22,7 +22,9 @@
 //
 // Statements. Schedule is INSERT ... ON CONFLICT (execution_id, wake_at_ms)
 // DO UPDATE SET redrive = COALESCE(EXCLUDED.redrive, timers.redrive) (the
-// contract's merge rule). Due and Claim filter re-drive rows in the WHERE,
+// contract's merge rule); concurrent Schedule calls share one such
+// statement over arrays (src/schedule_group.h), so a burst of parks shares
+// commits. Due and Claim filter re-drive rows in the WHERE,
 // before the LIMIT. Claim is one statement: it picks due rows whose lease has
 // ended with SELECT ... ORDER BY wake_at_ms LIMIT n FOR UPDATE SKIP LOCKED
 // and leases them in the same UPDATE ... RETURNING, so two nodes never get
@@ -57,6 +59,9 @@
 #include "once/timers/timer_store.h"
 
 namespace once::store {
+namespace pg {
+class ScheduleGroup;
+}  // namespace pg
 
 struct PostgresTimerOptions {
   // A libpq connection string or URL.
@@ -92,6 +97,7 @@ class PostgresTimerStore final : public timers::TimerStore {
 
   PostgresTimerOptions options_;
   std::unique_ptr<pg::ConnectionPool> pool_;
+  std::unique_ptr<pg::ScheduleGroup> schedules_;  // concurrent Schedule calls share statements
 };
 
 }  // namespace once::store
