@@ -2,6 +2,9 @@
 
 #include <array>
 #include <charconv>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <unordered_set>
 
 #include "fence_protocol.h"
@@ -126,11 +129,34 @@ class Runtime::RunningSet {
   std::array<Shard, kShards> shards_;
 };
 
+// The if_absent starts in progress: one holder per id; a second start of
+// the id waits for the holder's release (its body ended or parked).
+class Runtime::StartHolds {
+ public:
+  // Returns once this caller holds `id`; the holder releases on destruction.
+  std::shared_ptr<void> Hold(const std::string& id) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !held_.contains(id); });
+    held_.insert(id);
+    return std::shared_ptr<void>(nullptr, [this, id](void*) {
+      std::lock_guard lock(mu_);
+      held_.erase(id);
+      cv_.notify_all();
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_set<std::string> held_;  // GUARDED_BY(mu_)
+};
+
 Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions options)
     : store_(store), clock_(clock), options_(std::move(options)) {
   ONCE_CHECK(options_.resume_attempts_max > 0);
   host_ = std::make_unique<Host>(*this);
   running_ = std::make_unique<RunningSet>();
+  start_holds_ = std::make_unique<StartHolds>();
   memory_ = dynamic_cast<store::MemoryEventStore*>(&store_);
   // Group commit shares a durable write; an in-memory store has none to
   // share, and the hand-off would only add contention.
@@ -173,6 +199,13 @@ Status Runtime::CheckDepth(const Json& value, std::string_view what, std::string
                                std::string(id), depth_max);
 }
 
+RunOutcome OutcomeOf(std::string execution_id, const ExecutionState& st) {
+  Json value = st.result;
+  if (st.status == ExecutionStatus::kCompleted) value = internal::Member(st.result, "value");
+  if (st.status == ExecutionStatus::kFailed) value = internal::Member(st.result, "error");
+  return RunOutcome{std::move(execution_id), st.status, std::move(value), st.park_seq};
+}
+
 // ---- Start -------------------------------------------------------------------
 
 Result<RunOutcome> Runtime::Start(std::string_view workflow, std::string_view id, Json input,
@@ -185,15 +218,17 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
                                       StartOptions options) {
   const Def* def = Find(workflow);
   if (!def) return MakeError(ErrorCode::kNotFound, "unknown workflow", std::string(workflow));
+  std::shared_ptr<void> hold;  // if_absent: this id's only start in this runtime
   if (options.if_absent) {
     ONCE_RETURN_IF_ERROR(store::ValidateExecutionId(id, store_.limits()));
+    hold = start_holds_->Hold(std::string(id));
     // Its first event, not Head: on PostgreSQL concurrent reads share one
     // statement (read groups), a Head is a round trip of its own (every
     // queued start asks; BENCHMARKS.md, "Loom nodes and queues").
     ONCE_ASSIGN_OR_RETURN(std::vector<store::Envelope> first, store_.ReadRange(id, 1, 1));
     if (!first.empty()) {
       ONCE_ASSIGN_OR_RETURN(ExecutionState st, Inspect(id));
-      return RunOutcome{std::string(id), st.status, st.result, st.park_seq};
+      return OutcomeOf(std::string(id), st);
     }
   }
   ONCE_RETURN_IF_ERROR(CheckDepth(input, "the input", id));

@@ -25,7 +25,7 @@ Result<RunOutcome> Runtime::Redrive(std::string_view id, int64_t token, bool own
   OwnRowWatch watch(*this, owner_recorded);
   ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   if (st.status != ExecutionStatus::kRunning) {
-    return RunOutcome{std::string(id), st.status, st.result, st.park_seq};
+    return OutcomeOf(std::string(id), st);
   }
   const Def* def = Find(st.workflow);
   if (!def) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <tuple>
 
 #include "once/store/memory_store.h"
@@ -121,6 +124,39 @@ TEST_F(RuntimeTest, StartOfExistingIdConflictsAndRecordsNothing) {
   EXPECT_EQ(again.error().code, ErrorCode::kSequenceConflict);
   EXPECT_EQ(Log(store_, "dup"), before);
   EXPECT_EQ(a_calls_, 2);
+}
+
+// Two idempotent starts of one id at once in one runtime run one body: the
+// step runs once and both callers get the execution's outcome.
+TEST_F(RuntimeTest, TwoIfAbsentStartsOfOneIdAtOnceRunOneBody) {
+  Runtime rt(store_, clock_);
+  std::atomic<int> step_runs{0};
+  std::atomic<bool> in_step{false};
+  std::atomic<bool> release{false};
+  ASSERT_TRUE(rt.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {
+    return ctx.Step("s", [&]() -> Result<Json> {
+      ++step_runs;
+      in_step = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return Json("done");
+    });
+  }));
+  Result<RunOutcome> first, second;
+  std::thread a([&] { first = rt.Start("w", "once", Json::object(), {.if_absent = true}); });
+  while (!in_step) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread b([&] { second = rt.Start("w", "once", Json::object(), {.if_absent = true}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // b is waiting, not running
+  EXPECT_EQ(step_runs.load(), 1);
+  release = true;
+  a.join();
+  b.join();
+  ASSERT_TRUE(first) << first.error().ToString();
+  ASSERT_TRUE(second) << second.error().ToString();
+  EXPECT_EQ(step_runs.load(), 1);
+  EXPECT_EQ(first->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(second->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(first->value, Json("done"));
+  EXPECT_EQ(second->value, first->value);
 }
 
 // One append per boundary: start + step + park is one write, the resume's

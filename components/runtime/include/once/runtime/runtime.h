@@ -180,6 +180,10 @@ struct StartOptions {
   // outcome is that execution's state (its status, result or park). One
   // more read (Head) before the body; without it, a Start of an existing id
   // runs the body's first step and is then refused (kSequenceConflict).
+  // Two if_absent starts of one id at once in one Runtime run one body: the
+  // later waits until the earlier's body has ended or parked, then answers
+  // with that state. (Across processes the store's first append decides:
+  // the other body may run its first step, and is refused at its record.)
   bool if_absent = false;
 };
 
@@ -189,6 +193,11 @@ struct RunOutcome {
   Json value;  // completed: the value; failed: {code, message}; continued: {next}
   std::optional<int64_t> park_seq;  // suspended: the park's sequence
 };
+
+// The outcome a finished or parked execution's folded state stands for, in
+// RunOutcome's terms (a completed execution's value, not its event payload),
+// as a body that ran to that point would have returned it.
+RunOutcome OutcomeOf(std::string execution_id, const ExecutionState& st);
 
 struct TakeoverReport {
   size_t orphaned = 0;   // run rows of dead owners (and this node's own idle ones) seen
@@ -342,6 +351,7 @@ class Runtime {
   class Outermost;
   class Host;  // implements internal::RunHost: what a Context may ask
   class RunningSet;
+  class StartHolds;
   // Armed: dropping it marks this node's own run rows unsure (Takeover then
   // scans for them). Disarmed once a body has taken over the release.
   class OwnRowWatch {
@@ -463,9 +473,10 @@ class Runtime {
   std::vector<std::function<void()>> deferred_;  // GUARDED_BY(deferred_mu_); inline mode
   std::atomic<bool> deferred_queued_{false};     // deferred_ may be non-empty
   mutable std::mutex quarantine_mu_;
-  std::set<std::string> quarantined_;    // GUARDED_BY(quarantine_mu_)
-  std::unique_ptr<Host> host_;           // what a Context asks of this runtime
-  std::unique_ptr<RunningSet> running_;  // bodies running here (with a node)
+  std::set<std::string> quarantined_;        // GUARDED_BY(quarantine_mu_)
+  std::unique_ptr<Host> host_;               // what a Context asks of this runtime
+  std::unique_ptr<RunningSet> running_;      // bodies running here (with a node)
+  std::unique_ptr<StartHolds> start_holds_;  // if_absent starts in progress, by id
   // Own run rows may be left (see OwnScanDue): true until the first scan.
   std::atomic<bool> own_rows_unsure_{true};
   std::atomic<uint64_t> own_scan_epoch_{0};  // the node's epoch at the last own scan
