@@ -691,9 +691,13 @@ std::optional<SharedStore> OpenPreloaded(const BenchOptions& options, const std:
   double n = double(f->executions);
   fmt::print(
       "loom-preload backend={} executions={} events={} write_s={:.1f} exec_per_s={:.0f} "
-      "events_per_s={:.0f} settle_s={:.1f} bytes={} bytes_per_exec={:.0f} verified=ok\n",
+      "events_per_s={:.0f} settle_s={:.1f} bytes={} bytes_per_exec={:.0f} verified=ok "
+      "store={}\n",
       backend, f->executions, f->events, f->write_s, n / f->write_s, double(f->events) / f->write_s,
-      f->settle_s, f->bytes, double(f->bytes) / n);
+      f->settle_s, f->bytes, double(f->bytes) / n,
+      backend == "sqlite"     ? shared.spec.path
+      : backend == "postgres" ? shared.spec.schema
+                              : "-");
   std::fflush(stdout);
   return shared;
 }
@@ -732,6 +736,7 @@ int ReadPreloaded(const BenchOptions& options, SharedStore& shared) {
     fmt::print("loom-preload-after backend={} bytes={}\n", backend, *bytes);
   }
   shared.store.reset();
+  if (options.keep_preload) return failures;
   if (Status gone = RemovePreloaded(shared.spec); !gone) {
     fmt::print(stderr, "loom bench: {} cleanup: {}\n", backend, gone.error().ToString());
   }

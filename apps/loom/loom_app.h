@@ -66,6 +66,9 @@ struct BenchOptions {
   int64_t preload = 0;
   int inspects = 200;  // `loom show` calls timed on the preloaded store
   int lists = 50;      // first pages of `loom list` timed on it (per query)
+  // Keep the preloaded SQLite file or PostgreSQL schema (its name is in the
+  // loom-preload line) instead of removing it at the end.
+  bool keep_preload = false;
 };
 int RunBench(const BenchOptions& options);
 

@@ -179,6 +179,9 @@ int main(int argc, char** argv) {
                    "paired with the fresh stores; then time inspects and lists on it")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  bench_cmd->add_flag(
+      "--keep-preload", bench.keep_preload,
+      "keep the preloaded SQLite file or PostgreSQL schema (named in loom-preload)");
   bench_cmd->add_option("--inspects", bench.inspects, "inspects timed on the preloaded store")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
