@@ -64,6 +64,18 @@
 //                      ends when the queue is empty (the last item
 //                      completed). p50 is not measured (0).
 //
+// --preload N (issue 20: growth curves; preload.h) adds, beside each case on
+// fresh stores, the same case on one store per backend that already holds N
+// finished executions of 10 events (CASE@N), run for run in the same pairs,
+// so loom-bench-ratio lines give CASE@N over CASE from one invocation. That
+// store is filled once (loom-preload: its rate and bytes per execution),
+// kept open for all its runs (which add theirs to it), then `loom show` and
+// `loom list` are timed on it (loom-preload-inspect, loom-preload-list:
+// p50/p99) and it is removed (--keep-preload keeps it). On PostgreSQL every
+// loom-bench line carries the WAL bytes per execution of its timed runs
+// (pg_current_wal_lsn around the run, over the executions and the clients'
+// warm-up executions). scripts/bench-scale runs the curve.
+//
 // --stages adds one run per case through the profiling decorator at full
 // concurrency and prints where an execution's wall time goes (loom-stages
 // lines): Start, Resume and each store method.
@@ -702,19 +714,64 @@ std::optional<SharedStore> OpenPreloaded(const BenchOptions& options, const std:
   return shared;
 }
 
+// --retention: the age that makes every preloaded execution eligible and no
+// execution of the bench's runs (the preload ends a minute before it starts).
+constexpr int64_t kRetentionAgeMs = 3'600'000;
+
+// --retention, SQL backends: `loom retention run` on a thread deletes the
+// preloaded executions while unfenced runs on the same store and on fresh
+// ones, run for run, until it ends: its rate and the live case's ratio.
+int RetentionWhileLive(const BenchOptions& options, SharedStore& shared, const Clock& clock) {
+  const std::string& backend = shared.spec.backend;
+  if (backend == "memory") return 0;
+  std::atomic<bool> done{false};
+  Result<RetentionFigures> figures = RetentionFigures{};
+  std::thread deleter([&] {
+    figures = RunRetention(shared.spec, kRetentionAgeMs);
+    done.store(true);
+  });
+  const size_t flushes = runtime::CommitterOptions{}.flushes_in_flight_max;
+  Cell live{"unfenced", flushes, /*preloaded=*/true}, fresh{"unfenced", flushes};
+  int failures = 0;
+  while (!done.load()) {
+    for (Cell* cell : {&fresh, &live}) {
+      RunFigures f;
+      TimedRun(options, backend, "unfenced", int(live.rates.size()), flushes, clock, f,
+               cell->preloaded ? &shared : nullptr);
+      if (!f.error.empty()) ++failures;
+      cell->rates.push_back(f.wf_per_s);
+    }
+  }
+  deleter.join();
+  if (!figures) {
+    fmt::print(stderr, "loom bench: {} retention: {}\n", backend, figures.error().ToString());
+    return failures + 1;
+  }
+  fmt::print(
+      "loom-retention backend={} executions={} examined={} deleted={} seconds={:.1f} "
+      "deleted_per_s={:.0f} live_pairs={}\n",
+      backend, shared.figures.executions, figures->examined, figures->deleted, figures->seconds,
+      double(figures->deleted) / figures->seconds, live.rates.size());
+  PrintRatio(backend, fmt::format("unfenced@{}+retention", options.preload), "unfenced", live,
+             fresh);
+  return failures;
+}
+
 // After the timed runs: inspects and list pages on the preloaded store, its
-// size now, then the store is removed (SQLite file, PostgreSQL schema).
-int ReadPreloaded(const BenchOptions& options, SharedStore& shared) {
+// size now, retention (--retention), then the store is removed (SQLite file,
+// PostgreSQL schema) unless --keep-preload.
+int ReadPreloaded(const BenchOptions& options, SharedStore& shared, const Clock& clock) {
   const std::string& backend = shared.spec.backend;
   SystemRng rng;
   int failures = 0;
-  Result<Percentiles> inspect =
+  Result<InspectFigures> inspect =
       TimeInspects(shared.spec, *shared.store, shared.figures, options.inspects, rng);
   if (inspect) {
     fmt::print(
-        "loom-preload-inspect backend={} executions={} samples={} p50_ms={:.3f} "
-        "p99_ms={:.3f}\n",
-        backend, shared.figures.executions, inspect->samples, inspect->p50_ms, inspect->p99_ms);
+        "loom-preload-inspect backend={} executions={} samples={} p50_ms={:.3f} p99_ms={:.3f} "
+        "show_p50_ms={:.3f} show_p99_ms={:.3f}\n",
+        backend, shared.figures.executions, inspect->log.samples, inspect->log.p50_ms,
+        inspect->log.p99_ms, inspect->show.p50_ms, inspect->show.p99_ms);
   } else {
     fmt::print(stderr, "loom bench: {} inspect: {}\n", backend, inspect.error().ToString());
     ++failures;
@@ -735,6 +792,7 @@ int ReadPreloaded(const BenchOptions& options, SharedStore& shared) {
   if (Result<int64_t> bytes = BytesOnDisk(shared.spec)) {
     fmt::print("loom-preload-after backend={} bytes={}\n", backend, *bytes);
   }
+  if (options.retention) failures += RetentionWhileLive(options, shared, clock);
   shared.store.reset();
   if (options.keep_preload) return failures;
   if (Status gone = RemovePreloaded(shared.spec); !gone) {
@@ -849,7 +907,7 @@ int RunBench(const BenchOptions& options) {
         for (const auto& c : cases) PrintStages(options, backend, c, clock);
       }
     }
-    if (shared) failures += ReadPreloaded(options, *shared);
+    if (shared) failures += ReadPreloaded(options, *shared, clock);
     std::fflush(stdout);
   }
   return failures == 0 ? 0 : 1;

@@ -69,6 +69,9 @@ struct BenchOptions {
   // Keep the preloaded SQLite file or PostgreSQL schema (its name is in the
   // loom-preload line) instead of removing it at the end.
   bool keep_preload = false;
+  // After the reads: `loom retention run` deletes the preloaded executions
+  // on a thread while unfenced runs on that store and on fresh ones, paired.
+  bool retention = false;
 };
 int RunBench(const BenchOptions& options);
 

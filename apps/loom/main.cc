@@ -182,6 +182,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag(
       "--keep-preload", bench.keep_preload,
       "keep the preloaded SQLite file or PostgreSQL schema (named in loom-preload)");
+  bench_cmd->add_flag("--retention", bench.retention,
+                      "then delete the preloaded executions (loom retention run) while unfenced "
+                      "runs on the same store");
   bench_cmd->add_option("--inspects", bench.inspects, "inspects timed on the preloaded store")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -526,27 +526,33 @@ Status VerifyPreload(const BackendSpec& spec, store::EventStore& store, const Pr
   return Ok();
 }
 
-Result<Percentiles> TimeInspects(const BackendSpec& spec, store::EventStore& store,
-                                 const PreloadFigures& f, int samples, Rng& rng) {
-  if (f.executions == 0) return Percentiles{};
-  std::vector<double> ms;
+Result<InspectFigures> TimeInspects(const BackendSpec& spec, store::EventStore& store,
+                                    const PreloadFigures& f, int samples, Rng& rng) {
+  if (f.executions == 0) return InspectFigures{};
+  std::vector<double> log_ms, show_ms;
   if (spec.backend == "memory") {
     for (int k = 0; k < samples; ++k) {
       auto t0 = Steady::now();
       ONCE_RETURN_IF_ERROR(FoldedStatus(store, PreloadId(int64_t(rng.Next() % f.executions))));
-      ms.push_back(MillisSince(t0));
+      log_ms.push_back(MillisSince(t0));
     }
-    return PercentilesOf(std::move(ms));
+    Percentiles p = PercentilesOf(std::move(log_ms));
+    return InspectFigures{.log = p, .show = p};
   }
   ONCE_ASSIGN_OR_RETURN(auto ops, Ops::Open(TargetOf(spec)));
-  ONCE_RETURN_IF_ERROR(ops->Show(PreloadId(0), OpsLimits{}.show_events_max));  // opens the store
+  const size_t events_max = OpsLimits{}.show_events_max;
+  ONCE_RETURN_IF_ERROR(ops->Show(PreloadId(0), events_max));  // opens the store
   for (int k = 0; k < samples; ++k) {
     const std::string id = PreloadId(int64_t(rng.Next() % f.executions));
     auto t0 = Steady::now();
-    ONCE_RETURN_IF_ERROR(ops->Show(id, OpsLimits{}.show_events_max));
-    ms.push_back(MillisSince(t0));
+    ONCE_RETURN_IF_ERROR(ops->ReadLog(id, events_max, nullptr));
+    log_ms.push_back(MillisSince(t0));
+    auto t1 = Steady::now();
+    ONCE_RETURN_IF_ERROR(ops->Show(id, events_max));
+    show_ms.push_back(MillisSince(t1));
   }
-  return PercentilesOf(std::move(ms));
+  return InspectFigures{.log = PercentilesOf(std::move(log_ms)),
+                        .show = PercentilesOf(std::move(show_ms))};
 }
 
 Result<std::pair<Percentiles, Percentiles>> TimeLists(const BackendSpec& spec, int samples) {
@@ -561,6 +567,15 @@ Result<std::pair<Percentiles, Percentiles>> TimeLists(const BackendSpec& spec, i
     completed.push_back(MillisSince(t1));
   }
   return std::pair{PercentilesOf(std::move(any)), PercentilesOf(std::move(completed))};
+}
+
+Result<RetentionFigures> RunRetention(const BackendSpec& spec, int64_t age_ms) {
+  ONCE_ASSIGN_OR_RETURN(auto ops, Ops::Open(TargetOf(spec)));
+  auto t0 = Steady::now();
+  ONCE_ASSIGN_OR_RETURN(Json report, ops->Retention(age_ms, /*dry_run=*/false, nullptr));
+  return RetentionFigures{.examined = report.value("examined", int64_t{0}),
+                          .deleted = report.value("deleted", int64_t{0}),
+                          .seconds = SecondsSince(t0)};
 }
 
 }  // namespace once::loom_app

@@ -80,14 +80,30 @@ struct Percentiles {
   double p99_ms = 0;
 };
 
-// `samples` inspects of random preloaded executions, each what `loom show`
-// does (Ops::Show: the summary, the whole log, timers, inbox, owner); the
-// memory store, which `loom show` cannot open, reads and folds the log.
-Result<Percentiles> TimeInspects(const BackendSpec& spec, store::EventStore& store,
-                                 const PreloadFigures& f, int samples, Rng& rng);
+// `samples` inspects of random preloaded executions, each timed twice: the
+// log read `loom show` makes (Ops::ReadLog: the head, then the log) and all
+// of `loom show` (Ops::Show: the summary, the log, timers, inbox, owner).
+// The memory store, which `loom show` cannot open, reads and folds the log
+// (both figures).
+struct InspectFigures {
+  Percentiles log;
+  Percentiles show;
+};
+Result<InspectFigures> TimeInspects(const BackendSpec& spec, store::EventStore& store,
+                                    const PreloadFigures& f, int samples, Rng& rng);
 
 // `samples` first pages of `loom list` (50 rows, any status, newest first)
 // and as many of `loom list --status completed`; SQL backends only.
 Result<std::pair<Percentiles, Percentiles>> TimeLists(const BackendSpec& spec, int samples);
+
+struct RetentionFigures {
+  int64_t examined = 0;
+  int64_t deleted = 0;
+  double seconds = 0;
+};
+
+// `loom retention run --age-ms age_ms` on the store (Ops::Retention: the
+// CLI's path, its pins included); SQL backends only.
+Result<RetentionFigures> RunRetention(const BackendSpec& spec, int64_t age_ms);
 
 }  // namespace once::loom_app

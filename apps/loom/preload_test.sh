@@ -4,7 +4,7 @@
 # ratio and the inspect and list lines are printed, and the kept SQLite
 # file reads back through `loom list` and `loom show` as N finished
 # executions of 10 events each, oldest first by id. Without --keep-preload
-# the file is removed.
+# the file is removed; --retention deletes the preloaded executions only.
 #
 #   preload_test.sh path/to/loom
 set -uo pipefail
@@ -50,8 +50,10 @@ check "show: the plain shape, 10 events, its start older than its end" \
     = "preload_plain 10 True" ]
 
 rm -f "$db" "$db-wal" "$db-shm"
-out=$("$loom" "${bench[@]}" --backend sqlite 2>"$work/err"); rc=$?
+out=$("$loom" "${bench[@]}" --backend sqlite --retention 2>"$work/err"); rc=$?
 check "without --keep-preload: exits 0" [ "$rc" = 0 ]
+check "--retention deletes every preloaded execution (and none of the runs')" \
+  has "loom-retention backend=sqlite executions=$n examined=[0-9]* deleted=$n "
 db=$(sed -n 's/^loom-preload backend=sqlite .* store=\(.*\)$/\1/p' <<<"$out")
 check "without --keep-preload: the file is removed" test -n "$db" -a ! -e "$db"
 
