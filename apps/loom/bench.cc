@@ -757,38 +757,45 @@ int RetentionWhileLive(const BenchOptions& options, SharedStore& shared, const C
   return failures;
 }
 
+// The inspect and list percentiles on the preloaded store; 1 when a read failed.
+int PrintInspects(const BenchOptions& options, SharedStore& shared) {
+  SystemRng rng;
+  Result<InspectFigures> inspect =
+      TimeInspects(shared.spec, *shared.store, shared.figures, options.inspects, rng);
+  if (!inspect) {
+    fmt::print(stderr, "loom bench: {} inspect: {}\n", shared.spec.backend,
+               inspect.error().ToString());
+    return 1;
+  }
+  fmt::print(
+      "loom-preload-inspect backend={} executions={} samples={} p50_ms={:.3f} p99_ms={:.3f} "
+      "show_p50_ms={:.3f} show_p99_ms={:.3f}\n",
+      shared.spec.backend, shared.figures.executions, inspect->log.samples, inspect->log.p50_ms,
+      inspect->log.p99_ms, inspect->show.p50_ms, inspect->show.p99_ms);
+  return 0;
+}
+int PrintLists(const BenchOptions& options, SharedStore& shared) {
+  if (shared.spec.backend == "memory") return 0;  // no `loom list` on memory
+  auto lists = TimeLists(shared.spec, options.lists);
+  if (!lists) {
+    fmt::print(stderr, "loom bench: {} list: {}\n", shared.spec.backend, lists.error().ToString());
+    return 1;
+  }
+  auto [any, completed] = *lists;
+  fmt::print(
+      "loom-preload-list backend={} executions={} samples={} any_p50_ms={:.3f} "
+      "any_p99_ms={:.3f} completed_p50_ms={:.3f} completed_p99_ms={:.3f}\n",
+      shared.spec.backend, shared.figures.executions, any.samples, any.p50_ms, any.p99_ms,
+      completed.p50_ms, completed.p99_ms);
+  return 0;
+}
+
 // After the timed runs: inspects and list pages on the preloaded store, its
 // size now, retention (--retention), then the store is removed (SQLite file,
 // PostgreSQL schema) unless --keep-preload.
 int ReadPreloaded(const BenchOptions& options, SharedStore& shared, const Clock& clock) {
   const std::string& backend = shared.spec.backend;
-  SystemRng rng;
-  int failures = 0;
-  Result<InspectFigures> inspect =
-      TimeInspects(shared.spec, *shared.store, shared.figures, options.inspects, rng);
-  if (inspect) {
-    fmt::print(
-        "loom-preload-inspect backend={} executions={} samples={} p50_ms={:.3f} p99_ms={:.3f} "
-        "show_p50_ms={:.3f} show_p99_ms={:.3f}\n",
-        backend, shared.figures.executions, inspect->log.samples, inspect->log.p50_ms,
-        inspect->log.p99_ms, inspect->show.p50_ms, inspect->show.p99_ms);
-  } else {
-    fmt::print(stderr, "loom bench: {} inspect: {}\n", backend, inspect.error().ToString());
-    ++failures;
-  }
-  if (backend != "memory") {
-    auto lists = TimeLists(shared.spec, options.lists);
-    if (lists) {
-      fmt::print(
-          "loom-preload-list backend={} executions={} samples={} any_p50_ms={:.3f} "
-          "any_p99_ms={:.3f} completed_p50_ms={:.3f} completed_p99_ms={:.3f}\n",
-          backend, shared.figures.executions, lists->first.samples, lists->first.p50_ms,
-          lists->first.p99_ms, lists->second.p50_ms, lists->second.p99_ms);
-    } else {
-      fmt::print(stderr, "loom bench: {} list: {}\n", backend, lists.error().ToString());
-      ++failures;
-    }
-  }
+  int failures = PrintInspects(options, shared) + PrintLists(options, shared);
   if (Result<int64_t> bytes = BytesOnDisk(shared.spec)) {
     fmt::print("loom-preload-after backend={} bytes={}\n", backend, *bytes);
   }
