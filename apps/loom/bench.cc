@@ -717,10 +717,17 @@ std::optional<SharedStore> OpenPreloaded(const BenchOptions& options, const std:
 // --retention: the age that makes every preloaded execution eligible and no
 // execution of the bench's runs (the preload ends a minute before it starts).
 constexpr int64_t kRetentionAgeMs = 3'600'000;
+// --retention: the most live pairs run while it deletes. A pass reads every
+// id after its cursor, the live runs' new ones too (their ids sort after
+// "pre-"): unbounded live runs could add them faster than it reads them, and
+// the pass would never end (seen on PostgreSQL at N = 100,000). Past this
+// many pairs the pass finishes alone.
+constexpr size_t kRetentionLivePairsMax = 40;
 
 // --retention, SQL backends: `loom retention run` on a thread deletes the
 // preloaded executions while unfenced runs on the same store and on fresh
-// ones, run for run, until it ends: its rate and the live case's ratio.
+// ones, run for run, until it ends (or kRetentionLivePairsMax pairs): its
+// rate and the live case's ratio.
 int RetentionWhileLive(const BenchOptions& options, SharedStore& shared, const Clock& clock) {
   const std::string& backend = shared.spec.backend;
   if (backend == "memory") return 0;
@@ -733,7 +740,8 @@ int RetentionWhileLive(const BenchOptions& options, SharedStore& shared, const C
   const size_t flushes = runtime::CommitterOptions{}.flushes_in_flight_max;
   Cell live{"unfenced", flushes, /*preloaded=*/true}, fresh{"unfenced", flushes};
   int failures = 0;
-  while (!done.load()) {
+  const auto live_start = Steady::now();
+  while (!done.load() && live.rates.size() < kRetentionLivePairsMax) {
     for (Cell* cell : {&fresh, &live}) {
       RunFigures f;
       TimedRun(options, backend, "unfenced", int(live.rates.size()), flushes, clock, f,
@@ -742,6 +750,7 @@ int RetentionWhileLive(const BenchOptions& options, SharedStore& shared, const C
       cell->rates.push_back(f.wf_per_s);
     }
   }
+  const double live_s = std::chrono::duration<double>(Steady::now() - live_start).count();
   deleter.join();
   if (!figures) {
     fmt::print(stderr, "loom bench: {} retention: {}\n", backend, figures.error().ToString());
@@ -749,9 +758,9 @@ int RetentionWhileLive(const BenchOptions& options, SharedStore& shared, const C
   }
   fmt::print(
       "loom-retention backend={} executions={} examined={} deleted={} seconds={:.1f} "
-      "deleted_per_s={:.0f} live_pairs={}\n",
+      "deleted_per_s={:.0f} live_pairs={} live_s={:.1f}\n",
       backend, shared.figures.executions, figures->examined, figures->deleted, figures->seconds,
-      double(figures->deleted) / figures->seconds, live.rates.size());
+      double(figures->deleted) / figures->seconds, live.rates.size(), live_s);
   PrintRatio(backend, fmt::format("unfenced@{}+retention", options.preload), "unfenced", live,
              fresh);
   return failures;
