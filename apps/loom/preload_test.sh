@@ -5,6 +5,7 @@
 # file reads back through `loom list` and `loom show` as N finished
 # executions of 10 events each, oldest first by id. Without --keep-preload
 # the file is removed; --retention deletes the preloaded executions only.
+# With ONCE_TEST_POSTGRES_URL, PostgreSQL too.
 #
 #   preload_test.sh path/to/loom
 set -uo pipefail
@@ -56,6 +57,19 @@ check "--retention deletes every preloaded execution (and none of the runs')" \
   has "loom-retention backend=sqlite executions=$n examined=[0-9]* deleted=$n "
 db=$(sed -n 's/^loom-preload backend=sqlite .* store=\(.*\)$/\1/p' <<<"$out")
 check "without --keep-preload: the file is removed" test -n "$db" -a ! -e "$db"
+
+# PostgreSQL when a server is given (COPY, VACUUM, the schema dropped after).
+if [ -n "${ONCE_TEST_POSTGRES_URL:-}" ]; then
+  out=$("$loom" "${bench[@]}" --backend postgres --url "$ONCE_TEST_POSTGRES_URL" 2>"$work/err")
+  rc=$?
+  check "postgres: exits 0 (got $rc: $(tail -3 "$work/err"))" [ "$rc" = 0 ]
+  check "postgres: the preload verified itself" \
+    has "loom-preload backend=postgres executions=$n events=$((n * 10)) .* verified=ok"
+  check "postgres: WAL bytes per execution" \
+    has "loom-bench backend=postgres case=unfenced@$n .* wal_bytes_per_exec=[0-9]"
+  check "postgres: inspect and list percentiles" \
+    has "loom-preload-list backend=postgres executions=$n samples=50 "
+fi
 
 echo "preload_test: $passes passed, $fails failed"
 [ "$fails" = 0 ]
