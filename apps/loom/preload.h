@@ -16,7 +16,8 @@
 //
 // How they are written: PostgreSQL by COPY FROM STDIN (text) in chunks of
 // kPreloadChunk executions, then VACUUM ANALYZE (what autovacuum would have
-// done to a months-old table; timed apart as the settle time); SQLite by
+// done to a months-old table) and a CHECKPOINT, so neither lands inside a
+// timed run (timed apart as the settle time); SQLite by
 // prepared INSERTs on a connection of its own, one transaction per chunk,
 // then a TRUNCATE checkpoint; the memory store by its ordinary Append. Ids
 // ascend, so the primary keys grow at their right edge (random ids would
