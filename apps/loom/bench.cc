@@ -584,8 +584,10 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
               int run, size_t flushes, const Clock& clock, RunFigures& out,
               SharedStore* shared = nullptr) {
   BackendSpec spec{.backend = backend, .url = options.url};
+  // Ids of the same length on both stores (a longer id is more WAL and
+  // more bytes in every row and index entry of the execution).
   std::string tag =
-      fmt::format("{}-{}-f{}-{}{}", c, run, flushes, clock.NowUnixMillis(), shared ? "-pre" : "");
+      fmt::format("{}-{}-f{}-{}-{}", c, run, flushes, clock.NowUnixMillis(), shared ? 'p' : 'f');
   spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
   if (backend == "postgres") spec.schema = fmt::format("loom_{:016x}", SystemRng().Next());
   if (shared) spec = shared->spec;
