@@ -64,6 +64,18 @@
 //                      ends when the queue is empty (the last item
 //                      completed). p50 is not measured (0).
 //
+// --preload N (issue 20: growth curves; preload.h) adds, beside each case on
+// fresh stores, the same case on one store per backend that already holds N
+// finished executions of 10 events (CASE@N), run for run in the same pairs,
+// so loom-bench-ratio lines give CASE@N over CASE from one invocation. That
+// store is filled once (loom-preload: its rate and bytes per execution),
+// kept open for all its runs (which add theirs to it), then `loom show` and
+// `loom list` are timed on it (loom-preload-inspect, loom-preload-list:
+// p50/p99) and it is removed (--keep-preload keeps it). On PostgreSQL every
+// loom-bench line carries the WAL bytes per execution of its timed runs
+// (pg_current_wal_lsn around the run, over the executions and the clients'
+// warm-up executions). scripts/bench-scale runs the curve.
+//
 // --stages adds one run per case through the profiling decorator at full
 // concurrency and prints where an execution's wall time goes (loom-stages
 // lines): Start, Resume and each store method.
@@ -86,6 +98,7 @@
 #include "once/runtime/runtime.h"
 #include "once/store/wrapper.h"
 #include "once/store_decorators/profiling_store.h"
+#include "preload.h"
 #include "progress.h"
 
 namespace once::loom_app {
@@ -216,6 +229,7 @@ struct RunFigures {
   double commits = 0;                    // store writes per execution (only when counted)
   double cpu_us = 0;                     // this process's CPU time per execution
   runtime::CommitterStats group_commit;  // the runtime's appends and store writes
+  int64_t wal_bytes = -1;                // PostgreSQL: WAL the timed run wrote (-1: not read)
   std::string error;
 };
 
@@ -546,29 +560,58 @@ void PrintStages(const BenchOptions& options, const std::string& backend, const 
   for (auto suffix : {"", "-wal", "-shm"}) std::filesystem::remove(spec.path + suffix, ec);
 }
 
-// One timed run of one case on a fresh store; false when the store did not open.
+// The preloaded store of one backend (--preload): opened once and kept for
+// every run of the preloaded cells, as a service keeps its store open (the
+// fresh cells open a store per run, but on an empty file or schema there is
+// nothing cold to warm). Runs add their executions to it: runs x (1 +
+// warm-up runs) x executions, small beside the preload.
+struct SharedStore {
+  BackendSpec spec;
+  std::unique_ptr<store::EventStore> store;
+  PreloadFigures figures;
+};
+
+// The WAL a run writes, read around the timed span (PostgreSQL only): the
+// server's insert position before and after; -1 when it could not be read.
+int64_t WalSince(const std::string& url, int64_t before) {
+  Result<int64_t> after = WalPositionBytes(url);
+  return before >= 0 && after ? *after - before : -1;
+}
+
+// One timed run of one case on a fresh store (or on the preloaded one when
+// `shared`); false when the store did not open.
 bool TimedRun(const BenchOptions& options, const std::string& backend, const std::string& c,
-              int run, size_t flushes, const Clock& clock, RunFigures& out) {
+              int run, size_t flushes, const Clock& clock, RunFigures& out,
+              SharedStore* shared = nullptr) {
   BackendSpec spec{.backend = backend, .url = options.url};
-  std::string tag = fmt::format("{}-{}-f{}-{}", c, run, flushes, clock.NowUnixMillis());
+  // Ids of the same length on both stores (a longer id is more WAL and
+  // more bytes in every row and index entry of the execution).
+  std::string tag =
+      fmt::format("{}-{}-f{}-{}-{}", c, run, flushes, clock.NowUnixMillis(), shared ? 'p' : 'f');
   spec.path = (std::filesystem::path(options.dir) / ("loom-bench-" + tag + ".db")).string();
   if (backend == "postgres") spec.schema = fmt::format("loom_{:016x}", SystemRng().Next());
-  auto store = OpenBackend(spec, clock);
+  if (shared) spec = shared->spec;
+  Result<std::unique_ptr<store::EventStore>> store =
+      shared ? std::unique_ptr<store::EventStore>() : OpenBackend(spec, clock);
   if (!store) {
     out.error = store.error().ToString();
     return false;
   }
-  Result<BenchSiblings> siblings = OpenSiblings(spec, clock, **store, NeedsOf(c));
+  store::EventStore& events = shared ? *shared->store : **store;
+  Result<BenchSiblings> siblings = OpenSiblings(spec, clock, events, NeedsOf(c));
   if (!siblings) {
     out.error = siblings.error().ToString();
     return false;
   }
+  const int64_t wal_before =
+      backend == "postgres" ? WalPositionBytes(spec.url).value_or(int64_t{-1}) : -1;
   if (IsQueueCase(c)) {
-    out = RunQueueCase(**store, *siblings, options.executions, options.concurrency, tag, flushes);
+    out = RunQueueCase(events, *siblings, options.executions, options.concurrency, tag, flushes);
   } else {
-    out = RunCase(**store, c, options.executions, options.concurrency, tag, flushes,
+    out = RunCase(events, c, options.executions, options.concurrency, tag, flushes,
                   /*warm_up=*/true, nullptr, &*siblings);
   }
+  if (backend == "postgres") out.wal_bytes = WalSince(spec.url, wal_before);
   *siblings = {};
   if (out.group_commit.store_writes > 0) {
     fmt::print(stderr,
@@ -578,6 +621,7 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
                double(out.group_commit.requests) / double(out.group_commit.store_writes),
                out.group_commit.flushes_in_flight_peak);
   }
+  if (shared) return true;
   store->reset();
   if (backend == "sqlite") {
     std::error_code ec;
@@ -586,31 +630,261 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
   return true;
 }
 
+// The cells of one backend: a case at one flush setting, on fresh stores or
+// on the preloaded one; per-run figures in run order.
+struct Cell {
+  std::string c;
+  size_t flushes;
+  bool preloaded = false;
+  std::vector<double> rates, p50s, cpus, wal_per_exec;
+};
+
+std::string CellName(const Cell& cell, int64_t preload) {
+  return cell.preloaded ? fmt::format("{}@{}", cell.c, preload) : cell.c;
+}
+
+// The median and quartiles of cell's rates over base's, run by run.
+void PrintRatio(const std::string& backend, const std::string& name, const std::string& base_name,
+                const Cell& cell, const Cell& base) {
+  std::vector<double> ratios;
+  for (size_t r = 0; r < std::min(cell.rates.size(), base.rates.size()); ++r) {
+    if (base.rates[r] > 0) ratios.push_back(cell.rates[r] / base.rates[r]);
+  }
+  if (ratios.empty()) return;
+  std::sort(ratios.begin(), ratios.end());
+  auto at = [&](double q) {
+    return ratios[std::min(ratios.size() - 1, size_t(q * ratios.size()))];
+  };
+  fmt::print(
+      "loom-bench-ratio backend={} case={} base={} flushes_in_flight={} runs={} "
+      "median={:.3f} q1={:.3f} q3={:.3f}\n",
+      backend, name, base_name, cell.flushes, ratios.size(), Median(ratios), at(0.25), at(0.75));
+}
+
 // A variant's cost against its base case in the same run (CASE_node vs
-// CASE, CASE_notify vs CASE; queue vs unfenced): run r of the two shares its
-// moment of the machine's load, so the median of the per-run ratios (with
-// its quartiles) survives the load's drift where the rates do not.
-template <class Cell>
-void PrintPairedRatios(const std::string& backend, const std::vector<Cell>& cells) {
+// CASE, CASE_notify vs CASE; queue vs unfenced; CASE@N, on the preloaded
+// store, vs CASE on fresh ones): run r of the two shares its moment of the
+// machine's load, so the median of the per-run ratios (with its quartiles)
+// survives the load's drift where the rates do not.
+void PrintPairedRatios(const std::string& backend, const std::vector<Cell>& cells,
+                       int64_t preload) {
   for (const Cell& cell : cells) {
     const std::string base = IsQueueCase(cell.c) ? "unfenced" : BaseCase(cell.c);
-    if (base == cell.c) continue;
     for (const Cell& b : cells) {
-      if (b.c != base || b.flushes != cell.flushes) continue;
-      std::vector<double> ratios;
-      for (size_t r = 0; r < std::min(cell.rates.size(), b.rates.size()); ++r) {
-        if (b.rates[r] > 0) ratios.push_back(cell.rates[r] / b.rates[r]);
-      }
-      if (ratios.empty()) continue;
-      std::sort(ratios.begin(), ratios.end());
-      auto at = [&](double q) {
-        return ratios[std::min(ratios.size() - 1, size_t(q * ratios.size()))];
-      };
-      fmt::print(
-          "loom-bench-ratio backend={} case={} base={} flushes_in_flight={} runs={} "
-          "median={:.3f} q1={:.3f} q3={:.3f}\n",
-          backend, cell.c, base, cell.flushes, ratios.size(), Median(ratios), at(0.25), at(0.75));
+      if (b.flushes != cell.flushes || b.preloaded) continue;
+      bool variant = base != cell.c && b.c == base && !cell.preloaded;
+      bool grown = cell.preloaded && b.c == cell.c;
+      if (variant || grown) PrintRatio(backend, CellName(cell, preload), b.c, cell, b);
     }
+  }
+}
+
+// Opens the backend's store for --preload and fills it; nullopt (and a
+// message) when it could not.
+std::optional<SharedStore> OpenPreloaded(const BenchOptions& options, const std::string& backend,
+                                         const Clock& clock) {
+  SharedStore shared;
+  shared.spec = {.backend = backend, .url = options.url};
+  shared.spec.path = (std::filesystem::path(options.dir) /
+                      fmt::format("loom-bench-preload-{}.db", clock.NowUnixMillis()))
+                         .string();
+  if (backend == "postgres") shared.spec.schema = fmt::format("loom_{:016x}", SystemRng().Next());
+  auto fail = [&](const Error& e) {
+    fmt::print(stderr, "loom bench: {} preload: {}\n", backend, e.ToString());
+    return std::nullopt;
+  };
+  auto store = OpenBackend(shared.spec, clock);
+  if (!store) return fail(store.error());
+  shared.store = std::move(*store);
+  Result<PreloadFigures> f = Preload(shared.spec, *shared.store, options.preload, clock);
+  if (!f) return fail(f.error());
+  shared.figures = *f;
+  if (Status ok = VerifyPreload(shared.spec, *shared.store, shared.figures); !ok) {
+    return fail(ok.error());
+  }
+  double n = double(f->executions);
+  fmt::print(
+      "loom-preload backend={} executions={} events={} write_s={:.1f} exec_per_s={:.0f} "
+      "events_per_s={:.0f} settle_s={:.1f} bytes={} bytes_per_exec={:.0f} verified=ok "
+      "store={}\n",
+      backend, f->executions, f->events, f->write_s, n / f->write_s, double(f->events) / f->write_s,
+      f->settle_s, f->bytes, double(f->bytes) / n,
+      backend == "sqlite"     ? shared.spec.path
+      : backend == "postgres" ? shared.spec.schema
+                              : "-");
+  std::fflush(stdout);
+  return shared;
+}
+
+// --retention: the age that makes every preloaded execution eligible and no
+// execution of the bench's runs (the preload ends a minute before it starts).
+constexpr int64_t kRetentionAgeMs = 3'600'000;
+// --retention: the most live pairs run while it deletes. A pass reads every
+// id after its cursor, the live runs' new ones too (their ids sort after
+// "pre-"): unbounded live runs could add them faster than it reads them, and
+// the pass would never end (seen on PostgreSQL at N = 100,000). Past this
+// many pairs the pass finishes alone.
+constexpr size_t kRetentionLivePairsMax = 40;
+
+// --retention, SQL backends: `loom retention run` on a thread deletes the
+// preloaded executions while unfenced runs on the same store and on fresh
+// ones, run for run, until it ends (or kRetentionLivePairsMax pairs): its
+// rate and the live case's ratio.
+int RetentionWhileLive(const BenchOptions& options, SharedStore& shared, const Clock& clock) {
+  const std::string& backend = shared.spec.backend;
+  if (backend == "memory") return 0;
+  std::atomic<bool> done{false};
+  Result<RetentionFigures> figures = RetentionFigures{};
+  std::thread deleter([&] {
+    figures = RunRetention(shared.spec, kRetentionAgeMs);
+    done.store(true);
+  });
+  const size_t flushes = runtime::CommitterOptions{}.flushes_in_flight_max;
+  Cell live{"unfenced", flushes, /*preloaded=*/true}, fresh{"unfenced", flushes};
+  int failures = 0;
+  const auto live_start = Steady::now();
+  while (!done.load() && live.rates.size() < kRetentionLivePairsMax) {
+    for (Cell* cell : {&fresh, &live}) {
+      RunFigures f;
+      TimedRun(options, backend, "unfenced", int(live.rates.size()), flushes, clock, f,
+               cell->preloaded ? &shared : nullptr);
+      if (!f.error.empty()) ++failures;
+      cell->rates.push_back(f.wf_per_s);
+    }
+  }
+  const double live_s = std::chrono::duration<double>(Steady::now() - live_start).count();
+  deleter.join();
+  if (!figures) {
+    fmt::print(stderr, "loom bench: {} retention: {}\n", backend, figures.error().ToString());
+    return failures + 1;
+  }
+  fmt::print(
+      "loom-retention backend={} executions={} examined={} deleted={} seconds={:.1f} "
+      "deleted_per_s={:.0f} live_pairs={} live_s={:.1f}\n",
+      backend, shared.figures.executions, figures->examined, figures->deleted, figures->seconds,
+      double(figures->deleted) / figures->seconds, live.rates.size(), live_s);
+  PrintRatio(backend, fmt::format("unfenced@{}+retention", options.preload), "unfenced", live,
+             fresh);
+  return failures;
+}
+
+// The inspect and list percentiles on the preloaded store; 1 when a read failed.
+int PrintInspects(const BenchOptions& options, SharedStore& shared) {
+  SystemRng rng;
+  Result<InspectFigures> inspect =
+      TimeInspects(shared.spec, *shared.store, shared.figures, options.inspects, rng);
+  if (!inspect) {
+    fmt::print(stderr, "loom bench: {} inspect: {}\n", shared.spec.backend,
+               inspect.error().ToString());
+    return 1;
+  }
+  fmt::print(
+      "loom-preload-inspect backend={} executions={} samples={} p50_ms={:.3f} p99_ms={:.3f} "
+      "show_p50_ms={:.3f} show_p99_ms={:.3f}\n",
+      shared.spec.backend, shared.figures.executions, inspect->log.samples, inspect->log.p50_ms,
+      inspect->log.p99_ms, inspect->show.p50_ms, inspect->show.p99_ms);
+  return 0;
+}
+int PrintLists(const BenchOptions& options, SharedStore& shared) {
+  if (shared.spec.backend == "memory") return 0;  // no `loom list` on memory
+  auto lists = TimeLists(shared.spec, options.lists);
+  if (!lists) {
+    fmt::print(stderr, "loom bench: {} list: {}\n", shared.spec.backend, lists.error().ToString());
+    return 1;
+  }
+  auto [any, completed] = *lists;
+  fmt::print(
+      "loom-preload-list backend={} executions={} samples={} any_p50_ms={:.3f} "
+      "any_p99_ms={:.3f} completed_p50_ms={:.3f} completed_p99_ms={:.3f}\n",
+      shared.spec.backend, shared.figures.executions, any.samples, any.p50_ms, any.p99_ms,
+      completed.p50_ms, completed.p99_ms);
+  return 0;
+}
+
+// After the timed runs: inspects and list pages on the preloaded store, its
+// size now, retention (--retention), then the store is removed (SQLite file,
+// PostgreSQL schema) unless --keep-preload.
+int ReadPreloaded(const BenchOptions& options, SharedStore& shared, const Clock& clock) {
+  const std::string& backend = shared.spec.backend;
+  int failures = PrintInspects(options, shared) + PrintLists(options, shared);
+  if (Result<int64_t> bytes = BytesOnDisk(shared.spec)) {
+    fmt::print("loom-preload-after backend={} bytes={}\n", backend, *bytes);
+  }
+  if (options.retention) failures += RetentionWhileLive(options, shared, clock);
+  shared.store.reset();
+  if (options.keep_preload) return failures;
+  if (Status gone = RemovePreloaded(shared.spec); !gone) {
+    fmt::print(stderr, "loom bench: {} cleanup: {}\n", backend, gone.error().ToString());
+  }
+  return failures;
+}
+
+// Runs the cells of one backend, paired (run r of every cell before run
+// r + 1 of any, so the machine's load drifts over all of them alike), and
+// adds to `failures`; false when a store did not open.
+bool RunCells(const BenchOptions& options, const std::string& backend, std::vector<Cell>& cells,
+              SharedStore* shared, const Clock& clock, int& failures) {
+  bool opened = true;
+  // Runs done of this backend, on stderr when it is a terminal (progress.h).
+  Progress bar("bench " + backend + ": runs");
+  const int64_t runs_total =
+      static_cast<int64_t>(cells.size()) * options.runs * (1 + options.warm_up_runs);
+  int64_t runs_done = 0;
+  for (int run = 0; run < options.runs && opened; ++run) {
+    for (Cell& cell : cells) {
+      SharedStore* on = cell.preloaded ? shared : nullptr;
+      // Each timed run follows untimed runs of its own case, so it finds
+      // the allocator's free lists, the caches and the server as its own
+      // case leaves them, not as the previous cell's store did (paired,
+      // memory unfenced in the full table: 1.55 times the exec/s with one
+      // warm-up run; alone it was already there; BENCHMARKS.md).
+      for (int w = 0; w < options.warm_up_runs && opened; ++w) {
+        RunFigures warm;
+        opened = TimedRun(options, backend, cell.c, -1 - w, cell.flushes, clock, warm, on);
+        bar.Update(++runs_done, runs_total);
+        if (!warm.error.empty()) {
+          fmt::print(stderr, "loom bench: {} {} (warm-up run): {}\n", backend, cell.c, warm.error);
+          ++failures;
+        }
+      }
+      RunFigures f;
+      opened = opened && TimedRun(options, backend, cell.c, run, cell.flushes, clock, f, on);
+      bar.Update(++runs_done, runs_total);
+      if (!f.error.empty()) {
+        fmt::print(stderr, "loom bench: {} {}: {}\n", backend, cell.c, f.error);
+        ++failures;
+      }
+      if (!opened) break;
+      cell.rates.push_back(f.wf_per_s);
+      cell.p50s.push_back(f.p50_ms);
+      cell.cpus.push_back(f.cpu_us);
+      // The clients' warm-up executions are inside the WAL span too.
+      const int written = options.executions + (IsQueueCase(cell.c) ? 0 : options.concurrency);
+      if (f.wal_bytes >= 0) cell.wal_per_exec.push_back(double(f.wal_bytes) / written);
+    }
+  }
+  bar.Finish();
+  return opened;
+}
+
+void PrintCells(const BenchOptions& options, const std::string& backend,
+                const std::vector<Cell>& cells, const Clock& clock) {
+  for (const Cell& cell : cells) {
+    auto [calls, commits] = options.count_round_trips && !cell.preloaded
+                                ? CountRoundTrips(options, backend, cell.c, clock)
+                                : std::pair<double, double>{0, 0};
+    double rate = Median(cell.rates), p50 = Median(cell.p50s), cpu = Median(cell.cpus);
+    const std::string name = CellName(cell, options.preload);
+    fmt::print("{:<10} {:<24} {:>3} {:>10.0f} {:>8.2f} {:>9.1f} {:>10.2f} {:>12.2f}\n", backend,
+               name, cell.flushes, rate, p50, cpu, calls, commits);
+    std::string wal;
+    if (!cell.wal_per_exec.empty()) {
+      wal = fmt::format(" wal_bytes_per_exec={:.0f}", Median(cell.wal_per_exec));
+    }
+    fmt::print(
+        "loom-bench backend={} case={} flushes_in_flight={} wf_per_s={:.0f} p50_ms={:.2f} "
+        "cpu_us_per_exec={:.1f} calls_per_exec={:.2f} commits_per_exec_unbatched={:.2f}{}\n",
+        backend, name, cell.flushes, rate, p50, cpu, calls, commits, wal);
   }
 }
 
@@ -625,74 +899,33 @@ int RunBench(const BenchOptions& options) {
       "allocator {}\n",
       options.executions, options.concurrency, options.runs, options.warm_up_runs,
       AllocatorDescription());
-  fmt::print("{:<10} {:<24} {:>3} {:>10} {:>8} {:>9} {:>10} {:>12}\n", "backend", "case", "f",
-             "exec/s", "p50 ms", "cpu us", "calls/exec", "commits/exec");
   for (const auto& backend : options.backends) {
-    // Paired: run r of every case and flush setting before run r + 1 of
-    // any, so the machine's load drifts over all of them alike.
-    struct Cell {
-      std::string c;
-      size_t flushes;
-      std::vector<double> rates, p50s, cpus;
-    };
-    std::vector<Cell> cells;
-    for (const auto& c : cases) {
-      for (size_t f : flushes) cells.push_back(Cell{c, f, {}, {}, {}});
-    }
-    bool opened = true;
-    // Runs done of this backend, on stderr when it is a terminal (progress.h).
-    Progress bar("bench " + backend + ": runs");
-    const int64_t runs_total =
-        static_cast<int64_t>(cells.size()) * options.runs * (1 + options.warm_up_runs);
-    int64_t runs_done = 0;
-    for (int run = 0; run < options.runs && opened; ++run) {
-      for (Cell& cell : cells) {
-        // Each timed run follows untimed runs of its own case, so it finds
-        // the allocator's free lists, the caches and the server as its own
-        // case leaves them, not as the previous cell's store did (paired,
-        // memory unfenced in the full table: 1.55 times the exec/s with one
-        // warm-up run; alone it was already there; BENCHMARKS.md).
-        for (int w = 0; w < options.warm_up_runs && opened; ++w) {
-          RunFigures warm;
-          opened = TimedRun(options, backend, cell.c, -1 - w, cell.flushes, clock, warm);
-          bar.Update(++runs_done, runs_total);
-          if (!warm.error.empty()) {
-            fmt::print(stderr, "loom bench: {} {} (warm-up run): {}\n", backend, cell.c,
-                       warm.error);
-            ++failures;
-          }
-        }
-        RunFigures f;
-        opened = opened && TimedRun(options, backend, cell.c, run, cell.flushes, clock, f);
-        bar.Update(++runs_done, runs_total);
-        if (!f.error.empty()) {
-          fmt::print(stderr, "loom bench: {} {}: {}\n", backend, cell.c, f.error);
-          ++failures;
-        }
-        if (!opened) break;
-        cell.rates.push_back(f.wf_per_s);
-        cell.p50s.push_back(f.p50_ms);
-        cell.cpus.push_back(f.cpu_us);
+    std::optional<SharedStore> shared;
+    if (options.preload > 0) {
+      shared = OpenPreloaded(options, backend, clock);
+      if (!shared) {
+        ++failures;
+        continue;
       }
     }
-    bar.Finish();
-    if (!opened) continue;
-    for (const Cell& cell : cells) {
-      auto [calls, commits] = options.count_round_trips
-                                  ? CountRoundTrips(options, backend, cell.c, clock)
-                                  : std::pair<double, double>{0, 0};
-      double rate = Median(cell.rates), p50 = Median(cell.p50s), cpu = Median(cell.cpus);
-      fmt::print("{:<10} {:<24} {:>3} {:>10.0f} {:>8.2f} {:>9.1f} {:>10.2f} {:>12.2f}\n", backend,
-                 cell.c, cell.flushes, rate, p50, cpu, calls, commits);
-      fmt::print(
-          "loom-bench backend={} case={} flushes_in_flight={} wf_per_s={:.0f} p50_ms={:.2f} "
-          "cpu_us_per_exec={:.1f} calls_per_exec={:.2f} commits_per_exec_unbatched={:.2f}\n",
-          backend, cell.c, cell.flushes, rate, p50, cpu, calls, commits);
+    std::vector<Cell> cells;
+    for (const auto& c : cases) {
+      for (size_t f : flushes) {
+        cells.push_back(Cell{c, f});
+        if (shared) cells.push_back(Cell{c, f, /*preloaded=*/true});
+      }
     }
-    PrintPairedRatios(backend, cells);
-    if (options.stages) {
-      for (const auto& c : cases) PrintStages(options, backend, c, clock);
+    bool opened = RunCells(options, backend, cells, shared ? &*shared : nullptr, clock, failures);
+    if (opened) {
+      fmt::print("{:<10} {:<24} {:>3} {:>10} {:>8} {:>9} {:>10} {:>12}\n", "backend", "case", "f",
+                 "exec/s", "p50 ms", "cpu us", "calls/exec", "commits/exec");
+      PrintCells(options, backend, cells, clock);
+      PrintPairedRatios(backend, cells, options.preload);
+      if (options.stages) {
+        for (const auto& c : cases) PrintStages(options, backend, c, clock);
+      }
     }
+    if (shared) failures += ReadPreloaded(options, *shared, clock);
     std::fflush(stdout);
   }
   return failures == 0 ? 0 : 1;

@@ -60,6 +60,18 @@ struct BenchOptions {
   // store method; queueing in the committer and the acquire groups is the
   // call's time less the store's).
   bool stages = false;
+  // > 0: every case also runs on one store per backend that holds this many
+  // finished executions (preload.h), kept for all its runs, paired with the
+  // fresh stores; then inspects and list pages are timed on it.
+  int64_t preload = 0;
+  int inspects = 200;  // `loom show` calls timed on the preloaded store
+  int lists = 50;      // first pages of `loom list` timed on it (per query)
+  // Keep the preloaded SQLite file or PostgreSQL schema (its name is in the
+  // loom-preload line) instead of removing it at the end.
+  bool keep_preload = false;
+  // After the reads: `loom retention run` deletes the preloaded executions
+  // on a thread while unfenced runs on that store and on fresh ones, paired.
+  bool retention = false;
 };
 int RunBench(const BenchOptions& options);
 

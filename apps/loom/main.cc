@@ -173,6 +173,21 @@ int main(int argc, char** argv) {
                       "also print where an execution's latency goes (one profiled run per case)");
   bench_cmd->add_option("--flushes-in-flight", bench.flushes_in_flight,
                         "group-commit flushes in flight; several values run paired");
+  bench_cmd
+      ->add_option("--preload", bench.preload,
+                   "also run each case on one store preloaded with N finished executions, "
+                   "paired with the fresh stores; then time inspects and lists on it")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  bench_cmd->add_flag(
+      "--keep-preload", bench.keep_preload,
+      "keep the preloaded SQLite file or PostgreSQL schema (named in loom-preload)");
+  bench_cmd->add_flag("--retention", bench.retention,
+                      "then delete the preloaded executions (loom retention run) while unfenced "
+                      "runs on the same store");
+  bench_cmd->add_option("--inspects", bench.inspects, "inspects timed on the preloaded store")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 
   auto* chaos_cmd = app.add_subcommand("chaos", "SIGKILL chaos over Loom node processes");
   chaos_cmd->require_subcommand(1);

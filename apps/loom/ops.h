@@ -76,12 +76,16 @@ class Ops {
   // dry_run: counts only.
   Result<Json> Retention(int64_t age_ms, bool dry_run, const ProgressFn& progress);
 
+  // The log `show` reads: the oldest events_max events, page by page
+  // (ReadRange), after one Head for the progress total. An unknown id is an
+  // empty log. Public for `loom bench --preload`, which times it.
+  Result<std::vector<events::Envelope>> ReadLog(const std::string& id, size_t events_max,
+                                                const ProgressFn& progress = {});
+
  private:
   explicit Ops(visibility::Target target);
   Result<store::EventStore*> Store();
   Result<inbox::InboxStore*> Inbox();
-  Result<std::vector<events::Envelope>> ReadLog(const std::string& id, size_t events_max,
-                                                const ProgressFn& progress = {});
 
   visibility::Target target_;
   std::unique_ptr<visibility::Visibility> view_;
