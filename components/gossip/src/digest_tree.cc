@@ -18,8 +18,8 @@ Summary View::summary() const {
 
 View View::Child(int depth, int nibble) const {
   if (inner) {
-    const Slot& slot = inner->slots[nibble];
-    return View{slot.inner.get(), slot.leaf.get()};
+    const Slot* slot = inner->Find(nibble);
+    return slot ? View{slot->inner.get(), slot->leaf.get()} : View{};
   }
   if (leaf && depth < kDepthMax && Nibble(leaf->path, depth) == nibble) return View{nullptr, leaf};
   return View{};
@@ -42,14 +42,55 @@ NodeRef& NodeRef::operator=(NodeRef&& other) noexcept {
 }
 
 NodeRef::~NodeRef() {
-  if (node_ && node_->refs.Drop()) delete node_;
+  if (node_ && node_->refs.Drop()) DestroyInner(node_);
 }
 
 void NodeRef::reset() { NodeRef dropped(std::move(*this)); }
 
 bool NodeRef::Unique() const { return node_->refs.One(); }
 
-NodeRef NewRoot() { return NodeRef(new Inner()); }
+namespace {
+
+// Room for two children: a node is made when a second leaf joins a first.
+constexpr int kCapacityMin = 2;
+
+Inner* AllocateInner(int capacity) {
+  ONCE_CHECK(capacity >= 1 && capacity <= kFanout);
+  void* block = ::operator new(sizeof(Inner) + static_cast<size_t>(capacity) * sizeof(Slot));
+  return static_cast<Inner*>(block);
+}
+
+void ConstructSlots(Inner& node, int from) {
+  for (int i = from; i < node.capacity; ++i) new (&node.slot_block()[i]) Slot();
+}
+
+}  // namespace
+
+Inner* NewInner(int capacity) {
+  Inner* node = new (AllocateInner(capacity)) Inner();
+  node->capacity = static_cast<uint8_t>(capacity);
+  ConstructSlots(*node, 0);
+  return node;
+}
+
+Inner* CopyInner(const Inner& from, int capacity) {
+  ONCE_CHECK(capacity >= from.size());
+  Inner* node = new (AllocateInner(capacity)) Inner(from);  // RefCount's copy starts at 1
+  node->capacity = static_cast<uint8_t>(capacity);
+  const std::span<const Slot> slots = from.slots();
+  for (size_t i = 0; i < slots.size(); ++i) new (&node->slot_block()[i]) Slot(slots[i]);
+  ConstructSlots(*node, static_cast<int>(slots.size()));
+  return node;
+}
+
+void DestroyInner(Inner* node) {
+  for (int i = 0; i < node->capacity; ++i) node->slot_block()[i].~Slot();
+  const size_t bytes = node->bytes();
+  node->~Inner();
+  ::operator delete(static_cast<void*>(node), bytes);
+}
+
+NodeRef NewRoot() { return NodeRef(NewInner(kCapacityMin)); }
 
 namespace {
 
@@ -102,8 +143,33 @@ namespace {
 // snapshot, or a parent shared with one). Called on every node of a path,
 // from the root down, before the node is changed (see "Sharing").
 Inner* Own(NodeRef& node) {
-  if (!node.Unique()) node = NodeRef(new Inner(*node));
+  if (!node.Unique()) node = NodeRef(CopyInner(*node, node->capacity));
   return node.get();
+}
+
+// Adds an empty slot at `nibble` (absent) to an owned node, growing it into
+// a larger block if it is full; returns the slot.
+Slot& AddSlot(NodeRef& node_ptr, int nibble) {
+  if (node_ptr->size() == node_ptr->capacity) {
+    node_ptr = NodeRef(CopyInner(*node_ptr, std::min(kFanout, 2 * node_ptr->capacity)));
+  }
+  Inner& node = *node_ptr;
+  const int index = node.IndexOf(nibble);
+  Slot* slots = node.slot_block();
+  std::move_backward(slots + index, slots + node.size(), slots + node.size() + 1);
+  slots[index] = Slot();
+  node.occupied |= static_cast<uint16_t>(1u << nibble);
+  return slots[index];
+}
+
+// Removes the slot at `nibble` (present) of an owned node.
+void EraseSlot(Inner& node, int nibble) {
+  const int index = node.IndexOf(nibble);
+  Slot* slots = node.slot_block();
+  const int size = node.size();
+  std::move(slots + index + 1, slots + size, slots + index);
+  slots[size - 1] = Slot();
+  node.occupied &= static_cast<uint16_t>(~(1u << nibble));
 }
 
 void AddLeafSummary(Inner& node, const Leaf& leaf) {
@@ -120,8 +186,7 @@ void AddLeafSummary(Inner& node, const Leaf& leaf) {
 
 void RecomputeBounds(Inner& node) {
   bool first = true;
-  for (const Slot& slot : node.slots) {
-    if (slot.empty()) continue;
+  for (const Slot& slot : node.slots()) {
     const itc::Version& lo = slot.leaf ? slot.leaf->version : slot.inner->floor;
     const itc::Version& hi = slot.leaf ? slot.leaf->version : slot.inner->ceiling;
     if (first) {
@@ -139,25 +204,20 @@ void RecomputeBounds(Inner& node) {
 void InsertAt(NodeRef& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
   Inner* node = Own(node_ptr);
   AddLeafSummary(*node, *leaf);
-  Slot& slot = node->slots[Nibble(leaf->path, depth)];
-  if (slot.inner) return InsertAt(slot.inner, depth + 1, std::move(leaf));
-  if (!slot.leaf) {
-    node->occupied |= static_cast<uint16_t>(1u << Nibble(leaf->path, depth));
-    slot.SetLeaf(std::move(leaf));
-    return;
-  }
+  const int nibble = Nibble(leaf->path, depth);
+  Slot* slot = node->Find(nibble);
+  if (!slot) return AddSlot(node_ptr, nibble).SetLeaf(std::move(leaf));
+  if (slot->inner) return InsertAt(slot->inner, depth + 1, std::move(leaf));
   ONCE_CHECK(depth + 1 < kDepthMax);  // two distinct paths part before the end
   NodeRef child = NewRoot();
-  InsertAt(child, depth + 1, std::move(slot.leaf));
+  InsertAt(child, depth + 1, std::move(slot->leaf));
   InsertAt(child, depth + 1, std::move(leaf));
-  slot.inner = std::move(child);
+  slot->inner = std::move(child);
 }
 
 // Replaces a slot's inner node that holds a single leaf by that leaf.
 void CollapseLone(Slot& slot) {
-  const Inner& child = *slot.inner;
-  for (uint16_t m = child.occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& s = child.slots[std::countr_zero(m)];
+  for (const Slot& s : std::as_const(*slot.inner).slots()) {
     if (s.leaf) slot.SetLeaf(s.leaf);
   }
   slot.inner.reset();
@@ -167,11 +227,11 @@ void CollapseLone(Slot& slot) {
 std::shared_ptr<const Leaf> RemoveAt(NodeRef& node_ptr, int depth, const Path& path,
                                      bool keep_bounds) {
   Inner* node = Own(node_ptr);
-  Slot& slot = node->slots[Nibble(path, depth)];
+  Slot& slot = *node->Find(Nibble(path, depth));
   std::shared_ptr<const Leaf> removed;
   if (slot.leaf) {
     removed = std::move(slot.leaf);
-    node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
+    EraseSlot(*node, Nibble(path, depth));
   } else {
     removed = RemoveAt(slot.inner, depth + 1, path, keep_bounds);
     if (slot.inner->summary.count == 1) CollapseLone(slot);
@@ -191,17 +251,16 @@ uint64_t Prefix64(const Path& path) {
 
 // RemoveAt for a path that may be absent, in one walk; leaves the bounds.
 bool RemoveIfPresent(NodeRef& node_ptr, int depth, const Path& path) {
-  const Slot& peek = node_ptr->slots[Nibble(path, depth)];
-  if (peek.leaf ? peek.leaf->path != path : !peek.inner) return false;
-  if (peek.inner &&
-      !RemoveIfPresent(Own(node_ptr)->slots[Nibble(path, depth)].inner, depth + 1, path)) {
+  const int nibble = Nibble(path, depth);
+  const Slot* peek = std::as_const(*node_ptr).Find(nibble);
+  if (!peek || (peek->leaf && peek->leaf->path != path)) return false;
+  if (peek->inner && !RemoveIfPresent(Own(node_ptr)->Find(nibble)->inner, depth + 1, path)) {
     return false;
   }
   Inner* node = Own(node_ptr);
-  Slot& slot = node->slots[Nibble(path, depth)];
+  Slot& slot = *node->Find(nibble);
   if (slot.leaf) {
-    slot.leaf.reset();
-    node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
+    EraseSlot(*node, nibble);
   } else if (slot.inner->summary.count == 1) {
     CollapseLone(slot);
   }
@@ -252,11 +311,14 @@ void CollectAll(View view, std::vector<const Leaf*>& out) {
     return;
   }
   if (!view.inner) return;
-  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+  for (const Slot& slot : view.inner->slots()) {
     CollectAll(View{slot.inner.get(), slot.leaf.get()}, out);
   }
 }
+
+namespace {
+constexpr size_t kPrefetchBytes = sizeof(Inner) + 4 * sizeof(Slot);
+}  // namespace
 
 void CollectTagged(View view, std::vector<Tagged>& out) {
   if (view.leaf) {
@@ -266,15 +328,15 @@ void CollectTagged(View view, std::vector<Tagged>& out) {
   if (!view.inner) return;
   // A deep subtree is mostly cache misses: ask for every inner child at once
   // so that their loads overlap instead of following one another.
-  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+  const std::span<const Slot> slots = view.inner->slots();
+  for (const Slot& slot : slots) {
     if (!slot.inner) continue;
+    // The header and the first slots, without reading the node (that would
+    // wait for the miss): most nodes this deep hold two or three children.
     const char* bytes = reinterpret_cast<const char*>(slot.inner.get());
-    for (size_t line = 0; line < offsetof(Inner, floor); line += 64)
-      __builtin_prefetch(bytes + line);
+    for (size_t at = 0; at < kPrefetchBytes; at += 64) __builtin_prefetch(bytes + at);
   }
-  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+  for (const Slot& slot : slots) {
     if (slot.leaf) {
       out.push_back(Tagged{slot.fingerprint, slot.leaf.get()});
     } else {
@@ -299,8 +361,7 @@ void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen
     if (unseen) CollectAll(view, *unseen);
     return;
   }
-  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+  for (const Slot& slot : view.inner->slots()) {
     Sieve(View{slot.inner.get(), slot.leaf.get()}, seen, unseen, seen_out);
   }
 }

@@ -1,4 +1,5 @@
-// The digest tree: a copy-on-write 16-ary radix trie over message paths.
+// The digest tree: a copy-on-write 16-ary radix trie over message paths
+// (inner nodes hold only their occupied slots: see Inner).
 // Every inner node caches the XOR of its leaves' paths, their count, and
 // bounds on their versions: a floor <= their meet and a ceiling >= their join,
 // so that two replicas compare level by level and the causal sieve can settle
@@ -33,6 +34,7 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -99,16 +101,48 @@ class RefCount {
   std::atomic<uint32_t> n_{1};
 };
 
+// An inner node and, in the same heap block after it, its occupied slots in
+// nibble order (`capacity` of them constructed, the first size() in use).
+// Deep in a large tree most nodes hold two or three children: a node with
+// all 16 slots was 600 bytes (and the walks read all of it), a node of two
+// is 144. A node that must take a child while full is replaced by a copy
+// with twice the room (Grow in digest_tree.cc): under the sharing rule
+// above that is one more path copy. Made and freed only by the functions
+// below (NodeRef frees through DestroyInner).
 struct Inner {
-  // Bit c: slots[c] is not empty. Read first, so that a walk touches only
-  // the occupied slots (most nodes deep in a large tree hold two or three).
+  // Bit c: the child at nibble c is present; it is slots()[IndexOf(c)].
   uint16_t occupied = 0;
+  uint8_t capacity = 0;
   RefCount refs;  // (in the padding before the summary)
   Summary summary;
-  std::array<Slot, kFanout> slots;
   itc::Version floor;    // <= the meet of the leaves' versions (count > 0)
   itc::Version ceiling;  // >= the join of the leaves' versions (count > 0)
+
+  int size() const { return std::popcount(occupied); }
+  bool Has(int nibble) const { return (occupied >> nibble) & 1; }
+  int IndexOf(int nibble) const {
+    return std::popcount(static_cast<unsigned>(occupied) & ((1u << nibble) - 1));
+  }
+  Slot* slot_block() { return reinterpret_cast<Slot*>(this + 1); }
+  const Slot* slot_block() const { return reinterpret_cast<const Slot*>(this + 1); }
+  std::span<Slot> slots() { return {slot_block(), static_cast<size_t>(size())}; }
+  std::span<const Slot> slots() const { return {slot_block(), static_cast<size_t>(size())}; }
+  // The child at `nibble`, or null.
+  const Slot* Find(int nibble) const {
+    return Has(nibble) ? &slot_block()[IndexOf(nibble)] : nullptr;
+  }
+  Slot* Find(int nibble) { return Has(nibble) ? &slot_block()[IndexOf(nibble)] : nullptr; }
+  // The bytes of the node and its slots (for prefetching).
+  size_t bytes() const { return sizeof(Inner) + capacity * sizeof(Slot); }
 };
+static_assert(sizeof(Inner) % alignof(Slot) == 0);
+
+// A new empty node with room for `capacity` (1..kFanout) children, count 1.
+Inner* NewInner(int capacity);
+// A copy of `node` (its children shared) with room for `capacity` >=
+// node.size() children, count 1.
+Inner* CopyInner(const Inner& node, int capacity);
+void DestroyInner(Inner* node);
 
 inline int Nibble(const Path& path, int depth) {
   const uint8_t byte = path[depth / 2];

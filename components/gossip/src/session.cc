@@ -251,7 +251,7 @@ class Reconciler {
     if (!itc::Leq(view.inner->floor, peer_ceiling_)) return view.inner->summary;
     if (auto it = unseen_.find(view.inner); it != unseen_.end()) return it->second;
     Summary total;
-    for (const internal::Slot& slot : view.inner->slots) {
+    for (const internal::Slot& slot : view.inner->slots()) {
       const Summary part = Unseen(View{slot.inner.get(), slot.leaf.get()});
       internal::XorInto(total.digest, part.digest);
       total.count += part.count;
