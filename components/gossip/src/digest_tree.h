@@ -101,6 +101,15 @@ class RefCount {
   std::atomic<uint32_t> n_{1};
 };
 
+// std::popcount without -mpopcnt is a call into libgcc (2% of a session).
+inline int Popcount16(uint16_t v) {
+  unsigned x = v;
+  x = x - ((x >> 1) & 0x5555u);
+  x = (x & 0x3333u) + ((x >> 2) & 0x3333u);
+  x = (x + (x >> 4)) & 0x0f0fu;
+  return static_cast<int>((x + (x >> 8)) & 0x1fu);
+}
+
 // An inner node and, in the same heap block after it, its occupied slots in
 // nibble order (`capacity` of them constructed, the first size() in use).
 // Deep in a large tree most nodes hold two or three children: a node with
@@ -118,10 +127,10 @@ struct Inner {
   itc::Version floor;    // <= the meet of the leaves' versions (count > 0)
   itc::Version ceiling;  // >= the join of the leaves' versions (count > 0)
 
-  int size() const { return std::popcount(occupied); }
+  int size() const { return Popcount16(occupied); }
   bool Has(int nibble) const { return (occupied >> nibble) & 1; }
   int IndexOf(int nibble) const {
-    return std::popcount(static_cast<unsigned>(occupied) & ((1u << nibble) - 1));
+    return Popcount16(static_cast<uint16_t>(occupied & ((1u << nibble) - 1)));
   }
   Slot* slot_block() { return reinterpret_cast<Slot*>(this + 1); }
   const Slot* slot_block() const { return reinterpret_cast<const Slot*>(this + 1); }
