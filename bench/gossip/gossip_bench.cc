@@ -278,6 +278,11 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(m.report.bytes), per.c_str());
     std::fflush(stdout);
   }
+#ifdef ONCE_MALLOC_TCMALLOC
+  std::printf("\nallocator: tcmalloc\n");
+#else
+  std::printf("\nallocator: system (glibc)\n");
+#endif
   if (only < 0) {
     std::printf("\nSteady state: repeated sessions on one pair, one new message per side each\n\n");
     std::printf(
