@@ -216,9 +216,20 @@ void InsertAt(NodeRef& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
 }
 
 // Replaces a slot's inner node that holds a single leaf by that leaf.
+// The leaf and its fingerprint move up without a read of the leaf (a cache
+// miss) when the node is ours alone; a shared node is left as it is.
 void CollapseLone(Slot& slot) {
-  for (const Slot& s : std::as_const(*slot.inner).slots()) {
-    if (s.leaf) slot.SetLeaf(s.leaf);
+  ONCE_CHECK(slot.inner->size() == 1);
+  if (slot.inner.Unique()) {
+    Slot& lone = slot.inner->slots()[0];
+    ONCE_CHECK(lone.leaf != nullptr);
+    slot.leaf = std::move(lone.leaf);
+    slot.fingerprint = lone.fingerprint;
+  } else {
+    const Slot& lone = std::as_const(*slot.inner).slots()[0];
+    ONCE_CHECK(lone.leaf != nullptr);
+    slot.leaf = lone.leaf;
+    slot.fingerprint = lone.fingerprint;
   }
   slot.inner.reset();
 }
@@ -249,24 +260,73 @@ uint64_t Prefix64(const Path& path) {
   return v;
 }
 
-// RemoveAt for a path that may be absent, in one walk; leaves the bounds.
-bool RemoveIfPresent(NodeRef& node_ptr, int depth, const Path& path) {
-  const int nibble = Nibble(path, depth);
-  const Slot* peek = std::as_const(*node_ptr).Find(nibble);
-  if (!peek || (peek->leaf && peek->leaf->path != path)) return false;
-  if (peek->inner && !RemoveIfPresent(Own(node_ptr)->Find(nibble)->inner, depth + 1, path)) {
-    return false;
+// The leaf in a slot is `path` (compared without a call to memcmp).
+bool SamePath(const Leaf& leaf, const Path& path) {
+  uint64_t a[2], b[2];
+  std::memcpy(a, leaf.path.data(), sizeof(a));
+  std::memcpy(b, path.data(), sizeof(b));
+  return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
+}
+
+// The end of the run of `paths` (sorted) from `begin` that share its nibble
+// at `depth`.
+size_t RunEnd(std::span<const Path> paths, size_t begin, int depth) {
+  const int nibble = Nibble(paths[begin], depth);
+  size_t end = begin + 1;
+  while (end < paths.size() && Nibble(paths[end], depth) == nibble) ++end;
+  return end;
+}
+
+// Asks for every child that `paths` lead to, so that their loads overlap
+// instead of following one another (the walk is mostly cache misses).
+void PrefetchTargets(const Inner& node, std::span<const Path> paths, int depth) {
+  for (size_t i = 0; i < paths.size(); i = RunEnd(paths, i, depth)) {
+    const Slot* slot = node.Find(Nibble(paths[i], depth));
+    if (!slot) continue;
+    const void* target =
+        slot->inner ? static_cast<const void*>(slot->inner.get()) : slot->leaf.get();
+    __builtin_prefetch(target);
   }
-  Inner* node = Own(node_ptr);
-  Slot& slot = *node->Find(nibble);
-  if (slot.leaf) {
-    EraseSlot(*node, nibble);
-  } else if (slot.inner->summary.count == 1) {
-    CollapseLone(slot);
+}
+
+// Removes those of `paths` (sorted, all under this node's prefix) that are
+// present under `node_ptr`, in one walk that visits each node once; leaves
+// the bounds. Returns the summary of what it removed. A node is owned (and
+// so copied if shared) only on the way to a child that may hold one.
+Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths) {
+  PrefetchTargets(*node_ptr, paths, depth);
+  Summary removed;
+  for (size_t begin = 0, end = 0; begin < paths.size(); begin = end) {
+    end = RunEnd(paths, begin, depth);
+    const int nibble = Nibble(paths[begin], depth);
+    const Slot* peek = std::as_const(*node_ptr).Find(nibble);
+    if (!peek) continue;
+    Summary part;
+    if (peek->leaf) {
+      // At most one of the run is this leaf (the run may repeat it).
+      const auto run = paths.subspan(begin, end - begin);
+      const auto it = std::find_if(run.begin(), run.end(),
+                                   [&](const Path& p) { return SamePath(*peek->leaf, p); });
+      if (it == run.end()) continue;
+      part = Summary{*it, 1};
+      EraseSlot(*Own(node_ptr), nibble);
+    } else {
+      Slot& slot = *Own(node_ptr)->Find(nibble);
+      part = RemoveSorted(slot.inner, depth + 1, paths.subspan(begin, end - begin));
+      if (part.count == 0) continue;
+      // A batch may empty a node (one removal at a time collapses it first).
+      if (slot.inner->summary.count == 0) {
+        EraseSlot(*node_ptr, nibble);
+      } else if (slot.inner->summary.count == 1) {
+        CollapseLone(slot);
+      }
+    }
+    XorInto(node_ptr->summary.digest, part.digest);
+    node_ptr->summary.count -= part.count;
+    XorInto(removed.digest, part.digest);
+    removed.count += part.count;
   }
-  XorInto(node->summary.digest, path);
-  --node->summary.count;
-  return true;
+  return removed;
 }
 
 }  // namespace
@@ -289,20 +349,21 @@ std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path) {
 }
 
 void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
-  // In path order, consecutive removals walk the same upper nodes. A path
-  // is sorted as its two big-endian halves: path order, compared as words.
-  std::vector<std::pair<uint64_t, uint64_t>> sorted;
-  sorted.reserve(paths.size());
-  for (const Path& path : paths) sorted.emplace_back(Prefix64(path), Fingerprint(path));
-  std::sort(sorted.begin(), sorted.end());
-  for (const auto& [high, low] : sorted) {
-    Path path;
+  // Sorted, the paths under one node are a run: one walk visits each node
+  // once. A path is sorted as its two big-endian halves (path order,
+  // compared as words).
+  std::vector<std::pair<uint64_t, uint64_t>> keys;
+  keys.reserve(paths.size());
+  for (const Path& path : paths) keys.emplace_back(Prefix64(path), Fingerprint(path));
+  std::sort(keys.begin(), keys.end());
+  std::vector<Path> sorted(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
     for (size_t b = 0; b < 8; ++b) {
-      path[b] = static_cast<uint8_t>(high >> (56 - 8 * b));
-      path[8 + b] = static_cast<uint8_t>(low >> (56 - 8 * b));
+      sorted[i][b] = static_cast<uint8_t>(keys[i].first >> (56 - 8 * b));
+      sorted[i][8 + b] = static_cast<uint8_t>(keys[i].second >> (56 - 8 * b));
     }
-    (void)RemoveIfPresent(root, 0, path);
   }
+  if (!sorted.empty()) (void)RemoveSorted(root, 0, sorted);
 }
 
 void CollectAll(View view, std::vector<const Leaf*>& out) {

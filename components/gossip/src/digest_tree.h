@@ -177,7 +177,8 @@ NodeRef NewRoot();
 bool Insert(NodeRef& root, std::shared_ptr<const Leaf> leaf);
 // Null (and no change) if absent.
 std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path);
-// Removes every path present (absent ones are skipped) and leaves the floors
+// Removes every path present (absent or repeated ones are skipped), in one
+// walk of the paths in order that visits each node once, and leaves the floors
 // and ceilings as they were: removing a version keeps them bounds, and
 // recomputing them would read every sibling's version (most of a session
 // commit's cost when thousands of messages were deleted).
