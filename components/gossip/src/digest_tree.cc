@@ -56,7 +56,8 @@ constexpr int kCapacityMin = 2;
 
 Inner* AllocateInner(int capacity) {
   ONCE_CHECK(capacity >= 1 && capacity <= kFanout);
-  void* block = ::operator new(sizeof(Inner) + static_cast<size_t>(capacity) * sizeof(Slot));
+  void* block = ::operator new(sizeof(Inner) + static_cast<size_t>(capacity) * sizeof(Slot) +
+                               2 * sizeof(itc::Version));
   return static_cast<Inner*>(block);
 }
 
@@ -70,6 +71,8 @@ Inner* NewInner(int capacity) {
   Inner* node = new (AllocateInner(capacity)) Inner();
   node->capacity = static_cast<uint8_t>(capacity);
   ConstructSlots(*node, 0);
+  new (&node->floor()) itc::Version();
+  new (&node->ceiling()) itc::Version();
   return node;
 }
 
@@ -80,10 +83,14 @@ Inner* CopyInner(const Inner& from, int capacity) {
   const std::span<const Slot> slots = from.slots();
   for (size_t i = 0; i < slots.size(); ++i) new (&node->slot_block()[i]) Slot(slots[i]);
   ConstructSlots(*node, static_cast<int>(slots.size()));
+  new (&node->floor()) itc::Version(from.floor());
+  new (&node->ceiling()) itc::Version(from.ceiling());
   return node;
 }
 
 void DestroyInner(Inner* node) {
+  node->floor().~Version();
+  node->ceiling().~Version();
   for (int i = 0; i < node->capacity; ++i) node->slot_block()[i].~Slot();
   const size_t bytes = node->bytes();
   node->~Inner();
@@ -147,12 +154,24 @@ Inner* Own(NodeRef& node) {
   return node.get();
 }
 
+// A copy of an owned, full node with twice the room, its children moved (a
+// copy would touch every child's count, each a cache miss).
+Inner* Grown(Inner& from) {
+  const int capacity = std::min(kFanout, 2 * from.capacity);
+  Inner* node = new (AllocateInner(capacity)) Inner(from);
+  node->capacity = static_cast<uint8_t>(capacity);
+  const std::span<Slot> slots = from.slots();
+  for (size_t i = 0; i < slots.size(); ++i) new (&node->slot_block()[i]) Slot(std::move(slots[i]));
+  ConstructSlots(*node, static_cast<int>(slots.size()));
+  new (&node->floor()) itc::Version(std::move(from.floor()));
+  new (&node->ceiling()) itc::Version(std::move(from.ceiling()));
+  return node;
+}
+
 // Adds an empty slot at `nibble` (absent) to an owned node, growing it into
 // a larger block if it is full; returns the slot.
 Slot& AddSlot(NodeRef& node_ptr, int nibble) {
-  if (node_ptr->size() == node_ptr->capacity) {
-    node_ptr = NodeRef(CopyInner(*node_ptr, std::min(kFanout, 2 * node_ptr->capacity)));
-  }
+  if (node_ptr->size() == node_ptr->capacity) node_ptr = NodeRef(Grown(*node_ptr));
   Inner& node = *node_ptr;
   const int index = node.IndexOf(nibble);
   Slot* slots = node.slot_block();
@@ -175,30 +194,31 @@ void EraseSlot(Inner& node, int nibble) {
 void AddLeafSummary(Inner& node, const Leaf& leaf) {
   XorInto(node.summary.digest, leaf.path);
   if (node.summary.count++ == 0) {
-    node.floor = leaf.version;
-    node.ceiling = leaf.version;
+    node.floor() = leaf.version;
+    node.ceiling() = leaf.version;
   } else {
     // Leq does not allocate; most inserts move only one of the two bounds.
-    if (!itc::Leq(node.floor, leaf.version)) node.floor = itc::Meet(node.floor, leaf.version);
-    if (!itc::Leq(leaf.version, node.ceiling)) node.ceiling = itc::Join(node.ceiling, leaf.version);
+    if (!itc::Leq(node.floor(), leaf.version)) node.floor() = itc::Meet(node.floor(), leaf.version);
+    if (!itc::Leq(leaf.version, node.ceiling()))
+      node.ceiling() = itc::Join(node.ceiling(), leaf.version);
   }
 }
 
 void RecomputeBounds(Inner& node) {
   bool first = true;
   for (const Slot& slot : node.slots()) {
-    const itc::Version& lo = slot.leaf ? slot.leaf->version : slot.inner->floor;
-    const itc::Version& hi = slot.leaf ? slot.leaf->version : slot.inner->ceiling;
+    const itc::Version& lo = slot.leaf ? slot.leaf->version : slot.inner->floor();
+    const itc::Version& hi = slot.leaf ? slot.leaf->version : slot.inner->ceiling();
     if (first) {
-      node.floor = lo;
-      node.ceiling = hi;
+      node.floor() = lo;
+      node.ceiling() = hi;
       first = false;
       continue;
     }
-    if (!itc::Leq(node.floor, lo)) node.floor = itc::Meet(node.floor, lo);
-    if (!itc::Leq(hi, node.ceiling)) node.ceiling = itc::Join(node.ceiling, hi);
+    if (!itc::Leq(node.floor(), lo)) node.floor() = itc::Meet(node.floor(), lo);
+    if (!itc::Leq(hi, node.ceiling())) node.ceiling() = itc::Join(node.ceiling(), hi);
   }
-  if (first) node.floor = node.ceiling = itc::Version{};
+  if (first) node.floor() = node.ceiling() = itc::Version{};
 }
 
 void InsertAt(NodeRef& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
@@ -414,11 +434,11 @@ void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen
     return;
   }
   if (!view.inner || view.inner->summary.count == 0) return;
-  if (itc::Leq(view.inner->ceiling, seen)) {
+  if (itc::Leq(view.inner->ceiling(), seen)) {
     if (seen_out) CollectAll(view, *seen_out);
     return;
   }
-  if (!itc::Leq(view.inner->floor, seen)) {
+  if (!itc::Leq(view.inner->floor(), seen)) {
     if (unseen) CollectAll(view, *unseen);
     return;
   }

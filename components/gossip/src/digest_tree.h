@@ -111,21 +111,21 @@ inline int Popcount16(uint16_t v) {
 }
 
 // An inner node and, in the same heap block after it, its occupied slots in
-// nibble order (`capacity` of them constructed, the first size() in use).
-// Deep in a large tree most nodes hold two or three children: a node with
-// all 16 slots was 600 bytes (and the walks read all of it), a node of two
-// is 144. A node that must take a child while full is replaced by a copy
-// with twice the room (Grow in digest_tree.cc): under the sharing rule
-// above that is one more path copy. Made and freed only by the functions
-// below (NodeRef frees through DestroyInner).
+// nibble order (`capacity` of them constructed, the first size() in use),
+// then its floor and ceiling. Deep in a large tree most nodes hold two or
+// three children: a node with all 16 slots was 600 bytes (and the walks
+// read all of it), a node of two is 208, and what a walk reads (the mask,
+// the summary, the slots) is in its first 96. A node that must take a child
+// while full is replaced by a copy with twice the room (AddSlot in
+// digest_tree.cc): under the sharing rule above that is one more path copy.
+// Made and freed only by the functions below (NodeRef frees through
+// DestroyInner).
 struct Inner {
   // Bit c: the child at nibble c is present; it is slots()[IndexOf(c)].
   uint16_t occupied = 0;
   uint8_t capacity = 0;
   RefCount refs;  // (in the padding before the summary)
   Summary summary;
-  itc::Version floor;    // <= the meet of the leaves' versions (count > 0)
-  itc::Version ceiling;  // >= the join of the leaves' versions (count > 0)
 
   int size() const { return Popcount16(occupied); }
   bool Has(int nibble) const { return (occupied >> nibble) & 1; }
@@ -141,10 +141,24 @@ struct Inner {
     return Has(nibble) ? &slot_block()[IndexOf(nibble)] : nullptr;
   }
   Slot* Find(int nibble) { return Has(nibble) ? &slot_block()[IndexOf(nibble)] : nullptr; }
-  // The bytes of the node and its slots (for prefetching).
-  size_t bytes() const { return sizeof(Inner) + capacity * sizeof(Slot); }
+  // <= the meet of the leaves' versions (count > 0).
+  itc::Version& floor() { return bounds()[0]; }
+  const itc::Version& floor() const { return bounds()[0]; }
+  // >= the join of the leaves' versions (count > 0).
+  itc::Version& ceiling() { return bounds()[1]; }
+  const itc::Version& ceiling() const { return bounds()[1]; }
+  // The bytes of the block: the node, its slots and its bounds.
+  size_t bytes() const {
+    return sizeof(Inner) + capacity * sizeof(Slot) + 2 * sizeof(itc::Version);
+  }
+
+ private:
+  itc::Version* bounds() { return reinterpret_cast<itc::Version*>(slot_block() + capacity); }
+  const itc::Version* bounds() const {
+    return reinterpret_cast<const itc::Version*>(slot_block() + capacity);
+  }
 };
-static_assert(sizeof(Inner) % alignof(Slot) == 0);
+static_assert(sizeof(Inner) % alignof(Slot) == 0 && sizeof(Slot) % alignof(itc::Version) == 0);
 
 // A new empty node with room for `capacity` (1..kFanout) children, count 1.
 Inner* NewInner(int capacity);

@@ -126,7 +126,7 @@ class Reconciler {
         peer_root_(peer_root),
         options_(options),
         all_seen_(mine.root() && mine.root()->summary.count > 0 &&
-                  itc::Leq(mine.root()->ceiling, peer_ceiling_)) {}
+                  itc::Leq(mine.root()->ceiling(), peer_ceiling_)) {}
 
   // The root is in dispute iff the summaries differ; the initiator proposed it.
   bool OpenRoot(bool proposed) {
@@ -247,8 +247,8 @@ class Reconciler {
       return itc::Leq(view.leaf->version, peer_ceiling_) ? Summary{} : Summary{view.leaf->path, 1};
     }
     if (!view.inner || view.inner->summary.count == 0) return Summary{};
-    if (itc::Leq(view.inner->ceiling, peer_ceiling_)) return Summary{};
-    if (!itc::Leq(view.inner->floor, peer_ceiling_)) return view.inner->summary;
+    if (itc::Leq(view.inner->ceiling(), peer_ceiling_)) return Summary{};
+    if (!itc::Leq(view.inner->floor(), peer_ceiling_)) return view.inner->summary;
     if (auto it = unseen_.find(view.inner); it != unseen_.end()) return it->second;
     Summary total;
     for (const internal::Slot& slot : view.inner->slots()) {

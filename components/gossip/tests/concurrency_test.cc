@@ -109,8 +109,8 @@ bool Consistent(internal::View view, Summary& out) {
     if (slot.empty()) return false;
     Summary part;
     if (!Consistent(internal::View{slot.inner.get(), slot.leaf.get()}, part)) return false;
-    if (slot.leaf && (!itc::Leq(view.inner->floor, slot.leaf->version) ||
-                      !itc::Leq(slot.leaf->version, view.inner->ceiling))) {
+    if (slot.leaf && (!itc::Leq(view.inner->floor(), slot.leaf->version) ||
+                      !itc::Leq(slot.leaf->version, view.inner->ceiling()))) {
       return false;
     }
     internal::XorInto(out.digest, part.digest);
