@@ -386,6 +386,13 @@ void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
   if (!sorted.empty()) (void)RemoveSorted(root, 0, sorted);
 }
 
+void PrefetchChildren(View view) {
+  if (!view.inner) return;
+  for (const Slot& slot : view.inner->slots()) {
+    __builtin_prefetch(slot.inner ? static_cast<const void*>(slot.inner.get()) : slot.leaf.get());
+  }
+}
+
 void CollectAll(View view, std::vector<const Leaf*>& out) {
   if (view.leaf) {
     out.push_back(view.leaf);

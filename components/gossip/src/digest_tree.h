@@ -199,6 +199,10 @@ std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path);
 void RemoveBatch(NodeRef& root, std::span<const Path> paths);
 const Leaf* Find(const Inner* root, const Path& path);
 
+// Asks for every child of `view` (inner node or leaf) at once, so that the
+// loads of a loop over the children overlap instead of following one another.
+void PrefetchChildren(View view);
+
 // Every leaf under `view`.
 void CollectAll(View view, std::vector<const Leaf*>& out);
 struct Tagged {

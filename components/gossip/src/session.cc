@@ -228,6 +228,7 @@ class Reconciler {
 
   // A bounded record of `view`: each child's summary and its unseen part.
   void MakeRecord(View view, Record& rec) {
+    internal::PrefetchChildren(view);
     const NodeKey& key = rec.key;
     for (int c = 0; c < internal::kFanout; ++c) {
       const View child = view.Child(key.depth, c);
@@ -308,16 +309,26 @@ class Reconciler {
   void ResolveListing(const NodeKey& key, std::span<const internal::Tagged> mine,
                       std::span<const uint64_t> peer) {
     const size_t begin = lacking_.size();
+    // The sieve reads each leaf the peer did not list (a cache miss each):
+    // find them all first and ask for them together, then sieve in order.
+    ONCE_CHECK(mine.size() <= wire::kListingLeavesMax);
+    std::array<const Leaf*, wire::kListingLeavesMax> unlisted;
+    size_t count = 0;
+    auto unlist = [&](const internal::Tagged& t) {
+      __builtin_prefetch(t.leaf);
+      unlisted[count++] = t.leaf;
+    };
     auto it = mine.begin();  // both sorted: one merge pass
     for (const uint64_t fp : peer) {
-      for (; it != mine.end() && it->fingerprint < fp; ++it) SieveLeaf(*it->leaf);
+      for (; it != mine.end() && it->fingerprint < fp; ++it) unlist(*it);
       if (it != mine.end() && it->fingerprint == fp) {
         ++it;
       } else {
         lacking_.push_back(fp);
       }
     }
-    for (; it != mine.end(); ++it) SieveLeaf(*it->leaf);
+    for (; it != mine.end(); ++it) unlist(*it);
+    for (size_t i = 0; i < count; ++i) SieveLeaf(*unlisted[i]);
     const Slice lacked{static_cast<uint32_t>(begin),
                        static_cast<uint32_t>(lacking_.size() - begin)};
     records_.push_back(Pending{key, View{}, true, {}, true, lacked});
@@ -348,6 +359,7 @@ class Reconciler {
   // Both listings of `key` are known: settle, sieve or open each child. The
   // side that replied to `key` proposes its disputed children.
   Status Resolve(const NodeKey& key, View mine, const Record& peer, bool replier) {
+    internal::PrefetchChildren(mine);
     for (int c = 0; c < internal::kFanout; ++c) {
       const View child = mine.Child(key.depth, c);
       if (child.empty()) continue;
