@@ -1,7 +1,6 @@
 #include "digest_tree.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <utility>

@@ -34,7 +34,6 @@
 
 #include <array>
 #include <atomic>
-#include <bit>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -48,9 +47,10 @@ inline constexpr int kFanout = 16;
 inline constexpr int kDepthMax = 32;  // nibbles in a Path
 
 // A message as the tree holds it. Made only by MakeLeaf, which puts the
-// payload bytes in the leaf's own heap block (after its shared count), so a
-// leaf costs two blocks (this one and its version's nodes), not three: fewer
-// blocks for a removal to free and for the allocator to sort later.
+// payload bytes in the leaf's own heap block (after its shared count); its
+// version lives in the leaf too (itc::Version::kInlineNodes), so a leaf of a
+// two-party universe is one block, not three: fewer blocks for a removal to
+// free and for the allocator to sort later.
 struct Leaf {
   Leaf(const Path& p, itc::Version v) : path(p), version(std::move(v)) {}
   Leaf(const Leaf&) = delete;  // the payload lives in this leaf's block

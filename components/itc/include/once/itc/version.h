@@ -67,10 +67,10 @@ class Version {
   static Result<Version> FromNodes(std::span<const EventNode> nodes);
 
   // A version of up to this many nodes lives inside the object, with no heap
-  // block of its own: every version of two parties (a leaf, or a node over
-  // two leaves), so a copy of one allocates nothing. Larger ones live on the
-  // heap, exactly sized (a Version never grows in place). A moved-from
-  // version is zero.
+  // block of its own (a leaf, or a node over two leaves: every version of a
+  // universe whose seed forked once), so a copy of one allocates nothing.
+  // Larger ones live on the heap, exactly sized (a Version never grows in
+  // place). A moved-from version is zero.
   static constexpr uint32_t kInlineNodes = 3;
 
  private:
