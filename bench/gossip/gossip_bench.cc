@@ -4,13 +4,16 @@
 //
 //   gossip_bench [repetitions-scale]
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <thread>
@@ -124,6 +127,18 @@ std::pair<std::unique_ptr<Host>, std::unique_ptr<Host>> Build(const Shape& s, Re
   return {std::move(a), std::move(b)};
 }
 
+// With GOSSIP_BENCH_PERF_CTL=<fifo> (perf record -D -1 --control fifo:<fifo>),
+// perf samples the timed sessions only, not the setup that builds each pair.
+void PerfControl(const char* command) {
+  static const char* fifo = std::getenv("GOSSIP_BENCH_PERF_CTL");
+  if (!fifo) return;
+  // open/write, not stdio: a FILE buffer would be a heap block in the timed span.
+  const int fd = open(fifo, O_WRONLY);
+  if (fd < 0) return;
+  (void)!write(fd, command, std::strlen(command));
+  close(fd);
+}
+
 // glibc defers sorting freed chunks to the next allocation it cannot serve
 // from its caches; settle what setup and checks freed before timing starts.
 void SettleAllocator() {
@@ -149,6 +164,7 @@ struct Timed {
 Timed TimedSession(Host& a, Host& b, Responder& responder) {
   auto [sa, sb] = MakePipe();
   SettleAllocator();
+  PerfControl("enable\n");
   const auto start = std::chrono::steady_clock::now();
   const double cpu0 = ThreadCpuUs();
   responder.Serve(sb.get(), &b);
@@ -159,6 +175,7 @@ Timed TimedSession(Host& a, Host& b, Responder& responder) {
   t.wall_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   t.cpu_us = cpu_initiator + cpu_responder;
+  PerfControl("disable\n");
   return t;
 }
 
@@ -261,6 +278,11 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(m.report.bytes), per.c_str());
     std::fflush(stdout);
   }
+#ifdef ONCE_MALLOC_TCMALLOC
+  std::printf("\nallocator: tcmalloc\n");
+#else
+  std::printf("\nallocator: system (glibc)\n");
+#endif
   if (only < 0) {
     std::printf("\nSteady state: repeated sessions on one pair, one new message per side each\n\n");
     std::printf(

@@ -1,7 +1,6 @@
 #include "digest_tree.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <utility>
@@ -18,8 +17,8 @@ Summary View::summary() const {
 
 View View::Child(int depth, int nibble) const {
   if (inner) {
-    const Slot& slot = inner->slots[nibble];
-    return View{slot.inner.get(), slot.leaf.get()};
+    const Slot* slot = inner->Find(nibble);
+    return slot ? View{slot->inner.get(), slot->leaf.get()} : View{};
   }
   if (leaf && depth < kDepthMax && Nibble(leaf->path, depth) == nibble) return View{nullptr, leaf};
   return View{};
@@ -42,14 +41,62 @@ NodeRef& NodeRef::operator=(NodeRef&& other) noexcept {
 }
 
 NodeRef::~NodeRef() {
-  if (node_ && node_->refs.Drop()) delete node_;
+  if (node_ && node_->refs.Drop()) DestroyInner(node_);
 }
 
 void NodeRef::reset() { NodeRef dropped(std::move(*this)); }
 
 bool NodeRef::Unique() const { return node_->refs.One(); }
 
-NodeRef NewRoot() { return NodeRef(new Inner()); }
+namespace {
+
+// Room for two children: a node is made when a second leaf joins a first.
+constexpr int kCapacityMin = 2;
+
+Inner* AllocateInner(int capacity) {
+  ONCE_CHECK(capacity >= 1 && capacity <= kFanout);
+  void* block = ::operator new(sizeof(Inner) + static_cast<size_t>(capacity) * sizeof(Slot) +
+                               2 * sizeof(itc::Version));
+  return static_cast<Inner*>(block);
+}
+
+void ConstructSlots(Inner& node, int from) {
+  for (int i = from; i < node.capacity; ++i) new (&node.slot_block()[i]) Slot();
+}
+
+}  // namespace
+
+Inner* NewInner(int capacity) {
+  Inner* node = new (AllocateInner(capacity)) Inner();
+  node->capacity = static_cast<uint8_t>(capacity);
+  ConstructSlots(*node, 0);
+  new (&node->floor()) itc::Version();
+  new (&node->ceiling()) itc::Version();
+  return node;
+}
+
+Inner* CopyInner(const Inner& from, int capacity) {
+  ONCE_CHECK(capacity >= from.size());
+  Inner* node = new (AllocateInner(capacity)) Inner(from);  // RefCount's copy starts at 1
+  node->capacity = static_cast<uint8_t>(capacity);
+  const std::span<const Slot> slots = from.slots();
+  for (size_t i = 0; i < slots.size(); ++i) new (&node->slot_block()[i]) Slot(slots[i]);
+  ConstructSlots(*node, static_cast<int>(slots.size()));
+  new (&node->floor()) itc::Version(from.floor());
+  new (&node->ceiling()) itc::Version(from.ceiling());
+  return node;
+}
+
+void DestroyInner(Inner* node) {
+  node->floor().~Version();
+  node->ceiling().~Version();
+  for (int i = 0; i < node->capacity; ++i) node->slot_block()[i].~Slot();
+  const size_t bytes = node->bytes();
+  node->~Inner();
+  ::operator delete(static_cast<void*>(node), bytes);
+}
+
+NodeRef NewRoot() { return NodeRef(NewInner(kCapacityMin)); }
 
 namespace {
 
@@ -102,63 +149,106 @@ namespace {
 // snapshot, or a parent shared with one). Called on every node of a path,
 // from the root down, before the node is changed (see "Sharing").
 Inner* Own(NodeRef& node) {
-  if (!node.Unique()) node = NodeRef(new Inner(*node));
+  if (!node.Unique()) node = NodeRef(CopyInner(*node, node->capacity));
   return node.get();
+}
+
+// A copy of an owned, full node with twice the room, its children moved (a
+// copy would touch every child's count, each a cache miss).
+Inner* Grown(Inner& from) {
+  const int capacity = std::min(kFanout, 2 * from.capacity);
+  Inner* node = new (AllocateInner(capacity)) Inner(from);
+  node->capacity = static_cast<uint8_t>(capacity);
+  const std::span<Slot> slots = from.slots();
+  for (size_t i = 0; i < slots.size(); ++i) new (&node->slot_block()[i]) Slot(std::move(slots[i]));
+  ConstructSlots(*node, static_cast<int>(slots.size()));
+  new (&node->floor()) itc::Version(std::move(from.floor()));
+  new (&node->ceiling()) itc::Version(std::move(from.ceiling()));
+  return node;
+}
+
+// Adds an empty slot at `nibble` (absent) to an owned node, growing it into
+// a larger block if it is full; returns the slot.
+Slot& AddSlot(NodeRef& node_ptr, int nibble) {
+  if (node_ptr->size() == node_ptr->capacity) node_ptr = NodeRef(Grown(*node_ptr));
+  Inner& node = *node_ptr;
+  const int index = node.IndexOf(nibble);
+  Slot* slots = node.slot_block();
+  std::move_backward(slots + index, slots + node.size(), slots + node.size() + 1);
+  slots[index] = Slot();
+  node.occupied |= static_cast<uint16_t>(1u << nibble);
+  return slots[index];
+}
+
+// Removes the slot at `nibble` (present) of an owned node.
+void EraseSlot(Inner& node, int nibble) {
+  const int index = node.IndexOf(nibble);
+  Slot* slots = node.slot_block();
+  const int size = node.size();
+  std::move(slots + index + 1, slots + size, slots + index);
+  slots[size - 1] = Slot();
+  node.occupied &= static_cast<uint16_t>(~(1u << nibble));
 }
 
 void AddLeafSummary(Inner& node, const Leaf& leaf) {
   XorInto(node.summary.digest, leaf.path);
   if (node.summary.count++ == 0) {
-    node.floor = leaf.version;
-    node.ceiling = leaf.version;
+    node.floor() = leaf.version;
+    node.ceiling() = leaf.version;
   } else {
     // Leq does not allocate; most inserts move only one of the two bounds.
-    if (!itc::Leq(node.floor, leaf.version)) node.floor = itc::Meet(node.floor, leaf.version);
-    if (!itc::Leq(leaf.version, node.ceiling)) node.ceiling = itc::Join(node.ceiling, leaf.version);
+    if (!itc::Leq(node.floor(), leaf.version)) node.floor() = itc::Meet(node.floor(), leaf.version);
+    if (!itc::Leq(leaf.version, node.ceiling()))
+      node.ceiling() = itc::Join(node.ceiling(), leaf.version);
   }
 }
 
 void RecomputeBounds(Inner& node) {
   bool first = true;
-  for (const Slot& slot : node.slots) {
-    if (slot.empty()) continue;
-    const itc::Version& lo = slot.leaf ? slot.leaf->version : slot.inner->floor;
-    const itc::Version& hi = slot.leaf ? slot.leaf->version : slot.inner->ceiling;
+  for (const Slot& slot : node.slots()) {
+    const itc::Version& lo = slot.leaf ? slot.leaf->version : slot.inner->floor();
+    const itc::Version& hi = slot.leaf ? slot.leaf->version : slot.inner->ceiling();
     if (first) {
-      node.floor = lo;
-      node.ceiling = hi;
+      node.floor() = lo;
+      node.ceiling() = hi;
       first = false;
       continue;
     }
-    if (!itc::Leq(node.floor, lo)) node.floor = itc::Meet(node.floor, lo);
-    if (!itc::Leq(hi, node.ceiling)) node.ceiling = itc::Join(node.ceiling, hi);
+    if (!itc::Leq(node.floor(), lo)) node.floor() = itc::Meet(node.floor(), lo);
+    if (!itc::Leq(hi, node.ceiling())) node.ceiling() = itc::Join(node.ceiling(), hi);
   }
-  if (first) node.floor = node.ceiling = itc::Version{};
+  if (first) node.floor() = node.ceiling() = itc::Version{};
 }
 
 void InsertAt(NodeRef& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
   Inner* node = Own(node_ptr);
   AddLeafSummary(*node, *leaf);
-  Slot& slot = node->slots[Nibble(leaf->path, depth)];
-  if (slot.inner) return InsertAt(slot.inner, depth + 1, std::move(leaf));
-  if (!slot.leaf) {
-    node->occupied |= static_cast<uint16_t>(1u << Nibble(leaf->path, depth));
-    slot.SetLeaf(std::move(leaf));
-    return;
-  }
+  const int nibble = Nibble(leaf->path, depth);
+  Slot* slot = node->Find(nibble);
+  if (!slot) return AddSlot(node_ptr, nibble).SetLeaf(std::move(leaf));
+  if (slot->inner) return InsertAt(slot->inner, depth + 1, std::move(leaf));
   ONCE_CHECK(depth + 1 < kDepthMax);  // two distinct paths part before the end
   NodeRef child = NewRoot();
-  InsertAt(child, depth + 1, std::move(slot.leaf));
+  InsertAt(child, depth + 1, std::move(slot->leaf));
   InsertAt(child, depth + 1, std::move(leaf));
-  slot.inner = std::move(child);
+  slot->inner = std::move(child);
 }
 
 // Replaces a slot's inner node that holds a single leaf by that leaf.
+// The leaf and its fingerprint move up without a read of the leaf (a cache
+// miss) when the node is ours alone; a shared node is left as it is.
 void CollapseLone(Slot& slot) {
-  const Inner& child = *slot.inner;
-  for (uint16_t m = child.occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& s = child.slots[std::countr_zero(m)];
-    if (s.leaf) slot.SetLeaf(s.leaf);
+  ONCE_CHECK(slot.inner->size() == 1);
+  if (slot.inner.Unique()) {
+    Slot& lone = slot.inner->slots()[0];
+    ONCE_CHECK(lone.leaf != nullptr);
+    slot.leaf = std::move(lone.leaf);
+    slot.fingerprint = lone.fingerprint;
+  } else {
+    const Slot& lone = std::as_const(*slot.inner).slots()[0];
+    ONCE_CHECK(lone.leaf != nullptr);
+    slot.leaf = lone.leaf;
+    slot.fingerprint = lone.fingerprint;
   }
   slot.inner.reset();
 }
@@ -167,11 +257,11 @@ void CollapseLone(Slot& slot) {
 std::shared_ptr<const Leaf> RemoveAt(NodeRef& node_ptr, int depth, const Path& path,
                                      bool keep_bounds) {
   Inner* node = Own(node_ptr);
-  Slot& slot = node->slots[Nibble(path, depth)];
+  Slot& slot = *node->Find(Nibble(path, depth));
   std::shared_ptr<const Leaf> removed;
   if (slot.leaf) {
     removed = std::move(slot.leaf);
-    node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
+    EraseSlot(*node, Nibble(path, depth));
   } else {
     removed = RemoveAt(slot.inner, depth + 1, path, keep_bounds);
     if (slot.inner->summary.count == 1) CollapseLone(slot);
@@ -189,25 +279,73 @@ uint64_t Prefix64(const Path& path) {
   return v;
 }
 
-// RemoveAt for a path that may be absent, in one walk; leaves the bounds.
-bool RemoveIfPresent(NodeRef& node_ptr, int depth, const Path& path) {
-  const Slot& peek = node_ptr->slots[Nibble(path, depth)];
-  if (peek.leaf ? peek.leaf->path != path : !peek.inner) return false;
-  if (peek.inner &&
-      !RemoveIfPresent(Own(node_ptr)->slots[Nibble(path, depth)].inner, depth + 1, path)) {
-    return false;
+// The leaf in a slot is `path` (compared without a call to memcmp).
+bool SamePath(const Leaf& leaf, const Path& path) {
+  uint64_t a[2], b[2];
+  std::memcpy(a, leaf.path.data(), sizeof(a));
+  std::memcpy(b, path.data(), sizeof(b));
+  return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
+}
+
+// The end of the run of `paths` (sorted) from `begin` that share its nibble
+// at `depth`.
+size_t RunEnd(std::span<const Path> paths, size_t begin, int depth) {
+  const int nibble = Nibble(paths[begin], depth);
+  size_t end = begin + 1;
+  while (end < paths.size() && Nibble(paths[end], depth) == nibble) ++end;
+  return end;
+}
+
+// Asks for every child that `paths` lead to, so that their loads overlap
+// instead of following one another (the walk is mostly cache misses).
+void PrefetchTargets(const Inner& node, std::span<const Path> paths, int depth) {
+  for (size_t i = 0; i < paths.size(); i = RunEnd(paths, i, depth)) {
+    const Slot* slot = node.Find(Nibble(paths[i], depth));
+    if (!slot) continue;
+    const void* target =
+        slot->inner ? static_cast<const void*>(slot->inner.get()) : slot->leaf.get();
+    __builtin_prefetch(target);
   }
-  Inner* node = Own(node_ptr);
-  Slot& slot = node->slots[Nibble(path, depth)];
-  if (slot.leaf) {
-    slot.leaf.reset();
-    node->occupied &= static_cast<uint16_t>(~(1u << Nibble(path, depth)));
-  } else if (slot.inner->summary.count == 1) {
-    CollapseLone(slot);
+}
+
+// Removes those of `paths` (sorted, all under this node's prefix) that are
+// present under `node_ptr`, in one walk that visits each node once; leaves
+// the bounds. Returns the summary of what it removed. A node is owned (and
+// so copied if shared) only on the way to a child that may hold one.
+Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths) {
+  PrefetchTargets(*node_ptr, paths, depth);
+  Summary removed;
+  for (size_t begin = 0, end = 0; begin < paths.size(); begin = end) {
+    end = RunEnd(paths, begin, depth);
+    const int nibble = Nibble(paths[begin], depth);
+    const Slot* peek = std::as_const(*node_ptr).Find(nibble);
+    if (!peek) continue;
+    Summary part;
+    if (peek->leaf) {
+      // At most one of the run is this leaf (the run may repeat it).
+      const auto run = paths.subspan(begin, end - begin);
+      const auto it = std::find_if(run.begin(), run.end(),
+                                   [&](const Path& p) { return SamePath(*peek->leaf, p); });
+      if (it == run.end()) continue;
+      part = Summary{*it, 1};
+      EraseSlot(*Own(node_ptr), nibble);
+    } else {
+      Slot& slot = *Own(node_ptr)->Find(nibble);
+      part = RemoveSorted(slot.inner, depth + 1, paths.subspan(begin, end - begin));
+      if (part.count == 0) continue;
+      // A batch may empty a node (one removal at a time collapses it first).
+      if (slot.inner->summary.count == 0) {
+        EraseSlot(*node_ptr, nibble);
+      } else if (slot.inner->summary.count == 1) {
+        CollapseLone(slot);
+      }
+    }
+    XorInto(node_ptr->summary.digest, part.digest);
+    node_ptr->summary.count -= part.count;
+    XorInto(removed.digest, part.digest);
+    removed.count += part.count;
   }
-  XorInto(node->summary.digest, path);
-  --node->summary.count;
-  return true;
+  return removed;
 }
 
 }  // namespace
@@ -230,19 +368,27 @@ std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path) {
 }
 
 void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
-  // In path order, consecutive removals walk the same upper nodes. A path
-  // is sorted as its two big-endian halves: path order, compared as words.
-  std::vector<std::pair<uint64_t, uint64_t>> sorted;
-  sorted.reserve(paths.size());
-  for (const Path& path : paths) sorted.emplace_back(Prefix64(path), Fingerprint(path));
-  std::sort(sorted.begin(), sorted.end());
-  for (const auto& [high, low] : sorted) {
-    Path path;
+  // Sorted, the paths under one node are a run: one walk visits each node
+  // once. A path is sorted as its two big-endian halves (path order,
+  // compared as words).
+  std::vector<std::pair<uint64_t, uint64_t>> keys;
+  keys.reserve(paths.size());
+  for (const Path& path : paths) keys.emplace_back(Prefix64(path), Fingerprint(path));
+  std::sort(keys.begin(), keys.end());
+  std::vector<Path> sorted(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
     for (size_t b = 0; b < 8; ++b) {
-      path[b] = static_cast<uint8_t>(high >> (56 - 8 * b));
-      path[8 + b] = static_cast<uint8_t>(low >> (56 - 8 * b));
+      sorted[i][b] = static_cast<uint8_t>(keys[i].first >> (56 - 8 * b));
+      sorted[i][8 + b] = static_cast<uint8_t>(keys[i].second >> (56 - 8 * b));
     }
-    (void)RemoveIfPresent(root, 0, path);
+  }
+  if (!sorted.empty()) (void)RemoveSorted(root, 0, sorted);
+}
+
+void PrefetchChildren(View view) {
+  if (!view.inner) return;
+  for (const Slot& slot : view.inner->slots()) {
+    __builtin_prefetch(slot.inner ? static_cast<const void*>(slot.inner.get()) : slot.leaf.get());
   }
 }
 
@@ -252,11 +398,14 @@ void CollectAll(View view, std::vector<const Leaf*>& out) {
     return;
   }
   if (!view.inner) return;
-  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+  for (const Slot& slot : view.inner->slots()) {
     CollectAll(View{slot.inner.get(), slot.leaf.get()}, out);
   }
 }
+
+namespace {
+constexpr size_t kPrefetchBytes = sizeof(Inner) + 4 * sizeof(Slot);
+}  // namespace
 
 void CollectTagged(View view, std::vector<Tagged>& out) {
   if (view.leaf) {
@@ -266,15 +415,15 @@ void CollectTagged(View view, std::vector<Tagged>& out) {
   if (!view.inner) return;
   // A deep subtree is mostly cache misses: ask for every inner child at once
   // so that their loads overlap instead of following one another.
-  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+  const std::span<const Slot> slots = view.inner->slots();
+  for (const Slot& slot : slots) {
     if (!slot.inner) continue;
+    // The header and the first slots, without reading the node (that would
+    // wait for the miss): most nodes this deep hold two or three children.
     const char* bytes = reinterpret_cast<const char*>(slot.inner.get());
-    for (size_t line = 0; line < offsetof(Inner, floor); line += 64)
-      __builtin_prefetch(bytes + line);
+    for (size_t at = 0; at < kPrefetchBytes; at += 64) __builtin_prefetch(bytes + at);
   }
-  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+  for (const Slot& slot : slots) {
     if (slot.leaf) {
       out.push_back(Tagged{slot.fingerprint, slot.leaf.get()});
     } else {
@@ -291,16 +440,15 @@ void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen
     return;
   }
   if (!view.inner || view.inner->summary.count == 0) return;
-  if (itc::Leq(view.inner->ceiling, seen)) {
+  if (itc::Leq(view.inner->ceiling(), seen)) {
     if (seen_out) CollectAll(view, *seen_out);
     return;
   }
-  if (!itc::Leq(view.inner->floor, seen)) {
+  if (!itc::Leq(view.inner->floor(), seen)) {
     if (unseen) CollectAll(view, *unseen);
     return;
   }
-  for (uint16_t m = view.inner->occupied; m != 0; m &= static_cast<uint16_t>(m - 1)) {
-    const Slot& slot = view.inner->slots[std::countr_zero(m)];
+  for (const Slot& slot : view.inner->slots()) {
     Sieve(View{slot.inner.get(), slot.leaf.get()}, seen, unseen, seen_out);
   }
 }

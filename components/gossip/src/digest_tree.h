@@ -1,4 +1,5 @@
-// The digest tree: a copy-on-write 16-ary radix trie over message paths.
+// The digest tree: a copy-on-write 16-ary radix trie over message paths
+// (inner nodes hold only their occupied slots: see Inner).
 // Every inner node caches the XOR of its leaves' paths, their count, and
 // bounds on their versions: a floor <= their meet and a ceiling >= their join,
 // so that two replicas compare level by level and the causal sieve can settle
@@ -46,9 +47,10 @@ inline constexpr int kFanout = 16;
 inline constexpr int kDepthMax = 32;  // nibbles in a Path
 
 // A message as the tree holds it. Made only by MakeLeaf, which puts the
-// payload bytes in the leaf's own heap block (after its shared count), so a
-// leaf costs two blocks (this one and its version's nodes), not three: fewer
-// blocks for a removal to free and for the allocator to sort later.
+// payload bytes in the leaf's own heap block (after its shared count); its
+// version lives in the leaf too (itc::Version::kInlineNodes), so a leaf of a
+// two-party universe is one block, not three: fewer blocks for a removal to
+// free and for the allocator to sort later.
 struct Leaf {
   Leaf(const Path& p, itc::Version v) : path(p), version(std::move(v)) {}
   Leaf(const Leaf&) = delete;  // the payload lives in this leaf's block
@@ -99,16 +101,71 @@ class RefCount {
   std::atomic<uint32_t> n_{1};
 };
 
+// std::popcount without -mpopcnt is a call into libgcc (2% of a session).
+inline int Popcount16(uint16_t v) {
+  unsigned x = v;
+  x = x - ((x >> 1) & 0x5555u);
+  x = (x & 0x3333u) + ((x >> 2) & 0x3333u);
+  x = (x + (x >> 4)) & 0x0f0fu;
+  return static_cast<int>((x + (x >> 8)) & 0x1fu);
+}
+
+// An inner node and, in the same heap block after it, its occupied slots in
+// nibble order (`capacity` of them constructed, the first size() in use),
+// then its floor and ceiling. Deep in a large tree most nodes hold two or
+// three children: a node with all 16 slots was 600 bytes (and the walks
+// read all of it), a node of two is 208, and what a walk reads (the mask,
+// the summary, the slots) is in its first 96. A node that must take a child
+// while full is replaced by a copy with twice the room (AddSlot in
+// digest_tree.cc): under the sharing rule above that is one more path copy.
+// Made and freed only by the functions below (NodeRef frees through
+// DestroyInner).
 struct Inner {
-  // Bit c: slots[c] is not empty. Read first, so that a walk touches only
-  // the occupied slots (most nodes deep in a large tree hold two or three).
+  // Bit c: the child at nibble c is present; it is slots()[IndexOf(c)].
   uint16_t occupied = 0;
+  uint8_t capacity = 0;
   RefCount refs;  // (in the padding before the summary)
   Summary summary;
-  std::array<Slot, kFanout> slots;
-  itc::Version floor;    // <= the meet of the leaves' versions (count > 0)
-  itc::Version ceiling;  // >= the join of the leaves' versions (count > 0)
+
+  int size() const { return Popcount16(occupied); }
+  bool Has(int nibble) const { return (occupied >> nibble) & 1; }
+  int IndexOf(int nibble) const {
+    return Popcount16(static_cast<uint16_t>(occupied & ((1u << nibble) - 1)));
+  }
+  Slot* slot_block() { return reinterpret_cast<Slot*>(this + 1); }
+  const Slot* slot_block() const { return reinterpret_cast<const Slot*>(this + 1); }
+  std::span<Slot> slots() { return {slot_block(), static_cast<size_t>(size())}; }
+  std::span<const Slot> slots() const { return {slot_block(), static_cast<size_t>(size())}; }
+  // The child at `nibble`, or null.
+  const Slot* Find(int nibble) const {
+    return Has(nibble) ? &slot_block()[IndexOf(nibble)] : nullptr;
+  }
+  Slot* Find(int nibble) { return Has(nibble) ? &slot_block()[IndexOf(nibble)] : nullptr; }
+  // <= the meet of the leaves' versions (count > 0).
+  itc::Version& floor() { return bounds()[0]; }
+  const itc::Version& floor() const { return bounds()[0]; }
+  // >= the join of the leaves' versions (count > 0).
+  itc::Version& ceiling() { return bounds()[1]; }
+  const itc::Version& ceiling() const { return bounds()[1]; }
+  // The bytes of the block: the node, its slots and its bounds.
+  size_t bytes() const {
+    return sizeof(Inner) + capacity * sizeof(Slot) + 2 * sizeof(itc::Version);
+  }
+
+ private:
+  itc::Version* bounds() { return reinterpret_cast<itc::Version*>(slot_block() + capacity); }
+  const itc::Version* bounds() const {
+    return reinterpret_cast<const itc::Version*>(slot_block() + capacity);
+  }
 };
+static_assert(sizeof(Inner) % alignof(Slot) == 0 && sizeof(Slot) % alignof(itc::Version) == 0);
+
+// A new empty node with room for `capacity` (1..kFanout) children, count 1.
+Inner* NewInner(int capacity);
+// A copy of `node` (its children shared) with room for `capacity` >=
+// node.size() children, count 1.
+Inner* CopyInner(const Inner& node, int capacity);
+void DestroyInner(Inner* node);
 
 inline int Nibble(const Path& path, int depth) {
   const uint8_t byte = path[depth / 2];
@@ -134,12 +191,17 @@ NodeRef NewRoot();
 bool Insert(NodeRef& root, std::shared_ptr<const Leaf> leaf);
 // Null (and no change) if absent.
 std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path);
-// Removes every path present (absent ones are skipped) and leaves the floors
+// Removes every path present (absent or repeated ones are skipped), in one
+// walk of the paths in order that visits each node once, and leaves the floors
 // and ceilings as they were: removing a version keeps them bounds, and
 // recomputing them would read every sibling's version (most of a session
 // commit's cost when thousands of messages were deleted).
 void RemoveBatch(NodeRef& root, std::span<const Path> paths);
 const Leaf* Find(const Inner* root, const Path& path);
+
+// Asks for every child of `view` (inner node or leaf) at once, so that the
+// loads of a loop over the children overlap instead of following one another.
+void PrefetchChildren(View view);
 
 // Every leaf under `view`.
 void CollectAll(View view, std::vector<const Leaf*>& out);

@@ -126,7 +126,7 @@ class Reconciler {
         peer_root_(peer_root),
         options_(options),
         all_seen_(mine.root() && mine.root()->summary.count > 0 &&
-                  itc::Leq(mine.root()->ceiling, peer_ceiling_)) {}
+                  itc::Leq(mine.root()->ceiling(), peer_ceiling_)) {}
 
   // The root is in dispute iff the summaries differ; the initiator proposed it.
   bool OpenRoot(bool proposed) {
@@ -228,6 +228,7 @@ class Reconciler {
 
   // A bounded record of `view`: each child's summary and its unseen part.
   void MakeRecord(View view, Record& rec) {
+    internal::PrefetchChildren(view);
     const NodeKey& key = rec.key;
     for (int c = 0; c < internal::kFanout; ++c) {
       const View child = view.Child(key.depth, c);
@@ -247,11 +248,11 @@ class Reconciler {
       return itc::Leq(view.leaf->version, peer_ceiling_) ? Summary{} : Summary{view.leaf->path, 1};
     }
     if (!view.inner || view.inner->summary.count == 0) return Summary{};
-    if (itc::Leq(view.inner->ceiling, peer_ceiling_)) return Summary{};
-    if (!itc::Leq(view.inner->floor, peer_ceiling_)) return view.inner->summary;
+    if (itc::Leq(view.inner->ceiling(), peer_ceiling_)) return Summary{};
+    if (!itc::Leq(view.inner->floor(), peer_ceiling_)) return view.inner->summary;
     if (auto it = unseen_.find(view.inner); it != unseen_.end()) return it->second;
     Summary total;
-    for (const internal::Slot& slot : view.inner->slots) {
+    for (const internal::Slot& slot : view.inner->slots()) {
       const Summary part = Unseen(View{slot.inner.get(), slot.leaf.get()});
       internal::XorInto(total.digest, part.digest);
       total.count += part.count;
@@ -308,16 +309,26 @@ class Reconciler {
   void ResolveListing(const NodeKey& key, std::span<const internal::Tagged> mine,
                       std::span<const uint64_t> peer) {
     const size_t begin = lacking_.size();
+    // The sieve reads each leaf the peer did not list (a cache miss each):
+    // find them all first and ask for them together, then sieve in order.
+    ONCE_CHECK(mine.size() <= wire::kListingLeavesMax);
+    std::array<const Leaf*, wire::kListingLeavesMax> unlisted;
+    size_t count = 0;
+    auto unlist = [&](const internal::Tagged& t) {
+      __builtin_prefetch(t.leaf);
+      unlisted[count++] = t.leaf;
+    };
     auto it = mine.begin();  // both sorted: one merge pass
     for (const uint64_t fp : peer) {
-      for (; it != mine.end() && it->fingerprint < fp; ++it) SieveLeaf(*it->leaf);
+      for (; it != mine.end() && it->fingerprint < fp; ++it) unlist(*it);
       if (it != mine.end() && it->fingerprint == fp) {
         ++it;
       } else {
         lacking_.push_back(fp);
       }
     }
-    for (; it != mine.end(); ++it) SieveLeaf(*it->leaf);
+    for (; it != mine.end(); ++it) unlist(*it);
+    for (size_t i = 0; i < count; ++i) SieveLeaf(*unlisted[i]);
     const Slice lacked{static_cast<uint32_t>(begin),
                        static_cast<uint32_t>(lacking_.size() - begin)};
     records_.push_back(Pending{key, View{}, true, {}, true, lacked});
@@ -348,6 +359,7 @@ class Reconciler {
   // Both listings of `key` are known: settle, sieve or open each child. The
   // side that replied to `key` proposes its disputed children.
   Status Resolve(const NodeKey& key, View mine, const Record& peer, bool replier) {
+    internal::PrefetchChildren(mine);
     for (int c = 0; c < internal::kFanout; ++c) {
       const View child = mine.Child(key.depth, c);
       if (child.empty()) continue;

@@ -121,8 +121,9 @@ Status ReadListing(Reader& r, Record& rec) {
   return Ok();
 }
 
-Result<Record> ReadRecord(Reader& r) {
-  Record rec;
+// Into `rec`, a new Record: a record is 800 bytes (two arrays of 16
+// summaries), and returning one through a Result moved it twice.
+Status ReadRecord(Reader& r, Record& rec) {
   ONCE_ASSIGN_OR_RETURN(uint8_t depth_byte, r.U8());
   rec.bounded = (depth_byte & kRecordBounded) != 0;
   rec.listing = (depth_byte & kRecordListing) != 0;
@@ -139,7 +140,7 @@ Result<Record> ReadRecord(Reader& r) {
   }
   if (rec.listing) {
     ONCE_RETURN_IF_ERROR(ReadListing(r, rec));
-    return rec;
+    return Ok();
   }
   ONCE_ASSIGN_OR_RETURN(uint8_t hi, r.U8());
   ONCE_ASSIGN_OR_RETURN(uint8_t lo, r.U8());
@@ -149,7 +150,7 @@ Result<Record> ReadRecord(Reader& r) {
     ONCE_ASSIGN_OR_RETURN(rec.children[c], ReadSummary(r));
     if (rec.children[c].count == 0) return Malformed("record lists an empty child");
   }
-  if (!rec.bounded) return rec;
+  if (!rec.bounded) return Ok();
   ONCE_ASSIGN_OR_RETURN(uint8_t uhi, r.U8());
   ONCE_ASSIGN_OR_RETURN(uint8_t ulo, r.U8());
   const auto unseen = static_cast<uint16_t>(uhi << 8 | ulo);
@@ -161,7 +162,7 @@ Result<Record> ReadRecord(Reader& r) {
       return Malformed("record has an unseen part outside its child");
     }
   }
-  return rec;
+  return Ok();
 }
 
 Result<std::shared_ptr<const internal::Leaf>> ReadMessage(Reader& r) {
@@ -183,8 +184,7 @@ Result<Data> ReadData(Reader& r) {
   if (records > r.left() / 3) return Malformed("more records declared than bytes");
   data.records.reserve(records);
   for (uint64_t i = 0; i < records; ++i) {
-    ONCE_ASSIGN_OR_RETURN(Record rec, ReadRecord(r));
-    data.records.push_back(std::move(rec));
+    ONCE_RETURN_IF_ERROR(ReadRecord(r, data.records.emplace_back()));
   }
   ONCE_ASSIGN_OR_RETURN(uint64_t messages, r.Varint());
   if (messages > r.left() / 19) return Malformed("more messages declared than bytes");

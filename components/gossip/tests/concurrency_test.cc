@@ -104,13 +104,13 @@ bool Consistent(internal::View view, Summary& out) {
     return true;
   }
   if (!view.inner) return true;
-  for (int c = 0; c < internal::kFanout; ++c) {
-    const internal::Slot& slot = view.inner->slots[c];
-    if (slot.empty() != !((view.inner->occupied >> c) & 1)) return false;
+  if (view.inner->size() > view.inner->capacity) return false;
+  for (const internal::Slot& slot : view.inner->slots()) {
+    if (slot.empty()) return false;
     Summary part;
     if (!Consistent(internal::View{slot.inner.get(), slot.leaf.get()}, part)) return false;
-    if (slot.leaf && (!itc::Leq(view.inner->floor, slot.leaf->version) ||
-                      !itc::Leq(slot.leaf->version, view.inner->ceiling))) {
+    if (slot.leaf && (!itc::Leq(view.inner->floor(), slot.leaf->version) ||
+                      !itc::Leq(slot.leaf->version, view.inner->ceiling()))) {
       return false;
     }
     internal::XorInto(out.digest, part.digest);

@@ -19,8 +19,8 @@ namespace once::itc {
 
 // Builds a Version from nodes the library knows to be canonical.
 struct VersionAccess {
-  static Version Make(std::vector<EventNode> nodes) {
-    return Version(Version::Trusted{}, std::move(nodes));
+  static Version Make(std::span<const EventNode> nodes) {
+    return Version(Version::Trusted{}, nodes);
   }
 };
 

@@ -192,9 +192,58 @@ Result<Version> Version::FromNodes(std::span<const EventNode> nodes) {
   return VersionAccess::Make(std::move(out.nodes()));
 }
 
+Version::Version(Trusted, std::span<const EventNode> nodes) { Assign(nodes); }
+
+Version::Version(const Version& other) { Assign(other.nodes()); }
+
+Version::Version(Version&& other) noexcept : size_(other.size_) {
+  if (other.on_heap()) {
+    heap_ = other.heap_;
+  } else {
+    std::copy_n(other.inline_, size_, inline_);
+  }
+  other.size_ = 1;  // zero, as a new Version
+  other.inline_[0] = EventNode{};
+}
+
+Version& Version::operator=(const Version& other) {
+  if (this != &other) {
+    Release();
+    Assign(other.nodes());
+  }
+  return *this;
+}
+
+Version& Version::operator=(Version&& other) noexcept {
+  if (this != &other) {
+    Release();
+    new (this) Version(std::move(other));
+  }
+  return *this;
+}
+
+// Into a released (or new) object.
+void Version::Assign(std::span<const EventNode> nodes) {
+  ONCE_CHECK(!nodes.empty());
+  size_ = static_cast<uint32_t>(nodes.size());
+  EventNode* into = inline_;
+  if (on_heap()) into = heap_ = new EventNode[nodes.size()];
+  std::copy(nodes.begin(), nodes.end(), into);
+}
+
+void Version::Release() {
+  if (on_heap()) delete[] heap_;
+  size_ = 1;
+  inline_[0] = EventNode{};
+}
+
+bool operator==(const Version& a, const Version& b) {
+  return std::ranges::equal(a.nodes(), b.nodes());
+}
+
 Bytes Version::Encode() const {
   internal::BitWriter w;
-  EncodeTree(nodes_, w);
+  EncodeTree(nodes(), w);
   return std::move(w).Finish();
 }
 

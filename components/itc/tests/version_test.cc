@@ -92,6 +92,39 @@ RC_GTEST_PROP(Version, RankIsExactMonotoneValuation,
   RC_ASSERT((TotalOrder(a, b) < 0) == (TotalOrder(b, a) > 0));
 }
 
+// Small versions live inside the object and larger ones on the heap: copies,
+// moves and assignments across the two keep the value, and a moved-from
+// version is zero (usable, not an empty tree).
+TEST(Version, CopiesAndMovesKeepTheValueInlineOrNot) {
+  const Version small = V("(0,1,2)");        // 3 nodes: inline
+  const Version large = V("(1,0,(0,1,2))");  // 5 nodes: on the heap
+  ASSERT_EQ(small.nodes().size(), Version::kInlineNodes);
+  ASSERT_GT(large.nodes().size(), Version::kInlineNodes);
+  for (const Version& original : {small, large}) {
+    Version copy = original;
+    EXPECT_EQ(copy, original);
+    Version moved = std::move(copy);
+    EXPECT_EQ(moved, original);
+    EXPECT_EQ(copy, Version());  // NOLINT(bugprone-use-after-move): the contract
+    EXPECT_EQ(FormatVersion(copy), "0");
+    for (const Version& other : {small, large, Version()}) {
+      Version assigned = other;
+      assigned = original;
+      EXPECT_EQ(assigned, original);
+      Version move_assigned = other;
+      Version source = original;
+      move_assigned = std::move(source);
+      EXPECT_EQ(move_assigned, original);
+      EXPECT_EQ(source, Version());  // NOLINT(bugprone-use-after-move)
+    }
+    Version self = original;
+    self = *&self;
+    EXPECT_EQ(self, original);
+  }
+  EXPECT_NE(small, large);
+  EXPECT_NE(V("(0,1,2)"), V("(0,1,3)"));
+}
+
 TEST(Version, RankExamples) {
   EXPECT_EQ(RankOf(V("5")).ToString(), "5");
   const Rank r = RankOf(V("(1,0,(0,1,0))"));  // 1/2 * 1 + 1/4 * 2 + 1/4 * 1 = 1.25

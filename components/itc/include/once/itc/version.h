@@ -43,7 +43,12 @@ struct EventNode {
 class Version {
  public:
   // Zero everywhere: the version of a new universe.
-  Version() : nodes_{EventNode{}} {}
+  Version() = default;
+  Version(const Version& other);
+  Version(Version&& other) noexcept;
+  Version& operator=(const Version& other);
+  Version& operator=(Version&& other) noexcept;
+  ~Version() { Release(); }
 
   // Decodes exactly one version (marker-padded). Errors as Party::Decode;
   // a height outside [0, 2^64) is kInvalidArgument.
@@ -53,19 +58,35 @@ class Version {
   // The canonical marker-padded encoding (prefix-free).
   Bytes Encode() const;
 
-  friend bool operator==(const Version&, const Version&) = default;
+  friend bool operator==(const Version& a, const Version& b);
 
   // The canonical tree in preorder (for the library's codecs and tests).
-  std::span<const EventNode> nodes() const { return nodes_; }
+  std::span<const EventNode> nodes() const { return {data(), size_}; }
   // Builds a version from a well-formed preorder tree, normalising it.
   // kInvalidArgument if malformed; kLimitExceeded if too deep.
   static Result<Version> FromNodes(std::span<const EventNode> nodes);
 
+  // A version of up to this many nodes lives inside the object, with no heap
+  // block of its own (a leaf, or a node over two leaves: every version of a
+  // universe whose seed forked once), so a copy of one allocates nothing.
+  // Larger ones live on the heap, exactly sized (a Version never grows in
+  // place). A moved-from version is zero.
+  static constexpr uint32_t kInlineNodes = 3;
+
  private:
   struct Trusted {};
-  Version(Trusted, std::vector<EventNode> nodes) : nodes_(std::move(nodes)) {}
+  Version(Trusted, std::span<const EventNode> nodes);
   friend struct VersionAccess;
-  std::vector<EventNode> nodes_;
+  bool on_heap() const { return size_ > kInlineNodes; }
+  const EventNode* data() const { return on_heap() ? heap_ : inline_; }
+  void Assign(std::span<const EventNode> nodes);
+  void Release();
+
+  uint32_t size_ = 1;
+  union {
+    EventNode inline_[kInlineNodes] = {EventNode{}};
+    EventNode* heap_;
+  };
 };
 
 // Pointwise order: a <= b everywhere.
