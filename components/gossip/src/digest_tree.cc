@@ -93,7 +93,12 @@ void DestroyInner(Inner* node) {
   for (int i = 0; i < node->capacity; ++i) node->slot_block()[i].~Slot();
   const size_t bytes = node->bytes();
   node->~Inner();
-  ::operator delete(static_cast<void*>(node), bytes);
+#if defined(__cpp_sized_deallocation)
+  ::operator delete(static_cast<void*>(node), bytes);  // the size spares the allocator a lookup
+#else
+  (void)bytes;  // clang without -fsized-deallocation (the fuzz build)
+  ::operator delete(static_cast<void*>(node));
+#endif
 }
 
 NodeRef NewRoot() { return NodeRef(NewInner(kCapacityMin)); }
