@@ -218,7 +218,7 @@ HttpAnswer GetBoundary(const SledFacts& facts, const rack::SledCore& core,
   auto newest = [](const std::vector<itc::Version>& v) {
     return v.empty() ? json(nullptr) : json(itc::FormatVersion(v.back()));
   };
-  const rack::UniverseBoundary none;
+  const rack::UniverseBoundary none{};
   const rack::UniverseBoundary& j = joined ? *joined : none;
   body["baseboard"] = facts.baseboard;
   body["versions"] = "ITC text (itc::FormatVersion)";
