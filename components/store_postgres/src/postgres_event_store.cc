@@ -191,8 +191,8 @@ Params LoneParams(const Item& it) {
   } else {
     p.Null();
   }
-  p.Int(it.req->expected_next).Int(e.sequence).Text(std::string(e.kind));
-  p.Text(std::string(e.payload_json)).Text(std::string(e.metadata_json)).Int(e.time_ms);
+  p.Int(it.req->expected_next).Int(e.sequence).Text(e.kind);
+  p.Text(e.payload_json).Text(e.metadata_json).Int(e.time_ms);
   return p;
 }
 

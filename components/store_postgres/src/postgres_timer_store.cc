@@ -218,19 +218,15 @@ void ScheduleGroup::RunGroup(std::span<ScheduleOp* const> group) {
     group[0]->result = RunOne(*group[0]->row);
     return;
   }
-  // A key's first row goes in the statement (in key order); its later rows
-  // follow it one by one, in arrival order, so the merges happen in the
-  // order the calls came.
+  // A key's first row goes in the statement (which writes in key order);
+  // its later rows follow it one by one, in arrival order, so the merges
+  // happen in the order the calls came.
   std::vector<ScheduleOp*> first, later;
   std::set<std::pair<std::string_view, int64_t>> keys;
   for (ScheduleOp* op : group) {
     bool fresh = keys.emplace(op->row->execution_id, op->row->wake_at_ms).second;
     (fresh ? first : later).push_back(op);
   }
-  std::sort(first.begin(), first.end(), [](const ScheduleOp* a, const ScheduleOp* b) {
-    return std::tie(a->row->execution_id, a->row->wake_at_ms) <
-           std::tie(b->row->execution_id, b->row->wake_at_ms);
-  });
   if (Status s = RunMany(first); !s) {
     // A lock cycle with another writer, a lost connection: each row on its
     // own, in arrival order, so each caller gets its own row's answer.
@@ -263,7 +259,6 @@ Status ScheduleGroup::RunMany(std::span<ScheduleOp* const> ops) {
   p.Binary(IntArrayBinary(seqs)).Binary(IntArrayBinary(fences));
   ONCE_ASSIGN_OR_RETURN(Lease conn, pool_.Checkout());
   ONCE_RETURN_IF_ERROR(conn->Prepared("schedule_many", p));
-  groups_.fetch_add(1, std::memory_order_relaxed);
   return Ok();
 }
 

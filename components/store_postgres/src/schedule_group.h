@@ -15,7 +15,6 @@
 
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -39,15 +38,12 @@ class ScheduleGroup final : public GroupRunner<ScheduleOp> {
   explicit ScheduleGroup(ConnectionPool& pool)
       : GroupRunner(kScheduleGroupMax, kScheduleGroupsInFlight), pool_(pool) {}
 
-  uint64_t groups() const { return groups_.load(std::memory_order_relaxed); }
-
  private:
   void RunGroup(std::span<ScheduleOp* const> group) override;
   Status RunOne(const timers::TimerRow& row);
-  Status RunMany(std::span<ScheduleOp* const> ops);  // distinct keys, in key order, >= 1
+  Status RunMany(std::span<ScheduleOp* const> ops);  // >= 1 rows of distinct keys
 
   ConnectionPool& pool_;
-  std::atomic<uint64_t> groups_{0};  // statements of more than one row
 };
 
 }  // namespace once::store::pg
