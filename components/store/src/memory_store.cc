@@ -79,8 +79,10 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest
 
 void MemoryEventStore::SetRunLocked(Shard& shard, std::string_view id, std::string_view owner,
                                     RunRowChange change) {
-  if (change == RunRowChange::kEnd) {
-    if (auto it = shard.runs.find(id); it != shard.runs.end()) shard.runs.erase(it);
+  if (change == RunRowChange::kEnd) {  // releases only a row that names `owner`
+    if (auto it = shard.runs.find(id); it != shard.runs.end() && it->second.owner == owner) {
+      shard.runs.erase(it);
+    }
     return;
   }
   RunOwner row{std::string(owner), clock_.NowUnixMillis()};

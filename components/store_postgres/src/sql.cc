@@ -115,7 +115,8 @@ namespace {
 // of the requests that landed, `owners`/`run_end` per request. The owner
 // lives in the fences row: a request that leaves the execution running
 // names it (a new log gets its row at token 0), one that parks or ends it
-// clears it (only a row that names someone: no write otherwise). The caller
+// clears it if the row names that owner (no write otherwise: a row another
+// node took over stays). The caller
 // locks, in execution-id order, the rows of requests past their first event
 // (AppendSql's `locked`), so these writes take no lock out of that order.
 std::string RunRowCtes(std::string_view accepted, int owners_param, int run_end_param) {
@@ -134,7 +135,7 @@ std::string RunRowCtes(std::string_view accepted, int owners_param, int run_end_
   UPDATE fences f SET owner = NULL, since_ms = NULL FROM )" +
          std::string(accepted) + " a, " + o + R"(
   WHERE o.ord = a.ord AND o.owner <> '' AND o.run_end AND f.execution_id = a.execution_id
-    AND f.owner IS NOT NULL
+    AND f.owner = o.owner
 ))";
 }
 

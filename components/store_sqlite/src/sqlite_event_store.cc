@@ -44,6 +44,7 @@ enum Sql : size_t {
   kDeletePrefix,
   kUpsertRun,
   kDeleteRun,
+  kReleaseRun,
   kRunOwner,
   kSqlCount,
 };
@@ -125,6 +126,7 @@ std::vector<std::string> BuildSql() {
       "ON CONFLICT(execution_id) DO UPDATE SET owner = excluded.owner, since_ms = "
       "excluded.since_ms";
   sql[kDeleteRun] = "DELETE FROM loom_runs WHERE execution_id = ?1";
+  sql[kReleaseRun] = "DELETE FROM loom_runs WHERE execution_id = ?1 AND owner = ?2";
   sql[kRunOwner] = "SELECT owner, since_ms FROM loom_runs WHERE execution_id = ?1";
   return sql;
 }
@@ -221,16 +223,15 @@ Status InsertEvents(Connection& c, std::string_view id, const EncodedAppend& enc
   return Ok();
 }
 
-// The run row of `id` on `c`, inside a write transaction.
+// The run row of `id` on `c`, inside a write transaction: names `owner`
+// (kRun) or releases it (kEnd: only a row that names `owner`).
 Status SetRunOn(Connection& c, std::string_view id, std::string_view owner, RunRowChange change,
                 int64_t now_ms) {
   ONCE_ASSIGN_OR_RETURN(Statement s,
-                        c.Prepare(change == RunRowChange::kEnd ? kDeleteRun : kUpsertRun));
+                        c.Prepare(change == RunRowChange::kEnd ? kReleaseRun : kUpsertRun));
   ONCE_RETURN_IF_ERROR(s.Bind(1, id));
-  if (change == RunRowChange::kRun) {
-    ONCE_RETURN_IF_ERROR(s.Bind(2, owner));
-    ONCE_RETURN_IF_ERROR(s.Bind(3, now_ms));
-  }
+  ONCE_RETURN_IF_ERROR(s.Bind(2, owner));
+  if (change == RunRowChange::kRun) ONCE_RETURN_IF_ERROR(s.Bind(3, now_ms));
   return s.Run();
 }
 

@@ -1602,6 +1602,33 @@ TEST_P(EventStoreConformance, ARefusedAppendLeavesTheRunRowAlone) {
   EXPECT_EQ(OwnerOf(store(), "ex-4"), "node-c");
 }
 
+// A park or an end releases only a row that names the appending owner: a
+// row another node took over stays (with the fence, a takeover's bump also
+// refuses the stale append; an unguarded one lands and leaves the row).
+TEST_P(EventStoreConformance, AnEndReleasesOnlyItsOwnOwner) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-b"));
+  AppendOk(store(), Owned(Req("ex-1", 2, {Kernel(KernelKind::kExecutionCompleted)}, std::nullopt),
+                          "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-b");
+  AppendOk(store(), Owned(Req("ex-2", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-b"));
+  AppendOk(store(), Owned(Req("ex-2", 2, {Kernel(KernelKind::kExecutionSuspended)}, std::nullopt),
+                          "node-a"));
+  EXPECT_EQ(OwnerOf(store(), "ex-2"), "node-b");
+  // In a batch, each request's release is judged alone.
+  AppendOk(store(), Owned(Req("ex-3", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
+  AppendOk(store(), Owned(Req("ex-4", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-b"));
+  std::vector<AppendRequest> batch = {
+      Owned(Req("ex-3", 2, {Kernel(KernelKind::kExecutionCompleted)}), "node-a"),
+      Owned(Req("ex-4", 2, {Kernel(KernelKind::kExecutionCompleted)}, std::nullopt), "node-a"),
+  };
+  Result<std::vector<Result<int64_t>>> r = store().AppendBatch(batch);
+  ASSERT_TRUE(r) << Describe(r.error());
+  EXPECT_TRUE((*r)[0] && (*r)[1]);
+  EXPECT_EQ(OwnerOf(store(), "ex-3"), std::nullopt);
+  EXPECT_EQ(OwnerOf(store(), "ex-4"), "node-b");
+}
+
 TEST_P(EventStoreConformance, DeleteExecutionDeletesTheRunRow) {
   ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
   AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));

@@ -31,12 +31,11 @@
 // it in the same atomic step as its events: a request whose events leave the
 // execution running records (or moves) the row to that owner; one whose
 // events park it or end it (EXECUTION_SUSPENDED or a terminal kind) deletes
-// the row. A conditional acquire that names an owner records it with the
-// new token, and one that names an expected owner succeeds only if the run
-// row still names it (takeover: claim a dead node's run, and no one else's).
-// Appends and acquires that name no owner leave the row alone. RunOwner
-// reads it; DeleteExecution deletes it. The runtime and the node registry
-// (components/nodes) build leases and takeover on this.
+// the row if it names that owner (a row another node took over stays). A conditional acquire that
+// names an owner records it with the new token, and one that names an expected owner succeeds only
+// if the run row still names it (takeover: claim a dead node's run, and no one else's). Appends and
+// acquires that name no owner leave the row alone. RunOwner reads it; DeleteExecution deletes it.
+// The runtime and the node registry (components/nodes) build leases and takeover on this.
 //
 // Transactional appends (kTransaction). AppendInTransaction runs caller's
 // SQL (sql_transaction.h) in the store's own write transaction, then the
