@@ -50,6 +50,10 @@ class MemoryEventStore final : public EventStore {
   Result<int64_t> Head(std::string_view id) override;
   Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) override;
   Status DeleteExecution(std::string_view id) override;
+  Result<EndedPage> ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                              size_t limit) override;
+  Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
+                                          int64_t ended_ms_max) override;
   const Limits& limits() const override { return limits_; }
 
   // Everything but kTransaction: there is no database to run SQL on.
@@ -115,6 +119,7 @@ class MemoryEventStore final : public EventStore {
   Result<int64_t> AppendLocked(Shard& shard, const AppendRequest& req, const CheckedAppend& checked,
                                GuardKind guard, int64_t token, bool movable = false);
   // Require shard.mu.
+  static bool EndedByLocked(const Shard& shard, std::string_view id, int64_t ended_ms_max);
   static int64_t FenceLocked(const Shard& shard, std::string_view id);
   void SetRunLocked(Shard& shard, std::string_view id, std::string_view owner, RunRowChange change);
   static bool OwnerIsLocked(const Shard& shard, std::string_view id, std::string_view expected);
