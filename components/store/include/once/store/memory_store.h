@@ -9,6 +9,9 @@
 // each with its own lock; a call on one execution takes that one lock.
 // AppendBatch takes every shard it touches before applying any request (one
 // transaction: no reader sees part of a batch); ListExecutions takes them all.
+// ListEnded keeps no index: each page walks every log, shard by shard (a
+// pass over N executions costs N * N / page: for tests, not for millions).
+// DeleteEnded takes one shard at a time: atomic per execution only.
 //
 //   MemoryEventStore store;                         // system clock
 //   MemoryEventStore test_store(limits, manual_clock);

@@ -13,8 +13,10 @@
 // Tenant names are 1..kTenantBytesMax bytes of [A-Za-z0-9_-], so the first
 // ':' ends the tenant and no two (tenant, id) pairs share a stored id. The
 // limits seen through the decorator shrink execution_id_bytes_max by the
-// prefix. Every capability is scoped (decided kCustom). Thread-safe as the
-// wrapped store.
+// prefix. Every capability is scoped (decided kCustom). ListEnded reads the
+// wrapped store's list of every tenant's ended executions and keeps this
+// tenant's: a page of a small tenant may read many other tenants' entries.
+// Thread-safe as the wrapped store.
 
 #pragma once
 
