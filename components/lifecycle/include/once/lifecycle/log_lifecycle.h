@@ -27,9 +27,11 @@
 //
 // Errors. A read or write failure of the store, the archive or the pin
 // predicate ends the run with that error (visibly: nothing is swallowed);
-// the execution being handled is kept (an archive copy is made before the
-// delete, so a failure leaves the log in the source, possibly also in the
-// archive: the next run finds the identical copy there and only deletes).
+// the executions being handled are kept: those gathered for the next batch,
+// and all of a batch whose transaction failed (in archive mode, the copy is
+// made before the delete, so a failure leaves the log in the source, possibly
+// also in the archive: the next run finds the identical copy there and only
+// deletes).
 // An archive holding a DIFFERENT log of that id is kCorruption, and the
 // source is kept. Executions already handled by a failed run stay handled.
 // Residual: an unfenced audit append (OUTCOME_RECORDED) landing between the
