@@ -98,6 +98,7 @@
 #include "once/runtime/runtime.h"
 #include "once/store/wrapper.h"
 #include "once/store_decorators/profiling_store.h"
+#include "ops.h"
 #include "preload.h"
 #include "progress.h"
 
@@ -719,11 +720,11 @@ std::optional<SharedStore> OpenPreloaded(const BenchOptions& options, const std:
 // --retention: the age that makes every preloaded execution eligible and no
 // execution of the bench's runs (the preload ends a minute before it starts).
 constexpr int64_t kRetentionAgeMs = 3'600'000;
-// --retention: the most live pairs run while it deletes. A pass reads every
-// id after its cursor, the live runs' new ones too (their ids sort after
-// "pre-"): unbounded live runs could add them faster than it reads them, and
-// the pass would never end (seen on PostgreSQL at N = 100,000). Past this
-// many pairs the pass finishes alone.
+// --retention: the most live pairs run while it deletes. A pass lists only
+// the executions ended by its cutoff (ListEnded), so it ends while the live
+// runs add new ones; before that it read every id after its cursor, the live
+// runs' too, and did not end (PostgreSQL at N = 100,000). Past this many
+// pairs the pass finishes alone.
 constexpr size_t kRetentionLivePairsMax = 40;
 
 // --retention, SQL backends: `loom retention run` on a thread deletes the
@@ -736,7 +737,7 @@ int RetentionWhileLive(const BenchOptions& options, SharedStore& shared, const C
   std::atomic<bool> done{false};
   Result<RetentionFigures> figures = RetentionFigures{};
   std::thread deleter([&] {
-    figures = RunRetention(shared.spec, kRetentionAgeMs);
+    figures = RunRetention(shared.spec, kRetentionAgeMs, options.retention_pause_ms);
     done.store(true);
   });
   const size_t flushes = runtime::CommitterOptions{}.flushes_in_flight_max;
@@ -760,9 +761,12 @@ int RetentionWhileLive(const BenchOptions& options, SharedStore& shared, const C
   }
   fmt::print(
       "loom-retention backend={} executions={} examined={} deleted={} seconds={:.1f} "
-      "deleted_per_s={:.0f} live_pairs={} live_s={:.1f}\n",
+      "deleted_per_s={:.0f} live_pairs={} live_s={:.1f} batch={} pause_ms={}\n",
       backend, shared.figures.executions, figures->examined, figures->deleted, figures->seconds,
-      double(figures->deleted) / figures->seconds, live.rates.size(), live_s);
+      double(figures->deleted) / figures->seconds, live.rates.size(), live_s,
+      RetentionPace{}.batch_executions,
+      options.retention_pause_ms >= 0 ? options.retention_pause_ms
+                                      : RetentionPace{}.batch_pause_ms);
   PrintRatio(backend, fmt::format("unfenced@{}+retention", options.preload), "unfenced", live,
              fresh);
   return failures;

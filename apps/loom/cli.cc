@@ -298,10 +298,11 @@ int RunQueues(const StoreFlags& flags) {
   return 0;
 }
 
-int RunRetention(const StoreFlags& flags, int64_t age_ms, bool dry_run) {
+int RunRetention(const StoreFlags& flags, int64_t age_ms, bool dry_run, RetentionPace pace) {
   Progress bar(dry_run ? "retention (dry run): eligible" : "retention: eligible");
   return RunAct(flags, dry_run ? "retention dry run" : "retention", [&](Ops& ops) {
-    auto out = ops.Retention(age_ms, dry_run, [&](int64_t d, int64_t t) { bar.Update(d, t); });
+    auto out = ops.Retention(
+        age_ms, dry_run, [&](int64_t d, int64_t t) { bar.Update(d, t); }, pace);
     bar.Finish();
     return out;
   });

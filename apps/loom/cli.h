@@ -13,6 +13,7 @@
 #include "once/store/event_store.h"
 #include "once/timers/timer_store.h"
 #include "once/visibility/visibility.h"
+#include "ops.h"
 
 namespace once::loom_app {
 
@@ -46,7 +47,7 @@ int RunTimers(const StoreFlags& flags, int64_t due_within_ms, size_t limit,
               const std::string& cursor);
 int RunNodes(const StoreFlags& flags);
 int RunQueues(const StoreFlags& flags);
-int RunRetention(const StoreFlags& flags, int64_t age_ms, bool dry_run);
+int RunRetention(const StoreFlags& flags, int64_t age_ms, bool dry_run, RetentionPace pace);
 // Real executions for demos, tests and benchmarks (seed.cc).
 // With `node` non-empty the seeding App is that Loom node (docs/nodes.md).
 // The stores of a Loom process on one database (seed.cc): events, timers,

@@ -72,6 +72,9 @@ struct BenchOptions {
   // After the reads: `loom retention run` deletes the preloaded executions
   // on a thread while unfenced runs on that store and on fresh ones, paired.
   bool retention = false;
+  // Its pause after each delete batch (`retention run --batch-pause-ms`);
+  // -1: that command's default.
+  int64_t retention_pause_ms = -1;
 };
 int RunBench(const BenchOptions& options);
 

@@ -96,6 +96,15 @@ int main(int argc, char** argv) {
   retention_run->add_option("--age-ms", age_ms, "ended at least this long ago")
       ->capture_default_str();
   retention_run->add_flag("--dry-run", dry_run, "count, delete nothing");
+  RetentionPace pace;
+  retention_run->add_option("--batch", pace.batch_executions, "executions per delete transaction")
+      ->check(CLI::Range(size_t{1}, once::store::kRetentionBatchExecutionsMax))
+      ->capture_default_str();
+  retention_run
+      ->add_option("--batch-pause-ms", pace.batch_pause_ms,
+                   "pause after each batch (lets a live SQLite writer take the lock)")
+      ->check(CLI::Range(int64_t{0}, int64_t{60'000}))
+      ->capture_default_str();
 
   auto* nodes_cmd = app.add_subcommand("nodes", "nodes, their leases and what they own");
   add_db(nodes_cmd);
@@ -182,6 +191,11 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag(
       "--keep-preload", bench.keep_preload,
       "keep the preloaded SQLite file or PostgreSQL schema (named in loom-preload)");
+  bench_cmd
+      ->add_option("--retention-pause-ms", bench.retention_pause_ms,
+                   "--retention: the pause after each delete batch (-1: retention run's default)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{60'000}))
+      ->capture_default_str();
   bench_cmd->add_flag("--retention", bench.retention,
                       "then delete the preloaded executions (loom retention run) while unfenced "
                       "runs on the same store");
@@ -259,7 +273,7 @@ int main(int argc, char** argv) {
   if (*send_cmd) return RunSend(store, id, topic, message);
   if (*fork_cmd) return RunFork(store, id, from_step, fork_id);
   if (*timers_cmd) return RunTimers(store, due_within_ms, timers_limit, timers_cursor);
-  if (*retention_run) return RunRetention(store, age_ms, dry_run);
+  if (*retention_run) return RunRetention(store, age_ms, dry_run, pace);
   if (*nodes_cmd) return RunNodes(store);
   if (*queues_cmd) return RunQueues(store);
   if (*seed_cmd) return RunSeed(store, seed_executions, seed_workers, seed_node);

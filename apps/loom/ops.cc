@@ -272,7 +272,8 @@ Result<Json> Ops::Fork(const std::string& id, int64_t from_step, std::string new
               {"status", "running"}};
 }
 
-Result<Json> Ops::Retention(int64_t age_ms, bool dry_run, const ProgressFn& progress) {
+Result<Json> Ops::Retention(int64_t age_ms, bool dry_run, const ProgressFn& progress,
+                            RetentionPace pace) {
   if (age_ms < 0) return MakeError(ErrorCode::kInvalidArgument, "--age must be >= 0");
   ONCE_ASSIGN_OR_RETURN(visibility::StatusCounts counts, view_->Counts());
   int64_t terminal = counts.completed + counts.failed + counts.cancelled + counts.continued;
@@ -294,10 +295,12 @@ Result<Json> Ops::Retention(int64_t age_ms, bool dry_run, const ProgressFn& prog
     // A dry run pins everything: LogLifecycle then changes nothing.
     return pin || dry_run;
   };
-  lifecycle::LogLifecycle lifecycle(
-      *store, clock_,
-      {.policy = {.age_ms_min = age_ms, .mode = lifecycle::RetentionMode::kDelete},
-       .pinned = counted});
+  lifecycle::LogLifecycle lifecycle(*store, clock_,
+                                    {.policy = {.age_ms_min = age_ms,
+                                                .mode = lifecycle::RetentionMode::kDelete,
+                                                .batch_executions = pace.batch_executions,
+                                                .batch_pause_ms = pace.batch_pause_ms},
+                                     .pinned = counted});
   ONCE_ASSIGN_OR_RETURN(lifecycle::RetentionReport report, lifecycle.ApplyRetention());
   return Json{{"dry_run", dry_run},
               {"age_ms", age_ms},
@@ -305,6 +308,8 @@ Result<Json> Ops::Retention(int64_t age_ms, bool dry_run, const ProgressFn& prog
               {"eligible", report.eligible},
               {"pinned", pinned.load()},
               {"deleted", dry_run ? int64_t{0} : static_cast<int64_t>(report.deleted)},
+              {"gone", report.gone},
+              {"batches", report.batches},
               {"would_delete", dry_run ? eligible.load() - pinned.load() : int64_t{0}}};
 }
 

@@ -38,6 +38,15 @@ struct OpsLimits {
   size_t show_messages_max = 100;   // pending messages `show` returns
 };
 
+// How `retention run` deletes: executions per transaction, and a pause
+// after each, so that a serving process writing the same SQLite file gets its
+// write lock between batches (its busy handler backs off 1-100 ms; a
+// deleter that begins its next batch at once keeps winning the lock).
+struct RetentionPace {
+  size_t batch_executions = 64;
+  int64_t batch_pause_ms = 10;
+};
+
 class Ops {
  public:
   static Result<std::unique_ptr<Ops>> Open(const visibility::Target& target,
@@ -72,9 +81,10 @@ class Ops {
   Result<Json> Fork(const std::string& id, int64_t from_step, std::string new_id,
                     const ProgressFn& progress);
   // Deletes terminal executions whose end is at least age_ms old, except
-  // those the inbox still holds rows for or whose parent is parked on them.
-  // dry_run: counts only.
-  Result<Json> Retention(int64_t age_ms, bool dry_run, const ProgressFn& progress);
+  // those the inbox still holds rows for or whose parent is parked on them,
+  // in batches paced by `pace`. dry_run: counts only.
+  Result<Json> Retention(int64_t age_ms, bool dry_run, const ProgressFn& progress,
+                         RetentionPace pace = {});
 
   // The log `show` reads: the oldest events_max events, page by page
   // (ReadRange), after one Head for the progress total. An unknown id is an

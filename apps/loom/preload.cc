@@ -569,10 +569,12 @@ Result<std::pair<Percentiles, Percentiles>> TimeLists(const BackendSpec& spec, i
   return std::pair{PercentilesOf(std::move(any)), PercentilesOf(std::move(completed))};
 }
 
-Result<RetentionFigures> RunRetention(const BackendSpec& spec, int64_t age_ms) {
+Result<RetentionFigures> RunRetention(const BackendSpec& spec, int64_t age_ms, int64_t pause_ms) {
   ONCE_ASSIGN_OR_RETURN(auto ops, Ops::Open(TargetOf(spec)));
   auto t0 = Steady::now();
-  ONCE_ASSIGN_OR_RETURN(Json report, ops->Retention(age_ms, /*dry_run=*/false, nullptr));
+  RetentionPace pace;
+  if (pause_ms >= 0) pace.batch_pause_ms = pause_ms;
+  ONCE_ASSIGN_OR_RETURN(Json report, ops->Retention(age_ms, /*dry_run=*/false, nullptr, pace));
   return RetentionFigures{.examined = report.value("examined", int64_t{0}),
                           .deleted = report.value("deleted", int64_t{0}),
                           .seconds = SecondsSince(t0)};

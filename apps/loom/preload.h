@@ -105,6 +105,7 @@ struct RetentionFigures {
 
 // `loom retention run --age-ms age_ms` on the store (Ops::Retention: the
 // CLI's path, its pins included); SQL backends only.
-Result<RetentionFigures> RunRetention(const BackendSpec& spec, int64_t age_ms);
+// pause_ms: its --batch-pause-ms (-1: the default).
+Result<RetentionFigures> RunRetention(const BackendSpec& spec, int64_t age_ms, int64_t pause_ms);
 
 }  // namespace once::loom_app

@@ -1,28 +1,14 @@
 #include "once/lifecycle/log_lifecycle.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
-#include "once/events/kinds.h"
 #include "once/store/read_log.h"
 
 namespace once::lifecycle {
 
 using store::Envelope;
-
-namespace {
-
-// The time of the event that ended the execution, or nullopt if it has not.
-std::optional<int64_t> TerminalTimeMs(const std::vector<Envelope>& log) {
-  for (auto it = log.rbegin(); it != log.rend(); ++it) {
-    std::optional<events::KernelKind> k = events::ParseKernelKind(it->kind);
-    if (!k || !it->is_kernel()) continue;
-    if (events::Info(*k).terminal) return it->time_ms;
-    if (events::Info(*k).effect == events::ParkEffect::kAnswering) return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 PinPredicate AnyPin(PinPredicate a, PinPredicate b) {
   if (!a) return b;
@@ -39,33 +25,41 @@ LogLifecycle::LogLifecycle(store::EventStore& store, const Clock& clock,
     : store_(store), clock_(clock), options_(std::move(options)) {}
 
 Result<RetentionReport> LogLifecycle::ApplyRetention() {
-  if (options_.policy.mode == RetentionMode::kArchive && options_.archive == nullptr) {
+  const RetentionPolicy& policy = options_.policy;
+  if (policy.mode == RetentionMode::kArchive && options_.archive == nullptr) {
     return MakeError(ErrorCode::kInvalidArgument, "archive retention needs an archive store");
   }
-  if (options_.policy.page_executions == 0) {
-    return MakeError(ErrorCode::kInvalidArgument, "page_executions must be positive");
+  if (policy.page_executions == 0 || policy.batch_executions == 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "page_executions and batch_executions must be positive");
   }
   RetentionReport report;
-  size_t page_max =
-      std::min(options_.policy.page_executions, store_.limits().list_page_executions_max);
-  std::string after;
+  cutoff_ms_ = clock_.NowUnixMillis() - policy.age_ms_min;
+  batch_.clear();
+  size_t page_max = std::min(policy.page_executions, store_.limits().list_page_executions_max);
+  store::EndedCursor after;
   for (;;) {
-    ONCE_ASSIGN_OR_RETURN(store::ExecutionPage page, store_.ListExecutions(after, page_max));
-    for (const std::string& id : page.execution_ids) {
+    ONCE_ASSIGN_OR_RETURN(store::EndedPage page, store_.ListEnded(cutoff_ms_, after, page_max));
+    for (const store::EndedExecution& ended : page.executions) {
       ++report.examined;
-      ONCE_RETURN_IF_ERROR(Handle(id, report));
+      ONCE_RETURN_IF_ERROR(Handle(ended, report));
     }
-    if (page.next_after.empty()) break;
-    after = page.next_after;
+    if (!page.next_after) break;
+    after = std::move(*page.next_after);
   }
+  ONCE_RETURN_IF_ERROR(FlushBatch(report));
   return report;
 }
 
-Status LogLifecycle::Handle(const std::string& id, RetentionReport& report) {
-  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
-  std::optional<int64_t> ended_ms = TerminalTimeMs(log);
-  if (!ended_ms) return Ok();
-  if (clock_.NowUnixMillis() - *ended_ms < options_.policy.age_ms_min) return Ok();
+size_t LogLifecycle::BatchMax() const {
+  return std::max<size_t>(
+      1, std::min(options_.policy.batch_executions, store_.limits().delete_batch_executions_max));
+}
+
+Status LogLifecycle::Handle(const store::EndedExecution& ended, RetentionReport& report) {
+  const std::string& id = ended.execution_id;
+  // Listed twice (it ended twice): handled once.
+  if (std::find(batch_.begin(), batch_.end(), id) != batch_.end()) return Ok();
   ++report.eligible;
   if (options_.pinned) {
     ONCE_ASSIGN_OR_RETURN(bool pinned, options_.pinned(id));
@@ -74,13 +68,53 @@ Status LogLifecycle::Handle(const std::string& id, RetentionReport& report) {
       return Ok();
     }
   }
-  if (options_.policy.mode == RetentionMode::kArchive) {
-    ONCE_RETURN_IF_ERROR(Archive(id, log));
-    ONCE_RETURN_IF_ERROR(store_.DeleteExecution(id));
+  if (options_.policy.mode == RetentionMode::kArchive) return ArchiveOne(id, report);
+  batch_.push_back(id);
+  if (batch_.size() >= BatchMax()) return FlushBatch(report);
+  return Ok();
+}
+
+// Deletes the batch in one transaction. A refusal of the re-check
+// (kNotFound) leaves that execution alone; any other refusal ends the pass.
+Status LogLifecycle::FlushBatch(RetentionReport& report) {
+  if (batch_.empty()) return Ok();
+  std::vector<std::string> ids = std::move(batch_);
+  batch_.clear();
+  ONCE_ASSIGN_OR_RETURN(std::vector<Status> done, store_.DeleteEnded(ids, cutoff_ms_));
+  ++report.batches;
+  for (Status& one : done) {
+    if (one) {
+      ++report.deleted;
+    } else if (one.error().code == ErrorCode::kNotFound) {
+      ++report.gone;
+    } else {
+      return std::unexpected(std::move(one.error()));
+    }
+  }
+  if (options_.policy.batch_pause_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.policy.batch_pause_ms));
+  }
+  return Ok();
+}
+
+// Archive mode, one execution at a time: copy, then delete under the same
+// re-check as a batch.
+Status LogLifecycle::ArchiveOne(const std::string& id, RetentionReport& report) {
+  ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, store::ReadLog(store_, id));
+  if (log.empty()) {
+    ++report.gone;
+    return Ok();
+  }
+  ONCE_RETURN_IF_ERROR(Archive(id, log));
+  std::string one[] = {id};
+  ONCE_ASSIGN_OR_RETURN(std::vector<Status> done, store_.DeleteEnded(one, cutoff_ms_));
+  ++report.batches;
+  if (done.at(0)) {
     ++report.archived;
+  } else if (done[0].error().code == ErrorCode::kNotFound) {
+    ++report.gone;
   } else {
-    ONCE_RETURN_IF_ERROR(store_.DeleteExecution(id));
-    ++report.deleted;
+    return std::unexpected(std::move(done[0].error()));
   }
   return Ok();
 }

@@ -237,6 +237,72 @@ Status MemoryEventStore::DeleteExecution(std::string_view id) {
   return Ok();
 }
 
+// Every ending event past `after` and at or before the cutoff: a walk of
+// every log (the reference store keeps no index).
+Result<EndedPage> MemoryEventStore::ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                                              size_t limit) {
+  ONCE_ASSIGN_OR_RETURN(limit, EndedPageLimit(limit, limits_));
+  std::vector<EndedExecution> found;
+  for (Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (const auto& [id, log] : shard.logs) {
+      for (const Envelope& e : log.events) {
+        if (e.time_ms > ended_ms_max || !IsEndingKind(e.kind.view())) continue;
+        EndedExecution ended{.execution_id = id, .kind = e.kind.str(), .ended_ms = e.time_ms};
+        if (ended.Place() > after) found.push_back(std::move(ended));
+      }
+    }
+  }
+  auto by_place = [](const EndedExecution& a, const EndedExecution& b) {
+    return a.Place() < b.Place();
+  };
+  std::sort(found.begin(), found.end(), by_place);
+  EndedPage page;
+  if (found.size() > limit) {
+    found.resize(limit);
+    page.next_after = found.back().Place();
+  }
+  page.executions = std::move(found);
+  return page;
+}
+
+// Requires shard.mu.
+bool MemoryEventStore::EndedByLocked(const Shard& shard, std::string_view id,
+                                     int64_t ended_ms_max) {
+  auto it = shard.logs.find(id);
+  if (it == shard.logs.end()) return false;
+  return std::any_of(it->second.events.begin(), it->second.events.end(), [&](const Envelope& e) {
+    return e.time_ms <= ended_ms_max && IsEndingKind(e.kind.view());
+  });
+}
+
+Result<std::vector<Status>> MemoryEventStore::DeleteEnded(std::span<const std::string> ids,
+                                                          int64_t ended_ms_max) {
+  ONCE_RETURN_IF_ERROR(CheckDeleteEnded(ids, limits_));
+  std::vector<Status> out;
+  out.reserve(ids.size());
+  for (const std::string& id : ids) {
+    if (Status valid = ValidateExecutionId(id, limits_); !valid) {
+      out.push_back(std::move(valid));
+      continue;
+    }
+    Shard& shard = ShardOf(id);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (!EndedByLocked(shard, id, ended_ms_max)) {
+      out.push_back(NotEndedBy(id, ended_ms_max));
+      continue;
+    }
+    shard.logs.erase(shard.logs.find(id));
+    MarkIdsChanged();
+    if (auto it = shard.fences.find(id); it != shard.fences.end() && it->second == 0) {
+      shard.fences.erase(it);
+    }
+    if (auto it = shard.runs.find(id); it != shard.runs.end()) shard.runs.erase(it);
+    out.push_back(Ok());
+  }
+  return out;
+}
+
 Result<int64_t> MemoryEventStore::AcquireFence(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
   Shard& shard = ShardOf(id);

@@ -1,5 +1,6 @@
 #include "once/store/validate.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <unordered_set>
@@ -482,6 +483,48 @@ Status CheckKernelPayload(const Envelope& e, std::string_view execution_id) {
     return MakeError(ErrorCode::kInvalidArgument, *problem + where, std::string(execution_id));
   }
   return Ok();
+}
+
+std::span<const std::string_view> EndingKindNames() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> out;
+    for (const events::KernelKindInfo& info : events::kKernelKinds) {
+      if (info.terminal) out.push_back(info.name);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }();
+  return names;
+}
+
+bool IsEndingKind(std::string_view kind) {
+  std::span<const std::string_view> names = EndingKindNames();
+  return std::find(names.begin(), names.end(), kind) != names.end();
+}
+
+Status CheckDeleteEnded(std::span<const std::string> ids, const Limits& limits) {
+  if (ids.size() > limits.delete_batch_executions_max) {
+    return LimitError("delete_batch_executions_max", static_cast<int64_t>(ids.size()),
+                      static_cast<int64_t>(limits.delete_batch_executions_max));
+  }
+  std::vector<std::string_view> sorted(ids.begin(), ids.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end()) {
+    return MakeError(ErrorCode::kInvalidArgument, "DeleteEnded names an execution twice",
+                     std::string(*dup));
+  }
+  return Ok();
+}
+
+std::unexpected<Error> NotEndedBy(std::string_view id, int64_t ended_ms_max) {
+  return MakeError(ErrorCode::kNotFound,
+                   "no ending event at or before " + std::to_string(ended_ms_max) + " ms",
+                   std::string(id));
+}
+
+Result<size_t> EndedPageLimit(size_t limit, const Limits& limits) {
+  if (limit == 0) return MakeError(ErrorCode::kInvalidArgument, "limit must be >= 1");
+  return std::min(limit, limits.list_page_executions_max);
 }
 
 std::string_view CapabilityName(Capability c) {

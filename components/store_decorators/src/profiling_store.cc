@@ -52,6 +52,16 @@ Status ProfilingStore::DeleteExecution(std::string_view id) {
   return Timed("DeleteExecution", [&] { return target().DeleteExecution(id); });
 }
 
+Result<EndedPage> ProfilingStore::ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                                            size_t limit) {
+  return Timed("ListEnded", [&] { return target().ListEnded(ended_ms_max, after, limit); });
+}
+
+Result<std::vector<Status>> ProfilingStore::DeleteEnded(std::span<const std::string> ids,
+                                                        int64_t ended_ms_max) {
+  return Timed("DeleteEnded", [&] { return target().DeleteEnded(ids, ended_ms_max); });
+}
+
 Result<int64_t> ProfilingStore::CustomAcquireFence(std::string_view id) {
   return Timed("AcquireFence", [&] { return target().AcquireFence(id); });
 }

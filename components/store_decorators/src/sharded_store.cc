@@ -96,6 +96,52 @@ Result<ExecutionPage> ShardedStore::ListExecutions(std::string_view after, size_
 
 Status ShardedStore::DeleteExecution(std::string_view id) { return For(id).DeleteExecution(id); }
 
+// Every shard lists in the same order: their pages merge.
+Result<EndedPage> ShardedStore::ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                                          size_t limit) {
+  ONCE_ASSIGN_OR_RETURN(limit, EndedPageLimit(limit, limits()));
+  std::vector<EndedExecution> merged;
+  bool any_more = false;
+  for (EventStore* shard : shards_) {
+    ONCE_ASSIGN_OR_RETURN(EndedPage page, shard->ListEnded(ended_ms_max, after, limit));
+    any_more |= page.next_after.has_value();
+    merged.insert(merged.end(), std::make_move_iterator(page.executions.begin()),
+                  std::make_move_iterator(page.executions.end()));
+  }
+  std::sort(merged.begin(), merged.end(),
+            [](const EndedExecution& a, const EndedExecution& b) { return a.Place() < b.Place(); });
+  EndedPage out;
+  if (merged.size() > limit) merged.resize(limit);
+  if (!merged.empty() && (any_more || merged.size() == limit)) {
+    out.next_after = merged.back().Place();
+  }
+  out.executions = std::move(merged);
+  return out;
+}
+
+// One transaction per shard.
+Result<std::vector<Status>> ShardedStore::DeleteEnded(std::span<const std::string> ids,
+                                                      int64_t ended_ms_max) {
+  ONCE_RETURN_IF_ERROR(CheckDeleteEnded(ids, limits()));
+  std::vector<Status> out(ids.size(), Ok());
+  std::vector<std::vector<std::string>> per_shard(shards_.size());
+  std::vector<std::vector<size_t>> positions(shards_.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    size_t s = ShardOf(ids[i]);
+    per_shard[s].push_back(ids[i]);
+    positions[s].push_back(i);
+  }
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (per_shard[s].empty()) continue;
+    auto results = shards_[s]->DeleteEnded(per_shard[s], ended_ms_max);
+    for (size_t k = 0; k < positions[s].size(); ++k) {
+      out[positions[s][k]] =
+          results ? std::move((*results)[k]) : Status(std::unexpected(results.error()));
+    }
+  }
+  return out;
+}
+
 bool ShardedStore::Supports(Capability c) const {
   return std::all_of(shards_.begin(), shards_.end(), [c](EventStore* s) { return s->Supports(c); });
 }

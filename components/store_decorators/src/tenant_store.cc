@@ -146,6 +146,55 @@ Status TenantStore::DeleteExecution(std::string_view id) {
   return target().DeleteExecution(scoped);
 }
 
+// The wrapped store lists every tenant's executions in one order; this
+// tenant's are those with its prefix (a page may read other tenants' rows).
+Result<EndedPage> TenantStore::ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                                         size_t limit) {
+  ONCE_ASSIGN_OR_RETURN(limit, EndedPageLimit(limit, limits_));
+  EndedCursor cursor = after;
+  cursor.execution_id = prefix_ + after.execution_id;
+  EndedPage page;
+  for (;;) {
+    ONCE_ASSIGN_OR_RETURN(EndedPage inner, target().ListEnded(ended_ms_max, cursor, limit));
+    for (EndedExecution& e : inner.executions) {
+      if (!std::string_view(e.execution_id).starts_with(prefix_)) continue;
+      e.execution_id.erase(0, prefix_.size());
+      page.executions.push_back(std::move(e));
+      if (page.executions.size() == limit) {
+        page.next_after = page.executions.back().Place();
+        return page;
+      }
+    }
+    if (!inner.next_after) return page;
+    cursor = std::move(*inner.next_after);
+  }
+}
+
+Result<std::vector<Status>> TenantStore::DeleteEnded(std::span<const std::string> ids,
+                                                     int64_t ended_ms_max) {
+  ONCE_RETURN_IF_ERROR(CheckDeleteEnded(ids, limits_));
+  std::vector<Status> out(ids.size(), Ok());
+  std::vector<std::string> scoped;
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Result<std::string> one = Scope(ids[i]);
+    if (!one) {
+      out[i] = std::unexpected(one.error());
+      continue;
+    }
+    scoped.push_back(std::move(*one));
+    positions.push_back(i);
+  }
+  if (scoped.empty()) return out;
+  auto inner = target().DeleteEnded(scoped, ended_ms_max);
+  if (!inner) return std::unexpected(Unscope(inner.error()));
+  for (size_t k = 0; k < positions.size(); ++k) {
+    Status& one = (*inner)[k];
+    out[positions[k]] = one ? Ok() : Status(std::unexpected(Unscope(one.error())));
+  }
+  return out;
+}
+
 Result<int64_t> TenantStore::CustomAcquireFence(std::string_view id) {
   ONCE_ASSIGN_OR_RETURN(std::string scoped, Scope(id));
   return target().AcquireFence(scoped);

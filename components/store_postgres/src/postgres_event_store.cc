@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
+#include <set>
+#include <span>
 
 #include "acquire_group.h"
 #include "append_hints.h"
@@ -361,6 +364,29 @@ struct Statement {
   std::string sql;
 };
 
+// Kernel kind names are constant upper-case identifiers: safe to inline.
+std::string QuotedKinds(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::string_view n : names) {
+    if (!out.empty()) out += ", ";
+    out += '\'';
+    out += n;
+    out += '\'';
+  }
+  return out;
+}
+
+constexpr const char* kListEndedNames[] = {"list_ended_0", "list_ended_1", "list_ended_2",
+                                           "list_ended_3"};
+
+std::string ListEndedSql(size_t k) {
+  std::span<const std::string_view> ending = EndingKindNames();
+  ONCE_CHECK_MSG(ending.size() == std::size(kListEndedNames), "one statement an ending kind");
+  return "SELECT execution_id, time_ms FROM events WHERE kind = '" + std::string(ending[k]) +
+         "' AND time_ms <= $1::int8 AND (time_ms, execution_id) > ($2::int8, $3::text) "
+         "ORDER BY time_ms, execution_id LIMIT $4::int8";
+}
+
 std::vector<Statement> Statements() {
   return {
       {"append_share", sql::AppendSql("SHARE")},
@@ -413,6 +439,25 @@ std::vector<Statement> Statements() {
        "SELECT sequence, kind, payload, metadata::text, time_ms FROM events "
        "WHERE execution_id = $1::text AND sequence > $2::int8 ORDER BY sequence LIMIT $3::int8"},
       {"delete_events", "DELETE FROM events WHERE execution_id = $1::text"},
+      // DeleteEnded: the ids that still ended by the cutoff; then their
+      // fence rows (renewed as renew_fence does, or deleted at token 0: two
+      // disjoint sets of rows), then their events, as DeleteExecution orders
+      // them.
+      {"ended_by_many",
+       "SELECT DISTINCT execution_id FROM events WHERE execution_id = ANY($1::text[]) "
+       "AND time_ms <= $2::int8 AND kind IN (" +
+           QuotedKinds(EndingKindNames()) + ")"},
+      {"delete_ended_fences",
+       "WITH renewed AS (UPDATE fences SET token = token, owner = NULL, since_ms = NULL "
+       "WHERE execution_id = ANY($1::text[]) AND token <> 0 RETURNING 1) "
+       "DELETE FROM fences WHERE execution_id = ANY($1::text[]) AND token = 0"},
+      {"delete_ended_events", "DELETE FROM events WHERE execution_id = ANY($1::text[])"},
+      // ListEnded: one statement per ending kind, the kind inlined so that
+      // the generic plan reads the partial index events_by_status_kind.
+      {kListEndedNames[0], ListEndedSql(0)},
+      {kListEndedNames[1], ListEndedSql(1)},
+      {kListEndedNames[2], ListEndedSql(2)},
+      {kListEndedNames[3], ListEndedSql(3)},
       {"delete_zero_fence", "DELETE FROM fences WHERE execution_id = $1::text AND token = 0"},
       {"copy_prefix",
        "WITH src AS (SELECT count(*) AS n FROM events WHERE execution_id = $1::text "
@@ -707,6 +752,72 @@ Status PostgresEventStore::DeleteExecution(std::string_view id) {
     ONCE_RETURN_IF_ERROR(conn->Prepared("delete_zero_fence", p));
     return Ok();
   });
+}
+
+Result<EndedPage> PostgresEventStore::ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                                                size_t limit) {
+  ONCE_ASSIGN_OR_RETURN(limit, EndedPageLimit(limit, limits()));
+  size_t fetch = limit + 1;  // one more: whether another page follows
+  std::span<const std::string_view> ending = EndingKindNames();
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  std::vector<EndedExecution> found;
+  for (size_t k = 0; k < ending.size() && found.size() < fetch; ++k) {
+    if (ending[k] < after.kind) continue;
+    bool same_kind = after.kind == ending[k];
+    Params p = Params()
+                   .Int(ended_ms_max)
+                   .Int(same_kind ? after.ended_ms : std::numeric_limits<int64_t>::min())
+                   .Text(same_kind ? after.execution_id : std::string())
+                   .Int(static_cast<int64_t>(fetch - found.size()));
+    ONCE_ASSIGN_OR_RETURN(PgResult res, conn->Prepared(kListEndedNames[k], p));
+    for (int i = 0; i < PQntuples(res.get()); ++i) {
+      found.push_back({.execution_id = PQgetvalue(res.get(), i, 0),
+                       .kind = std::string(ending[k]),
+                       .ended_ms = IntAt(res.get(), i, 1)});
+    }
+  }
+  EndedPage page;
+  if (found.size() > limit) {
+    found.resize(limit);
+    page.next_after = found.back().Place();
+  }
+  page.executions = std::move(found);
+  return page;
+}
+
+Result<std::vector<Status>> PostgresEventStore::DeleteEnded(std::span<const std::string> ids,
+                                                            int64_t ended_ms_max) {
+  ONCE_RETURN_IF_ERROR(CheckDeleteEnded(ids, limits()));
+  std::vector<Status> out(ids.size(), Ok());
+  std::vector<std::string_view> valid;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (Status one = ValidateExecutionId(ids[i], limits()); !one) {
+      out[i] = std::move(one);
+      continue;
+    }
+    valid.push_back(ids[i]);
+    append_hints_->Forget(ids[i]);  // their fence rows get new versions
+  }
+  if (valid.empty()) return out;
+  ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
+  std::set<std::string, std::less<>> ended;
+  ONCE_RETURN_IF_ERROR(InTransaction(*conn, [&]() -> Status {
+    ONCE_ASSIGN_OR_RETURN(
+        PgResult res,
+        conn->Prepared("ended_by_many",
+                       Params().Binary(pg::TextArrayBinary(valid)).Int(ended_ms_max)));
+    for (int i = 0; i < PQntuples(res.get()); ++i) ended.emplace(PQgetvalue(res.get(), i, 0));
+    if (ended.empty()) return Ok();
+    std::vector<std::string_view> doomed(ended.begin(), ended.end());
+    Params p = Params().Binary(pg::TextArrayBinary(doomed));
+    ONCE_RETURN_IF_ERROR(conn->Prepared("delete_ended_fences", p));
+    ONCE_RETURN_IF_ERROR(conn->Prepared("delete_ended_events", p));
+    return Ok();
+  }));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (out[i] && !ended.contains(ids[i])) out[i] = NotEndedBy(ids[i], ended_ms_max);
+  }
+  return out;
 }
 
 Result<int64_t> PostgresEventStore::AcquireFence(std::string_view id) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 
 #include "connection.h"
@@ -46,6 +47,11 @@ enum Sql : size_t {
   kDeleteRun,
   kReleaseRun,
   kRunOwner,
+  kEndedBy,
+  // ListEnded: one statement per ending kind (EndingKindNames order), the
+  // kind inlined so that the partial index events_by_status_kind applies.
+  kListEndedFirst,
+  kListEndedLast = kListEndedFirst + 3,
   kSqlCount,
 };
 
@@ -128,6 +134,16 @@ std::vector<std::string> BuildSql() {
   sql[kDeleteRun] = "DELETE FROM loom_runs WHERE execution_id = ?1";
   sql[kReleaseRun] = "DELETE FROM loom_runs WHERE execution_id = ?1 AND owner = ?2";
   sql[kRunOwner] = "SELECT owner, since_ms FROM loom_runs WHERE execution_id = ?1";
+  sql[kEndedBy] = "SELECT 1 FROM events WHERE execution_id = ?1 AND time_ms <= ?2 AND kind IN (" +
+                  QuotedList(EndingKindNames()) + ") LIMIT 1";
+  std::span<const std::string_view> ending = EndingKindNames();
+  ONCE_CHECK_MSG(ending.size() == kListEndedLast - kListEndedFirst + 1, "one statement a kind");
+  for (size_t i = 0; i < ending.size(); ++i) {
+    sql[kListEndedFirst + i] = "SELECT execution_id, time_ms FROM events WHERE kind = '" +
+                               std::string(ending[i]) +
+                               "' AND time_ms <= ?1 AND (time_ms, execution_id) > (?2, ?3) "
+                               "ORDER BY time_ms, execution_id LIMIT ?4";
+  }
   return sql;
 }
 
@@ -580,15 +596,102 @@ Result<ExecutionPage> SqliteEventStore::ListExecutions(std::string_view after, s
   });
 }
 
+namespace {
+Status DeleteOn(Connection& c, std::string_view id);
+}  // namespace
+
 Status SqliteEventStore::DeleteExecution(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
-  return impl_->Write(0, [&](Connection& c) -> Status {
-    for (Sql which : {kDeleteEvents, kDeleteZeroFence, kDeleteKeptHead, kDeleteRun}) {
-      ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(which));
-      ONCE_RETURN_IF_ERROR(s.Bind(1, id));
-      ONCE_RETURN_IF_ERROR(s.Run());
+  return impl_->Write(0, [&](Connection& c) -> Status { return DeleteOn(c, id); });
+}
+
+namespace {
+
+// Appends to `page` the ending events of kind `ending[k]` past `after` (the
+// start of that kind when `after` names an earlier kind), until it holds
+// `fetch` entries.
+Status ListEndedOfKind(Connection& c, size_t k, int64_t ended_ms_max, const EndedCursor& after,
+                       size_t fetch, std::vector<EndedExecution>& page) {
+  std::string_view kind = EndingKindNames()[k];
+  bool same_kind = after.kind == kind;
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kListEndedFirst + k));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, ended_ms_max));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, same_kind ? after.ended_ms : std::numeric_limits<int64_t>::min()));
+  ONCE_RETURN_IF_ERROR(s.Bind(3, same_kind ? std::string_view(after.execution_id) : ""));
+  ONCE_RETURN_IF_ERROR(s.Bind(4, static_cast<int64_t>(fetch - page.size())));
+  while (true) {
+    ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return Ok();
+    page.push_back(
+        {.execution_id = std::string(s.Text(0)), .kind = std::string(kind), .ended_ms = s.Int(1)});
+  }
+}
+
+Result<bool> EndedByOn(Connection& c, std::string_view id, int64_t ended_ms_max) {
+  ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kEndedBy));
+  ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+  ONCE_RETURN_IF_ERROR(s.Bind(2, ended_ms_max));
+  ONCE_ASSIGN_OR_RETURN(bool row, s.Step());
+  ONCE_RETURN_IF_ERROR(s.Run());  // finish the statement before the deletes
+  return row;
+}
+
+Status DeleteOn(Connection& c, std::string_view id) {
+  for (Sql which : {kDeleteEvents, kDeleteZeroFence, kDeleteKeptHead, kDeleteRun}) {
+    ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(which));
+    ONCE_RETURN_IF_ERROR(s.Bind(1, id));
+    ONCE_RETURN_IF_ERROR(s.Run());
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Result<EndedPage> SqliteEventStore::ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                                              size_t limit) {
+  ONCE_ASSIGN_OR_RETURN(limit, EndedPageLimit(limit, limits()));
+  size_t fetch = limit + 1;  // one more: whether another page follows
+  return impl_->Read([&](Connection& c) -> Result<EndedPage> {
+    std::vector<EndedExecution> found;
+    std::span<const std::string_view> ending = EndingKindNames();
+    ONCE_RETURN_IF_ERROR(c.Exec("BEGIN"));  // one snapshot for every kind
+    Status s = Ok();
+    for (size_t k = 0; k < ending.size() && s && found.size() < fetch; ++k) {
+      if (ending[k] < after.kind) continue;
+      s = ListEndedOfKind(c, k, ended_ms_max, after, fetch, found);
     }
-    return Ok();
+    (void)c.Exec("COMMIT");
+    ONCE_RETURN_IF_ERROR(s);
+    EndedPage page;
+    if (found.size() > limit) {
+      found.resize(limit);
+      page.next_after = found.back().Place();
+    }
+    page.executions = std::move(found);
+    return page;
+  });
+}
+
+Result<std::vector<Status>> SqliteEventStore::DeleteEnded(std::span<const std::string> ids,
+                                                          int64_t ended_ms_max) {
+  ONCE_RETURN_IF_ERROR(CheckDeleteEnded(ids, limits()));
+  return impl_->Write(0, [&](Connection& c) -> Result<std::vector<Status>> {
+    std::vector<Status> out;
+    out.reserve(ids.size());
+    for (const std::string& id : ids) {
+      if (Status valid = ValidateExecutionId(id, limits()); !valid) {
+        out.push_back(std::move(valid));
+        continue;
+      }
+      ONCE_ASSIGN_OR_RETURN(bool ended, EndedByOn(c, id, ended_ms_max));
+      if (!ended) {
+        out.push_back(NotEndedBy(id, ended_ms_max));
+        continue;
+      }
+      ONCE_RETURN_IF_ERROR(DeleteOn(c, id));
+      out.push_back(Ok());
+    }
+    return out;
   });
 }
 

@@ -654,6 +654,192 @@ TEST_P(EventStoreConformance, DeleteOfAnUnfencedParkLeavesNoToken) {
   EXPECT_EQ(store().AcquireFence("parked").value_or(-1), 1);
 }
 
+// ---- Retention: ListEnded, DeleteEnded --------------------------------------
+
+// An execution started, stepped and ended by `kind` at ended_ms.
+void End(EventStore& s, const std::string& id, KernelKind kind, int64_t ended_ms) {
+  Envelope start = Kernel(KernelKind::kExecutionStarted);
+  start.time_ms = ended_ms - 20;
+  Envelope step = Step(1);
+  step.time_ms = ended_ms - 10;
+  Envelope end = Kernel(kind);
+  end.time_ms = ended_ms;
+  AppendOk(s, Req(id, 1, {start, step, end}));
+}
+
+void Running(EventStore& s, const std::string& id, int64_t started_ms) {
+  Envelope start = Kernel(KernelKind::kExecutionStarted);
+  start.time_ms = started_ms;
+  AppendOk(s, Req(id, 1, {start}));
+}
+
+// "kind id@ms" of every execution ListEnded lists, page by page; a page
+// over `limit` or more than 100 pages fail the case.
+std::vector<std::string> ListEndedAll(EventStore& s, int64_t ended_ms_max, size_t limit) {
+  std::vector<std::string> out;
+  store::EndedCursor after;
+  for (int pages = 0; pages < 100; ++pages) {
+    Result<store::EndedPage> page = s.ListEnded(ended_ms_max, after, limit);
+    if (!page) {
+      ADD_FAILURE() << "ListEnded failed: " << Describe(page.error());
+      return out;
+    }
+    EXPECT_LE(page->executions.size(), limit);
+    for (const store::EndedExecution& e : page->executions) {
+      out.push_back(e.kind + " " + e.execution_id + "@" + std::to_string(e.ended_ms));
+    }
+    if (!page->next_after) return out;
+    after = *page->next_after;
+  }
+  ADD_FAILURE() << "ListEnded did not end";
+  return out;
+}
+
+class Ended {
+ public:
+  explicit Ended(EventStore& s, int64_t base) : base_(base) {
+    End(s, "a", KernelKind::kExecutionCompleted, base + 100);
+    End(s, "b", KernelKind::kExecutionFailed, base + 50);
+    End(s, "c", KernelKind::kExecutionCancelled, base + 100);
+    End(s, "d", KernelKind::kExecutionContinued, base + 200);
+    End(s, "e", KernelKind::kExecutionCompleted, base + 100);
+    Running(s, "run", base);
+    End(s, "late", KernelKind::kExecutionCompleted, base + 1'000);
+  }
+  std::string At(const char* kind, const char* id, int64_t offset) const {
+    return std::string(kind) + " " + id + "@" + std::to_string(base_ + offset);
+  }
+
+ private:
+  int64_t base_;
+};
+
+TEST_P(EventStoreConformance, ListEndedPagesEveryEndedExecutionOnceInOrder) {
+  int64_t base = clock_.NowUnixMillis();
+  Ended ended(store(), base);
+  std::vector<std::string> want = {
+      ended.At("EXECUTION_CANCELLED", "c", 100), ended.At("EXECUTION_COMPLETED", "a", 100),
+      ended.At("EXECUTION_COMPLETED", "e", 100), ended.At("EXECUTION_CONTINUED", "d", 200),
+      ended.At("EXECUTION_FAILED", "b", 50)};
+  for (size_t limit : {1, 2, 3, 100}) {
+    EXPECT_EQ(ListEndedAll(store(), base + 500, limit), want) << "limit " << limit;
+  }
+  Result<store::EndedPage> one = store().ListEnded(base + 500, {}, 100);
+  ASSERT_TRUE(one);
+  EXPECT_FALSE(one->next_after.has_value());
+}
+
+TEST_P(EventStoreConformance, ListEndedStopsAtTheCutoffInclusive) {
+  int64_t base = clock_.NowUnixMillis();
+  Ended ended(store(), base);
+  EXPECT_EQ(
+      ListEndedAll(store(), base + 100, 2),
+      (std::vector<std::string>{
+          ended.At("EXECUTION_CANCELLED", "c", 100), ended.At("EXECUTION_COMPLETED", "a", 100),
+          ended.At("EXECUTION_COMPLETED", "e", 100), ended.At("EXECUTION_FAILED", "b", 50)}));
+  EXPECT_TRUE(ListEndedAll(store(), base + 49, 2).empty());
+  // An execution ending after the cutoff is not listed, however many arrive.
+  for (int i = 0; i < 5; ++i) {
+    End(store(), "new-" + std::to_string(i), KernelKind::kExecutionCompleted, base + 101 + i);
+  }
+  EXPECT_EQ(ListEndedAll(store(), base + 100, 2).size(), 4u);
+}
+
+TEST_P(EventStoreConformance, ListEndedRefusesALimitOfZeroAndCapsIt) {
+  int64_t base = clock_.NowUnixMillis();
+  EXPECT_TRUE(Fails(store().ListEnded(base, {}, 0), ErrorCode::kInvalidArgument));
+  Limits small;
+  small.list_page_executions_max = 2;
+  EventStore* s = MakeStore(small);
+  ASSERT_NE(s, nullptr);
+  Ended ended(*s, base);
+  Result<store::EndedPage> page = s->ListEnded(base + 500, {}, 100);
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->executions.size(), 2u);
+  EXPECT_TRUE(page->next_after.has_value());
+  EXPECT_EQ(ListEndedAll(*s, base + 500, 100).size(), 5u);
+}
+
+TEST_P(EventStoreConformance, DeleteEndedDeletesTheEndedAndRefusesTheRestPerExecution) {
+  int64_t base = clock_.NowUnixMillis();
+  Ended ended(store(), base);
+  std::vector<std::string> ids = {"a", "", "run", "late", "ghost", "e"};
+  Result<std::vector<Status>> r = store().DeleteEnded(ids, base + 500);
+  ASSERT_TRUE(r) << Describe(r.error());
+  ASSERT_EQ(r->size(), ids.size());
+  EXPECT_TRUE((*r)[0]);
+  EXPECT_TRUE(Fails((*r)[1], ErrorCode::kInvalidArgument));  // as DeleteExecution("") is
+  EXPECT_TRUE(Fails((*r)[2], ErrorCode::kNotFound));         // still running
+  EXPECT_TRUE(Fails((*r)[3], ErrorCode::kNotFound));         // ended after the cutoff
+  EXPECT_TRUE(Fails((*r)[4], ErrorCode::kNotFound));         // unknown
+  EXPECT_TRUE((*r)[5]);
+  EXPECT_EQ((*r)[2].error().subject, "run");
+  EXPECT_EQ(HeadOf(store(), "a"), 0);
+  EXPECT_EQ(HeadOf(store(), "e"), 0);
+  EXPECT_EQ(HeadOf(store(), "run"), 1);
+  EXPECT_EQ(HeadOf(store(), "late"), 3);
+  EXPECT_EQ(HeadOf(store(), "b"), 3);  // not named
+  EXPECT_EQ(ListEndedAll(store(), base + 500, 10),
+            (std::vector<std::string>{ended.At("EXECUTION_CANCELLED", "c", 100),
+                                      ended.At("EXECUTION_CONTINUED", "d", 200),
+                                      ended.At("EXECUTION_FAILED", "b", 50)}));
+  EXPECT_EQ(ListAll(store()), (std::vector<std::string>{"b", "c", "d", "late", "run"}));
+  // Deleted already: refused, as an unknown id.
+  r = store().DeleteEnded(std::vector<std::string>{"a"}, base + 500);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(Fails((*r)[0], ErrorCode::kNotFound));
+}
+
+TEST_P(EventStoreConformance, DeleteEndedKeepsAnAcquiredTokenAsDeleteExecutionDoes) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFence);
+  int64_t base = clock_.NowUnixMillis();
+  End(store(), "zombie", KernelKind::kExecutionCompleted, base);
+  Park(store(), "parked");
+  Envelope end = Kernel(KernelKind::kExecutionCancelled);
+  end.time_ms = base;
+  AppendOk(store(), Req("parked", HeadOf(store(), "parked") + 1, {end}));
+  ASSERT_EQ(store().AcquireFence("zombie").value_or(-1), 1);
+  Result<std::vector<Status>> r =
+      store().DeleteEnded(std::vector<std::string>{"zombie", "parked"}, base);
+  ASSERT_TRUE(r) << Describe(r.error());
+  EXPECT_TRUE((*r)[0]);
+  EXPECT_TRUE((*r)[1]);
+  EXPECT_EQ(FenceOf(store(), "zombie"), 1);
+  EXPECT_EQ(FenceOf(store(), "parked"), 0);
+  ExpectStale(store().Append(Req("zombie", 1, Steps(1), 0)).error(), 0, 1);
+  EXPECT_EQ(AppendOk(store(), Req("parked", 1, Steps(1), 0)), 1);
+}
+
+TEST_P(EventStoreConformance, DeleteEndedOfAnIdStartedAgainIsRefused) {
+  int64_t base = clock_.NowUnixMillis();
+  End(store(), "again", KernelKind::kExecutionCompleted, base);
+  ASSERT_TRUE(store().DeleteExecution("again"));
+  Running(store(), "again", base + 1);
+  Result<std::vector<Status>> r = store().DeleteEnded(std::vector<std::string>{"again"}, base);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(Fails((*r)[0], ErrorCode::kNotFound));
+  EXPECT_EQ(HeadOf(store(), "again"), 1);
+}
+
+TEST_P(EventStoreConformance, DeleteEndedRefusesTheWholeCallOverItsLimitOrNamingAnIdTwice) {
+  int64_t base = clock_.NowUnixMillis();
+  Limits small;
+  small.delete_batch_executions_max = 2;
+  EventStore* s = MakeStore(small);
+  ASSERT_NE(s, nullptr);
+  Ended ended(*s, base);
+  Result<std::vector<Status>> r =
+      s->DeleteEnded(std::vector<std::string>{"a", "b", "c"}, base + 500);
+  ASSERT_FALSE(r);
+  ExpectLimit(r.error(), "delete_batch_executions_max", 3, 2);
+  EXPECT_TRUE(Fails(s->DeleteEnded(std::vector<std::string>{"a", "a"}, base + 500),
+                    ErrorCode::kInvalidArgument));
+  for (const char* id : {"a", "b", "c"}) EXPECT_EQ(HeadOf(*s, id), 3) << id;
+  r = s->DeleteEnded(std::vector<std::string>{}, base + 500);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->empty());
+}
+
 // ---- Core: batches ---------------------------------------------------------
 
 TEST_P(EventStoreConformance, AppendBatchCommitsManyExecutions) {

@@ -73,6 +73,9 @@ using events::Envelope;
 using events::Json;
 
 inline constexpr size_t kJsonDepthMaxDefault = 512;
+// The most executions one DeleteEnded deletes in its one transaction (the
+// default of Limits::delete_batch_executions_max).
+inline constexpr size_t kRetentionBatchExecutionsMax = 1'000;
 
 // Named limits. Units last.
 struct Limits {
@@ -83,7 +86,8 @@ struct Limits {
   size_t batch_events_max = 10'000;         // events in one Append / AppendBatch
   size_t batch_executions_max = 1'024;      // requests in one AppendBatch
   size_t read_events_max = 10'000;          // events one ReadRange returns at most
-  size_t list_page_executions_max = 1'000;  // ids one ListExecutions returns at most
+  size_t list_page_executions_max = 1'000;  // ids one ListExecutions / ListEnded returns at most
+  size_t delete_batch_executions_max = kRetentionBatchExecutionsMax;  // ids one DeleteEnded takes
   // Containers nested inside each other in a payload or in metadata
   // (events::JsonDepthWithin: deeper trees crash recursive code). Keep it in
   // the thousands at most: checks walk this deep on the thread's stack.
@@ -169,6 +173,34 @@ struct ExecutionPage {
   std::string next_after;                  // pass as `after` for the next page; empty at the end
 };
 
+// A place in ListEnded's order: ascending by (kind, ended_ms, execution_id),
+// kinds and ids compared by bytes. The default value is before every
+// execution (no kind name is empty).
+struct EndedCursor {
+  std::string kind;  // a terminal kernel kind's name
+  int64_t ended_ms = 0;
+  std::string execution_id;
+  auto operator<=>(const EndedCursor&) const = default;
+};
+
+// An execution that ended: its terminal event's kind and time_ms.
+struct EndedExecution {
+  std::string execution_id;
+  std::string kind;
+  int64_t ended_ms = 0;
+  EndedCursor Place() const { return {kind, ended_ms, execution_id}; }
+  bool operator==(const EndedExecution&) const = default;
+};
+
+struct EndedPage {
+  std::vector<EndedExecution> executions;  // in EndedCursor order
+  std::optional<EndedCursor> next_after;   // pass as `after` for the next page; nullopt at the end
+};
+
+// The kinds ListEnded and DeleteEnded count as an ending, in byte order:
+// the terminal kernel kinds (events::KernelKindInfo::terminal).
+std::span<const std::string_view> EndingKindNames();
+
 enum class Capability : uint8_t {
   kAcquireFence,            // AcquireFence, ReadFence, and the append guard
   kAcquireFenceIf,          // the conditional acquire
@@ -223,6 +255,38 @@ class EventStore {
   // acquired (so a zombie writer of a re-created id stays fenced out); a
   // token-0 row is removed. Deleting an unknown execution is Ok.
   virtual Status DeleteExecution(std::string_view execution_id) = 0;
+
+  // ---- Retention ------------------------------------------------------------
+
+  // Executions with an ending event (EndingKindNames) whose time_ms <=
+  // ended_ms_max, strictly after `after` in EndedCursor order, at most
+  // `limit` (capped by limits().list_page_executions_max); one entry per
+  // ending event (an execution that ended twice is listed twice). A page
+  // costs its own rows, not the store's size: the SQL stores read their
+  // index of ending events (events_by_status_kind). A caller that fixes
+  // ended_ms_max at the start of a pass sees an end: executions that end
+  // later are never listed, however many keep arriving. Pages are not one
+  // snapshot: an execution deleted or ended meanwhile may or may not show.
+  // A limit of 0 is kInvalidArgument.
+  virtual Result<EndedPage> ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                                      size_t limit) = 0;
+
+  // Deletes, as DeleteExecution does (the acquired token survives, the run
+  // row goes), every listed execution that has an ending event with time_ms
+  // <= ended_ms_max, all in ONE transaction (a SQL store's write lock is
+  // held for one batch: keep batches small where other writers wait on it).
+  // Element i answers execution_ids[i]: Ok (deleted); kInvalidArgument (a
+  // malformed id, as DeleteExecution refuses it); kNotFound (no ending event
+  // at or before ended_ms_max: unknown, already deleted, still running, or
+  // deleted and started again under the same id). A refused execution is
+  // left as it is; the others are deleted. The whole call is refused, and
+  // nothing deleted, when it names more than
+  // limits().delete_batch_executions_max ids (kLimitExceeded) or one id
+  // twice (kInvalidArgument), or with the outer error of a failed
+  // transaction (kUnavailable, kBusy, ...). The memory store and the sharded
+  // decorator are atomic per execution only.
+  virtual Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
+                                                  int64_t ended_ms_max) = 0;
 
   virtual const Limits& limits() const = 0;
 

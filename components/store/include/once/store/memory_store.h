@@ -9,6 +9,9 @@
 // each with its own lock; a call on one execution takes that one lock.
 // AppendBatch takes every shard it touches before applying any request (one
 // transaction: no reader sees part of a batch); ListExecutions takes them all.
+// ListEnded keeps no index: each page walks every log, shard by shard (a
+// pass over N executions costs N * N / page: for tests, not for millions).
+// DeleteEnded takes one shard at a time: atomic per execution only.
 //
 //   MemoryEventStore store;                         // system clock
 //   MemoryEventStore test_store(limits, manual_clock);
@@ -50,6 +53,10 @@ class MemoryEventStore final : public EventStore {
   Result<int64_t> Head(std::string_view id) override;
   Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) override;
   Status DeleteExecution(std::string_view id) override;
+  Result<EndedPage> ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                              size_t limit) override;
+  Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
+                                          int64_t ended_ms_max) override;
   const Limits& limits() const override { return limits_; }
 
   // Everything but kTransaction: there is no database to run SQL on.
@@ -115,6 +122,7 @@ class MemoryEventStore final : public EventStore {
   Result<int64_t> AppendLocked(Shard& shard, const AppendRequest& req, const CheckedAppend& checked,
                                GuardKind guard, int64_t token, bool movable = false);
   // Require shard.mu.
+  static bool EndedByLocked(const Shard& shard, std::string_view id, int64_t ended_ms_max);
   static int64_t FenceLocked(const Shard& shard, std::string_view id);
   void SetRunLocked(Shard& shard, std::string_view id, std::string_view owner, RunRowChange change);
   static bool OwnerIsLocked(const Shard& shard, std::string_view id, std::string_view expected);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,21 @@ Status ValidateExecutionId(std::string_view id, const Limits& limits);
 // otherwise.
 Status ValidateFenceIf(std::string_view id, FenceExpectation expect, const Limits& limits,
                        int64_t read_after = 0);
+
+// DeleteEnded's whole-call checks: at most limits.delete_batch_executions_max
+// ids (kLimitExceeded) and no id twice (kInvalidArgument).
+Status CheckDeleteEnded(std::span<const std::string> ids, const Limits& limits);
+
+// ListEnded's limit: 0 is kInvalidArgument; else capped by
+// limits.list_page_executions_max.
+Result<size_t> EndedPageLimit(size_t limit, const Limits& limits);
+
+// DeleteEnded's refusal of an execution with no ending event at or before
+// the cutoff (kNotFound).
+std::unexpected<Error> NotEndedBy(std::string_view id, int64_t ended_ms_max);
+
+// Whether a stored kind is one of EndingKindNames.
+bool IsEndingKind(std::string_view kind);
 
 // A kernel kind's payload has the shape events::KernelPayloadProblem
 // demands (kInvalidArgument naming what is wrong); any other kind passes.

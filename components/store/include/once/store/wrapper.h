@@ -108,6 +108,14 @@ class EventStoreWrapper : public EventStore {
     return target_->ListExecutions(after, limit);
   }
   Status DeleteExecution(std::string_view id) override { return target_->DeleteExecution(id); }
+  Result<EndedPage> ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                              size_t limit) override {
+    return target_->ListEnded(ended_ms_max, after, limit);
+  }
+  Result<std::vector<Status>> DeleteEnded(std::span<const std::string> ids,
+                                          int64_t ended_ms_max) override {
+    return target_->DeleteEnded(ids, ended_ms_max);
+  }
   const Limits& limits() const override { return target_->limits(); }
 
   bool Supports(Capability c) const override {

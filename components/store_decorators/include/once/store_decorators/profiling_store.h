@@ -57,6 +57,10 @@ class ProfilingStore final : public EventStoreWrapper<ProfilingStore, ProfilingD
   Result<int64_t> Head(std::string_view id) override;
   Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) override;
   Status DeleteExecution(std::string_view id) override;
+  Result<EndedPage> ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                              size_t limit) override;
+  Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
+                                          int64_t ended_ms_max) override;
 
   Result<int64_t> CustomAcquireFence(std::string_view id);
   Result<int64_t> CustomReadFence(std::string_view id);

@@ -13,7 +13,11 @@
 //  - AppendBatch commits one transaction PER SHARD. Each request still
 //    commits or fails alone, which is all the batch contract promises; a
 //    crash may land one shard's part of a batch and not another's.
-//  - ListExecutions merges the shards' pages (ascending byte order holds).
+//  - ListExecutions merges the shards' pages (ascending byte order holds);
+//    so does ListEnded (every shard lists in EndedCursor order).
+//  - DeleteEnded runs one transaction per shard: a crash may delete one
+//    shard's part of a batch and not another's (each execution alone is
+//    deleted whole or not at all, as on its shard).
 //  - CopyPrefix between executions on different shards reads the prefix and
 //    appends it to the destination (which must be empty); not atomic with the
 //    source, which CopyPrefix never was across executions anyway.
@@ -48,6 +52,10 @@ class ShardedStore final : public EventStore {
   Result<int64_t> Head(std::string_view id) override;
   Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) override;
   Status DeleteExecution(std::string_view id) override;
+  Result<EndedPage> ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                              size_t limit) override;
+  Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
+                                          int64_t ended_ms_max) override;
   const Limits& limits() const override { return shards_.front()->limits(); }
 
   bool Supports(Capability c) const override;

@@ -13,8 +13,10 @@
 // Tenant names are 1..kTenantBytesMax bytes of [A-Za-z0-9_-], so the first
 // ':' ends the tenant and no two (tenant, id) pairs share a stored id. The
 // limits seen through the decorator shrink execution_id_bytes_max by the
-// prefix. Every capability is scoped (decided kCustom). Thread-safe as the
-// wrapped store.
+// prefix. Every capability is scoped (decided kCustom). ListEnded reads the
+// wrapped store's list of every tenant's ended executions and keeps this
+// tenant's: a page of a small tenant may read many other tenants' entries.
+// Thread-safe as the wrapped store.
 
 #pragma once
 
@@ -56,6 +58,10 @@ class TenantStore final : public EventStoreWrapper<TenantStore, TenantDecisions>
   Result<int64_t> Head(std::string_view id) override;
   Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) override;
   Status DeleteExecution(std::string_view id) override;
+  Result<EndedPage> ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                              size_t limit) override;
+  Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
+                                          int64_t ended_ms_max) override;
   const Limits& limits() const override { return limits_; }
 
   Result<int64_t> CustomAcquireFence(std::string_view id);

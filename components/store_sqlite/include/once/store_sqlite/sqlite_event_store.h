@@ -122,6 +122,10 @@ class SqliteEventStore final : public EventStore {
   Result<int64_t> Head(std::string_view id) override;
   Result<ExecutionPage> ListExecutions(std::string_view after, size_t limit) override;
   Status DeleteExecution(std::string_view id) override;
+  Result<EndedPage> ListEnded(int64_t ended_ms_max, const EndedCursor& after,
+                              size_t limit) override;
+  Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
+                                          int64_t ended_ms_max) override;
   const Limits& limits() const override;
 
   bool Supports(Capability) const override { return true; }
