@@ -257,13 +257,7 @@ Result<EndedPage> MemoryEventStore::ListEnded(int64_t ended_ms_max, const EndedC
     return a.Place() < b.Place();
   };
   std::sort(found.begin(), found.end(), by_place);
-  EndedPage page;
-  if (found.size() > limit) {
-    found.resize(limit);
-    page.next_after = found.back().Place();
-  }
-  page.executions = std::move(found);
-  return page;
+  return EndedPageOf(std::move(found), limit);
 }
 
 // Requires shard.mu.

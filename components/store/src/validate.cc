@@ -522,6 +522,16 @@ std::unexpected<Error> NotEndedBy(std::string_view id, int64_t ended_ms_max) {
                    std::string(id));
 }
 
+EndedPage EndedPageOf(std::vector<EndedExecution> found, size_t limit) {
+  EndedPage page;
+  if (found.size() > limit) {
+    found.resize(limit);
+    page.next_after = found.back().Place();
+  }
+  page.executions = std::move(found);
+  return page;
+}
+
 Result<size_t> EndedPageLimit(size_t limit, const Limits& limits) {
   if (limit == 0) return MakeError(ErrorCode::kInvalidArgument, "limit must be >= 1");
   return std::min(limit, limits.list_page_executions_max);

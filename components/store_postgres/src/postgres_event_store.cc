@@ -776,13 +776,7 @@ Result<EndedPage> PostgresEventStore::ListEnded(int64_t ended_ms_max, const Ende
                        .ended_ms = IntAt(res.get(), i, 1)});
     }
   }
-  EndedPage page;
-  if (found.size() > limit) {
-    found.resize(limit);
-    page.next_after = found.back().Place();
-  }
-  page.executions = std::move(found);
-  return page;
+  return EndedPageOf(std::move(found), limit);
 }
 
 Result<std::vector<Status>> PostgresEventStore::DeleteEnded(std::span<const std::string> ids,

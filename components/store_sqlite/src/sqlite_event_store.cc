@@ -662,13 +662,7 @@ Result<EndedPage> SqliteEventStore::ListEnded(int64_t ended_ms_max, const EndedC
     }
     (void)c.Exec("COMMIT");
     ONCE_RETURN_IF_ERROR(s);
-    EndedPage page;
-    if (found.size() > limit) {
-      found.resize(limit);
-      page.next_after = found.back().Place();
-    }
-    page.executions = std::move(found);
-    return page;
+    return EndedPageOf(std::move(found), limit);
   });
 }
 

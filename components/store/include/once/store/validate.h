@@ -38,6 +38,9 @@ Status CheckDeleteEnded(std::span<const std::string> ids, const Limits& limits);
 // ListEnded's limit: 0 is kInvalidArgument; else capped by
 // limits.list_page_executions_max.
 Result<size_t> EndedPageLimit(size_t limit, const Limits& limits);
+// A ListEnded page of `found` (in place order, up to limit + 1 entries: the
+// one past the limit says that another page follows).
+EndedPage EndedPageOf(std::vector<EndedExecution> found, size_t limit);
 
 // DeleteEnded's refusal of an execution with no ending event at or before
 // the cutoff (kNotFound).
