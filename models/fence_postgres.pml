@@ -9,9 +9,10 @@
  *       AppendSql (the guard; FOR SHARE OF f in the `locked` CTE for requests
  *       that answer; the park's token-0 fence row in `parks`), LeanAppendSql
  *       (the plain guard of every other append: EXECUTION_DENIED). A node's
- *       owned append locks FOR NO KEY UPDATE instead (it clears the owner in
- *       the same row): a stronger lock, which conflicts with everything FOR
- *       SHARE does, so it only removes interleavings this model allows.
+ *       owned append (one that leaves the run running and names its owner in
+ *       the same row) locks FOR NO KEY UPDATE instead: a stronger lock, which
+ *       conflicts with everything FOR SHARE does, so it only removes
+ *       interleavings this model allows. A park or an end writes no owner.
  *   components/store_postgres/src/postgres_event_store.cc
  *       PostgresEventStore::Append (the single path),
  *       PostgresEventStore::AppendBatch (the batch path the runtime's

@@ -73,16 +73,16 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest
     if (e.time_ms == 0) e.time_ms = checked.now_ms;
   }
   log.head = req.expected_next + static_cast<int64_t>(n) - 1;
-  if (!req.owner.empty()) SetRunLocked(shard, it->first, req.owner, checked.run_row);
+  if (checked.run_row == RunRowChange::kEnd || !req.owner.empty()) {
+    SetRunLocked(shard, it->first, req.owner, checked.run_row);
+  }
   return log.head;
 }
 
 void MemoryEventStore::SetRunLocked(Shard& shard, std::string_view id, std::string_view owner,
                                     RunRowChange change) {
-  if (change == RunRowChange::kEnd) {  // releases only a row that names `owner`
-    if (auto it = shard.runs.find(id); it != shard.runs.end() && it->second.owner == owner) {
-      shard.runs.erase(it);
-    }
+  if (change == RunRowChange::kEnd) {  // releases the row, whoever it names
+    if (auto it = shard.runs.find(id); it != shard.runs.end()) shard.runs.erase(it);
     return;
   }
   RunOwner row{std::string(owner), clock_.NowUnixMillis()};

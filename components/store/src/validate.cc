@@ -268,7 +268,7 @@ Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits
     if (e.time_ms == 0 && out.now_ms == 0) out.now_ms = clock.NowUnixMillis();
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
-  if (!req.owner.empty()) out.run_row = RunRowChangeOf(req.events);
+  out.run_row = RunRowChangeOf(req.events);
   return out;
 }
 
@@ -360,7 +360,7 @@ Result<EncodedAppend> EncodeAppend(const AppendRequest& req, const Limits& limit
     out.events.push_back(std::move(enc));
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
-  if (!req.owner.empty()) out.run_row = RunRowChangeOf(req.events);
+  out.run_row = RunRowChangeOf(req.events);
   return out;
 }
 

@@ -15,6 +15,8 @@
 
 namespace once::store {
 
+std::string PostgresRunningOwnerSql(std::string_view alias) { return sql::RunningPredicate(alias); }
+
 using pg::Conn;
 using pg::IntAt;
 using pg::Params;
@@ -32,11 +34,10 @@ struct Item {
   bool exact = false;            // the token must equal fence (AppendIfUnchanged)
   bool lock = false;             // read the fence row FOR SHARE / FOR UPDATE
 
-  // Whether the append writes the run row (kOwnership): it names an owner,
-  // unless it ends a new log (which has no row to clear).
-  bool owned() const {
-    return !req->owner.empty() && !(enc->run_row == RunRowChange::kEnd && req->expected_next == 1);
-  }
+  // Whether the append writes the run row (kOwnership): it names an owner
+  // and leaves the execution running. A park or an end writes no run row:
+  // sql::RunningPredicate reads the row as released from the log.
+  bool owned() const { return !req->owner.empty() && enc->run_row == RunRowChange::kRun; }
 };
 
 // An item; an owned append past its log's first event also locks its fence
@@ -54,17 +55,12 @@ bool AnyOwned(std::span<const Item> items) {
   return std::any_of(items.begin(), items.end(), [](const Item& it) { return it.owned(); });
 }
 
-// The run-row arrays of an owned statement: owner ("" for none) and run_end.
+// The run-row array of an owned statement: owner ("" for none).
 void BindOwners(std::span<const Item> items, Params& p) {
   std::vector<std::string_view> owners;
-  std::vector<bool> run_end;
   owners.reserve(items.size());
-  run_end.reserve(items.size());
-  for (const Item& it : items) {
-    owners.push_back(it.owned() ? it.req->owner : std::string_view());
-    run_end.push_back(it.enc->run_row == RunRowChange::kEnd);
-  }
-  p.Binary(pg::TextArrayBinary(owners)).Binary(pg::BoolArrayBinary(run_end));
+  for (const Item& it : items) owners.push_back(it.owned() ? it.req->owner : std::string_view());
+  p.Binary(pg::TextArrayBinary(owners));
 }
 
 struct Verdict {
@@ -402,7 +398,8 @@ std::vector<Statement> Statements() {
       {"append_lean_owned", sql::LeanAppendSql(false, true)},
       {"append_lean_hinted_owned", sql::LeanAppendSql(true, true)},
       {"run_owner",
-       "SELECT owner, since_ms FROM fences WHERE execution_id = $1::text AND owner IS NOT NULL"},
+       "SELECT f.owner, f.since_ms FROM fences f WHERE f.execution_id = $1::text AND " +
+           sql::RunningPredicate("f")},
       {"head", "SELECT COALESCE(max(sequence), 0) FROM events WHERE execution_id = $1::text"},
       {"read_ranges", pg::ReadRangesSql()},
       {"list",
@@ -472,9 +469,14 @@ std::vector<Statement> Statements() {
        "WHERE EXISTS (SELECT 1 FROM ins WHERE kind = 'EXECUTION_SUSPENDED') "
        "ON CONFLICT (execution_id) DO NOTHING) "
        "SELECT (SELECT n FROM src), (SELECT head FROM dst), (SELECT count(*) FROM ins)"},
+      // A run row the log reads as released (a park or an end past
+      // run_from) is cleared first: the cut may remove that park or end.
       {"truncate",
-       "DELETE FROM events WHERE execution_id = $1::text AND sequence < LEAST($2::int8, "
-       "(SELECT max(sequence) FROM events WHERE execution_id = $1::text))"},
+       "WITH released AS (UPDATE fences f SET owner = NULL, since_ms = NULL, run_from = NULL "
+       "WHERE f.execution_id = $1::text AND f.owner IS NOT NULL AND NOT " +
+           sql::RunningPredicate("f") +
+           ") DELETE FROM events WHERE execution_id = $1::text AND sequence < LEAST($2::int8, "
+           "(SELECT max(sequence) FROM events WHERE execution_id = $1::text))"},
   };
 }
 
@@ -575,6 +577,10 @@ Status sql::MigrateEventSchemaLocked(Conn& conn, const PostgresOptions& options,
       ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCarryRunRows)));
     }
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 4));
+  }
+  if (at == 4) {
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV4ToV5)));
+    ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 5));
   }
   ONCE_RETURN_IF_ERROR(EnsureStatusIndex(conn));
   if (!options.backfill_park_fences) return Ok();

@@ -33,12 +33,30 @@ std::string Dead(std::string_view alias, std::string_view now) {
          std::string(now) + ")";
 }
 
+// The stale run rows a pass of the orphan scan clears at most (see
+// OrphansSql): rows past it wait for the next pass, which scans again.
+constexpr int64_t kTidyRowsMax = 100'000;
+
+// The rows of fences `f` (joined to their owner's node `n`, LEFT) whose
+// owner is a dead node or, for an owner no longer registered, whose run is
+// older than $4: the orphan scan's candidates, running or not.
+std::string DeadOwned() {
+  return "f.owner IS NOT NULL AND f.owner <> $1::text AND ((n.node_id IS NULL AND f.since_ms + "
+         "$4::int8 < t.ms) OR " +
+         Dead("n", "t.ms") + ")";
+}
+
 // The orphan scan reads the fences rows' owners (no index on them: the hot
 // path's updates stay HOT), so it runs only while some dead node other than
-// `self` is not yet swept; a first page that finds no orphan at all marks
-// every such node swept, in the same statement (one `now`), so that the
-// nodes it judged dead are exactly the ones it looked for. A node's next
-// heartbeat clears its mark.
+// `self` is not yet swept. A page lists the candidates whose run still runs
+// (sql::RunningPredicate). A first page that finds none clears the owner of
+// candidates whose run parked or ended (a park or an end leaves the row for
+// the log to release: this is where the rows of a dead node are tidied,
+// kTidyRowsMax a pass) and, if it cleared them all, marks every such node
+// swept, in the same statement (one `now`), so that the nodes it judged dead
+// are exactly the ones it looked for. A node's next heartbeat clears its
+// mark. A tidy writes only rows whose run does not run: under a concurrent
+// acquire the row is re-checked at its new version, which runs.
 std::string OrphansSql() {
   return "WITH t AS (SELECT " + std::string(sql::kDbNowMs) +
          " AS ms), "
@@ -48,15 +66,22 @@ std::string OrphansSql() {
          "), "
          "page AS MATERIALIZED (SELECT f.execution_id, f.owner, f.since_ms FROM t, fences f "
          "LEFT JOIN loom_nodes n ON n.node_id = f.owner "
-         "WHERE EXISTS (SELECT 1 FROM dead) AND f.owner IS NOT NULL AND f.owner <> $1::text "
-         "AND f.execution_id > $2::text AND ((n.node_id IS NULL AND f.since_ms + $4::int8 < t.ms) "
-         "OR " +
-         Dead("n", "t.ms") +
-         ") ORDER BY f.execution_id LIMIT $3::int8), "
+         "WHERE EXISTS (SELECT 1 FROM dead) AND f.execution_id > $2::text AND " +
+         DeadOwned() + " AND " + sql::RunningPredicate("f") +
+         " ORDER BY f.execution_id LIMIT $3::int8), "
+         "tidy AS (UPDATE fences s SET owner = NULL, since_ms = NULL, run_from = NULL "
+         "WHERE s.execution_id IN (SELECT f.execution_id FROM t, fences f "
+         "LEFT JOIN loom_nodes n ON n.node_id = f.owner "
+         "WHERE EXISTS (SELECT 1 FROM dead) AND $2::text = '' AND NOT EXISTS (SELECT 1 FROM page) "
+         "AND " +
+         DeadOwned() + " AND NOT " + sql::RunningPredicate("f") + " LIMIT " +
+         std::to_string(kTidyRowsMax) + ") AND s.owner IS NOT NULL AND NOT " +
+         sql::RunningPredicate("s") +
+         " RETURNING 1), "
          "sweep AS (UPDATE loom_nodes s SET swept = true FROM dead, t "
          "WHERE s.node_id = dead.node_id AND $2::text = '' AND NOT EXISTS (SELECT 1 FROM page) "
-         "AND NOT s.swept AND " +
-         Dead("s", "t.ms") +
+         "AND (SELECT count(*) FROM tidy) < " +
+         std::to_string(kTidyRowsMax) + " AND NOT s.swept AND " + Dead("s", "t.ms") +
          ") "
          "SELECT execution_id, owner, since_ms FROM page ORDER BY execution_id";
 }
@@ -83,15 +108,17 @@ std::vector<Statement> Statements() {
            now + " FROM loom_nodes ORDER BY node_id LIMIT $1::int8"},
       {"node_orphans", OrphansSql()},
       {"node_runs_of",
-       "SELECT execution_id, owner, since_ms FROM fences WHERE owner = $1::text "
-       "AND execution_id > $2::text ORDER BY execution_id LIMIT $3::int8"},
+       "SELECT f.execution_id, f.owner, f.since_ms FROM fences f WHERE f.owner = $1::text "
+       "AND f.execution_id > $2::text AND " +
+           sql::RunningPredicate("f") + " ORDER BY f.execution_id LIMIT $3::int8"},
       {"node_forget_run",
-       "UPDATE fences SET owner = NULL, since_ms = NULL WHERE execution_id = $1::text "
-       "AND owner = $2::text"},
+       "UPDATE fences SET owner = NULL, since_ms = NULL, run_from = NULL "
+       "WHERE execution_id = $1::text AND owner = $2::text"},
       {"node_forget_nodes",
        "DELETE FROM loom_nodes n WHERE " + Dead("n", now) +
            " AND n.heartbeat_at_ms + n.lease_ms + $1::int8 < " + now +
-           " AND NOT EXISTS (SELECT 1 FROM fences f WHERE f.owner = n.node_id)"},
+           " AND NOT EXISTS (SELECT 1 FROM fences f WHERE f.owner = n.node_id AND " +
+           sql::RunningPredicate("f") + ")"},
       {"node_now", "SELECT " + std::string(sql::kDbNowMs)},
   };
 }

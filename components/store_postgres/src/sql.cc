@@ -30,6 +30,18 @@ std::string AnsweringPredicate(std::string_view alias) {
          ".metadata::jsonb -> 'kernel' = 'true'::jsonb))";
 }
 
+std::string RunningPredicate(std::string_view alias) {
+  std::vector<std::string_view> releasing = {"EXECUTION_SUSPENDED"};
+  for (const events::KernelKindInfo& k : events::kKernelKinds) {
+    if (k.terminal) releasing.push_back(k.name);
+  }
+  std::string f(alias);
+  return "(" + f + ".owner IS NOT NULL AND (" + f +
+         ".run_from IS NULL OR NOT EXISTS (SELECT 1 FROM events rp WHERE rp.execution_id = " + f +
+         ".execution_id AND rp.sequence > " + f + ".run_from AND rp.kind IN (" +
+         QuotedList(releasing) + "))))";
+}
+
 std::string BackfillAllSql() {
   return "INSERT INTO fences (execution_id, token) "
          "SELECT DISTINCT p.execution_id, 0 FROM events p "
@@ -111,31 +123,26 @@ constexpr char kResult[] =
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 namespace {
 
-// The run-row CTEs of an owned append: `accepted` rows (execution_id, ord)
-// of the requests that landed, `owners`/`run_end` per request. The owner
-// lives in the fences row: a request that leaves the execution running
-// names it (a new log gets its row at token 0), one that parks or ends it
-// clears it if the row names that owner (no write otherwise: a row another
-// node took over stays). The caller
-// locks, in execution-id order, the rows of requests past their first event
-// (AppendSql's `locked`), so these writes take no lock out of that order.
-std::string RunRowCtes(std::string_view accepted, int owners_param, int run_end_param) {
-  std::string o = "unnest($" + std::to_string(owners_param) + "::text[], $" +
-                  std::to_string(run_end_param) +
-                  "::bool[]) WITH ORDINALITY AS o(owner, run_end, ord)";
+// The run-row CTE of an owned append: `accepted` rows (execution_id, ord,
+// run_from) of the requests that landed, `owners` per request. A request
+// that leaves the execution running names its owner in the fences row (a
+// new log gets its row at token 0) with run_from, the head before its
+// events. A park or an end writes nothing: RunningPredicate reads the row as
+// released once the log holds one past run_from. The caller locks, in
+// execution-id order, the rows of requests past their first event
+// (AppendSql's `locked`), so this write takes no lock out of that order.
+std::string RunRowCtes(std::string_view accepted, int owners_param) {
+  std::string o =
+      "unnest($" + std::to_string(owners_param) + "::text[]) WITH ORDINALITY AS o(owner, ord)";
   return R"(, runs_up AS (
-  INSERT INTO fences (execution_id, token, owner, since_ms)
+  INSERT INTO fences (execution_id, token, owner, since_ms, run_from)
   SELECT a.execution_id, 0, o.owner, )" +
-         std::string(kDbNowMs) + R"( FROM )" + std::string(accepted) + R"( a
+         std::string(kDbNowMs) + R"(, a.run_from FROM )" + std::string(accepted) + R"( a
   JOIN )" +
          o + R"( ON o.ord = a.ord
-  WHERE o.owner <> '' AND NOT o.run_end
-  ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, since_ms = EXCLUDED.since_ms
-), runs_end AS (
-  UPDATE fences f SET owner = NULL, since_ms = NULL FROM )" +
-         std::string(accepted) + " a, " + o + R"(
-  WHERE o.ord = a.ord AND o.owner <> '' AND o.run_end AND f.execution_id = a.execution_id
-    AND f.owner = o.owner
+  WHERE o.owner <> ''
+  ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, since_ms = EXCLUDED.since_ms,
+    run_from = EXCLUDED.run_from
 ))";
 }
 
@@ -160,7 +167,7 @@ std::string AppendSql(std::string_view lock_strength, bool owned) {
   LEFT JOIN locked l ON l.execution_id = r.execution_id)" +
          kHeadProbe + R"(
 ), accepted AS (
-  SELECT v.ord, v.execution_id, v.suspends FROM verdict v
+  SELECT v.ord, v.execution_id, v.suspends, v.expected_next - 1 AS run_from FROM verdict v
   WHERE )" +
          kAccepted +
          R"(
@@ -177,7 +184,7 @@ std::string AppendSql(std::string_view lock_strength, bool owned) {
   INSERT INTO fences (execution_id, token)
   SELECT a.execution_id, 0 FROM accepted a WHERE a.suspends
   ON CONFLICT (execution_id) DO NOTHING
-))" + (owned ? RunRowCtes("accepted", 13, 14) : std::string()) +
+))" + (owned ? RunRowCtes("accepted", 13) : std::string()) +
          "\n" + kResult;
 }
 
@@ -253,13 +260,13 @@ std::string LeanAppendSql(bool hinted, bool owned) {
   WHERE )" +
          guard +
          R"(
-  RETURNING execution_id
+  RETURNING execution_id, sequence
 ))" +
-         (owned ? RunRowCtes(
-                      "(SELECT DISTINCT i.execution_id, g.ord FROM ins i JOIN unnest($9::text[]) "
-                      "WITH ORDINALITY AS g(execution_id, ord) ON g.execution_id = "
-                      "i.execution_id)",
-                      hinted ? 13 : 10, hinted ? 14 : 11)
+         (owned ? RunRowCtes("(SELECT i.execution_id, g.ord, min(i.sequence) - 1 AS run_from "
+                             "FROM ins i JOIN unnest($9::text[]) WITH ORDINALITY AS "
+                             "g(execution_id, ord) ON g.execution_id = i.execution_id "
+                             "GROUP BY i.execution_id, g.ord)",
+                             hinted ? 13 : 10)
                 : std::string()) +
          R"(
 SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins), NULL::text
@@ -304,6 +311,16 @@ SELECT 1,
 WHERE NOT EXISTS (SELECT 1 FROM ins))";
 }
 
+namespace {
+
+// The owner a fences row `alias` names while its run runs, else ''.
+std::string EffectiveOwner(std::string_view alias) {
+  return "(CASE WHEN " + RunningPredicate(alias) + " THEN " + std::string(alias) +
+         ".owner ELSE '' END)";
+}
+
+}  // namespace
+
 // The bump names the owner in the row it updates (no other row, no index
 // on the owner: the update stays HOT); the expected owner is the row's own.
 std::string FenceIfBumpManySql() {
@@ -311,15 +328,16 @@ std::string FenceIfBumpManySql() {
          "owner = CASE WHEN r.has_owner THEN r.owner ELSE f.owner END, "
          "since_ms = CASE WHEN r.has_owner THEN " +
          std::string(kDbNowMs) +
-         " ELSE f.since_ms END "
+         " ELSE f.since_ms END, "
+         "run_from = CASE WHEN r.has_owner THEN r.park ELSE f.run_from END "
          "FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::bool[], $6::text[], "
          "$7::bool[]) WITH ORDINALITY AS r(id, fence, park, owner, has_owner, expected, "
          "check_owner, ord) "
          "WHERE f.execution_id = r.id AND f.token = r.fence "
          "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = r.id "
          "AND a.sequence > r.park AND " +
-         AnsweringPredicate("a") +
-         ") AND (NOT r.check_owner OR COALESCE(f.owner, '') = r.expected) "
+         AnsweringPredicate("a") + ") AND (NOT r.check_owner OR " + EffectiveOwner("f") +
+         " = r.expected) "
          "RETURNING r.ord, f.token";
 }
 
@@ -328,12 +346,13 @@ std::string FenceIfBumpSql() {
   return "UPDATE fences SET token = token + 1, owner = COALESCE($4::text, owner), "
          "since_ms = CASE WHEN $4::text IS NULL THEN since_ms ELSE " +
          std::string(kDbNowMs) +
-         " END WHERE execution_id = $1::text "
+         " END, run_from = CASE WHEN $4::text IS NULL THEN run_from ELSE $3::int8 END "
+         "WHERE execution_id = $1::text "
          "AND token = $2::int8 "
          "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = $1::text "
          "AND a.sequence > $3::int8 AND " +
-         AnsweringPredicate("a") +
-         ") AND ($5::text IS NULL OR COALESCE(owner, '') = $5::text) RETURNING token";
+         AnsweringPredicate("a") + ") AND ($5::text IS NULL OR " + EffectiveOwner("fences") +
+         " = $5::text) RETURNING token";
 }
 
 std::string EndChannel(std::string_view schema) {

@@ -18,7 +18,8 @@ namespace once::store::sql {
 // 1: metadata jsonb. 2: metadata text (the client's JSON as written) and the
 // hash index on fences. 3: loom_runs and loom_nodes (issue 15, docs/nodes.md).
 // 4: the run owner moves into the fences row (owner, since_ms; loom_runs is
-// gone) and loom_nodes gains `swept` (docs/nodes.md).
+// gone) and loom_nodes gains `swept` (docs/nodes.md). 5: fences.run_from,
+// and a park or an end no longer clears the owner (RunningPredicate).
 inline constexpr int64_t kSchemaVersion = kPostgresSchemaVersion;
 inline constexpr std::string_view kVersionRow = "version";
 inline constexpr std::string_view kParkFencesMarker = "park_fences_backfilled";
@@ -47,7 +48,8 @@ CREATE TABLE IF NOT EXISTS fences (
   execution_id text COLLATE "C" PRIMARY KEY,
   token bigint NOT NULL,
   owner text COLLATE "C",
-  since_ms bigint
+  since_ms bigint,
+  run_from bigint
 ) WITH (fillfactor = 70))";
 
 // The node registry (docs/nodes.md). The run rows are the fences rows'
@@ -79,6 +81,13 @@ ALTER TABLE fences ADD COLUMN IF NOT EXISTS owner text COLLATE "C",
   ADD COLUMN IF NOT EXISTS since_ms bigint;
 ALTER TABLE fences SET (fillfactor = 70);
 ALTER TABLE loom_nodes ADD COLUMN IF NOT EXISTS swept boolean NOT NULL DEFAULT false)";
+// Version 4 -> 5: the sequence a run began after. A version-4 row names an
+// owner only while its run runs, so each such run starts at its log's head.
+inline constexpr std::string_view kMigrateV4ToV5 = R"(
+ALTER TABLE fences ADD COLUMN IF NOT EXISTS run_from bigint;
+UPDATE fences f SET run_from = COALESCE(
+    (SELECT max(e.sequence) FROM events e WHERE e.execution_id = f.execution_id), 0)
+  WHERE f.owner IS NOT NULL AND f.run_from IS NULL)";
 inline constexpr std::string_view kCarryRunRows = R"(
 INSERT INTO fences (execution_id, token, owner, since_ms)
   SELECT execution_id, 0, owner, since_ms FROM loom_runs
@@ -157,6 +166,19 @@ inline constexpr std::string_view kCreateStatusIndex =
 // too: its statements read the fences rows' owners.
 Status MigrateEventSchemaLocked(pg::Conn& conn, const PostgresOptions& options, const Clock& clock);
 
+// Whether the fences row `alias` names a run that still runs. The owner is
+// written when a run begins (with run_from, the log's head then) and is not
+// cleared when the run parks or ends: that would be a second write of the
+// row on every park and every end, the whole cost of being a node on
+// PostgreSQL's park/resume path. Instead the row is read as released once
+// its log holds a park or an end (store::RunRowChangeOf's kinds) past
+// run_from: one probe of the primary key from run_from up. A NULL run_from
+// (written by a version-4 build still running beside this one) is a row
+// that build clears itself, so its owner alone says it runs.
+// Readers: RunOwnerOf, the registry's scans; hygiene clears stale owners
+// (the sweep of a dead node, TruncatePrefixKeeping).
+std::string RunningPredicate(std::string_view alias);
+
 // The scan for an answering event (events::IsAnswering) over alias `a`.
 std::string AnsweringPredicate(std::string_view alias);
 
@@ -174,15 +196,17 @@ std::string BackfillBatchSql();
 //   $7 event request index (1-based) int8[], $8 sequence int8[],
 //   $9 kind text[], $10 payload text[], $11 metadata text[], $12 time_ms int8[].
 // Returns per request, in order: ord, token, head, inserted (total rows).
-// `owned`: also $13 owners text[] and $14 run_end bool[] (per request; an
-// empty owner leaves the run row alone): an accepted request with an owner
-// deletes its run row (run_end) or names the owner in it.
+// `owned`: also $13 owners text[] (per request; an empty owner leaves the
+// run row alone): an accepted request with an owner names it in its run row,
+// with run_from = expected_next - 1. Only appends that leave the execution
+// running are sent owned (a park or an end writes no run row).
 std::string AppendSql(std::string_view lock_strength, bool owned = false);
 
 // The conditional bump of AcquireFenceIf ($1 id, $2 expected token, $3 the
 // park's sequence, $4 owner text or NULL, $5 expected owner text or NULL:
-// '' is "no run row"): prepared, run as its own statement after the row
-// lock. On success it names the owner in the run row.
+// '' is "no run row", a row whose run no longer runs included): prepared,
+// run as its own statement after the row lock. On success it names the
+// owner in the run row, run_from = the park's sequence.
 std::string FenceIfBumpSql();
 
 // The same conditional bump for a whole acquire group of distinct
@@ -211,8 +235,8 @@ std::string FenceIfBumpManySql();
 // (ord, token, head, 0, NULL). Unlike AppendSql, a request whose row at expected_next exists fails
 // the statement with a unique violation (23505), as a concurrent insert of
 // that row fails either statement.
-// `owned`: also two per-request arrays after the others ($10, $11 unhinted;
-// $13, $14 hinted): owners text[] and run_end bool[], as AppendSql's.
+// `owned`: also a per-request array after the others ($10 unhinted, $13
+// hinted): owners text[], as AppendSql's.
 std::string LeanAppendSql(bool hinted, bool owned = false);
 
 // LeanAppendSql (unhinted, not owned) for one request of one event, its

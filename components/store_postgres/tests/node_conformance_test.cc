@@ -66,6 +66,36 @@ TEST(PostgresNodeRegistryTest, OpensFirstOnAFreshSchema) {
   EXPECT_EQ((*orphans)[0].execution_id, "r");
 }
 
+// A park or an end leaves the owner in the fences row (the log releases it,
+// with no write). The first orphan pass that finds no orphan clears those
+// owners of its dead nodes, so that later passes, RunsOf and ForgetNodes do
+// not probe them again; a row whose run runs again (taken over) is left.
+TEST(PostgresNodeRegistryTest, TheSweepClearsTheOwnersTheLogReleased) {
+  Result<NodeHarness> h = MakePostgres();
+  if (!h && h.error().code == ErrorCode::kUnavailable) GTEST_SKIP() << h.error().ToString();
+  ASSERT_TRUE(h) << h.error().ToString();
+  auto& schema = *std::static_pointer_cast<TestSchema>(h->keep_alive);
+  ASSERT_TRUE(h->registry->Heartbeat({.node_id = "self", .host = "h", .pid = 1}, 60'000));
+  ASSERT_TRUE(h->registry->Heartbeat({.node_id = "x", .host = "h", .pid = 2}, 150));
+  for (const char* id : {"a", "b", "c"}) {
+    store::AppendRequest start{.execution_id = id, .expected_next = 1, .owner = "x"};
+    start.events.push_back(events::KernelEvent(events::KernelKind::kExecutionStarted,
+                                               events::Json{{"workflow", "w"}}));
+    ASSERT_TRUE(h->store->Append(start));
+    store::AppendRequest end{.execution_id = id, .expected_next = 2, .owner = "x"};
+    end.events.push_back(
+        events::KernelEvent(events::KernelKind::kExecutionCompleted, events::Json{{"value", 1}}));
+    ASSERT_TRUE(h->store->Append(end));
+  }
+  EXPECT_EQ(schema.Sql("SELECT count(*) FROM fences WHERE owner = 'x'"), "3");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto orphans = h->registry->OrphanedRuns("self", "", 10, 60'000);
+  ASSERT_TRUE(orphans) << orphans.error().ToString();
+  EXPECT_TRUE(orphans->empty());
+  EXPECT_EQ(schema.Sql("SELECT count(*) FROM fences WHERE owner IS NOT NULL"), "0");
+  EXPECT_EQ(schema.Sql("SELECT swept FROM loom_nodes WHERE node_id = 'x'"), "t");
+}
+
 INSTANTIATE_TEST_SUITE_P(Postgres, NodeRegistryConformance,
                          testing::Values(NodeBackend{"Postgres", MakePostgres}), NodeBackendName);
 

@@ -510,7 +510,8 @@ TEST_F(PostgresStoreTest, ListExecutionsPagesInByteOrder) {
 TEST_F(PostgresStoreTest, MigrationIsIdempotent) {
   auto again = OpenStore();
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"),
+            std::to_string(kPostgresSchemaVersion));
   ASSERT_TRUE(again->Append(Req("ex", 1, {Started()})));
   EXPECT_EQ(store_->Head("ex").value(), 1);
 }
@@ -952,11 +953,13 @@ TEST_F(PostgresStoreTest, QueuedReadsFillGroupsUpToTheLimitEachGettingItsOwnRang
 TEST_F(PostgresStoreTest, MigrationFromV2CreatesTheNodeTables) {
   store_.reset();
   schema_->Sql(
-      "DROP TABLE loom_nodes; ALTER TABLE fences DROP COLUMN owner, DROP COLUMN since_ms; "
+      "DROP TABLE loom_nodes; ALTER TABLE fences DROP COLUMN owner, DROP COLUMN since_ms, "
+      "DROP COLUMN run_from; "
       "UPDATE once_schema SET value = 2 WHERE name = 'version'");
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"),
+            std::to_string(kPostgresSchemaVersion));
   EXPECT_EQ(schema_->Sql("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
                          schema_->name() + "' AND table_name IN ('loom_runs', 'loom_nodes')"),
             "1");
@@ -977,7 +980,7 @@ TEST_F(PostgresStoreTest, MigrationFromV2CreatesTheNodeTables) {
 TEST_F(PostgresStoreTest, MigrationFromV3CarriesTheRunRowsIntoFences) {
   store_.reset();
   schema_->Sql(R"(
-ALTER TABLE fences DROP COLUMN owner, DROP COLUMN since_ms;
+ALTER TABLE fences DROP COLUMN owner, DROP COLUMN since_ms, DROP COLUMN run_from;
 ALTER TABLE loom_nodes DROP COLUMN swept;
 CREATE TABLE loom_runs (execution_id text COLLATE "C" PRIMARY KEY,
   owner text COLLATE "C" NOT NULL, since_ms bigint NOT NULL);
@@ -993,7 +996,8 @@ INSERT INTO loom_runs VALUES ('fenced', 'node-a', 111), ('started', 'node-b', 22
 UPDATE once_schema SET value = 3 WHERE name = 'version';)");
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"),
+            std::to_string(kPostgresSchemaVersion));
   EXPECT_EQ(schema_->Sql("SELECT to_regclass('loom_runs') IS NULL"), "t");
   EXPECT_EQ(schema_->Sql("SELECT token || ' ' || owner || ' ' || since_ms FROM fences "
                          "WHERE execution_id = 'fenced'"),
@@ -1016,6 +1020,43 @@ UPDATE once_schema SET value = 3 WHERE name = 'version';)");
   ASSERT_TRUE(owner);
   EXPECT_FALSE(owner->has_value());
   EXPECT_EQ(schema_->Sql("SELECT token FROM fences WHERE execution_id = 'fenced'"), "7");
+}
+
+// Version 4 -> 5: a version-4 row names an owner only while its run runs,
+// so the migration starts each such run at its log's head; from then on the
+// log releases it (a park or an end past run_from) with no write.
+TEST_F(PostgresStoreTest, MigrationFromV4StartsEachRunAtItsHead) {
+  store_.reset();
+  schema_->Sql(R"(
+ALTER TABLE fences DROP COLUMN run_from;
+INSERT INTO events VALUES
+  ('running', 1, 'EXECUTION_STARTED', '{}', '{"kernel":true}', 5),
+  ('running', 2, 'STEP_COMPLETED', '{}', '{"kernel":true}', 6),
+  ('parked', 1, 'EXECUTION_STARTED', '{}', '{"kernel":true}', 7),
+  ('parked', 2, 'EXECUTION_SUSPENDED', '{}', '{"kernel":true}', 8);
+INSERT INTO fences VALUES ('running', 3, 'node-a', 111), ('parked', 0, NULL, NULL);
+UPDATE once_schema SET value = 4 WHERE name = 'version';)");
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"),
+            std::to_string(kPostgresSchemaVersion));
+  EXPECT_EQ(schema_->Sql("SELECT owner || ' ' || run_from FROM fences "
+                         "WHERE execution_id = 'running'"),
+            "node-a 2");
+  EXPECT_EQ(schema_->Sql("SELECT run_from IS NULL FROM fences WHERE execution_id = 'parked'"), "t");
+  auto owner = store_->RunOwnerOf("running");
+  ASSERT_TRUE(owner && owner->has_value());
+  EXPECT_EQ((*owner)->owner, "node-a");
+  // A park by any writer releases it, and writes no fences row.
+  const std::string version_before =
+      schema_->Sql("SELECT xmin::text FROM fences WHERE execution_id = 'running'");
+  auto parked = store_->Append(Req("running", 3, {Parked(3)}, 3));
+  ASSERT_TRUE(parked) << parked.error().ToString();
+  owner = store_->RunOwnerOf("running");
+  ASSERT_TRUE(owner);
+  EXPECT_FALSE(owner->has_value());
+  EXPECT_EQ(schema_->Sql("SELECT xmin::text FROM fences WHERE execution_id = 'running'"),
+            version_before);
 }
 
 // A database written by schema version 1 (metadata jsonb), built by hand:
@@ -1049,7 +1090,8 @@ INSERT INTO fences VALUES ('parked', 0), ('answered', 0);)");
 TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"),
+            std::to_string(kPostgresSchemaVersion));
   EXPECT_EQ(
       schema_->Sql("SELECT data_type FROM information_schema.columns WHERE table_schema = '" +
                    schema_->name() + "' AND table_name = 'events' AND column_name = 'metadata'"),
@@ -1079,7 +1121,8 @@ TEST_F(MigrationV1Test, OpenMigratesMetadataToTextAndKeepsEveryRow) {
   // Opening again leaves the version alone.
   store.reset();
   ASSERT_NE(OpenStore(), nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "4");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"),
+            std::to_string(kPostgresSchemaVersion));
 }
 
 // Builds the pre-version state: parks without their fence rows, no marker.

@@ -132,7 +132,7 @@ std::vector<std::string> BuildSql() {
       "ON CONFLICT(execution_id) DO UPDATE SET owner = excluded.owner, since_ms = "
       "excluded.since_ms";
   sql[kDeleteRun] = "DELETE FROM loom_runs WHERE execution_id = ?1";
-  sql[kReleaseRun] = "DELETE FROM loom_runs WHERE execution_id = ?1 AND owner = ?2";
+  sql[kReleaseRun] = "DELETE FROM loom_runs WHERE execution_id = ?1";
   sql[kRunOwner] = "SELECT owner, since_ms FROM loom_runs WHERE execution_id = ?1";
   sql[kEndedBy] = "SELECT 1 FROM events WHERE execution_id = ?1 AND time_ms <= ?2 AND kind IN (" +
                   QuotedList(EndingKindNames()) + ") LIMIT 1";
@@ -240,14 +240,16 @@ Status InsertEvents(Connection& c, std::string_view id, const EncodedAppend& enc
 }
 
 // The run row of `id` on `c`, inside a write transaction: names `owner`
-// (kRun) or releases it (kEnd: only a row that names `owner`).
+// (kRun) or releases it (kEnd: whoever it names; `owner` is not used).
 Status SetRunOn(Connection& c, std::string_view id, std::string_view owner, RunRowChange change,
                 int64_t now_ms) {
   ONCE_ASSIGN_OR_RETURN(Statement s,
                         c.Prepare(change == RunRowChange::kEnd ? kReleaseRun : kUpsertRun));
   ONCE_RETURN_IF_ERROR(s.Bind(1, id));
-  ONCE_RETURN_IF_ERROR(s.Bind(2, owner));
-  if (change == RunRowChange::kRun) ONCE_RETURN_IF_ERROR(s.Bind(3, now_ms));
+  if (change == RunRowChange::kRun) {
+    ONCE_RETURN_IF_ERROR(s.Bind(2, owner));
+    ONCE_RETURN_IF_ERROR(s.Bind(3, now_ms));
+  }
   return s.Run();
 }
 
@@ -278,8 +280,8 @@ Result<int64_t> AppendOn(Connection& c, const AppendRequest& req, const EncodedA
     return SequenceConflict(req.execution_id, now.head + 1, req.expected_next);
   }
   ONCE_RETURN_IF_ERROR(InsertEvents(c, req.execution_id, enc));
-  // A new log has no run row to delete.
-  if (!req.owner.empty() && (enc.run_row == RunRowChange::kRun || req.expected_next > 1)) {
+  // Any park or end releases the row (a new log has none); a run names its owner.
+  if (enc.run_row == RunRowChange::kEnd ? req.expected_next > 1 : !req.owner.empty()) {
     ONCE_RETURN_IF_ERROR(SetRunOn(c, req.execution_id, req.owner, enc.run_row, now_ms));
   }
   return req.expected_next + static_cast<int64_t>(req.events.size()) - 1;

@@ -1791,28 +1791,61 @@ TEST_P(EventStoreConformance, ARefusedAppendLeavesTheRunRowAlone) {
 // A park or an end releases only a row that names the appending owner: a
 // row another node took over stays (with the fence, a takeover's bump also
 // refuses the stale append; an unguarded one lands and leaves the row).
-TEST_P(EventStoreConformance, AnEndReleasesOnlyItsOwnOwner) {
+// A park or an end releases the run row whoever appends it (another owner,
+// or no owner at all): a row names a node only while the log says its run
+// runs. What follows the release does not bring the row back unless it names
+// an owner again.
+TEST_P(EventStoreConformance, AParkOrAnEndReleasesTheRunRowWhoeverAppendsIt) {
   ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
   AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-b"));
   AppendOk(store(), Owned(Req("ex-1", 2, {Kernel(KernelKind::kExecutionCompleted)}, std::nullopt),
                           "node-a"));
-  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-b");
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
   AppendOk(store(), Owned(Req("ex-2", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-b"));
-  AppendOk(store(), Owned(Req("ex-2", 2, {Kernel(KernelKind::kExecutionSuspended)}, std::nullopt),
-                          "node-a"));
-  EXPECT_EQ(OwnerOf(store(), "ex-2"), "node-b");
-  // In a batch, each request's release is judged alone.
+  AppendOk(store(), Req("ex-2", 2, {Kernel(KernelKind::kExecutionSuspended)}, std::nullopt));
+  EXPECT_EQ(OwnerOf(store(), "ex-2"), std::nullopt);
+  AppendOk(store(), Req("ex-2", 3, Steps(1), std::nullopt));  // after the park, no owner named
+  EXPECT_EQ(OwnerOf(store(), "ex-2"), std::nullopt);
+  AppendOk(store(), Owned(Req("ex-2", 4, Steps(1), std::nullopt), "node-c"));
+  EXPECT_EQ(OwnerOf(store(), "ex-2"), "node-c");
+  // In a batch, each request is judged alone: a run that keeps running keeps
+  // its row beside the ends.
   AppendOk(store(), Owned(Req("ex-3", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-a"));
   AppendOk(store(), Owned(Req("ex-4", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-b"));
+  AppendOk(store(), Owned(Req("ex-5", 1, {Kernel(KernelKind::kExecutionStarted)}), "node-b"));
   std::vector<AppendRequest> batch = {
       Owned(Req("ex-3", 2, {Kernel(KernelKind::kExecutionCompleted)}), "node-a"),
-      Owned(Req("ex-4", 2, {Kernel(KernelKind::kExecutionCompleted)}, std::nullopt), "node-a"),
+      Req("ex-4", 2, {Kernel(KernelKind::kExecutionCompleted)}, std::nullopt),
+      Req("ex-5", 2, Steps(1), std::nullopt),
   };
   Result<std::vector<Result<int64_t>>> r = store().AppendBatch(batch);
   ASSERT_TRUE(r) << Describe(r.error());
-  EXPECT_TRUE((*r)[0] && (*r)[1]);
+  EXPECT_TRUE((*r)[0] && (*r)[1] && (*r)[2]);
   EXPECT_EQ(OwnerOf(store(), "ex-3"), std::nullopt);
-  EXPECT_EQ(OwnerOf(store(), "ex-4"), "node-b");
+  EXPECT_EQ(OwnerOf(store(), "ex-4"), std::nullopt);
+  EXPECT_EQ(OwnerOf(store(), "ex-5"), "node-b");
+}
+
+// A released row is no one's to expect: a conditional acquire that expects
+// the owner it named is stale, and one that expects no owner wins and
+// records its own.
+TEST_P(EventStoreConformance, AReleasedRunRowIsExpectedAsNoOwner) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kOwnership);
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIf);
+  AppendOk(store(), Owned(Req("ex-1", 1, {Kernel(KernelKind::kExecutionStarted)}), "dead"));
+  AppendOk(store(), Owned(Req("ex-1", 2, {Kernel(KernelKind::kExecutionSuspended)}), "dead"));
+  Result<ConditionalAcquire> old = store().AcquireFenceIf(
+      "ex-1",
+      {.fence = 0, .park_seq = 2, .owner = "node-b", .expected_owner = std::string_view("dead")});
+  ASSERT_TRUE(old) << Describe(old.error());
+  EXPECT_TRUE(old->stale);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), std::nullopt);
+  Result<ConditionalAcquire> none = store().AcquireFenceIf(
+      "ex-1",
+      {.fence = 0, .park_seq = 2, .owner = "node-b", .expected_owner = std::string_view("")});
+  ASSERT_TRUE(none) << Describe(none.error());
+  EXPECT_FALSE(none->stale);
+  EXPECT_EQ(OwnerOf(store(), "ex-1"), "node-b");
 }
 
 TEST_P(EventStoreConformance, DeleteExecutionDeletesTheRunRow) {

@@ -238,11 +238,11 @@ class PostgresSource final : public Source {
                   "FROM loom_nodes n " +
                   // One pass over the run owners for every node (no index on
                   // them from version 4: a count per node would scan per node).
-                  (runs_table_.empty()
-                       ? std::string()
-                       : "LEFT JOIN (SELECT owner, COUNT(*) AS runs FROM " + runs_table_ +
-                             " WHERE owner IS NOT NULL GROUP BY owner) r "
-                             "ON r.owner = n.node_id ") +
+                  (runs_table_.empty() ? std::string()
+                                       : "LEFT JOIN (SELECT f.owner, COUNT(*) AS runs FROM " +
+                                             runs_table_ + " f WHERE " + RunningOwner() +
+                                             " GROUP BY f.owner) r "
+                                             "ON r.owner = n.node_id ") +
                   "ORDER BY node_id LIMIT $1::int8",
               {std::to_string(limit)}));
     std::vector<NodeRow> out;
@@ -280,9 +280,10 @@ class PostgresSource final : public Source {
 
   Result<std::optional<Owner>> OwnerOf(const std::string& id) override {
     if (runs_table_.empty()) return std::optional<Owner>();
-    ONCE_ASSIGN_OR_RETURN(PgResult r, Query("SELECT owner, since_ms FROM " + runs_table_ +
-                                                " WHERE execution_id = $1 AND owner IS NOT NULL",
-                                            {id}));
+    ONCE_ASSIGN_OR_RETURN(PgResult r,
+                          Query("SELECT f.owner, f.since_ms FROM " + runs_table_ +
+                                    " f WHERE f.execution_id = $1 AND " + RunningOwner(),
+                                {id}));
     if (PQntuples(r.get()) == 0) return std::optional<Owner>();
     return std::optional<Owner>(
         Owner{.node_id = TextAt(r.get(), 0, 0), .since_ms = IntAt(r.get(), 0, 1)});
@@ -347,6 +348,13 @@ class PostgresSource final : public Source {
   bool has_timers_ = false, has_inbox_ = false, has_nodes_ = false, has_runs_ = false,
        has_queues_ = false;
   std::string runs_table_;  // where the run owners are ("": none)
+
+  // The condition under which the row `f` of runs_table_ names a running
+  // owner: the store's own from the version where the log releases it.
+  std::string RunningOwner() const {
+    if (version_ >= store::kPostgresLazyReleaseVersion) return store::PostgresRunningOwnerSql("f");
+    return "f.owner IS NOT NULL";
+  }
 };
 
 }  // namespace

@@ -51,6 +51,18 @@ void Running(store::EventStore& s, const std::string& id, std::string_view owner
   ASSERT_TRUE(r) << r.error().ToString();
 }
 
+// The append after `Running` that parks (`park`) or ends the execution,
+// naming no owner: whoever appends it, it releases the run row.
+void Leaves(store::EventStore& s, const std::string& id, bool park) {
+  store::AppendRequest req{.execution_id = id, .expected_next = 2};
+  req.events.push_back(park ? events::KernelEvent(events::KernelKind::kExecutionSuspended,
+                                                  events::Json{{"on", "timer"}})
+                            : events::KernelEvent(events::KernelKind::kExecutionCompleted,
+                                                  events::Json{{"value", 1}}));
+  Result<int64_t> r = s.Append(req);
+  ASSERT_TRUE(r) << r.error().ToString();
+}
+
 std::vector<std::string> Ids(const std::vector<RunRow>& rows) {
   std::vector<std::string> out;
   for (const RunRow& r : rows) out.push_back(r.execution_id);
@@ -167,6 +179,33 @@ TEST_P(NodeRegistryConformance, ANodeThatDiesAgainIsLookedForAgain) {
   ASSERT_TRUE(registry().Stop("y"));
   EXPECT_EQ(Ids(registry().OrphanedRuns("self", "", 100, kLongLeaseMs).value()),
             (std::vector<std::string>{"r-2", "r-3"}));
+}
+
+// A run that parked or ended is no one's: not an orphan of its dead node,
+// not in RunsOf, and it does not keep its node from being forgotten.
+TEST_P(NodeRegistryConformance, ARunThatParkedOrEndedIsNoOnes) {
+  ASSERT_TRUE(registry().Heartbeat(Info("self"), kLongLeaseMs));
+  ASSERT_TRUE(registry().Heartbeat(Info("x"), kShortLeaseMs));
+  Running(store(), "r-ended", "x");
+  Running(store(), "r-parked", "x");
+  Running(store(), "r-running", "x");
+  Leaves(store(), "r-ended", /*park=*/false);
+  Leaves(store(), "r-parked", /*park=*/true);
+  EXPECT_EQ(Ids(registry().RunsOf("x", "", 100).value()), (std::vector<std::string>{"r-running"}));
+  SleepPast(kShortLeaseMs);
+  EXPECT_EQ(Ids(registry().OrphanedRuns("self", "", 100, kLongLeaseMs).value()),
+            (std::vector<std::string>{"r-running"}));
+  EXPECT_EQ(registry().ForgetNodes(0).value(), 0u);  // x still owns r-running
+  ASSERT_TRUE(registry().ForgetRun("r-running", "x"));
+  for (int pass = 0; pass < 2; ++pass) {
+    EXPECT_TRUE(registry().OrphanedRuns("self", "", 100, kLongLeaseMs).value().empty());
+  }
+  EXPECT_EQ(registry().ForgetNodes(0).value(), 1u);
+  for (const char* id : {"r-ended", "r-parked", "r-running"}) {
+    Result<std::optional<store::RunOwner>> row = store().RunOwnerOf(id);
+    ASSERT_TRUE(row);
+    EXPECT_FALSE(row->has_value()) << id;
+  }
 }
 
 TEST_P(NodeRegistryConformance, RunsOfListsOneOwnersRows) {

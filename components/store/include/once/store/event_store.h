@@ -27,14 +27,19 @@
 //
 // Run ownership (kOwnership). A store that offers it keeps, per execution
 // whose body is running, the node that runs it (a "run row": the owner and
-// since when). An append that names an owner (AppendRequest::owner) writes
-// it in the same atomic step as its events: a request whose events leave the
-// execution running records (or moves) the row to that owner; one whose
-// events park it or end it (EXECUTION_SUSPENDED or a terminal kind) deletes
-// the row if it names that owner (a row another node took over stays). A conditional acquire that
-// names an owner records it with the new token, and one that names an expected owner succeeds only
-// if the run row still names it (takeover: claim a dead node's run, and no one else's). Appends and
-// acquires that name no owner leave the row alone. RunOwner reads it; DeleteExecution deletes it.
+// since when), in the same atomic step as the events that change it. An
+// append that names an owner (AppendRequest::owner) and whose events leave
+// the execution running records (or moves) the row to that owner. Any append
+// whose events park or end the execution (EXECUTION_SUSPENDED or a terminal
+// kind) releases the row, whoever writes it and whatever owner it names or
+// not: a run row names a node only while the log says its run runs. (A store
+// may release without a write: PostgreSQL reads a row as released once its
+// log holds a park or an end past the run's start; store_postgres/src/sql.h.)
+// A conditional acquire that names an owner records it with the new token,
+// and one that names an expected owner succeeds only if the run row still
+// names it (takeover: claim a dead node's run, and no one else's). Other
+// appends and acquires that name no owner leave the row alone. RunOwnerOf
+// reads it; DeleteExecution deletes it.
 // The runtime and the node registry (components/nodes) build leases and takeover on this.
 //
 // Transactional appends (kTransaction). AppendInTransaction runs caller's
@@ -345,9 +350,9 @@ class EventStore {
                                               TransactionWorkRef work) = 0;
 };
 
-// What an accepted request does to its run row when it names an owner:
-// kEnd (its events park or end the execution: the row is deleted) or kRun
-// (the row names the owner).
+// What an accepted request does to its run row: kEnd (its events park or
+// end the execution: the row is released, whoever appends) or kRun (the row
+// names the request's owner, if it names one; else it stays as it is).
 enum class RunRowChange : uint8_t { kRun, kEnd };
 RunRowChange RunRowChangeOf(std::span<const Envelope> events);
 

@@ -76,7 +76,7 @@ struct EncodedAppend {
   size_t bytes = 0;                           // sum of payload and metadata bytes
   bool answering = false;                     // some event answers a park
   bool suspends = false;                      // some event is a park
-  RunRowChange run_row = RunRowChange::kRun;  // what an owner does to the run row
+  RunRowChange run_row = RunRowChange::kRun;  // what the append does to the run row
 };
 
 // Validates one request (id, kinds, kernel payload shapes, sequences,
@@ -96,7 +96,7 @@ Status CheckFirstEvent(std::string_view execution_id, const Envelope& e, const L
 struct CheckedAppend {
   size_t bytes = 0;    // sum of payload and metadata bytes, exactly as EncodeAppend counts
   int64_t now_ms = 0;  // the time for events whose time_ms is 0 (0 when none has)
-  RunRowChange run_row = RunRowChange::kRun;  // what an owner does to the run row
+  RunRowChange run_row = RunRowChange::kRun;  // what the append does to the run row
 };
 
 // EncodeAppend's checks, with the same errors in the same order, for a

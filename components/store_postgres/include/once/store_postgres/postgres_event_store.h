@@ -110,7 +110,17 @@ struct PostgresOptions {
 
 // The schema version this build writes (once_schema row 'version'); a
 // database with a higher one is refused with kUnsupported.
-inline constexpr int64_t kPostgresSchemaVersion = 4;
+inline constexpr int64_t kPostgresSchemaVersion = 5;
+
+// From this schema version a park or an end leaves the owner in its fences
+// row and the log releases it: a row names a running owner only under
+// PostgresRunningOwnerSql. Read-only tools that query the schema themselves
+// (visibility) must use it; before it, `owner IS NOT NULL` was the rule.
+inline constexpr int64_t kPostgresLazyReleaseVersion = 5;
+
+// The SQL condition (over the fences row aliased `alias`, with `events` in
+// the search path) under which that row names a run that still runs.
+std::string PostgresRunningOwnerSql(std::string_view alias);
 
 // The key of the migration's pg_advisory_xact_lock.
 inline constexpr int64_t kMigrationLockKey = 0x6f6e63655f6d6967;  // "once_mig"
