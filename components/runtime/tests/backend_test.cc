@@ -7,6 +7,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "once/nodes/memory_node_registry.h"
 #include "once/runtime/runtime.h"
@@ -437,6 +438,99 @@ TEST_F(BackendTest, TransactionBadSqlIsATypedStepFailureAndTheRuntimeServesOn) {
   ASSERT_TRUE(ok) << ok.error().ToString();
   EXPECT_EQ(ok->value, 1999);
   EXPECT_EQ(Payments(*store_), 1);
+}
+
+// A node's run row on this backend, through the runtime and its group
+// commit: named by the first append that leaves the run running, released
+// by the park, named again by the resume's acquire and released by the end.
+TEST_F(BackendTest, ANodesRunRowFollowsItsRunsThroughAParkAndAResume) {
+  store::MemoryEventStore registry_store;  // the registry only judges the lease
+  nodes::MemoryNodeRegistry registry(registry_store, clock_);
+  nodes::Node node(registry, clock_,
+                   nodes::NodeOptions{.info = {.node_id = "a"}, .node_lease_ms = 10'000});
+  ASSERT_TRUE(node.Beat());
+  RuntimeOptions options{.workers = 0, .node = &node};
+  options.committer.flushes_in_flight_max = 2;
+  Runtime rt(*store_, clock_, options);
+  std::mutex seen_mu;
+  std::vector<std::optional<std::string>> seen;  // GUARDED_BY(seen_mu)
+  auto owner = [&](const std::string& id) -> std::optional<std::string> {
+    auto row = store_->RunOwnerOf(id);
+    if (!row || !*row) return std::nullopt;
+    return (*row)->owner;
+  };
+  ASSERT_TRUE(rt.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("one", [&]() -> Result<Json> { return 1; }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("two", [&]() -> Result<Json> {
+      std::optional<std::string> o = owner(ctx.execution_id());
+      std::lock_guard lock(seen_mu);
+      seen.push_back(std::move(o));
+      return 2;
+    }));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return ctx.Step("three", [&]() -> Result<Json> {
+      std::optional<std::string> o = owner(ctx.execution_id());
+      std::lock_guard lock(seen_mu);
+      seen.push_back(std::move(o));
+      return 3;
+    });
+  }));
+  // The resume's first append is also its end: {EXECUTION_RESUMED,
+  // EXECUTION_COMPLETED}, appended only if the token is still the acquire's.
+  ASSERT_TRUE(rt.Register("park_once", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_ASSIGN_OR_RETURN(Json v, ctx.Step("work", [&]() -> Result<Json> { return 1; }));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::milliseconds(0)));
+    return v;
+  }));
+  for (const char* id : {"once-1", "once-2"}) {
+    Result<RunOutcome> out = rt.Start("park_once", id, Json::object());
+    ASSERT_TRUE(out) << out.error().ToString();
+    ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+    Result<RunOutcome> done = rt.Resume(id, {.fence_if_parked_at = out->park_seq});
+    ASSERT_TRUE(done) << done.error().ToString();
+    EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+    EXPECT_EQ(owner(id), std::nullopt) << id << ": the end released it";
+  }
+  for (const char* id : {"ex-1", "ex-2"}) {
+    seen.clear();
+    Result<RunOutcome> out = rt.Start("w", id, Json::object());
+    ASSERT_TRUE(out) << out.error().ToString();
+    ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+    EXPECT_EQ(owner(id), std::nullopt) << id << ": the park released it";
+    Result<RunOutcome> done = rt.Resume(id, {.fence_if_parked_at = out->park_seq});
+    ASSERT_TRUE(done) << done.error().ToString();
+    EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+    EXPECT_EQ(seen, (std::vector<std::optional<std::string>>{"a", "a"})) << id;
+    EXPECT_EQ(owner(id), std::nullopt) << id << ": the end released it";
+  }
+  // The same from many threads at once, as a service runs it: starts, parks,
+  // resumes and ends go to the store in grouped appends and grouped acquires.
+  constexpr int kThreads = 8, kEach = 25;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const std::string id = "many-" + std::to_string(t) + "-" + std::to_string(i);
+        Result<RunOutcome> out = rt.Start("w", id, Json::object());
+        if (!out || !out->park_seq) {
+          ++failures;
+          continue;
+        }
+        Result<RunOutcome> done = rt.Resume(id, {.fence_if_parked_at = out->park_seq});
+        if (!done || done->status != ExecutionStatus::kCompleted) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+  int owned = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kEach; ++i) {
+      if (owner("many-" + std::to_string(t) + "-" + std::to_string(i))) ++owned;
+    }
+  }
+  EXPECT_EQ(owned, 0) << "completed executions whose run row still names the node";
 }
 
 TEST_F(BackendTest, TransactionRespectsTheNodeStepGateAndItsRunRow) {

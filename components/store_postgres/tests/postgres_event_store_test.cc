@@ -1022,6 +1022,48 @@ UPDATE once_schema SET value = 3 WHERE name = 'version';)");
   EXPECT_EQ(schema_->Sql("SELECT token FROM fences WHERE execution_id = 'fenced'"), "7");
 }
 
+// The cost of being a node on park/resume was the second write of the
+// fences row that released the owner at every park and every end. The owner's
+// own park and end now write no fences row version (the log releases it:
+// sql::RunningPredicate), the resume's bump names the next owner in the one
+// update it makes anyway, and a truncation that would cut the releasing park
+// clears the owner first.
+TEST_F(PostgresStoreTest, TheOwnersParkAndEndWriteNoFencesRow) {
+  auto version = [&] {
+    return schema_->Sql("SELECT xmin::text || ctid::text FROM fences WHERE execution_id = 'ex'");
+  };
+  AppendRequest start = Req("ex", 1, {Started()});
+  start.owner = "node-a";
+  ASSERT_TRUE(store_->Append(start));
+  const std::string started = version();
+  AppendRequest park = Req("ex", 2, {Parked(0)}, 0);
+  park.owner = "node-a";
+  ASSERT_TRUE(store_->Append(park));
+  EXPECT_EQ(version(), started);
+  auto owner = store_->RunOwnerOf("ex");
+  ASSERT_TRUE(owner);
+  EXPECT_FALSE(owner->has_value());
+  auto bumped = store_->AcquireFenceIf("ex", {.fence = 0, .park_seq = 2, .owner = "node-b"});
+  ASSERT_TRUE(bumped && !bumped->stale);
+  EXPECT_EQ(schema_->Sql("SELECT owner || ' ' || run_from FROM fences WHERE execution_id = 'ex'"),
+            "node-b 2");
+  owner = store_->RunOwnerOf("ex");
+  ASSERT_TRUE(owner && owner->has_value());
+  EXPECT_EQ((*owner)->owner, "node-b");
+  const std::string resumed = version();
+  AppendRequest end =
+      Req("ex", 3, {KernelEvent(KernelKind::kExecutionCompleted, {{"value", 1}})}, bumped->fence);
+  end.owner = "node-b";
+  ASSERT_TRUE(store_->Append(end));
+  EXPECT_EQ(version(), resumed);
+  owner = store_->RunOwnerOf("ex");
+  ASSERT_TRUE(owner);
+  EXPECT_FALSE(owner->has_value());
+  // Cutting the log to its end keeps the end; the stale owner goes first.
+  ASSERT_TRUE(store_->TruncatePrefixKeeping("ex", 99));
+  EXPECT_EQ(schema_->Sql("SELECT owner IS NULL FROM fences WHERE execution_id = 'ex'"), "t");
+}
+
 // Version 4 -> 5: a version-4 row names an owner only while its run runs,
 // so the migration starts each such run at its log's head; from then on the
 // log releases it (a park or an end past run_from) with no write.

@@ -1788,9 +1788,6 @@ TEST_P(EventStoreConformance, ARefusedAppendLeavesTheRunRowAlone) {
   EXPECT_EQ(OwnerOf(store(), "ex-4"), "node-c");
 }
 
-// A park or an end releases only a row that names the appending owner: a
-// row another node took over stays (with the fence, a takeover's bump also
-// refuses the stale append; an unguarded one lands and leaves the row).
 // A park or an end releases the run row whoever appends it (another owner,
 // or no owner at all): a row names a node only while the log says its run
 // runs. What follows the release does not bring the row back unless it names
