@@ -86,6 +86,8 @@ struct Options {
   int64_t wait_ms_max = 900'000;
   int server_pid = 0;  // PostgreSQL postmaster: its tree's CPU over the firing  // give up on
                        // stragglers after T + this
+  // PostgreSQL: PostgresOptions::acquire_groups_in_flight_max (0: the store's default).
+  size_t acquire_groups = 0;
 };
 
 struct Stores {
@@ -134,6 +136,7 @@ Result<Stores> OpenStores(const Options& o, const Clock& clock) {
         .schema = schema,
         .connections_max =
             std::max<size_t>(store::PostgresOptions{}.connections_max, o.service.fire_concurrency)};
+    if (o.acquire_groups > 0) po.acquire_groups_in_flight_max = o.acquire_groups;
     ONCE_ASSIGN_OR_RETURN(auto events, store::PostgresEventStore::Open(po, clock));
     store::PostgresTimerOptions to{.conninfo = o.url, .schema = schema, .limits = limits};
     ONCE_ASSIGN_OR_RETURN(auto timers, store::PostgresTimerStore::Open(to));
@@ -561,6 +564,7 @@ int Run(const Options& o) {
       {"poll_interval_ms", std::to_string(o.service.poll_interval_ms)},
       {"claim_rows_max", std::to_string(o.service.claim_rows_max)},
       {"fire_concurrency", std::to_string(o.service.fire_concurrency)},
+      {"acquire_groups", std::to_string(o.acquire_groups)},
       {"repoll_when_full", o.service.repoll_when_full ? "1" : "0"},
       {"claim_ahead_ms", std::to_string(o.service.claim_ahead_ms)},
       {"overlap_polls", o.service.overlap_polls ? "1" : "0"},
@@ -625,6 +629,9 @@ int main(int argc, char** argv) {
   app.add_option("--claim-rows-max", o.service.claim_rows_max, "rows claimed per poll");
   app.add_option("--claim-ahead-ms", o.service.claim_ahead_ms,
                  "TimerServiceOptions::claim_ahead_ms (0: claim due rows only)");
+  app.add_option("--acquire-groups", o.acquire_groups,
+                 "PostgreSQL: acquire groups in flight (PostgresOptions::acquire_groups_in_flight_max; "
+                 "0: the store's default)");
   app.add_option("--fire-concurrency", o.service.fire_concurrency,
                  "rows fired at once (TimerServiceOptions::fire_concurrency)");
   app.add_option("--repoll-when-full", o.service.repoll_when_full,
