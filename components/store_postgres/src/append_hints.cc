@@ -64,10 +64,16 @@ void AppendHints::Forget(std::string_view id) {
   if (auto it = entries_.find(id); it != entries_.end()) entries_.erase(it);
 }
 
+void AppendHints::CountLone(bool landed) {
+  (landed ? lone_landed_ : lone_refused_).fetch_add(1, std::memory_order_relaxed);
+}
+
 AppendHintCounts AppendHints::counts() const {
   std::lock_guard lock(mu_);
   AppendHintCounts out = counts_;
   out.entries = entries_.size();
+  out.lone_landed = lone_landed_.load(std::memory_order_relaxed);
+  out.lone_refused = lone_refused_.load(std::memory_order_relaxed);
   return out;
 }
 

@@ -15,6 +15,7 @@
 
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -55,6 +56,9 @@ struct AppendHintCounts {
   uint64_t learned = 0;  // versions learned from append statements
   uint64_t entries = 0;  // executions known now (at most executions_max)
   uint64_t clears = 0;   // times the table was full and cleared
+  // Lone appends (CountLone): landed by the bare insert, or refused by it.
+  uint64_t lone_landed = 0;
+  uint64_t lone_refused = 0;
 };
 
 // Thread-safe. executions_max bounds the executions known; inserting into a
@@ -80,6 +84,11 @@ class AppendHints {
   // knowledge (a replay in an explicit transaction): learn again next time.
   void Forget(std::string_view id);
 
+  // How a lone append went (one lean request of one event: it uses no
+  // hints, sql::LoneInsertSql): landed by the bare insert, or refused by it
+  // and answered by the statement with a verdict. Diagnostics only.
+  void CountLone(bool landed);
+
   AppendHintCounts counts() const;
 
  private:
@@ -96,6 +105,8 @@ class AppendHints {
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry, Hash, std::equal_to<>> entries_;  // guarded by mu_
   AppendHintCounts counts_;                                                // guarded by mu_
+  std::atomic<uint64_t> lone_landed_{0};
+  std::atomic<uint64_t> lone_refused_{0};
 };
 
 }  // namespace once::store::pg

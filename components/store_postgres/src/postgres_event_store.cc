@@ -200,6 +200,16 @@ bool IsLone(std::span<const Item> items) {
   return items.size() == 1 && items[0].enc->events.size() == 1 && !items[0].owned();
 }
 
+// sql::LoneInsertSql: whether the lone request's event landed.
+Result<bool> TryLoneInsert(Conn& conn, const Item& item) {
+  ONCE_ASSIGN_OR_RETURN(PgResult res, conn.Prepared("append_lone_insert", LoneParams(item)));
+  const char* inserted = PQcmdTuples(res.get());
+  if (std::string_view(inserted) == "1") return true;
+  if (std::string_view(inserted) == "0") return false;
+  return MakeError(ErrorCode::kInternal, "lone append inserted " + std::string(inserted) + " rows",
+                   item.req->execution_id);
+}
+
 // The request's outcome under its verdict; mirrors the statement's WHERE.
 Result<int64_t> Judge(const Item& it, const Verdict& v) {
   const AppendRequest& req = *it.req;
@@ -245,12 +255,15 @@ void Teach(pg::AppendHints& hints, std::span<const Item> items,
 }
 
 // Runs sql::LeanAppendSql: every request lands but those it returns a
-// verdict for, and each of those must be refused by its verdict. `hints`
+// verdict for, and each of those must be refused by its verdict. A lone
+// request runs sql::LoneInsertSql, and sql::LoneAppendSql only when that
+// inserted nothing (the store counts both in `hints`). `hints`
 // (nullptr: none) is consulted and taught when there are at least
 // kHintedRequestsMin items, so the statement must commit on its own (no
 // explicit transaction around it).
 Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> items,
                                              pg::AppendHints* hints) {
+  pg::AppendHints* const counts = hints;  // the store's, for CountLone
   if (items.size() < pg::kHintedRequestsMin) hints = nullptr;
   std::vector<pg::AppendHints::Ask> asks;
   if (hints) {
@@ -263,6 +276,13 @@ Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> i
   const char* statement = hints ? (owned ? "append_lean_hinted_owned" : "append_lean_hinted")
                                 : (owned ? "append_lean_owned" : "append_lean");
   const bool lone = !hints && IsLone(items);
+  if (lone) {
+    ONCE_ASSIGN_OR_RETURN(bool landed, TryLoneInsert(conn, items[0]));
+    if (counts) counts->CountLone(landed);
+    if (landed) return std::vector<Result<int64_t>>{items[0].req->expected_next};
+    // Refused (or the log moved): the form with a verdict tries again and
+    // says why, from one snapshot.
+  }
   ONCE_ASSIGN_OR_RETURN(PgResult res, lone ? conn.Prepared("append_lean_one", LoneParams(items[0]))
                                            : conn.Prepared(statement, LeanParams(items, asks)));
   const PGresult* r = res.get();
@@ -389,6 +409,7 @@ std::vector<Statement> Statements() {
       {"append_update", sql::AppendSql("UPDATE")},
       {"append_lean", sql::LeanAppendSql(false)},
       {"append_lean_one", sql::LoneAppendSql()},
+      {"append_lone_insert", sql::LoneInsertSql()},
       {"append_lean_hinted", sql::LeanAppendSql(true)},
       // The same, writing run rows (kOwnership): the owner is in the fences
       // row, which the statement may update after its guard locked it, so
@@ -868,8 +889,12 @@ PostgresReadStats PostgresEventStore::ReadStats() const { return read_group_->st
 
 PostgresAppendStats PostgresEventStore::AppendStats() const {
   pg::AppendHintCounts c = append_hints_->counts();
-  return PostgresAppendStats{
-      .hinted = c.hinted, .learned = c.learned, .hint_entries = c.entries, .hint_clears = c.clears};
+  return PostgresAppendStats{.hinted = c.hinted,
+                             .learned = c.learned,
+                             .hint_entries = c.entries,
+                             .hint_clears = c.clears,
+                             .lone_landed = c.lone_landed,
+                             .lone_refused = c.lone_refused};
 }
 
 Result<int64_t> PostgresEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {

@@ -289,17 +289,18 @@ WHERE (SELECT count(*) FROM ins) < cardinality($1::text[])
 }
 
 // Model: models/fence_postgres.pml (the lean append's guard; one request).
-std::string LoneAppendSql() {
-  return R"(WITH ins AS (
-  )" + std::string(kInsertColumns) +
-         R"(
+std::string LoneInsertSql() {
+  return std::string(kInsertColumns) + R"(
   SELECT x.execution_id, x.seq, x.kind, x.payload, x.metadata, x.time_ms
   FROM (SELECT $1::text AS execution_id, $2::int8 AS fence, $3::int8 AS expected_next,
           $4::int8 AS seq, $5::text AS kind, $6::text AS payload, $7::text AS metadata,
           $8::int8 AS time_ms) x
   WHERE )" +
-         LeanGuard(false) +
-         R"(
+         LeanGuard(false);
+}
+
+std::string LoneAppendSql() {
+  return "WITH ins AS (\n  " + LoneInsertSql() + R"(
   RETURNING 1
 )
 SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins), NULL::text

@@ -374,6 +374,42 @@ TEST_F(PostgresStoreTest, AppendHintsDoNotOutliveADeleteByAnotherStore) {
   ASSERT_EQ(append(1).value(), 1);  // starts over
 }
 
+// A lone append that lands is one bare INSERT under the guard; one that the
+// guard refuses is answered by the statement that reads the verdict, with
+// the same errors as before: a stale token names the current one, a gap or
+// a taken sequence names the next free one, and nothing is written.
+TEST_F(PostgresStoreTest, ALoneAppendLandsWithTheBareInsertAndARefusalReadsItsVerdict) {
+  int64_t token = store_->AcquireFence("lone").value();
+  ASSERT_EQ(store_->Append(Req("lone", 1, {AppEvent("x", 1)}, token)).value(), 1);
+  EXPECT_EQ(store_->AppendStats().lone_landed, 1u);
+  EXPECT_EQ(store_->AppendStats().lone_refused, 0u);
+
+  auto stale = store_->Append(Req("lone", 2, {AppEvent("x", 2)}, token - 1));
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(stale.error().As<StaleFenceDetail>()->current, token);
+  auto gap = store_->Append(Req("lone", 5, {AppEvent("x", 5)}, token));
+  ASSERT_FALSE(gap);
+  EXPECT_EQ(gap.error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(gap.error().As<SequenceDetail>()->expected, 2);
+  auto fresh = store_->Append(Req("new", 2, {AppEvent("x", 2)}));
+  ASSERT_FALSE(fresh);
+  EXPECT_EQ(fresh.error().As<SequenceDetail>()->expected, 1);
+  EXPECT_EQ(store_->AppendStats().lone_refused, 3u);
+
+  ASSERT_EQ(store_->Append(Req("lone", 2, {AppEvent("x", 2)}, token)).value(), 2);
+  ASSERT_EQ(store_->Append(Req("new", 1, {AppEvent("x", 1)})).value(), 1);
+  EXPECT_EQ(store_->AppendStats().lone_landed, 3u);
+  EXPECT_EQ(store_->Head("lone").value(), 2);
+  EXPECT_EQ(store_->Head("new").value(), 1);
+
+  // A sequence another writer took meets the primary key in the bare INSERT.
+  auto taken = store_->Append(Req("lone", 2, {AppEvent("x", 2)}, token));
+  ASSERT_FALSE(taken);
+  EXPECT_EQ(taken.error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(taken.error().As<SequenceDetail>()->expected, 3);
+}
+
 // A hint is a version and a head, not a verdict: a fence moved by another
 // store refuses the stale holder, a duplicate still meets the primary key,
 // and a truncated prefix keeps the hinted predecessor, so the skip lands

@@ -167,6 +167,13 @@ struct PostgresAppendStats {
   uint64_t learned = 0;       // fence row versions learned from append statements
   uint64_t hint_entries = 0;  // executions remembered now (at most append_hints_max)
   uint64_t hint_clears = 0;   // times the full table was cleared
+  // Lone appends (one request of one event, no run row) of Append and
+  // AppendBatch: landed by a bare INSERT under the guard (one statement, no
+  // verdict read), or refused by it and then answered by the statement that
+  // reads the verdict (a second statement, only when the first inserted
+  // nothing).
+  uint64_t lone_landed = 0;
+  uint64_t lone_refused = 0;
 };
 
 class PostgresEventStore final : public EventStore {
