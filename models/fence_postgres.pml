@@ -8,7 +8,10 @@
  *   components/store_postgres/src/sql.cc  FenceIfBumpSql (the guarded UPDATE),
  *       AppendSql (the guard; FOR SHARE OF f in the `locked` CTE for requests
  *       that answer; the park's token-0 fence row in `parks`), LeanAppendSql
- *       (the plain guard of every other append: EXECUTION_DENIED). A node's
+ *       (the plain guard of every other append: EXECUTION_DENIED; for one
+ *       request of one event LoneInsertSql, and LoneAppendSql after it only
+ *       when it inserted nothing: a refused statement writes nothing, so the
+ *       pair is one APPEND here). A node's
  *       owned append (one that leaves the run running and names its owner in
  *       the same row) locks FOR NO KEY UPDATE instead: a stronger lock, which
  *       conflicts with everything FOR SHARE does, so it only removes

@@ -629,9 +629,10 @@ int main(int argc, char** argv) {
   app.add_option("--claim-rows-max", o.service.claim_rows_max, "rows claimed per poll");
   app.add_option("--claim-ahead-ms", o.service.claim_ahead_ms,
                  "TimerServiceOptions::claim_ahead_ms (0: claim due rows only)");
-  app.add_option("--acquire-groups", o.acquire_groups,
-                 "PostgreSQL: acquire groups in flight (PostgresOptions::acquire_groups_in_flight_max; "
-                 "0: the store's default)");
+  app.add_option(
+      "--acquire-groups", o.acquire_groups,
+      "PostgreSQL: acquire groups in flight (PostgresOptions::acquire_groups_in_flight_max; "
+      "0: the store's default)");
   app.add_option("--fire-concurrency", o.service.fire_concurrency,
                  "rows fired at once (TimerServiceOptions::fire_concurrency)");
   app.add_option("--repoll-when-full", o.service.repoll_when_full,
