@@ -20,7 +20,7 @@
 //
 // The TimerService runs with TimerServiceOptions' defaults, and the stores
 // with their own limits and pool sizes, unless a flag overrides one
-// (--claim-rows-max, --fire-concurrency, --repoll-when-full 0|1,
+// (--claim-rows-max, --fire-concurrency, --wake-batch-max, --repoll-when-full 0|1,
 // --overlap-polls 0|1, --claim-ahead-ms, --poll-interval-ms). After the firing, the raw limit of
 // the same storage is measured (raw_fsync_per_s, raw_commit_per_s; see
 // RawRates). --profile-store adds the event store's per-method calls and
@@ -155,21 +155,44 @@ class TimingWaker final : public timers::Waker {
   Result<timers::WakeVerdict> Wake(const timers::TimerRow& row) override {
     auto begin = std::chrono::steady_clock::now();
     Result<timers::WakeVerdict> v = inner_.Wake(row);
-    int64_t now_ms = clock_.NowUnixMillis();
-    wake_us_.fetch_add(std::chrono::duration_cast<std::chrono::microseconds>(
-                           std::chrono::steady_clock::now() - begin)
-                           .count());
-    std::lock_guard<std::mutex> lock(mu_);
-    if (v && *v == timers::WakeVerdict::kResumed) {
-      resumed_ms_.push_back(now_ms);
-    } else {
-      ++not_resumed_;
-    }
-    resumed_count_.store(resumed_ms_.size(), std::memory_order_release);
+    Record(begin, std::span<const Result<timers::WakeVerdict>>(&v, 1));
+    return v;
+  }
+
+  bool WakesTogether() const override { return inner_.WakesTogether(); }
+
+  // A batch's resumes are durable by the time it returns: each is timed
+  // then (no earlier than its own append landed).
+  std::vector<Result<timers::WakeVerdict>> WakeMany(
+      std::span<const timers::TimerRow* const> rows) override {
+    auto begin = std::chrono::steady_clock::now();
+    std::vector<Result<timers::WakeVerdict>> v = inner_.WakeMany(rows);
+    Record(begin, v);
     return v;
   }
 
   size_t resumed() const { return resumed_count_.load(std::memory_order_acquire); }
+
+ private:
+  void Record(std::chrono::steady_clock::time_point begin,
+              std::span<const Result<timers::WakeVerdict>> verdicts) {
+    int64_t now_ms = clock_.NowUnixMillis();
+    int64_t took_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - begin)
+                          .count();
+    wake_us_.fetch_add(took_us * static_cast<int64_t>(verdicts.size()));
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Result<timers::WakeVerdict>& v : verdicts) {
+      if (v && *v == timers::WakeVerdict::kResumed) {
+        resumed_ms_.push_back(now_ms);
+      } else {
+        ++not_resumed_;
+      }
+    }
+    resumed_count_.store(resumed_ms_.size(), std::memory_order_release);
+  }
+
+ public:
   int64_t wake_us() const { return wake_us_.load(); }
   std::vector<int64_t> resumed_ms() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -564,6 +587,7 @@ int Run(const Options& o) {
       {"poll_interval_ms", std::to_string(o.service.poll_interval_ms)},
       {"claim_rows_max", std::to_string(o.service.claim_rows_max)},
       {"fire_concurrency", std::to_string(o.service.fire_concurrency)},
+      {"wake_batch_max", std::to_string(o.service.wake_batch_max)},
       {"acquire_groups", std::to_string(o.acquire_groups)},
       {"repoll_when_full", o.service.repoll_when_full ? "1" : "0"},
       {"claim_ahead_ms", std::to_string(o.service.claim_ahead_ms)},
@@ -635,6 +659,8 @@ int main(int argc, char** argv) {
       "0: the store's default)");
   app.add_option("--fire-concurrency", o.service.fire_concurrency,
                  "rows fired at once (TimerServiceOptions::fire_concurrency)");
+  app.add_option("--wake-batch-max", o.service.wake_batch_max,
+                 "rows a firing thread wakes together (TimerServiceOptions::wake_batch_max)");
   app.add_option("--repoll-when-full", o.service.repoll_when_full,
                  "TimerServiceOptions::repoll_when_full (1/0): a full batch is followed by a poll "
                  "at once");

@@ -47,6 +47,36 @@ Result<WakeVerdict> RuntimeWaker::Wake(const timers::TimerRow& row) {
   return WakeFromLog(row);
 }
 
+std::vector<Result<WakeVerdict>> RuntimeWaker::WakeMany(
+    std::span<const timers::TimerRow* const> rows) {
+  std::vector<Result<WakeVerdict>> out(rows.size(), WakeVerdict::kObsolete);
+  std::vector<runtime::ParkWake> parks;
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const timers::TimerRow& row = *rows[i];
+    if (!row.park) {
+      out[i] = WakeFromLog(row);
+      continue;
+    }
+    parks.push_back({.execution_id = row.execution_id,
+                     .park_seq = row.park->sequence,
+                     .park_fence = row.park->fence});
+    positions.push_back(i);
+  }
+  std::vector<Result<runtime::ParkAnswered>> answered = runtime_.AnswerParks(parks);
+  for (size_t k = 0; k < positions.size(); ++k) {
+    const size_t i = positions[k];
+    if (!answered[k]) {
+      out[i] = std::unexpected(answered[k].error());
+    } else if (answered[k]->verdict != runtime::ParkVerdict::kNoop) {
+      out[i] = VerdictOf(answered[k]->verdict);
+    } else {
+      out[i] = WakeFromLog(*rows[i]);  // as Wake: the log decides
+    }
+  }
+  return out;
+}
+
 Result<WakeVerdict> RuntimeWaker::WakeFromLog(const timers::TimerRow& row) {
   // One read: the park is found in it, and the resume takes it over (the
   // acquire and the tail read under the new token still decide).

@@ -15,19 +15,36 @@ Committer::Committer(store::EventStore& store, CommitterOptions options)
 }
 
 Result<int64_t> Committer::Commit(store::AppendRequest req) {
-  requests_.fetch_add(1, std::memory_order_relaxed);
-  Slot slot{&req};
+  std::vector<Result<int64_t>> out = CommitMany(std::span<store::AppendRequest>(&req, 1));
+  return std::move(out.front());
+}
+
+std::vector<Result<int64_t>> Committer::CommitMany(std::span<store::AppendRequest> reqs) {
+  requests_.fetch_add(reqs.size(), std::memory_order_relaxed);
+  std::condition_variable cv;
+  std::vector<Slot> slots(reqs.size());
   std::unique_lock lock(mu_);
-  queue_.push_back(&slot);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    slots[i].req = &reqs[i];
+    slots[i].cv = &cv;
+    queue_.push_back(&slots[i]);
+  }
   if (options_.linger_us_max > 0) linger_cv_.notify_one();
-  while (!slot.done) {
+  auto all_done = [&] {
+    return std::all_of(slots.begin(), slots.end(), [](const Slot& s) { return s.done; });
+  };
+  while (!all_done()) {
     if (CanLead()) {
       LeadFlush(lock);
     } else {
-      slot.cv.wait(lock);
+      cv.wait(lock);
     }
   }
-  return std::move(slot.result);
+  lock.unlock();
+  std::vector<Result<int64_t>> out;
+  out.reserve(slots.size());
+  for (Slot& s : slots) out.push_back(std::move(s.result));
+  return out;
 }
 
 // Room for another flush and something it may take.
@@ -73,7 +90,7 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   // before its notify is over.
   for (Slot* s : taken) {
     s->done = true;
-    s->cv.notify_one();
+    s->cv->notify_one();
   }
   --flushes_in_flight_;
   WakeNextLeader();
@@ -83,7 +100,7 @@ void Committer::WakeNextLeader() {
   if (flushes_in_flight_ >= options_.flushes_in_flight_max) return;
   for (Slot* s : queue_) {
     if (!writing_.contains(s->req->execution_id)) {
-      s->cv.notify_one();
+      s->cv->notify_one();
       return;
     }
   }

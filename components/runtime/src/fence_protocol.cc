@@ -22,6 +22,18 @@ const Envelope* InHand(std::span<const Envelope> log, int64_t seq) {
 
 }  // namespace
 
+std::optional<ParkVerdict> VerdictOf(const Result<RunOutcome>& resumed) {
+  if (resumed) return ParkVerdict::kResumed;
+  switch (resumed.error().code) {
+    case ErrorCode::kResumeRefused:
+      return ParkVerdict::kNoop;
+    case ErrorCode::kResumeContended:
+      return ParkVerdict::kContended;
+    default:
+      return std::nullopt;
+  }
+}
+
 const Json* FindWait(const Envelope& park, std::string_view type, const char* key,
                      std::string_view value) {
   for (const Json& wait : Member(park.payload, "waits")) {

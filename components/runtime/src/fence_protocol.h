@@ -31,6 +31,11 @@ struct ResumeTarget {
 Status CheckResumable(std::string_view id, std::span<const Envelope> log,
                       const ResumeTarget& target);
 
+// What a resume's result says of the park it answered: resumed, noop
+// (kResumeRefused: nothing to answer), contended (kResumeContended), or
+// nullopt (any other error: a lost append, or a failure, for the caller).
+std::optional<ParkVerdict> VerdictOf(const Result<RunOutcome>& resumed);
+
 // The first wait of `park` of this type (and key == value when key is set).
 const Json* FindWait(const Envelope& park, std::string_view type, const char* key = nullptr,
                      std::string_view value = {});

@@ -135,8 +135,18 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
     if (!fenced.fresh) ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
     ONCE_RETURN_IF_ERROR(internal::CheckResumable(id, log, target));
   }
-  const Envelope park = *FindOpenPark(log);
+  RunState run;
+  ONCE_RETURN_IF_ERROR(PrepareResumedRun(run, id, std::move(st), *def, std::move(actor),
+                                         std::move(log), fenced, options, extras));
+  watch->Disarm();  // the body releases the row, or marks it unsure
+  return Execute(run);
+}
 
+Status Runtime::PrepareResumedRun(RunState& run, std::string_view id, ExecutionState st,
+                                  const Def& def, std::string actor, std::vector<Envelope> log,
+                                  const internal::Fenced& fenced, const RunOptions& options,
+                                  const ResumeExtras& extras) {
+  const Envelope park = *FindOpenPark(log);
   Answer answer;
   if (extras.topic) {
     answer = Answer{*FindWait(park, "message", "topic", *extras.topic), extras.message};
@@ -145,11 +155,9 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   } else {
     ONCE_ASSIGN_OR_RETURN(answer, DefaultAnswer(id, park));
   }
-
-  RunState run;
   run.id = id;
   run.workflow = std::move(st.workflow);
-  run.fn = &def->fn;
+  run.fn = &def.fn;
   run.input = std::move(st.input);
   run.parent = std::move(st.parent);
   run.principal = std::move(actor);
@@ -170,8 +178,7 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   resumed.sequence = 0;
   run.pending.push_back(std::move(resumed));
   run.answer_unconfirmed = true;
-  watch->Disarm();  // the body releases the row, or marks it unsure
-  return Execute(run);
+  return Ok();
 }
 
 Result<Answer> Runtime::DefaultAnswer(std::string_view id, const Envelope& park) {
@@ -204,17 +211,6 @@ Result<ParkAnswered> Runtime::AnswerPark(std::string_view id, ParkAnswer request
     if (!park) return out;  // noop: nothing to answer
     park_seq = park->sequence;
   }
-  auto verdict_of = [&](const Result<RunOutcome>& r) -> std::optional<ParkVerdict> {
-    if (r) return ParkVerdict::kResumed;
-    switch (r.error().code) {
-      case ErrorCode::kResumeRefused:
-        return ParkVerdict::kNoop;
-      case ErrorCode::kResumeContended:
-        return ParkVerdict::kContended;
-      default:
-        return std::nullopt;
-    }
-  };
   auto done = [&](Result<RunOutcome> r, ParkVerdict v) -> Result<ParkAnswered> {
     out.verdict = v;
     out.attempts = budget_max - budget;
@@ -226,7 +222,7 @@ Result<ParkAnswered> Runtime::AnswerPark(std::string_view id, ParkAnswer request
     extras.expect_park = park_seq;
     Result<RunOutcome> r = ResumeImpl(id, "", options, extras);
     extras.log_in_hand = nullptr;  // taken by the try
-    if (std::optional<ParkVerdict> v = verdict_of(r); v && *v != ParkVerdict::kContended) {
+    if (std::optional<ParkVerdict> v = internal::VerdictOf(r); v && *v != ParkVerdict::kContended) {
       return done(std::move(r), *v);
     }
     if (!r && r.error().code != ErrorCode::kStaleFence &&
@@ -254,7 +250,7 @@ Result<ParkAnswered> Runtime::AnswerPark(std::string_view id, ParkAnswer request
     Result<RunOutcome> r = ResumeImpl(id, "", options, extras);
     extras.log_in_hand = nullptr;
     extras.acquire_first = false;
-    if (std::optional<ParkVerdict> v = verdict_of(r)) return done(std::move(r), *v);
+    if (std::optional<ParkVerdict> v = internal::VerdictOf(r)) return done(std::move(r), *v);
     if (r.error().code != ErrorCode::kStaleFence &&
         r.error().code != ErrorCode::kSequenceConflict) {
       return std::unexpected(r.error());

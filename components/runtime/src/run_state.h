@@ -16,6 +16,14 @@ namespace once::runtime::internal {
 
 using events::KernelKind;
 
+// How a body ended (or parked), kept until its last append is durable.
+struct RunEnd {
+  bool parked = false;
+  RunOutcome outcome;     // an end: completed or failed
+  Envelope park;          // a park: the open park
+  bool new_park = false;  // a park this run appended (its sequence comes with the append)
+};
+
 struct RunState {
   std::string id;
   std::string workflow;
@@ -56,6 +64,13 @@ struct RunState {
   bool nondeterministic = false;
   std::optional<Error> latched;  // parked / nondeterminism / an append or gate failure
   std::optional<Json> continue_input;
+
+  // A batch of resumes (Runtime::AnswerParks) writes its runs' last appends
+  // together: with defer_end the end or park is not flushed but kept in
+  // `end`, with its events still in `pending` (a continuation, an error,
+  // or an effect's flush before it are written as usual).
+  bool defer_end = false;
+  std::optional<RunEnd> end;
 
   Envelope Kernel(KernelKind kind, Json payload) const {
     return events::KernelEvent(kind, std::move(payload), fence);

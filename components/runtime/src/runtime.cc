@@ -276,12 +276,30 @@ Result<RunOutcome> Runtime::Execute(RunState& run) {
   }();
   std::string id = tracked ? run.id : std::string();
   Result<RunOutcome> out = Finish(run, std::move(result));
-  if (tracked) {
-    // A row this run recorded and did not release (an error, or an ending
-    // append that did not land): this node's own takeover must look.
-    if (!out || run.owner_recorded) MarkOwnRowsUnsure();
-    running_->Remove(id);
-  }
+  if (run.end) return out;  // its last append is the caller's to write (EndWritten)
+  Untrack(id, out.has_value(), run);
+  return out;
+}
+
+void Runtime::Untrack(const std::string& id, bool ended_ok, const RunState& run) {
+  if (!options_.node) return;
+  // A row this run recorded and did not release (an error, or an ending
+  // append that did not land): this node's own takeover must look.
+  if (!ended_ok || run.owner_recorded) MarkOwnRowsUnsure();
+  running_->Remove(id);
+}
+
+Result<RunOutcome> Runtime::EndWritten(RunState& run, const RunRowWrite& row,
+                                       Result<int64_t> head) {
+  ONCE_CHECK(run.end.has_value());
+  std::string id = options_.node ? run.id : std::string();
+  Result<RunOutcome> out = [&]() -> Result<RunOutcome> {
+    if (!head) return std::unexpected(head.error());
+    Appended(run, row, *head);
+    return Ended(run, std::move(*run.end));
+  }();
+  run.end.reset();
+  Untrack(id, out.has_value(), run);
   return out;
 }
 
@@ -308,29 +326,47 @@ Result<RunOutcome> Runtime::Finish(RunState& run, Result<Json> body_result) {
     run.pending.push_back(
         run.Kernel(KernelKind::kExecutionFailed, events::JsonObject("error", out.value)));
   }
+  return End(run, internal::RunEnd{.outcome = std::move(out)});
+}
+
+Result<RunOutcome> Runtime::FinishParked(RunState& run) {
+  internal::RunEnd end{.parked = true};
+  end.new_park = !run.pending.empty() && run.pending.back().Is(KernelKind::kExecutionSuspended);
+  if (end.new_park) {
+    end.park = run.pending.back();
+  } else {
+    const Envelope* open = FindOpenPark(run.log);
+    ONCE_CHECK(open != nullptr);
+    end.park = *open;
+  }
+  return End(run, std::move(end));
+}
+
+// The last append of a run that ends or parks: written now, or (defer_end)
+// left in run.end for the caller to write with other runs' (EndWritten).
+Result<RunOutcome> Runtime::End(RunState& run, internal::RunEnd end) {
+  if (run.defer_end) {
+    run.end = std::move(end);
+    return RunOutcome{};
+  }
   ONCE_RETURN_IF_ERROR(Flush(run));
+  return Ended(run, std::move(end));
+}
+
+// What follows a durable end or park.
+Result<RunOutcome> Runtime::Ended(RunState& run, internal::RunEnd end) {
+  if (end.parked) {
+    if (end.new_park) end.park.sequence = run.head;
+    AfterPark(run.id, end.park.sequence, end.park);
+    return RunOutcome{run.id, ExecutionStatus::kSuspended, Json(), end.park.sequence};
+  }
+  RunOutcome out = std::move(end.outcome);
   if (options_.on_terminal) options_.on_terminal(run.id, out.status);
   if (!run.parent.is_null()) {
     Schedule([this, parent = std::move(run.parent)] { NotifyParent(parent); });
   }
   out.execution_id = std::move(run.id);  // the run ends here: Execute's callers return this
   return out;
-}
-
-Result<RunOutcome> Runtime::FinishParked(RunState& run) {
-  bool new_park = !run.pending.empty() && run.pending.back().Is(KernelKind::kExecutionSuspended);
-  Envelope park;
-  if (new_park) {
-    park = run.pending.back();
-  } else {
-    const Envelope* open = FindOpenPark(run.log);
-    ONCE_CHECK(open != nullptr);
-    park = *open;
-  }
-  ONCE_RETURN_IF_ERROR(Flush(run));
-  if (new_park) park.sequence = run.head;
-  AfterPark(run.id, park.sequence, park);
-  return RunOutcome{run.id, ExecutionStatus::kSuspended, Json(), park.sequence};
 }
 
 Result<RunOutcome> Runtime::FinishContinued(RunState& run, Json input) {
@@ -407,12 +443,17 @@ void Runtime::Appended(RunState& run, const RunRowWrite& row, int64_t head) {
   if (!row.owner.empty()) run.owner_recorded = row.change == store::RunRowChange::kRun;
 }
 
-Status Runtime::Flush(RunState& run) {
-  if (run.pending.empty()) return Ok();
-  RunRowWrite row;
+AppendRequest Runtime::TakePending(RunState& run, RunRowWrite& row) {
   AppendRequest req = RunAppend(run, std::move(run.pending), row);
   run.pending.clear();
   run.step_result_pending = false;
+  return req;
+}
+
+Status Runtime::Flush(RunState& run) {
+  if (run.pending.empty()) return Ok();
+  RunRowWrite row;
+  AppendRequest req = TakePending(run, row);
   ONCE_ASSIGN_OR_RETURN(int64_t head, Commit(std::move(req)));
   Appended(run, row, head);
   return Ok();
@@ -491,6 +532,14 @@ Status Runtime::BeforeStep(const RunState& run) {
 std::string_view Runtime::Owner() const {
   if (!options_.node || !store_.Supports(Capability::kOwnership)) return {};
   return options_.node->id();
+}
+
+std::vector<Result<int64_t>> Runtime::CommitMany(std::span<AppendRequest> reqs) {
+  if (committer_) return committer_->CommitMany(reqs);
+  std::vector<Result<int64_t>> out;  // without group commit: one write each
+  out.reserve(reqs.size());
+  for (AppendRequest& req : reqs) out.push_back(Commit(std::move(req)));
+  return out;
 }
 
 Result<int64_t> Runtime::Commit(AppendRequest req) {

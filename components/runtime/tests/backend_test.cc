@@ -11,6 +11,7 @@
 
 #include "once/nodes/memory_node_registry.h"
 #include "once/runtime/runtime.h"
+#include "once/store/wrapper.h"
 #include "test_stores.h"
 
 #if defined(ONCE_RT_BACKEND_SQLITE)
@@ -531,6 +532,151 @@ TEST_F(BackendTest, ANodesRunRowFollowsItsRunsThroughAParkAndAResume) {
     }
   }
   EXPECT_EQ(owned, 0) << "completed executions whose run row still names the node";
+}
+
+// The batch's own store calls, counted (the backend's batch runs beneath).
+class CountingStore final
+    : public store::EventStoreWrapper<CountingStore, store::ForwardEverything> {
+ public:
+  using EventStoreWrapper::EventStoreWrapper;
+  std::string_view name() const override { return "counting"; }
+  std::vector<Result<store::AcquireWithTail>> AcquireFencesIfReadTail(
+      std::span<const store::AcquireIfRead> requests) override {
+    ++acquire_batches;
+    return EventStoreWrapper::AcquireFencesIfReadTail(requests);
+  }
+  Result<store::AcquireWithTail> AcquireFenceIfReadTail(std::string_view id,
+                                                        store::FenceExpectation e,
+                                                        int64_t read_after) override {
+    ++acquires;
+    return EventStoreWrapper::AcquireFenceIfReadTail(id, e, read_after);
+  }
+  Result<std::vector<Result<int64_t>>> AppendBatch(
+      std::span<const store::AppendRequest> requests) override {
+    ++append_batches;
+    return EventStoreWrapper::AppendBatch(requests);
+  }
+  Result<int64_t> Append(const store::AppendRequest& req) override {
+    ++appends;
+    return EventStoreWrapper::Append(req);
+  }
+  std::atomic<int> acquire_batches{0}, acquires{0}, append_batches{0}, appends{0};
+};
+
+// AnswerParks answers each park as AnswerPark would, with the batch's
+// acquires in one store call and its ends in one write: plain parks resume;
+// a park a rival answered first is a noop; one whose token a dead acquirer
+// moved, and one whose run a rival fenced out mid-body, go on alone and
+// resume; a body that parks again resumes into its next park. With a node,
+// every run row the batch's acquires named is released by its end or park.
+TEST_F(BackendTest, AParkBatchAnswersEachParkAsAnswerParkWould) {
+  store::MemoryEventStore registry_store;  // the registry only judges the lease
+  nodes::MemoryNodeRegistry registry(registry_store, clock_);
+  nodes::Node node(registry, clock_,
+                   nodes::NodeOptions{.info = {.node_id = "a"}, .node_lease_ms = 10'000});
+  ASSERT_TRUE(node.Beat());
+  CountingStore counted(*store_);
+  Runtime rt(counted, clock_, RuntimeOptions{.workers = 0, .node = &node});
+  std::atomic<int> bodies{0};
+  std::atomic<bool> fence_out_once{false};
+  ASSERT_TRUE(rt.Register("nap", [&](Context& ctx, const Json& input) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    ++bodies;
+    if (input.value("rival", false) && !fence_out_once.exchange(true)) {
+      EXPECT_TRUE(store_->AcquireFence(ctx.execution_id()));  // fences this run out
+    }
+    if (input.value("twice", false)) ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return input.value("n", 0);
+  }));
+  const std::vector<std::string> ids = {"plain-1",       "plain-2",         "answered",
+                                        "dead-acquirer", "fenced-mid-body", "parks-again"};
+  std::vector<ParkWake> wakes;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Json input{{"n", static_cast<int>(i)},
+               {"rival", ids[i] == "fenced-mid-body"},
+               {"twice", ids[i] == "parks-again"}};
+    Result<RunOutcome> out = rt.Start("nap", ids[i], input);
+    ASSERT_TRUE(out) << out.error().ToString();
+    ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+    wakes.push_back({.execution_id = ids[i], .park_seq = *out->park_seq, .park_fence = 0});
+  }
+  Result<ParkAnswered> first = rt.AnswerPark("answered", {.park_seq = wakes[2].park_seq});
+  ASSERT_TRUE(first && first->verdict == ParkVerdict::kResumed);
+  ASSERT_TRUE(store_->AcquireFence("dead-acquirer"));
+  bodies = 0;
+  counted.acquire_batches = 0;
+  counted.acquires = 0;
+  counted.append_batches = 0;
+  counted.appends = 0;
+
+  std::vector<Result<ParkAnswered>> got = rt.AnswerParks(wakes);
+
+  ASSERT_EQ(got.size(), wakes.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(got[i]) << ids[i] << ": " << got[i].error().ToString();
+  for (size_t i : {0u, 1u, 3u, 4u}) {
+    SCOPED_TRACE(ids[i]);
+    EXPECT_EQ(got[i]->verdict, ParkVerdict::kResumed);
+    ASSERT_TRUE(got[i]->outcome);
+    EXPECT_EQ(got[i]->outcome->status, ExecutionStatus::kCompleted);
+    EXPECT_EQ(got[i]->outcome->value, static_cast<int>(i));
+    std::vector<Envelope> log = Log(*store_, ids[i]);
+    int resumes = 0;
+    for (const Envelope& e : log) resumes += e.kind == "EXECUTION_RESUMED";
+    EXPECT_EQ(resumes, 1);
+    EXPECT_EQ(log.back().kind, "EXECUTION_COMPLETED");
+  }
+  EXPECT_EQ(got[0]->attempts, 1);
+  EXPECT_EQ(got[2]->verdict, ParkVerdict::kNoop);
+  EXPECT_EQ(got[3]->attempts, 2);  // the batch's stale acquire, then its own
+  EXPECT_GE(got[4]->attempts, 2);
+  EXPECT_EQ(got[5]->verdict, ParkVerdict::kResumed);
+  ASSERT_TRUE(got[5]->outcome);
+  EXPECT_EQ(got[5]->outcome->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(Log(*store_, "parks-again").back().kind, "EXECUTION_SUSPENDED");
+  // Four bodies ran in the batch, one again alone (the fenced one), one
+  // alone (the dead acquirer's): six.
+  EXPECT_EQ(bodies, 6);
+  EXPECT_EQ(counted.acquire_batches, 1);
+  EXPECT_EQ(counted.acquires, 2) << "only the two that went on alone acquired alone";
+  for (const std::string& id : ids) {
+    Result<std::optional<store::RunOwner>> row = store_->RunOwnerOf(id);
+    ASSERT_TRUE(row) << row.error().ToString();
+    EXPECT_FALSE(row->has_value()) << id << ": its end or park released its run row";
+  }
+  EXPECT_FALSE(rt.RunningHere("plain-1"));
+  EXPECT_EQ(rt.RunningCount(), 0u);
+}
+
+// The ends of a batch are one write through the group commit.
+TEST_F(BackendTest, AParkBatchWritesItsEndsTogether) {
+  CountingStore counted(*store_);
+  Runtime rt(counted, clock_, RuntimeOptions{.workers = 0});
+  ASSERT_TRUE(rt.Register("nap", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return 1;
+  }));
+  constexpr int kParks = 40;
+  std::vector<ParkWake> wakes;
+  for (int i = 0; i < kParks; ++i) {
+    std::string id = "nap-" + std::to_string(i);
+    Result<RunOutcome> out = rt.Start("nap", id, Json::object());
+    ASSERT_TRUE(out && out->park_seq);
+    wakes.push_back({.execution_id = id, .park_seq = *out->park_seq});
+  }
+  counted.append_batches = 0;
+  counted.appends = 0;
+  std::vector<Result<ParkAnswered>> got = rt.AnswerParks(wakes);
+  for (const Result<ParkAnswered>& r : got) {
+    ASSERT_TRUE(r) << r.error().ToString();
+    EXPECT_EQ(r->verdict, ParkVerdict::kResumed);
+  }
+  EXPECT_EQ(counted.acquire_batches, 1);
+  EXPECT_EQ(counted.acquires, 0);
+  EXPECT_EQ(counted.append_batches, 1);
+  EXPECT_EQ(counted.appends, 0);
+  for (const ParkWake& w : wakes)
+    EXPECT_EQ(Log(*store_, w.execution_id).back().kind, "EXECUTION_COMPLETED");
 }
 
 TEST_F(BackendTest, TransactionRespectsTheNodeStepGateAndItsRunRow) {

@@ -561,6 +561,16 @@ std::string_view CapabilityName(Capability c) {
   return "?";
 }
 
+std::vector<Result<AcquireWithTail>> EventStore::AcquireFencesIfReadTail(
+    std::span<const AcquireIfRead> requests) {
+  std::vector<Result<AcquireWithTail>> out;
+  out.reserve(requests.size());
+  for (const AcquireIfRead& r : requests) {
+    out.push_back(AcquireFenceIfReadTail(r.execution_id, r.expect, r.read_after));
+  }
+  return out;
+}
+
 std::unexpected<Error> Unsupported(Capability c, std::string_view store_name) {
   return MakeError(ErrorCode::kUnsupported,
                    std::string(store_name) + " does not offer " + std::string(CapabilityName(c)));

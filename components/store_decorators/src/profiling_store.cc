@@ -82,6 +82,17 @@ Result<AcquireWithTail> ProfilingStore::CustomAcquireFenceIfReadTail(std::string
                [&] { return target().AcquireFenceIfReadTail(id, e, read_after); });
 }
 
+std::vector<Result<AcquireWithTail>> ProfilingStore::AcquireFencesIfReadTail(
+    std::span<const AcquireIfRead> requests) {
+  std::vector<Result<AcquireWithTail>> out;
+  Status timed = Timed("AcquireFencesIfReadTail", [&]() -> Status {
+    out = target().AcquireFencesIfReadTail(requests);
+    return Ok();
+  });
+  (void)timed;
+  return out;
+}
+
 Result<int64_t> ProfilingStore::CustomAppendIfUnchanged(const AppendRequest& req,
                                                         int64_t observed) {
   return Timed("AppendIfUnchanged", [&] { return target().AppendIfUnchanged(req, observed); });

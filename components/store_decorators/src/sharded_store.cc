@@ -161,6 +161,25 @@ Result<AcquireWithTail> ShardedStore::AcquireFenceIfReadTail(std::string_view id
   return For(id).AcquireFenceIfReadTail(id, expect, read_after);
 }
 
+std::vector<Result<AcquireWithTail>> ShardedStore::AcquireFencesIfReadTail(
+    std::span<const AcquireIfRead> requests) {
+  std::vector<std::vector<AcquireIfRead>> per_shard(shards_.size());
+  std::vector<std::vector<size_t>> positions(shards_.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    size_t s = ShardOf(requests[i].execution_id);
+    per_shard[s].push_back(requests[i]);
+    positions[s].push_back(i);
+  }
+  std::vector<Result<AcquireWithTail>> out(requests.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (per_shard[s].empty()) continue;
+    std::vector<Result<AcquireWithTail>> answers =
+        shards_[s]->AcquireFencesIfReadTail(per_shard[s]);
+    for (size_t k = 0; k < positions[s].size(); ++k) out[positions[s][k]] = std::move(answers[k]);
+  }
+  return out;
+}
+
 Result<int64_t> ShardedStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   return For(req.execution_id).AppendIfUnchanged(req, observed);
 }

@@ -45,37 +45,39 @@ class GroupRunner {
 
   // Runs `op` in a group; returns once RunGroup has answered it. Any thread.
   void Run(Op& op) {
-    Waiter self{.op = &op};
-    std::vector<Op*> group;
-    std::vector<Waiter*> waiters;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      queue_.push_back(&self);
-      PromoteLocked();
-      self.cv.wait(lock, [&] { return self.done || self.lead; });
-      if (self.done) return;
-      // Only the pending leader takes from the queue, and it was the front
-      // when promoted: it still is.
-      while (!queue_.empty() && waiters.size() < group_max_) {
-        waiters.push_back(queue_.front());
-        group.push_back(queue_.front()->op);
-        queue_.pop_front();
-      }
-      leader_pending_ = false;
-      ++in_flight_;
-      PromoteLocked();  // the next group may form while this one runs
+    Op* one[] = {&op};
+    RunMany(one);
+  }
+
+  // Runs every op of `ops` (queued together, in order, so that they share
+  // groups); returns once all are answered. The caller leads each group
+  // whose oldest op is one of its own. Any thread.
+  void RunMany(std::span<Op* const> ops) {
+    if (ops.empty()) return;
+    std::condition_variable cv;
+    std::vector<Waiter> mine(ops.size());
+    std::unique_lock<std::mutex> lock(mu_);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      mine[i].op = ops[i];
+      mine[i].cv = &cv;
+      queue_.push_back(&mine[i]);
     }
-    RunGroup(group);
-    std::lock_guard<std::mutex> lock(mu_);
-    // Notified under the lock: a follower cannot return (and destroy its
-    // Waiter) before the notify is done. The next leader is promoted last, so
-    // that the callers just answered can queue their next op first.
-    for (Waiter* w : waiters) {
-      w->done = true;
-      if (w != &self) w->cv.notify_one();
-    }
-    --in_flight_;
     PromoteLocked();
+    for (;;) {
+      Waiter* leader = nullptr;
+      bool all_done = true;
+      for (Waiter& w : mine) {
+        if (w.done) continue;
+        all_done = false;
+        if (w.lead) leader = &w;
+      }
+      if (all_done) return;
+      if (leader) {
+        Lead(lock, *leader);
+      } else {
+        cv.wait(lock);
+      }
+    }
   }
 
  protected:
@@ -86,10 +88,40 @@ class GroupRunner {
  private:
   struct Waiter {
     Op* op = nullptr;
-    bool done = false;  // GUARDED_BY(mu_)
-    bool lead = false;  // GUARDED_BY(mu_)
-    std::condition_variable cv;
+    bool done = false;                      // GUARDED_BY(mu_)
+    bool lead = false;                      // GUARDED_BY(mu_)
+    std::condition_variable* cv = nullptr;  // its caller's, notified on done or lead
   };
+
+  // Requires mu_ held (released while the group runs) and self.lead: takes
+  // the group (self at the front), runs it and answers every op in it.
+  void Lead(std::unique_lock<std::mutex>& lock, Waiter& self) {
+    std::vector<Waiter*> waiters;
+    std::vector<Op*> group;
+    // Only the pending leader takes from the queue, and it was the front
+    // when promoted: it still is.
+    while (!queue_.empty() && waiters.size() < group_max_) {
+      waiters.push_back(queue_.front());
+      group.push_back(queue_.front()->op);
+      queue_.pop_front();
+    }
+    self.lead = false;
+    leader_pending_ = false;
+    ++in_flight_;
+    PromoteLocked();  // the next group may form while this one runs
+    lock.unlock();
+    RunGroup(group);
+    lock.lock();
+    // Notified under the lock: a follower cannot return (and destroy its
+    // Waiter) before the notify is done. The next leader is promoted last, so
+    // that the callers just answered can queue their next op first.
+    for (Waiter* w : waiters) {
+      w->done = true;
+      if (w->cv != self.cv) w->cv->notify_one();
+    }
+    --in_flight_;
+    PromoteLocked();
+  }
 
   // Makes the oldest waiter the leader of the next group, if none is pending
   // and fewer than groups_in_flight_max_ groups run.
@@ -97,7 +129,7 @@ class GroupRunner {
     if (leader_pending_ || queue_.empty() || in_flight_ >= groups_in_flight_max_) return;
     leader_pending_ = true;
     queue_.front()->lead = true;
-    queue_.front()->cv.notify_one();
+    queue_.front()->cv->notify_one();
   }
 
   const size_t group_max_;

@@ -883,6 +883,37 @@ Result<AcquireWithTail> PostgresEventStore::AcquireFenceIfReadTail(std::string_v
   return std::move(op.result);
 }
 
+// The batch queues together in the acquire groups: up to kAcquireGroupMax
+// of them share one pipeline and one commit, led by this thread.
+std::vector<Result<AcquireWithTail>> PostgresEventStore::AcquireFencesIfReadTail(
+    std::span<const AcquireIfRead> requests) {
+  std::vector<Result<AcquireWithTail>> out(requests.size());
+  std::vector<pg::AcquireOp> ops;
+  std::vector<size_t> positions;
+  ops.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const AcquireIfRead& r = requests[i];
+    if (Status s = ValidateFenceIf(r.execution_id, r.expect, limits(), r.read_after); !s) {
+      out[i] = std::unexpected(s.error());
+      continue;
+    }
+    append_hints_->Forget(r.execution_id);
+    pg::AcquireOp& op = ops.emplace_back();
+    op.id = std::string(r.execution_id);
+    op.expect = r.expect;
+    op.read_after = r.read_after;
+    op.tail_max = static_cast<int64_t>(limits().read_events_max);
+    op.SetOwners(r.expect);
+    positions.push_back(i);
+  }
+  std::vector<pg::AcquireOp*> queued;
+  queued.reserve(ops.size());
+  for (pg::AcquireOp& op : ops) queued.push_back(&op);
+  acquire_group_->RunMany(queued);
+  for (size_t k = 0; k < ops.size(); ++k) out[positions[k]] = std::move(ops[k].result);
+  return out;
+}
+
 PostgresAcquireStats PostgresEventStore::AcquireStats() const { return acquire_group_->stats(); }
 
 PostgresReadStats PostgresEventStore::ReadStats() const { return read_group_->stats(); }

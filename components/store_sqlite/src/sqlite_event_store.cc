@@ -760,6 +760,40 @@ Result<AcquireWithTail> SqliteEventStore::AcquireFenceIfReadTail(std::string_vie
   });
 }
 
+// One operation of the write group: one transaction, one commit for the
+// batch; each request validated alone first.
+std::vector<Result<AcquireWithTail>> SqliteEventStore::AcquireFencesIfReadTail(
+    std::span<const AcquireIfRead> requests) {
+  std::vector<Result<AcquireWithTail>> out(requests.size());
+  std::vector<size_t> valid;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const AcquireIfRead& r = requests[i];
+    if (Status s = ValidateFenceIf(r.execution_id, r.expect, limits(), r.read_after); !s) {
+      out[i] = std::unexpected(s.error());
+    } else {
+      valid.push_back(i);
+    }
+  }
+  if (valid.empty()) return out;
+  auto limit = static_cast<int64_t>(limits().read_events_max);
+  Status batch = impl_->Write(0, [&](Connection& c) -> Status {
+    const int64_t now_ms = impl_->clock->NowUnixMillis();
+    for (size_t i : valid) {
+      const AcquireIfRead& r = requests[i];
+      AcquireWithTail got;
+      ONCE_ASSIGN_OR_RETURN(got.acquire, AcquireIfOn(c, r.execution_id, r.expect, now_ms));
+      ONCE_ASSIGN_OR_RETURN(got.tail,
+                            ReadRangeOn(c, r.execution_id, r.read_after + 1, kToEnd, limit));
+      out[i] = std::move(got);
+    }
+    return Ok();
+  });
+  if (!batch) {
+    for (size_t i : valid) out[i] = std::unexpected(batch.error());
+  }
+  return out;
+}
+
 Status SqliteEventStore::CopyPrefix(std::string_view from, std::string_view to, int64_t through) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(from, limits()));
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(to, limits()));

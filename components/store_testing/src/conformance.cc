@@ -1418,6 +1418,83 @@ TEST_P(EventStoreConformance, AcquireFenceIfReadTailPagesAtReadEventsMax) {
   EXPECT_EQ(Seqs(Read(*s, "ex-1", 6)), (std::vector<int64_t>{6, 7, 8, 9}));
 }
 
+// The batch answers each request as its own call would, in request order;
+// a bad request fails alone; a second request of one execution sees the
+// first's bump.
+TEST_P(EventStoreConformance, AcquireFencesIfReadTailAnswersEachRequestAsItsOwnCall) {
+  if (!Supports(Capability::kAcquireFenceIfReadTail)) {
+    std::vector<store::AcquireIfRead> one = {{.execution_id = "ex-1", .expect = {0, kParkSeq}}};
+    std::vector<Result<AcquireWithTail>> got = store().AcquireFencesIfReadTail(one);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(Fails(got[0], ErrorCode::kUnsupported));
+    return;
+  }
+  EXPECT_TRUE(store().AcquireFencesIfReadTail({}).empty());
+  Park(store(), "ex-1");
+  Park(store(), "ex-2");
+  Park(store(), "ex-3");
+  ASSERT_FALSE(AcquireIf(store(), "ex-2", 0, kParkSeq).stale);  // a rival answers ex-2
+  AppendOk(store(),
+           Req("ex-2", kParkSeq + 1, {KernelEvent(KernelKind::kExecutionResumed, {}, 1)}, 1));
+  std::vector<store::AcquireIfRead> batch = {
+      {.execution_id = "ex-1", .expect = {0, kParkSeq}, .read_after = 0},
+      {.execution_id = "ex-2", .expect = {0, kParkSeq}, .read_after = kParkSeq},
+      {.execution_id = "", .expect = {0, kParkSeq}},
+      {.execution_id = "ex-3", .expect = {0, kParkSeq}, .read_after = kParkSeq},
+      {.execution_id = "ex-1", .expect = {0, kParkSeq}, .read_after = kParkSeq},
+      {.execution_id = "ex-3", .expect = {-1, kParkSeq}},
+  };
+  std::vector<Result<AcquireWithTail>> got = store().AcquireFencesIfReadTail(batch);
+  ASSERT_EQ(got.size(), batch.size());
+  ASSERT_TRUE(got[0]) << Describe(got[0].error());
+  EXPECT_FALSE(got[0]->acquire.stale);
+  EXPECT_EQ(got[0]->acquire.fence, 1);
+  EXPECT_EQ(got[0]->tail, Read(store(), "ex-1"));
+  ASSERT_TRUE(got[1]) << Describe(got[1].error());
+  EXPECT_TRUE(got[1]->acquire.stale);
+  EXPECT_EQ(got[1]->acquire.fence, 1);
+  EXPECT_EQ(Kinds(got[1]->tail), (std::vector<std::string>{"EXECUTION_RESUMED"}));
+  EXPECT_TRUE(Fails(got[2], ErrorCode::kInvalidArgument));
+  ASSERT_TRUE(got[3]) << Describe(got[3].error());
+  EXPECT_FALSE(got[3]->acquire.stale);
+  EXPECT_EQ(got[3]->acquire.fence, 1);
+  EXPECT_TRUE(got[3]->tail.empty());
+  ASSERT_TRUE(got[4]) << Describe(got[4].error());
+  EXPECT_TRUE(got[4]->acquire.stale);  // the first request of ex-1 took token 1
+  EXPECT_EQ(got[4]->acquire.fence, 1);
+  EXPECT_TRUE(Fails(got[5], ErrorCode::kInvalidArgument));
+  EXPECT_EQ(FenceOf(store(), "ex-1"), 1);
+  EXPECT_EQ(FenceOf(store(), "ex-2"), 1);
+  EXPECT_EQ(FenceOf(store(), "ex-3"), 1);
+  // The tokens fence their old holders as single acquires' do.
+  Result<int64_t> old_holder = store().Append(Req("ex-1", kParkSeq + 1, Steps(1), 0));
+  ASSERT_FALSE(old_holder);
+  ExpectStale(old_holder.error(), 0, 1);
+}
+
+// A batch larger than a store's group (PostgreSQL groups 64 acquires):
+// every request is answered, each execution's tail with it.
+TEST_P(EventStoreConformance, AcquireFencesIfReadTailAnswersABatchOfManyGroups) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIfReadTail);
+  constexpr int kBatch = 150;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kBatch; ++i) ids.push_back("many-" + std::to_string(i));
+  for (const std::string& id : ids) Park(store(), id);
+  std::vector<store::AcquireIfRead> batch;
+  for (const std::string& id : ids) {
+    batch.push_back({.execution_id = id, .expect = {0, kParkSeq}, .read_after = 0});
+  }
+  std::vector<Result<AcquireWithTail>> got = store().AcquireFencesIfReadTail(batch);
+  ASSERT_EQ(got.size(), batch.size());
+  for (int i = 0; i < kBatch; ++i) {
+    SCOPED_TRACE(ids[i]);
+    ASSERT_TRUE(got[i]) << Describe(got[i].error());
+    EXPECT_FALSE(got[i]->acquire.stale);
+    EXPECT_EQ(got[i]->acquire.fence, 1);
+    EXPECT_EQ(Seqs(got[i]->tail), (std::vector<int64_t>{1, 2, 3}));
+  }
+}
+
 TEST_P(EventStoreConformance, AcquireFenceIfReadTailRefusesBadInput) {
   ONCE_REQUIRE_CAPABILITY(Capability::kAcquireFenceIfReadTail);
   Park(store(), "ex-1");

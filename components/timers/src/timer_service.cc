@@ -8,6 +8,13 @@
 
 namespace once::timers {
 
+std::vector<Result<WakeVerdict>> Waker::WakeMany(std::span<const TimerRow* const> rows) {
+  std::vector<Result<WakeVerdict>> out;
+  out.reserve(rows.size());
+  for (const TimerRow* row : rows) out.push_back(Wake(*row));
+  return out;
+}
+
 int64_t BackoffPolicy::DelayMs(int attempt, Rng& rng) const {
   int64_t ceiling = base_ms;
   for (int i = 0; i < attempt && ceiling < cap_ms; ++i) ceiling *= 2;
@@ -122,14 +129,29 @@ std::vector<TimerKey> TimerService::FireConcurrently(const std::vector<TimerRow>
     if (added) groups.emplace_back();
     groups[it->second].push_back(&row);
   }
-  size_t threads_max = std::min(options_.fire_concurrency, groups.size());
+  // Each thread takes `share` executions at a time: their first rows are
+  // woken together, any later rows of them one after another.
+  const size_t share = waker_.WakesTogether() ? std::max<size_t>(1, options_.wake_batch_max) : 1;
+  size_t threads_max = std::min(options_.fire_concurrency, (groups.size() + share - 1) / share);
   std::vector<std::vector<TimerKey>> done(threads_max);  // one per thread: no lock
   std::atomic<size_t> next{0};
   std::atomic<bool> announced{false};
   auto fire = [&](std::vector<TimerKey>& mine) {
-    for (size_t i = next.fetch_add(1); i < groups.size(); i = next.fetch_add(1)) {
-      for (const TimerRow* row : groups[i]) {
-        if (Fire(*row).retire) mine.push_back(row->key());
+    for (size_t i = next.fetch_add(share); i < groups.size(); i = next.fetch_add(share)) {
+      const size_t end = std::min(groups.size(), i + share);
+      if (share == 1) {
+        for (const TimerRow* row : groups[i]) {
+          if (Fire(*row).retire) mine.push_back(row->key());
+        }
+        continue;
+      }
+      std::vector<const TimerRow*> firsts;
+      for (size_t g = i; g < end; ++g) firsts.push_back(groups[g].front());
+      FireBatch(firsts, mine);
+      for (size_t g = i; g < end; ++g) {
+        for (size_t r = 1; r < groups[g].size(); ++r) {
+          if (Fire(*groups[g][r]).retire) mine.push_back(groups[g][r]->key());
+        }
       }
     }
     if (all_handed_out && !announced.exchange(true)) all_handed_out();
@@ -165,20 +187,28 @@ void TimerService::Count(int64_t TimerServiceStats::*field) {
   stats_.*field += 1;
 }
 
+TimerService::BackoffState TimerService::BackoffOf(const TimerRow& row, int64_t now_ms) {
+  BackoffState state;
+  std::lock_guard<std::mutex> lock(backoff_mu_);
+  auto backoff = backoff_.find(row.execution_id);
+  if (backoff != backoff_.end()) {
+    state.attempts = backoff->second.attempts;
+    if (backoff->second.next_try_ms > now_ms) state.defer_until_ms = backoff->second.next_try_ms;
+  }
+  return state;
+}
+
 TimerService::Fired TimerService::FirePlain(const TimerRow& row) {
   int64_t now_ms = clock_.NowUnixMillis();
-  int attempts_before = 0;
-  int64_t defer_until_ms = 0;
-  {
-    std::lock_guard<std::mutex> lock(backoff_mu_);
-    auto backoff = backoff_.find(row.execution_id);
-    if (backoff != backoff_.end()) {
-      attempts_before = backoff->second.attempts;
-      if (backoff->second.next_try_ms > now_ms) defer_until_ms = backoff->second.next_try_ms;
-    }
+  BackoffState backoff = BackoffOf(row, now_ms);
+  if (backoff.defer_until_ms > 0) {
+    return {false, timers_.Defer(row.key(), options_.owner, backoff.defer_until_ms)};
   }
-  if (defer_until_ms > 0) return {false, timers_.Defer(row.key(), options_.owner, defer_until_ms)};
-  Result<WakeVerdict> verdict = waker_.Wake(row);
+  return Judge(row, backoff.attempts, now_ms, waker_.Wake(row));
+}
+
+TimerService::Fired TimerService::Judge(const TimerRow& row, int attempts_before, int64_t now_ms,
+                                        Result<WakeVerdict> verdict) {
   if (!verdict) return {false, std::unexpected(verdict.error())};  // comes due after the lease
   if (*verdict != WakeVerdict::kContended) {
     Count(*verdict == WakeVerdict::kResumed ? &TimerServiceStats::resumed
@@ -199,6 +229,28 @@ TimerService::Fired TimerService::FirePlain(const TimerRow& row) {
   int64_t next_ms = now_ms + DelayMs(attempts);
   RememberBackoff(row.execution_id, attempts, next_ms);
   return {false, timers_.Defer(row.key(), options_.owner, next_ms)};
+}
+
+void TimerService::FireBatch(std::span<const TimerRow* const> rows, std::vector<TimerKey>& done) {
+  const int64_t now_ms = clock_.NowUnixMillis();
+  std::vector<const TimerRow*> waking;
+  std::vector<int> attempts;
+  for (const TimerRow* row : rows) {
+    BackoffState backoff = row->redrive ? BackoffState{} : BackoffOf(*row, now_ms);
+    if (row->redrive || backoff.defer_until_ms > 0) {
+      if (Fire(*row).retire) done.push_back(row->key());
+      continue;
+    }
+    waking.push_back(row);
+    attempts.push_back(backoff.attempts);
+  }
+  if (waking.empty()) return;
+  std::vector<Result<WakeVerdict>> verdicts = waker_.WakeMany(waking);
+  for (size_t i = 0; i < waking.size(); ++i) {
+    Fired fired = Judge(*waking[i], attempts[i], now_ms, std::move(verdicts[i]));
+    if (!fired.status) ReportError(fired.status.error());
+    if (fired.retire) done.push_back(waking[i]->key());
+  }
 }
 
 RedriveAnswer TimerService::AskRedrivers(const TimerRow& row) {

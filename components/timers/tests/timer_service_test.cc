@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "once/timers/memory_timer_store.h"
@@ -260,6 +261,104 @@ TEST(TimerServiceTest, FireConcurrencyKeepsOneExecutionsRowsOnOneThreadInOrder) 
   }
   EXPECT_EQ(a_wakes, (std::vector<int64_t>{now - 3, now - 1}));
   EXPECT_EQ(waker.max_in_flight, 2);  // "a" and "b" at once
+}
+
+// A waker that wakes batches together: records each WakeMany's rows and
+// answers the scripted verdicts (by execution) or resumed.
+class BatchWaker final : public Waker {
+ public:
+  Result<WakeVerdict> Wake(const TimerRow& row) override {
+    std::lock_guard<std::mutex> lock(mu);
+    alone.push_back(row);
+    return VerdictFor(row);
+  }
+  std::vector<Result<WakeVerdict>> WakeMany(std::span<const TimerRow* const> rows) override {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<Result<WakeVerdict>> out;
+    batches.emplace_back();
+    for (const TimerRow* row : rows) {
+      batches.back().push_back(*row);
+      out.push_back(VerdictFor(*row));
+    }
+    return out;
+  }
+  bool WakesTogether() const override { return true; }
+  std::mutex mu;
+  std::map<std::string, WakeVerdict> verdicts;  // GUARDED_BY(mu); else resumed
+  std::vector<std::vector<TimerRow>> batches;   // GUARDED_BY(mu)
+  std::vector<TimerRow> alone;                  // GUARDED_BY(mu)
+
+ private:
+  Result<WakeVerdict> VerdictFor(const TimerRow& row) {
+    auto it = verdicts.find(row.execution_id);
+    return it == verdicts.end() ? WakeVerdict::kResumed : it->second;
+  }
+};
+
+// With a waker that wakes together, each firing thread takes
+// wake_batch_max executions of the poll at once: their first rows go to one
+// WakeMany, a second row of one execution is woken alone after it, and a
+// contended verdict in a batch backs off as a single wake's does.
+TEST(TimerServiceTest, AWakerThatWakesTogetherGetsThePollInBatches) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(7);
+  MemoryTimerStore timers;
+  BatchWaker waker;
+  waker.verdicts["e3"] = WakeVerdict::kContended;
+  TimerService service(
+      timers, waker, clock, rng,
+      {.owner = "n", .claim_rows_max = 100, .fire_concurrency = 8, .wake_batch_max = 4});
+  const int64_t now = clock.NowUnixMillis();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(timers.Schedule({"e" + std::to_string(i), now - 10 + i, {}}));
+  }
+  ASSERT_TRUE(timers.Schedule({"e0", now - 1, {}}));  // a second row of e0
+  EXPECT_EQ(service.PollOnce().value(), 11u);
+  size_t batched = 0;
+  std::set<std::string> seen;
+  for (const std::vector<TimerRow>& batch : waker.batches) {
+    EXPECT_LE(batch.size(), 4u);
+    for (const TimerRow& row : batch) {
+      EXPECT_TRUE(seen.insert(row.execution_id).second) << row.execution_id << " batched twice";
+    }
+    batched += batch.size();
+  }
+  EXPECT_EQ(batched, 10u);
+  EXPECT_EQ(waker.batches.size(), 3u);  // 4 + 4 + 2 executions
+  ASSERT_EQ(waker.alone.size(), 1u);
+  EXPECT_EQ(waker.alone[0].execution_id, "e0");
+  EXPECT_EQ(waker.alone[0].wake_at_ms, now - 1);
+  EXPECT_EQ(service.stats().resumed, 10);
+  EXPECT_EQ(service.stats().contended, 1);
+  // The contended row stays, deferred by its backoff; the others are retired.
+  EXPECT_EQ(timers.RowsOf("e3").value().size(), 1u);
+  for (int i : {0, 1, 2, 4, 9}) EXPECT_TRUE(timers.RowsOf("e" + std::to_string(i)).value().empty());
+  // Backing off, e3 is not woken (nor batched) before its next try.
+  waker.batches.clear();
+  waker.alone.clear();
+  ASSERT_TRUE(timers.Schedule({"e20", now, {}}));
+  ASSERT_TRUE(timers.Schedule({"e21", now, {}}));
+  (void)service.PollOnce();
+  for (const std::vector<TimerRow>& batch : waker.batches) {
+    for (const TimerRow& row : batch) EXPECT_NE(row.execution_id, "e3");
+  }
+}
+
+// A waker that wakes one at a time keeps fire_concurrency rows in flight
+// whatever wake_batch_max says.
+TEST(TimerServiceTest, AWakerThatWakesAloneKeepsFireConcurrencyInFlight) {
+  ManualClock clock(FromUnixMillis(1'000'000));
+  SeededRng rng(8);
+  MemoryTimerStore timers;
+  GatedWaker waker(4);
+  TimerService service(
+      timers, waker, clock, rng,
+      {.owner = "n", .claim_rows_max = 100, .fire_concurrency = 4, .wake_batch_max = 64});
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(timers.Schedule({"e" + std::to_string(i), clock.NowUnixMillis() - 1, {}}));
+  }
+  EXPECT_EQ(service.PollOnce().value(), 12u);
+  EXPECT_EQ(waker.max_in_flight, 4);
 }
 
 TEST(TimerServiceTest, RepollWhenFullDrainsABacklogWithoutWaitingAnInterval) {

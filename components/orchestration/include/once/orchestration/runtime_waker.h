@@ -62,6 +62,13 @@ class RuntimeWaker final : public timers::Waker {
   // `runtime` must outlive the waker.
   explicit RuntimeWaker(runtime::Runtime& runtime) : runtime_(runtime) {}
   Result<timers::WakeVerdict> Wake(const timers::TimerRow& row) override;
+  // The rows that carry their park are answered together
+  // (Runtime::AnswerParks: one acquire call and one write for the batch);
+  // each is then judged as Wake judges it (a park answered or gone: the log
+  // decides). Rows without a park are woken one at a time.
+  std::vector<Result<timers::WakeVerdict>> WakeMany(
+      std::span<const timers::TimerRow* const> rows) override;
+  bool WakesTogether() const override { return true; }
 
  private:
   // The wake of a row without a park: the park found in one log read.

@@ -28,8 +28,10 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <string_view>
 #include <unordered_set>
+#include <vector>
 
 #include "once/store/event_store.h"
 
@@ -58,6 +60,10 @@ class Committer {
   // the new head, or this request's own error (kStaleFence,
   // kSequenceConflict, ...), or the flush's outer error.
   Result<int64_t> Commit(store::AppendRequest req);
+  // Commit for each request, queued together (so that they share flushes)
+  // and answered in request order; returns once all are. The requests are
+  // moved from.
+  std::vector<Result<int64_t>> CommitMany(std::span<store::AppendRequest> reqs);
 
   CommitterStats stats() const;
 
@@ -65,8 +71,8 @@ class Committer {
   struct Slot {
     store::AppendRequest* req;
     Result<int64_t> result = 0;
-    bool done = false;           // GUARDED_BY(mu_)
-    std::condition_variable cv;  // wakes this caller only: done, or asked to lead
+    bool done = false;                      // GUARDED_BY(mu_)
+    std::condition_variable* cv = nullptr;  // its caller's: done, or asked to lead
   };
   void LeadFlush(std::unique_lock<std::mutex>& lock);
   bool CanLead() const;  // requires mu_

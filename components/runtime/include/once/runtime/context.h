@@ -68,6 +68,8 @@ namespace once::runtime {
 using events::Json;
 namespace internal {
 struct RunState;
+struct RunEnd;
+struct Fenced;
 struct TransactOutcome;
 class RunHost;
 }  // namespace internal

@@ -233,6 +233,14 @@ struct ParkAnswer {
   std::optional<int64_t> park_fence;
 };
 
+// One park of AnswerParks: a park waiting on a timer, and the token it was
+// written under (a timer row carries both).
+struct ParkWake {
+  std::string execution_id;
+  int64_t park_seq = 0;
+  int64_t park_fence = 0;
+};
+
 enum class ParkVerdict { kResumed, kNoop, kContended };
 
 struct ParkAnswered {
@@ -321,6 +329,23 @@ class Runtime {
   // fence or lost sequence after the acquire: contended) are returned.
   Result<ParkAnswered> AnswerPark(std::string_view id, ParkAnswer answer);
 
+  // AnswerPark(id, {.park_seq, .park_fence}) for each wake (the park's
+  // timer wait is the answer), answered in order, in two store round trips
+  // for the whole batch instead of two a park: on a store with
+  // AcquireFenceIfReadTail the conditional acquires of all the parks are
+  // one AcquireFencesIfReadTail call, the bodies then run one after another
+  // on the calling thread, and the appends that end or park them are
+  // written together (one shared flush of the Committer, or one
+  // AppendBatch). A body's other appends (an effect's, a continuation's)
+  // are written as they come, as in AnswerPark. A wake whose acquire or
+  // ending append lost to a rival goes on alone, as AnswerPark would go on
+  // (the same park still open: tried again on the current token; answered:
+  // noop). Verdicts, outcomes and errors are AnswerPark's. Wakes of one
+  // execution should not share a batch (the later one's acquire loses to
+  // the earlier's). Without the combined acquire, or for a single wake: one
+  // AnswerPark after another.
+  std::vector<Result<ParkAnswered>> AnswerParks(std::span<const ParkWake> wakes);
+
   // Appends EXECUTION_DENIED {principal, reason} WITHOUT a fence (an
   // unguarded audit append: it never refuses, and never answers a park).
   Result<int64_t> RecordExecutionDenied(std::string_view id, std::string_view principal,
@@ -407,9 +432,32 @@ class Runtime {
   void ClaimInto(const std::string& id, std::optional<std::string_view> expected_owner,
                  RecoverReport& report);
   void Quarantine(Error e, std::vector<Error>& into);
+  // The run answering the open park of `log` (resumable, and advanced to
+  // the store's head under `fenced`): the answer, the buffered
+  // EXECUTION_RESUMED, and the rest of the run's state.
+  Status PrepareResumedRun(internal::RunState& run, std::string_view id, ExecutionState st,
+                           const Def& def, std::string actor, std::vector<Envelope> log,
+                           const internal::Fenced& fenced, const RunOptions& options,
+                           const ResumeExtras& extras);
+  // One wake of AnswerParks after its acquire answered `got`: the run,
+  // ready to execute with its end deferred, or the wake's verdict.
+  struct BatchedWake;
+  void BeginBatchedWake(BatchedWake& wake, Result<store::AcquireWithTail> got);
+  // Writes the deferred ends of `wakes` together and finishes their runs.
+  void WriteBatchedEnds(std::span<BatchedWake> wakes);
+  void SettleBatchedWake(BatchedWake& wake, Result<RunOutcome> ran);
+  // AnswerPark for one wake, expecting `expect_fence` first (acquire-first)
+  // when set; `after_batch`: the batch's acquire was spent on it already.
+  Result<ParkAnswered> AnswerAlone(const ParkWake& wake, std::optional<int64_t> expect_fence,
+                                   bool after_batch);
   Result<RunOutcome> Execute(internal::RunState& run);
+  // Drops the run's mark as running here (with a node); an end that did not
+  // land, or a row the run recorded, marks the own rows unsure.
+  void Untrack(const std::string& id, bool ended_ok, const internal::RunState& run);
   Result<RunOutcome> Finish(internal::RunState& run, Result<Json> body_result);
   Result<RunOutcome> FinishParked(internal::RunState& run);
+  Result<RunOutcome> End(internal::RunState& run, internal::RunEnd end);
+  Result<RunOutcome> Ended(internal::RunState& run, internal::RunEnd end);
   Result<RunOutcome> FinishContinued(internal::RunState& run, Json input);
   // Both return whether this runtime should run the new execution's body
   // now (CreateStarted's rule); when true, ScheduleRedrive or
@@ -426,11 +474,19 @@ class Runtime {
   };
   store::AppendRequest RunAppend(const internal::RunState& run, std::vector<Envelope> events,
                                  RunRowWrite& row);
+  // The run's pending events as its next append (cleared from the run).
+  store::AppendRequest TakePending(internal::RunState& run, RunRowWrite& row);
   void Appended(internal::RunState& run, const RunRowWrite& row, int64_t head);
+  // A deferred end (run.end) after its append was written (`head`, or its
+  // error): what follows it, and the run's tracking dropped.
+  Result<RunOutcome> EndWritten(internal::RunState& run, const RunRowWrite& row,
+                                Result<int64_t> head);
   Result<internal::TransactOutcome> Transact(internal::RunState& run, std::string_view name,
                                              TransactionFnRef fn);
   Status BeforeStep(const internal::RunState& run);
   Result<int64_t> Commit(store::AppendRequest req);
+  // Commit for each request, written together (moved from).
+  std::vector<Result<int64_t>> CommitMany(std::span<store::AppendRequest> reqs);
   Result<int64_t> AppendAudit(std::string_view id, Envelope event);
   Result<std::optional<Answer>> ChildAnswer(std::string_view parent_id, const Envelope& park);
   Result<Answer> DefaultAnswer(std::string_view id, const Envelope& park);

@@ -157,6 +157,14 @@ struct AcquireWithTail {
   std::vector<Envelope> tail;
 };
 
+// One conditional acquire of AcquireFencesIfReadTail: the arguments of one
+// AcquireFenceIfReadTail call (the views must outlive the call).
+struct AcquireIfRead {
+  std::string_view execution_id;
+  FenceExpectation expect;
+  int64_t read_after = 0;
+};
+
 // The work of AppendInTransaction, by non-owning reference (no heap):
 // Result<AppendRequest>(SqlTransaction&).
 class TransactionWorkRef {
@@ -315,6 +323,19 @@ class EventStore {
   virtual Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view execution_id,
                                                          FenceExpectation expect,
                                                          int64_t read_after) = 0;
+
+  // AcquireFenceIfReadTail for each request, answered in request order: a
+  // batch of resumes (a timer poll's fired rows) takes its tokens in one
+  // call. Each answer is the one its own call would give in some serial
+  // order of the requests (two requests of one execution: the later sees
+  // the earlier's bump), and each request fails alone on its own arguments
+  // (kInvalidArgument). A store may run the batch as one round trip and one
+  // commit (PostgreSQL, SQLite); then an error of that commit (kUnavailable,
+  // kBusy, ...) is every request's answer. Part of kAcquireFenceIfReadTail:
+  // a store without it answers each request kUnsupported. The default makes
+  // the calls one at a time.
+  virtual std::vector<Result<AcquireWithTail>> AcquireFencesIfReadTail(
+      std::span<const AcquireIfRead> requests);
 
   // Appends only if the token is still `observed_fence`; otherwise
   // kStaleFence and nothing is written. req.fence is ignored.

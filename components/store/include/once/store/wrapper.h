@@ -156,6 +156,16 @@ class EventStoreWrapper : public EventStore {
     else
       return self().CustomAcquireFenceIfReadTail(id, expect, read_after);
   }
+  // A forwarded combined acquire forwards its batches too (the wrapped
+  // store may make them one round trip); otherwise the default's calls go
+  // through this wrapper's AcquireFenceIfReadTail one at a time.
+  std::vector<Result<AcquireWithTail>> AcquireFencesIfReadTail(
+      std::span<const AcquireIfRead> requests) override {
+    if constexpr (D::kAcquireFenceIfReadTail == Decide::kForward)
+      return target_->AcquireFencesIfReadTail(requests);
+    else
+      return EventStore::AcquireFencesIfReadTail(requests);
+  }
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override {
     if constexpr (D::kAppendIfUnchanged == Decide::kForward)
       return target_->AppendIfUnchanged(req, observed);

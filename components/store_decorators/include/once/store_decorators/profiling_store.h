@@ -67,6 +67,10 @@ class ProfilingStore final : public EventStoreWrapper<ProfilingStore, ProfilingD
   Result<ConditionalAcquire> CustomAcquireFenceIf(std::string_view id, FenceExpectation e);
   Result<AcquireWithTail> CustomAcquireFenceIfReadTail(std::string_view id, FenceExpectation e,
                                                        int64_t read_after);
+  // The batch is timed as one call and forwarded as one (not as the calls
+  // one at a time: profiling must not change how the store is used).
+  std::vector<Result<AcquireWithTail>> AcquireFencesIfReadTail(
+      std::span<const AcquireIfRead> requests) override;
   Result<int64_t> CustomAppendIfUnchanged(const AppendRequest& req, int64_t observed);
   Status CustomCopyPrefix(std::string_view from, std::string_view to, int64_t through);
   Status CustomTruncatePrefixKeeping(std::string_view id, int64_t first_kept);

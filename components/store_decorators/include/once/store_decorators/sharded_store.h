@@ -64,6 +64,9 @@ class ShardedStore final : public EventStore {
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
   Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view id, FenceExpectation expect,
                                                  int64_t read_after) override;
+  // Each shard's requests go to that shard as one batch.
+  std::vector<Result<AcquireWithTail>> AcquireFencesIfReadTail(
+      std::span<const AcquireIfRead> requests) override;
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;

@@ -231,6 +231,10 @@ class PostgresEventStore final : public EventStore {
   // round trip and transaction, read inside the row lock.
   Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view id, FenceExpectation expect,
                                                  int64_t read_after) override;
+  // The batch's acquires queue together in the acquire groups (above): up
+  // to kAcquireGroupMax share a pipeline and a commit.
+  std::vector<Result<AcquireWithTail>> AcquireFencesIfReadTail(
+      std::span<const AcquireIfRead> requests) override;
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   // Deletes sequences < first_kept but always keeps the newest event, so

@@ -135,6 +135,9 @@ class SqliteEventStore final : public EventStore {
   // The acquire and the read in one BEGIN IMMEDIATE.
   Result<AcquireWithTail> AcquireFenceIfReadTail(std::string_view id, FenceExpectation expect,
                                                  int64_t read_after) override;
+  // The batch in one write operation of the group: one transaction.
+  std::vector<Result<AcquireWithTail>> AcquireFencesIfReadTail(
+      std::span<const AcquireIfRead> requests) override;
   Result<int64_t> AppendIfUnchanged(const AppendRequest& req, int64_t observed) override;
   Status CopyPrefix(std::string_view from, std::string_view to, int64_t through) override;
   Status TruncatePrefixKeeping(std::string_view id, int64_t first_kept) override;
