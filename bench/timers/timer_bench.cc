@@ -22,9 +22,11 @@
 // with their own limits and pool sizes, unless a flag overrides one
 // (--claim-rows-max, --fire-concurrency, --wake-batch-max, --repoll-when-full 0|1,
 // --overlap-polls 0|1, --claim-ahead-ms, --poll-interval-ms). After the firing, the raw limit of
-// the same storage is measured (raw_fsync_per_s, raw_commit_per_s; see
+// the same storage is measured (raw_fsync_per_s, raw_write_mb_per_s, raw_commit_per_s; see
 // RawRates). --profile-store adds the event store's per-method calls and
-// mean latency over the firing (store_<Method>_calls / _ms_avg).
+// mean latency over the firing (store_<Method>_calls / _ms_avg). On PostgreSQL
+// the WAL written from T to the last resume is reported (fire_wal_bytes,
+// fire_wal_mb_per_s) beside the disk's raw_write_mb_per_s.
 //
 // Output: one machine-readable line
 //   timer-bench backend=... timers=... p50_ms=... p99_ms=... max_ms=... fired_per_s=...
@@ -359,6 +361,9 @@ size_t StartParked(Runtime& rt, const std::string& prefix, size_t count, int64_t
 struct RawRates {
   double fsync_per_s = -1;
   double commit_per_s = -1;
+  // Sequential 256 KiB writes, each followed by fdatasync: the bandwidth a
+  // log that flushes large groups (PostgreSQL's WAL) gets from the disk.
+  double write_mb_per_s = -1;
 };
 
 template <class F>
@@ -389,6 +394,40 @@ double RawFsyncPerSecond(const std::string& dir, int64_t ms) {
   ::close(fd);
   std::filesystem::remove(path);
   return rate;
+}
+
+double RawWriteMegabytesPerSecond(const std::string& dir, int64_t ms) {
+  std::string path = dir + "/timer-bench-raw-write-" + std::to_string(getpid());
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  if (fd < 0) return -1;
+  constexpr size_t kBlock = 256 * 1024;
+  constexpr off_t kFileMax = 64 << 20;  // rewritten in a circle: the bytes stay bounded
+  std::string block(kBlock, 'x');
+  off_t at = 0;
+  double writes = PerSecond(ms, [&] {
+    bool ok = ::pwrite(fd, block.data(), kBlock, at) == static_cast<ssize_t>(kBlock) &&
+              ::fdatasync(fd) == 0;
+    at = (at + static_cast<off_t>(kBlock)) % kFileMax;
+    return ok;
+  });
+  ::close(fd);
+  std::filesystem::remove(path);
+  return writes < 0 ? -1 : writes * kBlock / 1e6;
+}
+
+// PostgreSQL's WAL position in bytes (-1: not read).
+int64_t PostgresWalBytes(const std::string& url) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  int64_t bytes = -1;
+  if (PQstatus(conn) == CONNECTION_OK) {
+    PGresult* r = PQexec(conn, "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::int8");
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+      bytes = std::strtoll(PQgetvalue(r, 0, 0), nullptr, 10);
+    }
+    PQclear(r);
+  }
+  PQfinish(conn);
+  return bytes;
 }
 
 double RawSqliteCommitsPerSecond(const std::string& dir, int64_t ms) {
@@ -444,6 +483,7 @@ RawRates MeasureRaw(const Options& o) {
   std::error_code ignored;
   std::filesystem::create_directories(dir, ignored);
   raw.fsync_per_s = RawFsyncPerSecond(dir, o.raw_ms);
+  raw.write_mb_per_s = RawWriteMegabytesPerSecond(dir, o.raw_ms);
   raw.commit_per_s = o.backend == "sqlite" ? RawSqliteCommitsPerSecond(dir, o.raw_ms)
                                            : RawPostgresCommitsPerSecond(o.url, o.raw_ms);
   return raw;
@@ -513,6 +553,7 @@ int Run(const Options& o) {
   load_at_t = LoadAverage1();
   double client_cpu_at_t = CpuSeconds();
   double server_cpu_at_t = TreeCpuSeconds(o.server_pid);
+  const int64_t wal_at_t = o.backend == "postgres" ? PostgresWalBytes(o.url) : -1;
   runtime::CommitterStats commits_at_t = rt.commit_stats();
   auto store_at_t = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
   int64_t deadline_ms = t_ms + o.wait_ms_max;
@@ -522,6 +563,7 @@ int Run(const Options& o) {
   double load_after = LoadAverage1();
   double client_fire_cpu_s = CpuSeconds() - client_cpu_at_t;
   double server_fire_cpu_s = TreeCpuSeconds(o.server_pid) - server_cpu_at_t;
+  const int64_t wal_after = wal_at_t >= 0 ? PostgresWalBytes(o.url) : -1;
   runtime::CommitterStats commits_after = rt.commit_stats();
   auto store_after = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
   service.Stop();
@@ -613,11 +655,19 @@ int Run(const Options& o) {
       {"client_cpu_s", fixed(CpuSeconds(), 2)},
       {"client_fire_cpu_s", fixed(client_fire_cpu_s, 2)},
       {"server_fire_cpu_s", o.server_pid > 0 ? fixed(server_fire_cpu_s, 2) : "none"},
+      // PostgreSQL's WAL from T until the last resume, and its rate over the firing.
+      {"fire_wal_bytes", wal_after >= 0 ? std::to_string(wal_after - wal_at_t) : "none"},
+      {"fire_wal_mb_per_s",
+       wal_after >= 0 && last_ms > 0
+           ? fixed(static_cast<double>(wal_after - wal_at_t) / 1e3 / static_cast<double>(last_ms),
+                   1)
+           : "none"},
       {"load_at_t", fixed(load_at_t, 2)},
       {"load_after", fixed(load_after, 2)},
       // The storage's own limit, measured right after the firing: one
       // writer, one commit at a time (see RawRates).
       {"raw_fsync_per_s", raw.fsync_per_s >= 0 ? fixed(raw.fsync_per_s, 0) : "none"},
+      {"raw_write_mb_per_s", raw.write_mb_per_s >= 0 ? fixed(raw.write_mb_per_s, 1) : "none"},
       {"raw_commit_per_s", raw.commit_per_s >= 0 ? fixed(raw.commit_per_s, 0) : "none"},
   };
   // Over the firing, per event-store method: calls and mean latency.
