@@ -31,20 +31,12 @@ WakeVerdict VerdictOf(runtime::ParkVerdict verdict) {
 }  // namespace
 
 Result<WakeVerdict> RuntimeWaker::Wake(const timers::TimerRow& row) {
-  if (row.park) {
-    // The row names its park and the park's token: the acquire goes first
-    // and brings the log (no read before it). The answer is the park's
-    // timer wait (a Sleep park has exactly one).
-    ONCE_ASSIGN_OR_RETURN(runtime::ParkAnswered answered,
-                          runtime_.AnswerPark(row.execution_id, {.park_seq = row.park->sequence,
-                                                                 .park_fence = row.park->fence}));
-    if (answered.verdict != runtime::ParkVerdict::kNoop) return VerdictOf(answered.verdict);
-    // That park is answered or gone. The row is shared by every park of the
-    // execution that waits on this instant, and a newer one may not have
-    // written its park into the row yet: the log decides, as for a row
-    // without a park.
-  }
-  return WakeFromLog(row);
+  if (!row.park) return WakeFromLog(row);
+  // The row names its park and the park's token: the acquire goes first
+  // and brings the log (no read before it). The answer is the park's
+  // timer wait (a Sleep park has exactly one).
+  return Judge(row, runtime_.AnswerPark(row.execution_id, {.park_seq = row.park->sequence,
+                                                           .park_fence = row.park->fence}));
 }
 
 std::vector<Result<WakeVerdict>> RuntimeWaker::WakeMany(
@@ -65,16 +57,20 @@ std::vector<Result<WakeVerdict>> RuntimeWaker::WakeMany(
   }
   std::vector<Result<runtime::ParkAnswered>> answered = runtime_.AnswerParks(parks);
   for (size_t k = 0; k < positions.size(); ++k) {
-    const size_t i = positions[k];
-    if (!answered[k]) {
-      out[i] = std::unexpected(answered[k].error());
-    } else if (answered[k]->verdict != runtime::ParkVerdict::kNoop) {
-      out[i] = VerdictOf(answered[k]->verdict);
-    } else {
-      out[i] = WakeFromLog(*rows[i]);  // as Wake: the log decides
-    }
+    out[positions[k]] = Judge(*rows[positions[k]], std::move(answered[k]));
   }
   return out;
+}
+
+Result<WakeVerdict> RuntimeWaker::Judge(const timers::TimerRow& row,
+                                        Result<runtime::ParkAnswered> answered) {
+  if (!answered) return std::unexpected(answered.error());
+  if (answered->verdict != runtime::ParkVerdict::kNoop) return VerdictOf(answered->verdict);
+  // That park is answered or gone. The row is shared by every park of the
+  // execution that waits on this instant, and a newer one may not have
+  // written its park into the row yet: the log decides, as for a row
+  // without a park.
+  return WakeFromLog(row);
 }
 
 Result<WakeVerdict> RuntimeWaker::WakeFromLog(const timers::TimerRow& row) {

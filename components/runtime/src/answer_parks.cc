@@ -10,7 +10,6 @@
 
 #include "fence_protocol.h"
 #include "once/runtime/runtime.h"
-#include "once/store/read_log.h"
 #include "run_state.h"
 
 namespace once::runtime {
@@ -83,12 +82,10 @@ void Runtime::BeginBatchedWake(BatchedWake& b, Result<store::AcquireWithTail> go
     b.answer = std::unexpected(got.error());
     return;
   }
-  std::vector<Envelope> log = std::move(got->tail);
-  if (log.size() >= store_.limits().read_events_max) {  // a long log: the rest by pages
-    if (Status s = store::ReadTailInto(store_, w.execution_id, log); !s) {
-      b.answer = std::unexpected(s.error());
-      return;
-    }
+  std::vector<Envelope> log;
+  if (Status s = internal::AdvanceByTail(store_, w.execution_id, log, std::move(got->tail)); !s) {
+    b.answer = std::unexpected(s.error());
+    return;
   }
   const bool owned = !Owner().empty();
   if (!got->acquire.stale) b.watch.emplace(*this, owned);  // the row may name this node now
@@ -108,15 +105,15 @@ void Runtime::BeginBatchedWake(BatchedWake& b, Result<store::AcquireWithTail> go
     b.answer = std::unexpected(st.error());
     return;
   }
-  const Def* def = Find(st->workflow);
+  Result<const Def*> def = WorkflowOf(w.execution_id, *st);
   if (!def) {
-    b.answer = MakeError(ErrorCode::kNotFound, "unknown workflow " + st->workflow, w.execution_id);
+    b.answer = std::unexpected(def.error());
     return;
   }
   const internal::Fenced fenced{
       .token = got->acquire.fence, .fresh = true, .owner_recorded = owned};
   Status prepared =
-      PrepareResumedRun(b.run, w.execution_id, std::move(*st), *def, "", std::move(log), fenced,
+      PrepareResumedRun(b.run, w.execution_id, std::move(*st), **def, "", std::move(log), fenced,
                         RunOptions{.fence_if_parked_at = w.park_seq}, {});
   if (!prepared) {
     b.answer = std::unexpected(prepared.error());

@@ -15,20 +15,27 @@ Committer::Committer(store::EventStore& store, CommitterOptions options)
 }
 
 Result<int64_t> Committer::Commit(store::AppendRequest req) {
-  std::vector<Result<int64_t>> out = CommitMany(std::span<store::AppendRequest>(&req, 1));
-  return std::move(out.front());
+  std::condition_variable cv;
+  Slot slot{.req = &req, .cv = &cv};
+  CommitSlots(std::span<Slot>(&slot, 1));
+  return std::move(slot.result);
 }
 
 std::vector<Result<int64_t>> Committer::CommitMany(std::span<store::AppendRequest> reqs) {
-  requests_.fetch_add(reqs.size(), std::memory_order_relaxed);
   std::condition_variable cv;
   std::vector<Slot> slots(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) slots[i] = Slot{.req = &reqs[i], .cv = &cv};
+  CommitSlots(slots);
+  std::vector<Result<int64_t>> out;
+  out.reserve(slots.size());
+  for (Slot& s : slots) out.push_back(std::move(s.result));
+  return out;
+}
+
+void Committer::CommitSlots(std::span<Slot> slots) {
+  requests_.fetch_add(slots.size(), std::memory_order_relaxed);
   std::unique_lock lock(mu_);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    slots[i].req = &reqs[i];
-    slots[i].cv = &cv;
-    queue_.push_back(&slots[i]);
-  }
+  for (Slot& s : slots) queue_.push_back(&s);
   if (options_.linger_us_max > 0) linger_cv_.notify_one();
   auto all_done = [&] {
     return std::all_of(slots.begin(), slots.end(), [](const Slot& s) { return s.done; });
@@ -37,14 +44,9 @@ std::vector<Result<int64_t>> Committer::CommitMany(std::span<store::AppendReques
     if (CanLead()) {
       LeadFlush(lock);
     } else {
-      cv.wait(lock);
+      slots.front().cv->wait(lock);
     }
   }
-  lock.unlock();
-  std::vector<Result<int64_t>> out;
-  out.reserve(slots.size());
-  for (Slot& s : slots) out.push_back(std::move(s.result));
-  return out;
 }
 
 // Room for another flush and something it may take.

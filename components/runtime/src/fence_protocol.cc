@@ -34,6 +34,14 @@ std::optional<ParkVerdict> VerdictOf(const Result<RunOutcome>& resumed) {
   }
 }
 
+Status AdvanceByTail(store::EventStore& store, std::string_view id, std::vector<Envelope>& log,
+                     std::vector<Envelope> tail) {
+  const bool complete = tail.size() < store.limits().read_events_max;
+  log.insert(log.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
+  if (complete) return Ok();
+  return store::ReadTailInto(store, id, log);  // a long tail
+}
+
 const Json* FindWait(const Envelope& park, std::string_view type, const char* key,
                      std::string_view value) {
   for (const Json& wait : Member(park.payload, "waits")) {
@@ -79,10 +87,7 @@ Result<store::ConditionalAcquire> FenceProtocol::AcquireOnce(std::string_view id
   int64_t read_after = log.empty() ? 0 : log.back().sequence;
   ONCE_ASSIGN_OR_RETURN(store::AcquireWithTail got,
                         store_.AcquireFenceIfReadTail(id, expect, read_after));
-  const bool complete = got.tail.size() < store_.limits().read_events_max;
-  log.insert(log.end(), std::make_move_iterator(got.tail.begin()),
-             std::make_move_iterator(got.tail.end()));
-  if (!complete) ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));  // a long tail
+  ONCE_RETURN_IF_ERROR(AdvanceByTail(store_, id, log, std::move(got.tail)));
   *fresh = true;
   return got.acquire;
 }

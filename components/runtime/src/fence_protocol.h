@@ -36,6 +36,11 @@ Status CheckResumable(std::string_view id, std::span<const Envelope> log,
 // nullopt (any other error: a lost append, or a failure, for the caller).
 std::optional<ParkVerdict> VerdictOf(const Result<RunOutcome>& resumed);
 
+// Appends a combined acquire's tail to `log`, and reads the rest of the
+// log when the tail stopped at the store's read_events_max.
+Status AdvanceByTail(store::EventStore& store, std::string_view id, std::vector<Envelope>& log,
+                     std::vector<Envelope> tail);
+
 // The first wait of `park` of this type (and key == value when key is set).
 const Json* FindWait(const Envelope& park, std::string_view type, const char* key = nullptr,
                      std::string_view value = {});

@@ -111,9 +111,7 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   }
   ONCE_RETURN_IF_ERROR(resumable);
   ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
-  const Def* def = Find(st.workflow);
-  if (!def)
-    return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
+  ONCE_ASSIGN_OR_RETURN(const Def* def, WorkflowOf(id, st));
   std::string actor(principal);  // fixed before the acquire: the fence is the last step
   const bool acquires = options.fence_if_parked_at && store_.Supports(Capability::kAcquireFence);
   internal::Fenced fenced;

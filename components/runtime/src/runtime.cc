@@ -189,6 +189,15 @@ const Runtime::Def* Runtime::Find(std::string_view workflow) const {
   return it == workflows_.end() ? nullptr : &it->second;
 }
 
+Result<const Runtime::Def*> Runtime::WorkflowOf(std::string_view id,
+                                                const ExecutionState& st) const {
+  const Def* def = Find(st.workflow);
+  if (!def) {
+    return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
+  }
+  return def;
+}
+
 Status Runtime::CheckDepth(const Json& value, std::string_view what, std::string_view id,
                            bool wrapped) const {
   size_t depth_max = store_.limits().json_depth_max;

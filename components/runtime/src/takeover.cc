@@ -27,10 +27,7 @@ Result<RunOutcome> Runtime::Redrive(std::string_view id, int64_t token, bool own
   if (st.status != ExecutionStatus::kRunning) {
     return OutcomeOf(std::string(id), st);
   }
-  const Def* def = Find(st.workflow);
-  if (!def) {
-    return MakeError(ErrorCode::kNotFound, "unknown workflow " + st.workflow, std::string(id));
-  }
+  ONCE_ASSIGN_OR_RETURN(const Def* def, WorkflowOf(id, st));
   RunState run;
   run.id = id;
   run.workflow = std::move(st.workflow);

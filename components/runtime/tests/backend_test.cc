@@ -31,6 +31,16 @@ std::vector<Envelope> Log(store::EventStore& s, std::string_view id) {
   return s.ReadRange(id, 1, store::kToEnd).value();
 }
 
+// A node on a registry of its own (the registry only judges the lease).
+struct LiveNode {
+  explicit LiveNode(const Clock& clock, nodes::NodeOptions options = {.info = {.node_id = "a"},
+                                                                      .node_lease_ms = 10'000})
+      : registry(registry_store, clock), node(registry, clock, std::move(options)) {}
+  store::MemoryEventStore registry_store;
+  nodes::MemoryNodeRegistry registry;
+  nodes::Node node;
+};
+
 class BackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -445,10 +455,8 @@ TEST_F(BackendTest, TransactionBadSqlIsATypedStepFailureAndTheRuntimeServesOn) {
 // commit: named by the first append that leaves the run running, released
 // by the park, named again by the resume's acquire and released by the end.
 TEST_F(BackendTest, ANodesRunRowFollowsItsRunsThroughAParkAndAResume) {
-  store::MemoryEventStore registry_store;  // the registry only judges the lease
-  nodes::MemoryNodeRegistry registry(registry_store, clock_);
-  nodes::Node node(registry, clock_,
-                   nodes::NodeOptions{.info = {.node_id = "a"}, .node_lease_ms = 10'000});
+  LiveNode live(clock_);
+  nodes::Node& node = live.node;
   ASSERT_TRUE(node.Beat());
   RuntimeOptions options{.workers = 0, .node = &node};
   options.committer.flushes_in_flight_max = 2;
@@ -570,10 +578,8 @@ class CountingStore final
 // resume; a body that parks again resumes into its next park. With a node,
 // every run row the batch's acquires named is released by its end or park.
 TEST_F(BackendTest, AParkBatchAnswersEachParkAsAnswerParkWould) {
-  store::MemoryEventStore registry_store;  // the registry only judges the lease
-  nodes::MemoryNodeRegistry registry(registry_store, clock_);
-  nodes::Node node(registry, clock_,
-                   nodes::NodeOptions{.info = {.node_id = "a"}, .node_lease_ms = 10'000});
+  LiveNode live(clock_);
+  nodes::Node& node = live.node;
   ASSERT_TRUE(node.Beat());
   CountingStore counted(*store_);
   Runtime rt(counted, clock_, RuntimeOptions{.workers = 0, .node = &node});
@@ -680,13 +686,11 @@ TEST_F(BackendTest, AParkBatchWritesItsEndsTogether) {
 }
 
 TEST_F(BackendTest, TransactionRespectsTheNodeStepGateAndItsRunRow) {
-  store::MemoryEventStore registry_store;  // the registry only judges the lease
-  nodes::MemoryNodeRegistry registry(registry_store, clock_);
-  nodes::Node node(registry, clock_,
-                   nodes::NodeOptions{.info = {.node_id = "a"},
-                                      .node_lease_ms = 10'000,
-                                      .step_margin_ms = 2'000,
-                                      .step_wait_ms_max = 200});
+  LiveNode live(clock_, {.info = {.node_id = "a"},
+                         .node_lease_ms = 10'000,
+                         .step_margin_ms = 2'000,
+                         .step_wait_ms_max = 200});
+  nodes::Node& node = live.node;
   ASSERT_TRUE(node.Beat());
   Runtime rt(*hooked_, clock_, {.node = &node});
   std::atomic<int> runs{0};

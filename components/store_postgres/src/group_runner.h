@@ -45,39 +45,19 @@ class GroupRunner {
 
   // Runs `op` in a group; returns once RunGroup has answered it. Any thread.
   void Run(Op& op) {
-    Op* one[] = {&op};
-    RunMany(one);
+    std::condition_variable cv;
+    Waiter self{.op = &op, .cv = &cv};
+    RunWaiters(std::span<Waiter>(&self, 1));
   }
 
   // Runs every op of `ops` (queued together, in order, so that they share
   // groups); returns once all are answered. The caller leads each group
   // whose oldest op is one of its own. Any thread.
   void RunMany(std::span<Op* const> ops) {
-    if (ops.empty()) return;
     std::condition_variable cv;
     std::vector<Waiter> mine(ops.size());
-    std::unique_lock<std::mutex> lock(mu_);
-    for (size_t i = 0; i < ops.size(); ++i) {
-      mine[i].op = ops[i];
-      mine[i].cv = &cv;
-      queue_.push_back(&mine[i]);
-    }
-    PromoteLocked();
-    for (;;) {
-      Waiter* leader = nullptr;
-      bool all_done = true;
-      for (Waiter& w : mine) {
-        if (w.done) continue;
-        all_done = false;
-        if (w.lead) leader = &w;
-      }
-      if (all_done) return;
-      if (leader) {
-        Lead(lock, *leader);
-      } else {
-        cv.wait(lock);
-      }
-    }
+    for (size_t i = 0; i < ops.size(); ++i) mine[i] = Waiter{.op = ops[i], .cv = &cv};
+    RunWaiters(mine);
   }
 
  protected:
@@ -92,6 +72,30 @@ class GroupRunner {
     bool lead = false;                      // GUARDED_BY(mu_)
     std::condition_variable* cv = nullptr;  // its caller's, notified on done or lead
   };
+
+  // Queues `mine` (one caller's, sharing its cv) and returns once all are
+  // answered, leading the groups it is promoted to lead.
+  void RunWaiters(std::span<Waiter> mine) {
+    if (mine.empty()) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (Waiter& w : mine) queue_.push_back(&w);
+    PromoteLocked();
+    for (;;) {
+      Waiter* leader = nullptr;
+      bool all_done = true;
+      for (Waiter& w : mine) {
+        if (w.done) continue;
+        all_done = false;
+        if (w.lead) leader = &w;
+      }
+      if (all_done) return;
+      if (leader) {
+        Lead(lock, *leader);
+      } else {
+        mine.front().cv->wait(lock);
+      }
+    }
+  }
 
   // Requires mu_ held (released while the group runs) and self.lead: takes
   // the group (self at the front), runs it and answers every op in it.

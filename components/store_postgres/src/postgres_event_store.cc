@@ -872,15 +872,21 @@ Result<ConditionalAcquire> PostgresEventStore::AcquireFenceIf(std::string_view i
 Result<AcquireWithTail> PostgresEventStore::AcquireFenceIfReadTail(std::string_view id,
                                                                    FenceExpectation expect,
                                                                    int64_t read_after) {
-  ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits(), read_after));
-  append_hints_->Forget(id);
-  pg::AcquireOp op{.id = std::string(id),
-                   .expect = expect,
-                   .read_after = read_after,
-                   .tail_max = static_cast<int64_t>(limits().read_events_max)};
-  op.SetOwners(expect);
+  ONCE_ASSIGN_OR_RETURN(pg::AcquireOp op, TailAcquireOp({id, expect, read_after}));
   acquire_group_->Run(op);
   return std::move(op.result);
+}
+
+// One combined acquire's op, its arguments checked.
+Result<pg::AcquireOp> PostgresEventStore::TailAcquireOp(const AcquireIfRead& r) {
+  ONCE_RETURN_IF_ERROR(ValidateFenceIf(r.execution_id, r.expect, limits(), r.read_after));
+  append_hints_->Forget(r.execution_id);
+  pg::AcquireOp op{.id = std::string(r.execution_id),
+                   .expect = r.expect,
+                   .read_after = r.read_after,
+                   .tail_max = static_cast<int64_t>(limits().read_events_max)};
+  op.SetOwners(r.expect);
+  return op;
 }
 
 // The batch queues together in the acquire groups: up to kAcquireGroupMax
@@ -892,18 +898,12 @@ std::vector<Result<AcquireWithTail>> PostgresEventStore::AcquireFencesIfReadTail
   std::vector<size_t> positions;
   ops.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    const AcquireIfRead& r = requests[i];
-    if (Status s = ValidateFenceIf(r.execution_id, r.expect, limits(), r.read_after); !s) {
-      out[i] = std::unexpected(s.error());
+    Result<pg::AcquireOp> op = TailAcquireOp(requests[i]);
+    if (!op) {
+      out[i] = std::unexpected(op.error());
       continue;
     }
-    append_hints_->Forget(r.execution_id);
-    pg::AcquireOp& op = ops.emplace_back();
-    op.id = std::string(r.execution_id);
-    op.expect = r.expect;
-    op.read_after = r.read_after;
-    op.tail_max = static_cast<int64_t>(limits().read_events_max);
-    op.SetOwners(r.expect);
+    ops.push_back(std::move(*op));
     positions.push_back(i);
   }
   std::vector<pg::AcquireOp*> queued;

@@ -734,6 +734,17 @@ Result<ConditionalAcquire> AcquireIfOn(Connection& c, std::string_view id, Fence
   return ConditionalAcquire{.stale = false, .fence = current + 1};
 }
 
+// The combined acquire on `c`: the read shares the acquire's transaction,
+// so nothing lands between.
+Result<AcquireWithTail> AcquireIfReadOn(Connection& c, const AcquireIfRead& r, int64_t tail_max,
+                                        int64_t now_ms) {
+  AcquireWithTail out;
+  ONCE_ASSIGN_OR_RETURN(out.acquire, AcquireIfOn(c, r.execution_id, r.expect, now_ms));
+  ONCE_ASSIGN_OR_RETURN(out.tail,
+                        ReadRangeOn(c, r.execution_id, r.read_after + 1, kToEnd, tail_max));
+  return out;
+}
+
 }  // namespace
 
 Result<ConditionalAcquire> SqliteEventStore::AcquireFenceIf(std::string_view id,
@@ -751,12 +762,8 @@ Result<AcquireWithTail> SqliteEventStore::AcquireFenceIfReadTail(std::string_vie
                                                                  int64_t read_after) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits(), read_after));
   auto limit = static_cast<int64_t>(limits().read_events_max);
-  // The read shares the acquire's BEGIN IMMEDIATE: nothing lands between.
-  return impl_->Write(0, [&](Connection& c) -> Result<AcquireWithTail> {
-    AcquireWithTail out;
-    ONCE_ASSIGN_OR_RETURN(out.acquire, AcquireIfOn(c, id, expect, impl_->clock->NowUnixMillis()));
-    ONCE_ASSIGN_OR_RETURN(out.tail, ReadRangeOn(c, id, read_after + 1, kToEnd, limit));
-    return out;
+  return impl_->Write(0, [&](Connection& c) {
+    return AcquireIfReadOn(c, {id, expect, read_after}, limit, impl_->clock->NowUnixMillis());
   });
 }
 
@@ -779,11 +786,7 @@ std::vector<Result<AcquireWithTail>> SqliteEventStore::AcquireFencesIfReadTail(
   Status batch = impl_->Write(0, [&](Connection& c) -> Status {
     const int64_t now_ms = impl_->clock->NowUnixMillis();
     for (size_t i : valid) {
-      const AcquireIfRead& r = requests[i];
-      AcquireWithTail got;
-      ONCE_ASSIGN_OR_RETURN(got.acquire, AcquireIfOn(c, r.execution_id, r.expect, now_ms));
-      ONCE_ASSIGN_OR_RETURN(got.tail,
-                            ReadRangeOn(c, r.execution_id, r.read_after + 1, kToEnd, limit));
+      ONCE_ASSIGN_OR_RETURN(AcquireWithTail got, AcquireIfReadOn(c, requests[i], limit, now_ms));
       out[i] = std::move(got);
     }
     return Ok();

@@ -139,12 +139,6 @@ std::vector<TimerKey> TimerService::FireConcurrently(const std::vector<TimerRow>
   auto fire = [&](std::vector<TimerKey>& mine) {
     for (size_t i = next.fetch_add(share); i < groups.size(); i = next.fetch_add(share)) {
       const size_t end = std::min(groups.size(), i + share);
-      if (share == 1) {
-        for (const TimerRow* row : groups[i]) {
-          if (Fire(*row).retire) mine.push_back(row->key());
-        }
-        continue;
-      }
       std::vector<const TimerRow*> firsts;
       for (size_t g = i; g < end; ++g) firsts.push_back(groups[g].front());
       FireBatch(firsts, mine);

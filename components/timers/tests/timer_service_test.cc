@@ -223,6 +223,8 @@ class GatedWaker final : public Waker {
   std::condition_variable cv_;
 };
 
+// GatedWaker does not wake together: wake_batch_max (64 by default) leaves
+// it one row a thread, fire_concurrency at once.
 TEST(TimerServiceTest, FireConcurrencyFiresOnePollsRowsAtOnce) {
   ManualClock clock(FromUnixMillis(1'000'000));
   SeededRng rng(5);
@@ -342,23 +344,6 @@ TEST(TimerServiceTest, AWakerThatWakesTogetherGetsThePollInBatches) {
   for (const std::vector<TimerRow>& batch : waker.batches) {
     for (const TimerRow& row : batch) EXPECT_NE(row.execution_id, "e3");
   }
-}
-
-// A waker that wakes one at a time keeps fire_concurrency rows in flight
-// whatever wake_batch_max says.
-TEST(TimerServiceTest, AWakerThatWakesAloneKeepsFireConcurrencyInFlight) {
-  ManualClock clock(FromUnixMillis(1'000'000));
-  SeededRng rng(8);
-  MemoryTimerStore timers;
-  GatedWaker waker(4);
-  TimerService service(
-      timers, waker, clock, rng,
-      {.owner = "n", .claim_rows_max = 100, .fire_concurrency = 4, .wake_batch_max = 64});
-  for (int i = 0; i < 12; ++i) {
-    ASSERT_TRUE(timers.Schedule({"e" + std::to_string(i), clock.NowUnixMillis() - 1, {}}));
-  }
-  EXPECT_EQ(service.PollOnce().value(), 12u);
-  EXPECT_EQ(waker.max_in_flight, 4);
 }
 
 TEST(TimerServiceTest, RepollWhenFullDrainsABacklogWithoutWaitingAnInterval) {

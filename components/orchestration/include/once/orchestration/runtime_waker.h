@@ -71,6 +71,9 @@ class RuntimeWaker final : public timers::Waker {
   bool WakesTogether() const override { return true; }
 
  private:
+  // A carried park's answer as the row's verdict (a noop: the log decides).
+  Result<timers::WakeVerdict> Judge(const timers::TimerRow& row,
+                                    Result<runtime::ParkAnswered> answered);
   // The wake of a row without a park: the park found in one log read.
   Result<timers::WakeVerdict> WakeFromLog(const timers::TimerRow& row);
 

@@ -69,11 +69,14 @@ class Committer {
 
  private:
   struct Slot {
-    store::AppendRequest* req;
+    store::AppendRequest* req = nullptr;
     Result<int64_t> result = 0;
     bool done = false;                      // GUARDED_BY(mu_)
     std::condition_variable* cv = nullptr;  // its caller's: done, or asked to lead
   };
+  // Queues the slots (sharing one caller's cv) and returns once all are
+  // done, leading flushes when it may.
+  void CommitSlots(std::span<Slot> slots);
   void LeadFlush(std::unique_lock<std::mutex>& lock);
   bool CanLead() const;  // requires mu_
   // Requires mu_: when another flush may start, wakes the oldest caller that

@@ -507,6 +507,8 @@ class Runtime {
   // file comment); clears the mark.
   bool OwnScanDue();
   const Def* Find(std::string_view workflow) const;
+  // The workflow an execution's log names (kNotFound when none is registered).
+  Result<const Def*> WorkflowOf(std::string_view id, const ExecutionState& st) const;
   std::string_view Owner() const;
   // kLimitExceeded "json_depth_max" when `value` (`what`: "the input", ...)
   // would nest its event's payload deeper than the store's json_depth_max:

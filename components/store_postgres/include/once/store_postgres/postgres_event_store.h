@@ -128,6 +128,7 @@ inline constexpr int64_t kMigrationLockKey = 0x6f6e63655f6d6967;  // "once_mig"
 namespace pg {
 class ConnectionPool;
 class AcquireGroup;
+struct AcquireOp;
 class ReadGroup;
 class AppendHints;
 }  // namespace pg
@@ -254,6 +255,9 @@ class PostgresEventStore final : public EventStore {
  private:
   PostgresEventStore(PostgresOptions options, const Clock& clock,
                      std::unique_ptr<pg::ConnectionPool> pool);
+  // One AcquireFenceIfReadTail's op for the acquire groups, its arguments
+  // checked (kInvalidArgument) and the execution's append hint dropped.
+  Result<pg::AcquireOp> TailAcquireOp(const AcquireIfRead& request);
 
   PostgresOptions options_;
   const Clock& clock_;
