@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 
+#include "cpu.h"
 #include "once/base/result.h"
 
 namespace once::bench {
@@ -91,22 +92,6 @@ struct RunResult {
   double cpu_us_per_event() const {
     return events > 0 ? (client_cpu_s + server_cpu_s) * 1e6 / static_cast<double>(events) : 0;
   }
-};
-
-// CPU seconds (user + system) of this process, all threads.
-double ProcessCpuSeconds();
-// CPU seconds of the PostgreSQL server behind `conn_url`: its postmaster and
-// every child (backends, WAL writer, checkpointer) but autovacuum workers
-// (they run when the server decides, so they would land on either side of a
-// paired run at random), read from /proc.
-class PostgresServerCpu {
- public:
-  static Result<PostgresServerCpu> Find(const std::string& conn_url);
-  double Seconds() const;
-
- private:
-  explicit PostgresServerCpu(int postmaster_pid) : postmaster_pid_(postmaster_pid) {}
-  int postmaster_pid_;
 };
 
 // Warms every client up for w.warmup_seconds, then runs them together for

@@ -48,10 +48,12 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cpu.h"
 #include "once/base/clock.h"
 #include "once/base/rng.h"
 #include "once/orchestration/runtime_waker.h"
@@ -85,9 +87,8 @@ struct Options {
   bool profile_store = false;              // time the event store's methods over the firing
   bool repark = false;  // after the wake the workflow sleeps again (a day): a timer row per fire
   int64_t slack_ms = 2'000;
-  int64_t wait_ms_max = 900'000;
-  int server_pid = 0;  // PostgreSQL postmaster: its tree's CPU over the firing  // give up on
-                       // stragglers after T + this
+  int64_t wait_ms_max = 900'000;  // give up on stragglers after T + this
+  int server_pid = 0;  // PostgreSQL postmaster (0: found from url): its CPU over the firing
   // PostgreSQL: PostgresOptions::acquire_groups_in_flight_max (0: the store's default).
   size_t acquire_groups = 0;
 };
@@ -96,6 +97,9 @@ struct Stores {
   std::unique_ptr<store::EventStore> events;
   std::unique_ptr<timers::TimerStore> timers;
 };
+
+// The run's own PostgreSQL schema, dropped when the run is over.
+std::string PostgresSchema() { return "timer_bench_" + std::to_string(getpid()); }
 
 Result<Stores> OpenStores(const Options& o, const Clock& clock) {
   Stores s;
@@ -132,7 +136,7 @@ Result<Stores> OpenStores(const Options& o, const Clock& clock) {
     return s;
   }
   if (o.backend == "postgres") {
-    std::string schema = "timer_bench_" + std::to_string(getpid());
+    std::string schema = PostgresSchema();
     store::PostgresOptions po{
         .conninfo = o.url,
         .schema = schema,
@@ -274,48 +278,14 @@ int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
 }
 
 // This process's user + system CPU time so far.
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return s(u.ru_utime) + s(u.ru_stime);
-}
-
-// CPU seconds of a process tree one level deep: `pid` (with its reaped
-// children) plus its live children (a PostgreSQL postmaster and its backends).
-double TreeCpuSeconds(int pid) {
-  if (pid <= 0) return 0;
-  double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
-  auto read = [&](const std::filesystem::path& stat, int* ppid, bool reaped) -> double {
-    FILE* f = std::fopen(stat.c_str(), "r");
-    if (!f) return 0;
-    char buf[1024];
-    size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    std::fclose(f);
-    buf[n] = 0;
-    const char* rest = std::strrchr(buf, ')');  // after "pid (comm)"
-    if (!rest) return 0;
-    char state;
-    long long pp, f4, f5, f6, f7, f8, f9, f10, f11, f12, f13, ut, st, cut, cst;
-    if (std::sscanf(
-            rest + 1,
-            " %c %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld",
-            &state, &pp, &f4, &f5, &f6, &f7, &f8, &f9, &f10, &f11, &f12, &f13, &ut, &st, &cut,
-            &cst) != 16) {
-      return 0;
-    }
-    *ppid = static_cast<int>(pp);
-    return static_cast<double>(ut + st + (reaped ? cut + cst : 0)) / hz;
-  };
-  int ppid = 0;
-  double total = read("/proc/" + std::to_string(pid) + "/stat", &ppid, true);
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    double cpu = read(entry.path() / "stat", &ppid, false);
-    if (ppid == pid) total += cpu;
-  }
-  return total;
+// The PostgreSQL server's CPU accounting (none for an embedded backend, or a
+// server that is not a local process).
+std::optional<bench::PostgresServerCpu> ServerCpuOf(const Options& o) {
+  if (o.backend != "postgres") return std::nullopt;
+  if (o.server_pid > 0) return bench::PostgresServerCpu::OfPostmaster(o.server_pid);
+  Result<bench::PostgresServerCpu> found = bench::PostgresServerCpu::Find(o.url);
+  if (!found) return std::nullopt;
+  return *found;
 }
 
 double LoadAverage1() {
@@ -476,6 +446,22 @@ double RawPostgresCommitsPerSecond(const std::string& url, int64_t ms) {
   return rate;
 }
 
+// Drops the run's schema (its 100,000s of rows are of no use after it), once
+// every store and connection of the run is closed.
+void DropPostgresSchema(const std::string& url, const std::string& schema) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  if (PQstatus(conn) == CONNECTION_OK) {
+    std::string drop =
+        "SET client_min_messages = warning; DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE";
+    PGresult* r = PQexec(conn, drop.c_str());
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      std::fprintf(stderr, "timer-bench: %s: %s", drop.c_str(), PQerrorMessage(conn));
+    }
+    PQclear(r);
+  }
+  PQfinish(conn);
+}
+
 RawRates MeasureRaw(const Options& o) {
   RawRates raw;
   if (o.backend == "memory") return raw;
@@ -548,11 +534,12 @@ int Run(const Options& o) {
   int64_t t_ms = setup_start_ms + static_cast<int64_t>(setup_estimate_s * 1'500) + o.slack_ms;
   size_t parked = StartParked(rt, "t-", o.timers, t_ms, in_flight);
   int64_t parked_ms = clock.NowUnixMillis();
+  std::optional<bench::PostgresServerCpu> server_cpu = ServerCpuOf(o);
   double load_at_t = -1;
   while (clock.NowUnixMillis() < t_ms) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   load_at_t = LoadAverage1();
-  double client_cpu_at_t = CpuSeconds();
-  double server_cpu_at_t = TreeCpuSeconds(o.server_pid);
+  double client_cpu_at_t = bench::ProcessCpuSeconds();
+  double server_cpu_at_t = server_cpu ? server_cpu->Seconds() : 0;
   const int64_t wal_at_t = o.backend == "postgres" ? PostgresWalBytes(o.url) : -1;
   runtime::CommitterStats commits_at_t = rt.commit_stats();
   auto store_at_t = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
@@ -561,8 +548,8 @@ int Run(const Options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   double load_after = LoadAverage1();
-  double client_fire_cpu_s = CpuSeconds() - client_cpu_at_t;
-  double server_fire_cpu_s = TreeCpuSeconds(o.server_pid) - server_cpu_at_t;
+  double client_fire_cpu_s = bench::ProcessCpuSeconds() - client_cpu_at_t;
+  double server_fire_cpu_s = server_cpu ? server_cpu->Seconds() - server_cpu_at_t : 0;
   const int64_t wal_after = wal_at_t >= 0 ? PostgresWalBytes(o.url) : -1;
   runtime::CommitterStats commits_after = rt.commit_stats();
   auto store_after = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
@@ -652,9 +639,9 @@ int Run(const Options& o) {
       {"obsolete", std::to_string(stats.obsolete)},
       {"contended", std::to_string(stats.contended)},
       {"errors", std::to_string(errors.load())},
-      {"client_cpu_s", fixed(CpuSeconds(), 2)},
+      {"client_cpu_s", fixed(bench::ProcessCpuSeconds(), 2)},
       {"client_fire_cpu_s", fixed(client_fire_cpu_s, 2)},
-      {"server_fire_cpu_s", o.server_pid > 0 ? fixed(server_fire_cpu_s, 2) : "none"},
+      {"server_fire_cpu_s", server_cpu ? fixed(server_fire_cpu_s, 2) : "none"},
       // PostgreSQL's WAL from T until the last resume, and its rate over the firing.
       {"fire_wal_bytes", wal_after >= 0 ? std::to_string(wal_after - wal_at_t) : "none"},
       {"fire_wal_mb_per_s",
@@ -727,7 +714,8 @@ int main(int argc, char** argv) {
   app.add_flag("--sqlite-timers-normal", o.timers_synchronous_normal,
                "diagnosis: the SQLite timer store at synchronous=NORMAL (no fsync per commit)");
   app.add_option("--server-pid", o.server_pid,
-                 "PostgreSQL postmaster pid: report the server's CPU over the firing");
+                 "PostgreSQL postmaster pid (default: found from --url when the server is a "
+                 "local process)");
   app.add_option("--slack-ms", o.slack_ms, "added to 1.5 x the estimated setup time for T");
   app.add_option("--wait-ms-max", o.wait_ms_max, "give up this long after T");
   CLI11_PARSE(app, argc, argv);
@@ -738,5 +726,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  return once::bench::Run(o);
+  int status = once::bench::Run(o);
+  if (o.backend == "postgres")
+    once::bench::DropPostgresSchema(o.url, once::bench::PostgresSchema());
+  return status;
 }

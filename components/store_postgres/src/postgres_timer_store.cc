@@ -31,7 +31,16 @@ constexpr char kCreateTimers[] = R"(CREATE TABLE IF NOT EXISTS timers (
   park_seq bigint NULL,
   park_fence bigint NULL,
   PRIMARY KEY (execution_id, wake_at_ms)
-))";
+) WITH (fillfactor = 50))";
+
+// Half of every page is left free, so that a claim's lease (a write of the
+// lease columns, which no index holds) lands in the same page as a HOT
+// update and touches no index: a burst of 100,000 rows due at once claimed
+// 1,000 rows in 13-18 ms at the default fillfactor, 3.5 ms at 50. The table
+// holds only pending timers, so the space is small. An older table with no
+// fillfactor of its own is set to it on open (new pages only; no rewrite); one
+// an operator set is left alone.
+constexpr char kTimersFillfactor[] = "fillfactor=50";
 
 // The columns an older table may lack, with their definitions. Defaults are
 // constants, so ADD COLUMN does not rewrite the table.
@@ -99,13 +108,18 @@ std::vector<Statement> Statements() {
                   "ORDER BY wake_at_ms, execution_id LIMIT $2::int8"},
       // MATERIALIZED: the locking pick runs exactly once, whatever the plan
       // (a re-scanned LIMIT ... SKIP LOCKED could lock a different set).
+      // The picked rows are found again by their ctid (a TID scan; joining
+      // on the key cost more than the pick itself). The pick locked them, so
+      // no other writer moves them before the UPDATE; a ctid that no longer
+      // names a visible row only leaves that row unclaimed (never claimed
+      // twice: RETURNING gives the rows this UPDATE wrote).
       {"claim",
-       "WITH pick AS MATERIALIZED (SELECT execution_id, wake_at_ms FROM timers "
+       "WITH pick AS MATERIALIZED (SELECT ctid AS row_id FROM timers "
        "WHERE wake_at_ms <= $1::int8 + $6::int8 AND lease_until_ms <= $1::int8 "
        "AND ($3::bool OR redrive IS NULL) "
        "ORDER BY wake_at_ms, execution_id LIMIT $2::int8 FOR UPDATE SKIP LOCKED) "
        "UPDATE timers SET lease_owner = $4::text, lease_until_ms = $1::int8 + $5::int8 "
-       "WHERE (execution_id, wake_at_ms) IN (SELECT execution_id, wake_at_ms FROM pick) "
+       "WHERE ctid = ANY (ARRAY(SELECT row_id FROM pick)) "
        "RETURNING " +
            cols},
       // $3 (per key) is the claim's view of the park (TimerKey::park_seq),
@@ -174,6 +188,16 @@ Status MigrateLocked(Conn& conn, const PostgresTimerOptions& options) {
                                    " ON timers (wake_at_ms, execution_id)"));
   }
   ONCE_RETURN_IF_ERROR(conn.Exec(std::string("DROP INDEX IF EXISTS ") + kOldWakeIndex));
+  ONCE_ASSIGN_OR_RETURN(
+      PgResult fillfactor_set,
+      conn.ExecParams("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                      "WHERE n.nspname = $1 AND c.relname = 'timers' AND "
+                      "EXISTS (SELECT 1 FROM unnest(c.reloptions) o WHERE o LIKE 'fillfactor=%')",
+                      Params().Text(options.schema)));
+  if (PQntuples(fillfactor_set.get()) == 0) {
+    ONCE_RETURN_IF_ERROR(
+        conn.Exec(std::string("ALTER TABLE timers SET (") + kTimersFillfactor + ")"));
+  }
   return Ok();
 }
 

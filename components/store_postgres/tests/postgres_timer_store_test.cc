@@ -40,6 +40,13 @@ class PostgresTimerTest : public PostgresTest {
     EXPECT_TRUE(store.has_value()) << (store ? "" : store.error().ToString());
     return store ? std::move(*store) : nullptr;
   }
+  // The timers table's storage options, as the catalog holds them.
+  std::string Reloptions() {
+    return schema_->Sql(
+        "SELECT COALESCE(array_to_string(c.reloptions, ','), '') FROM pg_class c JOIN "
+        "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = '" +
+        schema_->name() + "' AND c.relname = 'timers'");
+  }
   bool HasColumn(const std::string& column) {
     return schema_->Sql("SELECT count(*) FROM information_schema.columns WHERE table_schema = '" +
                         schema_->name() + "' AND table_name = 'timers' AND column_name = '" +
@@ -62,6 +69,8 @@ TEST_F(PostgresTimerTest, OlderTableGainsTheColumnsAndKeepsItsRows) {
   EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + schema_->name() +
                          "' AND indexname = 'timers_wake_at_ms'"),
             "0");
+  // Leases become HOT updates on the pages written from now on.
+  EXPECT_EQ(Reloptions(), "fillfactor=50");
   // The old row reads as a plain wake and can be claimed.
   EXPECT_EQ(timers->RowsOf("old").value(), (std::vector<TimerRow>{{"old", 10, std::nullopt}}));
   ASSERT_TRUE(timers->Schedule({"r", 20, Redrive{3}}));
@@ -75,6 +84,21 @@ TEST_F(PostgresTimerTest, OlderTableGainsTheColumnsAndKeepsItsRows) {
   // A second boot finds nothing to do.
   timers.reset();
   ASSERT_NE(Open(Options()), nullptr);
+}
+
+// A claim leases rows by rewriting their lease columns, which no index
+// holds: with half of each page free, the new version stays in its page and
+// no index entry is written (postgres_timer_store.cc, kTimersFillfactor).
+TEST_F(PostgresTimerTest, ANewTableLeavesRoomOnEachPageForItsLeases) {
+  auto timers = Open(Options());
+  ASSERT_NE(timers, nullptr);
+  EXPECT_EQ(Reloptions(), "fillfactor=50");
+  // A fillfactor an operator chose is theirs: a boot sets one only where
+  // none is set.
+  schema_->Sql("ALTER TABLE timers SET (fillfactor = 80)");
+  timers.reset();
+  ASSERT_NE(Open(Options()), nullptr);
+  EXPECT_EQ(Reloptions(), "fillfactor=80");
 }
 
 TEST_F(PostgresTimerTest, LockTimeoutFailsTheBootCleanlyAndTheNextBootMigrates) {

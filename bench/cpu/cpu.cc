@@ -1,6 +1,8 @@
-// CPU accounting for the store benchmark: this process through getrusage,
-// the PostgreSQL server through /proc (its postmaster and the children but
-// autovacuum workers).
+// CPU accounting shared by the benchmarks (cpu.h): this process through
+// getrusage, the PostgreSQL server through /proc (its postmaster and the
+// children but autovacuum workers).
+
+#include "cpu.h"
 
 #include <libpq-fe.h>
 #include <sys/resource.h>
@@ -10,10 +12,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
-
-#include "bench.h"
 
 namespace once::bench {
 namespace {
