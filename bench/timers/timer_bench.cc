@@ -35,7 +35,6 @@
 #include <fcntl.h>
 #include <libpq-fe.h>
 #include <sqlite3.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -43,7 +42,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <future>
 #include <memory>
@@ -277,7 +275,6 @@ int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
   return sorted[std::min(i, sorted.size() - 1)];
 }
 
-// This process's user + system CPU time so far.
 // The PostgreSQL server's CPU accounting (none for an embedded backend, or a
 // server that is not a local process).
 std::optional<bench::PostgresServerCpu> ServerCpuOf(const Options& o) {

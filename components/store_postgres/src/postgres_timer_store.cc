@@ -31,15 +31,15 @@ constexpr char kCreateTimers[] = R"(CREATE TABLE IF NOT EXISTS timers (
   park_seq bigint NULL,
   park_fence bigint NULL,
   PRIMARY KEY (execution_id, wake_at_ms)
-) WITH (fillfactor = 50))";
+))";
 
 // Half of every page is left free, so that a claim's lease (a write of the
 // lease columns, which no index holds) lands in the same page as a HOT
 // update and touches no index: a burst of 100,000 rows due at once claimed
 // 1,000 rows in 13-18 ms at the default fillfactor, 3.5 ms at 50. The table
-// holds only pending timers, so the space is small. An older table with no
-// fillfactor of its own is set to it on open (new pages only; no rewrite); one
-// an operator set is left alone.
+// holds only pending timers, so the space is small. Set on open on a table
+// with no fillfactor of its own, new or older (new pages only; no rewrite);
+// one an operator set is left alone.
 constexpr char kTimersFillfactor[] = "fillfactor=50";
 
 // The columns an older table may lack, with their definitions. Defaults are
