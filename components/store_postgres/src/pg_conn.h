@@ -152,6 +152,18 @@ struct PoolOptions {
 // empty.
 Result<std::unique_ptr<Conn>> Connect(const std::string& conninfo, const std::string& schema);
 
+// For a connection whose every statement is index probes keyed by its
+// parameters: plan_cache_mode = force_generic_plan and enable_seqscan = off.
+// The default (custom plans until the generic one looks no worse) plans each
+// of a connection's first five calls for its arrays' actual lengths: an
+// unnest of 1,000 keys priced a sequential scan and a hash of the whole table
+// (a timers retire of 1,000 keys on a 100,000-row table took 56-72 ms that
+// way, 4-5 ms by the key index). A generic plan is made once per connection,
+// from the statistics of that moment: a table that was small then (a new
+// fences or timers table) would keep a sequential scan for as long as the
+// connection lives, hence enable_seqscan = off.
+Status UseIndexPlans(Conn& conn);
+
 // Runs `migrate` on a connection of its own, in one transaction that first
 // takes the schema's migration lock (pg_advisory_xact_lock(lock_key),
 // waiting at most lock_timeout_ms); commits, or rolls everything back on an

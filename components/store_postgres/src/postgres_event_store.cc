@@ -501,17 +501,13 @@ std::vector<Statement> Statements() {
   };
 }
 
-// Every statement here is index probes keyed by its arguments, so the
-// generic plan is always right; the default (custom plans until the generic
-// one looks no worse) re-planned the append on every call, because the
-// planner prices an unnest by its array's actual length. A generic plan is
-// made once per connection, from the statistics of that moment: a table that
-// was small then (a new fences table) would keep a sequential scan per probe
-// for as long as the connection lives, hence enable_seqscan = off.
+// Every statement here is index probes keyed by its arguments: the generic
+// plan is always right (pg::UseIndexPlans; before it, the append was
+// re-planned on every call, the planner pricing an unnest by its array's
+// actual length).
 Status PrepareAll(Conn& conn) {
-  ONCE_RETURN_IF_ERROR(
-      conn.Exec("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; "
-                "SET default_transaction_isolation = 'read committed'"));
+  ONCE_RETURN_IF_ERROR(pg::UseIndexPlans(conn));
+  ONCE_RETURN_IF_ERROR(conn.Exec("SET default_transaction_isolation = 'read committed'"));
   for (const auto& s : Statements()) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
   return Ok();
 }

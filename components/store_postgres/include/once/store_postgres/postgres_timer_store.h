@@ -30,8 +30,11 @@
 // and leases them in the same UPDATE ... RETURNING, so two nodes never get
 // the same row at once (a row another claimer is leasing right now is
 // skipped, and one it has leased fails lease_until_ms <= now on the recheck).
-// CompleteMany is one DELETE ... WHERE (execution_id, wake_at_ms) IN
-// (unnest of two arrays): one statement, one commit, all keys or none.
+// CompleteMany is one DELETE joining the timers to the unnest of its keys:
+// one statement, one commit, all keys or none. Every statement is index
+// probes, and the pool's connections plan them so (generic plans, no
+// sequential scans; src/pg_conn.h UseIndexPlans): a retire of 1,000 keys
+// planned for its array's length hashed the whole table instead.
 //
 // Migration. Open() runs under the event store's advisory migration lock
 // (kMigrationLockKey) with lock_timeout = migration_lock_timeout_ms. An older
