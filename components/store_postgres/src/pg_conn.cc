@@ -367,12 +367,6 @@ Result<std::unique_ptr<Conn>> Connect(const std::string& conninfo, const std::st
   return conn;
 }
 
-Status UseIndexPlans(Conn& conn) {
-  ONCE_RETURN_IF_ERROR(
-      conn.Exec("SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off"));
-  return Ok();
-}
-
 Status MigrateUnderLock(const std::string& conninfo, const std::string& schema, int64_t lock_key,
                         int64_t lock_timeout_ms, const std::function<Status(Conn&)>& migrate) {
   ONCE_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Connect(conninfo, schema));

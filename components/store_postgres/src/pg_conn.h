@@ -161,8 +161,10 @@ Result<std::unique_ptr<Conn>> Connect(const std::string& conninfo, const std::st
 // way, 4-5 ms by the key index). A generic plan is made once per connection,
 // from the statistics of that moment: a table that was small then (a new
 // fences or timers table) would keep a sequential scan for as long as the
-// connection lives, hence enable_seqscan = off.
-Status UseIndexPlans(Conn& conn);
+// connection lives, hence enable_seqscan = off. The SET statements, for a
+// connection's setup (sent with the rest of it, in one round trip).
+inline constexpr std::string_view kIndexPlanSettings =
+    "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off";
 
 // Runs `migrate` on a connection of its own, in one transaction that first
 // takes the schema's migration lock (pg_advisory_xact_lock(lock_key),

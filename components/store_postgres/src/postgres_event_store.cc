@@ -502,12 +502,12 @@ std::vector<Statement> Statements() {
 }
 
 // Every statement here is index probes keyed by its arguments: the generic
-// plan is always right (pg::UseIndexPlans; before it, the append was
+// plan is always right (pg::kIndexPlanSettings; before it, the append was
 // re-planned on every call, the planner pricing an unnest by its array's
 // actual length).
 Status PrepareAll(Conn& conn) {
-  ONCE_RETURN_IF_ERROR(pg::UseIndexPlans(conn));
-  ONCE_RETURN_IF_ERROR(conn.Exec("SET default_transaction_isolation = 'read committed'"));
+  ONCE_RETURN_IF_ERROR(conn.Exec(std::string(pg::kIndexPlanSettings) +
+                                 "; SET default_transaction_isolation = 'read committed'"));
   for (const auto& s : Statements()) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
   return Ok();
 }

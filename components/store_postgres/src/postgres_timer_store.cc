@@ -141,9 +141,9 @@ std::vector<Statement> Statements() {
 }
 
 // Every statement is index probes (the claim and Due walk timers_by_wake in
-// order; the rest find rows by key): see pg::UseIndexPlans.
+// order; the rest find rows by key): see pg::kIndexPlanSettings.
 Status PrepareAll(Conn& conn) {
-  ONCE_RETURN_IF_ERROR(pg::UseIndexPlans(conn));
+  ONCE_RETURN_IF_ERROR(conn.Exec(std::string(pg::kIndexPlanSettings)));
   for (const auto& s : Statements()) ONCE_RETURN_IF_ERROR(conn.Prepare(s.name, s.sql));
   return Ok();
 }

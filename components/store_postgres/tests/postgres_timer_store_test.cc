@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -153,7 +152,7 @@ TEST_F(PostgresTimerTest, ClaimsAndRetiresNeverScanTheWholeTable) {
     row >> out.first >> out.second;
     return out;
   };
-  auto settled = [&](std::function<bool(std::pair<int64_t, int64_t>)> done) {
+  auto settled = [&](auto done) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     auto now = scans();
     while (!done(now) && std::chrono::steady_clock::now() < deadline) {

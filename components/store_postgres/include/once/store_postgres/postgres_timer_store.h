@@ -33,7 +33,7 @@
 // CompleteMany is one DELETE joining the timers to the unnest of its keys:
 // one statement, one commit, all keys or none. Every statement is index
 // probes, and the pool's connections plan them so (generic plans, no
-// sequential scans; src/pg_conn.h UseIndexPlans): a retire of 1,000 keys
+// sequential scans; src/pg_conn.h kIndexPlanSettings): a retire of 1,000 keys
 // planned for its array's length hashed the whole table instead.
 //
 // Migration. Open() runs under the event store's advisory migration lock
