@@ -2,9 +2,10 @@
  * fence_postgres.pml: the conditional fence on PostgreSQL (issue 19, model 1).
  *
  * Stands for (each carries a comment naming this model):
- *   components/store_postgres/src/acquire_group.cc  AppendSteps (ensure_fence,
- *       lock_fence FOR UPDATE, fence_if_bump, fence_if_tail: one implicit
- *       READ COMMITTED transaction, a fresh snapshot per statement)
+ *   components/store_postgres/src/acquire_group.cc  AppendSteps (lock_fence
+ *       FOR UPDATE, fence_if_bump, fence_if_tail: one implicit READ COMMITTED
+ *       transaction, a fresh snapshot per statement; when the lock found no
+ *       row, RunGroup runs them again after ensure_fence)
  *   components/store_postgres/src/sql.cc  FenceIfBumpSql (the guarded UPDATE),
  *       AppendSql (the guard; FOR SHARE OF f in the `locked` CTE for requests
  *       that answer; the park's token-0 fence row in `parks`), LeanAppendSql
@@ -131,7 +132,19 @@ inline ACQUIRE_IF(e, st, cur) {
   :: CRASH()
   fi;
 #else
-  /* ensure_fence; lock_fence: SELECT token ... FOR UPDATE (waits for every
+  /* lock_fence first, with no ensure_fence: a snapshot without the row
+   * (never parked, never acquired; an insert not yet committed is not in
+   * it) locks nothing, so the bump updates nothing and that transaction
+   * commits nothing; the acquire goes on with a transaction that ensures
+   * the row first (AcquireGroup::RunGroup). A row, once committed, stays. */
+  if
+  :: atomic { (GATE_OK && !row) ->
+       printf("P%d: lock_fence finds no row: nothing locked or bumped; again with ensure_fence\n", me) }
+  :: row -> skip
+  :: CRASH()
+  fi;
+  /* ensure_fence (the second transaction only; a no-op on a row that
+   * exists); lock_fence: SELECT token ... FOR UPDATE (waits for every
    * FOR SHARE holder) */
   if
   :: atomic { (GATE_OK && row_pend == 0 && (!row || (xlock == 0 && slock == 0))) ->

@@ -10,18 +10,18 @@ namespace once::store::pg {
 namespace {
 
 // Appends op's statements (see acquire_group.h): the unconditional bump, or
-// ensure the row, lock it FOR UPDATE, the conditional bump and, when asked,
-// the tail. The bump is a statement of its own so that its NOT EXISTS scan
-// takes a fresh snapshot after the lock was granted (a single UPDATE's
-// re-check would reuse its old snapshot and miss an answer that committed
-// while it waited).
+// (on op.ensure) ensure the row, lock it FOR UPDATE, the conditional bump
+// and, when asked, the tail. The bump is a statement of its own so that its
+// NOT EXISTS scan takes a fresh snapshot after the lock was granted (a
+// single UPDATE's re-check would reuse its old snapshot and miss an answer
+// that committed while it waited).
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 void AppendSteps(const AcquireOp& op, std::vector<PipelineStep>& steps) {
   if (!op.expect) {
     steps.push_back({"acquire", "", Params().Text(op.id)});
     return;
   }
-  steps.push_back({"ensure_fence", "", Params().Text(op.id)});
+  if (op.ensure) steps.push_back({"ensure_fence", "", Params().Text(op.id)});
   steps.push_back({"lock_fence", "", Params().Text(op.id)});
   Params bump = Params().Text(op.id).Int(op.expect->fence).Int(op.expect->park_seq);
   if (op.owner.empty()) {
@@ -43,11 +43,12 @@ void AppendSteps(const AcquireOp& op, std::vector<PipelineStep>& steps) {
 
 size_t StepCount(const AcquireOp& op) {
   if (!op.expect) return 1;
-  return op.read_after ? 4 : 3;
+  return (op.read_after ? 3 : 2) + (op.ensure ? 1 : 0);
 }
 
-// op's answer from its results (in AppendSteps order).
-Result<AcquireWithTail> Verdict(const AcquireOp& op, std::span<const PgResult> results) {
+// op's answer from its results (in AppendSteps order). Sets op.missing
+// instead when the lock found no row and no ensure ran.
+Result<AcquireWithTail> Verdict(AcquireOp& op, std::span<const PgResult> results) {
   auto unexpected = [&] {
     return MakeError(ErrorCode::kInternal, "fence acquire: unexpected results", op.id);
   };
@@ -58,13 +59,21 @@ Result<AcquireWithTail> Verdict(const AcquireOp& op, std::span<const PgResult> r
     out.acquire.fence = IntAt(results[0].get(), 0, 0);
     return out;
   }
-  if (PQntuples(results[1].get()) != 1) return unexpected();
-  const PGresult* bump = results[2].get();
+  op.missing = false;
+  // After the optional ensure: the lock, the bump, the tail.
+  const std::span<const PgResult> own = results.subspan(op.ensure ? 1 : 0);
+  const PGresult* locked = own[0].get();
+  if (PQntuples(locked) == 0 && !op.ensure) {
+    op.missing = true;  // no row to lock: nothing was bumped; again with ensure
+    return out;
+  }
+  if (PQntuples(locked) != 1) return unexpected();
+  const PGresult* bump = own[1].get();
   out.acquire = PQntuples(bump) == 0
-                    ? ConditionalAcquire{.stale = true, .fence = IntAt(results[1].get(), 0, 0)}
+                    ? ConditionalAcquire{.stale = true, .fence = IntAt(locked, 0, 0)}
                     : ConditionalAcquire{.stale = false, .fence = IntAt(bump, 0, 0)};
   if (!op.read_after) return out;
-  const PGresult* r = results[3].get();
+  const PGresult* r = own[2].get();
   out.tail.reserve(PQntuples(r));
   for (int i = 0; i < PQntuples(r); ++i) {
     ONCE_ASSIGN_OR_RETURN(Envelope e,
@@ -76,7 +85,10 @@ Result<AcquireWithTail> Verdict(const AcquireOp& op, std::span<const PgResult> r
 }
 
 void FailAll(std::span<AcquireOp* const> group, const Error& why) {
-  for (AcquireOp* op : group) op->result = std::unexpected(why);
+  for (AcquireOp* op : group) {
+    op->result = std::unexpected(why);
+    op->missing = false;  // failed, not to be tried again
+  }
 }
 
 // True when `group` (in execution-id order) can run as group-wide
@@ -86,7 +98,7 @@ void FailAll(std::span<AcquireOp* const> group, const Error& why) {
 bool GroupWide(std::span<AcquireOp* const> group) {
   if (group.size() < 2) return false;
   for (size_t i = 0; i < group.size(); ++i) {
-    if (!group[i]->expect) return false;
+    if (!group[i]->expect || group[i]->ensure != group[0]->ensure) return false;
     if (i > 0 && group[i]->id == group[i - 1]->id) return false;
   }
   return true;
@@ -111,8 +123,8 @@ GroupTails TailsOf(std::span<AcquireOp* const> group) {
   return tails;
 }
 
-// The group-wide statements: ensure every fence row, lock them all FOR
-// UPDATE in execution-id order, then (new statements, so new snapshots taken
+// The group-wide statements: (on ensure) ensure every fence row, lock them
+// all FOR UPDATE in execution-id order, then (new statements, so new snapshots taken
 // after every lock was granted) the conditional bump of all and the tails
 // of those that asked. The verdicts are those of the op-by-op statements:
 // the executions are distinct, so no acquire sees another's bump.
@@ -131,7 +143,7 @@ void AppendGroupSteps(std::span<AcquireOp* const> group, const GroupTails& tails
     check_owner.push_back(op->expected_owner.has_value());
   }
   std::string id_array = TextArrayBinary(ids);
-  steps.push_back({"ensure_fences", "", Params().Binary(id_array)});
+  if (group[0]->ensure) steps.push_back({"ensure_fences", "", Params().Binary(id_array)});
   steps.push_back({"lock_fences", "", Params().Binary(id_array)});
   steps.push_back({"fence_if_bump_many", "",
                    Params()
@@ -146,6 +158,7 @@ void AppendGroupSteps(std::span<AcquireOp* const> group, const GroupTails& tails
 }
 
 // The ops' answers from the group-wide results (AppendGroupSteps order).
+// Without ensure, an op whose row the lock did not find is marked missing.
 Status GroupVerdicts(std::span<AcquireOp* const> group, const GroupTails& tails,
                      std::span<const PgResult> results) {
   auto unexpected = [] {
@@ -157,25 +170,33 @@ Status GroupVerdicts(std::span<AcquireOp* const> group, const GroupTails& tails,
     int64_t ord = IntAt(r, row, 0);
     return ord >= 1 && ord <= static_cast<int64_t>(n) ? static_cast<size_t>(ord) : 0;
   };
-  if (results.size() != (tails.ops.empty() ? 3u : 4u)) return unexpected();
-  const PGresult* locked = results[1].get();
-  const PGresult* bumped = results[2].get();
-  if (PQntuples(locked) != static_cast<int>(n)) return unexpected();
+  const bool ensure = group[0]->ensure;
+  const size_t first = ensure ? 1 : 0;  // after the optional ensure
+  if (results.size() != first + (tails.ops.empty() ? 2u : 3u)) return unexpected();
+  const PGresult* locked = results[first].get();
+  const PGresult* bumped = results[first + 1].get();
+  if (ensure ? PQntuples(locked) != static_cast<int>(n) : PQntuples(locked) > static_cast<int>(n)) {
+    return unexpected();
+  }
+  std::vector<bool> found(n, false);
   for (int row = 0; row < PQntuples(locked); ++row) {
     size_t ord = ord_at(locked, row);
     if (ord == 0) return unexpected();
+    found[ord - 1] = true;
     group[ord - 1]->result = AcquireWithTail{
         .acquire = ConditionalAcquire{.stale = true, .fence = IntAt(locked, row, 1)}};
   }
   for (int row = 0; row < PQntuples(bumped); ++row) {
     size_t ord = ord_at(bumped, row);
-    if (ord == 0) return unexpected();
+    if (ord == 0 || !found[ord - 1]) return unexpected();
     group[ord - 1]->result->acquire =
         ConditionalAcquire{.stale = false, .fence = IntAt(bumped, row, 1)};
   }
+  for (size_t i = 0; i < n; ++i) group[i]->missing = !found[i];
   if (tails.ops.empty()) return Ok();
-  return DecodeRanges(results[3].get(), tails.ranges, [&](size_t k, Result<Envelope> e) {
+  return DecodeRanges(results[first + 2].get(), tails.ranges, [&](size_t k, Result<Envelope> e) {
     AcquireOp& op = *group[tails.ops[k]];
+    if (op.missing) return;  // read again with the ensure round
     if (!op.result) return;  // an earlier row of its tail failed to decode
     if (!e) {
       op.result = std::unexpected(e.error());
@@ -246,7 +267,8 @@ AcquireGroupStats AcquireGroup::stats() const {
           .acquires = acquires_.load(std::memory_order_relaxed),
           .largest = largest_.load(std::memory_order_relaxed),
           .replays = replays_.load(std::memory_order_relaxed),
-          .group_wide = group_wide_.load(std::memory_order_relaxed)};
+          .group_wide = group_wide_.load(std::memory_order_relaxed),
+          .ensure_rounds = ensure_rounds_.load(std::memory_order_relaxed)};
 }
 
 void AcquireGroup::RunGroup(std::span<AcquireOp* const> arrived) {
@@ -256,19 +278,46 @@ void AcquireGroup::RunGroup(std::span<AcquireOp* const> arrived) {
                    [](const AcquireOp* a, const AcquireOp* b) { return a->id < b->id; });
   auto conn = pool_.Checkout();
   if (!conn) return FailAll(group, conn.error());
-  auto fast = RunPipelined(**conn, group);
-  if (!fast) return FailAll(group, fast.error());
-  if (!*fast) {
-    replays_.fetch_add(1, std::memory_order_relaxed);
-    if (Status s = RunUnderSavepoints(**conn, group); !s) {
-      (*conn)->ResetTransaction();
-      return FailAll(group, s.error());
-    }
+  if (!Commit(**conn, group)) return;
+  size_t wrote = group.size();  // a round whose every row was missing wrote nothing
+  // The acquires whose row did not exist (never parked, never acquired)
+  // locked and bumped nothing: again, in a transaction of their own, with
+  // ensure first (the order of models/fence_postgres.pml).
+  std::vector<AcquireOp*> missing;
+  for (AcquireOp* op : group) {
+    if (!op->missing) continue;
+    op->missing = false;
+    op->ensure = true;
+    op->result = AcquireWithTail{};
+    missing.push_back(op);
+    --wrote;
   }
-  commits_.fetch_add(1, std::memory_order_relaxed);
-  if (*fast && GroupWide(group)) group_wide_.fetch_add(1, std::memory_order_relaxed);
+  if (wrote > 0) commits_.fetch_add(1, std::memory_order_relaxed);
+  if (!missing.empty()) {
+    ensure_rounds_.fetch_add(1, std::memory_order_relaxed);
+    if (!Commit(**conn, missing)) return;
+    commits_.fetch_add(1, std::memory_order_relaxed);
+  }
   acquires_.fetch_add(group.size(), std::memory_order_relaxed);
   RaiseToAtLeast(largest_, group.size());
+}
+
+bool AcquireGroup::Commit(Conn& conn, std::span<AcquireOp* const> group) {
+  auto fast = RunPipelined(conn, group);
+  if (!fast) {
+    FailAll(group, fast.error());
+    return false;
+  }
+  if (!*fast) {
+    replays_.fetch_add(1, std::memory_order_relaxed);
+    if (Status s = RunUnderSavepoints(conn, group); !s) {
+      conn.ResetTransaction();
+      FailAll(group, s.error());
+      return false;
+    }
+  }
+  if (*fast && GroupWide(group)) group_wide_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace once::store::pg

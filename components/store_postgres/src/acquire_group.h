@@ -8,16 +8,24 @@
 // (one WAL flush). Inside the pipeline the acquires run in execution-id order (bytewise, as COLLATE
 // "C"; FIFO among equal ids), so groups, and the store's other ordered lockers, take fence rows in
 // one global order and do not deadlock each other. Each acquire's statements are those of a
-// transaction of its own (ensure the row, lock it FOR UPDATE, bump; the conditional bump and the
-// tail are new statements, so they see what committed before the lock was granted), and two
+// transaction of its own (lock the row FOR UPDATE, bump; the conditional bump and the tail are new
+// statements, so they see what committed before the lock was granted), and two
 // acquires of one execution in a group run one after the other, the second seeing the first's bump:
 // every verdict is the one some serial order of the acquires would give.
 // A group of two or more conditional acquires of distinct executions (the
-// common case: resumes of different executions) runs as four group-wide
-// statements instead of four an acquire: ensure every row, lock them all in
-// execution-id order, the conditional bump of all, the tails; with distinct
-// executions no acquire could see another's bump, so the verdicts are the
-// same.
+// common case: resumes of different executions) runs as three group-wide
+// statements instead of three an acquire: lock every row in execution-id
+// order, the conditional bump of all, the tails; with distinct executions no
+// acquire could see another's bump, so the verdicts are the same.
+//
+// Rows that do not exist. A conditional acquire's row exists once its
+// execution parked (the park writes it at token 0) or was acquired, so the
+// lock finds it. An acquire whose lock found no row locked and bumped
+// nothing; after the group commits, those acquires run again in a second
+// transaction that first makes their rows (INSERT ... ON CONFLICT DO
+// NOTHING, which waits for an uncommitted insert of the same row), as every
+// acquire did before: the order models/fence_postgres.pml checks. A pipeline
+// then holds at most four statements an acquire.
 //
 // Failures. A statement that fails aborts the pipeline's transaction, so
 // nothing of the group was written; the leader then replays the group in one
@@ -60,6 +68,10 @@ struct AcquireOp {
   int64_t tail_max = 0;               // rows of the tail at most
   // The answer: the new token (or {stale, current}) and the tail.
   Result<AcquireWithTail> result = AcquireWithTail{};
+  // A conditional acquire locks its row first; only when that finds none
+  // (set `missing`) does it run again with ensure (the row made first).
+  bool ensure = false;
+  bool missing = false;
 };
 
 class AcquireGroup final : public GroupRunner<AcquireOp> {
@@ -74,6 +86,9 @@ class AcquireGroup final : public GroupRunner<AcquireOp> {
  private:
   // Runs and commits `group` on one connection; sets every op's result.
   void RunGroup(std::span<AcquireOp* const> group) override;
+  // One transaction of `group` (the pipeline, or its replay under
+  // savepoints); false: every op failed (their results say why).
+  bool Commit(Conn& conn, std::span<AcquireOp* const> group);
 
   ConnectionPool& pool_;
   std::atomic<uint64_t> commits_{0};
@@ -81,6 +96,7 @@ class AcquireGroup final : public GroupRunner<AcquireOp> {
   std::atomic<uint64_t> largest_{0};
   std::atomic<uint64_t> replays_{0};
   std::atomic<uint64_t> group_wide_{0};
+  std::atomic<uint64_t> ensure_rounds_{0};
 };
 
 }  // namespace once::store::pg

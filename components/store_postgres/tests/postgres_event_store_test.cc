@@ -745,7 +745,10 @@ TEST_F(PostgresStoreTest, QueuedAcquiresFillGroupsUpToTheLimitInSerialOrder) {
 // statements and gives each the verdict a lone acquire would: a first-ever
 // acquire of a park is granted; a moved token is stale with the current one;
 // an answer past the park is stale with the unchanged token; ignorable
-// events past the park leave it open and come back as the tail.
+// events past the park leave it open and come back as the tail. Every row
+// of a parked execution exists, so the group locks them without making
+// them; an execution that never parked and never acquired has no row: its
+// acquire finds none, and one more transaction makes the row and grants it.
 TEST_F(PostgresStoreTest, GroupWideConditionalAcquiresGiveLoneVerdicts) {
   PostgresOptions options = schema_->Options();
   options.acquire_groups_in_flight_max = 1;
@@ -765,7 +768,9 @@ TEST_F(PostgresStoreTest, GroupWideConditionalAcquiresGiveLoneVerdicts) {
         id("ignored", i), 3,
         {KernelEvent(KernelKind::kExecutionDenied, nlohmann::json::object()), AppEvent("note", i)},
         std::nullopt)));
+    ASSERT_TRUE(store_->Append(Req(id("rowless", i), 1, {Started(), AppEvent("note", i)})));
   }
+  ASSERT_EQ(schema_->Sql("SELECT count(*) FROM fences WHERE execution_id LIKE 'rowless-%'"), "0");
   testing::TestSchema observer(testing::TestPostgresUrl());
   RowGate gate(*schema_, "gate");
   std::thread first([&] { EXPECT_EQ(store_->AcquireFence("gate").value_or(0), 1); });
@@ -773,10 +778,11 @@ TEST_F(PostgresStoreTest, GroupWideConditionalAcquiresGiveLoneVerdicts) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   const PostgresAcquireStats before = store_->AcquireStats();
-  std::vector<Result<AcquireWithTail>> got(4 * kEach, AcquireWithTail{});
-  const char* kinds[] = {"fresh", "moved", "answered", "ignored"};
+  constexpr int kKinds = 5;
+  std::vector<Result<AcquireWithTail>> got(kKinds * kEach, AcquireWithTail{});
+  const char* kinds[] = {"fresh", "moved", "answered", "ignored", "rowless"};
   std::thread others([&] {
-    OnThreads(4 * kEach, [&](int i) {
+    OnThreads(kKinds * kEach, [&](int i) {
       got[i] = store_->AcquireFenceIfReadTail(id(kinds[i / kEach], i % kEach), {0, 2}, 2);
     });
   });
@@ -784,7 +790,7 @@ TEST_F(PostgresStoreTest, GroupWideConditionalAcquiresGiveLoneVerdicts) {
   gate.Release();
   first.join();
   others.join();
-  for (int i = 0; i < 4 * kEach; ++i) {
+  for (int i = 0; i < kKinds * kEach; ++i) {
     ASSERT_TRUE(got[i]) << i << ": " << got[i].error().ToString();
     const AcquireWithTail& r = *got[i];
     switch (i / kEach) {
@@ -803,6 +809,11 @@ TEST_F(PostgresStoreTest, GroupWideConditionalAcquiresGiveLoneVerdicts) {
         ASSERT_EQ(r.tail.size(), 1u) << i;
         EXPECT_TRUE(r.tail[0].Is(KernelKind::kExecutionResumed)) << i;
         break;
+      case 4:  // rowless: its row made, then granted; nothing past sequence 2
+        EXPECT_FALSE(r.acquire.stale) << i;
+        EXPECT_EQ(r.acquire.fence, 1) << i;
+        EXPECT_TRUE(r.tail.empty()) << i;
+        break;
       default:  // ignored: granted, the two ignorable events are the tail
         EXPECT_FALSE(r.acquire.stale) << i;
         EXPECT_EQ(r.acquire.fence, 1) << i;
@@ -817,10 +828,13 @@ TEST_F(PostgresStoreTest, GroupWideConditionalAcquiresGiveLoneVerdicts) {
     EXPECT_EQ(store_->ReadFence(id("moved", i)).value(), 1);
     EXPECT_EQ(store_->ReadFence(id("answered", i)).value(), 0);
     EXPECT_EQ(store_->ReadFence(id("ignored", i)).value(), 1);
+    EXPECT_EQ(store_->ReadFence(id("rowless", i)).value(), 1);
   }
   const PostgresAcquireStats after = store_->AcquireStats();
-  EXPECT_EQ(after.acquires - before.acquires, static_cast<uint64_t>(4 * kEach + 1));
-  EXPECT_GE(after.group_wide - before.group_wide, 1u);
+  EXPECT_EQ(after.acquires - before.acquires, static_cast<uint64_t>(kKinds * kEach + 1));
+  EXPECT_GE(after.group_wide - before.group_wide, 2u);  // the queued group and its ensure round
+  // One group queued behind the gate: only its rowless acquires ran again.
+  EXPECT_EQ(after.ensure_rounds - before.ensure_rounds, 1u);
   EXPECT_EQ(after.replays, before.replays);
 }
 

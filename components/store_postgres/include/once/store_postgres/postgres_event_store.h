@@ -135,11 +135,15 @@ class AppendHints;
 
 // Fence acquire group commit counters of one store; for diagnostics and tests.
 struct PostgresAcquireStats {
-  uint64_t commits = 0;     // group transactions committed
+  uint64_t commits = 0;     // group transactions committed (one that found none of its
+                            // rows, all then made by an ensure round, wrote nothing: not counted)
   uint64_t acquires = 0;    // acquires answered by those commits
   uint64_t largest = 0;     // acquires in the largest group (at most kAcquireGroupMax)
   uint64_t replays = 0;     // groups replayed under savepoints after a statement failed
   uint64_t group_wide = 0;  // groups run as group-wide statements (distinct conditional acquires)
+  // Second transactions for conditional acquires whose fence row did not
+  // exist yet (never parked, never acquired): made, then acquired.
+  uint64_t ensure_rounds = 0;
 };
 
 // Acquires (AcquireFence, AcquireFenceIf, AcquireFenceIfReadTail) in one
@@ -225,8 +229,10 @@ class PostgresEventStore final : public EventStore {
   Result<int64_t> ReadFence(std::string_view id) override;
   // One round trip for the group: per call, prepared statements in the
   // group's pipeline (after SET TRANSACTION ISOLATION LEVEL READ COMMITTED):
-  // ensure the row; SELECT ... FOR UPDATE; a conditional UPDATE whose NOT
-  // EXISTS scan runs on a fresh snapshot taken after the row lock was granted.
+  // SELECT ... FOR UPDATE; a conditional UPDATE whose NOT EXISTS scan runs on
+  // a fresh snapshot taken after the row lock was granted. A row the SELECT
+  // does not find (never parked, never acquired) is made (INSERT ... ON
+  // CONFLICT DO NOTHING) and acquired in a second transaction of the group.
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
   // The same statements with one more, the tail SELECT: still the group's
   // round trip and transaction, read inside the row lock.
