@@ -17,11 +17,14 @@
 //                      Append{RESUMED,COMPLETED}                  (3 trips)
 //   park_resume_fence  Append{..park}, AcquireFence, ReadRange(log),      3
 //                      Append{RESUMED,COMPLETED}                  (4 trips)
-//   park_resume_if     Append{..park}, ReadRange(log),                    3
-//                      AcquireFenceIfReadTail, Append{RESUMED,COMPLETED}  (4 trips)
-//   park_resume_if_separate  the same with the tail a ReadRange of its
-//                      own after AcquireFenceIf (as before the combined
-//                      call existed)                              (5 trips)
+//   park_resume_if     Append{..park}, AcquireFenceIfReadTail (the park's  3
+//                      token from Start's outcome: the whole log comes
+//                      with it), Append{RESUMED,COMPLETED}        (3 trips)
+//   park_resume_if_read  the same without the park's token: ReadRange(log)
+//                      first, then the acquire with the tail      (4 trips)
+//   park_resume_if_separate  ReadRange(log), AcquireFenceIf, the tail a
+//                      ReadRange of its own (as before the combined call
+//                      existed), Append                           (5 trips)
 //   raw_acquire        AcquireFence alone: not an execution, the floor of
 //                      one unbatched commit, measured in the same run      1
 //   raw_acquire_if     AcquireFenceIfReadTail alone (on an empty log)      1
@@ -117,11 +120,18 @@ using Steady = std::chrono::steady_clock;
 // measured in the same run as the raw limit of the storage.
 // park_resume_if_separate is park_resume_if on a store that does not offer
 // AcquireFenceIfReadTail (the tail is a read of its own, as before it
-// existed): the paired comparison of the two paths.
-const std::vector<std::string> kCases = {
-    "unfenced",          "fenced",         "park_resume",
-    "park_resume_fence", "park_resume_if", "park_resume_if_separate",
-    "raw_acquire",       "raw_acquire_if", "raw_read"};
+// existed): the paired comparison of the two paths. park_resume_if_read is
+// park_resume_if without the park's token (the log read first).
+const std::vector<std::string> kCases = {"unfenced",
+                                         "fenced",
+                                         "park_resume",
+                                         "park_resume_fence",
+                                         "park_resume_if",
+                                         "park_resume_if_read",
+                                         "park_resume_if_separate",
+                                         "raw_acquire",
+                                         "raw_acquire_if",
+                                         "raw_read"};
 
 struct SeparateTailDecisions : store::ForwardEverything {
   static constexpr store::Decide kAcquireFenceIfReadTail = store::Decide::kRefuse;
@@ -214,6 +224,9 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id, Json inp
     resume.fence = token;
   } else if (c.starts_with("park_resume_if")) {
     resume.fence_if_parked_at = *out.park_seq;
+    // The park's token, as Start returned it (RunOptions::park_fence), but
+    // in park_resume_if_read, the same resume reading the log first.
+    if (c.find("_read") == std::string::npos) resume.park_fence = out.park_fence;
   }
   ONCE_ASSIGN_OR_RETURN(auto done, rt.Resume(id, resume));
   if (phases) phases->resume_us += MicrosSince(t_resume);

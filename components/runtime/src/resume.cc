@@ -57,8 +57,9 @@ Result<RunOutcome> Runtime::Deliver(std::string_view id, std::string_view topic,
 }
 
 bool Runtime::AcquiresFirst(const RunOptions& options, const ResumeExtras& extras) const {
-  return extras.acquire_first && extras.expect_fence && options.fence_if_parked_at &&
-         !extras.log_in_hand && store_.Supports(Capability::kAcquireFenceIfReadTail);
+  const bool token_known = (extras.acquire_first && extras.expect_fence) || options.park_fence;
+  return token_known && options.fence_if_parked_at && !extras.log_in_hand &&
+         store_.Supports(Capability::kAcquireFenceIfReadTail);
 }
 
 // A caller's log: ascending, contiguous, this execution's.
@@ -95,8 +96,9 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   std::optional<internal::Fenced> fenced_first;
   std::optional<OwnRowWatch> watch;
   if (AcquiresFirst(options, extras)) {
-    ONCE_ASSIGN_OR_RETURN(fenced_first,
-                          fence.ForResume(id, log, options, Owner(), budget, extras.expect_fence));
+    const std::optional<int64_t> expect =
+        extras.expect_fence ? extras.expect_fence : options.park_fence;
+    ONCE_ASSIGN_OR_RETURN(fenced_first, fence.ForResume(id, log, options, Owner(), budget, expect));
     watch.emplace(*this, fenced_first->owner_recorded);
   } else if (extras.log_in_hand) {
     log = std::move(*extras.log_in_hand);

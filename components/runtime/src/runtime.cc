@@ -367,7 +367,8 @@ Result<RunOutcome> Runtime::Ended(RunState& run, internal::RunEnd end) {
   if (end.parked) {
     if (end.new_park) end.park.sequence = run.head;
     AfterPark(run.id, end.park.sequence, end.park);
-    return RunOutcome{run.id, ExecutionStatus::kSuspended, Json(), end.park.sequence};
+    return RunOutcome{run.id, ExecutionStatus::kSuspended, Json(), end.park.sequence,
+                      end.park.fence()};
   }
   RunOutcome out = std::move(end.outcome);
   if (options_.on_terminal) options_.on_terminal(run.id, out.status);

@@ -46,6 +46,7 @@ class ResumeFenceFixture : public ::testing::Test {
     ASSERT_TRUE(out) << out.error().ToString();
     ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
     park_seq_ = *out->park_seq;
+    park_fence_ = out->park_fence;
   }
 
   ManualClock clock_;
@@ -54,9 +55,86 @@ class ResumeFenceFixture : public ::testing::Test {
   Runtime rt_{store_, clock_};
   int steps_ = 0;
   int64_t park_seq_ = 0;
+  std::optional<int64_t> park_fence_;
 };
 using ResumeFenceTest = ResumeFenceFixture<HookStore>;
 using ResumeFenceSeparateTailTest = ResumeFenceFixture<HookSeparateTailStore>;
+
+// RunOptions::park_fence, the park's token as the outcome that parked gave
+// it: the conditional acquire goes first and brings the whole log, so the
+// resume reads nothing before it; each park's outcome carries its token.
+TEST_F(ResumeFenceTest, TheParksTokenLetsTheAcquireGoFirstWithNoRead) {
+  ASSERT_EQ(park_fence_, 0);  // a start that never acquired parks under no token
+  store_.reads = 0;
+  Result<RunOutcome> out =
+      rt_.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = park_fence_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  ASSERT_EQ(out->status, ExecutionStatus::kSuspended);  // the second sleep
+  EXPECT_EQ(store_.reads.load(), 0);
+  EXPECT_EQ(store_.acquire_if_calls.load(), 1);
+  EXPECT_EQ(steps_, 1);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 1);
+  EXPECT_EQ(out->park_fence, 1);  // parked again under the token it took
+  Result<RunOutcome> done =
+      rt_.Resume("ex", {.fence_if_parked_at = *out->park_seq, .park_fence = out->park_fence});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(done->park_fence, std::nullopt);
+  EXPECT_EQ(store_.reads.load(), 0);
+  EXPECT_EQ(store_.acquire_if_calls.load(), 2);
+  EXPECT_EQ(steps_, 2);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 2);
+}
+
+// The control: without the token the same resume reads the log first.
+TEST_F(ResumeFenceTest, WithoutTheParksTokenTheResumeReadsFirst) {
+  store_.reads = 0;
+  ASSERT_TRUE(rt_.Resume("ex", {.fence_if_parked_at = park_seq_}));
+  EXPECT_GE(store_.reads.load(), 1);
+  EXPECT_EQ(store_.acquire_if_calls.load(), 1);
+}
+
+// A wrong token costs one stale acquire: the park, judged on the log that
+// acquire brought, is still the same open one, so the acquire is retried on
+// the current token; nothing else changes.
+TEST_F(ResumeFenceTest, AWrongParkTokenCostsOneStaleAcquire) {
+  store_.reads = 0;
+  Result<RunOutcome> out = rt_.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = 7});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(store_.acquire_if_calls.load(), 2);
+  EXPECT_EQ(store_.reads.load(), 0);
+  EXPECT_EQ(steps_, 1);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 1);
+}
+
+// The token of a park already answered: the acquire sees the answer, takes
+// nothing, and the resume is refused (not-suspended) with the log untouched.
+TEST_F(ResumeFenceTest, TheParksTokenOnAnAnsweredParkIsRefused) {
+  ASSERT_TRUE(rt_.Resume("ex", {.fence_if_parked_at = park_seq_}));  // token 1, parked again
+  const size_t events = Log(memory_, "ex").size();
+  Result<RunOutcome> again =
+      rt_.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = park_fence_});
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kResumeRefused);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 1);
+  EXPECT_EQ(Log(memory_, "ex").size(), events);
+  EXPECT_EQ(steps_, 1);
+}
+
+// A fenced start's park carries the start's token.
+TEST_F(ResumeFenceTest, AFencedParkCarriesItsToken) {
+  const int64_t token = memory_.AcquireFence("fenced").value();
+  Result<RunOutcome> out =
+      rt_.Start("sleeper", "fenced", Json::object(), StartOptions{.fence = token});
+  ASSERT_TRUE(out) << out.error().ToString();
+  ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(out->park_fence, token);
+  Result<RunOutcome> resumed =
+      rt_.Resume("fenced", {.fence_if_parked_at = *out->park_seq, .park_fence = out->park_fence});
+  ASSERT_TRUE(resumed) << resumed.error().ToString();
+  EXPECT_EQ(memory_.ReadFence("fenced").value(), token + 1);
+}
 
 TEST_F(ResumeFenceTest, DeadAcquirerThenResumeSucceedsViaTheCurrentTokenRetry) {
   ASSERT_EQ(memory_.AcquireFence("ex").value(), 1);  // acquired, never appended

@@ -33,6 +33,8 @@
 //     AcquireFenceIfReadTail the tail comes back with the token (the same
 //     atomic step, one round trip); otherwise it is one more range read. A store without
 //     AcquireFenceIf: plain AcquireFence. A store that does not fence: the options are ignored.
+//     With park_fence (the park's token, from the outcome that parked) the
+//     acquire goes first and the log comes back with it: no read before it.
 //   * fence: resume under a token already held (no acquire).
 //   * neither: the run presents token 0 (an execution someone fenced refuses
 //     it with kStaleFence, which a caller may answer with fence_if_parked_at).
@@ -169,6 +171,17 @@ struct RunOptions {
   // else the children's results if they are all terminal, else nothing (the
   // body re-parks).
   std::optional<Answer> answer;
+  // With fence_if_parked_at: the token the park was written under, when the
+  // caller knows it (RunOutcome::park_fence of the run that parked). On a
+  // store with AcquireFenceIfReadTail the conditional acquire then goes
+  // first and brings the whole log back: no read before it (a resume is the
+  // acquire and the run's appends). A wrong token costs one stale acquire,
+  // then the park is judged on the log it returned as any other. Give it
+  // only for a park that exists: the acquire judges the log it finds, and on
+  // an id with no events it takes a token (which then refuses an unfenced
+  // start of that id, as any acquire would). Ignored without
+  // fence_if_parked_at, with ResumeWithLog, and on other stores.
+  std::optional<int64_t> park_fence;
 };
 
 struct StartOptions {
@@ -192,6 +205,9 @@ struct RunOutcome {
   ExecutionStatus status = ExecutionStatus::kUnknown;  // completed|failed|suspended|...
   Json value;  // completed: the value; failed: {code, message}; continued: {next}
   std::optional<int64_t> park_seq;  // suspended: the park's sequence
+  // suspended, by a run of this runtime: the token the park was written
+  // under (its metadata.fence), for RunOptions::park_fence
+  std::optional<int64_t> park_fence;
 };
 
 // The outcome a finished or parked execution's folded state stands for, in
