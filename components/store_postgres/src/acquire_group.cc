@@ -91,6 +91,12 @@ void FailAll(std::span<AcquireOp* const> group, const Error& why) {
   }
 }
 
+// Whether a group-wide run makes every row first: when any of its acquires
+// must (one naming no park, or one whose row was missing).
+bool EnsuresAll(std::span<AcquireOp* const> group) {
+  return std::any_of(group.begin(), group.end(), [](const AcquireOp* op) { return op->ensure; });
+}
+
 // True when `group` (in execution-id order) can run as group-wide
 // statements: two or more conditional acquires of distinct executions. Two
 // acquires of one execution must see each other's bump, and an
@@ -98,7 +104,7 @@ void FailAll(std::span<AcquireOp* const> group, const Error& why) {
 bool GroupWide(std::span<AcquireOp* const> group) {
   if (group.size() < 2) return false;
   for (size_t i = 0; i < group.size(); ++i) {
-    if (!group[i]->expect || group[i]->ensure != group[0]->ensure) return false;
+    if (!group[i]->expect) return false;
     if (i > 0 && group[i]->id == group[i - 1]->id) return false;
   }
   return true;
@@ -143,7 +149,7 @@ void AppendGroupSteps(std::span<AcquireOp* const> group, const GroupTails& tails
     check_owner.push_back(op->expected_owner.has_value());
   }
   std::string id_array = TextArrayBinary(ids);
-  if (group[0]->ensure) steps.push_back({"ensure_fences", "", Params().Binary(id_array)});
+  if (EnsuresAll(group)) steps.push_back({"ensure_fences", "", Params().Binary(id_array)});
   steps.push_back({"lock_fences", "", Params().Binary(id_array)});
   steps.push_back({"fence_if_bump_many", "",
                    Params()
@@ -170,7 +176,7 @@ Status GroupVerdicts(std::span<AcquireOp* const> group, const GroupTails& tails,
     int64_t ord = IntAt(r, row, 0);
     return ord >= 1 && ord <= static_cast<int64_t>(n) ? static_cast<size_t>(ord) : 0;
   };
-  const bool ensure = group[0]->ensure;
+  const bool ensure = EnsuresAll(group);
   const size_t first = ensure ? 1 : 0;  // after the optional ensure
   if (results.size() != first + (tails.ops.empty() ? 2u : 3u)) return unexpected();
   const PGresult* locked = results[first].get();
@@ -276,6 +282,9 @@ void AcquireGroup::RunGroup(std::span<AcquireOp* const> arrived) {
   std::vector<AcquireOp*> group(arrived.begin(), arrived.end());
   std::stable_sort(group.begin(), group.end(),
                    [](const AcquireOp* a, const AcquireOp* b) { return a->id < b->id; });
+  // An acquire that names a park finds the row the park wrote; one that
+  // names none (park_seq 0: a first acquire) makes it first, as it always did.
+  for (AcquireOp* op : group) op->ensure = op->expect && op->expect->park_seq == 0;
   auto conn = pool_.Checkout();
   if (!conn) return FailAll(group, conn.error());
   if (!Commit(**conn, group)) return;

@@ -18,14 +18,17 @@
 // order, the conditional bump of all, the tails; with distinct executions no
 // acquire could see another's bump, so the verdicts are the same.
 //
-// Rows that do not exist. A conditional acquire's row exists once its
-// execution parked (the park writes it at token 0) or was acquired, so the
-// lock finds it. An acquire whose lock found no row locked and bumped
-// nothing; after the group commits, those acquires run again in a second
-// transaction that first makes their rows (INSERT ... ON CONFLICT DO
-// NOTHING, which waits for an uncommitted insert of the same row), as every
-// acquire did before: the order models/fence_postgres.pml checks. A pipeline
-// then holds at most four statements an acquire.
+// Rows that do not exist. An acquire that names a park (park_seq > 0: a
+// resume, a takeover's claim) finds the row its park wrote at token 0, or
+// an earlier acquire or owned append wrote, so it locks first. One whose
+// lock found no row locked and bumped nothing; after the group commits,
+// those acquires run again in a second transaction that first makes their
+// rows (INSERT ... ON CONFLICT DO NOTHING, which waits for an uncommitted
+// insert of the same row), as every acquire did before: the order
+// models/fence_postgres.pml checks. An acquire that names no park
+// (park_seq 0) makes its row first in its own group (a group-wide run then
+// makes every row first). A pipeline holds at most four statements an
+// acquire.
 //
 // Failures. A statement that fails aborts the pipeline's transaction, so
 // nothing of the group was written; the leader then replays the group in one
@@ -68,8 +71,9 @@ struct AcquireOp {
   int64_t tail_max = 0;               // rows of the tail at most
   // The answer: the new token (or {stale, current}) and the tail.
   Result<AcquireWithTail> result = AcquireWithTail{};
-  // A conditional acquire locks its row first; only when that finds none
-  // (set `missing`) does it run again with ensure (the row made first).
+  // Whether the row is made before the lock (RunGroup: a conditional
+  // acquire naming no park, or one run again after its lock found no row:
+  // `missing`).
   bool ensure = false;
   bool missing = false;
 };
