@@ -232,7 +232,8 @@ class PostgresEventStore final : public EventStore {
   // SELECT ... FOR UPDATE; a conditional UPDATE whose NOT EXISTS scan runs on
   // a fresh snapshot taken after the row lock was granted. A row the SELECT
   // does not find (never parked, never acquired) is made (INSERT ... ON
-  // CONFLICT DO NOTHING) and acquired in a second transaction of the group.
+  // CONFLICT DO NOTHING) and acquired in a second transaction of the group;
+  // an acquire naming no park (park_seq 0) makes its row first.
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;
   // The same statements with one more, the tail SELECT: still the group's
   // round trip and transaction, read inside the row lock.
