@@ -409,6 +409,12 @@ Result<RunOutcome> Runtime::FinishContinued(RunState& run, Json input) {
 //    it, or takeover does once that owner is dead (running it unfenced here
 //    could run it beside a live taker); without a node, yes (as before:
 //    nothing else drives it but Recover's ownerless rule).
+//  * it existed and someone fenced it since (a takeover claimed it while
+//    its parent's CHILD_STARTED was not yet durable): no, its fence holder
+//    runs it. The store refuses the token-0 start on the token before the
+//    sequence (kStaleFence); taken for an error, it failed every replay of
+//    the parent, which then never ended (the PostgreSQL chaos test's
+//    "ended open" of 2026-12-03).
 Result<bool> Runtime::CreateStarted(const std::string& id, Json payload) {
   const bool node = options_.node != nullptr;
   if (node) running_->Add(id);
@@ -418,6 +424,10 @@ Result<bool> Runtime::CreateStarted(const std::string& id, Json payload) {
   if (r) return true;
   if (node) running_->Remove(id);
   if (r.error().code == ErrorCode::kSequenceConflict) return !node;
+  if (r.error().code == ErrorCode::kStaleFence) {
+    ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> first, store_.ReadRange(id, 1, 1));
+    if (!first.empty()) return false;
+  }
   return std::unexpected(r.error());
 }
 

@@ -405,6 +405,45 @@ TEST_F(ChildrenTest, AwaitChildParksAndTheChildsCompletionResumesTheParent) {
   EXPECT_EQ(log[4].payload["value"], 42);
 }
 
+// A parent replays the start of a child that exists and that someone fenced
+// since (its parent's CHILD_STARTED was lost in a crash, and a takeover
+// claimed the child meanwhile): the token-0 start is refused on the token,
+// and the child is taken as started, driven by its fence holder. Before, the
+// refusal failed the parent's body on every replay and the parent never
+// ended (the chaos test on PostgreSQL, 2026-12-03).
+TEST_F(ChildrenTest, AReplayedStartOfAChildFencedSinceTakesItAsStarted) {
+  Runtime rt(store_, clock_);
+  RegisterChild(rt);
+  ASSERT_TRUE(rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.StartChild("child", "k", Json{{"x", 21}}));
+    ONCE_ASSIGN_OR_RETURN(Json v, ctx.AwaitChild("k"));
+    return v;
+  }));
+  // The child as the crashed parent's first run left it, then claimed.
+  store::AppendRequest started{.execution_id = "p/k", .expected_next = 1};
+  started.events.push_back(events::KernelEvent(
+      KernelKind::kExecutionStarted, Json{{"workflow", "child"},
+                                          {"input", Json{{"x", 21}}},
+                                          {"parent", Json{{"execution_id", "p"}, {"key", "k"}}}}));
+  ASSERT_TRUE(store_.Append(started));
+  ASSERT_EQ(store_.AcquireFence("p/k").value(), 1);
+  Result<RunOutcome> out = rt.Start("parent", "p", Json::object());
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);  // waiting for the child
+  EXPECT_EQ(Kinds(store_, "p"), (std::vector<std::string>{"EXECUTION_STARTED", "CHILD_STARTED",
+                                                          "EXECUTION_SUSPENDED"}));
+  EXPECT_EQ(Kinds(store_, "p/k"), (std::vector<std::string>{"EXECUTION_STARTED"}));
+  // Its fence holder ends it; the parent's resume then takes its result.
+  store::AppendRequest ended{.execution_id = "p/k", .expected_next = 2, .fence = 1};
+  ended.events.push_back(
+      events::KernelEvent(KernelKind::kExecutionCompleted, Json{{"value", 42}}, 1));
+  ASSERT_TRUE(store_.Append(ended));
+  Result<RunOutcome> done = rt.Resume("p", {.fence_if_parked_at = out->park_seq});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(done->value, 42);
+}
+
 TEST_F(ChildrenTest, AwaitChildrenWaitsForTheWholeGroup) {
   Runtime rt(store_, clock_);
   RegisterChild(rt);
