@@ -596,13 +596,24 @@ void SledCore::OnProcessExited(const ProcessExited& input) {
   Advance();
 }
 
+// How long a sled waits to hear its own VersionAnnouncement back before it
+// sends it again (own messages come back at the next delivery, within a
+// tick or two).
+constexpr Duration kReannounceAfter = std::chrono::seconds(2);
+
 void SledCore::OnTick(const TimerTick& input) {
   now_ = input.now;
   if (!started_at_) started_at_ = now_;
   std::erase_if(used_nonces_, [&](const auto& entry) { return entry.second <= now_; });
   AgeUnchained();
-  if (!announced_ && network_) {
+  // Announced again while the sled has not heard its own announcement back
+  // (kReannounceAfter): one lost in a universe's first moments (a peer's
+  // bootstrap racing it) left the sled out of every sled's list for good.
+  const bool unheard = announced_ && !sleds_.contains(config_.identity.baseboard) &&
+                       now_ - announced_at_ >= kReannounceAfter;
+  if ((!announced_ || unheard) && network_) {
     announced_ = true;
+    announced_at_ = now_;
     Send(VersionAnnouncement{config_.identity.baseboard,
                              config_.identity.cubby.value_or(kCubbyUnknown),
                              Truncated(config_.build_version, kBuildVersionBytesMax)});

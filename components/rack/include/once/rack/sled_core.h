@@ -455,6 +455,7 @@ class SledCore {
   TimePoint now_{};
   std::optional<TimePoint> started_at_;
   bool announced_ = false;
+  TimePoint announced_at_{};  // when the last VersionAnnouncement was sent
   itc::Version frontier_;
   std::optional<Session> active_;
   std::map<JobId, Running> running_;
