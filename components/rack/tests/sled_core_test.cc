@@ -753,6 +753,27 @@ TEST(SledCoreTest, SameSeedSameTrace) {
   EXPECT_NE(run(5), run(6));
 }
 
+// The re-announcement (SledCore::OnTick, kReannounceAfter) costs nothing
+// once a sled has heard its own VersionAnnouncement: later ticks, and a new
+// life's ticks after its announcement came back, send nothing more. (The
+// harness delivers a sled's own sends at once, so the loss the
+// re-announcement heals is not reproduced here.)
+TEST(SledCoreTest, ASledThatHeardItsOwnAnnouncementDoesNotSendItAgain) {
+  Rack rack(2);
+  const TimePoint t0 = FromUnixMillis(1'700'000'000'000);
+  EXPECT_TRUE(rack.core(A).known_sleds().contains(Rack::Baseboard(A)));
+  const size_t heard = rack.sent();
+  rack.Handle(A, TimerTick{t0 + std::chrono::seconds(10)});
+  rack.Handle(A, TimerTick{t0 + std::chrono::seconds(20)});
+  EXPECT_EQ(rack.sent(), heard);
+  rack.Restart(A);
+  EXPECT_TRUE(rack.core(A).known_sleds().contains(Rack::Baseboard(A)));
+  const size_t restarted = rack.sent();
+  rack.Handle(A, TimerTick{t0 + std::chrono::seconds(3)});
+  rack.Handle(A, TimerTick{t0 + std::chrono::seconds(30)});
+  EXPECT_EQ(rack.sent(), restarted);
+}
+
 TEST(SledCoreTest, VersionAnnouncementsAreLearned) {
   Rack rack(2);
   rack.SyncAll();
