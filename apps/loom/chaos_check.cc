@@ -302,29 +302,35 @@ std::vector<std::string> CheckChaosControls(const std::vector<LedgerLine>& ledge
     });
     if (!caught) missed.push_back(name);
   };
+  // The doctored effects are run by two processes the driver "started" and
+  // never killed, made up here: a run may kill every process it started
+  // (its last kills can leave every slot down when the load ends).
   const LedgerLine* effect = nullptr;
   for (const LedgerLine& l : ledger) {
-    if (l.what == "effect" && KilledAt(facts.kills, l.pid) == INT64_MAX) effect = &l;
+    if (l.what == "effect") effect = &l;
   }
-  int64_t other_pid = 0;
-  for (int64_t pid : facts.pids) {
-    if (effect && pid != effect->pid && KilledAt(facts.kills, pid) == INT64_MAX) other_pid = pid;
-  }
-  if (!effect || other_pid == 0) return {"no effect by a process never killed to doctor"};
-  // 1. Another live process ran the same step (a takeover that ignored
+  if (!effect) return {"no step effect to doctor"};
+  const int64_t first_pid = facts.pids.empty() ? 1 : *facts.pids.rbegin() + 1;
+  ChaosFacts live = facts;
+  live.pids.insert({first_pid, first_pid + 1});
+  auto doctor = [&](int64_t pid_a, int64_t pid_b) {
+    auto doctored = ledger;
+    int64_t later_ms = 0;
+    for (int64_t pid : {pid_a, pid_b}) {
+      LedgerLine twin = *effect;
+      twin.pid = pid;
+      twin.t_ns += ++later_ms * 1'000'000;
+      doctored.push_back(twin);
+    }
+    return doctored;
+  };
+  // 1. Two live processes ran the same step (a takeover that ignored
   // ownership, or a stale body the fence did not stop before its effect).
-  auto doctored = ledger;
-  LedgerLine twin = *effect;
-  twin.pid = other_pid;
-  twin.t_ns += 1'000'000;
-  doctored.push_back(twin);
-  expect_breach("a step run by two live processes", doctored, facts, "by two live processes");
-  // 2. The same process ran it twice.
-  doctored = ledger;
-  twin = *effect;
-  twin.t_ns += 1'000'000;
-  doctored.push_back(twin);
-  expect_breach("a step run twice by one process", doctored, facts, "twice by one live process");
+  expect_breach("a step run by two live processes", doctor(first_pid, first_pid + 1), live,
+                "by two live processes");
+  // 2. The same live process ran it twice.
+  expect_breach("a step run twice by one process", doctor(first_pid, first_pid), live,
+                "twice by one live process");
   // 3. An execution lost: a queued start that never ran, an open log.
   ChaosFacts f = facts;
   f.enqueued.push_back("q-never-ran");
@@ -363,6 +369,9 @@ std::vector<std::string> CheckChaosControls(const std::vector<LedgerLine>& ledge
   for (const auto& [id, log] : f.logs) {
     if (id.starts_with(f.tick_prefix)) ticks.push_back(id);
   }
+  std::sort(ticks.begin(), ticks.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;  // by the tick's number
+  });
   if (ticks.size() >= 3) {
     f.logs.erase(ticks[ticks.size() / 2]);
     expect_breach("a cron tick missing", ledger, f, "missing between");
