@@ -453,13 +453,15 @@ void SledServer::Consume(std::vector<rack::Output> outputs) {
       }
     }
   }
-  if (core_ != nullptr && core_->network() != network_) {
+  if (core_ != nullptr && core_->joins() != joins_) {
     if (network_) {
-      ++notes_.universe_resets;
+      notes_.universe_resets += core_->joins() - joins_;
       Log("gossip universe " + network_->ToHex() + " dropped for " + core_->network()->ToHex() +
+          (*network_ == *core_->network() ? " (a fresh replica of it)" : "") +
           ": what it held is forgotten here");
     }
     network_ = core_->network();
+    joins_ = core_->joins();
   }
 }
 

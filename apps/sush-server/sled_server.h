@@ -174,6 +174,7 @@ class SledServer {
   std::unique_ptr<rack::HostPort> port_;
   std::unique_ptr<rack::Sled> sled_;
   std::optional<rack::NetworkId> network_;  // the core's, as of the last Pump
+  uint64_t joins_ = 0;                      // the core's joins(), as of the last Pump
   sush_net::SledNotes notes_;
   // This sled's terminal statuses gossip has not carried to a peer yet, with
   // the node's sessions_ok count past which it has (see ShipStatuses).

@@ -8,15 +8,17 @@ Status HostPort::Send(Bytes payload) {
   return Ok();
 }
 
-GossipFeed FeedOf(const gossip::Replica& replica, const itc::Version& checkpoint) {
-  gossip::Observation seen = replica.Observe(checkpoint);
-  return GossipFeed{replica.network(), std::move(seen.messages), std::move(seen.checkpoint),
-                    replica.ceiling(), replica.party() ? replica.party()->Encode() : Bytes{}};
+GossipFeed FeedOf(const gossip::Host& host, const itc::Version& checkpoint) {
+  return host.ReadWithGeneration([&](const gossip::Replica& replica, uint64_t generation) {
+    gossip::Observation seen = replica.Observe(checkpoint);
+    return GossipFeed{
+        replica.network(),        generation,
+        std::move(seen.messages), std::move(seen.checkpoint),
+        replica.ceiling(),        replica.party() ? replica.party()->Encode() : Bytes{}};
+  });
 }
 
-GossipFeed HostPort::Read(const itc::Version& checkpoint) {
-  return host_.Read([&](const gossip::Replica& replica) { return FeedOf(replica, checkpoint); });
-}
+GossipFeed HostPort::Read(const itc::Version& checkpoint) { return FeedOf(host_, checkpoint); }
 
 std::vector<Output> Sled::Handle(const Input& input) {
   std::vector<Output> rest;
@@ -31,15 +33,20 @@ std::vector<Output> Sled::Deliver(TimePoint now) {
 }
 
 void Sled::DeliverInto(TimePoint now, std::vector<Output>& rest) {
-  // A second read only after a universe change: its messages, from zero.
+  // A second read only after a universe change: its messages, from zero. A
+  // change is told by the generation, not the network alone: the host may
+  // drop a universe and come back to it between two reads (a bootstrap that
+  // lost, then one that won), with a fresh replica that holds none of what
+  // the core sent meanwhile (its announcement, its markers).
   for (int attempt = 0; attempt < 2; ++attempt) {
     GossipFeed feed = gossip_.Read(checkpoint_);
     ceiling_ = feed.ceiling;
-    if (!joined_ || feed.network != network_) {
+    if (!joined_ || feed.network != network_ || feed.generation != generation_) {
       drain_now_ = joined_;  // a bootstrap delivered the winner's whole set
       joined_ = true;
       drained_ = false;
       network_ = feed.network;
+      generation_ = feed.generation;
       checkpoint_ = itc::Version{};
       sessions_at_join_ = gossip_.sessions_completed();
       joined_at_ = now;

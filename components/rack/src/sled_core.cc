@@ -607,8 +607,10 @@ void SledCore::OnTick(const TimerTick& input) {
   std::erase_if(used_nonces_, [&](const auto& entry) { return entry.second <= now_; });
   AgeUnchained();
   // Announced again while the sled has not heard its own announcement back
-  // (kReannounceAfter): one lost in a universe's first moments (a peer's
-  // bootstrap racing it) left the sled out of every sled's list for good.
+  // (kReannounceAfter). The loss this was first added for had another cause
+  // (a host back in a network it left, unseen by Sled: fixed there); this
+  // stays as the net under any other, since one lost announcement leaves
+  // the sled out of every sled's list for good.
   const bool unheard = announced_ && !sleds_.contains(config_.identity.baseboard) &&
                        now_ - announced_at_ >= kReannounceAfter;
   if ((!announced_ || unheard) && network_) {
@@ -627,6 +629,7 @@ void SledCore::OnTick(const TimerTick& input) {
 void SledCore::OnJoined(const Joined& input) {
   if (network_) ForgetUniverse();
   network_ = input.network;
+  ++joins_;
   drained_ = false;
   announced_ = false;
   birth_.reset();

@@ -120,5 +120,41 @@ TEST_F(SledTest, AJobWhoseOutputFolderExistsIsAnErrorAndDoesNotRun) {
   EXPECT_EQ(core_->running_jobs(), 0u);
 }
 
+// The announcements of `baseboard` the host's replica holds now.
+int AnnouncementsIn(const gossip::Host& host, const std::string& baseboard) {
+  return host.Read([&](const gossip::Replica& replica) {
+    int n = 0;
+    for (const gossip::Message& m : replica.Observe(itc::Version{}).messages) {
+      auto message = Decode(m.payload);
+      const auto* a = message ? std::get_if<VersionAnnouncement>(&*message) : nullptr;
+      n += a != nullptr && a->baseboard == baseboard;
+    }
+    return n;
+  });
+}
+
+// The host drops its universe and comes back to it between two reads of the
+// sled (a bootstrap that lost, then one that won: seen in the rack test's
+// cold starts): the fresh replica of the same network holds none of what the
+// core sent before. The sled takes it for the new universe it is, so the
+// core joins it and announces itself there. Before, the sled compared
+// networks only, and the sled stayed out of every sled's list.
+TEST_F(SledTest, AReturnToTheSameNetworkIsJoinedAsANewUniverse) {
+  const std::string me = "913-0000019:BRM1";
+  ASSERT_EQ(AnnouncementsIn(host_, me), 1);
+  ASSERT_EQ(core_->joins(), 1u);
+  const NetworkId network = host_.network();
+  SeededRng other(11);
+  ASSERT_TRUE(host_.Adopt(gossip::Replica::Seed(other)).has_value());
+  ASSERT_TRUE(host_.Adopt(gossip::Replica::Fresh(network, itc::Party::Seed())).has_value());
+  ASSERT_EQ(AnnouncementsIn(host_, me), 0);
+  now_ += std::chrono::milliseconds(150);  // one tick; the re-announcement waits 2 s
+  Pump({});
+  EXPECT_EQ(core_->joins(), 2u);
+  EXPECT_EQ(core_->network(), network);
+  EXPECT_EQ(AnnouncementsIn(host_, me), 1);
+  EXPECT_TRUE(core_->known_sleds().contains(me));
+}
+
 }  // namespace
 }  // namespace once::rack

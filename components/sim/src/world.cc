@@ -425,8 +425,7 @@ struct World::Impl {
       return Ok();
     }
     rack::GossipFeed Read(const itc::Version& checkpoint) override {
-      return s_.life->host->Read(
-          [&](const gossip::Replica& replica) { return rack::FeedOf(replica, checkpoint); });
+      return rack::FeedOf(*s_.life->host, checkpoint);
     }
     Status PersistIdentity(const itc::Version& tick_floor) override {
       return s_.life->host->PersistAbove(tick_floor);

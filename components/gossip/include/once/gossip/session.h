@@ -92,6 +92,15 @@ class Host {
     std::lock_guard lock(mu_);
     return f(replica_);
   }
+  // Runs `f(const Replica&, uint64_t generation)` under the host's lock. The
+  // generation counts the universes this host adopted: a return to a network
+  // it held before (a fresh replica, another party, none of the own messages
+  // sent in between) is a new generation though the network is the same.
+  template <class F>
+  auto ReadWithGeneration(F&& f) const {
+    std::lock_guard lock(mu_);
+    return f(replica_, generation_);
+  }
 
   // ---- for the session layer ----
   struct Begun {

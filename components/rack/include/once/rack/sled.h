@@ -41,14 +41,15 @@ namespace once::rack {
 // What the gossip replica holds past a checkpoint.
 struct GossipFeed {
   NetworkId network;
+  uint64_t generation = 0;                // gossip::Host's: a re-adoption of `network` differs
   std::vector<gossip::Message> messages;  // in causal delivery order
   itc::Version checkpoint;                // to read from next time
   itc::Version ceiling;                   // the replica's ceiling
   Bytes party;                            // the replica's party (encoded); empty: none
 };
-// What `replica` holds past `checkpoint` (every GossipPort over a
-// gossip::Host reads through this, under the host's lock).
-GossipFeed FeedOf(const gossip::Replica& replica, const itc::Version& checkpoint);
+// What `host`'s replica holds past `checkpoint`, read under the host's lock
+// (every GossipPort over a gossip::Host reads through this).
+GossipFeed FeedOf(const gossip::Host& host, const itc::Version& checkpoint);
 
 // The core's view of its gossip layer.
 class GossipPort {
@@ -125,6 +126,7 @@ class Sled {
   bool drained_ = false;
   bool drain_now_ = false;
   NetworkId network_;
+  uint64_t generation_ = 0;
   itc::Version checkpoint_;
   itc::Version ceiling_;
   uint64_t sessions_at_join_ = 0;

@@ -320,6 +320,9 @@ class SledCore {
 
   // ---- the boundary, for operators ----
   const std::optional<NetworkId>& network() const { return network_; }
+  // Universes joined in this life (Joined inputs), a return to the same
+  // network included.
+  uint64_t joins() const { return joins_; }
   const BoundaryRecord& boundary() const { return record_; }  // meaningless when untrusted
   // Bumped by every change of the in-memory record (written or not): what an
   // observer derives from boundary() is current while this is unchanged.
@@ -471,6 +474,7 @@ class SledCore {
 
   // The boundary.
   std::optional<NetworkId> network_;
+  uint64_t joins_ = 0;
   BoundaryRecord record_;
   uint64_t record_revision_ = 0;
   bool trusted_ = true;
