@@ -611,10 +611,9 @@ void SledCore::OnTick(const TimerTick& input) {
   // (a host back in a network it left, unseen by Sled: fixed there); this
   // stays as the net under any other, since one lost announcement leaves
   // the sled out of every sled's list for good.
-  const bool unheard = announced_ && !sleds_.contains(config_.identity.baseboard) &&
-                       now_ - announced_at_ >= kReannounceAfter;
-  if ((!announced_ || unheard) && network_) {
-    announced_ = true;
+  const bool due = !announced_at_ || (!sleds_.contains(config_.identity.baseboard) &&
+                                      now_ - *announced_at_ >= kReannounceAfter);
+  if (due && network_) {
     announced_at_ = now_;
     Send(VersionAnnouncement{config_.identity.baseboard,
                              config_.identity.cubby.value_or(kCubbyUnknown),
@@ -631,7 +630,7 @@ void SledCore::OnJoined(const Joined& input) {
   network_ = input.network;
   ++joins_;
   drained_ = false;
-  announced_ = false;
+  announced_at_.reset();
   birth_.reset();
   join_frontier_.reset();
   pending_marker_.reset();

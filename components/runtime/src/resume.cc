@@ -56,10 +56,13 @@ Result<RunOutcome> Runtime::Deliver(std::string_view id, std::string_view topic,
   return ResumeImpl(id, "", options, extras);
 }
 
-bool Runtime::AcquiresFirst(const RunOptions& options, const ResumeExtras& extras) const {
-  const bool token_known = (extras.acquire_first && extras.expect_fence) || options.park_fence;
-  return token_known && options.fence_if_parked_at && !extras.log_in_hand &&
-         store_.Supports(Capability::kAcquireFenceIfReadTail);
+std::optional<int64_t> Runtime::FirstAcquireToken(const RunOptions& options,
+                                                  const ResumeExtras& extras) const {
+  if (!options.fence_if_parked_at || extras.log_in_hand ||
+      !store_.Supports(Capability::kAcquireFenceIfReadTail)) {
+    return std::nullopt;
+  }
+  return extras.acquire_first && extras.expect_fence ? extras.expect_fence : options.park_fence;
 }
 
 // A caller's log: ascending, contiguous, this execution's.
@@ -95,10 +98,8 @@ Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view pri
   // Acquire-first: the token comes before any read, with the whole log.
   std::optional<internal::Fenced> fenced_first;
   std::optional<OwnRowWatch> watch;
-  if (AcquiresFirst(options, extras)) {
-    const std::optional<int64_t> expect =
-        extras.expect_fence ? extras.expect_fence : options.park_fence;
-    ONCE_ASSIGN_OR_RETURN(fenced_first, fence.ForResume(id, log, options, Owner(), budget, expect));
+  if (std::optional<int64_t> first = FirstAcquireToken(options, extras)) {
+    ONCE_ASSIGN_OR_RETURN(fenced_first, fence.ForResume(id, log, options, Owner(), budget, first));
     watch.emplace(*this, fenced_first->owner_recorded);
   } else if (extras.log_in_hand) {
     log = std::move(*extras.log_in_hand);

@@ -378,16 +378,20 @@ class ChildrenTest : public RuntimeTest {
       return v;
     }));
   }
+  // "parent": starts child "k" with x = 21 and returns what it returns.
+  void RegisterParent(Runtime& rt) {
+    ASSERT_TRUE(rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(ctx.StartChild("child", "k", Json{{"x", 21}}));
+      ONCE_ASSIGN_OR_RETURN(Json v, ctx.AwaitChild("k"));
+      return v;
+    }));
+  }
 };
 
 TEST_F(ChildrenTest, AwaitChildParksAndTheChildsCompletionResumesTheParent) {
   Runtime rt(store_, clock_);
   RegisterChild(rt);
-  ASSERT_TRUE(rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
-    ONCE_RETURN_IF_ERROR(ctx.StartChild("child", "k", Json{{"x", 21}}));
-    ONCE_ASSIGN_OR_RETURN(Json v, ctx.AwaitChild("k"));
-    return v;
-  }));
+  RegisterParent(rt);
   Result<RunOutcome> out = rt.Start("parent", "p", Json::object());
   ASSERT_TRUE(out) << out.error().ToString();
   EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
@@ -414,11 +418,7 @@ TEST_F(ChildrenTest, AwaitChildParksAndTheChildsCompletionResumesTheParent) {
 TEST_F(ChildrenTest, AReplayedStartOfAChildFencedSinceTakesItAsStarted) {
   Runtime rt(store_, clock_);
   RegisterChild(rt);
-  ASSERT_TRUE(rt.Register("parent", [](Context& ctx, const Json&) -> Result<Json> {
-    ONCE_RETURN_IF_ERROR(ctx.StartChild("child", "k", Json{{"x", 21}}));
-    ONCE_ASSIGN_OR_RETURN(Json v, ctx.AwaitChild("k"));
-    return v;
-  }));
+  RegisterParent(rt);
   // The child as the crashed parent's first run left it, then claimed.
   store::AppendRequest started{.execution_id = "p/k", .expected_next = 1};
   started.events.push_back(events::KernelEvent(

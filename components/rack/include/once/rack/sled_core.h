@@ -457,8 +457,8 @@ class SledCore {
   BoundaryStore& store_;
   TimePoint now_{};
   std::optional<TimePoint> started_at_;
-  bool announced_ = false;
-  TimePoint announced_at_{};  // when the last VersionAnnouncement was sent
+  // When the last VersionAnnouncement in this universe was sent; none yet.
+  std::optional<TimePoint> announced_at_;
   itc::Version frontier_;
   std::optional<Session> active_;
   std::map<JobId, Running> running_;

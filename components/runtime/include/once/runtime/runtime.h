@@ -427,8 +427,10 @@ class Runtime {
   Result<RunOutcome> ResumeImpl(std::string_view id, std::string_view principal,
                                 const RunOptions& options, const ResumeExtras& extras);
   static Status CheckLogInHand(std::string_view id, std::span<const Envelope> log);
-  // Whether this resume takes its fence before reading (see acquire_first).
-  bool AcquiresFirst(const RunOptions& options, const ResumeExtras& extras) const;
+  // The park's token when this resume takes its fence before reading (see
+  // acquire_first, RunOptions::park_fence); nullopt: it reads first.
+  std::optional<int64_t> FirstAcquireToken(const RunOptions& options,
+                                           const ResumeExtras& extras) const;
   Result<RunOutcome> Redrive(std::string_view id, int64_t token, bool owner_recorded,
                              std::vector<Envelope> log);
   Result<RunOutcome> RedriveUnfenced(std::string_view id);
