@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The app's allocator setting is in force (allocator_settings.h): loom
+# The app's allocator setting is in force (once/allocator/settings.h): loom
 # re-executes itself with tcmalloc's transfer batch raised, and keeps a value
 # the caller set.
 set -euo pipefail

@@ -95,8 +95,8 @@
 #include <mutex>
 #include <thread>
 
-#include "allocator_settings.h"
 #include "loom_app.h"
+#include "once/allocator/settings.h"
 #include "once/orchestration/app.h"
 #include "once/runtime/runtime.h"
 #include "once/store/wrapper.h"
@@ -915,7 +915,7 @@ int RunBench(const BenchOptions& options) {
       "loom bench: {} executions per run, {} in flight, median of {} runs (each after {} untimed); "
       "allocator {}\n",
       options.executions, options.concurrency, options.runs, options.warm_up_runs,
-      AllocatorDescription());
+      allocator::Description());
   for (const auto& backend : options.backends) {
     std::optional<SharedStore> shared;
     if (options.preload > 0) {

@@ -11,15 +11,15 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
-#include "allocator_settings.h"
 #include "chaos.h"
 #include "cli.h"
 #include "loom_app.h"
+#include "once/allocator/settings.h"
 #include "serve.h"
 
 int main(int argc, char** argv) {
   using namespace once::loom_app;
-  ApplyAllocatorSettings(argv);
+  once::allocator::ApplySettings(argv);
   CLI::App app{"loom: durable workflows that run at most once"};
   app.require_subcommand(1);
   // The store flags and --json may follow the subcommand (fallthrough).

@@ -4,12 +4,14 @@
 
 #include "cpu.h"
 
+#include <fcntl.h>
 #include <libpq-fe.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -98,6 +100,15 @@ double PostgresServerCpu::Seconds() const {
     if (!IsAutovacuum(pid)) total += stat->cpu_s;
   }
   return total;
+}
+
+void PerfControl(const char* fifo_env, const char* command) {
+  const char* fifo = std::getenv(fifo_env);
+  if (fifo == nullptr) return;
+  const int fd = open(fifo, O_WRONLY);
+  if (fd < 0) return;
+  (void)!write(fd, command, std::strlen(command));
+  close(fd);
 }
 
 }  // namespace once::bench

@@ -1,5 +1,6 @@
 // CPU accounting shared by the benchmarks: this process through getrusage,
-// a local PostgreSQL server through /proc.
+// a local PostgreSQL server through /proc, and perf's sampling switched on
+// for a timed span only.
 
 #pragma once
 
@@ -11,6 +12,13 @@ namespace once::bench {
 
 // CPU seconds (user + system) of this process, all threads.
 double ProcessCpuSeconds();
+
+// Tells `perf record -D -1 --control fifo:<fifo>` to start or stop sampling
+// ("enable\n", "disable\n") when the environment variable `fifo_env` names
+// the fifo; does nothing otherwise. So a profile covers a benchmark's timed
+// span only, not the setup around it. Writes with open/write, no stdio: a
+// FILE buffer would be a heap block inside the span it brackets.
+void PerfControl(const char* fifo_env, const char* command);
 // CPU seconds of the PostgreSQL server behind `conn_url`: its postmaster and
 // every child (backends, WAL writer, checkpointer) but autovacuum workers
 // (they run when the server decides, so they would land on either side of a

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cpu.h"
 #include "once/gossip/session.h"
 
 namespace {
@@ -129,15 +130,7 @@ std::pair<std::unique_ptr<Host>, std::unique_ptr<Host>> Build(const Shape& s, Re
 
 // With GOSSIP_BENCH_PERF_CTL=<fifo> (perf record -D -1 --control fifo:<fifo>),
 // perf samples the timed sessions only, not the setup that builds each pair.
-void PerfControl(const char* command) {
-  static const char* fifo = std::getenv("GOSSIP_BENCH_PERF_CTL");
-  if (!fifo) return;
-  // open/write, not stdio: a FILE buffer would be a heap block in the timed span.
-  const int fd = open(fifo, O_WRONLY);
-  if (fd < 0) return;
-  (void)!write(fd, command, std::strlen(command));
-  close(fd);
-}
+void PerfControl(const char* command) { bench::PerfControl("GOSSIP_BENCH_PERF_CTL", command); }
 
 // glibc defers sorting freed chunks to the next allocation it cannot serve
 // from its caches; settle what setup and checks freed before timing starts.

@@ -26,7 +26,9 @@
 // RawRates). --profile-store adds the event store's per-method calls and
 // mean latency over the firing (store_<Method>_calls / _ms_avg). On PostgreSQL
 // the WAL written from T to the last resume is reported (fire_wal_bytes,
-// fire_wal_mb_per_s) beside the disk's raw_write_mb_per_s.
+// fire_wal_mb_per_s) beside the disk's raw_write_mb_per_s. With
+// TIMER_BENCH_PERF_CTL=<fifo> (perf record -D -1 --control fifo:<fifo>), perf
+// samples the firing only (from T to the last resume), not the setup.
 //
 // Output: one machine-readable line
 //   timer-bench backend=... timers=... p50_ms=... p99_ms=... max_ms=... fired_per_s=...
@@ -52,6 +54,7 @@
 #include <vector>
 
 #include "cpu.h"
+#include "once/allocator/settings.h"
 #include "once/base/clock.h"
 #include "once/base/rng.h"
 #include "once/orchestration/runtime_waker.h"
@@ -283,6 +286,14 @@ std::optional<bench::PostgresServerCpu> ServerCpuOf(const Options& o) {
   Result<bench::PostgresServerCpu> found = bench::PostgresServerCpu::Find(o.url);
   if (!found) return std::nullopt;
   return *found;
+}
+
+// tcmalloc's transfer batch in force: the variable's value, tcmalloc's
+// default 32 when unset, "-" on another allocator.
+std::string TransferBatchInForce() {
+  if (!allocator::Description().starts_with("tcmalloc")) return "-";
+  const char* value = std::getenv(allocator::kTransferObjectsVariable);
+  return value != nullptr ? value : "32";
 }
 
 double LoadAverage1() {
@@ -539,11 +550,13 @@ int Run(const Options& o) {
   double server_cpu_at_t = server_cpu ? server_cpu->Seconds() : 0;
   const int64_t wal_at_t = o.backend == "postgres" ? PostgresWalBytes(o.url) : -1;
   runtime::CommitterStats commits_at_t = rt.commit_stats();
+  bench::PerfControl("TIMER_BENCH_PERF_CTL", "enable\n");
   auto store_at_t = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
   int64_t deadline_ms = t_ms + o.wait_ms_max;
   while (waker.resumed() < parked && clock.NowUnixMillis() < deadline_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  bench::PerfControl("TIMER_BENCH_PERF_CTL", "disable\n");
   double load_after = LoadAverage1();
   double client_fire_cpu_s = bench::ProcessCpuSeconds() - client_cpu_at_t;
   double server_fire_cpu_s = server_cpu ? server_cpu->Seconds() - server_cpu_at_t : 0;
@@ -653,6 +666,7 @@ int Run(const Options& o) {
       {"raw_fsync_per_s", raw.fsync_per_s >= 0 ? fixed(raw.fsync_per_s, 0) : "none"},
       {"raw_write_mb_per_s", raw.write_mb_per_s >= 0 ? fixed(raw.write_mb_per_s, 1) : "none"},
       {"raw_commit_per_s", raw.commit_per_s >= 0 ? fixed(raw.commit_per_s, 0) : "none"},
+      {"tcmalloc_transfer_num_obj", TransferBatchInForce()},
   };
   // Over the firing, per event-store method: calls and mean latency.
   for (const auto& [method, after] : store_after) {
@@ -675,6 +689,9 @@ int Run(const Options& o) {
 }  // namespace once::bench
 
 int main(int argc, char** argv) {
+  // The allocator settings of the programs we ship (loom's), which a program
+  // that embeds the runtime gets by the same call.
+  once::allocator::ApplySettings(argv);
   once::bench::Options o;
   CLI::App app{"timer_bench: lateness of timers due at one instant"};
   app.add_option("--backend", o.backend, "memory | sqlite | postgres")

@@ -147,7 +147,9 @@ Status Runtime::PrepareResumedRun(RunState& run, std::string_view id, ExecutionS
                                   const Def& def, std::string actor, std::vector<Envelope> log,
                                   const internal::Fenced& fenced, const RunOptions& options,
                                   const ResumeExtras& extras) {
-  const Envelope park = *FindOpenPark(log);
+  // A reference into the log: moving the log into the run below keeps its
+  // elements where they are, and nothing is added to it before the last use.
+  const Envelope& park = *FindOpenPark(log);
   Answer answer;
   if (extras.topic) {
     answer = Answer{*FindWait(park, "message", "topic", *extras.topic), extras.message};
@@ -171,7 +173,8 @@ Status Runtime::PrepareResumedRun(RunState& run, std::string_view id, ExecutionS
     run.pending.push_back(run.Kernel(KernelKind::kMessageConsumed,
                                      Json{{"topic", *extras.topic}, {"message", extras.message}}));
   }
-  Json payload{{"park_seq", park.sequence}, {"wait", answer.wait}, {"value", answer.value}};
+  Json payload = events::JsonObject("park_seq", park.sequence, "wait", std::move(answer.wait),
+                                    "value", std::move(answer.value));
   if (!run.principal.empty()) payload["by"] = run.principal;
   Envelope resumed = run.Kernel(KernelKind::kExecutionResumed, std::move(payload));
   resumed.sequence = run.head + 1 + static_cast<int64_t>(run.pending.size());

@@ -1,13 +1,13 @@
-#include "allocator_settings.h"
+#include "once/allocator/settings.h"
 
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 
-namespace once::loom_app {
+namespace once::allocator {
 
-void ApplyAllocatorSettings(char** argv) {
+void ApplySettings(char** argv) {
 #ifdef ONCE_MALLOC_TCMALLOC
   if (std::getenv(kTransferObjectsVariable) != nullptr) return;  // set by the caller, or by us
   std::string value = std::to_string(kTransferObjectsMax);
@@ -18,7 +18,7 @@ void ApplyAllocatorSettings(char** argv) {
 #endif
 }
 
-std::string AllocatorDescription() {
+std::string Description() {
 #ifdef ONCE_MALLOC_TCMALLOC
   const char* transfer = std::getenv(kTransferObjectsVariable);
   return std::string("tcmalloc, ") + kTransferObjectsVariable + "=" +
@@ -28,4 +28,4 @@ std::string AllocatorDescription() {
 #endif
 }
 
-}  // namespace once::loom_app
+}  // namespace once::allocator
