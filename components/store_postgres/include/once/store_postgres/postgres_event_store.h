@@ -147,11 +147,16 @@ struct PostgresAcquireStats {
 };
 
 // Acquires (AcquireFence, AcquireFenceIf, AcquireFenceIfReadTail) in one
-// group transaction at most. 64 is the runtime throughput harness's
-// executions in flight (one wave of resumes fits one commit) and bounds a
-// group's pipeline (at most 4 statements per acquire) and the time its rows
-// stay locked; larger waves take several groups, one after another.
-inline constexpr size_t kAcquireGroupMax = 64;
+// group transaction at most. 128 is two of a timer service's batches of
+// wakes (TimerServiceOptions::wake_batch_max, 64): while one group runs, the
+// batches of two firing threads gather into the next, one pipeline and one
+// commit (64 before 2026-12-03: a burst of 100,000 timers on PostgreSQL woke
+// with a lower p99 and less CPU at 128, BENCHMARKS.md "Timers in bursts").
+// It is more than the runtime throughput harness's 64 executions in flight
+// (one wave of resumes fits one commit), and bounds a group's pipeline (at
+// most 4 statements per acquire) and the time its rows stay locked; larger
+// waves take several groups, one after another.
+inline constexpr size_t kAcquireGroupMax = 128;
 
 // ReadRange calls answered by one grouped statement at most: one wave of the
 // harness's 64 executions; the rows of a group are at most kReadGroupMax *
