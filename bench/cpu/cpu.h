@@ -19,6 +19,7 @@ double ProcessCpuSeconds();
 // span only, not the setup around it. Writes with open/write, no stdio: a
 // FILE buffer would be a heap block inside the span it brackets.
 void PerfControl(const char* fifo_env, const char* command);
+
 // CPU seconds of the PostgreSQL server behind `conn_url`: its postmaster and
 // every child (backends, WAL writer, checkpointer) but autovacuum workers
 // (they run when the server decides, so they would land on either side of a
