@@ -288,13 +288,8 @@ std::optional<bench::PostgresServerCpu> ServerCpuOf(const Options& o) {
   return *found;
 }
 
-// tcmalloc's transfer batch in force: the variable's value, tcmalloc's
-// default 32 when unset, "-" on another allocator.
-std::string TransferBatchInForce() {
-  if (!allocator::Description().starts_with("tcmalloc")) return "-";
-  const char* value = std::getenv(allocator::kTransferObjectsVariable);
-  return value != nullptr ? value : "32";
-}
+// Names the fifo of `perf record --control` that samples the firing only.
+constexpr char kPerfControlVariable[] = "TIMER_BENCH_PERF_CTL";
 
 double LoadAverage1() {
   double load = -1;
@@ -550,13 +545,13 @@ int Run(const Options& o) {
   double server_cpu_at_t = server_cpu ? server_cpu->Seconds() : 0;
   const int64_t wal_at_t = o.backend == "postgres" ? PostgresWalBytes(o.url) : -1;
   runtime::CommitterStats commits_at_t = rt.commit_stats();
-  bench::PerfControl("TIMER_BENCH_PERF_CTL", "enable\n");
+  bench::PerfControl(kPerfControlVariable, "enable\n");
   auto store_at_t = profiled ? profiled->Snapshot() : std::map<std::string, store::MethodStats>{};
   int64_t deadline_ms = t_ms + o.wait_ms_max;
   while (waker.resumed() < parked && clock.NowUnixMillis() < deadline_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  bench::PerfControl("TIMER_BENCH_PERF_CTL", "disable\n");
+  bench::PerfControl(kPerfControlVariable, "disable\n");
   double load_after = LoadAverage1();
   double client_fire_cpu_s = bench::ProcessCpuSeconds() - client_cpu_at_t;
   double server_fire_cpu_s = server_cpu ? server_cpu->Seconds() - server_cpu_at_t : 0;
@@ -666,7 +661,7 @@ int Run(const Options& o) {
       {"raw_fsync_per_s", raw.fsync_per_s >= 0 ? fixed(raw.fsync_per_s, 0) : "none"},
       {"raw_write_mb_per_s", raw.write_mb_per_s >= 0 ? fixed(raw.write_mb_per_s, 1) : "none"},
       {"raw_commit_per_s", raw.commit_per_s >= 0 ? fixed(raw.commit_per_s, 0) : "none"},
-      {"tcmalloc_transfer_num_obj", TransferBatchInForce()},
+      {"tcmalloc_transfer_num_obj", allocator::TransferObjectsInForce()},
   };
   // Over the firing, per event-store method: calls and mean latency.
   for (const auto& [method, after] : store_after) {

@@ -18,11 +18,20 @@ void ApplySettings(char** argv) {
 #endif
 }
 
+std::string TransferObjectsInForce() {
+#ifdef ONCE_MALLOC_TCMALLOC
+  const char* transfer = std::getenv(kTransferObjectsVariable);
+  return transfer != nullptr ? transfer : std::to_string(kTransferObjectsDefault);
+#else
+  return "-";
+#endif
+}
+
 std::string Description() {
 #ifdef ONCE_MALLOC_TCMALLOC
   const char* transfer = std::getenv(kTransferObjectsVariable);
   return std::string("tcmalloc, ") + kTransferObjectsVariable + "=" +
-         (transfer != nullptr ? transfer : "unset (32)");
+         (transfer != nullptr ? transfer : "unset (" + TransferObjectsInForce() + ")");
 #else
   return "system (glibc)";
 #endif

@@ -32,6 +32,7 @@ namespace once::allocator {
 
 inline constexpr const char* kTransferObjectsVariable = "TCMALLOC_TRANSFER_NUM_OBJ";
 inline constexpr int kTransferObjectsMax = 4096;
+inline constexpr int kTransferObjectsDefault = 32;  // tcmalloc's, when the variable is unset
 
 // Returns when the settings are in force (or cannot be applied: an exec that
 // fails leaves the process running with tcmalloc's defaults).
@@ -40,5 +41,9 @@ void ApplySettings(char** argv);
 // The allocator in force, for reports: "tcmalloc, TCMALLOC_TRANSFER_NUM_OBJ=4096"
 // or "system (glibc)".
 std::string Description();
+
+// tcmalloc's transfer batch in force, for key=value reports: the variable's
+// value, tcmalloc's default when it is unset, or "-" without tcmalloc.
+std::string TransferObjectsInForce();
 
 }  // namespace once::allocator
