@@ -11,6 +11,7 @@
 
 #include "once/runtime/log_view.h"
 #include "once/runtime/runtime.h"
+#include "once/store_postgres/postgres_event_store.h"
 #include "ops.h"
 
 namespace once::loom_app {
@@ -76,10 +77,23 @@ struct RawEvent {
   std::string kind, payload, metadata;
   int64_t offset_ms = 0;  // from the log's first event
 };
-struct RawTemplate {
+// PostgreSQL's stored row (schema 6, kPostgresEventRowColumns): a run of
+// one append's events, the first and the last in columns, the ones between
+// in `rest`.
+struct RawRow {
   std::vector<RawEvent> events;
+};
+struct RawTemplate {
+  std::vector<RawEvent> events;        // SQLite: one row each
+  std::vector<RawRow> rows;            // PostgreSQL
   std::optional<int64_t> fence_token;  // its fences row, if it has one
 };
+
+int64_t EventCount(const RawTemplate& t) {
+  int64_t n = int64_t(t.events.size());
+  for (const RawRow& row : t.rows) n += int64_t(row.events.size());
+  return n;
+}
 
 // The template's own id inside its payloads and metadata (none is expected;
 // replaced all the same so a copy never names its template).
@@ -215,8 +229,7 @@ Status PreloadSqlite(const std::string& path, int64_t n, int64_t now_ms, Preload
     int64_t last = std::min(n, first + kPreloadChunk);
     ONCE_RETURN_IF_ERROR(
         SqliteChunk(db.get(), insert.get(), fence.get(), templates, first, last, n, now_ms));
-    f.events +=
-        int64_t(templates[0].events.size() + templates[1].events.size()) * (last - first) / 2;
+    f.events += (EventCount(templates[0]) + EventCount(templates[1])) * (last - first) / 2;
   }
   f.write_s = SecondsSince(t0);
   auto t1 = Steady::now();
@@ -268,27 +281,63 @@ Result<PgRes> PgQuery(PGconn* c, const std::string& sql, std::vector<std::string
   return r;
 }
 
+// The events between the first and the last of a stored row, from its
+// `rest` text ([[kind, payload, metadata, time_ms], ...]).
+Result<std::vector<RawEvent>> RestEvents(std::string_view rest, int64_t first_sequence,
+                                         std::string_view id, int64_t first_ms) {
+  store::Json between = store::Json::parse(rest, nullptr, false);
+  if (!between.is_array())
+    return MakeError(ErrorCode::kCorruption, "preload: bad rest", std::string(id));
+  std::vector<RawEvent> out;
+  for (const store::Json& item : between) {
+    if (!item.is_array() || item.size() != 4 || !item[0].is_string() ||
+        !item[3].is_number_integer()) {
+      return MakeError(ErrorCode::kCorruption, "preload: bad rest event", std::string(id));
+    }
+    out.push_back(RawEvent{.sequence = first_sequence + 1 + int64_t(out.size()),
+                           .kind = item[0].get<std::string>(),
+                           .payload = Renamed(item[1].dump(), id, "{id}"),
+                           .metadata = Renamed(item[2].dump(), id, "{id}"),
+                           .offset_ms = item[3].get<int64_t>() - first_ms});
+  }
+  return out;
+}
+
 Result<RawTemplate> PgTemplate(PGconn* c, const char* id) {
   RawTemplate t;
-  ONCE_ASSIGN_OR_RETURN(PgRes rows, PgQuery(c,
-                                            "SELECT sequence, kind, payload, metadata, time_ms "
-                                            "FROM events WHERE execution_id = $1 ORDER BY sequence",
-                                            {id}));
-  int64_t first_ms = 0;
-  for (int r = 0; r < PQntuples(rows.get()); ++r) {
-    RawEvent e{.sequence = std::stoll(PQgetvalue(rows.get(), r, 0)),
-               .kind = PQgetvalue(rows.get(), r, 1),
-               .payload = Renamed(PQgetvalue(rows.get(), r, 2), id, "{id}"),
-               .metadata = Renamed(PQgetvalue(rows.get(), r, 3), id, "{id}")};
-    int64_t at = std::stoll(PQgetvalue(rows.get(), r, 4));
-    if (r == 0) first_ms = at;
-    e.offset_ms = at - first_ms;
-    t.events.push_back(std::move(e));
+  ONCE_ASSIGN_OR_RETURN(PgRes rows,
+                        PgQuery(c,
+                                "SELECT " + std::string(store::kPostgresEventRowColumns) +
+                                    " FROM events WHERE execution_id = $1 ORDER BY sequence",
+                                {id}));
+  const PGresult* r = rows.get();
+  auto text = [&](int row, int col) { return std::string(PQgetvalue(r, row, col)); };
+  int64_t first_ms = PQntuples(r) > 0 ? std::stoll(text(0, 4)) : 0;
+  for (int row = 0; row < PQntuples(r); ++row) {
+    RawRow raw;
+    raw.events.push_back(RawEvent{.sequence = std::stoll(text(row, 0)),
+                                  .kind = text(row, 1),
+                                  .payload = Renamed(text(row, 2), id, "{id}"),
+                                  .metadata = Renamed(text(row, 3), id, "{id}"),
+                                  .offset_ms = std::stoll(text(row, 4)) - first_ms});
+    if (!PQgetisnull(r, row, 10)) {
+      ONCE_ASSIGN_OR_RETURN(std::vector<RawEvent> between,
+                            RestEvents(text(row, 10), raw.events[0].sequence, id, first_ms));
+      for (RawEvent& e : between) raw.events.push_back(std::move(e));
+    }
+    if (!PQgetisnull(r, row, 5)) {
+      raw.events.push_back(RawEvent{.sequence = std::stoll(text(row, 5)),
+                                    .kind = text(row, 6),
+                                    .payload = Renamed(text(row, 7), id, "{id}"),
+                                    .metadata = Renamed(text(row, 8), id, "{id}"),
+                                    .offset_ms = std::stoll(text(row, 9)) - first_ms});
+    }
+    t.rows.push_back(std::move(raw));
   }
   ONCE_ASSIGN_OR_RETURN(PgRes fence,
                         PgQuery(c, "SELECT token FROM fences WHERE execution_id = $1", {id}));
   if (PQntuples(fence.get()) > 0) t.fence_token = std::stoll(PQgetvalue(fence.get(), 0, 0));
-  if (t.events.empty()) return MakeError(ErrorCode::kInternal, "preload: empty template", id);
+  if (t.rows.empty()) return MakeError(ErrorCode::kInternal, "preload: empty template", id);
   return t;
 }
 
@@ -329,6 +378,48 @@ Status CopyRows(PGconn* c, const std::string& copy_sql, const std::string& rows)
   return Ok();
 }
 
+// One COPY line of the events table: the row's events as execution `id`'s,
+// their times from `base`.
+void AppendPgRow(std::string& out, const RawRow& row, const std::string& id, int64_t base) {
+  std::vector<store::EncodedEvent> events;
+  events.reserve(row.events.size());
+  for (const RawEvent& e : row.events) {
+    events.push_back(store::EncodedEvent{.sequence = e.sequence,
+                                         .kind = e.kind,
+                                         .payload_json = Renamed(e.payload, "{id}", id),
+                                         .metadata_json = Renamed(e.metadata, "{id}", id),
+                                         .time_ms = base + e.offset_ms});
+  }
+  auto field = [&](std::string_view text) {
+    out += '\t';
+    AppendCopyText(out, text);
+  };
+  const store::EncodedEvent& head = events.front();
+  out += id;
+  out += fmt::format("\t{}", head.sequence);
+  field(head.kind);
+  field(head.payload_json);
+  field(head.metadata_json);
+  out += fmt::format("\t{}", head.time_ms);
+  if (events.size() == 1) {
+    out += "\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\n";
+    return;
+  }
+  const store::EncodedEvent& tail = events.back();
+  out += fmt::format("\t{}", tail.sequence);
+  field(tail.kind);
+  field(tail.payload_json);
+  field(tail.metadata_json);
+  out += fmt::format("\t{}", tail.time_ms);
+  std::optional<std::string> rest = store::PostgresRestColumn(events);
+  if (rest) {
+    field(*rest);
+  } else {
+    out += "\t\\N";
+  }
+  out += '\n';
+}
+
 Status PgChunk(PGconn* c, const RawTemplate (&templates)[2], int64_t first, int64_t last, int64_t n,
                int64_t now_ms, std::string& events, std::string& fences) {
   events.clear();
@@ -337,20 +428,12 @@ Status PgChunk(PGconn* c, const RawTemplate (&templates)[2], int64_t first, int6
     const RawTemplate& t = templates[i % 2];
     const std::string id = PreloadId(i);
     const int64_t base = BaseTimeMs(i, n, now_ms);
-    for (const RawEvent& e : t.events) {
-      events += id;
-      events += fmt::format("\t{}\t", e.sequence);
-      AppendCopyText(events, e.kind);
-      events += '\t';
-      AppendCopyText(events, Renamed(e.payload, "{id}", id));
-      events += '\t';
-      AppendCopyText(events, Renamed(e.metadata, "{id}", id));
-      events += fmt::format("\t{}\n", base + e.offset_ms);
-    }
+    for (const RawRow& row : t.rows) AppendPgRow(events, row, id, base);
     if (t.fence_token) fences += fmt::format("{}\t{}\n", id, *t.fence_token);
   }
   ONCE_RETURN_IF_ERROR(CopyRows(
-      c, "COPY events (execution_id, sequence, kind, payload, metadata, time_ms) FROM STDIN",
+      c,
+      "COPY events (execution_id, " + std::string(store::kPostgresEventRowColumns) + ") FROM STDIN",
       events));
   if (fences.empty()) return Ok();
   return CopyRows(c, "COPY fences (execution_id, token) FROM STDIN", fences);
@@ -369,8 +452,7 @@ Status PreloadPostgres(const BackendSpec& spec, int64_t n, int64_t now_ms, Prelo
   for (int64_t first = 0; first < n; first += kPreloadChunk) {
     int64_t last = std::min(n, first + kPreloadChunk);
     ONCE_RETURN_IF_ERROR(PgChunk(c.get(), templates, first, last, n, now_ms, events, fences));
-    f.events +=
-        int64_t(templates[0].events.size() + templates[1].events.size()) * (last - first) / 2;
+    f.events += (EventCount(templates[0]) + EventCount(templates[1])) * (last - first) / 2;
   }
   f.write_s = SecondsSince(t0);
   auto t1 = Steady::now();

@@ -19,10 +19,10 @@ struct ResultFree {
 };
 using OwnedResult = std::unique_ptr<PGresult, ResultFree>;
 
-// `columns` text columns holding `rows` (a short row's missing values are
-// empty text); null if libpq refused to build it.
+// `columns` text columns holding `rows` (a short row's missing values, and
+// a value that is exactly \N, are NULL); null if libpq refused to build it.
 inline OwnedResult MakeTextResult(const std::vector<std::vector<std::string_view>>& rows,
-                                  int columns = 6) {
+                                  int columns) {
   OwnedResult res(PQmakeEmptyPGresult(nullptr, PGRES_TUPLES_OK));
   if (!res) return nullptr;
   std::vector<std::string> names;
@@ -38,11 +38,13 @@ inline OwnedResult MakeTextResult(const std::vector<std::vector<std::string_view
   if (!PQsetResultAttrs(res.get(), columns, attrs.data())) return nullptr;
   for (size_t r = 0; r < rows.size(); ++r) {
     for (int c = 0; c < columns; ++c) {
-      const std::string_view v =
-          static_cast<size_t>(c) < rows[r].size() ? rows[r][c] : std::string_view();
-      // PQsetvalue copies the bytes (and adds the terminating zero).
+      const bool null = static_cast<size_t>(c) >= rows[r].size() || rows[r][c] == "\\N";
+      const std::string_view v = null ? std::string_view() : rows[r][c];
+      // PQsetvalue copies the bytes (and adds the terminating zero); a
+      // length of -1 is NULL.
       if (!PQsetvalue(res.get(), static_cast<int>(r), c,
-                      const_cast<char*>(v.empty() ? "" : v.data()), static_cast<int>(v.size()))) {
+                      const_cast<char*>(v.empty() ? "" : v.data()),
+                      null ? -1 : static_cast<int>(v.size()))) {
         return nullptr;
       }
     }

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "once/store/validate.h"
+#include "packed_rows.h"
 #include "read_group.h"
 
 namespace once::store::pg {
@@ -36,8 +37,10 @@ void AppendSteps(const AcquireOp& op, std::vector<PipelineStep>& steps) {
   }
   steps.push_back({"fence_if_bump", "", std::move(bump)});
   if (op.read_after) {
-    steps.push_back(
-        {"fence_if_tail", "", Params().Text(op.id).Int(*op.read_after).Int(op.tail_max)});
+    // Rows, not events: one more than the events asked (packed_rows.h).
+    const int64_t rows_max =
+        op.tail_max < std::numeric_limits<int64_t>::max() ? op.tail_max + 1 : op.tail_max;
+    steps.push_back({"fence_if_tail", "", Params().Text(op.id).Int(*op.read_after).Int(rows_max)});
   }
 }
 
@@ -76,10 +79,13 @@ Result<AcquireWithTail> Verdict(AcquireOp& op, std::span<const PgResult> results
   const PGresult* r = own[2].get();
   out.tail.reserve(PQntuples(r));
   for (int i = 0; i < PQntuples(r); ++i) {
-    ONCE_ASSIGN_OR_RETURN(Envelope e,
-                          DecodeRow(op.id, IntAt(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-                                    PQgetvalue(r, i, 3), IntAt(r, i, 4)));
-    out.tail.push_back(std::move(e));
+    ONCE_RETURN_IF_ERROR(DecodeStoredRow(op.id, ReadStoredRow(r, i, 0), *op.read_after + 1,
+                                         std::numeric_limits<int64_t>::max(), [&](Envelope e) {
+                                           if (static_cast<int64_t>(out.tail.size()) <
+                                               op.tail_max) {
+                                             out.tail.push_back(std::move(e));
+                                           }
+                                         }));
   }
   return out;
 }

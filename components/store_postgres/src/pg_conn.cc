@@ -156,6 +156,25 @@ std::string TextArrayBinary(const std::vector<std::string_view>& items) {
   return out;
 }
 
+std::string NullableTextArrayBinary(const std::vector<std::optional<std::string_view>>& items) {
+  size_t body = 0;
+  bool has_null = false;
+  for (const auto& s : items) {
+    body += 4 + (s ? s->size() : 0);
+    has_null = has_null || !s;
+  }
+  std::string out = ArrayHeader(items.size(), has_null, kTextOid, body);
+  for (const auto& s : items) {
+    if (!s) {
+      PutU32(out, 0xffffffffu);  // length -1: NULL
+      continue;
+    }
+    PutU32(out, static_cast<uint32_t>(s->size()));
+    out.append(*s);
+  }
+  return out;
+}
+
 std::string IntArrayBinary(const std::vector<std::optional<int64_t>>& items) {
   return FixedArrayBinary(items, kInt8Oid, 8, [](std::string& out, int64_t v) {
     PutU64(out, static_cast<uint64_t>(v));

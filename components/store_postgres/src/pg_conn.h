@@ -56,6 +56,7 @@ std::string BoolArray(const std::vector<bool>& items);
 // (a nullopt element is NULL) and bool[]. Elements are raw bytes, so text
 // needs no escaping and the server no array literal parse.
 std::string TextArrayBinary(const std::vector<std::string_view>& items);
+std::string NullableTextArrayBinary(const std::vector<std::optional<std::string_view>>& items);
 std::string IntArrayBinary(const std::vector<std::optional<int64_t>>& items);
 std::string BoolArrayBinary(const std::vector<bool>& items);
 // tid[] (block, offset) and xid[] (32-bit transaction ids); nullopt is NULL.

@@ -9,6 +9,7 @@
 #include "acquire_group.h"
 #include "append_hints.h"
 #include "once/store/validate.h"
+#include "packed_rows.h"
 #include "pg_conn.h"
 #include "read_group.h"
 #include "sql.h"
@@ -16,6 +17,10 @@
 namespace once::store {
 
 std::string PostgresRunningOwnerSql(std::string_view alias) { return sql::RunningPredicate(alias); }
+
+std::optional<std::string> PostgresRestColumn(std::span<const EncodedEvent> row) {
+  return pg::EncodeRest(row);
+}
 
 using pg::Conn;
 using pg::IntAt;
@@ -75,42 +80,24 @@ bool IsLean(std::span<const Item> items) {
                       [](const Item& it) { return it.lock || it.exact || it.enc->suspends; });
 }
 
-// The per-event columns both append statements take, bound in this order:
-// sequence int8[], kind text[], payload text[], metadata text[], time_ms int8[].
-struct EventColumns {
-  std::vector<std::optional<int64_t>> seqs, times;
-  std::vector<std::string_view> kinds, payloads, metadata;
-
-  explicit EventColumns(size_t n) {
-    for (auto* v : {&seqs, &times}) v->reserve(n);
-    for (auto* v : {&kinds, &payloads, &metadata}) v->reserve(n);
-  }
-  void Add(const EncodedEvent& e) {
-    seqs.push_back(e.sequence);
-    kinds.push_back(e.kind);
-    payloads.push_back(e.payload_json);
-    metadata.push_back(e.metadata_json);
-    times.push_back(e.time_ms);
-  }
-  void BindTo(Params& p) const {
-    p.Binary(pg::IntArrayBinary(seqs)).Binary(pg::TextArrayBinary(kinds));
-    p.Binary(pg::TextArrayBinary(payloads)).Binary(pg::TextArrayBinary(metadata));
-    p.Binary(pg::IntArrayBinary(times));
-  }
-};
-
 size_t EventCount(std::span<const Item> items) {
   size_t n = 0;
   for (const Item& it : items) n += it.enc->events.size();
   return n;
 }
 
+// Calls add(row) for each stored row of the item's events (packed_rows.h).
+template <class Add>
+void ForEachRow(const Item& it, Add add) {
+  pg::ForEachRow(it.enc->events, add);
+}
+
 // The parameters of sql::AppendSql.
 Params AppendParams(std::span<const Item> items) {
   std::vector<std::string_view> ids;
-  std::vector<std::optional<int64_t>> fences, expected, ev_req;
+  std::vector<std::optional<int64_t>> fences, expected, row_req;
   std::vector<bool> exact, lock, suspends;
-  EventColumns events(EventCount(items));
+  pg::RowArrays rows(EventCount(items));
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     ids.push_back(it.req->execution_id);
@@ -119,25 +106,25 @@ Params AppendParams(std::span<const Item> items) {
     lock.push_back(it.lock);
     expected.push_back(it.req->expected_next);
     suspends.push_back(it.enc->suspends);
-    for (const auto& e : it.enc->events) {
-      ev_req.push_back(static_cast<int64_t>(i + 1));
-      events.Add(e);
-    }
+    ForEachRow(it, [&](std::span<const EncodedEvent> row) {
+      row_req.push_back(static_cast<int64_t>(i + 1));
+      rows.Add(row);
+    });
   }
   // Binary arrays: no escaping here, no array literal parse on the server.
   Params p;
   p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(fences));
   p.Binary(pg::BoolArrayBinary(exact)).Binary(pg::BoolArrayBinary(lock));
   p.Binary(pg::IntArrayBinary(expected)).Binary(pg::BoolArrayBinary(suspends));
-  p.Binary(pg::IntArrayBinary(ev_req));
-  events.BindTo(p);
+  p.Binary(pg::IntArrayBinary(row_req));
+  rows.BindTo(p);
   if (AnyOwned(items)) BindOwners(items, p);
   return p;
 }
 
-// The parameters of sql::LeanAppendSql: each event carries its request's
-// id, fence, expected_next and (hinted: asks not empty) fence-row version
-// hint; asks[i] is items[i]'s.
+// The parameters of sql::LeanAppendSql: each stored row carries its
+// request's id, fence, expected_next and (hinted: asks not empty) fence-row
+// version hint; asks[i] is items[i]'s.
 Params LeanParams(std::span<const Item> items, std::span<const pg::AppendHints::Ask> asks) {
   const size_t n = EventCount(items);
   std::vector<std::string_view> ids, req_ids;
@@ -145,7 +132,7 @@ Params LeanParams(std::span<const Item> items, std::span<const pg::AppendHints::
   std::vector<std::optional<uint32_t>> hint_xmin;
   std::vector<std::optional<pg::Tid>> hint_ctid;
   std::vector<bool> learn;
-  EventColumns events(n);
+  pg::RowArrays rows(n);
   req_ids.reserve(items.size());
   learn.reserve(items.size());
   ids.reserve(n);
@@ -158,19 +145,19 @@ Params LeanParams(std::span<const Item> items, std::span<const pg::AppendHints::
     const pg::FenceVersion* v = !asks.empty() && asks[i].version ? &*asks[i].version : nullptr;
     req_ids.push_back(it.req->execution_id);
     learn.push_back(!asks.empty() && asks[i].learn);
-    for (const auto& e : it.enc->events) {
+    ForEachRow(it, [&](std::span<const EncodedEvent> row) {
       ids.push_back(it.req->execution_id);
       fences.push_back(it.fence);
       expected.push_back(it.req->expected_next);
       hint_xmin.push_back(v ? std::optional(v->xmin) : std::nullopt);
       hint_ctid.push_back(v ? std::optional(pg::Tid{v->block, v->offset}) : std::nullopt);
-      events.Add(e);
-    }
+      rows.Add(row);
+    });
   }
   Params p;
   p.Binary(pg::TextArrayBinary(ids)).Binary(pg::IntArrayBinary(fences));
   p.Binary(pg::IntArrayBinary(expected));
-  events.BindTo(p);
+  rows.BindTo(p);
   p.Binary(pg::TextArrayBinary(req_ids));
   if (!asks.empty()) {
     p.Binary(pg::XidArrayBinary(hint_xmin)).Binary(pg::TidArrayBinary(hint_ctid));
@@ -228,7 +215,7 @@ Status CheckInserted(std::span<const Item> items, const std::vector<Result<int64
                      int64_t inserted) {
   int64_t expected_rows = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (out[i]) expected_rows += static_cast<int64_t>(items[i].enc->events.size());
+    if (out[i]) ForEachRow(items[i], [&](std::span<const EncodedEvent>) { ++expected_rows; });
   }
   if (inserted != expected_rows) {
     return MakeError(ErrorCode::kInternal, "append inserted " + std::to_string(inserted) +
@@ -398,9 +385,16 @@ constexpr const char* kListEndedNames[] = {"list_ended_0", "list_ended_1", "list
 std::string ListEndedSql(size_t k) {
   std::span<const std::string_view> ending = EndingKindNames();
   ONCE_CHECK_MSG(ending.size() == std::size(kListEndedNames), "one statement an ending kind");
-  return "SELECT execution_id, time_ms FROM events WHERE kind = '" + std::string(ending[k]) +
+  // An end is a row of its own (kind) or the last event of a row (end_kind):
+  // both status indexes, merged in order.
+  const std::string kind(ending[k]);
+  return "(SELECT execution_id, time_ms FROM events WHERE kind = '" + kind +
          "' AND time_ms <= $1::int8 AND (time_ms, execution_id) > ($2::int8, $3::text) "
-         "ORDER BY time_ms, execution_id LIMIT $4::int8";
+         "ORDER BY time_ms, execution_id LIMIT $4::int8) UNION ALL "
+         "(SELECT execution_id, end_time_ms FROM events WHERE end_kind = '" +
+         kind +
+         "' AND end_time_ms <= $1::int8 AND (end_time_ms, execution_id) > ($2::int8, $3::text) "
+         "ORDER BY end_time_ms, execution_id LIMIT $4::int8) ORDER BY 2, 1 LIMIT $4::int8";
 }
 
 std::vector<Statement> Statements() {
@@ -421,7 +415,7 @@ std::vector<Statement> Statements() {
       {"run_owner",
        "SELECT f.owner, f.since_ms FROM fences f WHERE f.execution_id = $1::text AND " +
            sql::RunningPredicate("f")},
-      {"head", "SELECT COALESCE(max(sequence), 0) FROM events WHERE execution_id = $1::text"},
+      {"head", "SELECT COALESCE(" + sql::HeadSql("$1::text") + ", 0)"},
       {"read_ranges", pg::ReadRangesSql()},
       {"list",
        "WITH RECURSIVE ids(id, n) AS ("
@@ -453,9 +447,13 @@ std::vector<Statement> Statements() {
        "SELECT r.ord, f.token FROM unnest($1::text[]) WITH ORDINALITY AS r(id, ord) "
        "JOIN fences f ON f.execution_id = r.id ORDER BY r.ord FOR UPDATE OF f"},
       {"fence_if_bump_many", sql::FenceIfBumpManySql()},
+      // The rows from the one that holds $2 + 1 (packed_rows.h), $3 of them.
       {"fence_if_tail",
-       "SELECT sequence, kind, payload, metadata::text, time_ms FROM events "
-       "WHERE execution_id = $1::text AND sequence > $2::int8 ORDER BY sequence LIMIT $3::int8"},
+       "SELECT " + pg::StoredRowColumns("e") +
+           " FROM events e WHERE e.execution_id = $1::text AND e.sequence >= COALESCE((SELECT "
+           "y.sequence FROM events y WHERE y.execution_id = $1::text AND y.sequence <= $2::int8 "
+           "+ 1 ORDER BY y.sequence DESC LIMIT 1), $2::int8 + 1) ORDER BY e.sequence LIMIT "
+           "$3::int8"},
       {"delete_events", "DELETE FROM events WHERE execution_id = $1::text"},
       // DeleteEnded: the ids that still ended by the cutoff; then their
       // fence rows (renewed as renew_fence does, or deleted at token 0: two
@@ -463,8 +461,9 @@ std::vector<Statement> Statements() {
       // them.
       {"ended_by_many",
        "SELECT DISTINCT execution_id FROM events WHERE execution_id = ANY($1::text[]) "
-       "AND time_ms <= $2::int8 AND kind IN (" +
-           QuotedKinds(EndingKindNames()) + ")"},
+       "AND ((time_ms <= $2::int8 AND kind IN (" +
+           QuotedKinds(EndingKindNames()) + ")) OR (end_time_ms <= $2::int8 AND end_kind IN (" +
+           QuotedKinds(EndingKindNames()) + ")))"},
       {"delete_ended_fences",
        "WITH renewed AS (UPDATE fences SET token = token, owner = NULL, since_ms = NULL "
        "WHERE execution_id = ANY($1::text[]) AND token <> 0 RETURNING 1) "
@@ -477,27 +476,25 @@ std::vector<Statement> Statements() {
       {kListEndedNames[2], ListEndedSql(2)},
       {kListEndedNames[3], ListEndedSql(3)},
       {"delete_zero_fence", "DELETE FROM fences WHERE execution_id = $1::text AND token = 0"},
-      {"copy_prefix",
-       "WITH src AS (SELECT count(*) AS n FROM events WHERE execution_id = $1::text "
-       "AND sequence BETWEEN 1 AND $3::int8), "
-       "dst AS (SELECT COALESCE(max(sequence), 0) AS head FROM events "
-       "WHERE execution_id = $2::text), "
-       "ins AS (INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms) "
-       "SELECT $2::text, e.sequence, e.kind, e.payload, e.metadata, e.time_ms FROM events e "
-       "WHERE e.execution_id = $1::text AND e.sequence BETWEEN 1 AND $3::int8 "
-       "AND (SELECT n FROM src) = $3::int8 AND (SELECT head FROM dst) = 0 RETURNING kind), "
-       "parks AS (INSERT INTO fences (execution_id, token) SELECT $2::text, 0 "
-       "WHERE EXISTS (SELECT 1 FROM ins WHERE kind = 'EXECUTION_SUSPENDED') "
-       "ON CONFLICT (execution_id) DO NOTHING) "
-       "SELECT (SELECT n FROM src), (SELECT head FROM dst), (SELECT count(*) FROM ins)"},
-      // A run row the log reads as released (a park or an end past
-      // run_from) is cleared first: the cut may remove that park or end.
-      {"truncate",
-       "WITH released AS (UPDATE fences f SET owner = NULL, since_ms = NULL, run_from = NULL "
+      // CopyPrefix: whether `to` has a log (its head), then the source's
+      // events read as a range, appended to `to` as one request.
+      // TruncatePrefixKeeping, in one transaction: a run row the log reads
+      // as released (a park or an end past run_from) is cleared first (the
+      // cut may remove that park or end); then the row that holds the cut
+      // (sequence < $2 <= its last) is read and every row before the cut
+      // deleted; the read row's events from the cut on are inserted again
+      // as rows of their own (insert_rows).
+      {"release_before_cut",
+       "UPDATE fences f SET owner = NULL, since_ms = NULL, run_from = NULL "
        "WHERE f.execution_id = $1::text AND f.owner IS NOT NULL AND NOT " +
-           sql::RunningPredicate("f") +
-           ") DELETE FROM events WHERE execution_id = $1::text AND sequence < LEAST($2::int8, "
-           "(SELECT max(sequence) FROM events WHERE execution_id = $1::text))"},
+           sql::RunningPredicate("f")},
+      {"row_across_cut",
+       "SELECT " + pg::StoredRowColumns("e") +
+           " FROM events e WHERE e.execution_id = $1::text AND e.sequence < $2::int8 "
+           "ORDER BY e.sequence DESC LIMIT 1"},
+      {"delete_before_cut",
+       "DELETE FROM events WHERE execution_id = $1::text AND sequence < $2::int8"},
+      {"insert_rows", sql::InsertRowsSql()},
   };
 }
 
@@ -540,15 +537,20 @@ Status PutRow(Conn& conn, std::string_view name, int64_t value) {
   return Ok();
 }
 
-// Creates the operator's index unless it exists. Looked up first: CREATE
+// Creates the operator's indexes unless they exist. Looked up first: CREATE
 // INDEX IF NOT EXISTS locks the table (SHARE) before it finds the index, so
 // every boot would wait for the writes in flight.
-Status EnsureStatusIndex(Conn& conn) {
-  ONCE_ASSIGN_OR_RETURN(
-      PgResult found,
-      conn.ExecParams("SELECT to_regclass('events_by_status_kind') IS NULL", Params()));
-  if (std::string_view(PQgetvalue(found.get(), 0, 0)) != "t") return Ok();
-  ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateStatusIndex)));
+Status EnsureStatusIndexes(Conn& conn) {
+  const std::pair<std::string_view, std::string> indexes[] = {
+      {sql::kStatusIndex, sql::CreateStatusIndexSql()},
+      {sql::kEndStatusIndex, sql::CreateEndStatusIndexSql()},
+  };
+  for (const auto& [name, create] : indexes) {
+    ONCE_ASSIGN_OR_RETURN(PgResult found, conn.ExecParams("SELECT to_regclass($1) IS NULL",
+                                                          Params().Text(std::string(name))));
+    if (std::string_view(PQgetvalue(found.get(), 0, 0)) != "t") continue;
+    ONCE_RETURN_IF_ERROR(conn.Exec(create));
+  }
   return Ok();
 }
 
@@ -571,7 +573,7 @@ Status sql::MigrateEventSchemaLocked(Conn& conn, const PostgresOptions& options,
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateTables)));
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateFenceHashIndex)));
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kCreateNodeTables)));
-    ONCE_RETURN_IF_ERROR(EnsureStatusIndex(conn));
+    ONCE_RETURN_IF_ERROR(EnsureStatusIndexes(conn));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, sql::kSchemaVersion));
     // A new database holds no park written before parks created fence rows.
     return PutRow(conn, sql::kParkFencesMarker, clock.NowUnixMillis());
@@ -599,7 +601,11 @@ Status sql::MigrateEventSchemaLocked(Conn& conn, const PostgresOptions& options,
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV4ToV5)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 5));
   }
-  ONCE_RETURN_IF_ERROR(EnsureStatusIndex(conn));
+  if (at == 5) {
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV5ToV6)));
+    ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 6));
+  }
+  ONCE_RETURN_IF_ERROR(EnsureStatusIndexes(conn));
   if (!options.backfill_park_fences) return Ok();
   ONCE_ASSIGN_OR_RETURN(bool done, HasRow(conn, sql::kParkFencesMarker));
   if (done) return Ok();
@@ -945,21 +951,38 @@ Status PostgresEventStore::CopyPrefix(std::string_view from, std::string_view to
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(from, limits()));
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(to, limits()));
   if (through < 1) return MakeError(ErrorCode::kInvalidArgument, "through must be >= 1");
+  auto incomplete = [&] {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "source has no complete prefix through " + std::to_string(through),
+                     std::string(from));
+  };
+  // The prefix is read a page at a time and appended to `to` a page per
+  // request, in one transaction: the first request's guard (expected_next 1)
+  // is what refuses a `to` that has a log.
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  Params p = Params().Text(std::string(from)).Text(std::string(to)).Int(through);
-  auto res = conn->Prepared("copy_prefix", p);
+  auto res = InTransaction(*conn, [&]() -> Result<bool> {
+    for (int64_t next = 1; next <= through;) {
+      ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> page, ReadRange(from, next, through));
+      if (page.empty() || page.front().sequence != next) return incomplete();
+      AppendRequest req{
+          .execution_id = std::string(to), .expected_next = next, .fence = std::nullopt};
+      req.events = std::move(page);
+      for (Envelope& e : req.events) e.execution_id = req.execution_id;
+      next += static_cast<int64_t>(req.events.size());
+      ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), clock_));
+      Item item = MakeItem(req, enc, std::nullopt, false, false);
+      ONCE_ASSIGN_OR_RETURN(
+          auto out, RunAppend(*conn, "append_share", std::span<const Item>(&item, 1), nullptr));
+      ONCE_RETURN_IF_ERROR(out[0]);
+    }
+    return true;
+  });
   if (!res && conn->last_sqlstate() == kUniqueViolation) {
+    conn->ResetTransaction();
     ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(*conn, to));
     return SequenceConflict(to, head + 1, 1);
   }
   if (!res) return std::unexpected(res.error());
-  const PGresult* r = res->get();
-  if (IntAt(r, 0, 0) != through) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "source has no complete prefix through " + std::to_string(through),
-                     std::string(from));
-  }
-  if (int64_t head = IntAt(r, 0, 1); head > 0) return SequenceConflict(to, head + 1, 1);
   return Ok();
 }
 
@@ -967,7 +990,35 @@ Status PostgresEventStore::TruncatePrefixKeeping(std::string_view id, int64_t fi
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits()));
   if (first_kept < 1) return MakeError(ErrorCode::kInvalidArgument, "first_kept must be >= 1");
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
-  ONCE_RETURN_IF_ERROR(conn->Prepared("truncate", Params().Text(std::string(id)).Int(first_kept)));
+  const std::string sid(id);
+  auto res = InTransaction(*conn, [&]() -> Result<bool> {
+    ONCE_RETURN_IF_ERROR(conn->Prepared("release_before_cut", Params().Text(sid)));
+    ONCE_ASSIGN_OR_RETURN(int64_t head, HeadOn(*conn, id));
+    if (head == 0) return true;                      // an unknown execution
+    const int64_t cut = std::min(first_kept, head);  // the newest event always stays
+    ONCE_ASSIGN_OR_RETURN(PgResult across,
+                          conn->Prepared("row_across_cut", Params().Text(sid).Int(cut)));
+    // The events from the cut on of the row that holds it, if it starts
+    // before the cut: written again as rows of their own.
+    AppendRequest kept{.execution_id = sid, .expected_next = cut, .fence = std::nullopt};
+    if (PQntuples(across.get()) == 1) {
+      ONCE_RETURN_IF_ERROR(
+          pg::DecodeStoredRow(id, pg::ReadStoredRow(across.get(), 0, 0), cut, kToEnd,
+                              [&](Envelope e) { kept.events.push_back(std::move(e)); }));
+    }
+    ONCE_RETURN_IF_ERROR(conn->Prepared("delete_before_cut", Params().Text(sid).Int(cut)));
+    if (kept.events.empty()) return true;
+    ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(kept, limits(), clock_));
+    pg::RowArrays rows(enc.events.size());
+    std::span<const EncodedEvent> events = enc.events;
+    for (const pg::RowSpan& r : pg::SplitIntoRows(events))
+      rows.Add(events.subspan(r.first, r.count));
+    Params p = Params().Text(sid);
+    rows.BindTo(p);
+    ONCE_RETURN_IF_ERROR(conn->Prepared("insert_rows", p));
+    return true;
+  });
+  if (!res) return std::unexpected(res.error());
   return Ok();
 }
 

@@ -1,17 +1,28 @@
 #include "read_group.h"
 
+#include <limits>
+
 #include "once/store/validate.h"
+#include "packed_rows.h"
 
 namespace once::store::pg {
 
-const char* ReadRangesSql() {
-  return "SELECT r.ord, e.sequence, e.kind, e.payload, e.metadata::text, e.time_ms "
-         "FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) "
-         "WITH ORDINALITY AS r(execution_id, first, last, lim, ord) "
-         "CROSS JOIN LATERAL (SELECT x.sequence, x.kind, x.payload, x.metadata, x.time_ms "
-         "FROM events x WHERE x.execution_id = r.execution_id AND x.sequence >= r.first "
-         "AND x.sequence <= r.last ORDER BY x.sequence LIMIT r.lim) e "
-         "ORDER BY r.ord, e.sequence";
+// A range starts at the row that holds its first sequence (a row holds a
+// run of one append's events, packed_rows.h): one backward probe, skipped
+// from sequence 1. Each row holds at least one event, so the rows of a range
+// past that first one carry `lim` events within lim + 1 rows ($5).
+const std::string& ReadRangesSql() {
+  static const std::string sql =
+      "SELECT r.ord, " + StoredRowColumns("e") +
+      " FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) "
+      "WITH ORDINALITY AS r(execution_id, first, last, lim, ord) "
+      "CROSS JOIN LATERAL (SELECT x.* FROM events x WHERE x.execution_id = r.execution_id "
+      "AND x.sequence >= CASE WHEN r.first <= 1 THEN r.first ELSE COALESCE((SELECT y.sequence "
+      "FROM events y WHERE y.execution_id = r.execution_id AND y.sequence <= r.first "
+      "ORDER BY y.sequence DESC LIMIT 1), r.first) END "
+      "AND x.sequence <= r.last ORDER BY x.sequence LIMIT r.lim) e "
+      "ORDER BY r.ord, e.sequence";
+  return sql;
 }
 
 void Ranges::Add(std::string_view id, int64_t first, int64_t last, int64_t limit) {
@@ -22,24 +33,36 @@ void Ranges::Add(std::string_view id, int64_t first, int64_t last, int64_t limit
 }
 
 Params Ranges::ToParams() const {
+  // Rows, not events: one more than the events asked (see ReadRangesSql).
+  std::vector<std::optional<int64_t>> row_limits;
+  row_limits.reserve(limits.size());
+  for (const auto& l : limits) {
+    row_limits.push_back(*l < std::numeric_limits<int64_t>::max() ? *l + 1 : *l);
+  }
   Params p;
   p.Binary(TextArrayBinary(ids))
       .Binary(IntArrayBinary(firsts))
       .Binary(IntArrayBinary(lasts))
-      .Binary(IntArrayBinary(limits));
+      .Binary(IntArrayBinary(row_limits));
   return p;
 }
 
 Status DecodeRanges(const PGresult* rows, const Ranges& ranges,
                     const std::function<void(size_t, Result<Envelope>)>& add) {
+  std::vector<int64_t> taken(ranges.ids.size(), 0);
   for (int row = 0; row < PQntuples(rows); ++row) {
     int64_t ord = IntAt(rows, row, 0);
     if (ord < 1 || ord > static_cast<int64_t>(ranges.ids.size())) {
       return MakeError(ErrorCode::kInternal, "grouped read: unexpected row");
     }
     size_t i = static_cast<size_t>(ord - 1);
-    add(i, DecodeRow(ranges.ids[i], IntAt(rows, row, 1), PQgetvalue(rows, row, 2),
-                     PQgetvalue(rows, row, 3), PQgetvalue(rows, row, 4), IntAt(rows, row, 5)));
+    Status decoded = DecodeStoredRow(ranges.ids[i], ReadStoredRow(rows, row, 1), *ranges.firsts[i],
+                                     *ranges.lasts[i], [&](Envelope e) {
+                                       if (taken[i] >= *ranges.limits[i]) return;
+                                       ++taken[i];
+                                       add(i, std::move(e));
+                                     });
+    if (!decoded) add(i, std::unexpected(decoded.error()));
   }
   return Ok();
 }

@@ -53,10 +53,10 @@ class ReadGroup final : public GroupRunner<ReadOp> {
 };
 
 // The statement the groups run: $1 ids (text[]), $2 firsts, $3 lasts, $4
-// limits (int8[]); rows (ordinal of the read, sequence, kind, payload,
-// metadata, time_ms), ordered by read and sequence. The grouped conditional
-// acquires read their tails with it too (acquire_group.cc).
-const char* ReadRangesSql();
+// row limits (int8[]); rows (ordinal of the read, then a stored row's
+// columns, packed_rows.h), ordered by read and sequence. The grouped
+// conditional acquires read their tails with it too (acquire_group.cc).
+const std::string& ReadRangesSql();
 
 // The ranges of one ReadRangesSql call, range i at position i.
 struct Ranges {
@@ -68,7 +68,8 @@ struct Ranges {
 };
 
 // Decodes the rows of ReadRangesSql for `ranges`, in order: add(i, event)
-// for a row of range i (an event that failed to decode comes as its error).
+// for each event of range i within its first, last and limit (a row that
+// failed to decode comes as its error).
 // kInternal, and nothing more added, when a row names no range.
 Status DecodeRanges(const PGresult* rows, const Ranges& ranges,
                     const std::function<void(size_t, Result<Envelope>)>& add);

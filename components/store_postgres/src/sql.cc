@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "once/events/kinds.h"
+#include "packed_rows.h"
 
 namespace once::store::sql {
 namespace {
@@ -23,40 +24,92 @@ std::string QuotedList(std::span<const std::string_view> names) {
 
 }  // namespace
 
-std::string AnsweringPredicate(std::string_view alias) {
-  std::string a(alias);
-  return "(" + a + ".kind IN (" + QuotedList(events::AnsweringKernelKindNames()) + ") OR (" + a +
-         ".kind NOT IN (" + QuotedList(events::AllKernelKindNames()) + ") AND " + a +
-         ".metadata::jsonb -> 'kernel' = 'true'::jsonb))";
+namespace {
+
+// Whether the event whose kind and metadata are columns `kind` and
+// `metadata` answers a park (events::IsAnswering's three rules).
+std::string AnsweringEvent(const std::string& kind, const std::string& metadata) {
+  return "(" + kind + " IN (" + QuotedList(events::AnsweringKernelKindNames()) + ") OR (" + kind +
+         " NOT IN (" + QuotedList(events::AllKernelKindNames()) + ") AND " + metadata +
+         "::jsonb -> 'kernel' = 'true'::jsonb))";
 }
 
+// The kinds that release a run (store::RunRowChangeOf): a park, an end.
+std::string ReleasingKindList() { return QuotedList(pg::ReleasingKindNames()); }
+
+}  // namespace
+
+// A marked event is the first or the last event of its row (packed_rows.h).
+std::string AnsweringPredicate(std::string_view alias) {
+  std::string a(alias);
+  return "(" + AnsweringEvent(a + ".kind", a + ".metadata") + " OR (" + a +
+         ".end_kind IS NOT NULL AND " + AnsweringEvent(a + ".end_kind", a + ".end_metadata") + "))";
+}
+
+std::string AnsweredAfter(std::string_view id_expr, std::string_view park_expr) {
+  const std::string id(id_expr), park(park_expr);
+  return "EXISTS (SELECT 1 FROM events a WHERE a.execution_id = " + id +
+         " AND a.sequence >= COALESCE((SELECT y.sequence FROM events y WHERE y.execution_id = " +
+         id + " AND y.sequence <= " + park + " ORDER BY y.sequence DESC LIMIT 1), 0) AND ((" +
+         "a.sequence > " + park + " AND " + AnsweringEvent("a.kind", "a.metadata") +
+         ") OR (a.last_sequence > " + park + " AND " +
+         AnsweringEvent("a.end_kind", "a.end_metadata") + ")))";
+}
+
+std::string StatusKindList() { return QuotedList(pg::StatusKindNames()); }
+
+std::string CreateStatusIndexSql() {
+  return "CREATE INDEX IF NOT EXISTS " + std::string(kStatusIndex) +
+         " ON events (kind, time_ms, execution_id, sequence) WHERE kind IN (" + StatusKindList() +
+         ")";
+}
+
+std::string CreateEndStatusIndexSql() {
+  return "CREATE INDEX IF NOT EXISTS " + std::string(kEndStatusIndex) +
+         " ON events (end_kind, end_time_ms, execution_id, sequence) WHERE end_kind IN (" +
+         StatusKindList() + ")";
+}
+
+std::string HeadSql(std::string_view id_expr) {
+  return "(SELECT COALESCE(hd.last_sequence, hd.sequence) FROM events hd WHERE hd.execution_id = " +
+         std::string(id_expr) + " ORDER BY hd.sequence DESC LIMIT 1)";
+}
+
+// A park or an end is the last event of its row (packed_rows.h): the rows
+// from the one that holds run_from on, each read for one that ends past it.
 std::string RunningPredicate(std::string_view alias) {
-  std::vector<std::string_view> releasing = {"EXECUTION_SUSPENDED"};
-  for (const events::KernelKindInfo& k : events::kKernelKinds) {
-    if (k.terminal) releasing.push_back(k.name);
-  }
   std::string f(alias);
+  const std::string releasing = ReleasingKindList();
   return "(" + f + ".owner IS NOT NULL AND (" + f +
          ".run_from IS NULL OR NOT EXISTS (SELECT 1 FROM events rp WHERE rp.execution_id = " + f +
-         ".execution_id AND rp.sequence > " + f + ".run_from AND rp.kind IN (" +
-         QuotedList(releasing) + "))))";
+         ".execution_id AND rp.sequence >= COALESCE((SELECT ry.sequence FROM events ry WHERE "
+         "ry.execution_id = " +
+         f + ".execution_id AND ry.sequence <= " + f +
+         ".run_from ORDER BY ry.sequence DESC LIMIT 1), 0) AND COALESCE(rp.last_sequence, "
+         "rp.sequence) > " +
+         f + ".run_from AND (rp.kind IN (" + releasing + ") OR rp.end_kind IN (" + releasing +
+         ")))))";
 }
 
 std::string BackfillAllSql() {
   return "INSERT INTO fences (execution_id, token) "
          "SELECT DISTINCT p.execution_id, 0 FROM events p "
-         "WHERE p.kind = 'EXECUTION_SUSPENDED' AND NOT EXISTS ("
-         "SELECT 1 FROM events a WHERE a.execution_id = p.execution_id "
+         "WHERE (p.kind = 'EXECUTION_SUSPENDED' OR p.end_kind = 'EXECUTION_SUSPENDED') "
+         "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = p.execution_id "
          "AND a.sequence > p.sequence AND " +
          AnsweringPredicate("a") + ") ON CONFLICT (execution_id) DO NOTHING";
 }
 
 std::string BackfillBatchSql() {
+  // The newest answering event of a row is its last when that answers.
   return "WITH batch AS (SELECT DISTINCT execution_id FROM events "
-         "WHERE kind = 'EXECUTION_SUSPENDED' AND execution_id > $1::text "
-         "ORDER BY execution_id LIMIT $2::int8), "
-         "parked AS (SELECT b.execution_id FROM batch b WHERE (SELECT a.kind FROM events a "
-         "WHERE a.execution_id = b.execution_id AND " +
+         "WHERE (kind = 'EXECUTION_SUSPENDED' OR end_kind = 'EXECUTION_SUSPENDED') "
+         "AND execution_id > $1::text ORDER BY execution_id LIMIT $2::int8), "
+         "parked AS (SELECT b.execution_id FROM batch b WHERE (SELECT CASE WHEN a.end_kind IS "
+         "NOT NULL AND " +
+         AnsweringEvent("a.end_kind", "a.end_metadata") +
+         " THEN a.end_kind ELSE a.kind END FROM events a WHERE a.execution_id = b.execution_id "
+         "AND " +
          AnsweringPredicate("a") +
          " ORDER BY a.sequence DESC LIMIT 1) = 'EXECUTION_SUSPENDED'), "
          "ins AS (INSERT INTO fences (execution_id, token) SELECT execution_id, 0 FROM parked "
@@ -71,50 +124,65 @@ std::string BackfillBatchSql() {
 // Requests that do not lock read the row plainly. Both reads are index
 // probes per request (= ANY, correlated subqueries), whatever the statistics.
 //
-// The head check never walks the log: the probe reads the execution's rows
-// from expected_next - 1 up, at most 2, and an append that fits finds exactly
-// its predecessor (or, at 1, nothing), so head = expected_next - 1. Only a
-// request that does not fit pays for max(sequence), the head its
-// SequenceConflict reports. (A backward scan for the newest row reads the
-// whole leaf page of the execution's keys before returning the first one:
-// that cost more than the insert on long logs.)
+// The head is the last sequence of the log's newest row (packed_rows.h: a
+// row holds a run of one append's events): one backward probe of the
+// primary key. A row holds an append, so a log has as many rows as
+// appends, not events.
 namespace {
 
-// The head column of a verdict over requests `r` and the LATERAL probe `h`
-// it reads (see the comment above AppendSql).
-constexpr char kHeadColumn[] = R"(
-    CASE WHEN (h.n = 1 AND h.top = r.expected_next - 1) OR (h.n = 0 AND r.expected_next = 1)
-      THEN r.expected_next - 1
-      ELSE COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0)
-    END AS head)";
-constexpr char kHeadProbe[] = R"(
-  CROSS JOIN LATERAL (
-    SELECT count(*) AS n, max(t.sequence) AS top FROM (
-      SELECT e.sequence FROM events e
-      WHERE e.execution_id = r.execution_id AND e.sequence >= r.expected_next - 1
-      ORDER BY e.sequence LIMIT 2) t
-  ) h)";
+// Whether the log of `alias`.execution_id fits an append at
+// `alias`.expected_next: the row that holds expected_next - 1 ends there
+// (packed_rows.h: a row holds a run of one append's events), or, at 1, the
+// log is empty (also after a truncated prefix). One backward probe of the
+// primary key from expected_next - 1. (A forward probe first, for the
+// predecessor that starts its row, then the backward one, cost the lone
+// append more server CPU in 6 of 6 runs: BENCHMARKS.md.) A row at
+// expected_next is left to the primary key: logs have no gaps, so one
+// starts at expected_next once the log holds it.
+std::string PredecessorFits(std::string_view alias) {
+  const std::string x(alias);
+  const std::string id = x + ".execution_id", prev = "(" + x + ".expected_next - 1)";
+  return "CASE WHEN " + x +
+         ".expected_next = 1 THEN NOT EXISTS (SELECT 1 FROM events e WHERE e.execution_id = " + id +
+         ") ELSE (SELECT COALESCE(e.last_sequence, e.sequence) FROM events e WHERE " +
+         "e.execution_id = " + id + " AND e.sequence <= " + prev +
+         " ORDER BY e.sequence DESC LIMIT 1) = " + prev + " END";
+}
+// The head column of a verdict over requests `r`: the last sequence of the
+// newest row, one backward probe.
+std::string HeadColumn() { return "\n    COALESCE(" + HeadSql("r.execution_id") + ", 0) AS head"; }
 // A verdict row `v` the guard and the sequence accept.
 constexpr char kAccepted[] = R"(v.expected_next = v.head + 1
     AND (v.fence IS NULL OR (v.exact AND v.fence = v.token) OR (NOT v.exact AND v.fence >= v.token)))";
-// The event rows of the accepted requests; `first` is the first of the six
-// event array parameters.
-std::string EventRows(int first) {
-  static constexpr const char* kTypes[6] = {"int8", "int8", "text", "text", "text", "int8"};
-  std::string out = "unnest(";
-  for (int i = 0; i < 6; ++i) {
+// The array types of the row columns (RowColumnNames' order).
+constexpr const char* kRowColumnTypes[pg::kRowColumnCount] = {
+    "int8", "text", "text", "text", "int8", "int8", "text", "text", "text", "int8", "text"};
+// The row columns as a comma list, each `alias.` qualified (bare for "").
+std::string RowList(std::string_view alias) {
+  return alias.empty() ? std::string(kPostgresEventRowColumns) : pg::StoredRowColumns(alias);
+}
+// unnest($first::int8[], ...) of the row columns, as `alias`'s columns.
+std::string UnnestRows(int first) {
+  const std::vector<std::string_view> names = pg::RowColumnNames();
+  ONCE_CHECK_MSG(names.size() == std::size(kRowColumnTypes), "a type for every row column");
+  std::string out;
+  for (int i = 0; i < pg::kRowColumnCount; ++i) {
     if (i > 0) out += ", ";
-    out += '$';
-    out += std::to_string(first + i);
-    out += "::";
-    out += kTypes[i];
-    out += "[]";
+    out += "unnest($" + std::to_string(first + i) + "::" + kRowColumnTypes[i] + "[]) AS " +
+           std::string(names[i]);
   }
-  out += ")\n    AS x(req, seq, kind, payload, metadata, time_ms)";
   return out;
 }
-constexpr char kInsertColumns[] =
-    "INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms)";
+// The stored rows of the accepted requests; $first is the row's request
+// (1-based) and the row columns follow it.
+std::string StoredRows(int first) {
+  std::string out = "unnest($" + std::to_string(first) + "::int8[]";
+  for (int i = 0; i < pg::kRowColumnCount; ++i) {
+    out += ", $" + std::to_string(first + 1 + i) + "::" + kRowColumnTypes[i] + "[]";
+  }
+  return out + ")\n    AS x(req, " + std::string(kPostgresEventRowColumns) + ")";
+}
+std::string InsertColumns() { return "INSERT INTO events (execution_id, " + RowList("") + ")"; }
 constexpr char kResult[] =
     "SELECT v.ord, v.token, v.head, (SELECT count(*) FROM ins) FROM verdict v ORDER BY v.ord";
 
@@ -162,21 +230,20 @@ std::string AppendSql(std::string_view lock_strength, bool owned) {
   SELECT r.ord, r.execution_id, r.suspends, r.fence, r.exact, r.expected_next,
     COALESCE(l.token, (SELECT p.token FROM fences p WHERE p.execution_id = r.execution_id), 0)
       AS token,)" +
-         kHeadColumn + R"(
+         HeadColumn() + R"(
   FROM req r
-  LEFT JOIN locked l ON l.execution_id = r.execution_id)" +
-         kHeadProbe + R"(
+  LEFT JOIN locked l ON l.execution_id = r.execution_id
 ), accepted AS (
   SELECT v.ord, v.execution_id, v.suspends, v.expected_next - 1 AS run_from FROM verdict v
   WHERE )" +
-         kAccepted +
-         R"(
+         kAccepted + R"(
 ), ins AS (
-  )" + kInsertColumns +
+  )" + InsertColumns() +
          R"(
-  SELECT a.execution_id, x.seq, x.kind, x.payload, x.metadata, x.time_ms
+  SELECT a.execution_id, )" +
+         RowList("x") + R"(
   FROM )" +
-         EventRows(7) +
+         StoredRows(7) +
          R"(
   JOIN accepted a ON a.ord = x.req
   RETURNING 1
@@ -184,29 +251,21 @@ std::string AppendSql(std::string_view lock_strength, bool owned) {
   INSERT INTO fences (execution_id, token)
   SELECT a.execution_id, 0 FROM accepted a WHERE a.suspends
   ON CONFLICT (execution_id) DO NOTHING
-))" + (owned ? RunRowCtes("accepted", 13) : std::string()) +
+))" + (owned ? RunRowCtes("accepted", 19) : std::string()) +
          "\n" + kResult;
 }
 
-namespace {
-
-// The lean guard's predecessor check: the first row from expected_next - 1
-// must be the predecessor (at 1: no row at all).
-constexpr char kPredecessorFits[] = R"(COALESCE((SELECT e.sequence FROM events e
-                  WHERE e.execution_id = x.execution_id AND e.sequence >= x.expected_next - 1
-                  ORDER BY e.sequence LIMIT 1),
-                 CASE WHEN x.expected_next = 1 THEN 0 END) = x.expected_next - 1)";
-
-}  // namespace
+namespace {}  // namespace
 
 // The common case (no request locks a fence row, parks or compares tokens
-// exactly): one pass over the events, each carrying its request's id, fence,
-// expected_next (and, in the hinted form, fence-row version hint), that
-// inserts the rows whose request passes the guard. Every event of a request reads the same rows
-// from the statement's one snapshot, so a request lands whole or not at all.
-// Per request it reads the fence row (one hash-index probe) and probes the
-// log from expected_next - 1, whose first row must be the predecessor (at 1:
-// no row at all, also after a truncated prefix). The hinted form decides in
+// exactly): one pass over the stored rows, each carrying its request's id,
+// fence, expected_next (and, in the hinted form, fence-row version hint),
+// that inserts the rows whose request passes the guard. Every row of a
+// request reads the same rows from the statement's one snapshot, so a
+// request lands whole or not at all. Per request it reads the fence row (one
+// hash-index probe) and probes the log for the row that holds expected_next
+// - 1, which must end there (at 1: no row at all, also after a truncated
+// prefix). The hinted form decides in
 // the fence row's subplan: stale (0), fits with the predecessor known (2:
 // the row is the hinted version, see append_hints.h) or fits (1); only 1
 // probes the log. A row already at expected_next is left to the primary key
@@ -231,13 +290,13 @@ std::string LeanGuard(bool hinted) {
       CASE WHEN x.fence < 0 THEN 0 ELSE 1 END)
     WHEN 2 THEN true
     WHEN 1 THEN )" +
-            std::string(kPredecessorFits) +
+            PredecessorFits("x") +
             R"(
     ELSE false END)";
   } else {
     guard = R"((x.fence IS NULL OR x.fence >= COALESCE(
       (SELECT p.token FROM fences p WHERE p.execution_id = x.execution_id), 0))
-    AND )" + std::string(kPredecessorFits);
+    AND )" + PredecessorFits("x");
   }
   return guard;
 }
@@ -247,14 +306,14 @@ std::string LeanGuard(bool hinted) {
 std::string LeanAppendSql(bool hinted, bool owned) {
   const std::string guard = LeanGuard(hinted);
   return R"(WITH ins AS (
-  )" + std::string(kInsertColumns) +
+  )" + InsertColumns() +
          R"(
-  SELECT x.execution_id, x.seq, x.kind, x.payload, x.metadata, x.time_ms
+  SELECT x.execution_id, )" +
+         RowList("x") + R"(
   FROM (SELECT unnest($1::text[]) AS execution_id, unnest($2::int8[]) AS fence,
-          unnest($3::int8[]) AS expected_next, unnest($4::int8[]) AS seq,
-          unnest($5::text[]) AS kind, unnest($6::text[]) AS payload,
-          unnest($7::text[]) AS metadata, unnest($8::int8[]) AS time_ms)" +
-         (hinted ? ",\n          unnest($10::xid[]) AS hint_xmin, unnest($11::tid[]) AS hint_ctid"
+          unnest($3::int8[]) AS expected_next, )" +
+         UnnestRows(4) +
+         (hinted ? ",\n          unnest($16::xid[]) AS hint_xmin, unnest($17::tid[]) AS hint_ctid"
                  : "") +
          R"() x
   WHERE )" +
@@ -263,10 +322,10 @@ std::string LeanAppendSql(bool hinted, bool owned) {
   RETURNING execution_id, sequence
 ))" +
          (owned ? RunRowCtes("(SELECT i.execution_id, g.ord, min(i.sequence) - 1 AS run_from "
-                             "FROM ins i JOIN unnest($9::text[]) WITH ORDINALITY AS "
+                             "FROM ins i JOIN unnest($15::text[]) WITH ORDINALITY AS "
                              "g(execution_id, ord) ON g.execution_id = i.execution_id "
                              "GROUP BY i.execution_id, g.ord)",
-                             hinted ? 13 : 10)
+                             hinted ? 19 : 16)
                 : std::string()) +
          R"(
 SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins), NULL::text
@@ -274,23 +333,30 @@ UNION ALL)" +
          (hinted ? R"(
 SELECT -g.ord, 0, 0, 0,
   (SELECT p.xmin::text || ' ' || p.ctid::text FROM fences p WHERE p.execution_id = g.execution_id)
-FROM unnest($9::text[], $12::bool[]) WITH ORDINALITY AS g(execution_id, learn, ord)
+FROM unnest($15::text[], $18::bool[]) WITH ORDINALITY AS g(execution_id, learn, ord)
 WHERE g.learn
 UNION ALL)"
                  : "") +
          R"(
 SELECT r.ord,
   COALESCE((SELECT p.token FROM fences p WHERE p.execution_id = r.execution_id), 0),
-  COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = r.execution_id), 0), 0,
+  COALESCE()" +
+         HeadSql("r.execution_id") + R"(, 0), 0,
   NULL::text
-FROM unnest($9::text[]) WITH ORDINALITY AS r(execution_id, ord)
+FROM unnest($15::text[]) WITH ORDINALITY AS r(execution_id, ord)
 WHERE (SELECT count(*) FROM ins) < cardinality($1::text[])
   AND r.execution_id NOT IN (SELECT i.execution_id FROM ins i))";
 }
 
+std::string InsertRowsSql() {
+  return InsertColumns() + "\n  SELECT $1::text, " + RowList("x") + " FROM (SELECT " +
+         UnnestRows(2) + ") x";
+}
+
 // Model: models/fence_postgres.pml (the lean append's guard; one request).
+// One event is a row of one event: the columns of several stay NULL.
 std::string LoneInsertSql() {
-  return std::string(kInsertColumns) + R"(
+  return R"(INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms)
   SELECT x.execution_id, x.seq, x.kind, x.payload, x.metadata, x.time_ms
   FROM (SELECT $1::text AS execution_id, $2::int8 AS fence, $3::int8 AS expected_next,
           $4::int8 AS seq, $5::text AS kind, $6::text AS payload, $7::text AS metadata,
@@ -307,7 +373,8 @@ SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins), NULL::text
 UNION ALL
 SELECT 1,
   COALESCE((SELECT p.token FROM fences p WHERE p.execution_id = $1::text), 0),
-  COALESCE((SELECT max(e.sequence) FROM events e WHERE e.execution_id = $1::text), 0), 0,
+  COALESCE()" +
+         HeadSql("$1::text") + R"(, 0), 0,
   NULL::text
 WHERE NOT EXISTS (SELECT 1 FROM ins))";
 }
@@ -334,10 +401,8 @@ std::string FenceIfBumpManySql() {
          "FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::bool[], $6::text[], "
          "$7::bool[]) WITH ORDINALITY AS r(id, fence, park, owner, has_owner, expected, "
          "check_owner, ord) "
-         "WHERE f.execution_id = r.id AND f.token = r.fence "
-         "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = r.id "
-         "AND a.sequence > r.park AND " +
-         AnsweringPredicate("a") + ") AND (NOT r.check_owner OR " + EffectiveOwner("f") +
+         "WHERE f.execution_id = r.id AND f.token = r.fence AND NOT " +
+         AnsweredAfter("r.id", "r.park") + " AND (NOT r.check_owner OR " + EffectiveOwner("f") +
          " = r.expected) "
          "RETURNING r.ord, f.token";
 }
@@ -349,11 +414,9 @@ std::string FenceIfBumpSql() {
          std::string(kDbNowMs) +
          " END, run_from = CASE WHEN $4::text IS NULL THEN run_from ELSE $3::int8 END "
          "WHERE execution_id = $1::text "
-         "AND token = $2::int8 "
-         "AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = $1::text "
-         "AND a.sequence > $3::int8 AND " +
-         AnsweringPredicate("a") + ") AND ($5::text IS NULL OR " + EffectiveOwner("fences") +
-         " = $5::text) RETURNING token";
+         "AND token = $2::int8 AND NOT " +
+         AnsweredAfter("$1::text", "$3::int8") + " AND ($5::text IS NULL OR " +
+         EffectiveOwner("fences") + " = $5::text) RETURNING token";
 }
 
 std::string EndChannel(std::string_view schema) {
@@ -373,16 +436,20 @@ std::string CreateEndTriggerSql(std::string_view channel) {
   for (const events::KernelKindInfo& k : events::kKernelKinds) {
     if (k.terminal) terminal.push_back(k.name);
   }
-  // The channel is ours ([a-z0-9_]), safe to inline like the kinds.
+  // The channel is ours ([a-z0-9_]), safe to inline like the kinds. An end
+  // is a row's first event or its last (packed_rows.h); the trigger of
+  // schema version 5 (loom_events_ended) read the first only and is replaced.
+  const std::string ends = QuotedList(terminal);
   return R"(DO $once$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_trigger
-                 WHERE tgrelid = 'events'::regclass AND tgname = 'loom_events_ended') THEN
+                 WHERE tgrelid = 'events'::regclass AND tgname = 'loom_events_ended_rows') THEN
     CREATE OR REPLACE FUNCTION loom_notify_ended() RETURNS trigger LANGUAGE plpgsql AS $f$
       BEGIN PERFORM pg_notify(')" +
          std::string(channel) + R"(', NEW.execution_id); RETURN NULL; END $f$;
-    CREATE TRIGGER loom_events_ended AFTER INSERT ON events FOR EACH ROW
+    DROP TRIGGER IF EXISTS loom_events_ended ON events;
+    CREATE TRIGGER loom_events_ended_rows AFTER INSERT ON events FOR EACH ROW
       WHEN (NEW.kind IN ()" +
-         QuotedList(terminal) + R"())
+         ends + R"() OR NEW.end_kind IN ()" + ends + R"())
       EXECUTE FUNCTION loom_notify_ended();
   END IF;
 END $once$)";

@@ -19,7 +19,9 @@ namespace once::store::sql {
 // hash index on fences. 3: loom_runs and loom_nodes (issue 15, docs/nodes.md).
 // 4: the run owner moves into the fences row (owner, since_ms; loom_runs is
 // gone) and loom_nodes gains `swept` (docs/nodes.md). 5: fences.run_from,
-// and a park or an end no longer clears the owner (RunningPredicate).
+// and a park or an end no longer clears the owner (RunningPredicate). 6: a
+// row holds a run of one append's events (packed_rows.h): last_sequence,
+// the end_* columns and rest, NULL in a row of one event (every older row).
 inline constexpr int64_t kSchemaVersion = kPostgresSchemaVersion;
 inline constexpr std::string_view kVersionRow = "version";
 inline constexpr std::string_view kParkFencesMarker = "park_fences_backfilled";
@@ -40,6 +42,12 @@ CREATE TABLE IF NOT EXISTS events (
   payload text NOT NULL,
   metadata text NOT NULL,
   time_ms bigint NOT NULL,
+  last_sequence bigint,
+  end_kind text,
+  end_payload text,
+  end_metadata text,
+  end_time_ms bigint,
+  rest text,
   PRIMARY KEY (execution_id, sequence)
 );
 -- A row exists once someone acquires, once the execution parks (token 0),
@@ -88,6 +96,13 @@ ALTER TABLE fences ADD COLUMN IF NOT EXISTS run_from bigint;
 UPDATE fences f SET run_from = COALESCE(
     (SELECT max(e.sequence) FROM events e WHERE e.execution_id = f.execution_id), 0)
   WHERE f.owner IS NOT NULL AND f.run_from IS NULL)";
+// Version 5 -> 6: the columns of a row of several events (no rewrite: every
+// existing row is a row of one event, its new columns NULL).
+inline constexpr std::string_view kMigrateV5ToV6 = R"(
+ALTER TABLE events ADD COLUMN IF NOT EXISTS last_sequence bigint,
+  ADD COLUMN IF NOT EXISTS end_kind text, ADD COLUMN IF NOT EXISTS end_payload text,
+  ADD COLUMN IF NOT EXISTS end_metadata text, ADD COLUMN IF NOT EXISTS end_time_ms bigint,
+  ADD COLUMN IF NOT EXISTS rest text)";
 inline constexpr std::string_view kCarryRunRows = R"(
 INSERT INTO fences (execution_id, token, owner, since_ms)
   SELECT execution_id, 0, owner, since_ms FROM loom_runs
@@ -149,17 +164,25 @@ inline constexpr std::string_view kCreateFenceHashIndex =
 inline constexpr std::string_view kMigrateV1ToV2 =
     "ALTER TABLE events ALTER COLUMN metadata TYPE text USING metadata::text";
 
-// The operator's index (components/visibility, docs/operations.md): the
+// The operator's indexes (components/visibility, docs/operations.md): the
 // events that place an execution in a status, by kind and time (walked
-// backwards for newest first), so that listing the newest executions of one status reads a page of
-// index entries. Partial: steps, resumes and audit events are not in it.
-// Created at every Open if missing (not a versioned migration: an older
-// build ignores it).
-inline constexpr std::string_view kCreateStatusIndex =
-    "CREATE INDEX IF NOT EXISTS events_by_status_kind ON events "
-    "(kind, time_ms, execution_id, sequence) WHERE kind IN ('EXECUTION_STARTED', "
-    "'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED', 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', "
-    "'EXECUTION_CONTINUED')";
+// backwards for newest first), so that listing the newest executions of one
+// status reads a page of index entries. Partial: steps, resumes and audit
+// events are not in them. A status event is the first event of its row
+// (events_by_status_kind) or its last (events_by_end_status_kind, on the
+// end_* columns; packed_rows.h). Created at every Open if missing (not a
+// versioned migration: an older build ignores them).
+inline constexpr std::string_view kStatusIndex = "events_by_status_kind";
+inline constexpr std::string_view kEndStatusIndex = "events_by_end_status_kind";
+std::string CreateStatusIndexSql();
+std::string CreateEndStatusIndexSql();
+
+// The head of the log of execution `id_expr` (an SQL expression): the last
+// sequence of its newest row, NULL for an empty log.
+std::string HeadSql(std::string_view id_expr);
+
+// The SQL list of the status kinds ('EXECUTION_STARTED', ...).
+std::string StatusKindList();
 
 // The event store's migration, after its advisory lock, inside the
 // migration transaction (postgres_event_store.cc). The node registry runs it
@@ -179,8 +202,16 @@ Status MigrateEventSchemaLocked(pg::Conn& conn, const PostgresOptions& options, 
 // (the sweep of a dead node, TruncatePrefixKeeping).
 std::string RunningPredicate(std::string_view alias);
 
-// The scan for an answering event (events::IsAnswering) over alias `a`.
+// The scan for an answering event (events::IsAnswering) over alias `a`:
+// its first event or its last answers (a marked event is one of the two,
+// packed_rows.h).
 std::string AnsweringPredicate(std::string_view alias);
+
+// Whether the log of execution `id_expr` holds an answering event after
+// sequence `park_expr` (SQL expressions): the rows from the one that holds
+// the park on, each read for an answer past it (a row that starts at or
+// before the park can end after it).
+std::string AnsweredAfter(std::string_view id_expr, std::string_view park_expr);
 
 // The boot backfill: every execution whose newest answering event is a park.
 std::string BackfillAllSql();
@@ -193,10 +224,10 @@ std::string BackfillBatchSql();
 //   $1 ids text[], $2 fences int8[] (NULL: unguarded), $3 exact bool[]
 //   (token must equal the fence), $4 lock bool[] (read the row FOR
 //   lock_strength), $5 expected_next int8[], $6 suspends bool[],
-//   $7 event request index (1-based) int8[], $8 sequence int8[],
-//   $9 kind text[], $10 payload text[], $11 metadata text[], $12 time_ms int8[].
+//   $7 stored row's request index (1-based) int8[], $8-$18 the stored rows'
+//   columns (packed_rows.h RowArrays, kPostgresEventRowColumns' order).
 // Returns per request, in order: ord, token, head, inserted (total rows).
-// `owned`: also $13 owners text[] (per request; an empty owner leaves the
+// `owned`: also $19 owners text[] (per request; an empty owner leaves the
 // run row alone): an accepted request with an owner names it in its run row,
 // with run_from = expected_next - 1. Only appends that leave the execution
 // running are sent owned (a park or an end writes no run row).
@@ -220,22 +251,23 @@ std::string FenceIfBumpManySql();
 
 // The append statement for requests where none locks (AppendSql's $4 all
 // false), none parks ($6 all false) and none is exact ($3 all false): the
-// same guard, in one pass over the events. Parameters, one entry per event:
+// same guard, in one pass over the stored rows. Parameters, one entry per
+// stored row (packed_rows.h):
 //   $1 execution id text[], $2 its request's fence int8[] (NULL: unguarded),
-//   $3 its request's expected_next int8[], $4 sequence int8[], $5 kind text[],
-//   $6 payload text[], $7 metadata text[], $8 time_ms int8[],
-//   when `hinted`: $10 xid[] and $11 tid[], its request's fence-row version
-//   hint (xmin, ctid; NULL: none), under which row expected_next - 1 is
+//   $3 its request's expected_next int8[], $4-$14 the row's columns
+//   (RowArrays, kPostgresEventRowColumns' order),
+//   when `hinted`: $16 xid[] and $17 tid[], its request's fence-row version
+//   hint (xmin, ctid; NULL: none), under which event expected_next - 1 is
 //   known to exist (append_hints.h);
-// and one per request: $9 ids text[] (a request's 1-based ord is its index),
-// when `hinted`: $12 learn bool[] (return the fence row's version).
+// and one per request: $15 ids text[] (a request's 1-based ord is its index),
+// when `hinted`: $18 learn bool[] (return the fence row's version).
 // Returns a row (0, 0, 0, rows inserted, NULL); when `hinted`, for each
 // request that asks to learn, (-ord, 0, 0, 0, "<xmin> (<block>,<offset>)"
 // or NULL without a fence row); and for each request that did not land,
 // (ord, token, head, 0, NULL). Unlike AppendSql, a request whose row at expected_next exists fails
 // the statement with a unique violation (23505), as a concurrent insert of
 // that row fails either statement.
-// `owned`: also a per-request array after the others ($10 unhinted, $13
+// `owned`: also a per-request array after the others ($16 unhinted, $19
 // hinted): owners text[], as AppendSql's.
 std::string LeanAppendSql(bool hinted, bool owned = false);
 
@@ -254,6 +286,11 @@ std::string LeanAppendSql(bool hinted, bool owned = false);
 // verdict and its second try come from one snapshot.
 std::string LoneInsertSql();
 std::string LoneAppendSql();
+
+// Inserts stored rows of execution $1 with no guard (TruncatePrefixKeeping's
+// rewrite of the row that holds its cut): $2... the row columns' arrays
+// (packed_rows.h RowArrays).
+std::string InsertRowsSql();
 
 // Ends heard by LISTEN (postgres_end_listener.h). The channel of `schema`:
 // "loom_ended_" and 16 hex digits of the schema name's 64-bit FNV-1a (a

@@ -1290,6 +1290,170 @@ namespace {
 // with synchronous_commit off (below, CPU-bound) 0.41-0.69 at 64 and
 // 0.27-0.52 at 512, where the per-execution head probe and the client-side
 // encoding show.
+// Schema version 6 (packed_rows.h): an append is stored as few rows as the
+// statements that select on kinds allow.
+class PackedRowsTest : public PostgresStoreTest {
+ protected:
+  // "first-last" of every row of `id`, in order ("3" for a row of one).
+  std::string Rows(const std::string& id) {
+    return schema_->Sql(
+        "SELECT string_agg(sequence || COALESCE('-' || last_sequence, ''), ' ' ORDER BY "
+        "sequence) FROM events WHERE execution_id = '" +
+        id + "'");
+  }
+  std::vector<int64_t> Sequences(const std::string& id, int64_t first, int64_t last) {
+    std::vector<int64_t> out;
+    const std::vector<Envelope> events = store_->ReadRange(id, first, last).value();
+    for (const Envelope& e : events) out.push_back(e.sequence);
+    return out;
+  }
+  static Envelope Step(int n) {
+    return KernelEvent(KernelKind::kStepCompleted, {{"name", "s"}, {"value", n}});
+  }
+  static Envelope Done() { return KernelEvent(KernelKind::kExecutionCompleted, {{"value", 1}}); }
+};
+
+TEST_F(PackedRowsTest, AOneStepExecutionIsOneRowAndReadsBackExactly) {
+  Envelope app = AppEvent("order.placed", {{"quote", "a\"b\\c\t"}, {"n", -3}});
+  app.metadata = events::Metadata::FromJson({{"trace", "x"}});
+  app.time_ms = 42;
+  ASSERT_EQ(store_->Append(Req("ex", 1, {Started(), Step(1), app, Done()})).value(), 4);
+  EXPECT_EQ(Rows("ex"), "1-4");
+  auto back = store_->ReadRange("ex", 1, kToEnd).value();
+  ASSERT_EQ(back.size(), 4u);
+  EXPECT_EQ(back[0].kind, "EXECUTION_STARTED");
+  EXPECT_EQ(back[1].payload, Step(1).payload);
+  EXPECT_EQ(back[2].payload, app.payload);
+  EXPECT_EQ(back[2].metadata, app.metadata);
+  EXPECT_EQ(back[2].time_ms, 42);
+  EXPECT_EQ(back[3].kind, "EXECUTION_COMPLETED");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(back[i].sequence, i + 1);
+  EXPECT_EQ(store_->Head("ex").value(), 4);
+  // The end is found by the status index on the row's last event.
+  auto ended = store_->ListEnded(clock_.NowUnixMillis(), {}, 10).value();
+  ASSERT_EQ(ended.executions.size(), 1u);
+  EXPECT_EQ(ended.executions[0].execution_id, "ex");
+}
+
+TEST_F(PackedRowsTest, AMarkedEventIsNeverBetweenAndAParkEndsItsRow) {
+  // STARTED SUSPENDED | RESUMED STEP SUSPENDED | DENIED STEP STEP
+  auto denied = KernelEvent(KernelKind::kExecutionDenied, nlohmann::json::object());
+  ASSERT_TRUE(
+      store_->Append(Req("ex", 1,
+                         {Started(), Parked(), KernelEvent(KernelKind::kExecutionResumed, {}),
+                          Step(1), Parked(), denied, Step(2), Step(3)})));
+  EXPECT_EQ(Rows("ex"), "1-2 3-5 6-8");
+  // Every range, from inside rows too.
+  EXPECT_EQ(Sequences("ex", 4, 7), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(Sequences("ex", 2, 2), (std::vector<int64_t>{2}));
+  EXPECT_EQ(Sequences("ex", 7, kToEnd), (std::vector<int64_t>{7, 8}));
+  // The acquire reads answers inside rows: the park at 2 is answered at 3,
+  // the one at 5 is open.
+  EXPECT_TRUE(store_->AcquireFenceIf("ex", {.fence = 0, .park_seq = 2}).value().stale);
+  EXPECT_TRUE(store_->AcquireFenceIf("ex", {.fence = 0, .park_seq = 4}).value().stale);
+  auto open = store_->AcquireFenceIfReadTail("ex", {.fence = 0, .park_seq = 5}, 6).value();
+  EXPECT_FALSE(open.acquire.stale);
+  ASSERT_EQ(open.tail.size(), 2u);  // from inside the row 6-8
+  EXPECT_EQ(open.tail[0].sequence, 7);
+  EXPECT_EQ(open.tail[1].sequence, 8);
+}
+
+TEST_F(PackedRowsTest, AppendsAfterAPackedRowFitTheirPredecessorOnly) {
+  ASSERT_TRUE(store_->Append(Req("ex", 1, {Started(), Step(1), Step(2)})));
+  EXPECT_EQ(Rows("ex"), "1-3");
+  // Inside the row, past the head, and at its first event: refused with the head.
+  for (int64_t next : {2, 3, 5, 1}) {
+    auto refused = store_->Append(Req("ex", next, {Step(9)}));
+    ASSERT_FALSE(refused) << next;
+    EXPECT_EQ(refused.error().code, ErrorCode::kSequenceConflict) << next;
+    EXPECT_EQ(refused.error().As<SequenceDetail>()->expected, 4) << next;
+  }
+  // A batch takes the lean statement with rows of several events.
+  std::vector<AppendRequest> batch = {Req("ex", 4, {Step(3), Step(4)}),
+                                      Req("other", 1, {Started(), Step(1), Done()}),
+                                      Req("ex2", 2, {Step(1)})};
+  auto out = store_->AppendBatch(batch).value();
+  EXPECT_EQ(out[0].value(), 5);
+  EXPECT_EQ(out[1].value(), 3);
+  EXPECT_EQ(out[2].error().code, ErrorCode::kSequenceConflict);
+  EXPECT_EQ(Rows("ex"), "1-3 4-5");
+  EXPECT_EQ(Rows("other"), "1-3");
+  EXPECT_EQ(store_->Head("ex").value(), 5);
+  // Batches large enough for hints (fenced executions: the first round
+  // learns, the second sends them), rows of several events each.
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(store_->AcquireFence("w" + std::to_string(i)).value(), 1);
+  for (int64_t round = 0; round < 2; ++round) {
+    std::vector<AppendRequest> wide;
+    for (int i = 0; i < 10; ++i) {
+      const std::string id = "w" + std::to_string(i);
+      wide.push_back(round == 0 ? Req(id, 1, {Started(), Step(1), Step(2)}, 1)
+                                : Req(id, 4, {Step(3), AppEvent("x", 1)}, 1));
+    }
+    auto landed = store_->AppendBatch(wide).value();
+    for (const auto& head : landed) EXPECT_EQ(head.value(), round == 0 ? 3 : 5);
+  }
+  EXPECT_EQ(Rows("w7"), "1-3 4-5");
+  EXPECT_EQ(store_->AppendStats().hinted, 10u);
+}
+
+TEST_F(PackedRowsTest, TruncateAndCopyCutInsideARow) {
+  ASSERT_TRUE(store_->Append(Req("ex", 1, {Started(), Step(1), Step(2), Step(3), Step(4)})));
+  ASSERT_TRUE(store_->CopyPrefix("ex", "copy", 3));
+  EXPECT_EQ(Sequences("copy", 1, kToEnd), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(store_->ReadRange("copy", 3, 3).value()[0].payload, Step(2).payload);
+  ASSERT_TRUE(store_->TruncatePrefixKeeping("ex", 3));
+  EXPECT_EQ(Sequences("ex", 1, kToEnd), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(Rows("ex"), "3-5");
+  EXPECT_EQ(store_->Head("ex").value(), 5);
+  ASSERT_TRUE(store_->TruncatePrefixKeeping("ex", 99));  // the head stays
+  EXPECT_EQ(Sequences("ex", 1, kToEnd), (std::vector<int64_t>{5}));
+  EXPECT_EQ(store_->Append(Req("ex", 6, {Step(5)})).value(), 6);
+  EXPECT_EQ(store_->Append(Req("ex", 1, {Started()})).error().code, ErrorCode::kSequenceConflict);
+}
+
+TEST_F(PackedRowsTest, AMalformedRowIsCorruptionAndTheOthersAreServed) {
+  ASSERT_TRUE(store_->Append(Req("bad", 1, {Started(), Step(1), Step(2)})));
+  ASSERT_TRUE(store_->Append(Req("good", 1, {Started(), Step(1), Step(2)})));
+  for (const char* damage :
+       {"rest = 'not json'", "rest = '[[1,2,3,4]]'", "rest = '[]'", "last_sequence = 2",
+        "rest = '[[\"STEP_COMPLETED\",{},{},1],[\"STEP_COMPLETED\",{},{},1]]'", "last_sequence = 0",
+        "rest = '[[\"K\",{},[],1]]'", "end_payload = '{'"}) {
+    schema_->Sql("UPDATE events SET " + std::string(damage) + " WHERE execution_id = 'bad'");
+    auto read = store_->ReadRange("bad", 1, kToEnd);
+    ASSERT_FALSE(read) << damage;
+    EXPECT_EQ(read.error().code, ErrorCode::kCorruption) << damage;
+    EXPECT_EQ(Sequences("good", 1, kToEnd), (std::vector<int64_t>{1, 2, 3})) << damage;
+    schema_->Sql("DELETE FROM events WHERE execution_id = 'bad'");
+    ASSERT_TRUE(store_->Append(Req("bad", 1, {Started(), Step(1), Step(2)})));
+  }
+}
+
+TEST_F(PackedRowsTest, AVersion5StoreMigratesAndItsRowsStayReadable) {
+  store_.reset();
+  schema_->Sql(R"(
+DROP INDEX events_by_end_status_kind;
+ALTER TABLE events DROP COLUMN last_sequence, DROP COLUMN end_kind, DROP COLUMN end_payload,
+  DROP COLUMN end_metadata, DROP COLUMN end_time_ms, DROP COLUMN rest;
+INSERT INTO events VALUES
+  ('old', 1, 'EXECUTION_STARTED', '{}', '{"kernel":true}', 5),
+  ('old', 2, 'STEP_COMPLETED', '{"n":1}', '{"kernel":true}', 6),
+  ('old', 3, 'EXECUTION_SUSPENDED', '{}', '{"kernel":true}', 7);
+INSERT INTO fences VALUES ('old', 0, NULL, NULL, NULL);
+UPDATE once_schema SET value = 5 WHERE name = 'version';)");
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "6");
+  EXPECT_EQ(Rows("old"), "1 2 3");
+  EXPECT_EQ(Sequences("old", 2, kToEnd), (std::vector<int64_t>{2, 3}));
+  auto resumed = store_->AcquireFenceIfReadTail("old", {.fence = 0, .park_seq = 3}, 1).value();
+  EXPECT_FALSE(resumed.acquire.stale);
+  EXPECT_EQ(resumed.tail.size(), 2u);
+  ASSERT_TRUE(store_->Append(
+      Req("old", 4, {KernelEvent(KernelKind::kExecutionResumed, {}), Step(2), Done()}, 1)));
+  EXPECT_EQ(Rows("old"), "1 2 3 4-6");
+  EXPECT_EQ(store_->Head("old").value(), 6);
+}
+
 TEST_F(PostgresStoreTest, DISABLED_GroupCommitVsRawBatchedInsert) {
   constexpr int kBatches = 200;
   const char* env = std::getenv("ONCE_GROUP_EXECUTIONS");  // executions per batch

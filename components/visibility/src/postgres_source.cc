@@ -12,6 +12,10 @@ namespace {
 // The schema version from which the run owners are the fences rows' owner
 // and since_ms (docs/nodes.md), not loom_runs rows.
 constexpr int64_t kOwnersInFencesVersion = 4;
+// From version 6 a row holds a run of one append's events: a status event
+// is its first (kind, time_ms, sequence) or its last (end_kind,
+// end_time_ms, last_sequence). See components/store_postgres/src/packed_rows.h.
+constexpr int64_t kPackedRowsVersion = 6;
 
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
@@ -96,16 +100,29 @@ class PostgresSource final : public Source {
 
   Result<std::vector<Candidate>> Candidates(std::string_view kind, const IndexKey& before,
                                             int64_t min_ms, size_t limit) override {
-    // The kind is a literal so that the partial index applies.
-    ONCE_ASSIGN_OR_RETURN(
-        PgResult r,
-        Query("SELECT execution_id, time_ms, sequence FROM events WHERE kind = '" +
-                  std::string(kind) +
-                  "' AND (time_ms, execution_id, sequence) < ($1::int8, $2::text, $3::int8) "
-                  "AND time_ms >= $4::int8 "
-                  "ORDER BY time_ms DESC, execution_id DESC, sequence DESC LIMIT $5::int8",
-              {std::to_string(before.time_ms), before.execution_id, std::to_string(before.sequence),
-               std::to_string(min_ms), std::to_string(limit)}));
+    // The kind is a literal so that the partial indexes apply.
+    const std::string k(kind);
+    std::string sql = "(SELECT execution_id, time_ms, sequence FROM events WHERE kind = '" + k +
+                      "' AND (time_ms, execution_id, sequence) < ($1::int8, $2::text, $3::int8) "
+                      "AND time_ms >= $4::int8 "
+                      "ORDER BY time_ms DESC, execution_id DESC, sequence DESC LIMIT $5::int8)";
+    if (version_ >= kPackedRowsVersion) {
+      // Within one execution rows and their last events are in one order,
+      // so the index's (time, id, first sequence) order is the ends' order.
+      sql +=
+          " UNION ALL (SELECT execution_id, end_time_ms, last_sequence FROM events "
+          "WHERE end_kind = '" +
+          k +
+          "' AND (end_time_ms, execution_id) <= ($1::int8, $2::text) "
+          "AND (end_time_ms, execution_id, last_sequence) < ($1::int8, $2::text, $3::int8) "
+          "AND end_time_ms >= $4::int8 "
+          "ORDER BY end_time_ms DESC, execution_id DESC, sequence DESC LIMIT $5::int8) "
+          "ORDER BY 2 DESC, 1 DESC, 3 DESC LIMIT $5::int8";
+    }
+    ONCE_ASSIGN_OR_RETURN(PgResult r,
+                          Query(sql, {std::to_string(before.time_ms), before.execution_id,
+                                      std::to_string(before.sequence), std::to_string(min_ms),
+                                      std::to_string(limit)}));
     std::vector<Candidate> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       out.push_back(Candidate{.key = {.time_ms = IntAt(r.get(), i, 1),
@@ -117,7 +134,7 @@ class PostgresSource final : public Source {
 
   Result<std::vector<RawSummary>> Summarise(const std::vector<std::string>& ids) override {
     // One round trip for the whole chunk: every probe is a primary-key walk.
-    static const std::string sql =
+    static const std::string rows_sql =
         "SELECT x.id, h.sequence, h.time_ms, s.sequence, s.kind, s.payload, s.time_ms, "
         "st.sequence, st.kind, st.payload, st.time_ms, "
         "COALESCE((SELECT token FROM fences f WHERE f.execution_id = x.id), 0) "
@@ -132,6 +149,34 @@ class PostgresSource final : public Source {
         "  WHERE e.execution_id = x.id AND e.kind = 'EXECUTION_STARTED' "
         "  ORDER BY sequence LIMIT 1) st ON true "
         "ORDER BY x.n";
+    // Version 6: a row's last event is the newer of its two; a status event
+    // is either (kFoldKindsSql's kinds are all first or last in their row).
+    static const std::string packed_sql =
+        "SELECT x.id, h.sequence, h.time_ms, s.sequence, s.kind, s.payload, s.time_ms, "
+        "st.sequence, st.kind, st.payload, st.time_ms, "
+        "COALESCE((SELECT token FROM fences f WHERE f.execution_id = x.id), 0) "
+        "FROM unnest($1::text[]) WITH ORDINALITY AS x(id, n) "
+        "LEFT JOIN LATERAL (SELECT COALESCE(e.last_sequence, e.sequence) AS sequence, "
+        "  COALESCE(e.end_time_ms, e.time_ms) AS time_ms FROM events e "
+        "  WHERE e.execution_id = x.id ORDER BY e.sequence DESC LIMIT 1) h ON true "
+        "LEFT JOIN LATERAL (SELECT CASE WHEN f.at_end THEN e.last_sequence ELSE e.sequence END "
+        "  AS sequence, CASE WHEN f.at_end THEN e.end_kind ELSE e.kind END AS kind, "
+        "  CASE WHEN f.at_end THEN e.end_payload ELSE e.payload END AS payload, "
+        "  CASE WHEN f.at_end THEN e.end_time_ms ELSE e.time_ms END AS time_ms FROM events e "
+        "  CROSS JOIN LATERAL (SELECT COALESCE(e.end_kind IN " +
+        std::string(kFoldKindsSql) + ", false) AS at_end) f " +
+        "  WHERE e.execution_id = x.id AND (e.kind IN " + std::string(kFoldKindsSql) +
+        "  OR e.end_kind IN " + std::string(kFoldKindsSql) +
+        ") ORDER BY e.sequence DESC LIMIT 1) s ON true "
+        "LEFT JOIN LATERAL (SELECT CASE WHEN e.kind = 'EXECUTION_STARTED' THEN e.sequence "
+        "  ELSE e.last_sequence END AS sequence, 'EXECUTION_STARTED' AS kind, "
+        "  CASE WHEN e.kind = 'EXECUTION_STARTED' THEN e.payload ELSE e.end_payload END "
+        "  AS payload, CASE WHEN e.kind = 'EXECUTION_STARTED' THEN e.time_ms "
+        "  ELSE e.end_time_ms END AS time_ms FROM events e "
+        "  WHERE e.execution_id = x.id AND (e.kind = 'EXECUTION_STARTED' "
+        "  OR e.end_kind = 'EXECUTION_STARTED') ORDER BY e.sequence LIMIT 1) st ON true "
+        "ORDER BY x.n";
+    const std::string& sql = version_ >= kPackedRowsVersion ? packed_sql : rows_sql;
     ONCE_ASSIGN_OR_RETURN(PgResult r, Query(sql, {TextArray(ids)}));
     std::vector<RawSummary> out;
     PGresult* res = r.get();
@@ -160,17 +205,28 @@ class PostgresSource final : public Source {
   Result<int64_t> CountKind(std::string_view kind) override {
     ONCE_ASSIGN_OR_RETURN(
         PgResult r,
-        Query("SELECT COUNT(*) FROM events WHERE kind = '" + std::string(kind) + "'", {}));
+        Query("SELECT COUNT(*) FROM events WHERE kind = '" + std::string(kind) + "'" +
+                  (version_ >= kPackedRowsVersion ? " OR end_kind = '" + std::string(kind) + "'"
+                                                  : std::string()),
+              {}));
     return IntAt(r.get(), 0, 0);
   }
 
   Result<int64_t> CountOpenParks() override {
+    // Version 6: a park ends its row, so the rows after it start after it.
+    const bool packed = version_ >= kPackedRowsVersion;
+    const std::string answering(kAnsweringKindsSql);
     ONCE_ASSIGN_OR_RETURN(
         PgResult r,
-        Query("SELECT COUNT(*) FROM events p WHERE p.kind = 'EXECUTION_SUSPENDED' AND NOT EXISTS "
-              "(SELECT 1 FROM events a WHERE a.execution_id = p.execution_id AND a.sequence > "
-              "p.sequence AND a.kind IN " +
-                  std::string(kAnsweringKindsSql) + ")",
+        Query(packed ? "SELECT COUNT(*) FROM events p WHERE (p.kind = 'EXECUTION_SUSPENDED' OR "
+                       "p.end_kind = 'EXECUTION_SUSPENDED') AND NOT EXISTS (SELECT 1 FROM "
+                       "events a WHERE a.execution_id = p.execution_id AND a.sequence > "
+                       "COALESCE(p.last_sequence, p.sequence) AND (a.kind IN " +
+                           answering + " OR a.end_kind IN " + answering + "))"
+                     : "SELECT COUNT(*) FROM events p WHERE p.kind = 'EXECUTION_SUSPENDED' AND "
+                       "NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = p.execution_id "
+                       "AND a.sequence > p.sequence AND a.kind IN " +
+                           answering + ")",
               {}));
     return IntAt(r.get(), 0, 0);
   }

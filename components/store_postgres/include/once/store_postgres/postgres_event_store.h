@@ -60,11 +60,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "once/base/clock.h"
 #include "once/base/result.h"
 #include "once/store/event_store.h"
+#include "once/store/validate.h"
 
 namespace once::store {
 
@@ -108,9 +112,21 @@ struct PostgresOptions {
   bool testing_disable_for_share = false;
 };
 
+// Schema version 6 stores a run of one append's events as one row of the
+// events table (docs/event-store.md): its first event in (sequence, kind,
+// payload, metadata, time_ms), its last in (last_sequence, end_kind,
+// end_payload, end_metadata, end_time_ms) and the ones between in `rest`.
+// The columns in that order, after execution_id, for a COPY of whole rows:
+inline constexpr std::string_view kPostgresEventRowColumns =
+    "sequence, kind, payload, metadata, time_ms, last_sequence, end_kind, end_payload, "
+    "end_metadata, end_time_ms, rest";
+// The `rest` text of a stored row whose events are `row` (first to last);
+// nullopt (NULL) for a row of one or two events.
+std::optional<std::string> PostgresRestColumn(std::span<const EncodedEvent> row);
+
 // The schema version this build writes (once_schema row 'version'); a
 // database with a higher one is refused with kUnsupported.
-inline constexpr int64_t kPostgresSchemaVersion = 5;
+inline constexpr int64_t kPostgresSchemaVersion = 6;
 
 // From this schema version a park or an end leaves the owner in its fences
 // row and the log releases it: a row names a running owner only under
