@@ -466,12 +466,13 @@ RunRowChange RunRowChangeOf(std::span<const Envelope> events) {
   for (const Envelope& e : events) {
     std::optional<events::KernelKind> k =
         e.kind.interned() ? e.kind.interned() : events::ParseKernelKind(e.kind.view());
-    if (!k) continue;
-    if (*k == events::KernelKind::kExecutionSuspended || events::Info(*k).terminal) {
-      return RunRowChange::kEnd;
-    }
+    if (k && EndsRun(*k)) return RunRowChange::kEnd;
   }
   return RunRowChange::kRun;
+}
+
+bool EndsRun(events::KernelKind kind) {
+  return kind == events::KernelKind::kExecutionSuspended || events::Info(kind).terminal;
 }
 
 Status CheckKernelPayload(const Envelope& e, std::string_view execution_id) {

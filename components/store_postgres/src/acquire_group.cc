@@ -37,10 +37,8 @@ void AppendSteps(const AcquireOp& op, std::vector<PipelineStep>& steps) {
   }
   steps.push_back({"fence_if_bump", "", std::move(bump)});
   if (op.read_after) {
-    // Rows, not events: one more than the events asked (packed_rows.h).
-    const int64_t rows_max =
-        op.tail_max < std::numeric_limits<int64_t>::max() ? op.tail_max + 1 : op.tail_max;
-    steps.push_back({"fence_if_tail", "", Params().Text(op.id).Int(*op.read_after).Int(rows_max)});
+    steps.push_back({"fence_if_tail", "",
+                     Params().Text(op.id).Int(*op.read_after).Int(RowsForEvents(op.tail_max))});
   }
 }
 

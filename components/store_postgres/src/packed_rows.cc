@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "once/events/envelope.h"
 #include "once/events/json_text.h"
 #include "once/events/kinds.h"
 
@@ -25,16 +26,6 @@ std::unexpected<Error> Corrupt(std::string_view execution_id, int64_t sequence,
   return MakeError(ErrorCode::kCorruption,
                    "stored row at " + std::to_string(sequence) + ": " + std::string(why),
                    std::string(execution_id));
-}
-
-// The parser reads a non-negative integer as number_unsigned; stored values
-// were most likely signed (as DecodeRow reads them).
-bool SignedInts(int, Json::parse_event_t event, Json& parsed) {
-  if (event == Json::parse_event_t::value && parsed.is_number_unsigned() &&
-      parsed.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    parsed = static_cast<int64_t>(parsed.get<uint64_t>());
-  }
-  return true;
 }
 
 // One event of `rest`: [kind, payload, metadata, time_ms].
@@ -63,9 +54,9 @@ std::span<const std::string_view> StatusKindNames() { return kStatusKinds; }
 
 std::span<const std::string_view> ReleasingKindNames() {
   static const std::vector<std::string_view> names = [] {
-    std::vector<std::string_view> out = {events::Name(events::KernelKind::kExecutionSuspended)};
+    std::vector<std::string_view> out;
     for (const events::KernelKindInfo& k : events::kKernelKinds) {
-      if (k.terminal) out.push_back(k.name);
+      if (EndsRun(k.kind)) out.push_back(k.name);
     }
     return out;
   }();
@@ -73,21 +64,23 @@ std::span<const std::string_view> ReleasingKindNames() {
 }
 
 bool IsReleasing(std::string_view kind) {
-  for (std::string_view k : ReleasingKindNames()) {
-    if (k == kind) return true;
-  }
-  return false;
+  std::optional<events::KernelKind> k = events::ParseKernelKind(kind);
+  return k && EndsRun(*k);
+}
+
+int64_t RowsForEvents(int64_t events) {
+  return events < std::numeric_limits<int64_t>::max() ? events + 1 : events;
+}
+
+std::string RowHoldingSql(std::string_view what, std::string_view id_expr,
+                          std::string_view sequence_expr) {
+  std::string sql = "(SELECT " + std::string(what) +
+                    " FROM events rh WHERE rh.execution_id = " + std::string(id_expr);
+  if (!sequence_expr.empty()) sql += " AND rh.sequence <= " + std::string(sequence_expr);
+  return sql + " ORDER BY rh.sequence DESC LIMIT 1)";
 }
 
 bool IsMarked(const EncodedEvent& e) { return e.answering || IsStatusKind(e.kind); }
-
-std::vector<RowSpan> SplitIntoRows(std::span<const EncodedEvent> events) {
-  std::vector<RowSpan> rows;
-  ForEachRow(events, [&](std::span<const EncodedEvent> row) {
-    rows.push_back({static_cast<size_t>(row.data() - events.data()), row.size()});
-  });
-  return rows;
-}
 
 std::optional<std::string> EncodeRest(std::span<const EncodedEvent> row) {
   if (row.size() < 3) return std::nullopt;
@@ -206,8 +199,11 @@ Status DecodeStoredRow(std::string_view execution_id, const StoredRow& row, int6
   }
   Json between = Json::array();
   if (row.rest) {
-    between = Json::parse(*row.rest, SignedInts, false);
-    if (!between.is_array()) return Corrupt(execution_id, row.sequence, "rest is not an array");
+    Result<Json> parsed = events::ParseJson(*row.rest);
+    if (!parsed || !parsed->is_array()) {
+      return Corrupt(execution_id, row.sequence, "rest is not an array");
+    }
+    between = std::move(*parsed);
   }
   const int64_t expected_between = end - row.sequence - (row.last_sequence ? 1 : 0);
   if (static_cast<int64_t>(between.size()) != std::max<int64_t>(expected_between, 0) ||

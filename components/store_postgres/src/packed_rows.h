@@ -16,7 +16,7 @@
 // park reads the rows that start after the park, and a statement that asks
 // for the log's head reads the newest row's last_sequence.
 //
-//   for (const RowSpan& r : SplitIntoRows(enc.events)) { ... }
+//   ForEachRow(enc.events, [&](std::span<const EncodedEvent> row) { ... });
 #pragma once
 
 #include <cstddef>
@@ -37,28 +37,32 @@
 
 namespace once::store::pg {
 
-// Events [first, first + count) of one append, stored as one row.
-struct RowSpan {
-  size_t first = 0;
-  size_t count = 0;
-};
-
 // The kinds that place an execution in a status (the status indexes'
 // predicate, sql.h).
 std::span<const std::string_view> StatusKindNames();
 
 // True for an event a statement selects on by kind (see above).
 bool IsMarked(const EncodedEvent& e);
-// The kinds of a park and of the terminal events, which end their row (and
-// release a run: store::RunRowChangeOf).
+// The kinds of a park and of the terminal events (store::EndsRun), which
+// end their row.
 std::span<const std::string_view> ReleasingKindNames();
 bool IsReleasing(std::string_view kind);
 
 // Calls row(span) for each row `events` (one append's, in order) are stored
-// as, in order; SplitIntoRows collects them.
+// as, in order.
 template <class RowFn>
 void ForEachRow(std::span<const EncodedEvent> events, RowFn row);
-std::vector<RowSpan> SplitIntoRows(std::span<const EncodedEvent> events);
+
+// The rows to read for `events` events from a row on (each row holds at
+// least one, and the first may hold some before the range): events + 1.
+int64_t RowsForEvents(int64_t events);
+
+// SQL: column `what` (over alias rh) of the row of log `id_expr` that holds
+// sequence `sequence_expr` (the newest row starting at or before it; the
+// newest row for ""), or NULL when there is none. One backward probe of the
+// primary key.
+std::string RowHoldingSql(std::string_view what, std::string_view id_expr,
+                          std::string_view sequence_expr);
 
 // The `rest` column of a row whose events are `row` (NULL, nullopt, for a
 // row of one or two events): its events between the first and the last.
@@ -72,7 +76,7 @@ std::optional<std::string> EncodeRest(std::span<const EncodedEvent> row);
 class RowArrays {
  public:
   explicit RowArrays(size_t rows_hint);
-  // Adds `row` (one RowSpan of an append's events).
+  // Adds `row` (one row of an append's events, as ForEachRow gives it).
   void Add(std::span<const EncodedEvent> row);
   size_t size() const { return rests_.size(); }
   void BindTo(Params& p) const;

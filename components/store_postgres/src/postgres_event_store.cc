@@ -450,10 +450,9 @@ std::vector<Statement> Statements() {
       // The rows from the one that holds $2 + 1 (packed_rows.h), $3 of them.
       {"fence_if_tail",
        "SELECT " + pg::StoredRowColumns("e") +
-           " FROM events e WHERE e.execution_id = $1::text AND e.sequence >= COALESCE((SELECT "
-           "y.sequence FROM events y WHERE y.execution_id = $1::text AND y.sequence <= $2::int8 "
-           "+ 1 ORDER BY y.sequence DESC LIMIT 1), $2::int8 + 1) ORDER BY e.sequence LIMIT "
-           "$3::int8"},
+           " FROM events e WHERE e.execution_id = $1::text AND e.sequence >= COALESCE(" +
+           pg::RowHoldingSql("rh.sequence", "$1::text", "$2::int8 + 1") +
+           ", $2::int8 + 1) ORDER BY e.sequence LIMIT $3::int8"},
       {"delete_events", "DELETE FROM events WHERE execution_id = $1::text"},
       // DeleteEnded: the ids that still ended by the cutoff; then their
       // fence rows (renewed as renew_fence does, or deleted at token 0: two
@@ -1010,9 +1009,7 @@ Status PostgresEventStore::TruncatePrefixKeeping(std::string_view id, int64_t fi
     if (kept.events.empty()) return true;
     ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(kept, limits(), clock_));
     pg::RowArrays rows(enc.events.size());
-    std::span<const EncodedEvent> events = enc.events;
-    for (const pg::RowSpan& r : pg::SplitIntoRows(events))
-      rows.Add(events.subspan(r.first, r.count));
+    pg::ForEachRow(enc.events, [&](std::span<const EncodedEvent> row) { rows.Add(row); });
     Params p = Params().Text(sid);
     rows.BindTo(p);
     ONCE_RETURN_IF_ERROR(conn->Prepared("insert_rows", p));

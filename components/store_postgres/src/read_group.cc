@@ -1,7 +1,5 @@
 #include "read_group.h"
 
-#include <limits>
-
 #include "once/store/validate.h"
 #include "packed_rows.h"
 
@@ -17,9 +15,9 @@ const std::string& ReadRangesSql() {
       " FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) "
       "WITH ORDINALITY AS r(execution_id, first, last, lim, ord) "
       "CROSS JOIN LATERAL (SELECT x.* FROM events x WHERE x.execution_id = r.execution_id "
-      "AND x.sequence >= CASE WHEN r.first <= 1 THEN r.first ELSE COALESCE((SELECT y.sequence "
-      "FROM events y WHERE y.execution_id = r.execution_id AND y.sequence <= r.first "
-      "ORDER BY y.sequence DESC LIMIT 1), r.first) END "
+      "AND x.sequence >= CASE WHEN r.first <= 1 THEN r.first ELSE COALESCE(" +
+      RowHoldingSql("rh.sequence", "r.execution_id", "r.first") +
+      ", r.first) END "
       "AND x.sequence <= r.last ORDER BY x.sequence LIMIT r.lim) e "
       "ORDER BY r.ord, e.sequence";
   return sql;
@@ -36,9 +34,7 @@ Params Ranges::ToParams() const {
   // Rows, not events: one more than the events asked (see ReadRangesSql).
   std::vector<std::optional<int64_t>> row_limits;
   row_limits.reserve(limits.size());
-  for (const auto& l : limits) {
-    row_limits.push_back(*l < std::numeric_limits<int64_t>::max() ? *l + 1 : *l);
-  }
+  for (const auto& l : limits) row_limits.push_back(RowsForEvents(*l));
   Params p;
   p.Binary(TextArrayBinary(ids))
       .Binary(IntArrayBinary(firsts))

@@ -46,12 +46,14 @@ std::string AnsweringPredicate(std::string_view alias) {
          ".end_kind IS NOT NULL AND " + AnsweringEvent(a + ".end_kind", a + ".end_metadata") + "))";
 }
 
+// The last sequence of a row read by RowHoldingSql.
+constexpr std::string_view kLastOfRow = "COALESCE(rh.last_sequence, rh.sequence)";
+
 std::string AnsweredAfter(std::string_view id_expr, std::string_view park_expr) {
   const std::string id(id_expr), park(park_expr);
   return "EXISTS (SELECT 1 FROM events a WHERE a.execution_id = " + id +
-         " AND a.sequence >= COALESCE((SELECT y.sequence FROM events y WHERE y.execution_id = " +
-         id + " AND y.sequence <= " + park + " ORDER BY y.sequence DESC LIMIT 1), 0) AND ((" +
-         "a.sequence > " + park + " AND " + AnsweringEvent("a.kind", "a.metadata") +
+         " AND a.sequence >= COALESCE(" + pg::RowHoldingSql("rh.sequence", id, park) +
+         ", 0) AND ((a.sequence > " + park + " AND " + AnsweringEvent("a.kind", "a.metadata") +
          ") OR (a.last_sequence > " + park + " AND " +
          AnsweringEvent("a.end_kind", "a.end_metadata") + ")))";
 }
@@ -70,10 +72,7 @@ std::string CreateEndStatusIndexSql() {
          StatusKindList() + ")";
 }
 
-std::string HeadSql(std::string_view id_expr) {
-  return "(SELECT COALESCE(hd.last_sequence, hd.sequence) FROM events hd WHERE hd.execution_id = " +
-         std::string(id_expr) + " ORDER BY hd.sequence DESC LIMIT 1)";
-}
+std::string HeadSql(std::string_view id_expr) { return pg::RowHoldingSql(kLastOfRow, id_expr, ""); }
 
 // A park or an end is the last event of its row (packed_rows.h): the rows
 // from the one that holds run_from on, each read for one that ends past it.
@@ -82,13 +81,10 @@ std::string RunningPredicate(std::string_view alias) {
   const std::string releasing = ReleasingKindList();
   return "(" + f + ".owner IS NOT NULL AND (" + f +
          ".run_from IS NULL OR NOT EXISTS (SELECT 1 FROM events rp WHERE rp.execution_id = " + f +
-         ".execution_id AND rp.sequence >= COALESCE((SELECT ry.sequence FROM events ry WHERE "
-         "ry.execution_id = " +
-         f + ".execution_id AND ry.sequence <= " + f +
-         ".run_from ORDER BY ry.sequence DESC LIMIT 1), 0) AND COALESCE(rp.last_sequence, "
-         "rp.sequence) > " +
-         f + ".run_from AND (rp.kind IN (" + releasing + ") OR rp.end_kind IN (" + releasing +
-         ")))))";
+         ".execution_id AND rp.sequence >= COALESCE(" +
+         pg::RowHoldingSql("rh.sequence", f + ".execution_id", f + ".run_from") +
+         ", 0) AND COALESCE(rp.last_sequence, rp.sequence) > " + f + ".run_from AND (rp.kind IN (" +
+         releasing + ") OR rp.end_kind IN (" + releasing + ")))))";
 }
 
 std::string BackfillAllSql() {
@@ -144,9 +140,7 @@ std::string PredecessorFits(std::string_view alias) {
   const std::string id = x + ".execution_id", prev = "(" + x + ".expected_next - 1)";
   return "CASE WHEN " + x +
          ".expected_next = 1 THEN NOT EXISTS (SELECT 1 FROM events e WHERE e.execution_id = " + id +
-         ") ELSE (SELECT COALESCE(e.last_sequence, e.sequence) FROM events e WHERE " +
-         "e.execution_id = " + id + " AND e.sequence <= " + prev +
-         " ORDER BY e.sequence DESC LIMIT 1) = " + prev + " END";
+         ") ELSE " + pg::RowHoldingSql(kLastOfRow, id, prev) + " = " + prev + " END";
 }
 // The head column of a verdict over requests `r`: the last sequence of the
 // newest row, one backward probe.

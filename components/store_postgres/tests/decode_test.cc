@@ -120,9 +120,10 @@ TEST(PackedRowsSplitTest, MarkedEventsAreFirstOrLastAndReleasingEventsEndTheirRo
   };
   auto rows = [](const std::vector<EncodedEvent>& events) {
     std::string out;
-    for (const RowSpan& r : SplitIntoRows(events)) {
-      out += (out.empty() ? "" : " ") + std::to_string(r.first) + "+" + std::to_string(r.count);
-    }
+    ForEachRow(events, [&](std::span<const EncodedEvent> row) {
+      out += (out.empty() ? "" : " ") + std::to_string(row.data() - events.data()) + "+" +
+             std::to_string(row.size());
+    });
     return out;
   };
   const EncodedEvent started = event("EXECUTION_STARTED"), step = event("STEP_COMPLETED");

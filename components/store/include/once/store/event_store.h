@@ -376,6 +376,9 @@ class EventStore {
 // names the request's owner, if it names one; else it stays as it is).
 enum class RunRowChange : uint8_t { kRun, kEnd };
 RunRowChange RunRowChangeOf(std::span<const Envelope> events);
+// Whether an event of this kernel kind parks or ends its execution (the
+// kinds RunRowChangeOf releases on).
+bool EndsRun(events::KernelKind kind);
 
 // The error an implementation returns for a capability it refuses.
 std::unexpected<Error> Unsupported(Capability c, std::string_view store_name);
