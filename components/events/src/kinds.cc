@@ -23,6 +23,26 @@ constexpr auto kAnsweringNames = [] {
   return out;
 }();
 
+constexpr bool IsStatusRow(const KernelKindInfo& row) {
+  return row.terminal || row.kind == KernelKind::kExecutionStarted ||
+         row.kind == KernelKind::kExecutionSuspended;
+}
+
+constexpr size_t CountStatus() {
+  size_t n = 0;
+  for (const auto& row : kKernelKinds) n += IsStatusRow(row) ? 1 : 0;
+  return n;
+}
+
+constexpr auto kStatusNames = [] {
+  std::array<std::string_view, CountStatus()> out{};
+  size_t i = 0;
+  for (const auto& row : kKernelKinds) {
+    if (IsStatusRow(row)) out[i++] = row.name;
+  }
+  return out;
+}();
+
 constexpr auto kAllNames = [] {
   std::array<std::string_view, kKernelKindCount> out{};
   for (size_t i = 0; i < kKernelKinds.size(); ++i) out[i] = kKernelKinds[i].name;
@@ -55,6 +75,8 @@ bool IsAnswering(std::string_view kind, const nlohmann::json& metadata) {
 
 std::span<const std::string_view> AnsweringKernelKindNames() { return kAnsweringNames; }
 std::span<const std::string_view> AllKernelKindNames() { return kAllNames; }
+bool IsStatusKind(KernelKind kind) { return IsStatusRow(Info(kind)); }
+std::span<const std::string_view> StatusKernelKindNames() { return kStatusNames; }
 
 Kind Kind::FromStored(std::string name) {
   if (std::optional<KernelKind> k = ParseKernelKind(name)) return Kind(*k);

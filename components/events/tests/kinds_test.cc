@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 namespace once::events {
 namespace {
@@ -16,6 +18,22 @@ TEST(KindsTest, AnsweringKindsAreExactlyTheSeedsList) {
   EXPECT_EQ(answering, (std::set<std::string_view>{"EXECUTION_RESUMED", "EXECUTION_SUSPENDED",
                                                    "EXECUTION_COMPLETED", "EXECUTION_FAILED",
                                                    "EXECUTION_CANCELLED", "EXECUTION_CONTINUED"}));
+}
+
+// The status indexes of both SQL stores and the listings that read them
+// take their kinds from this one list.
+TEST(KindsTest, StatusKindsAreStartedSuspendedAndTheTerminalKinds) {
+  std::vector<std::string_view> status(StatusKernelKindNames().begin(),
+                                       StatusKernelKindNames().end());
+  EXPECT_EQ(status, (std::vector<std::string_view>{"EXECUTION_STARTED", "EXECUTION_SUSPENDED",
+                                                   "EXECUTION_COMPLETED", "EXECUTION_FAILED",
+                                                   "EXECUTION_CANCELLED", "EXECUTION_CONTINUED"}));
+  for (const KernelKindInfo& row : kKernelKinds) {
+    const bool listed = std::find(status.begin(), status.end(), row.name) != status.end();
+    EXPECT_EQ(IsStatusKind(row.kind), listed) << row.name;
+  }
+  EXPECT_FALSE(IsStatusKind(KernelKind::kExecutionResumed));
+  EXPECT_FALSE(IsStatusKind(KernelKind::kStepCompleted));
 }
 
 TEST(KindsTest, RuleOneKernelKindsFollowTheirRow) {

@@ -486,6 +486,18 @@ Status CheckKernelPayload(const Envelope& e, std::string_view execution_id) {
   return Ok();
 }
 
+std::string SqlQuotedList(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::string_view name : names) {
+    ONCE_CHECK_MSG(name.find('\'') == std::string_view::npos, "a kind name to quote has a quote");
+    if (!out.empty()) out += ", ";
+    out += '\'';
+    out += name;
+    out += '\'';
+  }
+  return out;
+}
+
 std::span<const std::string_view> EndingKindNames() {
   static const std::vector<std::string_view> names = [] {
     std::vector<std::string_view> out;

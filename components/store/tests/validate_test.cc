@@ -5,6 +5,14 @@
 namespace once::store {
 namespace {
 
+TEST(ValidateTest, SqlQuotedListJoinsLiterals) {
+  EXPECT_EQ(SqlQuotedList({}), "");
+  const std::string_view one[] = {"EXECUTION_STARTED"};
+  EXPECT_EQ(SqlQuotedList(one), "'EXECUTION_STARTED'");
+  const std::string_view two[] = {"A", "B_C"};
+  EXPECT_EQ(SqlQuotedList(two), "'A', 'B_C'");
+}
+
 TEST(ValidateTest, ExecutionIds) {
   Limits limits;
   EXPECT_TRUE(ValidateExecutionId("order-7", limits));

@@ -9,13 +9,9 @@
 namespace once::store::pg {
 namespace {
 
-constexpr std::string_view kStatusKinds[] = {
-    "EXECUTION_STARTED", "EXECUTION_SUSPENDED", "EXECUTION_COMPLETED",
-    "EXECUTION_FAILED",  "EXECUTION_CANCELLED", "EXECUTION_CONTINUED",
-};
-
+// A kind in the status indexes' predicate (sql.h).
 bool IsStatusKind(std::string_view kind) {
-  for (std::string_view k : StatusKindNames()) {
+  for (std::string_view k : events::StatusKernelKindNames()) {
     if (k == kind) return true;
   }
   return false;
@@ -49,8 +45,6 @@ Result<Envelope> DecodeRestEvent(std::string_view execution_id, int64_t sequence
 }
 
 }  // namespace
-
-std::span<const std::string_view> StatusKindNames() { return kStatusKinds; }
 
 std::span<const std::string_view> ReleasingKindNames() {
   static const std::vector<std::string_view> names = [] {

@@ -37,10 +37,6 @@
 
 namespace once::store::pg {
 
-// The kinds that place an execution in a status (the status indexes'
-// predicate, sql.h).
-std::span<const std::string_view> StatusKindNames();
-
 // True for an event a statement selects on by kind (see above).
 bool IsMarked(const EncodedEvent& e);
 // The kinds of a park and of the terminal events (store::EndsRun), which

@@ -367,18 +367,6 @@ struct Statement {
   std::string sql;
 };
 
-// Kernel kind names are constant upper-case identifiers: safe to inline.
-std::string QuotedKinds(std::span<const std::string_view> names) {
-  std::string out;
-  for (std::string_view n : names) {
-    if (!out.empty()) out += ", ";
-    out += '\'';
-    out += n;
-    out += '\'';
-  }
-  return out;
-}
-
 constexpr const char* kListEndedNames[] = {"list_ended_0", "list_ended_1", "list_ended_2",
                                            "list_ended_3"};
 
@@ -461,8 +449,8 @@ std::vector<Statement> Statements() {
       {"ended_by_many",
        "SELECT DISTINCT execution_id FROM events WHERE execution_id = ANY($1::text[]) "
        "AND ((time_ms <= $2::int8 AND kind IN (" +
-           QuotedKinds(EndingKindNames()) + ")) OR (end_time_ms <= $2::int8 AND end_kind IN (" +
-           QuotedKinds(EndingKindNames()) + ")))"},
+           SqlQuotedList(EndingKindNames()) + ")) OR (end_time_ms <= $2::int8 AND end_kind IN (" +
+           SqlQuotedList(EndingKindNames()) + ")))"},
       {"delete_ended_fences",
        "WITH renewed AS (UPDATE fences SET token = token, owner = NULL, since_ms = NULL "
        "WHERE execution_id = ANY($1::text[]) AND token <> 0 RETURNING 1) "

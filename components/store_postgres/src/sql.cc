@@ -4,38 +4,22 @@
 #include <vector>
 
 #include "once/events/kinds.h"
+#include "once/store/validate.h"
 #include "packed_rows.h"
 
 namespace once::store::sql {
 namespace {
 
-// Kinds come from the kernel's constant table (printable ASCII, no quotes),
-// never from user input, so they are safe to inline.
-std::string QuotedList(std::span<const std::string_view> names) {
-  std::string out;
-  for (auto name : names) {
-    if (!out.empty()) out += ", ";
-    out += '\'';
-    out += name;
-    out += '\'';
-  }
-  return out;
-}
-
-}  // namespace
-
-namespace {
-
 // Whether the event whose kind and metadata are columns `kind` and
 // `metadata` answers a park (events::IsAnswering's three rules).
 std::string AnsweringEvent(const std::string& kind, const std::string& metadata) {
-  return "(" + kind + " IN (" + QuotedList(events::AnsweringKernelKindNames()) + ") OR (" + kind +
-         " NOT IN (" + QuotedList(events::AllKernelKindNames()) + ") AND " + metadata +
+  return "(" + kind + " IN (" + SqlQuotedList(events::AnsweringKernelKindNames()) + ") OR (" +
+         kind + " NOT IN (" + SqlQuotedList(events::AllKernelKindNames()) + ") AND " + metadata +
          "::jsonb -> 'kernel' = 'true'::jsonb))";
 }
 
 // The kinds that release a run (store::RunRowChangeOf): a park, an end.
-std::string ReleasingKindList() { return QuotedList(pg::ReleasingKindNames()); }
+std::string ReleasingKindList() { return SqlQuotedList(pg::ReleasingKindNames()); }
 
 }  // namespace
 
@@ -58,7 +42,7 @@ std::string AnsweredAfter(std::string_view id_expr, std::string_view park_expr) 
          AnsweringEvent("a.end_kind", "a.end_metadata") + ")))";
 }
 
-std::string StatusKindList() { return QuotedList(pg::StatusKindNames()); }
+std::string StatusKindList() { return SqlQuotedList(events::StatusKernelKindNames()); }
 
 std::string CreateStatusIndexSql() {
   return "CREATE INDEX IF NOT EXISTS " + std::string(kStatusIndex) +
@@ -249,8 +233,6 @@ std::string AppendSql(std::string_view lock_strength, bool owned) {
          "\n" + kResult;
 }
 
-namespace {}  // namespace
-
 // The common case (no request locks a fence row, parks or compares tokens
 // exactly): one pass over the stored rows, each carrying its request's id,
 // fence, expected_next (and, in the hinted form, fence-row version hint),
@@ -426,14 +408,10 @@ std::string EndChannel(std::string_view schema) {
 }
 
 std::string CreateEndTriggerSql(std::string_view channel) {
-  std::vector<std::string_view> terminal;
-  for (const events::KernelKindInfo& k : events::kKernelKinds) {
-    if (k.terminal) terminal.push_back(k.name);
-  }
   // The channel is ours ([a-z0-9_]), safe to inline like the kinds. An end
   // is a row's first event or its last (packed_rows.h); the trigger of
   // schema version 5 (loom_events_ended) read the first only and is replaced.
-  const std::string ends = QuotedList(terminal);
+  const std::string ends = SqlQuotedList(EndingKindNames());
   return R"(DO $once$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_trigger
                  WHERE tgrelid = 'events'::regclass AND tgname = 'loom_events_ended_rows') THEN

@@ -55,18 +55,6 @@ enum Sql : size_t {
   kSqlCount,
 };
 
-// Kernel kind names are constant upper-case identifiers: safe to inline.
-std::string QuotedList(std::span<const std::string_view> names) {
-  std::string out;
-  for (std::string_view n : names) {
-    if (!out.empty()) out += ',';
-    out += '\'';
-    out += n;
-    out += '\'';
-  }
-  return out;
-}
-
 std::vector<std::string> BuildSql() {
   std::vector<std::string> sql(kSqlCount);
   sql[kBegin] = "BEGIN IMMEDIATE";
@@ -101,8 +89,8 @@ std::vector<std::string> BuildSql() {
   // only (json_extract would also match the number 1).
   sql[kAnsweringPast] =
       "SELECT 1 FROM events WHERE execution_id = ?1 AND sequence > ?2 AND (kind IN (" +
-      QuotedList(events::AnsweringKernelKindNames()) + ") OR (kind NOT IN (" +
-      QuotedList(events::AllKernelKindNames()) +
+      SqlQuotedList(events::AnsweringKernelKindNames()) + ") OR (kind NOT IN (" +
+      SqlQuotedList(events::AllKernelKindNames()) +
       ") AND json_type(metadata, '$.kernel') = 'true')) LIMIT 1";
   sql[kReadRange] =
       "SELECT sequence, kind, payload, metadata, time_ms FROM events "
@@ -135,7 +123,7 @@ std::vector<std::string> BuildSql() {
   sql[kReleaseRun] = "DELETE FROM loom_runs WHERE execution_id = ?1";
   sql[kRunOwner] = "SELECT owner, since_ms FROM loom_runs WHERE execution_id = ?1";
   sql[kEndedBy] = "SELECT 1 FROM events WHERE execution_id = ?1 AND time_ms <= ?2 AND kind IN (" +
-                  QuotedList(EndingKindNames()) + ") LIMIT 1";
+                  SqlQuotedList(EndingKindNames()) + ") LIMIT 1";
   std::span<const std::string_view> ending = EndingKindNames();
   ONCE_CHECK_MSG(ending.size() == kListEndedLast - kListEndedFirst + 1, "one statement a kind");
   for (size_t i = 0; i < ending.size(); ++i) {
@@ -316,17 +304,25 @@ Status MigrateLocked(Connection& c) {
 // not the log. Partial: steps, resumes and audit events are not in it (the
 // predicate is OR-ed equalities: SQLite uses a partial index for `kind = 'X'`
 // only when that term appears in the index's OR list, not in an IN). Not a
-// versioned migration: an older build opens the file and ignores it.
-constexpr const char* kCreateStatusIndex =
-    "CREATE INDEX IF NOT EXISTS events_by_status_kind ON events(kind, time_ms, execution_id, "
-    "sequence) WHERE kind = 'EXECUTION_STARTED' OR kind = 'EXECUTION_SUSPENDED' OR "
-    "kind = 'EXECUTION_COMPLETED' OR kind = 'EXECUTION_FAILED' OR kind = 'EXECUTION_CANCELLED' "
-    "OR kind = 'EXECUTION_CONTINUED'";
+// versioned migration: an older build opens the file and ignores it. The
+// kinds are events::StatusKernelKindNames (PostgreSQL's index has the same).
+std::string CreateStatusIndexSql() {
+  std::string sql =
+      "CREATE INDEX IF NOT EXISTS events_by_status_kind ON events(kind, time_ms, execution_id, "
+      "sequence) WHERE ";
+  const char* separator = "";
+  for (std::string_view kind : events::StatusKernelKindNames()) {
+    sql += separator;
+    sql += "kind = '" + std::string(kind) + "'";
+    separator = " OR ";
+  }
+  return sql;
+}
 
 Status Migrate(Connection& c) {
   return sqlite_internal::InTransaction(c, kBegin, kCommit, kRollback, [&]() -> Status {
     ONCE_RETURN_IF_ERROR(MigrateLocked(c));
-    return c.Exec(kCreateStatusIndex);
+    return c.Exec(CreateStatusIndexSql());
   });
 }
 

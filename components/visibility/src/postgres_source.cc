@@ -143,14 +143,14 @@ class PostgresSource final : public Source {
         "  ORDER BY sequence DESC LIMIT 1) h ON true "
         "LEFT JOIN LATERAL (SELECT sequence, kind, payload, time_ms FROM events e "
         "  WHERE e.execution_id = x.id AND e.kind IN " +
-        std::string(kFoldKindsSql) +
+        FoldKindsSql() +
         "  ORDER BY sequence DESC LIMIT 1) s ON true "
         "LEFT JOIN LATERAL (SELECT sequence, kind, payload, time_ms FROM events e "
         "  WHERE e.execution_id = x.id AND e.kind = 'EXECUTION_STARTED' "
         "  ORDER BY sequence LIMIT 1) st ON true "
         "ORDER BY x.n";
     // Version 6: a row's last event is the newer of its two; a status event
-    // is either (kFoldKindsSql's kinds are all first or last in their row).
+    // is either (FoldKindsSql()'s kinds are all first or last in their row).
     static const std::string packed_sql =
         "SELECT x.id, h.sequence, h.time_ms, s.sequence, s.kind, s.payload, s.time_ms, "
         "st.sequence, st.kind, st.payload, st.time_ms, "
@@ -164,9 +164,9 @@ class PostgresSource final : public Source {
         "  CASE WHEN f.at_end THEN e.end_payload ELSE e.payload END AS payload, "
         "  CASE WHEN f.at_end THEN e.end_time_ms ELSE e.time_ms END AS time_ms FROM events e "
         "  CROSS JOIN LATERAL (SELECT COALESCE(e.end_kind IN " +
-        std::string(kFoldKindsSql) + ", false) AS at_end) f " +
-        "  WHERE e.execution_id = x.id AND (e.kind IN " + std::string(kFoldKindsSql) +
-        "  OR e.end_kind IN " + std::string(kFoldKindsSql) +
+        FoldKindsSql() + ", false) AS at_end) f " +
+        "  WHERE e.execution_id = x.id AND (e.kind IN " + FoldKindsSql() + "  OR e.end_kind IN " +
+        FoldKindsSql() +
         ") ORDER BY e.sequence DESC LIMIT 1) s ON true "
         "LEFT JOIN LATERAL (SELECT CASE WHEN e.kind = 'EXECUTION_STARTED' THEN e.sequence "
         "  ELSE e.last_sequence END AS sequence, 'EXECUTION_STARTED' AS kind, "
@@ -215,7 +215,7 @@ class PostgresSource final : public Source {
   Result<int64_t> CountOpenParks() override {
     // Version 6: a park ends its row, so the rows after it start after it.
     const bool packed = version_ >= kPackedRowsVersion;
-    const std::string answering(kAnsweringKindsSql);
+    const std::string answering(AnsweringKindsSql());
     ONCE_ASSIGN_OR_RETURN(
         PgResult r,
         Query(packed ? "SELECT COUNT(*) FROM events p WHERE (p.kind = 'EXECUTION_SUSPENDED' OR "

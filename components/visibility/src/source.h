@@ -9,23 +9,31 @@
 #include <vector>
 
 #include "once/base/result.h"
+#include "once/events/kinds.h"
+#include "once/store/validate.h"
 #include "once/visibility/visibility.h"
 
 namespace once::visibility::internal {
 
-// The kinds in the stores' partial index events_by_status_kind.
-inline constexpr std::string_view kStatusKindsSql =
-    "('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED', 'EXECUTION_FAILED', "
-    "'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED')";
-// The kinds whose newest occurrence decides an execution's status (the
-// index's, and EXECUTION_RESUMED).
-inline constexpr std::string_view kFoldKindsSql =
-    "('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_RESUMED', 'EXECUTION_COMPLETED', "
-    "'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED')";
-// The kernel kinds that answer a park (events::kKernelKinds, kAnswering).
-inline constexpr std::string_view kAnsweringKindsSql =
-    "('EXECUTION_RESUMED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED', 'EXECUTION_FAILED', "
-    "'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED')";
+// The kinds whose newest occurrence decides an execution's status: those of
+// the stores' partial index events_by_status_kind
+// (events::StatusKernelKindNames) and EXECUTION_RESUMED, as a parenthesised
+// SQL list.
+inline const std::string& FoldKindsSql() {
+  static const std::string sql = [] {
+    std::vector<std::string_view> kinds(events::StatusKernelKindNames().begin(),
+                                        events::StatusKernelKindNames().end());
+    kinds.push_back(events::Info(events::KernelKind::kExecutionResumed).name);
+    return "(" + store::SqlQuotedList(kinds) + ")";
+  }();
+  return sql;
+}
+// The kernel kinds that answer a park (events::AnsweringKernelKindNames), likewise.
+inline const std::string& AnsweringKindsSql() {
+  static const std::string sql =
+      "(" + store::SqlQuotedList(events::AnsweringKernelKindNames()) + ")";
+  return sql;
+}
 
 // A position in the index, newest first: entries strictly older than it.
 struct IndexKey {
@@ -50,14 +58,14 @@ struct RawSummary {
   int64_t head = 0;  // 0: no events
   int64_t updated_ms = 0;
   std::optional<RawEvent> started;      // the first EXECUTION_STARTED
-  std::optional<RawEvent> last_status;  // the newest of kFoldKindsSql
+  std::optional<RawEvent> last_status;  // the newest of FoldKindsSql()
   int64_t fence = 0;
 };
 
 class Source {
  public:
   virtual ~Source() = default;
-  // Index entries of `kind` (a literal from kStatusKindsSql) strictly older
+  // Index entries of `kind` (one of events::StatusKernelKindNames) strictly older
   // than `before`, newest first, with min_ms <= time_ms (when min_ms > 0).
   virtual Result<std::vector<Candidate>> Candidates(std::string_view kind, const IndexKey& before,
                                                     int64_t min_ms, size_t limit) = 0;

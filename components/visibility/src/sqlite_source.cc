@@ -89,7 +89,7 @@ class SqliteSource final : public Source {
           last_status_,
           Prepare("SELECT sequence, kind, payload, time_ms FROM events WHERE execution_id = ?1 "
                   "AND kind IN " +
-                  std::string(kFoldKindsSql) + " ORDER BY sequence DESC LIMIT 1"));
+                  FoldKindsSql() + " ORDER BY sequence DESC LIMIT 1"));
       ONCE_ASSIGN_OR_RETURN(started_,
                             Prepare("SELECT sequence, kind, payload, time_ms FROM events WHERE "
                                     "execution_id = ?1 AND kind = 'EXECUTION_STARTED' "
@@ -138,7 +138,7 @@ class SqliteSource final : public Source {
         "SELECT COUNT(*) FROM events p WHERE p.kind = 'EXECUTION_SUSPENDED' AND NOT EXISTS "
         "(SELECT 1 FROM events a WHERE a.execution_id = p.execution_id AND a.sequence > "
         "p.sequence AND a.kind IN " +
-        std::string(kAnsweringKindsSql) + ")");
+        AnsweringKindsSql() + ")");
   }
 
   Result<int64_t> CountPendingMessages() override {

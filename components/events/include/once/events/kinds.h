@@ -117,4 +117,11 @@ bool IsAnswering(std::string_view kind, const nlohmann::json& metadata);
 std::span<const std::string_view> AnsweringKernelKindNames();
 std::span<const std::string_view> AllKernelKindNames();
 
+// The kinds whose event places an execution in a status: EXECUTION_STARTED,
+// EXECUTION_SUSPENDED and the terminal kinds, in kKernelKinds order. The SQL
+// stores' partial index events_by_status_kind holds exactly their events
+// (docs/event-store.md); components/visibility lists executions from it.
+bool IsStatusKind(KernelKind kind);
+std::span<const std::string_view> StatusKernelKindNames();
+
 }  // namespace once::events

@@ -49,6 +49,11 @@ std::unexpected<Error> NotEndedBy(std::string_view id, int64_t ended_ms_max);
 // Whether a stored kind is one of EndingKindNames.
 bool IsEndingKind(std::string_view kind);
 
+// Kind names as SQL string literals joined by ", " ('A', 'B'), for the SQL
+// stores' IN lists and index predicates. Only for the kernel's constant
+// names (upper-case identifiers: nothing to escape), never for user input.
+std::string SqlQuotedList(std::span<const std::string_view> names);
+
 // A kernel kind's payload has the shape events::KernelPayloadProblem
 // demands (kInvalidArgument naming what is wrong); any other kind passes.
 // EncodeAppend and CheckAppend apply it to every event.
