@@ -109,6 +109,13 @@ void PerfControl(const char* fifo_env, const char* command) {
   if (fd < 0) return;
   (void)!write(fd, command, std::strlen(command));
   close(fd);
+  const char* ack = std::getenv((std::string(fifo_env) + "_ACK").c_str());
+  if (ack == nullptr) return;
+  const int ack_fd = open(ack, O_RDONLY);
+  if (ack_fd < 0) return;
+  char reply[8];
+  (void)!read(ack_fd, reply, sizeof(reply));  // perf writes "ack\n" once it has acted
+  close(ack_fd);
 }
 
 }  // namespace once::bench

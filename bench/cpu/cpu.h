@@ -17,7 +17,11 @@ double ProcessCpuSeconds();
 // ("enable\n", "disable\n") when the environment variable `fifo_env` names
 // the fifo; does nothing otherwise. So a profile covers a benchmark's timed
 // span only, not the setup around it. Writes with open/write, no stdio: a
-// FILE buffer would be a heap block inside the span it brackets.
+// FILE buffer would be a heap block inside the span it brackets. perf reads
+// the fifo when it gets to it, so without more the profile starts late and
+// ends late (it took in a bench's checks after its span); with
+// `--control fifo:<fifo>,<ack>` and `<fifo_env>_ACK=<ack>` in the
+// environment, it returns only once perf has acknowledged the command.
 void PerfControl(const char* fifo_env, const char* command);
 
 // CPU seconds of the PostgreSQL server behind `conn_url`: its postmaster and

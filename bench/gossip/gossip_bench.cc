@@ -125,8 +125,10 @@ std::pair<std::unique_ptr<Host>, std::unique_ptr<Host>> Build(const Shape& s, Re
   return {std::move(a), std::move(b)};
 }
 
-// With GOSSIP_BENCH_PERF_CTL=<fifo> (perf record -D -1 --control fifo:<fifo>),
-// perf samples the timed sessions only, not the setup that builds each pair.
+// With GOSSIP_BENCH_PERF_CTL=<fifo> (perf record -D -1 --control
+// fifo:<fifo>,<ack>) and GOSSIP_BENCH_PERF_CTL_ACK=<ack>, perf samples the
+// timed sessions only, not the setup that builds each pair nor the check of
+// each session's result (without the ack fifo the span's edges are late).
 void PerfControl(const char* command) { bench::PerfControl("GOSSIP_BENCH_PERF_CTL", command); }
 
 // glibc defers sorting freed chunks to the next allocation it cannot serve

@@ -27,8 +27,9 @@
 // mean latency over the firing (store_<Method>_calls / _ms_avg). On PostgreSQL
 // the WAL written from T to the last resume is reported (fire_wal_bytes,
 // fire_wal_mb_per_s) beside the disk's raw_write_mb_per_s. With
-// TIMER_BENCH_PERF_CTL=<fifo> (perf record -D -1 --control fifo:<fifo>), perf
-// samples the firing only (from T to the last resume), not the setup.
+// TIMER_BENCH_PERF_CTL=<fifo> (perf record -D -1 --control fifo:<fifo>,<ack>)
+// and TIMER_BENCH_PERF_CTL_ACK=<ack>, perf samples the firing only (from T to
+// the last resume), not the setup.
 //
 // Output: one machine-readable line
 //   timer-bench backend=... timers=... p50_ms=... p99_ms=... max_ms=... fired_per_s=...
