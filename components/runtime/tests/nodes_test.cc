@@ -288,7 +288,9 @@ TEST_F(NodesTest, OwnTakeoverLeavesAChildWhoseBodyIsScheduledHere) {
     ONCE_RETURN_IF_ERROR(ctx.StartChild("two", "c", Json::object()));
     Result<TakeoverReport> taken = rt.Takeover();  // the child is scheduled, not yet run
     EXPECT_TRUE(taken);
-    if (taken) EXPECT_EQ(taken->redriven, 0u);
+    if (taken) {
+      EXPECT_EQ(taken->redriven, 0u);
+    }
     return ctx.AwaitChild("c");
   }));
   ASSERT_TRUE(rt.Start("parent", "p", Json::object()));

@@ -138,7 +138,9 @@ TEST_P(NodeRegistryConformance, OrphanedRunsAreTheRunsOfDeadNodesOnly) {
   ASSERT_TRUE(later);
   EXPECT_EQ(Ids(*later), (std::vector<std::string>{"r-expired", "r-ghost", "r-stopped"}));
   for (const RunRow& r : *later) {
-    if (r.execution_id == "r-expired") EXPECT_EQ(r.owner, "expired");
+    if (r.execution_id == "r-expired") {
+      EXPECT_EQ(r.owner, "expired");
+    }
     EXPECT_GT(r.since_ms, 0);
   }
   // Paging by execution id.
