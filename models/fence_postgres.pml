@@ -242,7 +242,7 @@ inline APPEND(k, f, pres, exp, res) {
           if
           :: k == RES ->
              assert(!landed);               /* at most one RESUMED per park */
-             assert(!pres || f >= token);    /* the resumed body holds the current token */
+             assert(f >= token);             /* the resumed body holds the current token */
              landed = true;
              landed_fence = f
           :: else -> skip

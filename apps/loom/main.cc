@@ -160,11 +160,12 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "executions per second, per backend and case");
   bench_cmd->add_option("--backend", bench.backends, "memory, sqlite, postgres")
       ->capture_default_str();
-  bench_cmd->add_option("--case", bench.cases,
-                        "unfenced, fenced, park_resume, park_resume_fence, park_resume_if, "
-                        "park_resume_if_read, park_resume_if_separate, raw_acquire, "
-                        "raw_acquire_if, raw_read; queue; "
-                        "CASE_node (as a node), CASE_notify (with an end listener, postgres)");
+  bench_cmd->add_option(
+      "--case", bench.cases,
+      "unfenced, fenced, park_resume, park_resume_fence, park_resume_if, park_resume_if_acquire, "
+      "park_resume_if_read, park_resume_if_separate, raw_acquire, "
+      "raw_acquire_if, raw_read; queue; "
+      "CASE_node (as a node), CASE_notify (with an end listener, postgres)");
   bench_cmd->add_option("--url", bench.url, "PostgreSQL URL (default $ONCE_TEST_POSTGRES_URL)");
   bench_cmd->add_option("--dir", bench.dir, "folder for SQLite files")->capture_default_str();
   bench_cmd->add_option("--executions", bench.executions, "per run")

@@ -160,8 +160,9 @@ TEST_P(WakerTest, AWakeReadsTheLogOnce) {
 }
 
 // A row written at the park carries the park (its sequence and token), so a
-// wake is the conditional acquire alone, which brings the log back: nothing
-// is read before it, and nothing after it.
+// wake answers first (Runtime::Resume with park_fence): one read of the
+// log, then the run's appends, the first of them the conditional step; no
+// token is taken.
 class CarriedParkTest : public WakerTest {
  protected:
   CarriedParkTest() { testing::RegisterWorkflows(rt_counting_); }
@@ -174,7 +175,7 @@ class CarriedParkTest : public WakerTest {
   RuntimeWaker counting_waker_{rt_counting_};
 };
 
-TEST_P(CarriedParkTest, AWakeIsTheAcquireAloneWithNoReadBeforeIt) {
+TEST_P(CarriedParkTest, AWakeAnswersFirstWithOneReadAndNoToken) {
   int64_t t0 = clock_.NowUnixMillis();
   ASSERT_TRUE(rt_counting_.Start("sleeper", "w", Json()));
   for (int64_t wake : {t0 + 1000, t0 + 2000}) {
@@ -188,10 +189,10 @@ TEST_P(CarriedParkTest, AWakeIsTheAcquireAloneWithNoReadBeforeIt) {
     clock_.Advance(std::chrono::seconds(1));
     counting_.reads = 0;
     ASSERT_EQ(counting_waker_.Wake(rows[0]).value(), WakeVerdict::kResumed) << wake;
-    EXPECT_EQ(counting_.reads, 0) << wake;
+    EXPECT_EQ(counting_.reads, 1) << wake;
   }
   EXPECT_EQ(rt_counting_.Inspect("w").value().status, runtime::ExecutionStatus::kCompleted);
-  EXPECT_EQ(Fence("w"), 2);  // one token a wake
+  EXPECT_EQ(Fence("w"), 0);  // no token taken
   EXPECT_TRUE(errors_.empty());
 }
 
@@ -201,10 +202,10 @@ TEST_P(CarriedParkTest, ARowOfAnAnsweredParkIsObsoleteAndTakesNoToken) {
   ASSERT_TRUE(timers_.CompleteMany(std::vector<timers::TimerKey>{first.key()}));
   clock_.Advance(std::chrono::seconds(1));
   ASSERT_EQ(counting_waker_.Wake(first).value(), WakeVerdict::kResumed);
-  ASSERT_EQ(Fence("s"), 1);
+  ASSERT_EQ(Fence("s"), 0);
   // Fired again (a retire lost to a crash): the park is answered.
   EXPECT_EQ(counting_waker_.Wake(first).value(), WakeVerdict::kObsolete);
-  EXPECT_EQ(Fence("s"), 1);
+  EXPECT_EQ(Fence("s"), 0);
   EXPECT_EQ(Resumes("s"), 1);
   EXPECT_EQ(rt_counting_.Inspect("s").value().status, runtime::ExecutionStatus::kSuspended);
 }
@@ -220,16 +221,17 @@ TEST_P(CarriedParkTest, ARowNamingAnOlderParkWakesTheOpenParkOfItsInstant) {
   EXPECT_EQ(Fence("s"), 1);  // the stale acquire moved nothing
 }
 
-// A token moved by a resumer that died after its acquire: the carried token
-// is stale, the log the acquire returned shows the park still open, and the
-// acquire is retried on the current token.
-TEST_P(CarriedParkTest, ADeadAcquirerBeforeTheWakeCostsOneMoreAcquire) {
+// A token moved by a resumer that died after its acquire: the answer under
+// the carried token is refused before any step, the log read again shows
+// the park still open, and the conditional acquire expects the current
+// token the refusal reported.
+TEST_P(CarriedParkTest, ADeadAcquirerBeforeTheWakeCostsTheAcquire) {
   ASSERT_TRUE(rt_counting_.Start("sleeper", "s", Json()));
   timers::TimerRow row = Rows("s").at(0);
   ASSERT_EQ(base_.get().AcquireFence("s").value(), 1);
   counting_.reads = 0;
   EXPECT_EQ(counting_waker_.Wake(row).value(), WakeVerdict::kResumed);
-  EXPECT_EQ(counting_.reads, 0);
+  EXPECT_EQ(counting_.reads, 2);  // the answer's read, the read after its refusal
   EXPECT_EQ(Fence("s"), 2);
   EXPECT_EQ(Resumes("s"), 1);
   // The second park was written under token 2, and its row says so.

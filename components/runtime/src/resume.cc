@@ -83,8 +83,66 @@ Status Runtime::CheckLogInHand(std::string_view id, std::span<const Envelope> lo
   return Ok();
 }
 
+// A resume given the park's token answers first (RunOptions::park_fence);
+// when its answer is refused with the park still open, or the token given
+// is not the park's (a rival's, reported by a stale answer), the
+// conditional acquire goes next, on the log read.
 Result<RunOutcome> Runtime::ResumeImpl(std::string_view id, std::string_view principal,
                                        const RunOptions& options, const ResumeExtras& extras) {
+  const std::optional<int64_t> given = FirstAcquireToken(options, extras);
+  if (!options_.resume_answers_first || !given) {
+    return ResumeAcquiring(id, principal, options, extras);
+  }
+  std::vector<Envelope> log;
+  std::optional<int64_t> expect = given;
+  ONCE_ASSIGN_OR_RETURN(std::optional<RunOutcome> answered,
+                        ResumeAnsweringFirst(id, principal, options, extras, log, expect));
+  if (answered) return std::move(*answered);
+  ResumeExtras acquiring = extras;
+  acquiring.log_in_hand = &log;
+  acquiring.acquire_first = false;
+  acquiring.expect_fence = expect;
+  return ResumeAcquiring(id, principal, options, acquiring);
+}
+
+// The run's first append is the conditional step: under the park's own
+// token (the store refuses it once anyone acquired since the park) at the
+// park's sequence + 1 (refused once anything was appended after it), and
+// made before the body's first effect (RunState::answer_unconfirmed). So
+// the run's answer lands exactly when the acquire-if-parked would have
+// succeeded, and a run whose answer did not land did nothing.
+// Model: models/fence_resumer.pmh (the answer-first checks).
+Result<std::optional<RunOutcome>> Runtime::ResumeAnsweringFirst(
+    std::string_view id, std::string_view principal, const RunOptions& options,
+    const ResumeExtras& extras, std::vector<Envelope>& log, std::optional<int64_t>& expect) {
+  const ResumeTarget target = TargetOf(options, extras.expect_park, extras.topic);
+  std::shared_ptr<void> running = HoldRunningHere(std::string(id));
+  ONCE_ASSIGN_OR_RETURN(log, store::ReadLog(store_, id));
+  ONCE_RETURN_IF_ERROR(internal::CheckResumable(id, log, target));
+  const int64_t park_token = FindOpenPark(log)->fence();
+  if (park_token != expect) return std::optional<RunOutcome>();  // the token moved: acquire
+  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
+  ONCE_ASSIGN_OR_RETURN(const Def* def, WorkflowOf(id, st));
+  RunState run;
+  ONCE_RETURN_IF_ERROR(PrepareResumedRun(run, id, std::move(st), *def, std::string(principal),
+                                         std::move(log), internal::Fenced{.token = park_token},
+                                         options, extras));
+  Result<RunOutcome> out = Execute(run);
+  const bool refused = !out && (out.error().code == ErrorCode::kStaleFence ||
+                                out.error().code == ErrorCode::kSequenceConflict);
+  if (!refused || !run.answer_unconfirmed) return out;  // an outcome, or the run's own error
+  // Refused before anything of this run landed: a rival's answer makes the
+  // park not-suspended; a park still open (a dead acquirer moved the token,
+  // an ignorable append the head) is the conditional acquire's to take.
+  const StaleFenceDetail* stale = out.error().As<StaleFenceDetail>();
+  expect = stale ? std::optional<int64_t>(stale->current) : std::nullopt;
+  ONCE_ASSIGN_OR_RETURN(log, store::ReadLog(store_, id));
+  ONCE_RETURN_IF_ERROR(internal::CheckResumable(id, log, target));
+  return std::optional<RunOutcome>();
+}
+
+Result<RunOutcome> Runtime::ResumeAcquiring(std::string_view id, std::string_view principal,
+                                            const RunOptions& options, const ResumeExtras& extras) {
   const ResumeTarget target = TargetOf(options, extras.expect_park, extras.topic);
   // Running here from before the acquire (which names this node in the run
   // row) until the body ends: this node's own takeover must not claim the

@@ -460,6 +460,7 @@ AppendRequest Runtime::RunAppend(const RunState& run, std::vector<Envelope> even
 
 void Runtime::Appended(RunState& run, const RunRowWrite& row, int64_t head) {
   run.head = head;
+  run.answer_unconfirmed = false;  // every append takes all that is pending, the answer first
   if (!row.owner.empty()) run.owner_recorded = row.change == store::RunRowChange::kRun;
 }
 

@@ -61,28 +61,51 @@ using ResumeFenceTest = ResumeFenceFixture<HookStore>;
 using ResumeFenceSeparateTailTest = ResumeFenceFixture<HookSeparateTailStore>;
 
 // RunOptions::park_fence, the park's token as the outcome that parked gave
-// it: the conditional acquire goes first and brings the whole log, so the
-// resume reads nothing before it; each park's outcome carries its token.
-TEST_F(ResumeFenceTest, TheParksTokenLetsTheAcquireGoFirstWithNoRead) {
+// it: the resume answers first. It reads the log and runs under the park's
+// own token with no acquire; its first append (the answer, before the step)
+// is the conditional step. The token never moves, so each park's outcome
+// carries the same one.
+TEST_F(ResumeFenceTest, TheParksTokenLetsTheResumeAnswerFirstWithNoAcquire) {
   ASSERT_EQ(park_fence_, 0);  // a start that never acquired parks under no token
-  store_.reads = 0;
   Result<RunOutcome> out =
       rt_.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = park_fence_});
   ASSERT_TRUE(out) << out.error().ToString();
   ASSERT_EQ(out->status, ExecutionStatus::kSuspended);  // the second sleep
+  EXPECT_EQ(store_.acquire_if_calls.load(), 0);
+  EXPECT_EQ(steps_, 1);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 0);
+  EXPECT_EQ(out->park_fence, 0);  // parked again under the park's token
+  Result<RunOutcome> done =
+      rt_.Resume("ex", {.fence_if_parked_at = *out->park_seq, .park_fence = out->park_fence});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(store_.acquire_if_calls.load(), 0);
+  EXPECT_EQ(steps_, 2);
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 2);
+}
+
+// With resume_answers_first off, the park's token lets the conditional
+// acquire go first: it brings the whole log, so the resume reads nothing.
+TEST_F(ResumeFenceTest, AcquiringFirstTheParksTokenSparesTheRead) {
+  Runtime acquiring{store_, clock_, {.resume_answers_first = false}};
+  ASSERT_TRUE(RegisterSleeper(acquiring, steps_));
+  store_.reads = 0;
+  Result<RunOutcome> out =
+      acquiring.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = park_fence_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
   EXPECT_EQ(store_.reads.load(), 0);
   EXPECT_EQ(store_.acquire_if_calls.load(), 1);
   EXPECT_EQ(steps_, 1);
   EXPECT_EQ(memory_.ReadFence("ex").value(), 1);
   EXPECT_EQ(out->park_fence, 1);  // parked again under the token it took
   Result<RunOutcome> done =
-      rt_.Resume("ex", {.fence_if_parked_at = *out->park_seq, .park_fence = out->park_fence});
+      acquiring.Resume("ex", {.fence_if_parked_at = *out->park_seq, .park_fence = out->park_fence});
   ASSERT_TRUE(done) << done.error().ToString();
   EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
   EXPECT_EQ(done->park_fence, std::nullopt);
   EXPECT_EQ(store_.reads.load(), 0);
   EXPECT_EQ(store_.acquire_if_calls.load(), 2);
-  EXPECT_EQ(steps_, 2);
   EXPECT_EQ(memory_.ReadFence("ex").value(), 2);
 }
 
@@ -94,12 +117,30 @@ TEST_F(ResumeFenceTest, WithoutTheParksTokenTheResumeReadsFirst) {
   EXPECT_EQ(store_.acquire_if_calls.load(), 1);
 }
 
-// A wrong token costs one stale acquire: the park, judged on the log that
-// acquire brought, is still the same open one, so the acquire is retried on
-// the current token; nothing else changes.
-TEST_F(ResumeFenceTest, AWrongParkTokenCostsOneStaleAcquire) {
+// A token that is not the park envelope's (a wrong one, or a rival's that a
+// stale answer reported) is not answered under: no body runs on it; the
+// conditional acquire expects it on the log read, costs one stale acquire,
+// and goes on from the store's current token.
+TEST_F(ResumeFenceTest, ATokenNotTheParksIsExpectedByTheAcquire) {
   store_.reads = 0;
   Result<RunOutcome> out = rt_.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = 7});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(store_.acquire_if_calls.load(), 2);
+  EXPECT_GE(store_.reads.load(), 1);
+  EXPECT_EQ(steps_, 1);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 1);
+}
+
+// Acquiring first, a wrong token costs one stale acquire: the park, judged
+// on the log that acquire brought, is still the same open one, so the
+// acquire is retried on the current token; nothing else changes.
+TEST_F(ResumeFenceTest, AcquiringFirstAWrongParkTokenCostsOneStaleAcquire) {
+  Runtime acquiring{store_, clock_, {.resume_answers_first = false}};
+  ASSERT_TRUE(RegisterSleeper(acquiring, steps_));
+  store_.reads = 0;
+  Result<RunOutcome> out =
+      acquiring.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = 7});
   ASSERT_TRUE(out) << out.error().ToString();
   EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
   EXPECT_EQ(store_.acquire_if_calls.load(), 2);
@@ -108,8 +149,8 @@ TEST_F(ResumeFenceTest, AWrongParkTokenCostsOneStaleAcquire) {
   EXPECT_EQ(memory_.ReadFence("ex").value(), 1);
 }
 
-// The token of a park already answered: the acquire sees the answer, takes
-// nothing, and the resume is refused (not-suspended) with the log untouched.
+// The token of a park already answered: the resume sees the answer, takes
+// nothing, and is refused (not-suspended) with the log untouched.
 TEST_F(ResumeFenceTest, TheParksTokenOnAnAnsweredParkIsRefused) {
   ASSERT_TRUE(rt_.Resume("ex", {.fence_if_parked_at = park_seq_}));  // token 1, parked again
   const size_t events = Log(memory_, "ex").size();
@@ -122,7 +163,8 @@ TEST_F(ResumeFenceTest, TheParksTokenOnAnAnsweredParkIsRefused) {
   EXPECT_EQ(steps_, 1);
 }
 
-// A fenced start's park carries the start's token.
+// A fenced start's park carries the start's token, and a resume answering
+// first runs (and parks again) under it.
 TEST_F(ResumeFenceTest, AFencedParkCarriesItsToken) {
   const int64_t token = memory_.AcquireFence("fenced").value();
   Result<RunOutcome> out =
@@ -133,7 +175,72 @@ TEST_F(ResumeFenceTest, AFencedParkCarriesItsToken) {
   Result<RunOutcome> resumed =
       rt_.Resume("fenced", {.fence_if_parked_at = *out->park_seq, .park_fence = out->park_fence});
   ASSERT_TRUE(resumed) << resumed.error().ToString();
-  EXPECT_EQ(memory_.ReadFence("fenced").value(), token + 1);
+  EXPECT_EQ(resumed->park_fence, token);
+  EXPECT_EQ(memory_.ReadFence("fenced").value(), token);
+  EXPECT_EQ(Log(memory_, "fenced").back().fence(), token);
+}
+
+// Answering first after a dead acquirer (it took token 1 after the park and
+// never appended): the answer is refused as stale before any step ran; the
+// park is still open, so the conditional acquire takes over, expecting the
+// token the refusal reported, and the step runs once.
+TEST_F(ResumeFenceTest, AnsweringFirstAfterADeadAcquirerTheAcquireTakesOver) {
+  ASSERT_EQ(memory_.AcquireFence("ex").value(), 1);
+  Result<RunOutcome> out =
+      rt_.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = park_fence_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(store_.acquire_if_calls.load(), 1);  // {1, park}: the reported token
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 2);
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
+  EXPECT_EQ(Log(memory_, "ex")[park_seq_].fence(), 2);
+  EXPECT_EQ(steps_, 1);
+}
+
+// A rival acquires between the answer-first resume's read and its answer
+// (the rival then dies): the answer is refused, the step has not run, and
+// the conditional acquire takes over from the rival's token.
+TEST_F(ResumeFenceTest, ARivalAcquireBeforeTheAnswerRefusesItBeforeAnyStep) {
+  store_.before_next_append = [&] {
+    EXPECT_EQ(steps_, 0);  // the answer goes before the step's effect
+    ASSERT_EQ(memory_.AcquireFence("ex").value(), 1);
+  };
+  Result<RunOutcome> out =
+      rt_.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = park_fence_});
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(steps_, 1);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 2);
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
+}
+
+// A rival's whole resume lands between the answer-first resume's read and
+// its answer: the answer is refused, the park is answered, so the resume is
+// not-suspended; the rival's body is not fenced out (no token was taken)
+// and its step ran once.
+TEST_F(ResumeFenceTest, ARivalAnswerBeforeOursLeavesUsNotSuspended) {
+  Runtime rival_rt{store_, clock_};  // another process: its own committer
+  ASSERT_TRUE(RegisterSleeper(rival_rt, steps_));
+  Result<RunOutcome> rival;
+  store_.before_next_append = [&] {
+    rival = rival_rt.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = park_fence_});
+  };
+  Result<RunOutcome> out =
+      rt_.Resume("ex", {.fence_if_parked_at = park_seq_, .park_fence = park_fence_});
+  ASSERT_TRUE(rival) << rival.error().ToString();
+  EXPECT_EQ(rival->status, ExecutionStatus::kSuspended);
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code, ErrorCode::kResumeRefused);
+  EXPECT_EQ(out.error().As<ResumeRefusedDetail>()->reason, "not-suspended");
+  EXPECT_EQ(Count(memory_, "ex", "EXECUTION_RESUMED"), 1);
+  EXPECT_EQ(memory_.ReadFence("ex").value(), 0);
+  EXPECT_EQ(steps_, 1);
+  // The rival's park is the open one, under the same token.
+  Result<RunOutcome> done =
+      rt_.Resume("ex", {.fence_if_parked_at = *rival->park_seq, .park_fence = rival->park_fence});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(steps_, 2);
 }
 
 TEST_F(ResumeFenceTest, DeadAcquirerThenResumeSucceedsViaTheCurrentTokenRetry) {

@@ -35,6 +35,8 @@ class BasicHookStore final : public EventStoreWrapper<BasicHookStore<Decisions>,
   std::function<void(int call)> before_acquire_if;
   // Runs once, before the next ReadRange (then it is cleared).
   std::function<void()> before_next_read;
+  // Runs once, before the next Append or AppendBatch (then it is cleared).
+  std::function<void()> before_next_append;
   std::atomic<int> acquire_if_calls{0};
   std::atomic<int> reads{0};  // ReadRange calls
   std::atomic<int> appends{0};
@@ -44,6 +46,7 @@ class BasicHookStore final : public EventStoreWrapper<BasicHookStore<Decisions>,
 
   Result<int64_t> Append(const store::AppendRequest& req) override {
     ++appends;
+    if (auto hook = std::exchange(before_next_append, nullptr)) hook();
     if (!Spend()) return MakeError(ErrorCode::kUnavailable, "injected crash");
     return target().Append(req);
   }
@@ -57,6 +60,7 @@ class BasicHookStore final : public EventStoreWrapper<BasicHookStore<Decisions>,
       std::span<const store::AppendRequest> requests) override {
     ++batches;
     batched_requests += static_cast<int>(requests.size());
+    if (auto hook = std::exchange(before_next_append, nullptr)) hook();
     if (!Spend()) return MakeError(ErrorCode::kUnavailable, "injected crash");
     return target().AppendBatch(requests);
   }

@@ -34,7 +34,21 @@
 //     atomic step, one round trip); otherwise it is one more range read. A store without
 //     AcquireFenceIf: plain AcquireFence. A store that does not fence: the options are ignored.
 //     With park_fence (the park's token, from the outcome that parked) the
-//     acquire goes first and the log comes back with it: no read before it.
+//     resume answers first (RuntimeOptions::resume_answers_first): it reads
+//     the log, checks the park, and runs the body under the park's own token
+//     (its metadata.fence) with no acquire. The body's first append, which
+//     is made before its first effect (a step, a child, a continuation) and
+//     carries the answer (EXECUTION_RESUMED), lands only if the token is
+//     still the park's and the log still ends at the park: the condition
+//     the acquire would have checked, in the append the resume makes
+//     anyway, so a resume costs one commit less. Refused (a rival answered,
+//     acquired, or a dead acquirer moved the token), nothing of this resume
+//     is durable and no effect ran: an answered park is kResumeRefused
+//     "not-suspended", a park still open goes on with the conditional
+//     acquire above. The token is not bumped, so a resume that parks again
+//     parks under the same token (models/fence_resumer.pmh, the
+//     answer-first checks). With resume_answers_first off the acquire goes
+//     first and the log comes back with it: no read before it.
 //   * fence: resume under a token already held (no acquire).
 //   * neither: the run presents token 0 (an execution someone fenced refuses
 //     it with kStaleFence, which a caller may answer with fence_if_parked_at).
@@ -123,7 +137,11 @@ struct RuntimeOptions {
   // moves its events straight into the store on the calling thread.
   bool group_commit = true;
   CommitterOptions committer;
-  int resume_attempts_max = 3;         // conditional acquires per resume
+  int resume_attempts_max = 3;  // conditional acquires per resume
+  // A resume given the park's token (RunOptions::park_fence) answers first:
+  // its first append is the conditional step, no acquire before it (see
+  // "Resume under fences" above). false: it acquires first, as before.
+  bool resume_answers_first = true;
   bool recover_acquires_fence = true;  // Recover takes a token per re-drive
   // Quarantined executions (Recover found their log unreadable) remembered,
   // so that each is reported to on_error once per process; past this many,
@@ -173,14 +191,16 @@ struct RunOptions {
   std::optional<Answer> answer;
   // With fence_if_parked_at: the token the park was written under, when the
   // caller knows it (RunOutcome::park_fence of the run that parked). On a
-  // store with AcquireFenceIfReadTail the conditional acquire then goes
-  // first and brings the whole log back: no read before it (a resume is the
-  // acquire and the run's appends). A wrong token costs one stale acquire,
-  // then the park is judged on the log it returned as any other. Give it
-  // only for a park that exists: the acquire judges the log it finds, and on
-  // an id with no events it takes a token (which then refuses an unfenced
-  // start of that id, as any acquire would). Ignored without
-  // fence_if_parked_at, with ResumeWithLog, and on other stores.
+  // store with AcquireFenceIfReadTail the resume then answers first (one
+  // read, then the run's appends, the first of them conditional: see
+  // "Resume under fences") when this is the park envelope's own token; any
+  // other value is a token to expect in the conditional acquire, which then
+  // goes on with the log read (a wrong one costs one stale acquire). With
+  // RuntimeOptions::resume_answers_first off, the conditional acquire goes
+  // first and brings the whole log back: no read before it, and on an id
+  // with no events it takes a token (which then refuses an unfenced start
+  // of that id, as any acquire would). Ignored without fence_if_parked_at,
+  // with ResumeWithLog, and on other stores.
   std::optional<int64_t> park_fence;
 };
 
@@ -426,6 +446,19 @@ class Runtime {
                                StartOptions options);
   Result<RunOutcome> ResumeImpl(std::string_view id, std::string_view principal,
                                 const RunOptions& options, const ResumeExtras& extras);
+  // The resume that takes its token with the conditional acquire (read
+  // first, or acquire first with the park's token).
+  Result<RunOutcome> ResumeAcquiring(std::string_view id, std::string_view principal,
+                                     const RunOptions& options, const ResumeExtras& extras);
+  // An answer-first resume (RunOptions::park_fence, given in `expect`): its
+  // outcome, or nullopt with the log read in `log` and the token to expect
+  // in `expect` when the acquire must go on: the park's token is not the
+  // one given (nothing ran), or its answer was refused while the park is
+  // still open (nothing of it is durable and no effect ran; `expect` is
+  // then the token a stale answer reported, or nullopt).
+  Result<std::optional<RunOutcome>> ResumeAnsweringFirst(
+      std::string_view id, std::string_view principal, const RunOptions& options,
+      const ResumeExtras& extras, std::vector<Envelope>& log, std::optional<int64_t>& expect);
   static Status CheckLogInHand(std::string_view id, std::span<const Envelope> log);
   // The park's token when this resume takes its fence before reading (see
   // acquire_first, RunOptions::park_fence); nullopt: it reads first.
