@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -157,6 +158,75 @@ TEST_F(BackendTest, ThreeDeadAcquirersIsContended) {
   EXPECT_EQ(r.error().code, ErrorCode::kResumeContended);
   EXPECT_EQ(r.error().As<ResumeContendedDetail>()->attempts, 3);
   EXPECT_EQ(Log(*store_, "ex"), before);
+}
+
+// Resumers that answer first (RunOptions::park_fence) race on every park,
+// each its own runtime (a process) on the one database; a quarter of the
+// parks sit behind a dead acquirer (their answers are refused, then the
+// conditional acquire takes over). Whatever the interleaving, a park is
+// answered once and the step after it runs once; a resume that lost says
+// so (refused, contended or fenced out) and a later one finishes the rest.
+TEST_F(BackendTest, RacingResumersAnsweringFirstRunTheStepAfterTheParkOnce) {
+  constexpr int kExecutions = 24;
+  constexpr int kResumers = 4;
+  std::mutex mu;
+  std::map<std::string, int> after_runs;  // GUARDED_BY(mu)
+  auto body = [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return ctx.Step("after", [&]() -> Result<Json> {
+      std::lock_guard lock(mu);
+      return ++after_runs[ctx.execution_id()];
+    });
+  };
+  std::vector<std::unique_ptr<Runtime>> runtimes;
+  for (int r = 0; r < kResumers; ++r) {
+    runtimes.push_back(std::make_unique<Runtime>(*store_, clock_));
+    ASSERT_TRUE(runtimes.back()->Register("nap", body));
+  }
+  std::vector<RunOutcome> parks;
+  for (int i = 0; i < kExecutions; ++i) {
+    Result<RunOutcome> out = runtimes[0]->Start("nap", "race-" + std::to_string(i), Json());
+    ASSERT_TRUE(out) << out.error().ToString();
+    ASSERT_EQ(out->status, ExecutionStatus::kSuspended);
+    if (i % 4 == 0) {
+      ASSERT_TRUE(store_->AcquireFence(out->execution_id));  // a dead acquirer
+    }
+    parks.push_back(*out);
+  }
+  auto resume = [&](Runtime& rt, const RunOutcome& park) {
+    return rt.Resume(park.execution_id,
+                     {.fence_if_parked_at = park.park_seq, .park_fence = park.park_fence});
+  };
+  std::atomic<int> lost{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kResumers; ++r) {
+    threads.emplace_back([&, r] {
+      for (int k = 0; k < kExecutions; ++k) {
+        Result<RunOutcome> got = resume(*runtimes[r], parks[(k + 7 * r) % kExecutions]);
+        if (got) continue;
+        const ErrorCode code = got.error().code;
+        EXPECT_TRUE(code == ErrorCode::kResumeRefused || code == ErrorCode::kResumeContended ||
+                    code == ErrorCode::kStaleFence || code == ErrorCode::kSequenceConflict)
+            << got.error().ToString();
+        ++lost;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_GE(lost.load(), (kResumers - 1) * kExecutions);  // one resume of a park at most wins
+  for (const RunOutcome& park : parks) {
+    const std::string& id = park.execution_id;
+    if (Log(*store_, id).back().kind != "EXECUTION_COMPLETED") {
+      Result<RunOutcome> done = resume(*runtimes[0], park);  // every resumer of it lost
+      ASSERT_TRUE(done) << id << ": " << done.error().ToString();
+    }
+    int answers = 0;
+    for (const Envelope& e : Log(*store_, id)) answers += e.kind == "EXECUTION_RESUMED";
+    EXPECT_EQ(answers, 1) << id;
+    EXPECT_EQ(Log(*store_, id).back().kind, "EXECUTION_COMPLETED") << id;
+    std::lock_guard lock(mu);
+    EXPECT_EQ(after_runs[id], 1) << id;
+  }
 }
 
 TEST_F(BackendTest, ChildrenAndRecover) {
