@@ -244,8 +244,12 @@ Result<bool> RequestParser::ReadChunked(std::string& in) {
       case Stage::kChunkLine: {
         const size_t eol = in.find("\r\n");
         if (eol == std::string::npos) {
-          if (in.size() > limits_.chunk_line_bytes_max) {
-            return Fail(400, LimitError("chunk_line_bytes_max", static_cast<int64_t>(in.size()),
+          // The line so far, without a last CR that may begin its CRLF (the
+          // limit counts no CRLF: a line of exactly the limit is taken
+          // however the bytes arrive).
+          const size_t line = in.size() - (!in.empty() && in.back() == '\r' ? 1 : 0);
+          if (line > limits_.chunk_line_bytes_max) {
+            return Fail(400, LimitError("chunk_line_bytes_max", static_cast<int64_t>(line),
                                         static_cast<int64_t>(limits_.chunk_line_bytes_max)));
           }
           return false;

@@ -100,6 +100,37 @@ TEST(RequestParserTest, AChunkPastTheBodyLimitIsRefusedBeforeItsBytesAreRead) {
   EXPECT_EQ(huge.failure_status(), 413);
 }
 
+// A chunk line of exactly chunk_line_bytes_max is taken whether its CR
+// arrives with it or alone: the limit counts no CRLF (the fuzzer found one
+// byte at a time refusing what the whole request was accepted for).
+TEST(RequestParserTest, AChunkLineAtItsLimitIsTakenHoweverItsBytesArrive) {
+  HttpLimits limits;
+  limits.chunk_line_bytes_max = 32;
+  const std::string line = "4;ext=" + std::string(26, 'x');  // 32 bytes
+  const std::string request =
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + line + "\r\nabcd\r\n0\r\n\r\n";
+  for (size_t step : {request.size(), size_t{1}, size_t{7}}) {
+    SCOPED_TRACE(step);
+    RequestParser parser(limits);
+    std::string in;
+    Result<bool> done = false;
+    for (size_t at = 0; at < request.size() && done && !*done; at += step) {
+      in += request.substr(at, step);
+      done = parser.Feed(in);
+    }
+    ASSERT_TRUE(done) << done.error().ToString();
+    ASSERT_TRUE(*done);
+    EXPECT_EQ(parser.Take().body, "abcd");
+  }
+  // One byte more is refused, also when its CR is still to come.
+  RequestParser over(limits);
+  std::string in = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + line + "x\r";
+  Result<bool> done = over.Feed(in);
+  ASSERT_FALSE(done);
+  EXPECT_EQ(over.failure_status(), 400);
+  EXPECT_EQ(done.error().As<LimitDetail>()->limit, "chunk_line_bytes_max");
+}
+
 TEST(RequestParserTest, HeadsAndLengthsPastTheirLimitsOrMalformedAreTypedRefusals) {
   HttpLimits limits;
   limits.request_head_bytes_max = 128;
@@ -440,7 +471,9 @@ TEST_F(HttpServerTest, AThousandIdleConnectionsDoNotStallANewClient) {
   for (int i = 0; i < 1000; ++i) {
     const int fd = Open();
     ASSERT_GE(fd, 0) << i;
-    if (i % 2 == 1) ASSERT_TRUE(SendAll(fd, "GET /v1/in"));  // half a request line
+    if (i % 2 == 1) {
+      ASSERT_TRUE(SendAll(fd, "GET /v1/in"));  // half a request line
+    }
   }
   ASSERT_TRUE(Eventually([&] { return server_->stats().open == 1000; }));
   const auto asked = std::chrono::steady_clock::now();

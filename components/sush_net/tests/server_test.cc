@@ -207,6 +207,14 @@ TEST_F(ServerTest, FuzzSeedsAreCurrentBodies) {
       "POST /v1/submit HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
       "4;ext=1\r\nabcd\r\n0\r\nTrailer: t\r\n\r\n"
       "GET /v1/jobs?limit=5 HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}";
+  // Found by the fuzzer: a chunk line of exactly the fuzzer's
+  // chunk_line_bytes_max (32), taken whole but refused fed a byte at a time
+  // (its CR counted against the limit before its LF came).
+  seeds["http-chunk-line-at-its-limit"] = std::string(
+      "POST /v1/\0\0\0ait HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "4;ext=1\r\x1f\0\0\0dt=5 gth:http:// 2\xf6"
+      "1\r\nCo{\"n",
+      104);
   fuzz_corpus::ExpectSeeds(std::string(ONCE_FUZZ_CORPUS_DIR) + "/sush_net_request_fuzz", seeds);
 }
 

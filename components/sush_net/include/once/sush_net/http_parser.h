@@ -47,7 +47,7 @@ struct HttpLimits {
   size_t request_headers_max = 64;
   // The body once decoded (the same for every method and path).
   size_t request_body_bytes_max = 64 * 1024;
-  // A chunk-size line (hex size and extensions).
+  // A chunk-size line (hex size and extensions), its CRLF not counted.
   size_t chunk_line_bytes_max = 1024;
   // TCP connections held at once. Past it a new connection evicts the one
   // idle longest (no request in progress), or is closed at once if none is.
