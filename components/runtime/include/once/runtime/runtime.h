@@ -259,13 +259,15 @@ struct ParkAnswer {
   // The token park_seq was written under (its metadata.fence), when the
   // caller knows it without reading the log (a timer row carries it). With
   // park_seq set, no log in hand and no unfenced try, on a store with
-  // AcquireFenceIfReadTail the first conditional acquire is made BEFORE any
-  // read and brings the whole log back under the new token: a resume is one
-  // acquire (one round trip) and the run's append. A stale answer is judged
-  // on the log it returns, as any other (the same park still open: retried
-  // on the current token; answered: noop). A token it takes for a park it
-  // then cannot resume (an unknown workflow) is spent without an append,
-  // like a resumer that crashed after its acquire. Otherwise ignored.
+  // AcquireFenceIfReadTail the first try answers first (RunOptions::
+  // park_fence: one read, then the run's appends, the first of them the
+  // conditional step; no token taken); a refused answer with the park still
+  // open goes on with the conditional acquire, an answered park is noop.
+  // With RuntimeOptions::resume_answers_first off, the first conditional
+  // acquire is made BEFORE any read and brings the whole log back under the
+  // new token (one round trip, then the run's append); a token it takes for
+  // a park it then cannot resume (an unknown workflow) is spent without an
+  // append, like a resumer that crashed after its acquire. Otherwise ignored.
   std::optional<int64_t> park_fence;
 };
 
@@ -437,8 +439,9 @@ class Runtime {
     std::vector<Envelope>* log_in_hand = nullptr;  // a read of the log (taken over)
     int* budget = nullptr;                         // conditional acquires left (shared)
     std::optional<int64_t> expect_fence;           // the token to expect first
-    // expect_fence is the park's own token, known without a read: the
-    // conditional acquire goes first and returns the log (ParkAnswer::park_fence).
+    // expect_fence is the park's own token, known without a read
+    // (ParkAnswer::park_fence): the resume answers first, or (answering
+    // first off) the conditional acquire goes first and returns the log.
     bool acquire_first = false;
   };
 
@@ -460,8 +463,9 @@ class Runtime {
       std::string_view id, std::string_view principal, const RunOptions& options,
       const ResumeExtras& extras, std::vector<Envelope>& log, std::optional<int64_t>& expect);
   static Status CheckLogInHand(std::string_view id, std::span<const Envelope> log);
-  // The park's token when this resume takes its fence before reading (see
-  // acquire_first, RunOptions::park_fence); nullopt: it reads first.
+  // The park's token when the caller gave it (acquire_first,
+  // RunOptions::park_fence): the resume answers first, or acquires before
+  // reading; nullopt: it reads first, then acquires.
   std::optional<int64_t> FirstAcquireToken(const RunOptions& options,
                                            const ResumeExtras& extras) const;
   Result<RunOutcome> Redrive(std::string_view id, int64_t token, bool owner_recorded,
