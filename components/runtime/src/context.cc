@@ -66,7 +66,6 @@ Status Context::FlushBeforeEffect(bool everything) {
   everything = everything || run_.answer_unconfirmed;
   if (run_.pending.empty() || (!everything && !run_.step_result_pending)) return Ok();
   if (Status s = host_.Flush(run_); !s) return Fail(s.error());
-  run_.answer_unconfirmed = false;
   return Ok();
 }
 

@@ -47,6 +47,7 @@ struct RunState {
   // and runs the same step while ours runs it; and an unfenced resume the
   // store would refuse (someone fenced the execution) ran the step first.
   // Either way one effect ran twice in live processes, with no crash.
+  // Cleared by the run's first append that lands (Runtime::Appended).
   bool answer_unconfirmed = false;
 
   // Ownership (a runtime with a node): the node running this body, whether
