@@ -15,37 +15,38 @@ Committer::Committer(store::EventStore& store, CommitterOptions options)
 }
 
 Result<int64_t> Committer::Commit(store::AppendRequest req) {
-  std::condition_variable cv;
-  Slot slot{.req = &req, .cv = &cv};
-  CommitSlots(std::span<Slot>(&slot, 1));
+  GroupWait wait(1);
+  Slot slot{.req = &req, .wait = &wait};
+  CommitSlots(std::span<Slot>(&slot, 1), wait);
   return std::move(slot.result);
 }
 
 std::vector<Result<int64_t>> Committer::CommitMany(std::span<store::AppendRequest> reqs) {
-  std::condition_variable cv;
+  if (reqs.empty()) return {};
+  GroupWait wait(reqs.size());
   std::vector<Slot> slots(reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i) slots[i] = Slot{.req = &reqs[i], .cv = &cv};
-  CommitSlots(slots);
+  for (size_t i = 0; i < reqs.size(); ++i) slots[i] = Slot{.req = &reqs[i], .wait = &wait};
+  CommitSlots(slots, wait);
   std::vector<Result<int64_t>> out;
   out.reserve(slots.size());
   for (Slot& s : slots) out.push_back(std::move(s.result));
   return out;
 }
 
-void Committer::CommitSlots(std::span<Slot> slots) {
+void Committer::CommitSlots(std::span<Slot> slots, GroupWait& wait) {
   requests_.fetch_add(slots.size(), std::memory_order_relaxed);
   std::unique_lock lock(mu_);
   for (Slot& s : slots) queue_.push_back(&s);
   if (options_.linger_us_max > 0) linger_cv_.notify_one();
-  auto all_done = [&] {
-    return std::all_of(slots.begin(), slots.end(), [](const Slot& s) { return s.done; });
-  };
-  while (!all_done()) {
+  for (;;) {
     if (CanLead()) {
       LeadFlush(lock);
-    } else {
-      slots.front().cv->wait(lock);
+      if (wait.Answered()) return;
+      continue;
     }
+    lock.unlock();
+    if (wait.Wait() == GroupWait::Woken::kAnswered) return;
+    lock.lock();
   }
 }
 
@@ -88,12 +89,12 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   if (!batch.empty()) Write(batch, taken);
   lock.lock();
   for (const auto& r : batch) writing_.erase(r.execution_id);
-  // Notified under mu_: a caller cannot see done (and destroy its Slot)
-  // before its notify is over.
-  for (Slot* s : taken) {
-    s->done = true;
-    s->cv->notify_one();
-  }
+  lock.unlock();
+  // Answered before the next leader is asked (as the store's groups do), so
+  // that the callers just answered can queue their next append for it; the
+  // other order measured the same (docs: BENCHMARKS.md, "The group's end").
+  Answer(taken);
+  lock.lock();
   --flushes_in_flight_;
   WakeNextLeader();
 }
@@ -101,11 +102,14 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
 void Committer::WakeNextLeader() {
   if (flushes_in_flight_ >= options_.flushes_in_flight_max) return;
   for (Slot* s : queue_) {
-    if (!writing_.contains(s->req->execution_id)) {
-      s->cv->notify_one();
-      return;
-    }
+    if (writing_.contains(s->req->execution_id)) continue;
+    s->wait->AskToLead();
+    return;
   }
+}
+
+void Committer::Answer(std::span<Slot* const> taken) {
+  for (Slot* s : taken) s->wait->AnswerOne();
 }
 
 void Committer::Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken) {

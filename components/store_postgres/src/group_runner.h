@@ -12,7 +12,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -20,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "once/base/group_wait.h"
 #include "once/base/result.h"
 
 namespace once::store::pg {
@@ -45,19 +45,20 @@ class GroupRunner {
 
   // Runs `op` in a group; returns once RunGroup has answered it. Any thread.
   void Run(Op& op) {
-    std::condition_variable cv;
-    Waiter self{.op = &op, .cv = &cv};
-    RunWaiters(std::span<Waiter>(&self, 1));
+    GroupWait wait(1);
+    Waiter self{.op = &op, .wait = &wait};
+    RunWaiters(std::span<Waiter>(&self, 1), wait);
   }
 
   // Runs every op of `ops` (queued together, in order, so that they share
   // groups); returns once all are answered. The caller leads each group
   // whose oldest op is one of its own. Any thread.
   void RunMany(std::span<Op* const> ops) {
-    std::condition_variable cv;
+    if (ops.empty()) return;
+    GroupWait wait(ops.size());
     std::vector<Waiter> mine(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i) mine[i] = Waiter{.op = ops[i], .cv = &cv};
-    RunWaiters(mine);
+    for (size_t i = 0; i < ops.size(); ++i) mine[i] = Waiter{.op = ops[i], .wait = &wait};
+    RunWaiters(mine, wait);
   }
 
  protected:
@@ -68,32 +69,29 @@ class GroupRunner {
  private:
   struct Waiter {
     Op* op = nullptr;
-    bool done = false;                      // GUARDED_BY(mu_)
-    bool lead = false;                      // GUARDED_BY(mu_)
-    std::condition_variable* cv = nullptr;  // its caller's, notified on done or lead
+    bool lead = false;          // GUARDED_BY(mu_): promoted to lead the next group
+    GroupWait* wait = nullptr;  // its caller's, shared by a RunMany's waiters
   };
 
-  // Queues `mine` (one caller's, sharing its cv) and returns once all are
+  // Queues `mine` (one caller's, sharing `wait`) and returns once all are
   // answered, leading the groups it is promoted to lead.
-  void RunWaiters(std::span<Waiter> mine) {
-    if (mine.empty()) return;
+  void RunWaiters(std::span<Waiter> mine, GroupWait& wait) {
     std::unique_lock<std::mutex> lock(mu_);
     for (Waiter& w : mine) queue_.push_back(&w);
     PromoteLocked();
     for (;;) {
       Waiter* leader = nullptr;
-      bool all_done = true;
       for (Waiter& w : mine) {
-        if (w.done) continue;
-        all_done = false;
         if (w.lead) leader = &w;
       }
-      if (all_done) return;
       if (leader) {
         Lead(lock, *leader);
-      } else {
-        mine.front().cv->wait(lock);
+        if (wait.Answered()) return;
+        continue;
       }
+      lock.unlock();
+      if (wait.Wait() == GroupWait::Woken::kAnswered) return;
+      lock.lock();
     }
   }
 
@@ -115,14 +113,11 @@ class GroupRunner {
     PromoteLocked();  // the next group may form while this one runs
     lock.unlock();
     RunGroup(group);
+    // Answered without the runner's lock (once/base/group_wait.h), before
+    // the next leader is promoted, so that the callers just answered can
+    // queue their next op first.
+    for (Waiter* w : waiters) w->wait->AnswerOne();
     lock.lock();
-    // Notified under the lock: a follower cannot return (and destroy its
-    // Waiter) before the notify is done. The next leader is promoted last, so
-    // that the callers just answered can queue their next op first.
-    for (Waiter* w : waiters) {
-      w->done = true;
-      if (w->cv != self.cv) w->cv->notify_one();
-    }
     --in_flight_;
     PromoteLocked();
   }
@@ -133,7 +128,7 @@ class GroupRunner {
     if (leader_pending_ || queue_.empty() || in_flight_ >= groups_in_flight_max_) return;
     leader_pending_ = true;
     queue_.front()->lead = true;
-    queue_.front()->cv->notify_one();
+    queue_.front()->wait->AskToLead();
   }
 
   const size_t group_max_;

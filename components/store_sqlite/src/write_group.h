@@ -22,7 +22,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -31,6 +30,7 @@
 #include <type_traits>
 
 #include "connection.h"
+#include "once/base/group_wait.h"
 
 namespace once::store::sqlite_internal {
 
@@ -93,9 +93,8 @@ class WriteGroup {
     // The group's verdict: Ok when the group committed (the body's own result
     // is then the answer, success or refusal), else why nothing was durable.
     Status status;
-    bool done = false;  // GUARDED_BY(queue_mu_)
     bool lead = false;  // GUARDED_BY(queue_mu_)
-    std::condition_variable cv;
+    GroupWait wait{1};  // answered when the group is done, or asked to lead
   };
 
   void Submit(Op& op);

@@ -20,6 +20,10 @@
 //
 // Threads: Commit may be called from any number of threads; it blocks until
 // the request's flush is done. The store must outlive the committer.
+//
+// Waking. A flush's end answers its callers without the committer's lock,
+// each through its own GroupWait (once/base/group_wait.h says why), then asks
+// the next leader.
 
 #pragma once
 
@@ -33,6 +37,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "once/base/group_wait.h"
 #include "once/store/event_store.h"
 
 namespace once::runtime {
@@ -70,21 +75,22 @@ class Committer {
  private:
   struct Slot {
     store::AppendRequest* req = nullptr;
-    Result<int64_t> result = 0;
-    bool done = false;                      // GUARDED_BY(mu_)
-    std::condition_variable* cv = nullptr;  // its caller's: done, or asked to lead
+    Result<int64_t> result = 0;  // written by the flush, read once answered
+    GroupWait* wait = nullptr;   // its caller's; alive while the slot is unanswered
   };
-  // Queues the slots (sharing one caller's cv) and returns once all are
-  // done, leading flushes when it may.
-  void CommitSlots(std::span<Slot> slots);
+  // Queues the slots (of one caller, sharing `wait`) and returns once all
+  // are answered, leading flushes when it may.
+  void CommitSlots(std::span<Slot> slots, GroupWait& wait);
   void LeadFlush(std::unique_lock<std::mutex>& lock);
   bool CanLead() const;  // requires mu_
-  // Requires mu_: when another flush may start, wakes the oldest caller that
+  // Requires mu_: when another flush may start, asks the oldest caller that
   // could lead it (one thread, not every waiter: a flush's end used to wake
   // all of them, and most went back to sleep).
   void WakeNextLeader();
   // Without mu_: one store write for `batch`; results into `taken`.
   void Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken);
+  // Without mu_: answers each slot's caller. No slot is touched after.
+  static void Answer(std::span<Slot* const> taken);
   void Linger(std::unique_lock<std::mutex>& lock);
 
   store::EventStore& store_;
