@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -162,10 +163,22 @@ TEST(SqliteTimerStore, ProcessesOpeningAnOldFileTogetherAllBoot) {
 TEST(SqliteTimerStore, ProcessesClaimingTogetherNeverShareARow) {
   constexpr int kProcesses = 3;
   constexpr int kRows = 300;
+  constexpr int kLimit = 7;
   struct Shared {
     std::atomic<int> arrived;
     std::atomic<int> claims[kRows];
     std::atomic<int> by_process[kProcesses];
+  };
+  // Process p has claimed more than a claim's worth beyond the process that
+  // has claimed least, and rows are left.
+  auto AheadOfTheSlowest = [](const Shared& s, int p) {
+    int total = 0, least = kRows;
+    for (int q = 0; q < kProcesses; ++q) {
+      const int n = s.by_process[q].load();
+      total += n;
+      least = std::min(least, n);
+    }
+    return total < kRows && s.by_process[p].load() > least + kLimit;
   };
   TempDir dir;
   std::string path = dir.File("timers.db");
@@ -185,8 +198,10 @@ TEST(SqliteTimerStore, ProcessesClaimingTogetherNeverShareARow) {
       if (!Barrier(shared->arrived, kProcesses)) _exit(3);
       // Until nothing due is left unleased.
       while (true) {
-        auto rows = (*store)->Claim(
-            {.now_ms = 1000, .limit = 7, .owner = "p" + std::to_string(p), .lease_ms = 1'000'000});
+        auto rows = (*store)->Claim({.now_ms = 1000,
+                                     .limit = kLimit,
+                                     .owner = "p" + std::to_string(p),
+                                     .lease_ms = 1'000'000});
         if (!rows) {
           std::fprintf(stderr, "claim: %s\n", rows.error().ToString().c_str());
           _exit(5);
@@ -196,9 +211,15 @@ TEST(SqliteTimerStore, ProcessesClaimingTogetherNeverShareARow) {
           shared->claims[std::stoi(r.execution_id)].fetch_add(1);
           shared->by_process[p].fetch_add(1);
         }
-        // SQLite's busy handler backs off ever longer; a pause between
-        // claims lets the others in, so the processes really interleave.
+        // SQLite's busy handler backs off ever longer (up to 100 ms a
+        // sleep); a pause between claims lets the others in, so the
+        // processes really interleave. A process ahead of the slowest
+        // waits for it a little longer (at most 200 ms a claim): under
+        // ASan one process once took every row while the others slept.
         usleep(static_cast<useconds_t>(300 + (p * 7919 + shared->claims[0].load()) % 1200));
+        for (int waited_ms = 0; waited_ms < 200 && AheadOfTheSlowest(*shared, p); waited_ms += 5) {
+          usleep(5000);
+        }
       }
       store->reset();
       _exit(0);
