@@ -87,14 +87,13 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   WakeNextLeader();  // with flushes_in_flight_max > 1 the next may start now
   lock.unlock();
   if (!batch.empty()) Write(batch, taken);
-  lock.lock();
-  for (const auto& r : batch) writing_.erase(r.execution_id);
-  lock.unlock();
   // Answered before the next leader is asked (as the store's groups do), so
   // that the callers just answered can queue their next append for it; the
   // other order measured the same (docs: BENCHMARKS.md, "The group's end").
-  Answer(taken);
+  // An append queued before its execution leaves writing_ waits for the ask.
+  for (Slot* s : taken) s->wait->AnswerOne();
   lock.lock();
+  for (const auto& r : batch) writing_.erase(r.execution_id);
   --flushes_in_flight_;
   WakeNextLeader();
 }
@@ -106,10 +105,6 @@ void Committer::WakeNextLeader() {
     s->wait->AskToLead();
     return;
   }
-}
-
-void Committer::Answer(std::span<Slot* const> taken) {
-  for (Slot* s : taken) s->wait->AnswerOne();
 }
 
 void Committer::Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken) {

@@ -89,8 +89,6 @@ class Committer {
   void WakeNextLeader();
   // Without mu_: one store write for `batch`; results into `taken`.
   void Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken);
-  // Without mu_: answers each slot's caller. No slot is touched after.
-  static void Answer(std::span<Slot* const> taken);
   void Linger(std::unique_lock<std::mutex>& lock);
 
   store::EventStore& store_;
