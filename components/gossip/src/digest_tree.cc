@@ -9,21 +9,6 @@
 
 namespace once::gossip::internal {
 
-Summary View::summary() const {
-  if (inner) return inner->summary;
-  if (leaf) return Summary{leaf->path, 1};
-  return Summary{};
-}
-
-View View::Child(int depth, int nibble) const {
-  if (inner) {
-    const Slot* slot = inner->Find(nibble);
-    return slot ? View{slot->inner.get(), slot->leaf.get()} : View{};
-  }
-  if (leaf && depth < kDepthMax && Nibble(leaf->path, depth) == nibble) return View{nullptr, leaf};
-  return View{};
-}
-
 NodeRef::NodeRef(const NodeRef& other) : node_(other.node_) {
   if (node_) node_->refs.Add();
 }
@@ -50,26 +35,99 @@ bool NodeRef::Unique() const { return node_->refs.One(); }
 
 namespace {
 
-// Room for two children: a node is made when a second leaf joins a first.
+// Room for two elements: a bucket is made for a first leaf, a branch by a
+// split (with room for the nibbles it found).
 constexpr int kCapacityMin = 2;
 
-Inner* AllocateInner(int capacity) {
-  ONCE_CHECK(capacity >= 1 && capacity <= kFanout);
-  void* block = ::operator new(sizeof(Inner) + static_cast<size_t>(capacity) * sizeof(Slot) +
-                               2 * sizeof(itc::Version));
-  return static_cast<Inner*>(block);
+// The smallest power of two >= `n` (and kCapacityMin), at most `max`.
+int CapacityFor(int n, int max) {
+  int capacity = kCapacityMin;
+  while (capacity < n) capacity *= 2;
+  return std::min(capacity, max);
 }
 
-void ConstructSlots(Inner& node, int from) {
-  for (int i = from; i < node.capacity; ++i) new (&node.slot_block()[i]) Slot();
+Inner* AllocateInner(bool bucket, int capacity) {
+  ONCE_CHECK(capacity >= 1 && capacity <= (bucket ? kBucketMax : kFanout));
+  return static_cast<Inner*>(::operator new(Inner::BlockBytes(bucket, capacity)));
+}
+
+void ConstructElements(Inner& node, int from) {
+  for (int i = from; i < node.capacity; ++i) {
+    if (node.bucket) {
+      new (&node.entry_block()[i]) Entry();
+    } else {
+      new (&node.child_block()[i]) NodeRef();
+    }
+  }
+}
+
+// A node made from `from`'s header (count 1) with room for `capacity`, its
+// elements and bounds not yet constructed.
+Inner* NewLike(const Inner& from, int capacity) {
+  Inner* node = new (AllocateInner(from.bucket, capacity)) Inner(from);  // RefCount's copy is 1
+  node->capacity = static_cast<uint8_t>(capacity);
+  return node;
+}
+
+bool PathLess(const Path& a, const Path& b) {
+  const uint64_t ha = High64(a), hb = High64(b);
+  return ha != hb ? ha < hb : Fingerprint(a) < Fingerprint(b);
+}
+
+// Compared without a call to memcmp.
+bool SamePath(const Path& a, const Path& b) {
+  uint64_t x[2], y[2];
+  std::memcpy(x, a.data(), sizeof(x));
+  std::memcpy(y, b.data(), sizeof(y));
+  return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+}
+
+// The index of the first entry of a bucket whose path is not below `path`.
+int LowerBound(const Inner& bucket, const Path& path) {
+  const std::span<const Entry> entries = bucket.entries();
+  const auto it = std::partition_point(entries.begin(), entries.end(),
+                                       [&](const Entry& e) { return PathLess(e.path, path); });
+  return static_cast<int>(it - entries.begin());
+}
+
+// The index of `path` in a bucket, or -1.
+int IndexIn(const Inner& bucket, const Path& path) {
+  const int i = LowerBound(bucket, path);
+  return i < bucket.size() && SamePath(bucket.entry_block()[i].path, path) ? i : -1;
 }
 
 }  // namespace
 
-Inner* NewInner(int capacity) {
-  Inner* node = new (AllocateInner(capacity)) Inner();
+Summary View::summary() const {
+  if (!node) return Summary{};
+  if (whole()) return node->summary;
+  Summary s;
+  for (const Entry& e : entries()) XorInto(s.digest, e.path);
+  s.count = static_cast<uint64_t>(end - begin);
+  return s;
+}
+
+View View::Child(int depth, int nibble) const {
+  if (!node) return View{};
+  if (!node->bucket) {
+    const NodeRef* child = node->Find(nibble);
+    return child ? Of(*child) : View{};
+  }
+  // The entries in view share their first `depth` nibbles and are in path
+  // order, so those with `nibble` next are one run.
+  const Entry* e = node->entry_block();
+  int from = begin;
+  while (from < end && Nibble(e[from].path, depth) < nibble) ++from;
+  int to = from;
+  while (to < end && Nibble(e[to].path, depth) == nibble) ++to;
+  return View{node, static_cast<uint8_t>(from), static_cast<uint8_t>(to)};
+}
+
+Inner* NewInner(bool bucket, int capacity) {
+  Inner* node = new (AllocateInner(bucket, capacity)) Inner();
+  node->bucket = bucket;
   node->capacity = static_cast<uint8_t>(capacity);
-  ConstructSlots(*node, 0);
+  ConstructElements(*node, 0);
   new (&node->floor()) itc::Version();
   new (&node->ceiling()) itc::Version();
   return node;
@@ -77,20 +135,32 @@ Inner* NewInner(int capacity) {
 
 Inner* CopyInner(const Inner& from, int capacity) {
   ONCE_CHECK(capacity >= from.size());
-  Inner* node = new (AllocateInner(capacity)) Inner(from);  // RefCount's copy starts at 1
-  node->capacity = static_cast<uint8_t>(capacity);
-  const std::span<const Slot> slots = from.slots();
-  for (size_t i = 0; i < slots.size(); ++i) new (&node->slot_block()[i]) Slot(slots[i]);
-  ConstructSlots(*node, static_cast<int>(slots.size()));
+  Inner* node = NewLike(from, capacity);
+  const int size = from.size();
+  for (int i = 0; i < size; ++i) {
+    if (from.bucket) {
+      new (&node->entry_block()[i]) Entry(from.entry_block()[i]);
+    } else {
+      new (&node->child_block()[i]) NodeRef(from.child_block()[i]);
+    }
+  }
+  ConstructElements(*node, size);
   new (&node->floor()) itc::Version(from.floor());
   new (&node->ceiling()) itc::Version(from.ceiling());
+  if (from.bucket) std::memcpy(node->order_block(), from.order_block(), size);
   return node;
 }
 
 void DestroyInner(Inner* node) {
   node->floor().~Version();
   node->ceiling().~Version();
-  for (int i = 0; i < node->capacity; ++i) node->slot_block()[i].~Slot();
+  for (int i = 0; i < node->capacity; ++i) {
+    if (node->bucket) {
+      node->entry_block()[i].~Entry();
+    } else {
+      node->child_block()[i].~NodeRef();
+    }
+  }
   const size_t bytes = node->bytes();
   node->~Inner();
 #if defined(__cpp_sized_deallocation)
@@ -101,7 +171,7 @@ void DestroyInner(Inner* node) {
 #endif
 }
 
-NodeRef NewRoot() { return NodeRef(NewInner(kCapacityMin)); }
+NodeRef NewRoot() { return NodeRef(NewInner(true, kCapacityMin)); }
 
 namespace {
 
@@ -158,138 +228,254 @@ Inner* Own(NodeRef& node) {
   return node.get();
 }
 
-// A copy of an owned, full node with twice the room, its children moved (a
+// A copy of an owned, full node with twice the room, its elements moved (a
 // copy would touch every child's count, each a cache miss).
 Inner* Grown(Inner& from) {
-  const int capacity = std::min(kFanout, 2 * from.capacity);
-  Inner* node = new (AllocateInner(capacity)) Inner(from);
-  node->capacity = static_cast<uint8_t>(capacity);
-  const std::span<Slot> slots = from.slots();
-  for (size_t i = 0; i < slots.size(); ++i) new (&node->slot_block()[i]) Slot(std::move(slots[i]));
-  ConstructSlots(*node, static_cast<int>(slots.size()));
+  const int capacity = std::min(from.bucket ? kBucketMax : kFanout, 2 * from.capacity);
+  Inner* node = NewLike(from, capacity);
+  const int size = from.size();
+  for (int i = 0; i < size; ++i) {
+    if (from.bucket) {
+      new (&node->entry_block()[i]) Entry(std::move(from.entry_block()[i]));
+    } else {
+      new (&node->child_block()[i]) NodeRef(std::move(from.child_block()[i]));
+    }
+  }
+  ConstructElements(*node, size);
   new (&node->floor()) itc::Version(std::move(from.floor()));
   new (&node->ceiling()) itc::Version(std::move(from.ceiling()));
+  if (from.bucket) std::memcpy(node->order_block(), from.order_block(), size);
   return node;
 }
 
-// Adds an empty slot at `nibble` (absent) to an owned node, growing it into
-// a larger block if it is full; returns the slot.
-Slot& AddSlot(NodeRef& node_ptr, int nibble) {
-  if (node_ptr->size() == node_ptr->capacity) node_ptr = NodeRef(Grown(*node_ptr));
+// Adds an empty child slot at `nibble` (absent) to an owned branch, growing
+// it into a larger block if it is full; returns the slot.
+NodeRef& AddSlot(NodeRef& node_ptr, int nibble) {
+  if (node_ptr->full()) node_ptr = NodeRef(Grown(*node_ptr));
   Inner& node = *node_ptr;
   const int index = node.IndexOf(nibble);
-  Slot* slots = node.slot_block();
+  NodeRef* slots = node.child_block();
   std::move_backward(slots + index, slots + node.size(), slots + node.size() + 1);
-  slots[index] = Slot();
+  slots[index] = NodeRef();
   node.occupied |= static_cast<uint16_t>(1u << nibble);
   return slots[index];
 }
 
-// Removes the slot at `nibble` (present) of an owned node.
+// Removes the child at `nibble` (present) of an owned branch.
 void EraseSlot(Inner& node, int nibble) {
   const int index = node.IndexOf(nibble);
-  Slot* slots = node.slot_block();
+  NodeRef* slots = node.child_block();
   const int size = node.size();
   std::move(slots + index + 1, slots + size, slots + index);
-  slots[size - 1] = Slot();
+  slots[size - 1] = NodeRef();
   node.occupied &= static_cast<uint16_t>(~(1u << nibble));
+}
+
+// Adds `leaf` (absent) to an owned bucket with room for it, growing it into
+// a larger block if it is full. The summary is the caller's.
+void AddEntry(NodeRef& node_ptr, std::shared_ptr<const Leaf> leaf) {
+  if (node_ptr->full()) node_ptr = NodeRef(Grown(*node_ptr));
+  Inner& node = *node_ptr;
+  ONCE_CHECK(node.size() < node.capacity);
+  const int index = LowerBound(node, leaf->path);
+  const int size = node.size();
+  Entry* entries = node.entry_block();
+  std::move_backward(entries + index, entries + size, entries + size + 1);
+  entries[index].path = leaf->path;
+  entries[index].leaf = std::move(leaf);
+  ++node.occupied;
+  // The fingerprint order: the entries from `index` on moved up one, and the
+  // new one goes before the first with a larger fingerprint.
+  uint8_t* order = node.order_block();
+  const uint64_t fingerprint = Fingerprint(entries[index].path);
+  int at = size;
+  for (int k = 0; k < size; ++k) {
+    if (order[k] >= index) ++order[k];
+    if (at == size && Fingerprint(entries[order[k]].path) > fingerprint) at = k;
+  }
+  std::memmove(order + at + 1, order + at, static_cast<size_t>(size - at));
+  order[at] = static_cast<uint8_t>(index);
+}
+
+// Removes the entry at `index` of an owned bucket and returns its leaf.
+std::shared_ptr<const Leaf> EraseEntry(Inner& node, int index) {
+  uint8_t* order = node.order_block();
+  int kept = 0;
+  for (int k = 0; k < node.size(); ++k) {
+    if (order[k] != index) order[kept++] = static_cast<uint8_t>(order[k] - (order[k] > index));
+  }
+  Entry* entries = node.entry_block();
+  std::shared_ptr<const Leaf> removed = std::move(entries[index].leaf);
+  std::move(entries + index + 1, entries + node.size(), entries + index);
+  entries[node.size() - 1] = Entry();
+  --node.occupied;
+  return removed;
+}
+
+void AddVersion(Inner& node, const itc::Version& version, bool first) {
+  if (first) {
+    node.floor() = version;
+    node.ceiling() = version;
+    return;
+  }
+  // Leq does not allocate; most inserts move only one of the two bounds.
+  if (!itc::Leq(node.floor(), version)) node.floor() = itc::Meet(node.floor(), version);
+  if (!itc::Leq(version, node.ceiling())) node.ceiling() = itc::Join(node.ceiling(), version);
 }
 
 void AddLeafSummary(Inner& node, const Leaf& leaf) {
   XorInto(node.summary.digest, leaf.path);
-  if (node.summary.count++ == 0) {
-    node.floor() = leaf.version;
-    node.ceiling() = leaf.version;
-  } else {
-    // Leq does not allocate; most inserts move only one of the two bounds.
-    if (!itc::Leq(node.floor(), leaf.version)) node.floor() = itc::Meet(node.floor(), leaf.version);
-    if (!itc::Leq(leaf.version, node.ceiling()))
-      node.ceiling() = itc::Join(node.ceiling(), leaf.version);
-  }
+  AddVersion(node, leaf.version, node.summary.count++ == 0);
 }
 
 void RecomputeBounds(Inner& node) {
   bool first = true;
-  for (const Slot& slot : node.slots()) {
-    const itc::Version& lo = slot.leaf ? slot.leaf->version : slot.inner->floor();
-    const itc::Version& hi = slot.leaf ? slot.leaf->version : slot.inner->ceiling();
-    if (first) {
-      node.floor() = lo;
-      node.ceiling() = hi;
+  if (node.bucket) {
+    for (const Entry& e : node.entries()) {
+      AddVersion(node, e.leaf->version, first);
       first = false;
-      continue;
     }
-    if (!itc::Leq(node.floor(), lo)) node.floor() = itc::Meet(node.floor(), lo);
-    if (!itc::Leq(hi, node.ceiling())) node.ceiling() = itc::Join(node.ceiling(), hi);
+  } else {
+    for (const NodeRef& child : node.children()) {
+      if (first) {
+        node.floor() = child->floor();
+        node.ceiling() = child->ceiling();
+        first = false;
+        continue;
+      }
+      if (!itc::Leq(node.floor(), child->floor())) {
+        node.floor() = itc::Meet(node.floor(), child->floor());
+      }
+      if (!itc::Leq(child->ceiling(), node.ceiling())) {
+        node.ceiling() = itc::Join(node.ceiling(), child->ceiling());
+      }
+    }
   }
   if (first) node.floor() = node.ceiling() = itc::Version{};
 }
 
-void InsertAt(NodeRef& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
-  Inner* node = Own(node_ptr);
-  AddLeafSummary(*node, *leaf);
-  const int nibble = Nibble(leaf->path, depth);
-  Slot* slot = node->Find(nibble);
-  if (!slot) return AddSlot(node_ptr, nibble).SetLeaf(std::move(leaf));
-  if (slot->inner) return InsertAt(slot->inner, depth + 1, std::move(leaf));
-  ONCE_CHECK(depth + 1 < kDepthMax);  // two distinct paths part before the end
-  NodeRef child = NewRoot();
-  InsertAt(child, depth + 1, std::move(slot->leaf));
-  InsertAt(child, depth + 1, std::move(leaf));
-  slot->inner = std::move(child);
+// Replaces an owned, full bucket at `depth` by a branch of buckets, one per
+// nibble at `depth` among its entries (moved), each with exact bounds.
+Inner* Split(NodeRef& node_ptr, int depth) {
+  ONCE_CHECK(depth < kDepthMax);  // entries at full depth share their path: one at most
+  Inner& from = *node_ptr;
+  const std::span<Entry> entries = from.entries();
+  uint16_t nibbles = 0;
+  for (const Entry& e : entries) nibbles |= static_cast<uint16_t>(1u << Nibble(e.path, depth));
+  NodeRef branch(NewInner(false, CapacityFor(Popcount16(nibbles), kFanout)));
+  branch->summary = from.summary;
+  branch->floor() = std::move(from.floor());
+  branch->ceiling() = std::move(from.ceiling());
+  for (size_t begin = 0, end = 0; begin < entries.size(); begin = end) {
+    const int nibble = Nibble(entries[begin].path, depth);
+    end = begin + 1;
+    while (end < entries.size() && Nibble(entries[end].path, depth) == nibble) ++end;
+    NodeRef child(NewInner(true, CapacityFor(static_cast<int>(end - begin), kBucketMax)));
+    for (size_t i = begin; i < end; ++i) {
+      AddLeafSummary(*child, *entries[i].leaf);
+      child->entry_block()[i - begin] = std::move(entries[i]);
+    }
+    child->occupied = static_cast<uint16_t>(end - begin);
+    // The run's part of the fingerprint order, in the same order.
+    uint8_t* order = child->order_block();
+    for (int k = 0; k < static_cast<int>(entries.size()); ++k) {
+      const size_t i = from.order_block()[k];
+      if (i >= begin && i < end) *order++ = static_cast<uint8_t>(i - begin);
+    }
+    AddSlot(branch, nibble) = std::move(child);
+  }
+  node_ptr = std::move(branch);
+  return node_ptr.get();
 }
 
-// Replaces a slot's inner node that holds a single leaf by that leaf.
-// The leaf and its fingerprint move up without a read of the leaf (a cache
-// miss) when the node is ours alone; a shared node is left as it is.
-void CollapseLone(Slot& slot) {
-  ONCE_CHECK(slot.inner->size() == 1);
-  if (slot.inner.Unique()) {
-    Slot& lone = slot.inner->slots()[0];
-    ONCE_CHECK(lone.leaf != nullptr);
-    slot.leaf = std::move(lone.leaf);
-    slot.fingerprint = lone.fingerprint;
-  } else {
-    const Slot& lone = std::as_const(*slot.inner).slots()[0];
-    ONCE_CHECK(lone.leaf != nullptr);
-    slot.leaf = lone.leaf;
-    slot.fingerprint = lone.fingerprint;
+// Makes a bucket's fingerprint order from scratch (a few entries: an
+// insertion sort).
+void SortByFingerprint(Inner& bucket) {
+  uint8_t* order = bucket.order_block();
+  const Entry* entries = bucket.entry_block();
+  for (int i = 0; i < bucket.size(); ++i) {
+    const uint64_t fingerprint = Fingerprint(entries[i].path);
+    int k = i;
+    for (; k > 0 && Fingerprint(entries[order[k - 1]].path) > fingerprint; --k) {
+      order[k] = order[k - 1];
+    }
+    order[k] = static_cast<uint8_t>(i);
   }
-  slot.inner.reset();
+}
+
+// Moves (or, from a node shared with another holder, copies) every entry
+// under `node` to `out`, in path order.
+void TakeEntries(NodeRef& node, bool ours, Entry*& out) {
+  ours = ours && node.Unique();
+  if (node->bucket) {
+    for (Entry& e : node->entries()) {
+      if (ours) {
+        *out++ = std::move(e);
+      } else {
+        *out++ = e;
+      }
+    }
+    return;
+  }
+  for (NodeRef& child : node->children()) TakeEntries(child, ours, out);
+}
+
+// Replaces an owned branch of at most kBucketMax leaves by one bucket of
+// them, with the branch's summary and bounds.
+Inner* Merged(NodeRef& node_ptr) {
+  Inner& from = *node_ptr;
+  const int count = static_cast<int>(from.summary.count);
+  ONCE_CHECK(!from.bucket && count <= kBucketMax);
+  NodeRef bucket(NewInner(true, CapacityFor(count, kBucketMax)));
+  bucket->summary = from.summary;
+  bucket->floor() = std::move(from.floor());
+  bucket->ceiling() = std::move(from.ceiling());
+  Entry* out = bucket->entry_block();
+  for (NodeRef& child : from.children()) TakeEntries(child, true, out);
+  ONCE_CHECK(out == bucket->entry_block() + count);
+  bucket->occupied = static_cast<uint16_t>(count);
+  SortByFingerprint(*bucket);
+  node_ptr = std::move(bucket);
+  return node_ptr.get();
+}
+
+// A branch that a removal left with kBucketMerge leaves or fewer becomes a
+// bucket.
+Inner* MergeIfSmall(NodeRef& node_ptr) {
+  if (!node_ptr->bucket && node_ptr->summary.count <= kBucketMerge) return Merged(node_ptr);
+  return node_ptr.get();
+}
+
+void InsertAt(NodeRef& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
+  Inner* node = Own(node_ptr);
+  if (node->bucket && node->size() == kBucketMax) node = Split(node_ptr, depth);
+  AddLeafSummary(*node, *leaf);
+  if (node->bucket) return AddEntry(node_ptr, std::move(leaf));
+  const int nibble = Nibble(leaf->path, depth);
+  if (NodeRef* child = node->Find(nibble)) return InsertAt(*child, depth + 1, std::move(leaf));
+  NodeRef bucket(NewInner(true, kCapacityMin));
+  AddLeafSummary(*bucket, *leaf);
+  AddEntry(bucket, std::move(leaf));
+  AddSlot(node_ptr, nibble) = std::move(bucket);
 }
 
 // The caller has checked that `path` is present under `node_ptr`.
-std::shared_ptr<const Leaf> RemoveAt(NodeRef& node_ptr, int depth, const Path& path,
-                                     bool keep_bounds) {
+std::shared_ptr<const Leaf> RemoveAt(NodeRef& node_ptr, int depth, const Path& path) {
   Inner* node = Own(node_ptr);
-  Slot& slot = *node->Find(Nibble(path, depth));
   std::shared_ptr<const Leaf> removed;
-  if (slot.leaf) {
-    removed = std::move(slot.leaf);
-    EraseSlot(*node, Nibble(path, depth));
+  if (node->bucket) {
+    removed = EraseEntry(*node, IndexIn(*node, path));
   } else {
-    removed = RemoveAt(slot.inner, depth + 1, path, keep_bounds);
-    if (slot.inner->summary.count == 1) CollapseLone(slot);
+    const int nibble = Nibble(path, depth);
+    NodeRef& child = *node->Find(nibble);
+    removed = RemoveAt(child, depth + 1, path);
+    if (child->summary.count == 0) EraseSlot(*node, nibble);
   }
   XorInto(node->summary.digest, path);
   --node->summary.count;
-  if (!keep_bounds) RecomputeBounds(*node);
+  node = MergeIfSmall(node_ptr);
+  RecomputeBounds(*node);
   return removed;
-}
-
-// The first 8 bytes of a path as a big-endian integer (path order).
-uint64_t Prefix64(const Path& path) {
-  uint64_t v = 0;
-  for (size_t b = 0; b < 8; ++b) v = v << 8 | path[b];
-  return v;
-}
-
-// The leaf in a slot is `path` (compared without a call to memcmp).
-bool SamePath(const Leaf& leaf, const Path& path) {
-  uint64_t a[2], b[2];
-  std::memcpy(a, leaf.path.data(), sizeof(a));
-  std::memcpy(b, path.data(), sizeof(b));
-  return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
 }
 
 // The end of the run of `paths` (sorted) from `begin` that share its nibble
@@ -301,64 +487,109 @@ size_t RunEnd(std::span<const Path> paths, size_t begin, int depth) {
   return end;
 }
 
-// Asks for every child that `paths` lead to, so that their loads overlap
-// instead of following one another (the walk is mostly cache misses).
+// Asks for the start of every child that `paths` lead to, so that their
+// loads overlap instead of following one another (the walk is mostly cache
+// misses).
 void PrefetchTargets(const Inner& node, std::span<const Path> paths, int depth) {
   for (size_t i = 0; i < paths.size(); i = RunEnd(paths, i, depth)) {
-    const Slot* slot = node.Find(Nibble(paths[i], depth));
-    if (!slot) continue;
-    const void* target =
-        slot->inner ? static_cast<const void*>(slot->inner.get()) : slot->leaf.get();
-    __builtin_prefetch(target);
+    const NodeRef* child = node.Find(Nibble(paths[i], depth));
+    if (!child) continue;
+    const char* bytes = reinterpret_cast<const char*>(child->get());
+    __builtin_prefetch(bytes);
+    __builtin_prefetch(bytes + 64);
   }
 }
 
+// Removes those of `paths` (sorted) that a bucket holds, their leaves to
+// `dropped`; leaves the bounds. Returns the summary of what it removed. The
+// bucket is owned (and so copied if shared) only if it holds one.
+Summary RemoveFromBucket(NodeRef& node_ptr, std::span<const Path> paths,
+                         std::vector<std::shared_ptr<const Leaf>>& dropped) {
+  static_assert(kBucketMax <= 64);
+  const std::span<const Entry> held = std::as_const(*node_ptr).entries();
+  uint64_t gone = 0;  // bit i: entry i is removed
+  size_t i = 0;
+  for (const Path& path : paths) {  // both in path order: one merge pass
+    while (i < held.size() && PathLess(held[i].path, path)) ++i;
+    if (i == held.size()) break;
+    if (SamePath(held[i].path, path)) gone |= uint64_t{1} << i;
+  }
+  if (gone == 0) return Summary{};
+  Inner& node = *Own(node_ptr);
+  Entry* entries = node.entry_block();
+  const int size = node.size();
+  Summary removed;
+  int kept = 0;
+  for (int r = 0; r < size; ++r) {
+    if (gone >> r & 1) {
+      XorInto(removed.digest, entries[r].path);
+      ++removed.count;
+      dropped.push_back(std::move(entries[r].leaf));
+    } else if (kept++ != r) {
+      entries[kept - 1] = std::move(entries[r]);
+    }
+  }
+  for (int r = kept; r < size; ++r) entries[r] = Entry();
+  // The fingerprint order without the removed, each index less the removed
+  // before it.
+  uint8_t* order = node.order_block();
+  int w = 0;
+  for (int k = 0; k < size; ++k) {
+    const int r = order[k];
+    if (gone >> r & 1) continue;
+    order[w++] = static_cast<uint8_t>(r - Popcount64(gone & ((uint64_t{1} << r) - 1)));
+  }
+  node.occupied = static_cast<uint16_t>(kept);
+  XorInto(node.summary.digest, removed.digest);
+  node.summary.count -= removed.count;
+  return removed;
+}
+
 // Removes those of `paths` (sorted, all under this node's prefix) that are
-// present under `node_ptr`, in one walk that visits each node once; leaves
-// the bounds. Returns the summary of what it removed. A node is owned (and
-// so copied if shared) only on the way to a child that may hold one.
-Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths) {
+// present under `node_ptr`, their leaves to `dropped`, in one walk that
+// visits each node once; leaves the bounds. Returns the summary of what it
+// removed.
+Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths,
+                     std::vector<std::shared_ptr<const Leaf>>& dropped) {
+  if (node_ptr->bucket) return RemoveFromBucket(node_ptr, paths, dropped);
   PrefetchTargets(*node_ptr, paths, depth);
   Summary removed;
   for (size_t begin = 0, end = 0; begin < paths.size(); begin = end) {
     end = RunEnd(paths, begin, depth);
     const int nibble = Nibble(paths[begin], depth);
-    const Slot* peek = std::as_const(*node_ptr).Find(nibble);
-    if (!peek) continue;
-    Summary part;
-    if (peek->leaf) {
-      // At most one of the run is this leaf (the run may repeat it).
-      const auto run = paths.subspan(begin, end - begin);
-      const auto it = std::find_if(run.begin(), run.end(),
-                                   [&](const Path& p) { return SamePath(*peek->leaf, p); });
-      if (it == run.end()) continue;
-      part = Summary{*it, 1};
-      EraseSlot(*Own(node_ptr), nibble);
-    } else {
-      Slot& slot = *Own(node_ptr)->Find(nibble);
-      part = RemoveSorted(slot.inner, depth + 1, paths.subspan(begin, end - begin));
-      if (part.count == 0) continue;
-      // A batch may empty a node (one removal at a time collapses it first).
-      if (slot.inner->summary.count == 0) {
-        EraseSlot(*node_ptr, nibble);
-      } else if (slot.inner->summary.count == 1) {
-        CollapseLone(slot);
-      }
-    }
+    if (!std::as_const(*node_ptr).Find(nibble)) continue;
+    NodeRef& child = *Own(node_ptr)->Find(nibble);
+    const Summary part = RemoveSorted(child, depth + 1, paths.subspan(begin, end - begin), dropped);
+    if (part.count == 0) continue;
+    if (child->summary.count == 0) EraseSlot(*node_ptr, nibble);
     XorInto(node_ptr->summary.digest, part.digest);
     node_ptr->summary.count -= part.count;
     XorInto(removed.digest, part.digest);
     removed.count += part.count;
   }
+  if (removed.count > 0) MergeIfSmall(node_ptr);
   return removed;
+}
+
+// Asks for the shared count of a leaf made by MakeLeaf: allocate_shared
+// puts it just before the leaf, perhaps on the line before.
+void PrefetchCount(const Leaf* leaf) {
+  const char* at = reinterpret_cast<const char*>(leaf);
+  __builtin_prefetch(at - 16);
+  __builtin_prefetch(at);
 }
 
 }  // namespace
 
 const Leaf* Find(const Inner* root, const Path& path) {
-  View view{root, nullptr};
-  for (int depth = 0; view.inner; ++depth) view = view.Child(depth, Nibble(path, depth));
-  return view.leaf && view.leaf->path == path ? view.leaf : nullptr;
+  const Inner* node = root;
+  for (int depth = 0; node && !node->bucket; ++depth) {
+    const NodeRef* child = node->Find(Nibble(path, depth));
+    node = child ? child->get() : nullptr;
+  }
+  if (!node) return nullptr;
+  const int i = IndexIn(*node, path);
+  return i < 0 ? nullptr : node->entry_block()[i].leaf.get();
 }
 
 bool Insert(NodeRef& root, std::shared_ptr<const Leaf> leaf) {
@@ -369,7 +600,7 @@ bool Insert(NodeRef& root, std::shared_ptr<const Leaf> leaf) {
 
 std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path) {
   if (!Find(root.get(), path)) return nullptr;
-  return RemoveAt(root, 0, path, false);
+  return RemoveAt(root, 0, path);
 }
 
 void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
@@ -378,83 +609,106 @@ void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
   // compared as words).
   std::vector<std::pair<uint64_t, uint64_t>> keys;
   keys.reserve(paths.size());
-  for (const Path& path : paths) keys.emplace_back(Prefix64(path), Fingerprint(path));
+  for (const Path& path : paths) keys.emplace_back(High64(path), Fingerprint(path));
   std::sort(keys.begin(), keys.end());
   std::vector<Path> sorted(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    for (size_t b = 0; b < 8; ++b) {
-      sorted[i][b] = static_cast<uint8_t>(keys[i].first >> (56 - 8 * b));
-      sorted[i][8 + b] = static_cast<uint8_t>(keys[i].second >> (56 - 8 * b));
-    }
-  }
-  if (!sorted.empty()) (void)RemoveSorted(root, 0, sorted);
-}
-
-void PrefetchChildren(View view) {
-  if (!view.inner) return;
-  for (const Slot& slot : view.inner->slots()) {
-    __builtin_prefetch(slot.inner ? static_cast<const void*>(slot.inner.get()) : slot.leaf.get());
-  }
-}
-
-void CollectAll(View view, std::vector<const Leaf*>& out) {
-  if (view.leaf) {
-    out.push_back(view.leaf);
-    return;
-  }
-  if (!view.inner) return;
-  for (const Slot& slot : view.inner->slots()) {
-    CollectAll(View{slot.inner.get(), slot.leaf.get()}, out);
+  for (size_t i = 0; i < keys.size(); ++i) sorted[i] = PathOfWords(keys[i].first, keys[i].second);
+  if (sorted.empty()) return;
+  std::vector<std::shared_ptr<const Leaf>> dropped;
+  dropped.reserve(sorted.size());
+  (void)RemoveSorted(root, 0, sorted, dropped);
+  // The leaves are dropped after the walk, each asked for a few drops ahead:
+  // a drop reads the leaf's count (a cache miss), and this way the misses
+  // overlap instead of following one another.
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < dropped.size(); ++i) {
+    if (i + kAhead < dropped.size()) PrefetchCount(dropped[i + kAhead].get());
+    dropped[i].reset();
   }
 }
 
 namespace {
-constexpr size_t kPrefetchBytes = sizeof(Inner) + 4 * sizeof(Slot);
+// What a listing reads first of a node: its header and first entries.
+constexpr size_t kPrefetchBytes = sizeof(Inner) + 4 * sizeof(Entry);
+
+void PrefetchStart(const Inner* node) {
+  const char* bytes = reinterpret_cast<const char*>(node);
+  for (size_t at = 0; at < kPrefetchBytes; at += 64) __builtin_prefetch(bytes + at);
+}
 }  // namespace
 
-void CollectTagged(View view, std::vector<Tagged>& out) {
-  if (view.leaf) {
-    out.push_back(Tagged{Fingerprint(view.leaf->path), view.leaf});
+void PrefetchChildren(View view) {
+  if (!view.node || view.node->bucket) return;
+  for (const NodeRef& child : view.node->children()) PrefetchStart(child.get());
+}
+
+void CollectAll(View view, std::vector<const Leaf*>& out) {
+  if (!view.node) return;
+  if (view.node->bucket) {
+    for (const Entry& e : view.entries()) out.push_back(e.leaf.get());
     return;
   }
-  if (!view.inner) return;
-  // A deep subtree is mostly cache misses: ask for every inner child at once
-  // so that their loads overlap instead of following one another.
-  const std::span<const Slot> slots = view.inner->slots();
-  for (const Slot& slot : slots) {
-    if (!slot.inner) continue;
-    // The header and the first slots, without reading the node (that would
-    // wait for the miss): most nodes this deep hold two or three children.
-    const char* bytes = reinterpret_cast<const char*>(slot.inner.get());
-    for (size_t at = 0; at < kPrefetchBytes; at += 64) __builtin_prefetch(bytes + at);
+  for (const NodeRef& child : view.node->children()) CollectAll(View::Of(child), out);
+}
+
+namespace {
+
+Tagged TagOf(const Entry& e) { return Tagged{Fingerprint(e.path), High64(e.path), &e}; }
+
+// Every leaf under `view` with its path, in path order.
+void CollectTagged(View view, std::vector<Tagged>& out) {
+  if (!view.node) return;
+  if (view.node->bucket) {
+    for (const Entry& e : view.entries()) out.push_back(TagOf(e));
+    return;
   }
-  for (const Slot& slot : slots) {
-    if (slot.leaf) {
-      out.push_back(Tagged{slot.fingerprint, slot.leaf.get()});
-    } else {
-      CollectTagged(View{slot.inner.get(), nullptr}, out);
+  // A deep subtree is mostly cache misses: ask for every child at once so
+  // that their loads overlap instead of following one another.
+  PrefetchChildren(view);
+  for (const NodeRef& child : view.node->children()) CollectTagged(View::Of(child), out);
+}
+
+}  // namespace
+
+void ListLeaves(View view, std::vector<Tagged>& out) {
+  if (!view.node) return;
+  if (view.node->bucket) {  // any part of a bucket, in its fingerprint order
+    const Inner& bucket = *view.node;
+    // The order visits the entries out of place: ask for all of them first.
+    const char* bytes = reinterpret_cast<const char*>(bucket.entry_block() + view.begin);
+    const size_t size = (view.end - view.begin) * sizeof(Entry);
+    for (size_t at = 0; at < size; at += 64) __builtin_prefetch(bytes + at);
+    for (const uint8_t i : std::span(bucket.order_block(), bucket.size())) {
+      if (i >= view.begin && i < view.end) out.push_back(TagOf(bucket.entry_block()[i]));
     }
+    return;
   }
+  const size_t begin = out.size();
+  CollectTagged(view, out);
+  std::sort(out.begin() + static_cast<ptrdiff_t>(begin), out.end(),
+            [](const Tagged& a, const Tagged& b) { return a.fingerprint < b.fingerprint; });
 }
 
 void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,
            std::vector<const Leaf*>* seen_out) {
-  if (view.leaf) {
-    auto* out = itc::Leq(view.leaf->version, seen) ? seen_out : unseen;
-    if (out) out->push_back(view.leaf);
-    return;
-  }
-  if (!view.inner || view.inner->summary.count == 0) return;
-  if (itc::Leq(view.inner->ceiling(), seen)) {
+  if (view.empty()) return;
+  if (itc::Leq(view.ceiling(), seen)) {
     if (seen_out) CollectAll(view, *seen_out);
     return;
   }
-  if (!itc::Leq(view.inner->floor(), seen)) {
+  if (!itc::Leq(view.floor(), seen)) {
     if (unseen) CollectAll(view, *unseen);
     return;
   }
-  for (const Slot& slot : view.inner->slots()) {
-    Sieve(View{slot.inner.get(), slot.leaf.get()}, seen, unseen, seen_out);
+  if (view.node->bucket) {
+    for (const Entry& e : view.entries()) {
+      auto* out = itc::Leq(e.leaf->version, seen) ? seen_out : unseen;
+      if (out) out->push_back(e.leaf.get());
+    }
+    return;
+  }
+  for (const NodeRef& child : view.node->children()) {
+    Sieve(View::Of(child), seen, unseen, seen_out);
   }
 }
 

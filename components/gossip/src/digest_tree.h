@@ -1,12 +1,25 @@
-// The digest tree: a copy-on-write 16-ary radix trie over message paths
-// (inner nodes hold only their occupied slots: see Inner).
-// Every inner node caches the XOR of its leaves' paths, their count, and
-// bounds on their versions: a floor <= their meet and a ceiling >= their join,
-// so that two replicas compare level by level and the causal sieve can settle
-// a whole subtree at once. Inserts and single removals keep the bounds exact
-// (given exact children); a batch of removals leaves them as they were, which
-// are still bounds (the sieve only needs bounds to be correct, and exact
-// bounds to be quick).
+// The digest tree: a copy-on-write 16-ary radix trie over message paths whose
+// lower levels are buckets: a node is either a branch (its occupied child
+// slots, one per nibble) or a bucket (up to kBucketMax leaves in one sorted
+// array, each with its path beside its pointer). A bucket that must take one
+// more leaf splits into a branch of buckets by the next nibble; a branch left
+// with kBucketMerge leaves or fewer becomes one bucket again. Listing, sieving
+// and removing under a bucket read one array instead of a chain of small
+// nodes and every leaf they hold (each a cache miss).
+//
+// Every node caches the XOR of its leaves' paths, their count, and bounds on
+// their versions: a floor <= their meet and a ceiling >= their join, so that
+// two replicas compare level by level and the causal sieve can settle a whole
+// subtree at once. Inserts, splits and single removals keep the bounds exact
+// (given exact children); a batch of removals, and the bucket it may merge a
+// branch into, leave them as they were, which are still bounds (the sieve
+// only needs bounds to be correct, and exact bounds to be quick). A part of a
+// bucket (View) is bounded by its bucket's bounds.
+//
+// The summaries and the comparison do not depend on where a branch ends and
+// its buckets start: the summary of the leaves under a path prefix is the
+// same whatever holds them, so two replicas of one set compare equal however
+// their trees grew (the wire never sees the difference).
 //
 // Sharing. The tree is persistent: a Snapshot is a counted reference to a
 // root (NodeRef), and every node reachable from a root that a Snapshot holds
@@ -35,6 +48,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -45,6 +59,12 @@ namespace once::gossip::internal {
 
 inline constexpr int kFanout = 16;
 inline constexpr int kDepthMax = 32;  // nibbles in a Path
+// The most leaves a bucket holds; one more splits it. As many as a listing
+// holds (wire::kListingLeavesMax), so a bucket is listed whole.
+inline constexpr int kBucketMax = 64;
+// A branch left with this many leaves or fewer becomes a bucket (well below
+// kBucketMax, so that a node does not split and merge back and forth).
+inline constexpr int kBucketMerge = 16;
 
 // A message as the tree holds it. Made only by MakeLeaf, which puts the
 // payload bytes in the leaf's own heap block (after its shared count); its
@@ -64,25 +84,36 @@ struct Leaf {
 std::shared_ptr<const Leaf> MakeLeaf(const Path& path, itc::Version version,
                                      std::span<const uint8_t> payload);
 
+// A path's bytes 0..7 and 8..15 as big-endian words: comparing the pairs
+// compares paths (path order).
+inline uint64_t High64(const Path& path) {
+  uint64_t v;
+  std::memcpy(&v, path.data(), sizeof(v));
+  return __builtin_bswap64(v);
+}
 // A leaf's fingerprint: path bytes 8..15, big-endian. Leaves under one node
 // differ there unless their paths collide in 64 bits.
 inline uint64_t Fingerprint(const Path& path) {
-  uint64_t fp = 0;
-  for (size_t b = 8; b < 16; ++b) fp = fp << 8 | path[b];
-  return fp;
+  uint64_t v;
+  std::memcpy(&v, path.data() + 8, sizeof(v));
+  return __builtin_bswap64(v);
 }
 
-struct Slot {
-  NodeRef inner;
+// The path whose High64 and Fingerprint are `high` and `low`.
+inline Path PathOfWords(uint64_t high, uint64_t low) {
+  Path path;
+  high = __builtin_bswap64(high);
+  low = __builtin_bswap64(low);
+  std::memcpy(path.data(), &high, sizeof(high));
+  std::memcpy(path.data() + 8, &low, sizeof(low));
+  return path;
+}
+
+// One leaf of a bucket: its path beside it, so that finding, listing and
+// deleting under a bucket do not read the leaf.
+struct Entry {
+  Path path{};
   std::shared_ptr<const Leaf> leaf;
-  // The leaf's Fingerprint, kept beside the pointer so that listing a
-  // subtree does not touch every leaf (leaf slots only).
-  uint64_t fingerprint = 0;
-  bool empty() const { return !inner && !leaf; }
-  void SetLeaf(std::shared_ptr<const Leaf> l) {
-    fingerprint = Fingerprint(l->path);
-    leaf = std::move(l);
-  }
 };
 
 // The number of NodeRefs to a node. A copy of a node is a new node, with a
@@ -110,60 +141,91 @@ inline int Popcount16(uint16_t v) {
   return static_cast<int>((x + (x >> 8)) & 0x1fu);
 }
 
-// An inner node and, in the same heap block after it, its occupied slots in
-// nibble order (`capacity` of them constructed, the first size() in use),
-// then its floor and ceiling. Deep in a large tree most nodes hold two or
-// three children: a node with all 16 slots was 600 bytes (and the walks
-// read all of it), a node of two is 208, and what a walk reads (the mask,
-// the summary, the slots) is in its first 96. A node that must take a child
-// while full is replaced by a copy with twice the room (AddSlot in
-// digest_tree.cc): under the sharing rule above that is one more path copy.
-// Made and freed only by the functions below (NodeRef frees through
-// DestroyInner).
+inline int Popcount64(uint64_t v) {
+  return Popcount16(static_cast<uint16_t>(v)) + Popcount16(static_cast<uint16_t>(v >> 16)) +
+         Popcount16(static_cast<uint16_t>(v >> 32)) + Popcount16(static_cast<uint16_t>(v >> 48));
+}
+
+// A node and, in the same heap block after it, its elements (`capacity` of
+// them constructed, the first size() in use), then its floor and ceiling,
+// then (a bucket) its fingerprint order. A branch's elements are its
+// children (NodeRefs) in nibble order; a bucket's are its entries in path
+// order, and its fingerprint order lists their indexes by fingerprint, so
+// that a listing (fingerprints, ascending) of any part of it is read in order
+// with no sort. A node that must take an element
+// while full is replaced by a copy with twice the room (digest_tree.cc):
+// under the sharing rule above that is one more path copy. Made and freed
+// only by the functions below (NodeRef frees through DestroyInner).
 struct Inner {
-  // Bit c: the child at nibble c is present; it is slots()[IndexOf(c)].
+  // A branch: bit c says the child at nibble c is present; it is
+  // children()[IndexOf(c)]. A bucket: the number of entries.
   uint16_t occupied = 0;
   uint8_t capacity = 0;
+  bool bucket = false;
   RefCount refs;  // (in the padding before the summary)
   Summary summary;
 
-  int size() const { return Popcount16(occupied); }
+  int size() const { return bucket ? occupied : Popcount16(occupied); }
+  bool full() const { return size() == capacity; }
+
+  // A branch's children.
   bool Has(int nibble) const { return (occupied >> nibble) & 1; }
   int IndexOf(int nibble) const {
     return Popcount16(static_cast<uint16_t>(occupied & ((1u << nibble) - 1)));
   }
-  Slot* slot_block() { return reinterpret_cast<Slot*>(this + 1); }
-  const Slot* slot_block() const { return reinterpret_cast<const Slot*>(this + 1); }
-  std::span<Slot> slots() { return {slot_block(), static_cast<size_t>(size())}; }
-  std::span<const Slot> slots() const { return {slot_block(), static_cast<size_t>(size())}; }
+  NodeRef* child_block() { return reinterpret_cast<NodeRef*>(this + 1); }
+  const NodeRef* child_block() const { return reinterpret_cast<const NodeRef*>(this + 1); }
+  std::span<NodeRef> children() { return {child_block(), static_cast<size_t>(size())}; }
+  std::span<const NodeRef> children() const { return {child_block(), static_cast<size_t>(size())}; }
   // The child at `nibble`, or null.
-  const Slot* Find(int nibble) const {
-    return Has(nibble) ? &slot_block()[IndexOf(nibble)] : nullptr;
+  const NodeRef* Find(int nibble) const {
+    return Has(nibble) ? &child_block()[IndexOf(nibble)] : nullptr;
   }
-  Slot* Find(int nibble) { return Has(nibble) ? &slot_block()[IndexOf(nibble)] : nullptr; }
+  NodeRef* Find(int nibble) { return Has(nibble) ? &child_block()[IndexOf(nibble)] : nullptr; }
+
+  // A bucket's entries.
+  Entry* entry_block() { return reinterpret_cast<Entry*>(this + 1); }
+  const Entry* entry_block() const { return reinterpret_cast<const Entry*>(this + 1); }
+  std::span<Entry> entries() { return {entry_block(), static_cast<size_t>(size())}; }
+  std::span<const Entry> entries() const { return {entry_block(), static_cast<size_t>(size())}; }
+  // The indexes of the entries in fingerprint order (size() of them).
+  uint8_t* order_block() { return reinterpret_cast<uint8_t*>(bounds() + 2); }
+  const uint8_t* order_block() const { return reinterpret_cast<const uint8_t*>(bounds() + 2); }
+
   // <= the meet of the leaves' versions (count > 0).
   itc::Version& floor() { return bounds()[0]; }
   const itc::Version& floor() const { return bounds()[0]; }
   // >= the join of the leaves' versions (count > 0).
   itc::Version& ceiling() { return bounds()[1]; }
   const itc::Version& ceiling() const { return bounds()[1]; }
-  // The bytes of the block: the node, its slots and its bounds.
-  size_t bytes() const {
-    return sizeof(Inner) + capacity * sizeof(Slot) + 2 * sizeof(itc::Version);
+  size_t element_bytes() const { return bucket ? sizeof(Entry) : sizeof(NodeRef); }
+  // The bytes of the block: the node, its elements, its bounds and (a
+  // bucket) its fingerprint order.
+  size_t bytes() const { return BlockBytes(bucket, capacity); }
+  static size_t BlockBytes(bool bucket, int capacity) {
+    return sizeof(Inner) + capacity * (bucket ? sizeof(Entry) + 1 : sizeof(NodeRef)) +
+           2 * sizeof(itc::Version);
   }
 
  private:
-  itc::Version* bounds() { return reinterpret_cast<itc::Version*>(slot_block() + capacity); }
+  itc::Version* bounds() {
+    return reinterpret_cast<itc::Version*>(reinterpret_cast<char*>(this + 1) +
+                                           capacity * element_bytes());
+  }
   const itc::Version* bounds() const {
-    return reinterpret_cast<const itc::Version*>(slot_block() + capacity);
+    return reinterpret_cast<const itc::Version*>(reinterpret_cast<const char*>(this + 1) +
+                                                 capacity * element_bytes());
   }
 };
-static_assert(sizeof(Inner) % alignof(Slot) == 0 && sizeof(Slot) % alignof(itc::Version) == 0);
+static_assert(sizeof(Inner) % alignof(Entry) == 0 && sizeof(Inner) % alignof(NodeRef) == 0);
+static_assert(sizeof(Entry) % alignof(itc::Version) == 0 &&
+              sizeof(NodeRef) % alignof(itc::Version) == 0);
 
-// A new empty node with room for `capacity` (1..kFanout) children, count 1.
-Inner* NewInner(int capacity);
-// A copy of `node` (its children shared) with room for `capacity` >=
-// node.size() children, count 1.
+// A new empty node (bucket or branch) with room for `capacity` elements
+// (1..kBucketMax for a bucket, 1..kFanout for a branch), count 1.
+Inner* NewInner(bool bucket, int capacity);
+// A copy of `node` (its children and leaves shared) with room for
+// `capacity` >= node.size() elements, count 1.
 Inner* CopyInner(const Inner& node, int capacity);
 void DestroyInner(Inner* node);
 
@@ -176,12 +238,31 @@ inline void XorInto(Path& into, const Path& path) {
   for (size_t i = 0; i < into.size(); ++i) into[i] ^= path[i];
 }
 
-// A read-only position in a tree: an inner node, a single leaf, or nothing.
+// A read-only position in a tree: a branch, or the entries [begin, end) of a
+// bucket (all of it, or the part under a longer prefix), or nothing.
 struct View {
-  const Inner* inner = nullptr;
-  const Leaf* leaf = nullptr;
-  bool empty() const { return !inner && !leaf; }
+  const Inner* node = nullptr;
+  uint8_t begin = 0;
+  uint8_t end = 0;
+
+  // All of `node` (which may be null).
+  static View Of(const Inner* node) {
+    if (!node) return View{};
+    return View{node, 0, static_cast<uint8_t>(node->bucket ? node->size() : 0)};
+  }
+  static View Of(const NodeRef& node) { return Of(node.get()); }
+  bool bucket() const { return node && node->bucket; }
+  // All of a node (not a part of a bucket).
+  bool whole() const { return node && (!node->bucket || (begin == 0 && end == node->size())); }
+  bool empty() const { return !node || (node->bucket ? begin == end : node->summary.count == 0); }
+  // The bucket's entries in view (bucket only).
+  std::span<const Entry> entries() const {
+    return std::span(node->entry_block() + begin, end - begin);
+  }
   Summary summary() const;
+  // Bounds on the versions in view (not empty): the node's own.
+  const itc::Version& floor() const { return node->floor(); }
+  const itc::Version& ceiling() const { return node->ceiling(); }
   // The child at `nibble` of a view at `depth`.
   View Child(int depth, int nibble) const;
 };
@@ -199,19 +280,21 @@ std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path);
 void RemoveBatch(NodeRef& root, std::span<const Path> paths);
 const Leaf* Find(const Inner* root, const Path& path);
 
-// Asks for every child of `view` (inner node or leaf) at once, so that the
-// loads of a loop over the children overlap instead of following one another.
+// Asks for every child of `view` at once, so that the loads of a loop over
+// the children overlap instead of following one another.
 void PrefetchChildren(View view);
 
-// Every leaf under `view`.
+// Every leaf under `view`, in path order.
 void CollectAll(View view, std::vector<const Leaf*>& out);
 struct Tagged {
   uint64_t fingerprint;
-  const Leaf* leaf;
+  uint64_t high;  // with the fingerprint, the path (PathOfWords)
+  const Entry* entry;
+  Path path() const { return PathOfWords(high, fingerprint); }
 };
-// Every leaf under `view` with its fingerprint, reading no leaf that sits in a
-// slot (only a lone leaf `view` is read).
-void CollectTagged(View view, std::vector<Tagged>& out);
+// Every leaf under `view` with its path, reading no leaf, in fingerprint
+// order.
+void ListLeaves(View view, std::vector<Tagged>& out);
 // The causal sieve of `view` against `seen`: leaves whose version is not <=
 // `seen` go to `unseen`, the others to `seen_out` (either may be null).
 void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,

@@ -121,7 +121,7 @@ std::optional<Message> Snapshot::Find(const Path& path) const {
 
 std::vector<Message> Snapshot::Messages() const {
   std::vector<const Leaf*> leaves;
-  internal::CollectAll(View{root_.get(), nullptr}, leaves);
+  internal::CollectAll(View::Of(root_), leaves);
   std::vector<Message> out = ToMessages(leaves);
   std::sort(out.begin(), out.end(),
             [](const Message& a, const Message& b) { return a.path < b.path; });
@@ -136,8 +136,8 @@ bool SameState(const Snapshot& a, const Snapshot& b) {
 Snapshot Merge(const Snapshot& a, const Snapshot& b) {
   auto root = a.root_;
   std::vector<const Leaf*> a_all, b_all;
-  internal::CollectAll(View{a.root_.get(), nullptr}, a_all);
-  internal::CollectAll(View{b.root_.get(), nullptr}, b_all);
+  internal::CollectAll(View::Of(a.root_), a_all);
+  internal::CollectAll(View::Of(b.root_), b_all);
   for (const Leaf* leaf : a_all) {
     if (!internal::Find(b.root_.get(), leaf->path) && itc::Leq(leaf->version, b.ceiling_)) {
       internal::Remove(root, leaf->path);
@@ -244,7 +244,7 @@ Observation Replica::Observe(const itc::Version& checkpoint) const {
     return out;
   }
   std::vector<const Leaf*> unseen;
-  internal::Sieve(View{root_.get(), nullptr}, checkpoint, &unseen, nullptr);
+  internal::Sieve(View::Of(root_), checkpoint, &unseen, nullptr);
   out.messages = InCausalOrder(ToMessages(unseen));
   out.checkpoint = itc::Join(checkpoint, ceiling_);
   return out;

@@ -130,7 +130,7 @@ class Reconciler {
 
   // The root is in dispute iff the summaries differ; the initiator proposed it.
   bool OpenRoot(bool proposed) {
-    const View root{mine_.root().get(), nullptr};
+    const View root = View::Of(mine_.root());
     root_bounded_ = !proposed;  // the initiator's speculative root record is not
     if (root.summary() == peer_root_) return false;
     open_.Put(NodeKey{}, OpenNode{peer_root_, root, proposed});
@@ -170,8 +170,11 @@ class Reconciler {
   uint64_t sent() const { return sent_; }
 
  private:
-  // This side's leaves under a listed node, sorted by fingerprint: a slice
-  // of `listed_`, gathered once per node (each leaf is in at most one).
+  // This side's leaves under a listed node, sorted by fingerprint, gathered
+  // once per node (each leaf is in at most one) into a chunk of `listed_`.
+  using Listed = std::span<const internal::Tagged>;
+
+  // A part of `lacking_`.
   struct Slice {
     uint32_t begin = 0;
     uint32_t size = 0;
@@ -182,7 +185,7 @@ class Reconciler {
     View mine;
     bool mine_sent = false;
     bool listed = false;  // settled by a listing and the answer to it
-    Slice leaves;         // listed only
+    Listed leaves;        // listed only
   };
 
   // A record of this side's listing of a node, built when a frame has room.
@@ -190,7 +193,7 @@ class Reconciler {
     NodeKey key;
     View view;
     bool listed;
-    Slice leaves;  // listed only
+    Listed leaves;  // listed only
     // A lacking listing: a slice of `lacking_` instead of `leaves`.
     bool lacking = false;
     Slice lacked;
@@ -209,21 +212,24 @@ class Reconciler {
       rec.fingerprints.assign(lacked.begin(), lacked.end());
       return;
     }
-    for (const internal::Tagged& t : Leaves(p.leaves)) rec.fingerprints.push_back(t.fingerprint);
+    for (const internal::Tagged& t : p.leaves) rec.fingerprints.push_back(t.fingerprint);
   }
 
-  Slice GatherLeaves(View view) {
-    const size_t begin = listed_.size();
-    internal::CollectTagged(view, listed_);
-    std::sort(listed_.begin() + static_cast<ptrdiff_t>(begin), listed_.end(),
-              [](const internal::Tagged& a, const internal::Tagged& b) {
-                return a.fingerprint < b.fingerprint;
-              });
-    return Slice{static_cast<uint32_t>(begin), static_cast<uint32_t>(listed_.size() - begin)};
-  }
+  // A chunk's room in leaves: a listing never straddles two, and a chunk
+  // never moves (a grown vector would move every listing gathered so far).
+  static constexpr size_t kListedChunk = 4096;
 
-  std::span<const internal::Tagged> Leaves(Slice s) const {
-    return std::span(listed_).subspan(s.begin, s.size);
+  Listed GatherLeaves(View view) {
+    const size_t count = view.summary().count;
+    ONCE_CHECK(count <= wire::kListingLeavesMax);
+    if (listed_.empty() || listed_.back().size() + count > listed_.back().capacity()) {
+      listed_.emplace_back().reserve(kListedChunk);
+    }
+    std::vector<internal::Tagged>& chunk = listed_.back();
+    const size_t begin = chunk.size();
+    internal::ListLeaves(view, chunk);
+    ONCE_CHECK(chunk.size() == begin + count);
+    return Listed(chunk.data() + begin, count);
   }
 
   // A bounded record of `view`: each child's summary and its unseen part.
@@ -244,20 +250,30 @@ class Reconciler {
   // the rest is memoised, so a session visits each node at most once.
   Summary Unseen(View view) {
     if (all_seen_) return Summary{};
-    if (view.leaf) {
-      return itc::Leq(view.leaf->version, peer_ceiling_) ? Summary{} : Summary{view.leaf->path, 1};
+    if (view.empty()) return Summary{};
+    if (itc::Leq(view.ceiling(), peer_ceiling_)) return Summary{};
+    if (!itc::Leq(view.floor(), peer_ceiling_)) return view.summary();
+    // A node is memoised whole; a part of a bucket (at most kBucketMax
+    // leaves, read once more) is not.
+    const bool whole = view.whole();
+    if (whole) {
+      if (auto it = unseen_.find(view.node); it != unseen_.end()) return it->second;
     }
-    if (!view.inner || view.inner->summary.count == 0) return Summary{};
-    if (itc::Leq(view.inner->ceiling(), peer_ceiling_)) return Summary{};
-    if (!itc::Leq(view.inner->floor(), peer_ceiling_)) return view.inner->summary;
-    if (auto it = unseen_.find(view.inner); it != unseen_.end()) return it->second;
     Summary total;
-    for (const internal::Slot& slot : view.inner->slots()) {
-      const Summary part = Unseen(View{slot.inner.get(), slot.leaf.get()});
-      internal::XorInto(total.digest, part.digest);
-      total.count += part.count;
+    if (view.bucket()) {
+      for (const internal::Entry& e : view.entries()) {
+        if (itc::Leq(e.leaf->version, peer_ceiling_)) continue;
+        internal::XorInto(total.digest, e.path);
+        ++total.count;
+      }
+    } else {
+      for (const internal::NodeRef& child : view.node->children()) {
+        const Summary part = Unseen(View::Of(child));
+        internal::XorInto(total.digest, part.digest);
+        total.count += part.count;
+      }
     }
-    unseen_.emplace(view.inner, total);
+    if (whole) unseen_.emplace(view.node, total);
     return total;
   }
 
@@ -272,7 +288,7 @@ class Reconciler {
     }
     // Both sides know both counts, so they agree on which nodes are listed.
     const bool listed = std::max(expected.count, mine.summary().count) <= wire::kListingLeavesMax;
-    const Slice leaves = listed ? GatherLeaves(mine) : Slice{};
+    const Listed leaves = listed ? GatherLeaves(mine) : Listed{};
     if (propose) records_.push_back(Pending{key, mine, listed, leaves});
     open_.Put(key, OpenNode{expected, mine, propose, listed, leaves});
     return Ok();
@@ -287,16 +303,16 @@ class Reconciler {
     if (rec.listing != open->listed || (rec.listing && rec.lacking == replier)) {
       return Hostile("a record of the wrong form");
     }
-    if (rec.lacking   ? rec.fingerprints.size() > open->leaves.size
+    if (rec.lacking   ? rec.fingerprints.size() > open->leaves.size()
         : rec.listing ? rec.fingerprints.size() != open->expected.count
                       : rec.Total() != open->expected) {
       return Hostile("a record whose children do not add up to its declared summary");
     }
     const OpenNode node = *open;  // Resolve may open more and move the table
     open_.Erase(rec.key);
-    if (rec.lacking) return SieveLacked(Leaves(node.leaves), rec.fingerprints);
+    if (rec.lacking) return SieveLacked(node.leaves, rec.fingerprints);
     if (node.listed) {
-      ResolveListing(rec.key, Leaves(node.leaves), rec.fingerprints);
+      ResolveListing(rec.key, node.leaves, rec.fingerprints);
       return Ok();
     }
     if (replier) records_.push_back(Pending{rec.key, node.mine, false, {}});
@@ -306,17 +322,17 @@ class Reconciler {
   // The peer's listing of a node is known: every leaf here that it does not
   // list goes through the sieve, and the fingerprints of its listing that are
   // not here go back to it. Nothing below is in dispute any more.
-  void ResolveListing(const NodeKey& key, std::span<const internal::Tagged> mine,
-                      std::span<const uint64_t> peer) {
+  void ResolveListing(const NodeKey& key, Listed mine, std::span<const uint64_t> peer) {
     const size_t begin = lacking_.size();
-    // The sieve reads each leaf the peer did not list (a cache miss each):
-    // find them all first and ask for them together, then sieve in order.
+    // Unless the peer has seen everything here, the sieve reads the version
+    // of each leaf the peer did not list (a cache miss each): find them all
+    // first and ask for them together, then sieve in order.
     ONCE_CHECK(mine.size() <= wire::kListingLeavesMax);
-    std::array<const Leaf*, wire::kListingLeavesMax> unlisted;
+    std::array<const internal::Tagged*, wire::kListingLeavesMax> unlisted;
     size_t count = 0;
     auto unlist = [&](const internal::Tagged& t) {
-      __builtin_prefetch(t.leaf);
-      unlisted[count++] = t.leaf;
+      if (!all_seen_) __builtin_prefetch(t.entry->leaf.get());
+      unlisted[count++] = &t;
     };
     auto it = mine.begin();  // both sorted: one merge pass
     for (const uint64_t fp : peer) {
@@ -335,24 +351,25 @@ class Reconciler {
   }
 
   // The peer lacks these fingerprints of this side's listing: sieve those.
-  Status SieveLacked(std::span<const internal::Tagged> mine, std::span<const uint64_t> lacked) {
+  Status SieveLacked(Listed mine, std::span<const uint64_t> lacked) {
     auto it = mine.begin();  // both sorted
     for (const uint64_t fp : lacked) {
       while (it != mine.end() && it->fingerprint < fp) ++it;
       if (it == mine.end() || it->fingerprint != fp) {
         return Hostile("a lacking listing names a leaf this side did not list");
       }
-      SieveLeaf(*it->leaf);
+      SieveLeaf(*it);
       ++it;
     }
     return Ok();
   }
 
-  void SieveLeaf(const Leaf& leaf) {
-    if (all_seen_ || itc::Leq(leaf.version, peer_ceiling_)) {
-      deleted_.push_back(leaf.path);
+  // One listed leaf the peer lacks (the leaf is read only if it may be unseen).
+  void SieveLeaf(const internal::Tagged& t) {
+    if (all_seen_ || itc::Leq(t.entry->leaf->version, peer_ceiling_)) {
+      deleted_.push_back(t.path());
     } else {
-      ship_.push_back(&leaf);
+      ship_.push_back(t.entry->leaf.get());
     }
   }
 
@@ -451,8 +468,8 @@ class Reconciler {
   size_t records_head_ = 0;
   Record scratch_;
   std::deque<const Leaf*> ship_;
-  std::vector<internal::Tagged> listed_;
-  std::vector<uint64_t> lacking_;  // the fingerprints of lacking listings sent
+  std::vector<std::vector<internal::Tagged>> listed_;  // chunks of kListedChunk
+  std::vector<uint64_t> lacking_;                      // the fingerprints of lacking listings sent
   ReceivedLeaves received_;
   std::unordered_set<Path, PathHash> received_paths_;
   std::vector<Path> deleted_;
@@ -637,7 +654,7 @@ struct SessionMachine::State {
     fb.PutHello(MakeHello(mode, mine()));
     Record root;
     for (int c = 0; c < internal::kFanout; ++c) {
-      const View child = View{mine().root().get(), nullptr}.Child(0, c);
+      const View child = View::Of(mine().root()).Child(0, c);
       if (child.empty()) continue;
       root.present |= static_cast<uint16_t>(1u << c);
       root.children[c] = child.summary();

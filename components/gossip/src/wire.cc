@@ -1,6 +1,7 @@
 #include "wire.h"
 
 #include <cstring>
+#include <memory>
 
 namespace once::gossip::wire {
 namespace {
@@ -105,16 +106,27 @@ Result<Summary> ReadSummary(Reader& r) {
   return s;
 }
 
-Status ReadListing(Reader& r, Record& rec) {
+Status ReadListing(Reader& r, Record& rec, Data& data) {
   ONCE_ASSIGN_OR_RETURN(uint64_t count, r.Varint());
   if ((count == 0 && !rec.lacking) || count > kListingLeavesMax) {
     return Malformed("listing count out of bounds");
   }
   ONCE_ASSIGN_OR_RETURN(auto bytes, r.Take(static_cast<size_t>(count) * 8));
+  // Every fingerprint in the frame takes 8 of its bytes: what is left (with
+  // these) bounds them all.
+  if (!data.pool) {
+    data.pool = std::make_unique<std::pmr::monotonic_buffer_resource>(r.left() + bytes.size());
+  }
+  // A pmr vector keeps the resource it was made with (assigning one made
+  // elsewhere would not move it into the pool), so the new record's empty
+  // vector is made again on the pool.
+  std::destroy_at(&rec.fingerprints);
+  std::construct_at(&rec.fingerprints, data.pool.get());
   rec.fingerprints.resize(static_cast<size_t>(count));
   for (size_t i = 0; i < rec.fingerprints.size(); ++i) {
-    uint64_t fp = 0;
-    for (size_t b = 0; b < 8; ++b) fp = fp << 8 | bytes[i * 8 + b];
+    uint64_t big_endian;
+    std::memcpy(&big_endian, bytes.data() + i * 8, 8);
+    const uint64_t fp = __builtin_bswap64(big_endian);
     if (i > 0 && fp < rec.fingerprints[i - 1]) return Malformed("listing out of order");
     rec.fingerprints[i] = fp;
   }
@@ -123,7 +135,7 @@ Status ReadListing(Reader& r, Record& rec) {
 
 // Into `rec`, a new Record: a record is 800 bytes (two arrays of 16
 // summaries), and returning one through a Result moved it twice.
-Status ReadRecord(Reader& r, Record& rec) {
+Status ReadRecord(Reader& r, Record& rec, Data& data) {
   ONCE_ASSIGN_OR_RETURN(uint8_t depth_byte, r.U8());
   rec.bounded = (depth_byte & kRecordBounded) != 0;
   rec.listing = (depth_byte & kRecordListing) != 0;
@@ -139,7 +151,7 @@ Status ReadRecord(Reader& r, Record& rec) {
     return Malformed("record prefix has bits past its depth");
   }
   if (rec.listing) {
-    ONCE_RETURN_IF_ERROR(ReadListing(r, rec));
+    ONCE_RETURN_IF_ERROR(ReadListing(r, rec, data));
     return Ok();
   }
   ONCE_ASSIGN_OR_RETURN(uint8_t hi, r.U8());
@@ -184,7 +196,7 @@ Result<Data> ReadData(Reader& r) {
   if (records > r.left() / 3) return Malformed("more records declared than bytes");
   data.records.reserve(records);
   for (uint64_t i = 0; i < records; ++i) {
-    ONCE_RETURN_IF_ERROR(ReadRecord(r, data.records.emplace_back()));
+    ONCE_RETURN_IF_ERROR(ReadRecord(r, data.records.emplace_back(), data));
   }
   ONCE_ASSIGN_OR_RETURN(uint64_t messages, r.Varint());
   if (messages > r.left() / 19) return Malformed("more messages declared than bytes");
@@ -308,8 +320,13 @@ bool FrameBuilder::AddRecord(const Record& record) {
   ++record_count_;
   if (record.listing) {
     PutVarint(records_, record.fingerprints.size());
-    for (uint64_t fp : record.fingerprints) {
-      for (int b = 7; b >= 0; --b) records_.push_back(static_cast<uint8_t>(fp >> (8 * b)));
+    const size_t at = records_.size();
+    records_.resize(at + 8 * record.fingerprints.size());
+    uint8_t* out = records_.data() + at;
+    for (const uint64_t fp : record.fingerprints) {
+      const uint64_t big_endian = __builtin_bswap64(fp);
+      std::memcpy(out, &big_endian, 8);
+      out += 8;
     }
     return true;
   }

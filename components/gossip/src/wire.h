@@ -6,6 +6,8 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <memory_resource>
 #include <optional>
 #include <span>
 #include <vector>
@@ -52,7 +54,8 @@ struct Record {
   // not hold (possibly none).
   bool listing = false;
   bool lacking = false;  // listing only
-  std::vector<uint64_t> fingerprints;
+  // Decoded into its frame's pool (Data::pool); any other holds its own.
+  std::pmr::vector<uint64_t> fingerprints;
   bool Has(int c) const { return (present >> c) & 1; }
   Summary Total() const;
   // The summary of child c's messages that the receiver has seen (bounded).
@@ -66,6 +69,11 @@ using internal::Fingerprint;
 
 struct Data {
   bool idle = false;
+  // The decoded listings' fingerprints, all in one block (made at the first
+  // listing, as large as the bytes left in the frame): thousands of listings
+  // in a frame are not thousands of heap blocks. Before `records`, so that
+  // it outlives them.
+  std::unique_ptr<std::pmr::monotonic_buffer_resource> pool;
   std::vector<Record> records;
   // Decoded straight into leaves (payload in the leaf's block): a received
   // message costs no more heap blocks than one sent here.

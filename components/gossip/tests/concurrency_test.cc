@@ -95,28 +95,41 @@ class Senders {
   std::vector<std::thread> threads_;
 };
 
-// Every inner node's summary is the XOR and count of its leaves, and its
-// floor and ceiling bound their versions.
-bool Consistent(internal::View view, Summary& out) {
+// Every node's summary is the XOR and count of its leaves, and the floor
+// and ceiling of every node above a leaf bound its version.
+bool Consistent(const internal::Inner& node, std::vector<const internal::Inner*>& above,
+                Summary& out) {
   out = Summary{};
-  if (view.leaf) {
-    out = Summary{view.leaf->path, 1};
-    return true;
-  }
-  if (!view.inner) return true;
-  if (view.inner->size() > view.inner->capacity) return false;
-  for (const internal::Slot& slot : view.inner->slots()) {
-    if (slot.empty()) return false;
-    Summary part;
-    if (!Consistent(internal::View{slot.inner.get(), slot.leaf.get()}, part)) return false;
-    if (slot.leaf && (!itc::Leq(view.inner->floor(), slot.leaf->version) ||
-                      !itc::Leq(slot.leaf->version, view.inner->ceiling()))) {
-      return false;
+  if (node.size() > node.capacity) return false;
+  above.push_back(&node);
+  bool ok = true;
+  if (node.bucket) {
+    for (const internal::Entry& e : node.entries()) {
+      if (!e.leaf || e.leaf->path != e.path) ok = false;
+      for (const internal::Inner* n : above) {
+        if (n->summary.count > 0 &&
+            (!itc::Leq(n->floor(), e.leaf->version) || !itc::Leq(e.leaf->version, n->ceiling()))) {
+          ok = false;
+        }
+      }
+      internal::XorInto(out.digest, e.path);
+      ++out.count;
     }
-    internal::XorInto(out.digest, part.digest);
-    out.count += part.count;
+  } else {
+    for (const internal::NodeRef& child : node.children()) {
+      Summary part;
+      if (!child || !Consistent(*child, above, part)) ok = false;
+      internal::XorInto(out.digest, part.digest);
+      out.count += part.count;
+    }
   }
-  return out == view.inner->summary;
+  above.pop_back();
+  return ok && out == node.summary;
+}
+
+bool Consistent(const Snapshot& snapshot, Summary& out) {
+  std::vector<const internal::Inner*> above;
+  return Consistent(*snapshot.root(), above, out);
 }
 
 // A snapshot as it was: its messages, copied out, and its summary.
@@ -126,8 +139,7 @@ struct Frozen {
   explicit Frozen(Snapshot s) : snapshot(std::move(s)), messages(snapshot.Messages()) {}
   bool Unchanged() const {
     Summary total;
-    return snapshot.Messages() == messages &&
-           Consistent(internal::View{snapshot.root().get(), nullptr}, total) &&
+    return snapshot.Messages() == messages && Consistent(snapshot, total) &&
            total == snapshot.summary();
   }
 };

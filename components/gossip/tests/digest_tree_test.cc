@@ -1,6 +1,6 @@
-// The digest tree's own laws: compact nodes grow and shrink with their
-// children, batch and single removals leave the same canonical tree (no
-// empty or lone inner node below the root), and a held root never changes.
+// The digest tree's own laws: buckets grow, split into branches when full
+// and come back when a branch is small, batch and single removals leave
+// canonical trees of the same set, and a held root never changes.
 
 #include "digest_tree.h"
 
@@ -27,22 +27,53 @@ void Add(NodeRef& root, const Path& path) {
   ASSERT_TRUE(Insert(root, MakeLeaf(path, itc::Version(), payload)));
 }
 
-// Every inner node below the root holds at least two leaves, none holds an
-// empty slot or more slots than its block, and every summary adds up.
-bool Canonical(View view, bool is_root, Summary& out) {
+// A bucket holds at most kBucketMax entries, in strictly increasing path
+// order, each beside its leaf, and (below the root) at least one, and its
+// fingerprint order lists each once, by fingerprint; a branch
+// holds more than kBucketMerge leaves and no empty slot; every leaf lies
+// under its node's prefix; and every summary adds up.
+bool Canonical(const Inner& node, int depth, const Path& prefix, bool is_root, Summary& out) {
   out = Summary{};
-  if (view.leaf) {
-    out = Summary{view.leaf->path, 1};
-    return true;
-  }
-  const Inner& node = *view.inner;
   if (node.size() > node.capacity) return false;
-  if (!is_root && node.summary.count < 2) return false;
-  for (const Slot& slot : node.slots()) {
-    if (slot.empty()) return false;
-    if (slot.leaf && slot.fingerprint != Fingerprint(slot.leaf->path)) return false;
+  auto under_prefix = [&](const Path& path) {
+    for (int d = 0; d < depth; ++d) {
+      if (Nibble(path, d) != Nibble(prefix, d)) return false;
+    }
+    return true;
+  };
+  if (node.bucket) {
+    if (node.capacity > kBucketMax || (!is_root && node.size() == 0)) return false;
+    const std::span<const Entry> entries = node.entries();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (!entries[i].leaf || entries[i].leaf->path != entries[i].path) return false;
+      if (i > 0 && !(entries[i - 1].path < entries[i].path)) return false;
+      if (!under_prefix(entries[i].path)) return false;
+      XorInto(out.digest, entries[i].path);
+      ++out.count;
+    }
+    // The fingerprint order: every index once, by fingerprint.
+    std::vector<int> order(node.order_block(), node.order_block() + node.size());
+    std::vector<int> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (int i = 0; i < node.size(); ++i) {
+      if (sorted[i] != i) return false;
+      if (i > 0 && Fingerprint(entries[order[i - 1]].path) > Fingerprint(entries[order[i]].path)) {
+        return false;
+      }
+    }
+    return out == node.summary;
+  }
+  if (node.summary.count <= static_cast<uint64_t>(kBucketMerge)) return false;
+  for (int c = 0; c < kFanout; ++c) {
+    const NodeRef* child = node.Find(c);
+    if (!child) continue;
+    if (!*child) return false;
+    Path child_prefix = prefix;
+    const int shift = depth % 2 == 0 ? 4 : 0;
+    child_prefix[depth / 2] =
+        static_cast<uint8_t>((child_prefix[depth / 2] & ~(0x0f << shift)) | (c << shift));
     Summary part;
-    if (!Canonical(View{slot.inner.get(), slot.leaf.get()}, false, part)) return false;
+    if (!Canonical(**child, depth + 1, child_prefix, false, part)) return false;
     XorInto(out.digest, part.digest);
     out.count += part.count;
   }
@@ -51,36 +82,50 @@ bool Canonical(View view, bool is_root, Summary& out) {
 
 bool Canonical(const NodeRef& root) {
   Summary total;
-  return Canonical(View{root.get(), nullptr}, true, total);
+  return Canonical(*root, 0, Path{}, true, total);
 }
 
 std::set<Path> Paths(const NodeRef& root) {
   std::vector<const Leaf*> leaves;
-  CollectAll(View{root.get(), nullptr}, leaves);
+  CollectAll(View::Of(root), leaves);
   std::set<Path> out;
   for (const Leaf* leaf : leaves) out.insert(leaf->path);
   return out;
 }
 
-TEST(DigestTreeTest, ABatchThatEmptiesANodeRemovesItFromItsParent) {
-  NodeRef root = NewRoot();
-  const Path a = PathFrom(0, 1), b = PathFrom(0, 2), c = PathFrom(uint64_t{1} << 60, 0);
-  Add(root, a);
-  Add(root, b);  // a and b part at the last nibble: a chain of 31 nodes
-  Add(root, c);
-  ASSERT_TRUE(Canonical(root));
-  const Path gone[] = {b, a};
-  RemoveBatch(root, gone);
-  EXPECT_TRUE(Canonical(root));
-  EXPECT_EQ(Paths(root), std::set<Path>{c});
-  EXPECT_EQ(root->size(), 1);
+// Leaves under nibbles 0 and 1 at the top: more than a bucket holds.
+std::vector<Path> TwoPrefixes(int per_prefix) {
+  std::vector<Path> paths;
+  for (uint64_t top = 0; top < 2; ++top) {
+    for (uint64_t i = 0; i < static_cast<uint64_t>(per_prefix); ++i) {
+      paths.push_back(PathFrom(top << 60 | i << 20, i));
+    }
+  }
+  return paths;
 }
 
-TEST(DigestTreeTest, ANodeGrowsToSixteenChildrenAndBack) {
+TEST(DigestTreeTest, ABatchThatEmptiesANodeRemovesItFromItsParent) {
+  NodeRef root = NewRoot();
+  const std::vector<Path> paths = TwoPrefixes(40);
+  for (const Path& p : paths) Add(root, p);
+  ASSERT_TRUE(Canonical(root));
+  ASSERT_FALSE(root->bucket);
+  ASSERT_EQ(root->size(), 2);
+  const std::vector<Path> gone(paths.begin(), paths.begin() + 40);  // all of nibble 0
+  RemoveBatch(root, gone);
+  EXPECT_TRUE(Canonical(root));
+  EXPECT_EQ(Paths(root), std::set<Path>(paths.begin() + 40, paths.end()));
+  EXPECT_FALSE(root->bucket);
+  EXPECT_EQ(root->size(), 1);
+  EXPECT_TRUE(root->Has(1));
+}
+
+TEST(DigestTreeTest, ABucketGrowsToSixteenAndBack) {
   NodeRef root = NewRoot();
   std::vector<Path> paths;
   for (uint64_t nibble = 0; nibble < 16; ++nibble) paths.push_back(PathFrom(nibble << 60, nibble));
   for (const Path& p : paths) Add(root, p);
+  EXPECT_TRUE(root->bucket);
   EXPECT_EQ(root->size(), 16);
   EXPECT_EQ(root->capacity, 16);
   EXPECT_TRUE(Canonical(root));
@@ -93,8 +138,59 @@ TEST(DigestTreeTest, ANodeGrowsToSixteenChildrenAndBack) {
   }
 }
 
-// Random trees, dense in a few prefixes so that nodes fill, empty and
-// collapse: a batch removal leaves the same set, canonically, as removing
+// The 65th leaf splits a full bucket into a branch of buckets (one per
+// nibble), and removals merge the branch back into one bucket once it holds
+// kBucketMerge leaves: by single removals and by a batch alike.
+TEST(DigestTreeTest, AFullBucketSplitsAndASmallBranchMergesBack) {
+  for (const bool batch : {false, true}) {
+    NodeRef root = NewRoot();
+    std::vector<Path> paths;
+    for (uint64_t i = 0; i <= static_cast<uint64_t>(kBucketMax); ++i) {
+      paths.push_back(PathFrom(i << 56, i));  // nibble 0 is i / 16: five children
+    }
+    for (size_t i = 0; i + 1 < paths.size(); ++i) Add(root, paths[i]);
+    ASSERT_TRUE(root->bucket);
+    ASSERT_EQ(root->size(), kBucketMax);
+    Add(root, paths.back());
+    ASSERT_TRUE(Canonical(root));
+    EXPECT_FALSE(root->bucket);
+    EXPECT_EQ(root->size(), 5);
+    EXPECT_EQ(root->summary.count, paths.size());
+    for (const Path& p : paths) EXPECT_NE(Find(root.get(), p), nullptr);
+
+    const size_t keep = kBucketMerge;
+    const std::vector<Path> gone(paths.begin() + keep, paths.end());
+    if (batch) {
+      RemoveBatch(root, gone);
+    } else {
+      for (const Path& p : gone) ASSERT_NE(Remove(root, p), nullptr);
+    }
+    EXPECT_TRUE(Canonical(root));
+    EXPECT_TRUE(root->bucket);
+    EXPECT_EQ(Paths(root), std::set<Path>(paths.begin(), paths.begin() + keep));
+  }
+}
+
+// Leaves that share their first 16 nibbles split a full bucket into a chain
+// of one-child branches down to where they part; removing them all leaves an
+// empty root bucket.
+TEST(DigestTreeTest, LeavesSharingALongPrefixSplitIntoAChainAndCollapse) {
+  NodeRef root = NewRoot();
+  std::vector<Path> paths;
+  for (uint64_t i = 0; i <= static_cast<uint64_t>(kBucketMax); ++i) {
+    paths.push_back(PathFrom(0, i % 16 | (i / 16) << 60));
+  }
+  for (const Path& p : paths) Add(root, p);
+  ASSERT_TRUE(Canonical(root));
+  for (const Path& p : paths) EXPECT_NE(Find(root.get(), p), nullptr);
+  RemoveBatch(root, paths);
+  EXPECT_TRUE(Canonical(root));
+  EXPECT_EQ(root->summary.count, 0u);
+  EXPECT_TRUE(root->bucket);
+}
+
+// Random trees, dense in a few prefixes so that buckets fill, split, empty
+// and merge back: a batch removal leaves the same set, canonically, as removing
 // one path at a time, and the root held before either is unchanged.
 TEST(DigestTreeTest, BatchRemovalAgreesWithSingleRemovalsAndLeavesHeldRootsAlone) {
   std::mt19937_64 rng(7);
@@ -113,9 +209,10 @@ TEST(DigestTreeTest, BatchRemovalAgreesWithSingleRemovalsAndLeavesHeldRootsAlone
     const NodeRef held = root;
     const std::set<Path> before = Paths(held);
     const Summary held_summary = held->summary;
-    std::vector<Path> gone;
+    std::vector<Path> gone;  // half of them to all but a tenth: branches merge back
+    const uint64_t keep_one_in = 2 + rng() % 9;
     for (const Path& p : paths) {
-      if (rng() % 3 != 0) gone.push_back(p);
+      if (rng() % keep_one_in != 0) gone.push_back(p);
     }
     gone.push_back(PathFrom(0xffffffffffffffffULL, 0));  // absent: skipped
     if (!gone.empty()) gone.push_back(gone.front());     // repeated: once

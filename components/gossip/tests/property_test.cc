@@ -17,7 +17,7 @@ using testing::Payload;
 using testing::RunPair;
 
 struct Step {
-  int kind = 0;  // 0-3 send, 4 redact, 5-7 session, 8 partition, 9 heal, 10 join
+  int kind = 0;  // 0-3 send, 4 redact, 5-7 session, 8 partition, 9 heal, 10 join, 11 burst
   int a = 0;
   int b = 0;
   int cut = 0;  // 0: no cut; otherwise a byte offset
@@ -45,6 +45,9 @@ class World {
     }
     if (step.kind == 9) return std::fill(side_.begin(), side_.end(), 0);
     if (step.kind == 10 && n < 8) return Join(a);
+    if (step.kind == 11) {  // enough sends to split the digest tree's buckets
+      for (int i = 0; i < 30; ++i) Send(a);
+    }
   }
 
   // Gossip among all pairs until nothing changes.
@@ -136,7 +139,7 @@ class World {
 };
 
 rc::Gen<Step> GenStep() {
-  return rc::gen::build<Step>(rc::gen::set(&Step::kind, rc::gen::inRange(0, 11)),
+  return rc::gen::build<Step>(rc::gen::set(&Step::kind, rc::gen::inRange(0, 12)),
                               rc::gen::set(&Step::a, rc::gen::inRange(0, 8)),
                               rc::gen::set(&Step::b, rc::gen::inRange(0, 1 << 16)),
                               rc::gen::set(&Step::cut, rc::gen::weightedOneOf<int>({

@@ -310,7 +310,7 @@ TEST(WireTest, ListingRecordsRoundTripAndRejectWhatIsNotCanonical) {
       {full, true}, {over, false}, {{9, 8}, false}, {{}, false}};
   for (const auto& [fps, ok] : cases) {
     wire::Record r = rec;
-    r.fingerprints = fps;
+    r.fingerprints.assign(fps.begin(), fps.end());
     wire::FrameBuilder b(wire::Kind::kData, kFrameBytesMax);
     ASSERT_TRUE(b.AddRecord(r));
     const Bytes raw = b.Finish(false);
@@ -324,7 +324,7 @@ TEST(WireTest, ListingRecordsRoundTripAndRejectWhatIsNotCanonical) {
            {{}, true}, {full, true}, {over, false}, {{3, 1}, false}}) {
     wire::Record r = rec;
     r.lacking = true;
-    r.fingerprints = fps;
+    r.fingerprints.assign(fps.begin(), fps.end());
     wire::FrameBuilder b(wire::Kind::kData, kFrameBytesMax);
     ASSERT_TRUE(b.AddRecord(r));
     const Bytes raw = b.Finish(false);
@@ -332,7 +332,8 @@ TEST(WireTest, ListingRecordsRoundTripAndRejectWhatIsNotCanonical) {
     ASSERT_EQ(d.has_value(), ok) << fps.size();
     if (ok) {
       EXPECT_TRUE(d->data.records[0].lacking);
-      EXPECT_EQ(d->data.records[0].fingerprints, fps);
+      const auto& got = d->data.records[0].fingerprints;
+      EXPECT_EQ(std::vector<uint64_t>(got.begin(), got.end()), fps);
     }
   }
 }
