@@ -231,5 +231,63 @@ TEST(DigestTreeTest, BatchRemovalAgreesWithSingleRemovalsAndLeavesHeldRootsAlone
   }
 }
 
+// The tree against a plain set, over random inserts, single and batch
+// removals (growing, then shrinking), with roots held along the way (as a session's snapshot holds
+// one): after every step the tree holds exactly the model's paths,
+// canonically, every listing comes out in fingerprint order, and every held
+// root still holds what it held.
+TEST(DigestTreeTest, RandomOperationsMatchASetAndSpareHeldRoots) {
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 20; ++round) {
+    NodeRef root = NewRoot();
+    std::set<Path> model;
+    std::vector<std::pair<NodeRef, std::set<Path>>> held;
+    // Dense prefixes, so that buckets split, chain and merge back.
+    auto random_path = [&] {
+      return PathFrom((rng() % 3) << 60 | (rng() % 2) << 52 | (rng() % 64), rng() % 4);
+    };
+    // Three times in four one that is held (when any is), else any.
+    auto some_path = [&] {
+      if (model.empty() || rng() % 4 == 0) return random_path();
+      return *std::next(model.begin(), static_cast<ptrdiff_t>(rng() % model.size()));
+    };
+    for (int step = 0; step < 600; ++step) {
+      // Mostly inserts for the first half, mostly removals after: the tree
+      // grows past a bucket, then shrinks until branches merge back.
+      const bool growing = step < 300;
+      const uint64_t op = rng() % 10;
+      if (op < (growing ? 8u : 1u)) {
+        const Path p = random_path();
+        const uint8_t payload[] = {2};
+        const bool fresh = model.insert(p).second;
+        ASSERT_EQ(Insert(root, MakeLeaf(p, itc::Version(), payload)), fresh);
+      } else if (op < (growing ? 9u : 5u)) {
+        const Path p = some_path();
+        ASSERT_EQ(Remove(root, p) != nullptr, model.erase(p) == 1);
+      } else if (op < 9) {
+        std::vector<Path> gone;
+        for (int i = 0; i < static_cast<int>(rng() % 12); ++i) gone.push_back(some_path());
+        for (const Path& p : gone) model.erase(p);
+        RemoveBatch(root, gone);
+      } else {
+        held.emplace_back(root, model);
+      }
+      ASSERT_TRUE(Canonical(root)) << "round " << round << " step " << step;
+      ASSERT_EQ(Paths(root), model);
+      ASSERT_EQ(root->summary.count, model.size());
+    }
+    std::vector<Tagged> listed;
+    ListLeaves(View::Of(root), listed);
+    ASSERT_EQ(listed.size(), model.size());
+    for (size_t i = 1; i < listed.size(); ++i) {
+      ASSERT_LE(listed[i - 1].fingerprint, listed[i].fingerprint);
+    }
+    for (const auto& [snapshot, paths] : held) {
+      EXPECT_TRUE(Canonical(snapshot));
+      EXPECT_EQ(Paths(snapshot), paths);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace once::gossip::internal
