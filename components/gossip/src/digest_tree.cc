@@ -173,50 +173,52 @@ void DestroyInner(Inner* node) {
 
 NodeRef NewRoot() { return NodeRef(NewInner(true, kCapacityMin)); }
 
+LeafRef MakeLeaf(const Path& path, itc::Version version, std::span<const uint8_t> payload) {
+  static_assert(alignof(Leaf) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+  void* block = ::operator new(sizeof(Leaf) + payload.size());
+  Leaf* leaf = new (block) Leaf(path, std::move(version));  // count 1: the LeafRef below
+  uint8_t* tail = static_cast<uint8_t*>(block) + sizeof(Leaf);
+  if (!payload.empty()) std::memcpy(tail, payload.data(), payload.size());
+  leaf->payload = std::span<const uint8_t>(tail, payload.size());
+  return LeafRef(leaf);
+}
+
 namespace {
 
-// The bytes to add after a leaf, and where they landed.
-struct Tail {
-  size_t bytes = 0;
-  uint8_t* at = nullptr;
-};
-
-// Allocates a block with a Tail's bytes after the object and says where they
-// start. allocate_shared allocates one block (control block and object) and
-// keeps a copy of this allocator in it (never used to allocate again), so it
-// holds one pointer only.
-template <typename T>
-struct TailAllocator {
-  using value_type = T;
-  Tail* tail = nullptr;
-  explicit TailAllocator(Tail* t) : tail(t) {}
-  template <typename U>
-  TailAllocator(const TailAllocator<U>& other) : tail(other.tail) {}
-  T* allocate(size_t n) {
-    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
-    auto* block = static_cast<uint8_t*>(::operator new(n * sizeof(T) + tail->bytes));
-    tail->at = block + n * sizeof(T);
-    return reinterpret_cast<T*>(block);
-  }
-  void deallocate(T* block, size_t) { ::operator delete(block); }
-  template <typename U>
-  bool operator==(const TailAllocator<U>& other) const {
-    return tail == other.tail;
-  }
-};
+void DestroyLeaf(Leaf* leaf) {
+  const size_t bytes = sizeof(Leaf) + leaf->payload.size();
+  leaf->~Leaf();
+#if defined(__cpp_sized_deallocation)
+  ::operator delete(static_cast<void*>(leaf), bytes);
+#else
+  (void)bytes;
+  ::operator delete(static_cast<void*>(leaf));
+#endif
+}
 
 }  // namespace
 
-std::shared_ptr<const Leaf> MakeLeaf(const Path& path, itc::Version version,
-                                     std::span<const uint8_t> payload) {
-  Tail tail{payload.size()};
-  std::shared_ptr<Leaf> leaf =
-      std::allocate_shared<Leaf>(TailAllocator<Leaf>(&tail), path, std::move(version));
-  ONCE_CHECK(tail.at != nullptr);
-  if (!payload.empty()) std::memcpy(tail.at, payload.data(), payload.size());
-  leaf->payload = std::span<const uint8_t>(tail.at, payload.size());
-  return leaf;
+LeafRef::LeafRef(const LeafRef& other) : leaf_(other.leaf_) {
+  if (leaf_) leaf_->refs.Add();
 }
+
+LeafRef& LeafRef::operator=(const LeafRef& other) {
+  LeafRef copy(other);
+  std::swap(leaf_, copy.leaf_);
+  return *this;
+}
+
+LeafRef& LeafRef::operator=(LeafRef&& other) noexcept {
+  LeafRef taken(std::move(other));
+  std::swap(leaf_, taken.leaf_);
+  return *this;
+}
+
+LeafRef::~LeafRef() {
+  if (leaf_ && leaf_->refs.Drop()) DestroyLeaf(leaf_);
+}
+
+void LeafRef::reset() { LeafRef dropped(std::move(*this)); }
 
 namespace {
 
@@ -273,7 +275,7 @@ void EraseSlot(Inner& node, int nibble) {
 
 // Adds `leaf` (absent) to an owned bucket with room for it, growing it into
 // a larger block if it is full. The summary is the caller's.
-void AddEntry(NodeRef& node_ptr, std::shared_ptr<const Leaf> leaf) {
+void AddEntry(NodeRef& node_ptr, LeafRef leaf) {
   if (node_ptr->full()) node_ptr = NodeRef(Grown(*node_ptr));
   Inner& node = *node_ptr;
   ONCE_CHECK(node.size() < node.capacity);
@@ -298,14 +300,14 @@ void AddEntry(NodeRef& node_ptr, std::shared_ptr<const Leaf> leaf) {
 }
 
 // Removes the entry at `index` of an owned bucket and returns its leaf.
-std::shared_ptr<const Leaf> EraseEntry(Inner& node, int index) {
+LeafRef EraseEntry(Inner& node, int index) {
   uint8_t* order = node.order_block();
   int kept = 0;
   for (int k = 0; k < node.size(); ++k) {
     if (order[k] != index) order[kept++] = static_cast<uint8_t>(order[k] - (order[k] > index));
   }
   Entry* entries = node.entry_block();
-  std::shared_ptr<const Leaf> removed = std::move(entries[index].leaf);
+  LeafRef removed = std::move(entries[index].leaf);
   std::move(entries + index + 1, entries + node.size(), entries + index);
   entries[node.size() - 1] = Entry();
   --node.occupied;
@@ -446,7 +448,7 @@ Inner* MergeIfSmall(NodeRef& node_ptr) {
   return node_ptr.get();
 }
 
-void InsertAt(NodeRef& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
+void InsertAt(NodeRef& node_ptr, int depth, LeafRef leaf) {
   Inner* node = Own(node_ptr);
   if (node->bucket && node->size() == kBucketMax) node = Split(node_ptr, depth);
   AddLeafSummary(*node, *leaf);
@@ -460,9 +462,9 @@ void InsertAt(NodeRef& node_ptr, int depth, std::shared_ptr<const Leaf> leaf) {
 }
 
 // The caller has checked that `path` is present under `node_ptr`.
-std::shared_ptr<const Leaf> RemoveAt(NodeRef& node_ptr, int depth, const Path& path) {
+LeafRef RemoveAt(NodeRef& node_ptr, int depth, const Path& path) {
   Inner* node = Own(node_ptr);
-  std::shared_ptr<const Leaf> removed;
+  LeafRef removed;
   if (node->bucket) {
     removed = EraseEntry(*node, IndexIn(*node, path));
   } else {
@@ -504,7 +506,7 @@ void PrefetchTargets(const Inner& node, std::span<const Path> paths, int depth) 
 // `dropped`; leaves the bounds. Returns the summary of what it removed. The
 // bucket is owned (and so copied if shared) only if it holds one.
 Summary RemoveFromBucket(NodeRef& node_ptr, std::span<const Path> paths,
-                         std::vector<std::shared_ptr<const Leaf>>& dropped) {
+                         std::vector<LeafRef>& dropped) {
   static_assert(kBucketMax <= 64);
   const std::span<const Entry> held = std::as_const(*node_ptr).entries();
   uint64_t gone = 0;  // bit i: entry i is removed
@@ -550,7 +552,7 @@ Summary RemoveFromBucket(NodeRef& node_ptr, std::span<const Path> paths,
 // visits each node once; leaves the bounds. Returns the summary of what it
 // removed.
 Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths,
-                     std::vector<std::shared_ptr<const Leaf>>& dropped) {
+                     std::vector<LeafRef>& dropped) {
   if (node_ptr->bucket) return RemoveFromBucket(node_ptr, paths, dropped);
   PrefetchTargets(*node_ptr, paths, depth);
   Summary removed;
@@ -571,13 +573,8 @@ Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths,
   return removed;
 }
 
-// Asks for the shared count of a leaf made by MakeLeaf: allocate_shared
-// puts it just before the leaf, perhaps on the line before.
-void PrefetchCount(const Leaf* leaf) {
-  const char* at = reinterpret_cast<const char*>(leaf);
-  __builtin_prefetch(at - 16);
-  __builtin_prefetch(at);
-}
+// Asks for the count of a leaf (its first bytes).
+void PrefetchCount(const Leaf* leaf) { __builtin_prefetch(leaf); }
 
 }  // namespace
 
@@ -592,14 +589,14 @@ const Leaf* Find(const Inner* root, const Path& path) {
   return i < 0 ? nullptr : node->entry_block()[i].leaf.get();
 }
 
-bool Insert(NodeRef& root, std::shared_ptr<const Leaf> leaf) {
+bool Insert(NodeRef& root, LeafRef leaf) {
   if (Find(root.get(), leaf->path)) return false;
   InsertAt(root, 0, std::move(leaf));
   return true;
 }
 
-std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path) {
-  if (!Find(root.get(), path)) return nullptr;
+LeafRef Remove(NodeRef& root, const Path& path) {
+  if (!Find(root.get(), path)) return LeafRef();
   return RemoveAt(root, 0, path);
 }
 
@@ -614,7 +611,7 @@ void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
   std::vector<Path> sorted(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) sorted[i] = PathOfWords(keys[i].first, keys[i].second);
   if (sorted.empty()) return;
-  std::vector<std::shared_ptr<const Leaf>> dropped;
+  std::vector<LeafRef> dropped;
   dropped.reserve(sorted.size());
   (void)RemoveSorted(root, 0, sorted, dropped);
   // The leaves are dropped after the walk, each asked for a few drops ahead:

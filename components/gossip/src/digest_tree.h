@@ -66,23 +66,40 @@ inline constexpr int kBucketMax = 64;
 // kBucketMax, so that a node does not split and merge back and forth).
 inline constexpr int kBucketMerge = 16;
 
+// The number of references to a node (NodeRefs) or a leaf (LeafRefs). A
+// copy of a node is a new node, with a count of its own (1: the NodeRef that
+// adopts it).
+class RefCount {
+ public:
+  RefCount() = default;
+  RefCount(const RefCount&) {}
+  RefCount& operator=(const RefCount&) = delete;
+  void Add() { n_.fetch_add(1, std::memory_order_relaxed); }  // the caller holds one already
+  // True if that was the last reference.
+  bool Drop() { return n_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  bool One() const { return n_.load(std::memory_order_acquire) == 1; }
+
+ private:
+  std::atomic<uint32_t> n_{1};
+};
+
 // A message as the tree holds it. Made only by MakeLeaf, which puts the
-// payload bytes in the leaf's own heap block (after its shared count); its
-// version lives in the leaf too (itc::Version::kInlineNodes), so a leaf of a
-// two-party universe is one block, not three: fewer blocks for a removal to
-// free and for the allocator to sort later.
+// payload bytes in the leaf's own heap block, after the leaf; its count is
+// in the leaf (LeafRef), and its version too (itc::Version::kInlineNodes),
+// so a leaf of a two-party universe is one block, not three: fewer blocks for
+// a removal to free and for the allocator to sort later.
 struct Leaf {
   Leaf(const Path& p, itc::Version v) : path(p), version(std::move(v)) {}
   Leaf(const Leaf&) = delete;  // the payload lives in this leaf's block
   Leaf& operator=(const Leaf&) = delete;
 
+  RefCount refs;  // first: a drop reads the line that holds the path
   Path path{};
   itc::Version version;
   std::span<const uint8_t> payload;  // in the leaf's block; valid as long as it
 };
 
-std::shared_ptr<const Leaf> MakeLeaf(const Path& path, itc::Version version,
-                                     std::span<const uint8_t> payload);
+LeafRef MakeLeaf(const Path& path, itc::Version version, std::span<const uint8_t> payload);
 
 // A path's bytes 0..7 and 8..15 as big-endian words: comparing the pairs
 // compares paths (path order).
@@ -113,23 +130,7 @@ inline Path PathOfWords(uint64_t high, uint64_t low) {
 // deleting under a bucket do not read the leaf.
 struct Entry {
   Path path{};
-  std::shared_ptr<const Leaf> leaf;
-};
-
-// The number of NodeRefs to a node. A copy of a node is a new node, with a
-// count of its own (1: the NodeRef that adopts it).
-class RefCount {
- public:
-  RefCount() = default;
-  RefCount(const RefCount&) {}
-  RefCount& operator=(const RefCount&) = delete;
-  void Add() { n_.fetch_add(1, std::memory_order_relaxed); }  // the caller holds one already
-  // True if that was the last reference.
-  bool Drop() { return n_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
-  bool One() const { return n_.load(std::memory_order_acquire) == 1; }
-
- private:
-  std::atomic<uint32_t> n_{1};
+  LeafRef leaf;
 };
 
 // std::popcount without -mpopcnt is a call into libgcc (2% of a session).
@@ -269,9 +270,9 @@ struct View {
 
 NodeRef NewRoot();
 // False (and no change) if the path is already present.
-bool Insert(NodeRef& root, std::shared_ptr<const Leaf> leaf);
+bool Insert(NodeRef& root, LeafRef leaf);
 // Null (and no change) if absent.
-std::shared_ptr<const Leaf> Remove(NodeRef& root, const Path& path);
+LeafRef Remove(NodeRef& root, const Path& path);
 // Removes every path present (absent or repeated ones are skipped), in one
 // walk of the paths in order that visits each node once, and leaves the floors
 // and ceilings as they were: removing a version keeps them bounds, and

@@ -190,7 +190,7 @@ Result<std::vector<itc::Version>> Replica::Apply(std::span<const Op> ops) {
   if (!party_) return MakeError(ErrorCode::kUnsupported, "replica has no party (retired)");
   // Validate and tick on the side; touch the tree only when all succeeded.
   itc::Version ceiling = tick_floor_ ? itc::Join(ceiling_, *tick_floor_) : ceiling_;
-  std::vector<std::shared_ptr<const Leaf>> added;
+  std::vector<internal::LeafRef> added;
   std::vector<Path> removed;
   std::vector<itc::Version> sent;
   for (const Op& op : ops) {

@@ -430,7 +430,7 @@ class Reconciler {
     for (const Leaf* leaf : unseen) ship_.push_back(leaf);
   }
 
-  Status OnMessage(std::shared_ptr<const Leaf>&& leaf) {
+  Status OnMessage(internal::LeafRef&& leaf) {
     const Leaf& m = *leaf;
     if (received_.size() >= options_.session_messages_max) {
       return LimitError("session_messages_max", static_cast<int64_t>(received_.size() + 1),

@@ -177,7 +177,7 @@ Status ReadRecord(Reader& r, Record& rec, Data& data) {
   return Ok();
 }
 
-Result<std::shared_ptr<const internal::Leaf>> ReadMessage(Reader& r) {
+Result<internal::LeafRef> ReadMessage(Reader& r) {
   Path path{};
   ONCE_RETURN_IF_ERROR(r.Array(path));
   ONCE_ASSIGN_OR_RETURN(auto version_bytes, r.Blob("version_bytes_max", kVersionBytesMax));

@@ -69,7 +69,7 @@ TEST(FuzzSeeds, FrameBodies) {
     wire::FrameBuilder fb(wire::Kind::kData, kFrameBytesMax);
     seeds["data-idle"] = Body(fb, true);
   }
-  std::vector<std::shared_ptr<const internal::Leaf>> leaves;
+  std::vector<internal::LeafRef> leaves;
   for (const char* text : {"job one", "job two", "job three"}) {
     auto v = replica.Send(Payload(text));
     ASSERT_TRUE(v);

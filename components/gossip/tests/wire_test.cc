@@ -52,7 +52,7 @@ wire::Hello HelloLike(const wire::Frame& theirs, itc::Version ceiling, Summary r
   return h;
 }
 
-std::shared_ptr<const internal::Leaf> LeafOf(const itc::Version& v, Path path) {
+internal::LeafRef LeafOf(const itc::Version& v, Path path) {
   return internal::MakeLeaf(path, v, Payload("evil"));
 }
 

@@ -30,6 +30,7 @@
 
 #include <array>
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -125,9 +126,34 @@ class NodeRef {
  private:
   Inner* node_ = nullptr;
 };
+
+// A counted reference to a leaf, as NodeRef is to a node: the count lives in
+// the leaf's own block (no control block beside it), and the last reference
+// destroys the leaf on whichever thread drops it.
+class LeafRef {
+ public:
+  LeafRef() = default;
+  // Takes over a leaf whose count is 1 (MakeLeaf).
+  explicit LeafRef(Leaf* adopted) : leaf_(adopted) {}
+  LeafRef(const LeafRef& other);
+  LeafRef(LeafRef&& other) noexcept : leaf_(std::exchange(other.leaf_, nullptr)) {}
+  LeafRef& operator=(const LeafRef& other);
+  LeafRef& operator=(LeafRef&& other) noexcept;
+  ~LeafRef();
+
+  const Leaf* get() const { return leaf_; }
+  const Leaf* operator->() const { return leaf_; }
+  const Leaf& operator*() const { return *leaf_; }
+  explicit operator bool() const { return leaf_ != nullptr; }
+  friend bool operator==(const LeafRef& ref, std::nullptr_t) { return ref.leaf_ == nullptr; }
+  void reset();
+
+ private:
+  Leaf* leaf_ = nullptr;
+};
 }  // namespace internal
 // Messages a session received, decoded straight into the tree's leaves.
-using ReceivedLeaves = std::vector<std::shared_ptr<const internal::Leaf>>;
+using ReceivedLeaves = std::vector<internal::LeafRef>;
 
 // The digest tree summary of a set: XOR of its paths and its size.
 struct Summary {
