@@ -9,29 +9,47 @@
 
 namespace once::gossip::internal {
 
-NodeRef::NodeRef(const NodeRef& other) : node_(other.node_) {
-  if (node_) node_->refs.Add();
+namespace {
+void Destroy(Inner* node) { DestroyInner(node); }
+void Destroy(const Leaf* leaf);
+}  // namespace
+
+template <typename T>
+CountedRef<T>::CountedRef(const CountedRef& other) : ptr_(other.ptr_) {
+  if (ptr_) ptr_->refs.Add();
 }
 
-NodeRef& NodeRef::operator=(const NodeRef& other) {
-  NodeRef copy(other);
-  std::swap(node_, copy.node_);
+template <typename T>
+CountedRef<T>& CountedRef<T>::operator=(const CountedRef& other) {
+  CountedRef copy(other);
+  std::swap(ptr_, copy.ptr_);
   return *this;
 }
 
-NodeRef& NodeRef::operator=(NodeRef&& other) noexcept {
-  NodeRef taken(std::move(other));
-  std::swap(node_, taken.node_);
+template <typename T>
+CountedRef<T>& CountedRef<T>::operator=(CountedRef&& other) noexcept {
+  CountedRef taken(std::move(other));
+  std::swap(ptr_, taken.ptr_);
   return *this;
 }
 
-NodeRef::~NodeRef() {
-  if (node_ && node_->refs.Drop()) DestroyInner(node_);
+template <typename T>
+CountedRef<T>::~CountedRef() {
+  if (ptr_ && ptr_->refs.Drop()) Destroy(ptr_);
 }
 
-void NodeRef::reset() { NodeRef dropped(std::move(*this)); }
+template <typename T>
+void CountedRef<T>::reset() {
+  CountedRef dropped(std::move(*this));
+}
 
-bool NodeRef::Unique() const { return node_->refs.One(); }
+template <typename T>
+bool CountedRef<T>::Unique() const {
+  return ptr_->refs.One();
+}
+
+template class CountedRef<Inner>;
+template class CountedRef<const Leaf>;
 
 namespace {
 
@@ -185,40 +203,19 @@ LeafRef MakeLeaf(const Path& path, itc::Version version, std::span<const uint8_t
 
 namespace {
 
-void DestroyLeaf(Leaf* leaf) {
+void Destroy(const Leaf* leaf) {
   const size_t bytes = sizeof(Leaf) + leaf->payload.size();
   leaf->~Leaf();
+  void* block = const_cast<Leaf*>(leaf);
 #if defined(__cpp_sized_deallocation)
-  ::operator delete(static_cast<void*>(leaf), bytes);
+  ::operator delete(block, bytes);
 #else
   (void)bytes;
-  ::operator delete(static_cast<void*>(leaf));
+  ::operator delete(block);
 #endif
 }
 
 }  // namespace
-
-LeafRef::LeafRef(const LeafRef& other) : leaf_(other.leaf_) {
-  if (leaf_) leaf_->refs.Add();
-}
-
-LeafRef& LeafRef::operator=(const LeafRef& other) {
-  LeafRef copy(other);
-  std::swap(leaf_, copy.leaf_);
-  return *this;
-}
-
-LeafRef& LeafRef::operator=(LeafRef&& other) noexcept {
-  LeafRef taken(std::move(other));
-  std::swap(leaf_, taken.leaf_);
-  return *this;
-}
-
-LeafRef::~LeafRef() {
-  if (leaf_ && leaf_->refs.Drop()) DestroyLeaf(leaf_);
-}
-
-void LeafRef::reset() { LeafRef dropped(std::move(*this)); }
 
 namespace {
 

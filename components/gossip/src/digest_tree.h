@@ -74,13 +74,15 @@ class RefCount {
   RefCount() = default;
   RefCount(const RefCount&) {}
   RefCount& operator=(const RefCount&) = delete;
-  void Add() { n_.fetch_add(1, std::memory_order_relaxed); }  // the caller holds one already
+  // The caller holds one already. (Const: a reference to a const leaf counts
+  // too; the count is not the leaf's value.)
+  void Add() const { n_.fetch_add(1, std::memory_order_relaxed); }
   // True if that was the last reference.
-  bool Drop() { return n_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  bool Drop() const { return n_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
   bool One() const { return n_.load(std::memory_order_acquire) == 1; }
 
  private:
-  std::atomic<uint32_t> n_{1};
+  mutable std::atomic<uint32_t> n_{1};
 };
 
 // A message as the tree holds it. Made only by MakeLeaf, which puts the

@@ -98,59 +98,41 @@ namespace internal {
 struct Inner;
 struct Leaf;  // a message as the digest tree holds it (one heap block with its payload)
 
-// A counted reference to a digest tree node. Copying and dropping one are
-// thread-safe (the count is atomic); the last one deletes the node. The
-// count is what tells the replica that no snapshot can reach a node any more
-// (digest_tree.h, "Sharing"), so it is read with acquire ordering, and
-// dropped with release: unlike std::shared_ptr::use_count.
-class NodeRef {
+// A counted reference to a digest tree node (NodeRef) or leaf (LeafRef).
+// The count lives in the object's own block; copying and dropping a
+// reference are thread-safe (the count is atomic), and the last one destroys
+// the object on whichever thread drops it. For a node the count is also what
+// tells the replica that no snapshot can reach it any more (digest_tree.h,
+// "Sharing"), so it is read with acquire ordering and dropped with release:
+// unlike std::shared_ptr::use_count. Defined (for these two types only) in
+// digest_tree.cc.
+template <typename T>
+class CountedRef {
  public:
-  NodeRef() = default;
-  // Takes over a node whose count is 1 (new, or a copy of one).
-  explicit NodeRef(Inner* adopted) : node_(adopted) {}
-  NodeRef(const NodeRef& other);
-  NodeRef(NodeRef&& other) noexcept : node_(std::exchange(other.node_, nullptr)) {}
-  NodeRef& operator=(const NodeRef& other);
-  NodeRef& operator=(NodeRef&& other) noexcept;
-  ~NodeRef();
+  CountedRef() = default;
+  // Takes over an object whose count is 1 (new, or a copy of a node).
+  explicit CountedRef(T* adopted) : ptr_(adopted) {}
+  CountedRef(const CountedRef& other);
+  CountedRef(CountedRef&& other) noexcept : ptr_(std::exchange(other.ptr_, nullptr)) {}
+  CountedRef& operator=(const CountedRef& other);
+  CountedRef& operator=(CountedRef&& other) noexcept;
+  ~CountedRef();
 
-  Inner* get() const { return node_; }
-  Inner* operator->() const { return node_; }
-  Inner& operator*() const { return *node_; }
-  explicit operator bool() const { return node_ != nullptr; }
+  T* get() const { return ptr_; }
+  T* operator->() const { return ptr_; }
+  T& operator*() const { return *ptr_; }
+  explicit operator bool() const { return ptr_ != nullptr; }
+  friend bool operator==(const CountedRef& ref, std::nullptr_t) { return ref.ptr_ == nullptr; }
   void reset();
-  // This is the only reference to the node, and whatever other holders did
-  // with it happened before this call returned true.
+  // This is the only reference, and whatever other holders did with the
+  // object happened before this call returned true.
   bool Unique() const;
 
  private:
-  Inner* node_ = nullptr;
+  T* ptr_ = nullptr;
 };
-
-// A counted reference to a leaf, as NodeRef is to a node: the count lives in
-// the leaf's own block (no control block beside it), and the last reference
-// destroys the leaf on whichever thread drops it.
-class LeafRef {
- public:
-  LeafRef() = default;
-  // Takes over a leaf whose count is 1 (MakeLeaf).
-  explicit LeafRef(Leaf* adopted) : leaf_(adopted) {}
-  LeafRef(const LeafRef& other);
-  LeafRef(LeafRef&& other) noexcept : leaf_(std::exchange(other.leaf_, nullptr)) {}
-  LeafRef& operator=(const LeafRef& other);
-  LeafRef& operator=(LeafRef&& other) noexcept;
-  ~LeafRef();
-
-  const Leaf* get() const { return leaf_; }
-  const Leaf* operator->() const { return leaf_; }
-  const Leaf& operator*() const { return *leaf_; }
-  explicit operator bool() const { return leaf_ != nullptr; }
-  friend bool operator==(const LeafRef& ref, std::nullptr_t) { return ref.leaf_ == nullptr; }
-  void reset();
-
- private:
-  Leaf* leaf_ = nullptr;
-};
+using NodeRef = CountedRef<Inner>;
+using LeafRef = CountedRef<const Leaf>;
 }  // namespace internal
 // Messages a session received, decoded straight into the tree's leaves.
 using ReceivedLeaves = std::vector<internal::LeafRef>;
