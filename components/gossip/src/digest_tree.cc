@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "once/base/result.h"
@@ -12,6 +13,16 @@ namespace once::gossip::internal {
 namespace {
 void Destroy(Inner* node) { DestroyInner(node); }
 void Destroy(const Leaf* leaf);
+
+// Frees a block of `bytes` (a node's or a leaf's) whose object is destroyed.
+void FreeBlock(void* block, size_t bytes) {
+#if defined(__cpp_sized_deallocation)
+  ::operator delete(block, bytes);  // the size spares the allocator a lookup
+#else
+  (void)bytes;  // clang without -fsized-deallocation (the fuzz build)
+  ::operator delete(block);
+#endif
+}
 }  // namespace
 
 template <typename T>
@@ -87,6 +98,36 @@ Inner* NewLike(const Inner& from, int capacity) {
   return node;
 }
 
+// A new node (count 1) with room for `capacity` >= from.size() that holds
+// `from`'s elements, bounds and fingerprint order: copied from a const node
+// (its children and leaves then shared), moved from an owned one (a copy
+// would touch every child's count, each a cache miss).
+template <typename From>
+Inner* Rehoused(From& from, int capacity) {
+  constexpr bool kMove = !std::is_const_v<From>;
+  auto take = [](auto& x) -> auto&& {
+    if constexpr (kMove) {
+      return std::move(x);
+    } else {
+      return std::as_const(x);
+    }
+  };
+  Inner* node = NewLike(from, capacity);
+  const int size = from.size();
+  for (int i = 0; i < size; ++i) {
+    if (from.bucket) {
+      new (&node->entry_block()[i]) Entry(take(from.entry_block()[i]));
+    } else {
+      new (&node->child_block()[i]) NodeRef(take(from.child_block()[i]));
+    }
+  }
+  ConstructElements(*node, size);
+  new (&node->floor()) itc::Version(take(from.floor()));
+  new (&node->ceiling()) itc::Version(take(from.ceiling()));
+  if (from.bucket) std::memcpy(node->order_block(), from.order_block(), size);
+  return node;
+}
+
 bool PathLess(const Path& a, const Path& b) {
   const uint64_t ha = High64(a), hb = High64(b);
   return ha != hb ? ha < hb : Fingerprint(a) < Fingerprint(b);
@@ -153,20 +194,7 @@ Inner* NewInner(bool bucket, int capacity) {
 
 Inner* CopyInner(const Inner& from, int capacity) {
   ONCE_CHECK(capacity >= from.size());
-  Inner* node = NewLike(from, capacity);
-  const int size = from.size();
-  for (int i = 0; i < size; ++i) {
-    if (from.bucket) {
-      new (&node->entry_block()[i]) Entry(from.entry_block()[i]);
-    } else {
-      new (&node->child_block()[i]) NodeRef(from.child_block()[i]);
-    }
-  }
-  ConstructElements(*node, size);
-  new (&node->floor()) itc::Version(from.floor());
-  new (&node->ceiling()) itc::Version(from.ceiling());
-  if (from.bucket) std::memcpy(node->order_block(), from.order_block(), size);
-  return node;
+  return Rehoused(from, capacity);
 }
 
 void DestroyInner(Inner* node) {
@@ -181,12 +209,7 @@ void DestroyInner(Inner* node) {
   }
   const size_t bytes = node->bytes();
   node->~Inner();
-#if defined(__cpp_sized_deallocation)
-  ::operator delete(static_cast<void*>(node), bytes);  // the size spares the allocator a lookup
-#else
-  (void)bytes;  // clang without -fsized-deallocation (the fuzz build)
-  ::operator delete(static_cast<void*>(node));
-#endif
+  FreeBlock(node, bytes);
 }
 
 NodeRef NewRoot() { return NodeRef(NewInner(true, kCapacityMin)); }
@@ -206,13 +229,7 @@ namespace {
 void Destroy(const Leaf* leaf) {
   const size_t bytes = sizeof(Leaf) + leaf->payload.size();
   leaf->~Leaf();
-  void* block = const_cast<Leaf*>(leaf);
-#if defined(__cpp_sized_deallocation)
-  ::operator delete(block, bytes);
-#else
-  (void)bytes;
-  ::operator delete(block);
-#endif
+  FreeBlock(const_cast<Leaf*>(leaf), bytes);
 }
 
 }  // namespace
@@ -227,24 +244,9 @@ Inner* Own(NodeRef& node) {
   return node.get();
 }
 
-// A copy of an owned, full node with twice the room, its elements moved (a
-// copy would touch every child's count, each a cache miss).
+// A copy of an owned, full node with twice the room, its elements moved.
 Inner* Grown(Inner& from) {
-  const int capacity = std::min(from.bucket ? kBucketMax : kFanout, 2 * from.capacity);
-  Inner* node = NewLike(from, capacity);
-  const int size = from.size();
-  for (int i = 0; i < size; ++i) {
-    if (from.bucket) {
-      new (&node->entry_block()[i]) Entry(std::move(from.entry_block()[i]));
-    } else {
-      new (&node->child_block()[i]) NodeRef(std::move(from.child_block()[i]));
-    }
-  }
-  ConstructElements(*node, size);
-  new (&node->floor()) itc::Version(std::move(from.floor()));
-  new (&node->ceiling()) itc::Version(std::move(from.ceiling()));
-  if (from.bucket) std::memcpy(node->order_block(), from.order_block(), size);
-  return node;
+  return Rehoused(from, std::min(from.bucket ? kBucketMax : kFanout, 2 * from.capacity));
 }
 
 // Adds an empty child slot at `nibble` (absent) to an owned branch, growing
@@ -311,43 +313,35 @@ LeafRef EraseEntry(Inner& node, int index) {
   return removed;
 }
 
-void AddVersion(Inner& node, const itc::Version& version, bool first) {
+// Widens the node's bounds to take in versions between `low` and `high` (a
+// leaf's version twice, or a child's bounds); the first sets them.
+void AddBounds(Inner& node, const itc::Version& low, const itc::Version& high, bool first) {
   if (first) {
-    node.floor() = version;
-    node.ceiling() = version;
+    node.floor() = low;
+    node.ceiling() = high;
     return;
   }
   // Leq does not allocate; most inserts move only one of the two bounds.
-  if (!itc::Leq(node.floor(), version)) node.floor() = itc::Meet(node.floor(), version);
-  if (!itc::Leq(version, node.ceiling())) node.ceiling() = itc::Join(node.ceiling(), version);
+  if (!itc::Leq(node.floor(), low)) node.floor() = itc::Meet(node.floor(), low);
+  if (!itc::Leq(high, node.ceiling())) node.ceiling() = itc::Join(node.ceiling(), high);
 }
 
 void AddLeafSummary(Inner& node, const Leaf& leaf) {
   XorInto(node.summary.digest, leaf.path);
-  AddVersion(node, leaf.version, node.summary.count++ == 0);
+  AddBounds(node, leaf.version, leaf.version, node.summary.count++ == 0);
 }
 
 void RecomputeBounds(Inner& node) {
   bool first = true;
   if (node.bucket) {
     for (const Entry& e : node.entries()) {
-      AddVersion(node, e.leaf->version, first);
+      AddBounds(node, e.leaf->version, e.leaf->version, first);
       first = false;
     }
   } else {
     for (const NodeRef& child : node.children()) {
-      if (first) {
-        node.floor() = child->floor();
-        node.ceiling() = child->ceiling();
-        first = false;
-        continue;
-      }
-      if (!itc::Leq(node.floor(), child->floor())) {
-        node.floor() = itc::Meet(node.floor(), child->floor());
-      }
-      if (!itc::Leq(child->ceiling(), node.ceiling())) {
-        node.ceiling() = itc::Join(node.ceiling(), child->ceiling());
-      }
+      AddBounds(node, child->floor(), child->ceiling(), first);
+      first = false;
     }
   }
   if (first) node.floor() = node.ceiling() = itc::Version{};
@@ -477,6 +471,15 @@ LeafRef RemoveAt(NodeRef& node_ptr, int depth, const Path& path) {
   return removed;
 }
 
+// What a walk reads first of a node: its header and first elements.
+constexpr size_t kPrefetchBytes = sizeof(Inner) + 4 * sizeof(Entry);
+
+// Asks for the start of `node`, without reading it.
+void PrefetchStart(const Inner* node) {
+  const char* bytes = reinterpret_cast<const char*>(node);
+  for (size_t at = 0; at < kPrefetchBytes; at += 64) __builtin_prefetch(bytes + at);
+}
+
 // The end of the run of `paths` (sorted) from `begin` that share its nibble
 // at `depth`.
 size_t RunEnd(std::span<const Path> paths, size_t begin, int depth) {
@@ -492,10 +495,7 @@ size_t RunEnd(std::span<const Path> paths, size_t begin, int depth) {
 void PrefetchTargets(const Inner& node, std::span<const Path> paths, int depth) {
   for (size_t i = 0; i < paths.size(); i = RunEnd(paths, i, depth)) {
     const NodeRef* child = node.Find(Nibble(paths[i], depth));
-    if (!child) continue;
-    const char* bytes = reinterpret_cast<const char*>(child->get());
-    __builtin_prefetch(bytes);
-    __builtin_prefetch(bytes + 64);
+    if (child) PrefetchStart(child->get());
   }
 }
 
@@ -599,15 +599,10 @@ LeafRef Remove(NodeRef& root, const Path& path) {
 
 void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
   // Sorted, the paths under one node are a run: one walk visits each node
-  // once. A path is sorted as its two big-endian halves (path order,
-  // compared as words).
-  std::vector<std::pair<uint64_t, uint64_t>> keys;
-  keys.reserve(paths.size());
-  for (const Path& path : paths) keys.emplace_back(High64(path), Fingerprint(path));
-  std::sort(keys.begin(), keys.end());
-  std::vector<Path> sorted(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) sorted[i] = PathOfWords(keys[i].first, keys[i].second);
-  if (sorted.empty()) return;
+  // once.
+  if (paths.empty()) return;
+  std::vector<Path> sorted(paths.begin(), paths.end());
+  std::sort(sorted.begin(), sorted.end(), PathLess);
   std::vector<LeafRef> dropped;
   dropped.reserve(sorted.size());
   (void)RemoveSorted(root, 0, sorted, dropped);
@@ -620,16 +615,6 @@ void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
     dropped[i].reset();
   }
 }
-
-namespace {
-// What a listing reads first of a node: its header and first entries.
-constexpr size_t kPrefetchBytes = sizeof(Inner) + 4 * sizeof(Entry);
-
-void PrefetchStart(const Inner* node) {
-  const char* bytes = reinterpret_cast<const char*>(node);
-  for (size_t at = 0; at < kPrefetchBytes; at += 64) __builtin_prefetch(bytes + at);
-}
-}  // namespace
 
 void PrefetchChildren(View view) {
   if (!view.node || view.node->bucket) return;

@@ -103,28 +103,30 @@ struct Leaf {
 
 LeafRef MakeLeaf(const Path& path, itc::Version version, std::span<const uint8_t> payload);
 
+// Eight bytes as a big-endian word, and back (paths, and listings on the
+// wire, are big-endian).
+inline uint64_t LoadBig64(const uint8_t* bytes) {
+  uint64_t v;
+  std::memcpy(&v, bytes, sizeof(v));
+  return __builtin_bswap64(v);
+}
+inline void StoreBig64(uint8_t* bytes, uint64_t v) {
+  v = __builtin_bswap64(v);
+  std::memcpy(bytes, &v, sizeof(v));
+}
+
 // A path's bytes 0..7 and 8..15 as big-endian words: comparing the pairs
 // compares paths (path order).
-inline uint64_t High64(const Path& path) {
-  uint64_t v;
-  std::memcpy(&v, path.data(), sizeof(v));
-  return __builtin_bswap64(v);
-}
+inline uint64_t High64(const Path& path) { return LoadBig64(path.data()); }
 // A leaf's fingerprint: path bytes 8..15, big-endian. Leaves under one node
 // differ there unless their paths collide in 64 bits.
-inline uint64_t Fingerprint(const Path& path) {
-  uint64_t v;
-  std::memcpy(&v, path.data() + 8, sizeof(v));
-  return __builtin_bswap64(v);
-}
+inline uint64_t Fingerprint(const Path& path) { return LoadBig64(path.data() + 8); }
 
 // The path whose High64 and Fingerprint are `high` and `low`.
 inline Path PathOfWords(uint64_t high, uint64_t low) {
   Path path;
-  high = __builtin_bswap64(high);
-  low = __builtin_bswap64(low);
-  std::memcpy(path.data(), &high, sizeof(high));
-  std::memcpy(path.data() + 8, &low, sizeof(low));
+  StoreBig64(path.data(), high);
+  StoreBig64(path.data() + 8, low);
   return path;
 }
 

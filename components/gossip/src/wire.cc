@@ -124,9 +124,7 @@ Status ReadListing(Reader& r, Record& rec, Data& data) {
   std::construct_at(&rec.fingerprints, data.pool.get());
   rec.fingerprints.resize(static_cast<size_t>(count));
   for (size_t i = 0; i < rec.fingerprints.size(); ++i) {
-    uint64_t big_endian;
-    std::memcpy(&big_endian, bytes.data() + i * 8, 8);
-    const uint64_t fp = __builtin_bswap64(big_endian);
+    const uint64_t fp = internal::LoadBig64(bytes.data() + i * 8);
     if (i > 0 && fp < rec.fingerprints[i - 1]) return Malformed("listing out of order");
     rec.fingerprints[i] = fp;
   }
@@ -324,8 +322,7 @@ bool FrameBuilder::AddRecord(const Record& record) {
     records_.resize(at + 8 * record.fingerprints.size());
     uint8_t* out = records_.data() + at;
     for (const uint64_t fp : record.fingerprints) {
-      const uint64_t big_endian = __builtin_bswap64(fp);
-      std::memcpy(out, &big_endian, 8);
+      internal::StoreBig64(out, fp);
       out += 8;
     }
     return true;
