@@ -638,7 +638,8 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
     fmt::print(stderr,
                "loom bench: {} {} f{} run {}: {} appends in {} store writes ({:.1f}/write, "
                "{} in flight at most)\n",
-               backend, c, flushes, run, out.group_commit.requests, out.group_commit.store_writes,
+               backend, c, out.group_commit.flushes_in_flight_max, run, out.group_commit.requests,
+               out.group_commit.store_writes,
                double(out.group_commit.requests) / double(out.group_commit.store_writes),
                out.group_commit.flushes_in_flight_peak);
   }
@@ -655,10 +656,14 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
 // on the preloaded one; per-run figures in run order.
 struct Cell {
   std::string c;
-  size_t flushes;
+  size_t flushes;  // 0: the committer's default (the store's)
   bool preloaded = false;
   std::vector<double> rates, p50s, cpus, wal_per_exec;
+  size_t in_force = 1;  // the flushes in flight the last run allowed
 };
+
+// The flushes in flight a cell ran with, as its lines name it.
+size_t FlushesOf(const Cell& cell) { return cell.flushes > 0 ? cell.flushes : cell.in_force; }
 
 std::string CellName(const Cell& cell, int64_t preload) {
   return cell.preloaded ? fmt::format("{}@{}", cell.c, preload) : cell.c;
@@ -679,7 +684,7 @@ void PrintRatio(const std::string& backend, const std::string& name, const std::
   fmt::print(
       "loom-bench-ratio backend={} case={} base={} flushes_in_flight={} runs={} "
       "median={:.3f} q1={:.3f} q3={:.3f}\n",
-      backend, name, base_name, cell.flushes, ratios.size(), Median(ratios), at(0.25), at(0.75));
+      backend, name, base_name, FlushesOf(cell), ratios.size(), Median(ratios), at(0.25), at(0.75));
 }
 
 // The case a cell is compared with: its base case, but the queue against
@@ -890,6 +895,8 @@ bool RunCells(const BenchOptions& options, const std::string& backend, std::vect
       }
       if (!opened) break;
       cell.rates.push_back(f.wf_per_s);
+      // No committer (the memory store) is one write at a time.
+      cell.in_force = std::max<size_t>(1, f.group_commit.flushes_in_flight_max);
       cell.p50s.push_back(f.p50_ms);
       cell.cpus.push_back(f.cpu_us);
       // The clients' warm-up executions are inside the WAL span too.
@@ -910,7 +917,7 @@ void PrintCells(const BenchOptions& options, const std::string& backend,
     double rate = Median(cell.rates), p50 = Median(cell.p50s), cpu = Median(cell.cpus);
     const std::string name = CellName(cell, options.preload);
     fmt::print("{:<10} {:<24} {:>3} {:>10.0f} {:>8.2f} {:>9.1f} {:>10.2f} {:>12.2f}\n", backend,
-               name, cell.flushes, rate, p50, cpu, calls, commits);
+               name, FlushesOf(cell), rate, p50, cpu, calls, commits);
     std::string wal;
     if (!cell.wal_per_exec.empty()) {
       wal = fmt::format(" wal_bytes_per_exec={:.0f}", Median(cell.wal_per_exec));
@@ -918,7 +925,7 @@ void PrintCells(const BenchOptions& options, const std::string& backend,
     fmt::print(
         "loom-bench backend={} case={} flushes_in_flight={} wf_per_s={:.0f} p50_ms={:.2f} "
         "cpu_us_per_exec={:.1f} calls_per_exec={:.2f} commits_per_exec_unbatched={:.2f}{}\n",
-        backend, name, cell.flushes, rate, p50, cpu, calls, commits, wal);
+        backend, name, FlushesOf(cell), rate, p50, cpu, calls, commits, wal);
   }
 }
 

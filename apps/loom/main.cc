@@ -182,8 +182,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_flag("--stages", bench.stages,
                       "also print where an execution's latency goes (one profiled run per case)");
-  bench_cmd->add_option("--flushes-in-flight", bench.flushes_in_flight,
-                        "group-commit flushes in flight; several values run paired");
+  bench_cmd->add_option(
+      "--flushes-in-flight", bench.flushes_in_flight,
+      "group-commit flushes in flight (default: the store's, 2 on PostgreSQL); several "
+      "values run paired");
   bench_cmd
       ->add_option("--preload", bench.preload,
                    "also run each case on one store preloaded with N finished executions, "

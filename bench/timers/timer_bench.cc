@@ -93,6 +93,8 @@ struct Options {
   int server_pid = 0;  // PostgreSQL postmaster (0: found from url): its CPU over the firing
   // PostgreSQL: PostgresOptions::acquire_groups_in_flight_max (0: the store's default).
   size_t acquire_groups = 0;
+  // CommitterOptions::flushes_in_flight_max (0: the store's, 2 on PostgreSQL).
+  size_t flushes_in_flight = 0;
 };
 
 struct Stores {
@@ -502,6 +504,7 @@ int Run(const Options& o) {
   }
   orchestration::ParkTimers park_timers(*events, *stores->timers, on_error);
   runtime::RuntimeOptions rt_options{.workers = o.workers, .on_error = on_error};
+  rt_options.committer.flushes_in_flight_max = o.flushes_in_flight;
   rt_options.on_park = [&](const std::string& id, int64_t seq, const store::Envelope& park) {
     park_timers.OnPark(id, seq, park);
   };
@@ -640,6 +643,7 @@ int Run(const Options& o) {
       // store writes (Append / AppendBatch calls) they shared.
       {"fire_appends", std::to_string(commits_after.requests - commits_at_t.requests)},
       {"fire_store_writes", std::to_string(commits_after.store_writes - commits_at_t.store_writes)},
+      {"flushes_in_flight", std::to_string(commits_after.flushes_in_flight_max)},
       {"service_fired", std::to_string(stats.fired)},
       {"service_resumed", std::to_string(stats.resumed)},
       {"obsolete", std::to_string(stats.obsolete)},
@@ -704,6 +708,9 @@ int main(int argc, char** argv) {
       "--acquire-groups", o.acquire_groups,
       "PostgreSQL: acquire groups in flight (PostgresOptions::acquire_groups_in_flight_max; "
       "0: the store's default)");
+  app.add_option("--flushes-in-flight", o.flushes_in_flight,
+                 "group-commit flushes in flight (CommitterOptions::flushes_in_flight_max; 0: "
+                 "the store's, 2 on PostgreSQL)");
   app.add_option("--fire-concurrency", o.service.fire_concurrency,
                  "rows fired at once (TimerServiceOptions::fire_concurrency)");
   app.add_option("--wake-batch-max", o.service.wake_batch_max,

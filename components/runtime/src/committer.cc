@@ -8,10 +8,20 @@
 
 namespace once::runtime {
 
+namespace {
+
+CommitterOptions Resolved(CommitterOptions options, const store::EventStore& store) {
+  if (options.flushes_in_flight_max == 0) {
+    options.flushes_in_flight_max = std::max<size_t>(1, store.AppendBatchesInFlightUseful());
+  }
+  return options;
+}
+
+}  // namespace
+
 Committer::Committer(store::EventStore& store, CommitterOptions options)
-    : store_(store), options_(options) {
+    : store_(store), options_(Resolved(options, store)) {
   ONCE_CHECK(options_.batch_executions_max > 0);
-  ONCE_CHECK(options_.flushes_in_flight_max > 0);
 }
 
 Result<int64_t> Committer::Commit(store::AppendRequest req) {
@@ -126,7 +136,7 @@ void Committer::Write(std::span<const store::AppendRequest> batch, std::span<Slo
 CommitterStats Committer::stats() const {
   std::lock_guard lock(mu_);
   return {requests_.load(std::memory_order_relaxed), store_writes_.load(std::memory_order_relaxed),
-          flushes_in_flight_peak_};
+          flushes_in_flight_peak_, options_.flushes_in_flight_max};
 }
 
 }  // namespace once::runtime

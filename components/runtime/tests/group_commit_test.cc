@@ -101,6 +101,33 @@ class HoldingStore final : public store::EventStoreWrapper<HoldingStore, store::
   std::set<std::string> writing_;
 };
 
+// Sixteen threads commit six appends each, half of them to one shared
+// execution (its requests race each other); returns the appends that failed
+// other than by losing that race.
+int CommitUnderLoad(Committer& committer, store::EventStore& memory) {
+  constexpr int kThreads = 16;
+  constexpr int kCommitsPerThread = 6;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::string id = t % 2 == 0 ? "shared" : "own-" + std::to_string(t);
+      for (int i = 0; i < kCommitsPerThread; ++i) {
+        int64_t next = memory.Head(id).value() + 1;
+        Result<int64_t> r =
+            committer.Commit({.execution_id = id,
+                              .expected_next = next,
+                              .events = {events::KernelEvent(events::KernelKind::kStepCompleted,
+                                                             Json{{"name", "s"}, {"value", i}})},
+                              .fence = std::nullopt});
+        if (!r && r.error().code != ErrorCode::kSequenceConflict) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return failures;
+}
+
 // flushes_in_flight_max is reached under load and never passed, and no
 // execution is ever in two writes at once (its appends keep their order).
 TEST(CommitterTest, FlushesInFlightReachTheLimitAndNeverPassIt) {
@@ -110,28 +137,7 @@ TEST(CommitterTest, FlushesInFlightReachTheLimitAndNeverPassIt) {
     HoldingStore store(memory, limit);
     // One request per flush: every flush needs a leader of its own.
     Committer committer(store, {.batch_executions_max = 1, .flushes_in_flight_max = limit});
-    constexpr int kThreads = 16;
-    constexpr int kCommitsPerThread = 6;
-    std::vector<std::thread> threads;
-    std::atomic<int> failures{0};
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        // Half the threads share one execution: its requests race each other.
-        std::string id = t % 2 == 0 ? "shared" : "own-" + std::to_string(t);
-        for (int i = 0; i < kCommitsPerThread; ++i) {
-          int64_t next = memory.Head(id).value() + 1;
-          Result<int64_t> r =
-              committer.Commit({.execution_id = id,
-                                .expected_next = next,
-                                .events = {events::KernelEvent(events::KernelKind::kStepCompleted,
-                                                               Json{{"name", "s"}, {"value", i}})},
-                                .fence = std::nullopt});
-          if (!r && r.error().code != ErrorCode::kSequenceConflict) ++failures;
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    EXPECT_EQ(failures, 0);
+    EXPECT_EQ(CommitUnderLoad(committer, memory), 0);
     EXPECT_EQ(store.peak, limit);
     EXPECT_EQ(committer.stats().flushes_in_flight_peak, limit);
     EXPECT_FALSE(store.one_execution_in_two_writes);
@@ -222,6 +228,38 @@ TEST(GroupCommitTest, ChildrenAndParentsOnThePool) {
   }
   std::lock_guard lock(errors_mu);
   for (const Error& e : errors) ADD_FAILURE() << e.ToString();
+}
+
+// A store that says how many batches in flight help it (as PostgreSQL does).
+class AdvisingStore final
+    : public store::EventStoreWrapper<AdvisingStore, store::ForwardEverything> {
+ public:
+  AdvisingStore(EventStore& target, size_t useful) : EventStoreWrapper(target), useful_(useful) {}
+  size_t AppendBatchesInFlightUseful() const override { return useful_; }
+
+ private:
+  const size_t useful_;
+};
+
+// By default the committer allows as many flushes at once as the store says
+// help it, through decorators; an explicit limit wins.
+TEST(CommitterTest, TheStoreSetsTheDefaultFlushesInFlight) {
+  MemoryEventStore memory;
+  EXPECT_EQ(memory.AppendBatchesInFlightUseful(), 1u);
+  AdvisingStore advising(memory, 3);
+  HoldingStore store(advising, 3);  // a forwarding decorator between them
+  EXPECT_EQ(store.AppendBatchesInFlightUseful(), 3u);
+  Committer committer(store, {.batch_executions_max = 1});
+  EXPECT_EQ(committer.stats().flushes_in_flight_max, 3u);
+  EXPECT_EQ(CommitUnderLoad(committer, memory), 0);
+  EXPECT_EQ(store.peak, 3u);
+  EXPECT_EQ(committer.stats().flushes_in_flight_peak, 3u);
+  EXPECT_FALSE(store.one_execution_in_two_writes);
+
+  Committer one(advising, {.flushes_in_flight_max = 1});
+  EXPECT_EQ(one.stats().flushes_in_flight_max, 1u);
+  Committer plain(memory);
+  EXPECT_EQ(plain.stats().flushes_in_flight_max, 1u);
 }
 
 }  // namespace

@@ -27,6 +27,14 @@ Result<int64_t> ShardedStore::Append(const AppendRequest& req) {
   return For(req.execution_id).Append(req);
 }
 
+size_t ShardedStore::AppendBatchesInFlightUseful() const {
+  size_t most = 1;
+  for (const EventStore* shard : shards_) {
+    most = std::max(most, shard->AppendBatchesInFlightUseful());
+  }
+  return most;
+}
+
 Result<std::vector<Result<int64_t>>> ShardedStore::AppendBatch(
     std::span<const AppendRequest> requests) {
   ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits()));

@@ -610,12 +610,12 @@ Status Migrate(const PostgresOptions& options, const Clock& clock) {
 
 Status CheckOptions(const PostgresOptions& o) {
   if (o.schema.empty() || o.connections_max == 0 || o.acquire_groups_in_flight_max == 0 ||
-      o.read_groups_in_flight_max == 0 || o.checkout_timeout_ms < 0 ||
-      o.migration_lock_timeout_ms < 0) {
+      o.read_groups_in_flight_max == 0 || o.append_batches_in_flight == 0 ||
+      o.checkout_timeout_ms < 0 || o.migration_lock_timeout_ms < 0) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "PostgresOptions: schema must be set, connections_max > 0, "
                      "acquire_groups_in_flight_max > 0, read_groups_in_flight_max > 0, "
-                     "timeouts >= 0");
+                     "append_batches_in_flight > 0, timeouts >= 0");
   }
   return Ok();
 }

@@ -925,14 +925,31 @@ TEST_F(PostgresStoreTest, AcquireGroupsInFlightStopAtTheLimit) {
 }
 
 TEST_F(PostgresStoreTest, GroupsInFlightMustBePositive) {
-  for (size_t PostgresOptions::*limit : {&PostgresOptions::acquire_groups_in_flight_max,
-                                         &PostgresOptions::read_groups_in_flight_max}) {
+  for (size_t PostgresOptions::*limit :
+       {&PostgresOptions::acquire_groups_in_flight_max, &PostgresOptions::read_groups_in_flight_max,
+        &PostgresOptions::append_batches_in_flight}) {
     PostgresOptions options = schema_->Options();
     options.*limit = 0;
     auto store = PostgresEventStore::Open(options, clock_);
     ASSERT_FALSE(store);
     EXPECT_EQ(store.error().code, ErrorCode::kInvalidArgument);
   }
+}
+
+// The group commit's default (two batches in flight) is the store's answer,
+// and no more batches can be useful than the pool has connections.
+TEST_F(PostgresStoreTest, AppendBatchesInFlightFitThePool) {
+  EXPECT_EQ(store_->AppendBatchesInFlightUseful(), 2u);
+  PostgresOptions options = schema_->Options();
+  options.connections_max = 3;
+  options.append_batches_in_flight = 3;
+  auto three = PostgresEventStore::Open(options, clock_);
+  ASSERT_TRUE(three) << three.error().ToString();
+  EXPECT_EQ((*three)->AppendBatchesInFlightUseful(), 3u);
+  options.connections_max = 1;
+  auto one = PostgresEventStore::Open(options, clock_);
+  ASSERT_TRUE(one) << one.error().ToString();
+  EXPECT_EQ((*one)->AppendBatchesInFlightUseful(), 1u);
 }
 
 // The first read group waits on a locked table while the rest queue: the

@@ -14,7 +14,9 @@
 // same execution, nor one for an execution that another flush in flight is
 // writing (a later one waits for a later flush, keeping its order). With
 // more than one flush in flight, a store write no longer waits for the
-// previous one to finish (the SQL backends then share their disk flushes).
+// previous one to finish (the SQL backends then share their disk flushes);
+// by default the committer allows as many as the store says help it
+// (EventStore::AppendBatchesInFlightUseful).
 // The leader may linger up to `linger_us_max` for `flush_requests_min`
 // requests to gather (0: never linger).
 //
@@ -46,13 +48,16 @@ struct CommitterOptions {
   size_t batch_executions_max = 256;  // requests per AppendBatch
   size_t flush_requests_min = 1;      // linger until this many are pending ...
   int64_t linger_us_max = 0;          // ... or the leader has waited this long
-  size_t flushes_in_flight_max = 1;   // concurrent store writes (>= 1)
+  // Concurrent store writes; 0: the store's AppendBatchesInFlightUseful()
+  // (2 on PostgreSQL, 1 on SQLite).
+  size_t flushes_in_flight_max = 0;
 };
 
 struct CommitterStats {
   uint64_t requests = 0;              // Commit calls
   uint64_t store_writes = 0;          // Append + AppendBatch calls made
   size_t flushes_in_flight_peak = 0;  // the most store writes ever in flight at once
+  size_t flushes_in_flight_max = 0;   // the limit in force (the option, or the store's)
 };
 
 class Committer {

@@ -303,6 +303,13 @@ class EventStore {
 
   virtual const Limits& limits() const = 0;
 
+  // How many AppendBatch calls running at once give more throughput than
+  // one: the group commit's default flushes in flight
+  // (CommitterOptions::flushes_in_flight_max). 1 for a store with one writer
+  // (SQLite, memory); PostgreSQL runs each batch on its own connection and
+  // its commits share the WAL's flushes (PostgresOptions). >= 1.
+  virtual size_t AppendBatchesInFlightUseful() const { return 1; }
+
   // ---- Optional capabilities (kUnsupported when refused) -------------------
 
   virtual bool Supports(Capability c) const = 0;

@@ -117,6 +117,9 @@ class EventStoreWrapper : public EventStore {
     return target_->DeleteEnded(ids, ended_ms_max);
   }
   const Limits& limits() const override { return target_->limits(); }
+  size_t AppendBatchesInFlightUseful() const override {
+    return target_->AppendBatchesInFlightUseful();
+  }
 
   bool Supports(Capability c) const override {
     Decide d = Decision(c);

@@ -57,6 +57,9 @@ class ShardedStore final : public EventStore {
   Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
                                           int64_t ended_ms_max) override;
   const Limits& limits() const override { return shards_.front()->limits(); }
+  // A batch here is a batch on each shard it names: the most any shard
+  // takes.
+  size_t AppendBatchesInFlightUseful() const override;
 
   bool Supports(Capability c) const override;
   Result<int64_t> AcquireFence(std::string_view id) override;

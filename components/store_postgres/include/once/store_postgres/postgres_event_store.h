@@ -58,6 +58,7 @@
 
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -90,6 +91,14 @@ struct PostgresOptions {
   // Read groups (see ReadRange) running at once, each on its own pooled
   // connection; >= 1. One by default, for the same reason.
   size_t read_groups_in_flight_max = 1;
+  // What AppendBatchesInFlightUseful() answers, at most connections_max:
+  // the group commit's default flushes in flight on this store; >= 1. Unlike an
+  // acquire group, an append batch is one statement and one commit, and two
+  // of them overlap one's commit with the other's statement (the WAL
+  // flushes one for both when they meet). 64 unfenced executions in flight
+  // on 2 cores: 1 in flight 28,800-34,700/s, 2 in flight 34,400-40,600/s, 3
+  // and 4 no better than 2 (BENCHMARKS.md, "Two flushes in flight").
+  size_t append_batches_in_flight = 2;
   int64_t checkout_timeout_ms = 5'000;
   // How long Open() waits for the migration lock and the table locks.
   int64_t migration_lock_timeout_ms = 10'000;
@@ -233,6 +242,9 @@ class PostgresEventStore final : public EventStore {
   Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
                                           int64_t ended_ms_max) override;
   const Limits& limits() const override { return options_.limits; }
+  size_t AppendBatchesInFlightUseful() const override {
+    return std::min(options_.append_batches_in_flight, options_.connections_max);
+  }
 
   bool Supports(Capability) const override { return true; }
   // Acquires share commits. Concurrent AcquireFence, AcquireFenceIf and
