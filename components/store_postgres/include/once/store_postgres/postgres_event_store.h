@@ -96,7 +96,7 @@ struct PostgresOptions {
   // acquire group, an append batch is one statement and one commit, and two
   // of them overlap one's commit with the other's statement (the WAL
   // flushes one for both when they meet). 64 unfenced executions in flight
-  // on 2 cores: 1 in flight 28,800-34,700/s, 2 in flight 34,400-40,600/s, 3
+  // on 2 cores: 1 in flight 28,800-34,700/s, 2 in flight 33,500-40,700/s, 3
   // and 4 no better than 2 (BENCHMARKS.md, "Two flushes in flight").
   size_t append_batches_in_flight = 2;
   int64_t checkout_timeout_ms = 5'000;
