@@ -667,6 +667,10 @@ Result<int64_t> PostgresEventStore::Append(const AppendRequest& req) {
 }
 
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
+size_t PostgresEventStore::AppendBatchesInFlightUseful() const {
+  return std::min(options_.append_batches_in_flight, options_.connections_max);
+}
+
 Result<std::vector<Result<int64_t>>> PostgresEventStore::AppendBatch(
     std::span<const AppendRequest> requests) {
   ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits()));

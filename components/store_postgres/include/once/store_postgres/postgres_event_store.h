@@ -58,7 +58,6 @@
 
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -242,9 +241,7 @@ class PostgresEventStore final : public EventStore {
   Result<std::vector<Status>> DeleteEnded(std::span<const std::string> execution_ids,
                                           int64_t ended_ms_max) override;
   const Limits& limits() const override { return options_.limits; }
-  size_t AppendBatchesInFlightUseful() const override {
-    return std::min(options_.append_batches_in_flight, options_.connections_max);
-  }
+  size_t AppendBatchesInFlightUseful() const override;
 
   bool Supports(Capability) const override { return true; }
   // Acquires share commits. Concurrent AcquireFence, AcquireFenceIf and
