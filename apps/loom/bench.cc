@@ -63,6 +63,11 @@
 //   CASE_notify        CASE with a PostgresEndListener on the schema (its
 //                      trigger NOTIFYs every end inside the appending
 //                      transaction; a listener hears them); PostgreSQL only
+//   unfenced_pipelined unfenced through Runtime::StartPipelined: --drivers
+//                      threads (one per core by default) keep `concurrency`
+//                      executions in flight between them, each starting
+//                      another as a done reports back (PipelinedRun), where
+//                      the other cases keep a client thread asleep in each
 //   queue              end to end through an App that is a node serving one
 //                      queue: the client enqueues every item (EnqueueMany,
 //                      batch_items_max at a time), the App claims
@@ -128,6 +133,7 @@ using Steady = std::chrono::steady_clock;
 // existed): the paired comparison of the two paths. park_resume_if_read is
 // park_resume_if without the park's token (the log read first).
 const std::vector<std::string> kCases = {"unfenced",
+                                         "unfenced_pipelined",
                                          "fenced",
                                          "park_resume",
                                          "park_resume_fence",
@@ -150,9 +156,12 @@ class SeparateTailStore final
 
 bool Parks(const std::string& c) { return c.rfind("park", 0) == 0; }
 
+// CASE_pipelined: CASE through Runtime::StartPipelined (PipelinedRun).
+bool IsPipelined(const std::string& c) { return c.find("_pipelined") != std::string::npos; }
+
 // The case a variant runs ("park_resume_if_node" runs "park_resume_if").
 std::string BaseCase(std::string c) {
-  for (std::string_view suffix : {"_notify", "_node"}) {
+  for (std::string_view suffix : {"_notify", "_node", "_pipelined"}) {
     if (c.ends_with(suffix)) c.resize(c.size() - suffix.size());
   }
   return c;
@@ -259,6 +268,51 @@ double ProcessCpuSeconds() {
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
+// What a timed run's harness holds before its clock starts: the ids and
+// inputs of its executions.
+struct RunInputs {
+  std::vector<std::string> ids;
+  std::vector<Json> inputs;
+};
+RunInputs MakeInputs(const std::string& tag, int executions) {
+  RunInputs in;
+  in.ids.reserve(executions);
+  in.inputs.reserve(executions);
+  for (int i = 0; i < executions; ++i) {
+    in.ids.push_back(fmt::format("{}-{}", tag, i));
+    in.inputs.push_back(Input());
+  }
+  return in;
+}
+
+// The start of a timed span: waits until `threads` threads are ready, then
+// reads the clock and the CPU and releases them.
+struct SpanStart {
+  Steady::time_point at;
+  double cpu_s = 0;
+};
+SpanStart Release(std::atomic<int>& ready, int threads, std::atomic<bool>& go) {
+  for (int r = ready.load(); r < threads; r = ready.load()) ready.wait(r);
+  SpanStart start{Steady::now(), ProcessCpuSeconds()};
+  go.store(true);
+  go.notify_all();
+  return start;
+}
+
+// A run's figures: rate and CPU over the span, the median of the latencies.
+RunFigures FiguresOf(int executions, SpanStart start, Steady::time_point end, double cpu_end_s,
+                     const std::vector<std::vector<double>>& latencies, std::string error) {
+  std::vector<double> all;
+  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  RunFigures f;
+  f.wf_per_s = executions / std::chrono::duration<double>(end - start.at).count();
+  f.p50_ms = all.empty() ? 0 : all[all.size() / 2];
+  f.cpu_us = (cpu_end_s - start.cpu_s) * 1e6 / executions;
+  f.error = std::move(error);
+  return f;
+}
+
 // One timed run of a case: `concurrency` client threads, each calling
 // RunOne synchronously, `executions` in all.
 //
@@ -281,14 +335,12 @@ class ClientRun {
  public:
   ClientRun(Runtime& rt, const std::string& c, int executions, const std::string& tag,
             Phases* phases)
-      : rt_(rt), case_(c), executions_(executions), tag_(tag), phases_(phases) {
-    ids_.reserve(executions);
-    inputs_.reserve(executions);
-    for (int i = 0; i < executions; ++i) {
-      ids_.push_back(fmt::format("{}-{}", tag, i));
-      inputs_.push_back(Input());
-    }
-  }
+      : rt_(rt),
+        case_(c),
+        executions_(executions),
+        tag_(tag),
+        phases_(phases),
+        in_(MakeInputs(tag, executions)) {}
 
   // Runs the clients and returns the run's figures.
   RunFigures Run(int concurrency, bool warm_up) {
@@ -297,21 +349,9 @@ class ClientRun {
     for (int w = 0; w < concurrency; ++w) {
       threads.emplace_back([&, w] { latencies[w] = Client(w, warm_up); });
     }
-    for (int r = ready_.load(); r < concurrency; r = ready_.load()) ready_.wait(r);
-    auto start = Steady::now();
-    double cpu_start = ProcessCpuSeconds();
-    go_.store(true);
-    go_.notify_all();
+    SpanStart start = Release(ready_, concurrency, go_);
     for (auto& t : threads) t.join();
-    std::vector<double> all;
-    for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-    std::sort(all.begin(), all.end());
-    RunFigures f;
-    f.wf_per_s = executions_ / std::chrono::duration<double>(end_ - start).count();
-    f.p50_ms = all.empty() ? 0 : all[all.size() / 2];
-    f.cpu_us = (cpu_end_ - cpu_start) * 1e6 / executions_;
-    f.error = first_error_;
-    return f;
+    return FiguresOf(executions_, start, end_, cpu_end_, latencies, first_error_);
   }
 
  private:
@@ -338,7 +378,7 @@ class ClientRun {
       Steady::time_point t1;
       for (int i = first; i < last; ++i) {
         auto t0 = Steady::now();
-        Status s = RunOne(rt_, case_, ids_[i], std::move(inputs_[i]), phases_);
+        Status s = RunOne(rt_, case_, in_.ids[i], std::move(in_.inputs[i]), phases_);
         t1 = Steady::now();
         mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         Note(s);
@@ -367,8 +407,7 @@ class ClientRun {
   const int executions_;
   const std::string& tag_;
   Phases* const phases_;
-  std::vector<std::string> ids_;
-  std::vector<Json> inputs_;
+  RunInputs in_;
   std::atomic<int> ready_{0};
   std::atomic<bool> go_{false};
   std::atomic<int> next_{0};
@@ -378,6 +417,147 @@ class ClientRun {
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   bool done_ = false;  // GUARDED_BY(done_mu_)
+  std::mutex error_mu_;
+  std::string first_error_;  // GUARDED_BY(error_mu_)
+};
+
+// One timed run of a pipelined case (CASE_pipelined; unfenced only): a few
+// driver threads keep `concurrency` executions in flight between them with
+// Runtime::StartPipelined, each starting its share and starting another as
+// each one's done reports back, instead of a client thread asleep in each.
+// The clock and the CPU figure cover the same span as ClientRun's: from the
+// release of the drivers to the last execution's done. Latency is from the
+// StartPipelined call to the done.
+class PipelinedRun {
+ public:
+  PipelinedRun(Runtime& rt, int executions, const std::string& tag, int drivers)
+      : rt_(rt),
+        executions_(executions),
+        tag_(tag),
+        drivers_(std::max(1, drivers)),
+        in_(MakeInputs(tag, executions)),
+        started_(executions) {}
+
+  RunFigures Run(int concurrency, bool warm_up) {
+    std::vector<std::unique_ptr<Driver>> drivers;
+    for (int d = 0; d < drivers_; ++d) drivers.push_back(std::make_unique<Driver>());
+    std::vector<std::thread> threads;
+    for (int d = 0; d < drivers_; ++d) {
+      // Shares of concurrency, as even as they go (at least one each).
+      int share = std::max(1, concurrency / drivers_ + (d < concurrency % drivers_ ? 1 : 0));
+      threads.emplace_back([&, d, share] { DriverMain(*drivers[d], d, share, warm_up); });
+    }
+    SpanStart start = Release(ready_, drivers_, go_);
+    for (auto& t : threads) t.join();
+    std::vector<std::vector<double>> latencies;
+    for (auto& d : drivers) latencies.push_back(std::move(d->latencies));
+    return FiguresOf(executions_, start, end_, cpu_end_, latencies, first_error_);
+  }
+
+ private:
+  // What one driver's dones hand back to it.
+  struct Driver {
+    std::mutex mu;
+    std::condition_variable cv;
+    int answered = 0;               // GUARDED_BY(mu): dones since the driver last looked
+    std::vector<double> latencies;  // GUARDED_BY(mu) until the run's end
+  };
+
+  void DriverMain(Driver& d, int index, int share, bool warm_up) {
+    d.latencies.reserve(executions_);
+    if (warm_up) {  // its share once, untimed: warm threads, caches and code paths
+      std::vector<std::string> warm_ids;
+      for (int k = 0; k < share; ++k)
+        warm_ids.push_back(fmt::format("{}-warm-{}-{}", tag_, index, k));
+      int in_flight = 0;
+      for (const std::string& id : warm_ids) {
+        ++in_flight;
+        rt_.StartPipelined("one_step", id, Input(), [this, &d](Result<runtime::RunOutcome> out) {
+          Note(Completed(out));
+          Answer(d, -1);
+        });
+      }
+      Collect(d, in_flight, /*until_zero=*/true);
+      std::lock_guard lock(d.mu);
+      d.latencies.clear();
+    }
+    ready_.fetch_add(1);
+    ready_.notify_one();
+    go_.wait(false);
+    int in_flight = 0;
+    for (;;) {
+      while (in_flight < share) {
+        int i = next_.fetch_add(1);
+        if (i >= executions_) break;
+        ++in_flight;
+        started_[i] = Steady::now();
+        rt_.StartPipelined("one_step", in_.ids[i], std::move(in_.inputs[i]),
+                           [this, &d, i](Result<runtime::RunOutcome> out) {
+                             Note(Completed(out));
+                             Answer(d, i);
+                           });
+      }
+      if (in_flight == 0) return;
+      in_flight = Collect(d, in_flight, /*until_zero=*/false);
+    }
+  }
+
+  // Waits for at least one done (every one with until_zero); the executions
+  // still in flight.
+  int Collect(Driver& d, int in_flight, bool until_zero) {
+    std::unique_lock lock(d.mu);
+    d.cv.wait(lock, [&] { return until_zero ? d.answered == in_flight : d.answered > 0; });
+    in_flight -= d.answered;
+    d.answered = 0;
+    return in_flight;
+  }
+
+  // A done: on the thread that wrote the flush (or the driver's own, on a
+  // store without group commit). i < 0: a warm-up execution.
+  // The run's end is written before the driver can see the last done (its
+  // driver collects it before it exits, and the figures are read after).
+  void Answer(Driver& d, int i) {
+    Steady::time_point t = Steady::now();
+    if (i >= 0 && completed_.fetch_add(1) + 1 == executions_) {
+      end_ = t;
+      cpu_end_ = ProcessCpuSeconds();
+    }
+    {
+      std::lock_guard lock(d.mu);
+      if (i >= 0) {
+        d.latencies.push_back(std::chrono::duration<double, std::milli>(t - started_[i]).count());
+      }
+      ++d.answered;
+    }
+    d.cv.notify_one();
+  }
+
+  static Status Completed(const Result<runtime::RunOutcome>& out) {
+    if (!out) return std::unexpected(out.error());
+    if (out->status != runtime::ExecutionStatus::kCompleted) {
+      return MakeError(ErrorCode::kInternal, "execution did not complete", out->execution_id);
+    }
+    return Ok();
+  }
+
+  void Note(const Status& s) {
+    if (s) return;
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (first_error_.empty()) first_error_ = s.error().ToString();
+  }
+
+  Runtime& rt_;
+  const int executions_;
+  const std::string& tag_;
+  const int drivers_;
+  RunInputs in_;
+  std::vector<Steady::time_point> started_;  // written before its start, read by its done
+  std::atomic<int> ready_{0};
+  std::atomic<bool> go_{false};
+  std::atomic<int> next_{0};
+  std::atomic<int> completed_{0};
+  Steady::time_point end_;  // written by the last done, read after the joins
+  double cpu_end_ = 0;
   std::mutex error_mu_;
   std::string first_error_;  // GUARDED_BY(error_mu_)
 };
@@ -399,7 +579,7 @@ std::unique_ptr<nodes::Node> StartNode(nodes::NodeRegistry& registry, const Cloc
 
 RunFigures RunCase(store::EventStore& store, const std::string& c, int executions, int concurrency,
                    const std::string& tag, size_t flushes_in_flight, bool warm_up,
-                   Phases* phases = nullptr, BenchSiblings* siblings = nullptr) {
+                   Phases* phases = nullptr, BenchSiblings* siblings = nullptr, int drivers = 0) {
   SystemClock clock;
   SteadyClock local;
   RunFigures f;
@@ -418,7 +598,16 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
   Runtime rt(base == "park_resume_if_separate" ? static_cast<store::EventStore&>(separate) : store,
              clock, options);
   RegisterWorkflows(rt);
-  f = ClientRun(rt, base, executions, tag, phases).Run(concurrency, warm_up);
+  if (IsPipelined(c)) {
+    if (base != "unfenced") {
+      f.error = "only unfenced runs pipelined (" + c + ")";
+      return f;
+    }
+    if (drivers <= 0) drivers = int(std::max(1u, std::thread::hardware_concurrency()));
+    f = PipelinedRun(rt, executions, tag, drivers).Run(concurrency, warm_up);
+  } else {
+    f = ClientRun(rt, base, executions, tag, phases).Run(concurrency, warm_up);
+  }
   f.group_commit = rt.commit_stats();
   if (siblings && siblings->ends) siblings->ends->Stop();
   if (node) (void)node->Release();
@@ -630,7 +819,7 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
     out = RunQueueCase(events, *siblings, options.executions, options.concurrency, tag, flushes);
   } else {
     out = RunCase(events, c, options.executions, options.concurrency, tag, flushes,
-                  /*warm_up=*/true, nullptr, &*siblings);
+                  /*warm_up=*/true, nullptr, &*siblings, options.drivers);
   }
   if (backend == "postgres") out.wal_bytes = WalSince(spec.url, wal_before);
   *siblings = {};

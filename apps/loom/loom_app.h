@@ -47,6 +47,9 @@ struct BenchOptions {
   std::string dir = "/tmp";        // sqlite files
   int executions = 3000;
   int concurrency = 64;
+  // Threads that keep `concurrency` executions in flight in the _pipelined
+  // cases (Runtime::StartPipelined); 0: one per core.
+  int drivers = 0;
   int runs = 5;
   // Untimed runs of a case, each on a store of its own, before each of its
   // timed runs (bench.cc, RunBench: why).

@@ -165,7 +165,8 @@ int main(int argc, char** argv) {
       "unfenced, fenced, park_resume, park_resume_fence, park_resume_if, park_resume_if_acquire, "
       "park_resume_if_read, park_resume_if_separate, raw_acquire, "
       "raw_acquire_if, raw_read; queue; "
-      "CASE_node (as a node), CASE_notify (with an end listener, postgres)");
+      "CASE_node (as a node), CASE_notify (with an end listener, postgres), unfenced_pipelined "
+      "(through StartPipelined, --drivers threads)");
   bench_cmd->add_option("--url", bench.url, "PostgreSQL URL (default $ONCE_TEST_POSTGRES_URL)");
   bench_cmd->add_option("--dir", bench.dir, "folder for SQLite files")->capture_default_str();
   bench_cmd->add_option("--executions", bench.executions, "per run")
@@ -174,6 +175,11 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--concurrency", bench.concurrency, "in flight")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  bench_cmd
+      ->add_option("--drivers", bench.drivers,
+                   "threads keeping --concurrency in flight in CASE_pipelined (0: one per core)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   bench_cmd->add_option("--runs", bench.runs, "runs per cell (median)")->capture_default_str();
   bench_cmd
       ->add_option("--warm-up-runs", bench.warm_up_runs,

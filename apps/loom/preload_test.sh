@@ -5,7 +5,8 @@
 # file reads back through `loom list` and `loom show` as N finished
 # executions of 10 events each, oldest first by id. Without --keep-preload
 # the file is removed; --retention deletes the preloaded executions only.
-# With ONCE_TEST_POSTGRES_URL, PostgreSQL too.
+# With ONCE_TEST_POSTGRES_URL, PostgreSQL too. Then the pipelined case
+# (unfenced_pipelined) on every backend at hand.
 #
 #   preload_test.sh path/to/loom
 set -uo pipefail
@@ -70,6 +71,27 @@ if [ -n "${ONCE_TEST_POSTGRES_URL:-}" ]; then
   check "postgres: inspect and list percentiles" \
     has "loom-preload-list backend=postgres executions=$n samples=50 "
 fi
+
+# The pipelined case (Runtime::StartPipelined): two driver threads keep 16
+# executions in flight; every execution completes (an error fails the run)
+# and the cell reports its rate. On SQLite its last appends go through the
+# group commit's flushers; on memory they are written inline.
+pipelined=(bench --runs 1 --executions 200 --concurrency 16 --drivers 2 --case unfenced_pipelined
+           --dir "$work")
+backends=(memory sqlite)
+[ -n "${ONCE_TEST_POSTGRES_URL:-}" ] && backends+=(postgres)
+out=$("$loom" "${pipelined[@]}" --backend "${backends[@]}" --url "${ONCE_TEST_POSTGRES_URL:-}" \
+  2>"$work/err"); rc=$?
+check "pipelined: exits 0 (got $rc: $(tail -3 "$work/err"))" [ "$rc" = 0 ]
+for backend in "${backends[@]}"; do
+  check "$backend: the pipelined cell's rate" \
+    has "loom-bench backend=$backend case=unfenced_pipelined .*wf_per_s=[1-9]"
+done
+check "sqlite: the pipelined appends shared store writes" \
+  grep -q "sqlite unfenced_pipelined .*appends in [0-9]* store writes" "$work/err"
+out=$("$loom" bench --backend memory --runs 1 --executions 10 --case park_resume_pipelined 2>&1)
+check "a case that cannot run pipelined is an error, not a figure" \
+  has "only unfenced runs pipelined"
 
 echo "preload_test: $passes passed, $fails failed"
 [ "$fails" = 0 ]

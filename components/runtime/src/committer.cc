@@ -19,9 +19,29 @@ CommitterOptions Resolved(CommitterOptions options, const store::EventStore& sto
 
 }  // namespace
 
+// A pipelined request owns its slot, its request and its done; freed once
+// done has returned.
+struct Committer::Pipelined {
+  store::AppendRequest req;
+  CommitDone done;
+  Slot slot;
+};
+
 Committer::Committer(store::EventStore& store, CommitterOptions options)
     : store_(store), options_(Resolved(options, store)) {
   ONCE_CHECK(options_.batch_executions_max > 0);
+}
+
+Committer::~Committer() {
+  Drain();
+  std::vector<std::thread> flushers;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    flushers.swap(flushers_);
+  }
+  flusher_cv_.notify_all();
+  for (std::thread& t : flushers) t.join();
 }
 
 Result<int64_t> Committer::Commit(store::AppendRequest req) {
@@ -42,6 +62,43 @@ std::vector<Result<int64_t>> Committer::CommitMany(std::span<store::AppendReques
   for (Slot& s : slots) out.push_back(std::move(s.result));
   return out;
 }
+
+void Committer::CommitPipelined(store::AppendRequest req, CommitDone done) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  auto* p = new Pipelined{.req = std::move(req), .done = std::move(done), .slot = {}};
+  p->slot = Slot{.req = &p->req, .pipelined = p};
+  std::lock_guard lock(mu_);
+  ONCE_CHECK_MSG(!stopping_, "CommitPipelined on a committer being destroyed");
+  if (flushers_.empty()) {
+    for (size_t i = 0; i < options_.flushes_in_flight_max; ++i) {
+      flushers_.emplace_back([this] { Flusher(); });
+    }
+  }
+  queue_.push_back(&p->slot);
+  ++pipelined_queued_;
+  ++pipelined_unanswered_;
+  if (options_.linger_us_max > 0) linger_cv_.notify_one();
+  if (CanLead()) flusher_cv_.notify_one();
+}
+
+void Committer::Drain() {
+  std::unique_lock lock(mu_);
+  drained_cv_.wait(lock, [&] { return pipelined_unanswered_ == 0; });
+}
+
+void Committer::Flusher() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    flusher_cv_.wait(lock, [&] { return stopping_ || (PipelinedWaiting() && CanLead()); });
+    if (PipelinedWaiting() && CanLead()) {
+      LeadFlush(lock);
+    } else if (stopping_) {
+      return;  // Drain ran first: nothing pipelined is left
+    }
+  }
+}
+
+bool Committer::PipelinedWaiting() const { return pipelined_queued_ > 0; }
 
 void Committer::CommitSlots(std::span<Slot> slots, GroupWait& wait) {
   requests_.fetch_add(slots.size(), std::memory_order_relaxed);
@@ -90,6 +147,7 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
       continue;
     }
     taken.push_back(*it);
+    if ((*it)->pipelined) --pipelined_queued_;
     batch.push_back(std::move(*(*it)->req));
     writing_.insert(batch.back().execution_id);  // a view into batch: reserved, never moved
     it = queue_.erase(it);
@@ -101,18 +159,37 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   // that the callers just answered can queue their next append for it; the
   // other order measured the same (docs: BENCHMARKS.md, "The group's end").
   // An append queued before its execution leaves writing_ waits for the ask.
-  for (Slot* s : taken) s->wait->AnswerOne();
+  size_t pipelined = 0;
+  for (Slot* s : taken) {
+    pipelined += s->pipelined ? 1 : 0;
+    Answer(*s);
+  }
   lock.lock();
   for (const auto& r : batch) writing_.erase(r.execution_id);
   --flushes_in_flight_;
+  pipelined_unanswered_ -= pipelined;
+  if (pipelined > 0 && pipelined_unanswered_ == 0) drained_cv_.notify_all();
   WakeNextLeader();
+}
+
+void Committer::Answer(Slot& s) {
+  if (s.wait) {
+    s.wait->AnswerOne();
+    return;
+  }
+  std::unique_ptr<Pipelined> p(s.pipelined);
+  p->done(std::move(p->slot.result));
 }
 
 void Committer::WakeNextLeader() {
   if (flushes_in_flight_ >= options_.flushes_in_flight_max) return;
   for (Slot* s : queue_) {
     if (writing_.contains(s->req->execution_id)) continue;
-    s->wait->AskToLead();
+    if (s->pipelined) {
+      flusher_cv_.notify_one();
+    } else {
+      s->wait->AskToLead();
+    }
     return;
   }
 }

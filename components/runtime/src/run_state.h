@@ -72,6 +72,9 @@ struct RunState {
   // or an effect's flush before it are written as usual).
   bool defer_end = false;
   std::optional<RunEnd> end;
+  // An if_absent start's hold on its id (StartHolds): kept while the run
+  // is, so a pipelined start holds it until its last append is written.
+  std::shared_ptr<void> start_hold;
 
   Envelope Kernel(KernelKind kind, Json payload) const {
     return events::KernelEvent(kind, std::move(payload), fence);

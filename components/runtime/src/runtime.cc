@@ -168,7 +168,10 @@ Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions op
   }
 }
 
-Runtime::~Runtime() { WaitIdle(); }
+Runtime::~Runtime() {
+  if (committer_) committer_->Drain();  // pipelined starts' done may queue work
+  WaitIdle();
+}
 
 bool Runtime::RunningHere(std::string_view id) const { return running_->Contains(id); }
 bool Runtime::RunningHereBesidesUs(std::string_view id) const { return running_->Count(id) > 1; }
@@ -220,17 +223,42 @@ RunOutcome OutcomeOf(std::string execution_id, const ExecutionState& st) {
 Result<RunOutcome> Runtime::Start(std::string_view workflow, std::string_view id, Json input,
                                   StartOptions options) {
   Outermost outermost(*this);
-  return StartImpl(workflow, id, std::move(input), std::move(options));
+  RunState run;
+  return StartImpl(workflow, id, std::move(input), std::move(options), run);
+}
+
+void Runtime::StartPipelined(std::string_view workflow, std::string_view id, Json input,
+                             StartDone done, StartOptions options) {
+  Outermost outermost(*this);
+  auto run = std::make_unique<RunState>();
+  run->defer_end = committer_ != nullptr;  // else End writes it here, as in Start
+  Result<RunOutcome> ran = StartImpl(workflow, id, std::move(input), std::move(options), *run);
+  if (!run->end) {  // refused, ended without a held-back append, or not deferred
+    done(std::move(ran));
+    return;
+  }
+  if (run->pending.empty()) {
+    done(EndWritten(*run, RunRowWrite{}, run->head));
+    return;
+  }
+  RunRowWrite row;
+  AppendRequest req = TakePending(*run, row);
+  committer_->CommitPipelined(std::move(req),
+                              [this, run = std::move(run), row = std::move(row),
+                               done = std::move(done)](Result<int64_t> head) mutable {
+                                Outermost outermost(*this);
+                                done(EndWritten(*run, row, std::move(head)));
+                              });
 }
 
 Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_view id, Json input,
-                                      StartOptions options) {
+                                      StartOptions options, RunState& run) {
   const Def* def = Find(workflow);
   if (!def) return MakeError(ErrorCode::kNotFound, "unknown workflow", std::string(workflow));
-  std::shared_ptr<void> hold;  // if_absent: this id's only start in this runtime
   if (options.if_absent) {
     ONCE_RETURN_IF_ERROR(store::ValidateExecutionId(id, store_.limits()));
-    hold = start_holds_->Hold(std::string(id));
+    // This id's only start in this runtime, while the run lasts.
+    run.start_hold = start_holds_->Hold(std::string(id));
     // Its first event, not Head: on PostgreSQL concurrent reads share one
     // statement (read groups), a Head is a round trip of its own (every
     // queued start asks; BENCHMARKS.md, "Loom nodes and queues").
@@ -241,7 +269,6 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
     }
   }
   ONCE_RETURN_IF_ERROR(CheckDepth(input, "the input", id));
-  RunState run;
   run.id = id;
   run.workflow = workflow;
   run.fn = &def->fn;

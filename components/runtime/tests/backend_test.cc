@@ -355,6 +355,53 @@ TEST_F(BackendTest, GroupCommitWithManyConcurrentExecutions) {
   EXPECT_EQ(Log(*store_, "o-7").back().kind, "EXECUTION_COMPLETED");
 }
 
+// As a node, a pipelined start's bookkeeping is the flusher's, once its
+// last append is written: the run row the first append of a multi-step body
+// wrote is deleted by the park, nothing stays marked as running here, and
+// the parked execution resumes as usual.
+TEST_F(BackendTest, APipelinedStartOfANodeReleasesItsRunRowAndItsMark) {
+  LiveNode live(clock_);
+  ASSERT_TRUE(live.node.Beat());
+  RuntimeOptions options{.workers = 0, .node = &live.node};
+  Runtime rt(*store_, clock_, options);
+  std::optional<std::string> owner_in_step;  // the run row while the body ran
+  ASSERT_TRUE(rt.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {
+    ONCE_RETURN_IF_ERROR(ctx.Step("one", [&]() -> Result<Json> { return 1; }));
+    ONCE_RETURN_IF_ERROR(ctx.Step("two", [&]() -> Result<Json> {  // after one's append
+      auto row = store_->RunOwnerOf(ctx.execution_id());
+      if (row && *row) owner_in_step = (*row)->owner;
+      return 2;
+    }));
+    ONCE_RETURN_IF_ERROR(ctx.Sleep(std::chrono::seconds(1)));
+    return Json(3);
+  }));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Result<RunOutcome>> parked;  // GUARDED_BY(mu)
+  rt.StartPipelined("w", "n-1", Json::object(), [&](Result<RunOutcome> out) {
+    std::lock_guard lock(mu);
+    parked = std::move(out);
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return parked.has_value(); });
+  }
+  ASSERT_TRUE(*parked) << parked->error().ToString();
+  EXPECT_EQ((*parked)->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(owner_in_step, std::optional<std::string>("a"));
+  EXPECT_EQ(rt.RunningCount(), 0u);
+  Result<std::optional<store::RunOwner>> row = store_->RunOwnerOf("n-1");
+  ASSERT_TRUE(row) << row.error().ToString();
+  EXPECT_FALSE(row->has_value());  // the park released it
+  clock_.Advance(std::chrono::seconds(1));
+  Result<RunOutcome> done = rt.Resume(
+      "n-1", {.fence_if_parked_at = (*parked)->park_seq, .park_fence = (*parked)->park_fence});
+  ASSERT_TRUE(done) << done.error().ToString();
+  EXPECT_EQ(done->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(done->value, 3);
+}
+
 // ---- ctx.Transaction: the exactly-once step --------------------------------
 
 constexpr char kCreatePayments[] =
@@ -397,6 +444,61 @@ std::vector<std::string> Kinds(const std::vector<Envelope>& log) {
     out.push_back(std::move(k));
   }
   return out;
+}
+
+// ---- Pipelined starts (Runtime::StartPipelined) ------------------------------
+
+// One thread starts every execution without waiting for any: each done gets
+// what Start would have returned (completed with its value, a park with its
+// sequence, a second start of a written id refused at its record), the
+// group commit shares its writes, and the runtime's destructor returns only
+// once every done has run.
+TEST_F(BackendTest, PipelinedStartsFromOneThreadEachGetTheirOwnOutcome) {
+  constexpr int kExecutions = 300;
+  std::mutex mu;
+  std::map<std::string, Result<RunOutcome>> outcomes;  // GUARDED_BY(mu)
+  auto record = [&](std::string key) {
+    return [&, key = std::move(key)](Result<RunOutcome> out) {
+      std::lock_guard lock(mu);
+      EXPECT_TRUE(outcomes.emplace(key, std::move(out)).second) << key << " answered twice";
+    };
+  };
+  CommitterStats stats;
+  {
+    Runtime rt(*hooked_, clock_, {.workers = 0});
+    ASSERT_TRUE(rt.Register("order", [](Context& ctx, const Json& in) -> Result<Json> {
+      return ctx.Step("charge", [&]() -> Result<Json> { return in["n"]; });
+    }));
+    ASSERT_TRUE(RegisterSleeper(rt));
+    for (int i = 0; i < kExecutions; ++i) {
+      std::string id = "o-" + std::to_string(i);
+      rt.StartPipelined("order", id, Json{{"n", i}}, record(id));
+    }
+    rt.StartPipelined("order", "o-7", Json{{"n", 7}}, record("o-7 again"));
+    rt.StartPipelined("sleeper", "s-1", Json::object(), record("s-1"));
+    stats = rt.commit_stats();
+  }  // no wait but the destructor's
+  std::lock_guard lock(mu);
+  ASSERT_EQ(outcomes.size(), size_t{kExecutions + 2});
+  for (int i = 0; i < kExecutions; ++i) {
+    const Result<RunOutcome>& out = outcomes.at("o-" + std::to_string(i));
+    ASSERT_TRUE(out) << out.error().ToString();
+    EXPECT_EQ(out->status, ExecutionStatus::kCompleted);
+    EXPECT_EQ(out->value, i);
+    EXPECT_EQ(out->execution_id, "o-" + std::to_string(i));
+  }
+  ASSERT_FALSE(outcomes.at("o-7 again"));
+  EXPECT_EQ(outcomes.at("o-7 again").error().code, ErrorCode::kSequenceConflict);
+  const Result<RunOutcome>& parked = outcomes.at("s-1");
+  ASSERT_TRUE(parked) << parked.error().ToString();
+  EXPECT_EQ(parked->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(parked->park_seq, 3);
+  EXPECT_EQ(Kinds(Log(*store_, "o-7")),
+            (std::vector<std::string>{"EXECUTION_STARTED", "STEP_COMPLETED charge",
+                                      "EXECUTION_COMPLETED"}));
+  EXPECT_EQ(Log(*store_, "s-1").back().kind, "EXECUTION_SUSPENDED");
+  EXPECT_EQ(stats.requests, 0u + kExecutions + 2);  // one append each
+  EXPECT_LT(stats.store_writes, stats.requests);
 }
 
 TEST_F(BackendTest, TransactionCommitsItsEffectOnceWithItsRecordAndReplayDoesNotRerunIt) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -141,6 +142,119 @@ TEST(CommitterTest, FlushesInFlightReachTheLimitAndNeverPassIt) {
     EXPECT_EQ(store.peak, limit);
     EXPECT_EQ(committer.stats().flushes_in_flight_peak, limit);
     EXPECT_FALSE(store.one_execution_in_two_writes);
+  }
+}
+
+// ---- Pipelined commits (Committer::CommitPipelined) ---------------------------
+
+// The append at `next` of execution `id`: its start at 1, else a step.
+store::AppendRequest AppendAt(const std::string& id, int64_t next) {
+  Envelope e = next == 1
+                   ? events::KernelEvent(events::KernelKind::kExecutionStarted, Json::object())
+                   : events::KernelEvent(events::KernelKind::kStepCompleted,
+                                         Json{{"name", "s"}, {"value", next}});
+  return {.execution_id = id, .expected_next = next, .events = {std::move(e)}};
+}
+
+// What the dones of pipelined requests answered, per execution in the
+// order they ran (-1 for an error, and its code).
+struct Answered {
+  std::mutex mu;
+  std::map<std::string, std::vector<int64_t>> heads;  // GUARDED_BY(mu)
+  std::vector<ErrorCode> errors;                      // GUARDED_BY(mu)
+  int dones = 0;                                      // GUARDED_BY(mu)
+
+  Committer::CommitDone For(std::string id) {
+    return [this, id = std::move(id)](Result<int64_t> head) {
+      std::lock_guard lock(mu);
+      ++dones;
+      heads[id].push_back(head ? *head : -1);
+      if (!head) errors.push_back(head.error().code);
+    };
+  }
+};
+
+// All of five appends to each of twenty executions are queued at once, from
+// one thread that waits for none: each is answered once, with its own head,
+// an execution's appends land in the order they were queued (a later one
+// waits for the flush of the one before), and flushes are shared.
+TEST(CommitterTest, PipelinedRequestsAreAnsweredOnceEachInTheirExecutionsOrder) {
+  MemoryEventStore memory;
+  HookStore store(memory);
+  Answered answered;
+  Committer committer(store, {.flushes_in_flight_max = 2});
+  for (int64_t next = 1; next <= 5; ++next) {
+    for (int e = 0; e < 20; ++e) {
+      std::string id = "p" + std::to_string(e);
+      committer.CommitPipelined(AppendAt(id, next), answered.For(id));
+    }
+  }
+  committer.Drain();
+  std::lock_guard lock(answered.mu);  // Drain returned: every done has run
+  EXPECT_EQ(answered.dones, 100);
+  EXPECT_TRUE(answered.errors.empty());
+  for (int e = 0; e < 20; ++e) {
+    std::string id = "p" + std::to_string(e);
+    EXPECT_EQ(answered.heads[id], (std::vector<int64_t>{1, 2, 3, 4, 5})) << id;
+    EXPECT_EQ(memory.Head(id).value(), 5);
+  }
+  EXPECT_EQ(committer.stats().requests, 100u);
+  EXPECT_LT(committer.stats().store_writes, 100u);
+}
+
+// A row its fence refuses fails only its own pipelined request, as in Commit.
+TEST(CommitterTest, ARefusedPipelinedRowFailsOnlyItsOwnRequest) {
+  MemoryEventStore memory;
+  for (const char* id : {"a", "b", "c"}) ASSERT_TRUE(memory.Append(AppendAt(id, 1)));
+  ASSERT_TRUE(memory.AcquireFence("b"));
+  Answered answered;
+  {
+    Committer committer(memory, {.flush_requests_min = 3, .linger_us_max = 2'000'000});
+    for (const char* id : {"a", "b", "c"}) {
+      store::AppendRequest req = AppendAt(id, 2);
+      req.fence = 0;
+      committer.CommitPipelined(std::move(req), answered.For(id));
+    }
+  }  // the destructor answers everything queued
+  std::lock_guard lock(answered.mu);
+  EXPECT_EQ(answered.heads["a"], std::vector<int64_t>{2});
+  EXPECT_EQ(answered.heads["b"], std::vector<int64_t>{-1});
+  EXPECT_EQ(answered.heads["c"], std::vector<int64_t>{2});
+  EXPECT_EQ(answered.errors, std::vector<ErrorCode>{ErrorCode::kStaleFence});
+  EXPECT_EQ(memory.Head("b").value(), 1);
+}
+
+// Pipelined requests are led by the committer's flushers up to the limit,
+// never past it, never one execution in two writes; callers of Commit lead
+// beside them; the destructor returns only once every done has run, though
+// each write takes a while.
+TEST(CommitterTest, PipelinedAndWaitingCallersShareTheLimitAndTheDestructorDrains) {
+  for (size_t limit : {size_t{1}, size_t{3}}) {
+    SCOPED_TRACE("flushes_in_flight_max " + std::to_string(limit));
+    MemoryEventStore memory;
+    HoldingStore store(memory, limit);
+    Answered answered;
+    {
+      Committer committer(store, {.batch_executions_max = 1, .flushes_in_flight_max = limit});
+      for (int64_t next = 1; next <= 3; ++next) {
+        for (int e = 0; e < 8; ++e) {
+          std::string id = "q" + std::to_string(e);
+          committer.CommitPipelined(AppendAt(id, next), answered.For(id));
+        }
+      }
+      std::thread waiting([&] {
+        for (int64_t next = 1; next <= 3; ++next) {
+          EXPECT_EQ(committer.Commit(AppendAt("w", next)).value(), next);
+        }
+      });
+      waiting.join();
+    }
+    std::lock_guard lock(answered.mu);
+    EXPECT_EQ(answered.dones, 24);
+    EXPECT_TRUE(answered.errors.empty());
+    EXPECT_EQ(store.peak, limit);
+    EXPECT_FALSE(store.one_execution_in_two_writes);
+    for (int e = 0; e < 8; ++e) EXPECT_EQ(memory.Head("q" + std::to_string(e)).value(), 3);
   }
 }
 

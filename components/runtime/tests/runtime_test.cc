@@ -4,6 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -157,6 +160,79 @@ TEST_F(RuntimeTest, TwoIfAbsentStartsOfOneIdAtOnceRunOneBody) {
   EXPECT_EQ(second->status, ExecutionStatus::kCompleted);
   EXPECT_EQ(first->value, Json("done"));
   EXPECT_EQ(second->value, first->value);
+}
+
+// ---- Pipelined starts (Runtime::StartPipelined) ------------------------------
+
+// Without group commit (the memory store itself) the last append is written
+// on the calling thread: done has run when StartPipelined returns, with what
+// Start returns. A start refused before its body answers the same way.
+TEST_F(RuntimeTest, APipelinedStartWithoutGroupCommitIsAnsweredBeforeItReturns) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("one", TwoStepsWithSleep()));
+  std::optional<Result<RunOutcome>> parked, unknown;
+  rt.StartPipelined("one", "p-1", Json{{"x", 1}},
+                    [&](Result<RunOutcome> out) { parked = std::move(out); });
+  ASSERT_TRUE(parked.has_value());
+  ASSERT_TRUE(*parked) << parked->error().ToString();
+  EXPECT_EQ((*parked)->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ((*parked)->park_seq, 3);
+  EXPECT_EQ(Kinds(store_, "p-1"), (std::vector<std::string>{"EXECUTION_STARTED", "STEP_COMPLETED",
+                                                            "EXECUTION_SUSPENDED"}));
+  rt.StartPipelined("none", "p-2", Json::object(),
+                    [&](Result<RunOutcome> out) { unknown = std::move(out); });
+  ASSERT_TRUE(unknown.has_value());
+  ASSERT_FALSE(*unknown);
+  EXPECT_EQ(unknown->error().code, ErrorCode::kNotFound);
+}
+
+// An if_absent pipelined start holds its id until its last append is
+// written, not only until its body returns: a second if_absent start of
+// the id in this runtime waits, then answers with the first one's outcome,
+// and the step runs once. (Holding it only while the body ran, the second
+// read an empty log and ran the body again.)
+TEST_F(RuntimeTest, APipelinedIfAbsentStartHoldsItsIdUntilItsAppendIsWritten) {
+  HookStore hooked(store_);  // not the memory store itself: group commit
+  Runtime rt(hooked, clock_);
+  std::atomic<int> step_runs{0};
+  ASSERT_TRUE(rt.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {
+    return ctx.Step("s", [&]() -> Result<Json> { return ++step_runs; });
+  }));
+  std::atomic<bool> in_append{false}, release{false};
+  hooked.before_next_append = [&] {
+    in_append = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Result<RunOutcome>> first;  // GUARDED_BY(mu)
+  rt.StartPipelined("w", "once", Json::object(),
+                    [&](Result<RunOutcome> out) {
+                      std::lock_guard lock(mu);
+                      first = std::move(out);
+                      cv.notify_all();
+                    },
+                    {.if_absent = true});
+  while (!in_append) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::atomic<bool> second_returned{false};
+  Result<RunOutcome> second;
+  std::thread b([&] {
+    second = rt.Start("w", "once", Json::object(), {.if_absent = true});
+    second_returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // b waits for the hold
+  EXPECT_FALSE(second_returned.load());
+  EXPECT_EQ(step_runs.load(), 1);
+  release = true;
+  b.join();
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return first.has_value(); });
+  ASSERT_TRUE(*first) << first->error().ToString();
+  ASSERT_TRUE(second) << second.error().ToString();
+  EXPECT_EQ(step_runs.load(), 1);
+  EXPECT_EQ((*first)->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(second->status, ExecutionStatus::kCompleted);
+  EXPECT_EQ(second->value, (*first)->value);
 }
 
 // One append per boundary: start + step + park is one write, the resume's

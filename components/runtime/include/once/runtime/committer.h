@@ -23,6 +23,17 @@
 // Threads: Commit may be called from any number of threads; it blocks until
 // the request's flush is done. The store must outlive the committer.
 //
+// Without waiting. CommitPipelined queues a request and returns at once; its
+// `done` runs with the result once the request's flush is written. A thread
+// that queues many requests this way keeps many in flight without a thread
+// asleep for each (a sleeping thread per request costs a wake-up, and on a
+// small machine the scheduler's share of the client's CPU was larger than
+// the store's encoding: BENCHMARKS.md). Its flushes are led by the
+// committer's own flusher threads, as many as flushes_in_flight_max, started
+// at the first such call; callers of Commit still lead their own. `done`
+// runs on a flusher thread (or on a thread of Commit that led the flush),
+// so it must not block or throw: the flush's other answers wait behind it.
+//
 // Waking. A flush's end answers its callers without the committer's lock,
 // each through its own GroupWait (once/base/group_wait.h says why), then asks
 // the next leader.
@@ -33,9 +44,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -62,7 +76,12 @@ struct CommitterStats {
 
 class Committer {
  public:
+  // A pipelined request's result: the new head or its error.
+  using CommitDone = std::move_only_function<void(Result<int64_t>)>;
+
   Committer(store::EventStore& store, CommitterOptions options = {});
+  // Answers every pipelined request first (Drain), then stops the flushers.
+  ~Committer();
   Committer(const Committer&) = delete;
   Committer& operator=(const Committer&) = delete;
 
@@ -74,14 +93,23 @@ class Committer {
   // and answered in request order; returns once all are. The requests are
   // moved from.
   std::vector<Result<int64_t>> CommitMany(std::span<store::AppendRequest> reqs);
+  // Queues req and returns; `done` gets what Commit would have returned (see
+  // "Without waiting" above). Requests of one execution are written in the
+  // order they were queued, as with Commit.
+  void CommitPipelined(store::AppendRequest req, CommitDone done);
+  // Returns once every pipelined request queued before the call has been
+  // answered and its `done` has returned. Not from inside a `done`.
+  void Drain();
 
   CommitterStats stats() const;
 
  private:
+  struct Pipelined;
   struct Slot {
     store::AppendRequest* req = nullptr;
-    Result<int64_t> result = 0;  // written by the flush, read once answered
-    GroupWait* wait = nullptr;   // its caller's; alive while the slot is unanswered
+    Result<int64_t> result = 0;      // written by the flush, read once answered
+    GroupWait* wait = nullptr;       // its caller's; alive while the slot is unanswered
+    Pipelined* pipelined = nullptr;  // or the pipelined request that owns it
   };
   // Queues the slots (of one caller, sharing `wait`) and returns once all
   // are answered, leading flushes when it may.
@@ -94,7 +122,12 @@ class Committer {
   void WakeNextLeader();
   // Without mu_: one store write for `batch`; results into `taken`.
   void Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken);
+  // Without mu_: the slot's caller gets its result (a pipelined one, its done).
+  void Answer(Slot& s);
   void Linger(std::unique_lock<std::mutex>& lock);
+  // A flusher thread: leads flushes while pipelined requests wait.
+  void Flusher();
+  bool PipelinedWaiting() const;  // requires mu_
 
   store::EventStore& store_;
   const CommitterOptions options_;
@@ -104,6 +137,12 @@ class Committer {
   size_t flushes_in_flight_ = 0;                  // GUARDED_BY(mu_)
   size_t flushes_in_flight_peak_ = 0;             // GUARDED_BY(mu_)
   std::unordered_set<std::string_view> writing_;  // GUARDED_BY(mu_): ids in flushes in flight
+  std::condition_variable flusher_cv_;            // a pipelined request may be led
+  std::condition_variable drained_cv_;            // pipelined_unanswered_ fell to 0
+  size_t pipelined_queued_ = 0;                   // GUARDED_BY(mu_): pipelined slots in queue_
+  size_t pipelined_unanswered_ = 0;               // GUARDED_BY(mu_): queued, in flight, or in done
+  bool stopping_ = false;                         // GUARDED_BY(mu_)
+  std::vector<std::thread> flushers_;  // GUARDED_BY(mu_): started at the first pipelined call
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> store_writes_{0};
 };

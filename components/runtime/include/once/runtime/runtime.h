@@ -319,6 +319,24 @@ class Runtime {
 
   Result<RunOutcome> Start(std::string_view workflow, std::string_view id, Json input,
                            StartOptions options = {});
+
+  // What a pipelined start returns, once its last append is written.
+  using StartDone = std::move_only_function<void(Result<RunOutcome>)>;
+  // Start without waiting for the commit: the body runs on the calling
+  // thread as in Start, to its end or its park (a boundary before that, a
+  // step's result before the next step, waits here as in Start), and that
+  // last append goes to the group commit (Committer::CommitPipelined) while
+  // this returns. `done` gets what Start would have returned, once the
+  // append is written, on a thread of the group commit: it must not block
+  // (hand the outcome to a thread of your own). One thread can so keep many
+  // executions in flight, where Start needs a thread asleep for each.
+  // Without group commit (the memory store, group_commit off), and for a
+  // start refused before its body or an if_absent start of an existing id,
+  // `done` runs on this thread before this returns. Like Start, a start is
+  // durable only once `done` has its outcome. The runtime's destructor
+  // waits for every `done`.
+  void StartPipelined(std::string_view workflow, std::string_view id, Json input, StartDone done,
+                      StartOptions options = {});
   Result<RunOutcome> Resume(std::string_view id, RunOptions options = {});
   Result<RunOutcome> ResumeAs(std::string_view id, std::string_view principal,
                               RunOptions options = {});
@@ -446,7 +464,7 @@ class Runtime {
   };
 
   Result<RunOutcome> StartImpl(std::string_view workflow, std::string_view id, Json input,
-                               StartOptions options);
+                               StartOptions options, internal::RunState& run);
   Result<RunOutcome> ResumeImpl(std::string_view id, std::string_view principal,
                                 const RunOptions& options, const ResumeExtras& extras);
   // The resume that takes its token with the conditional acquire (read
