@@ -195,7 +195,10 @@ inline BUMP_AND_COMMIT(e, st, cur) {
 
 /* AppendSql / LeanAppendSql for one request of one event, as its own
  * implicit transaction. `pres`: a fence is presented (an audit append
- * presents none). FOR SHARE is taken for an answering kind (RES): lk.
+ * presents none). FOR SHARE is taken for an answering kind (RES) past the
+ * log's first event: lk (LocksFenceRow: a first append can answer no park;
+ * `exp` here counts from the park, and every RES append follows its park,
+ * so each is past the log's first event and locks).
  *
  * The statement, one step: its snapshot (the head probe, a plain fence read);
  * the locked CTE (FOR SHARE OF f on a row the snapshot holds: it waits for a
@@ -225,7 +228,7 @@ inline APPEND_STATEMENT(k, f, pres, exp, res) {
 inline APPEND(k, f, pres, exp, res) {
   if
   :: atomic { (pend == 0 && (k != RES || !row || xlock == 0)) ->
-       lk = (k == RES);
+       lk = (k == RES);   /* LocksFenceRow: an RES follows its park */
        APPEND_STATEMENT(k, f, pres, exp, res) }
 #ifdef NO_SHARE_BATCH
   :: atomic { (pend == 0 && k == RES) ->

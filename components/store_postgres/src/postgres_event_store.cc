@@ -56,6 +56,18 @@ Item MakeItem(const AppendRequest& req, const EncodedAppend& enc, std::optional<
   return it;
 }
 
+// Whether an append reads its fence row FOR SHARE (the full statement): one
+// that answers a park, so that a conditional acquire, which locks the row
+// FOR UPDATE and then looks for an answer past the park, cannot pass it
+// (models/fence_postgres.pml). An append at the log's first event answers
+// no park: a park it could answer would be in the log before it. So a first
+// append that ends its execution (start, steps, end: the one-step
+// execution) takes the lean statement like any other; if it races an
+// acquire, the acquire's own sequence or park check decides.
+bool LocksFenceRow(const AppendRequest& req, const EncodedAppend& enc) {
+  return enc.answering && req.expected_next > 1;
+}
+
 bool AnyOwned(std::span<const Item> items) {
   return std::any_of(items.begin(), items.end(), [](const Item& it) { return it.owned(); });
 }
@@ -225,15 +237,23 @@ Status CheckInserted(std::span<const Item> items, const std::vector<Result<int64
   return Ok();
 }
 
+// Whether the append ends its execution (a terminal event, not a park): its
+// log takes no further append of the runtime's, so a hint of it is dead
+// weight (learning it is a fence-row read and a table entry).
+bool EndsExecution(const Item& it) {
+  return it.enc->run_row == RunRowChange::kEnd && !it.enc->suspends;
+}
+
 // After a committed lean statement: a request that landed advances its
 // execution's hint (to the version it learned, if it asked), a refused one
-// is forgotten (learned again next time).
+// is forgotten (learned again next time), and so is one that ended its
+// execution.
 void Teach(pg::AppendHints& hints, std::span<const Item> items,
            const std::vector<Result<int64_t>>& out,
            const std::vector<std::optional<pg::FenceVersion>>& learned) {
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string& id = items[i].req->execution_id;
-    if (out[i]) {
+    if (out[i] && !EndsExecution(items[i])) {
       hints.Landed(id, *out[i], learned[i]);
     } else {
       hints.Forget(id);
@@ -256,7 +276,16 @@ Result<std::vector<Result<int64_t>>> RunLean(Conn& conn, std::span<const Item> i
   if (hints) {
     asks.reserve(items.size());
     for (const Item& it : items) {
-      asks.push_back(hints->Before(it.req->execution_id, it.req->expected_next));
+      pg::AppendHints::Ask ask = hints->Before(it.req->execution_id, it.req->expected_next);
+      if (EndsExecution(it)) ask.learn = false;  // see Teach
+      asks.push_back(ask);
+    }
+    // Nothing to send or to learn (a batch of one-append executions): the
+    // plain statement, without the hint arrays.
+    if (std::none_of(asks.begin(), asks.end(),
+                     [](const auto& a) { return a.version || a.learn; })) {
+      hints = nullptr;
+      asks.clear();
     }
   }
   const bool owned = AnyOwned(items);
@@ -654,8 +683,8 @@ Result<std::unique_ptr<PostgresEventStore>> PostgresEventStore::Open(const Postg
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> PostgresEventStore::Append(const AppendRequest& req) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), clock_));
-  Item item =
-      MakeItem(req, enc, req.fence, false, enc.answering && !options_.testing_disable_for_share);
+  Item item = MakeItem(req, enc, req.fence, false,
+                       LocksFenceRow(req, enc) && !options_.testing_disable_for_share);
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   auto res = RunAppend(*conn, "append_share", std::span<const Item>(&item, 1), append_hints_.get());
   if (!res && conn->last_sqlstate() == kUniqueViolation) {
@@ -686,7 +715,7 @@ Result<std::vector<Result<int64_t>>> PostgresEventStore::AppendBatch(
   std::vector<size_t> slot;  // items[k] answers requests[slot[k]]
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!encoded[i]) continue;
-    bool lock = encoded[i]->answering && !options_.testing_disable_for_share;
+    bool lock = LocksFenceRow(requests[i], *encoded[i]) && !options_.testing_disable_for_share;
     items.push_back(MakeItem(requests[i], *encoded[i], requests[i].fence, false, lock));
     slot.push_back(i);
   }

@@ -122,9 +122,15 @@ namespace {
 std::string PredecessorFits(std::string_view alias) {
   const std::string x(alias);
   const std::string id = x + ".execution_id", prev = "(" + x + ".expected_next - 1)";
-  return "CASE WHEN " + x +
-         ".expected_next = 1 THEN NOT EXISTS (SELECT 1 FROM events e WHERE e.execution_id = " + id +
-         ") ELSE " + pg::RowHoldingSql(kLastOfRow, id, prev) + " = " + prev + " END";
+  // The first append: no row of the id at all (a truncated log's rows start
+  // past 1), as the same backward probe. Not NOT EXISTS: a generic plan made
+  // while the table is small turns that into a hashed subplan that reads
+  // every row of events per statement, and keeps it as the table grows (55
+  // us a row at 10,000 executions; BENCHMARKS.md, "Issue 20: first appends
+  // in the lean statement"). A probe ordered by sequence stays on the
+  // primary key whatever the table's size.
+  return "CASE WHEN " + x + ".expected_next = 1 THEN " + HeadSql(id) + " IS NULL ELSE " +
+         pg::RowHoldingSql(kLastOfRow, id, prev) + " = " + prev + " END";
 }
 // The head column of a verdict over requests `r`: the last sequence of the
 // newest row, one backward probe.

@@ -7,9 +7,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "../src/append_hints.h"
+#include "../src/sql.h"
 #include "once/events/envelope.h"
 #include "once/store/validate.h"
 #include "test_database.h"
@@ -638,6 +640,103 @@ class RowGate {
  private:
   testing::TestSchema& schema_;
 };
+
+// Only an append that can answer a park reads its fence row FOR SHARE and
+// so waits for a conditional acquire's FOR UPDATE (LocksFenceRow). A first
+// append cannot answer one, even when it ends its execution: it does not wait
+// for the row's holder, alone or in a batch, and a newer token still refuses
+// it. An answering append past a park waits for the holder, as before.
+TEST_F(PostgresStoreTest, OnlyAnAppendThatCanAnswerAParkWaitsForItsFenceRowLock) {
+  auto ended = [](std::string id, std::optional<int64_t> fence) {
+    return Req(std::move(id), 1,
+               {Started(), KernelEvent(KernelKind::kExecutionCompleted, {{"value", 1}})}, fence);
+  };
+  for (const char* id : {"one", "b1", "b2", "stale"})
+    ASSERT_EQ(store_->AcquireFence(id).value(), 1);
+  // Runs `append` on a thread while `id`'s row is held; true if it returned
+  // before the holder committed.
+  auto returns_while_held = [&](const std::string& id, auto append) {
+    RowGate gate(*schema_, id);
+    std::atomic<bool> returned{false};
+    std::thread t([&] {
+      append();
+      returned = true;
+    });
+    for (int i = 0; i < 200 && !returned; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    bool early = returned.load();
+    gate.Release();
+    t.join();
+    return early;
+  };
+  EXPECT_TRUE(
+      returns_while_held("one", [&] { EXPECT_EQ(store_->Append(ended("one", 1)).value(), 2); }));
+  EXPECT_TRUE(returns_while_held("b1", [&] {
+    std::vector<AppendRequest> batch = {ended("b1", 1), ended("b2", 1)};
+    auto out = store_->AppendBatch(batch);
+    ASSERT_TRUE(out) << out.error().ToString();
+    EXPECT_EQ((*out)[0].value(), 2);
+    EXPECT_EQ((*out)[1].value(), 2);
+  }));
+  auto stale = store_->Append(ended("stale", 0));
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ErrorCode::kStaleFence);
+  EXPECT_EQ(store_->Head("stale").value(), 0);
+
+  ASSERT_TRUE(store_->Append(Req("parked", 1, {Started(), Parked()})));
+  EXPECT_FALSE(returns_while_held("parked", [&] {
+    EXPECT_EQ(store_
+                  ->Append(Req("parked", 3,
+                               {KernelEvent(KernelKind::kExecutionResumed, Json::object()),
+                                KernelEvent(KernelKind::kExecutionCompleted, {{"value", 1}})}))
+                  .value(),
+              4);
+  }));
+}
+
+// The guard's statements probe the primary key under a generic plan made on
+// an empty table, as a store's connections make theirs on a new schema. A
+// first append's check used to be NOT EXISTS, which such a plan turns into a
+// hashed subplan that reads all of events per statement, and kept as the
+// table grew (BENCHMARKS.md, "Issue 20: first appends in the lean
+// statement").
+TEST_F(PostgresStoreTest, TheGuardsGenericPlansReadNoWholeTable) {
+  const std::pair<const char*, std::string> statements[] = {
+      {"lean", sql::LeanAppendSql(false)},
+      {"lean_hinted", sql::LeanAppendSql(true)},
+      {"lean_owned", sql::LeanAppendSql(false, true)},
+      {"lone", sql::LoneInsertSql()},
+      {"full", sql::AppendSql("SHARE")}};
+  schema_->Sql("SET plan_cache_mode = force_generic_plan");
+  for (const auto& [name, text] : statements) {
+    SCOPED_TRACE(name);
+    int params = 0;  // the highest $N: EXECUTE needs as many (NULL) arguments
+    for (size_t at = text.find('$'); at != std::string::npos; at = text.find('$', at + 1)) {
+      params = std::max(params, std::atoi(text.c_str() + at + 1));
+    }
+    std::string args;
+    for (int i = 0; i < params; ++i) args += i == 0 ? "NULL" : ", NULL";
+    schema_->Sql(std::string("PREPARE g_") + name + " AS " + text);
+    std::string plan =
+        schema_->Sql(std::string("EXPLAIN (FORMAT JSON) EXECUTE g_") + name + "(" + args + ")");
+    ASSERT_FALSE(plan.empty());
+    // Every read of events is a probe of an index (the INSERT is not a read).
+    std::vector<std::string> reads;
+    std::function<void(const Json&)> walk = [&](const Json& node) {
+      if (node.value("Relation Name", "") == "events" &&
+          node.value("Node Type", "") != "ModifyTable") {
+        reads.push_back(node.value("Node Type", "?"));
+      }
+      for (const Json& child : node.value("Plans", Json::array())) walk(child);
+    };
+    walk(Json::parse(plan).at(0).at("Plan"));
+    EXPECT_FALSE(reads.empty());
+    for (const std::string& read : reads) {
+      EXPECT_TRUE(read == "Index Scan" || read == "Index Only Scan") << read << " of events";
+    }
+  }
+}
 
 // Concurrent acquires share transactions: rows bumped in one transaction
 // carry one xmin. Without the group every acquire is its own transaction
