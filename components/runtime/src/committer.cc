@@ -64,6 +64,7 @@ std::vector<Result<int64_t>> Committer::CommitMany(std::span<store::AppendReques
 }
 
 void Committer::CommitPipelined(store::AppendRequest req, CommitDone done) {
+  ONCE_CHECK_MSG(static_cast<bool>(done), "CommitPipelined needs a done to call");
   requests_.fetch_add(1, std::memory_order_relaxed);
   auto* p = new Pipelined{.req = std::move(req), .done = std::move(done), .slot = {}};
   p->slot = Slot{.req = &p->req, .pipelined = p};

@@ -229,6 +229,7 @@ Result<RunOutcome> Runtime::Start(std::string_view workflow, std::string_view id
 
 void Runtime::StartPipelined(std::string_view workflow, std::string_view id, Json input,
                              StartDone done, StartOptions options) {
+  ONCE_CHECK_MSG(static_cast<bool>(done), "StartPipelined needs a done to call");
   Outermost outermost(*this);
   auto run = std::make_unique<RunState>();
   run->defer_end = committer_ != nullptr;  // else End writes it here, as in Start

@@ -334,7 +334,7 @@ class Runtime {
   // start refused before its body or an if_absent start of an existing id,
   // `done` runs on this thread before this returns. Like Start, a start is
   // durable only once `done` has its outcome. The runtime's destructor
-  // waits for every `done`.
+  // waits for every `done`. An empty `done` is a programming error (checked).
   void StartPipelined(std::string_view workflow, std::string_view id, Json input, StartDone done,
                       StartOptions options = {});
   Result<RunOutcome> Resume(std::string_view id, RunOptions options = {});
