@@ -299,6 +299,24 @@ SpanStart Release(std::atomic<int>& ready, int threads, std::atomic<bool>& go) {
   return start;
 }
 
+// The first error a run's threads note (the run's error); thread-safe.
+class FirstError {
+ public:
+  void Note(const Status& s) {
+    if (s) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_.empty()) first_ = s.error().ToString();
+  }
+  std::string Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(first_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::string first_;  // GUARDED_BY(mu_)
+};
+
 // A run's figures: rate and CPU over the span, the median of the latencies.
 RunFigures FiguresOf(int executions, SpanStart start, Steady::time_point end, double cpu_end_s,
                      const std::vector<std::vector<double>>& latencies, std::string error) {
@@ -351,7 +369,7 @@ class ClientRun {
     }
     SpanStart start = Release(ready_, concurrency, go_);
     for (auto& t : threads) t.join();
-    return FiguresOf(executions_, start, end_, cpu_end_, latencies, first_error_);
+    return FiguresOf(executions_, start, end_, cpu_end_, latencies, error_.Take());
   }
 
  private:
@@ -396,11 +414,7 @@ class ClientRun {
     done_cv_.notify_all();
   }
 
-  void Note(const Status& s) {
-    if (s) return;
-    std::lock_guard<std::mutex> lock(error_mu_);
-    if (first_error_.empty()) first_error_ = s.error().ToString();
-  }
+  void Note(const Status& s) { error_.Note(s); }
 
   Runtime& rt_;
   const std::string& case_;
@@ -417,8 +431,7 @@ class ClientRun {
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   bool done_ = false;  // GUARDED_BY(done_mu_)
-  std::mutex error_mu_;
-  std::string first_error_;  // GUARDED_BY(error_mu_)
+  FirstError error_;
 };
 
 // One timed run of a pipelined case (CASE_pipelined; unfenced only): a few
@@ -451,7 +464,7 @@ class PipelinedRun {
     for (auto& t : threads) t.join();
     std::vector<std::vector<double>> latencies;
     for (auto& d : drivers) latencies.push_back(std::move(d->latencies));
-    return FiguresOf(executions_, start, end_, cpu_end_, latencies, first_error_);
+    return FiguresOf(executions_, start, end_, cpu_end_, latencies, error_.Take());
   }
 
  private:
@@ -466,18 +479,14 @@ class PipelinedRun {
   void DriverMain(Driver& d, int index, int share, bool warm_up) {
     d.latencies.reserve(executions_);
     if (warm_up) {  // its share once, untimed: warm threads, caches and code paths
-      std::vector<std::string> warm_ids;
-      for (int k = 0; k < share; ++k)
-        warm_ids.push_back(fmt::format("{}-warm-{}-{}", tag_, index, k));
-      int in_flight = 0;
-      for (const std::string& id : warm_ids) {
-        ++in_flight;
-        rt_.StartPipelined("one_step", id, Input(), [this, &d](Result<runtime::RunOutcome> out) {
-          Note(Completed(out));
-          Answer(d, -1);
-        });
+      for (int k = 0; k < share; ++k) {
+        rt_.StartPipelined("one_step", fmt::format("{}-warm-{}-{}", tag_, index, k), Input(),
+                           [this, &d](Result<runtime::RunOutcome> out) {
+                             Note(Completed(out));
+                             Answer(d, -1);
+                           });
       }
-      Collect(d, in_flight, /*until_zero=*/true);
+      Collect(d, share, /*until_zero=*/true);
       std::lock_guard lock(d.mu);
       d.latencies.clear();
     }
@@ -540,11 +549,7 @@ class PipelinedRun {
     return Ok();
   }
 
-  void Note(const Status& s) {
-    if (s) return;
-    std::lock_guard<std::mutex> lock(error_mu_);
-    if (first_error_.empty()) first_error_ = s.error().ToString();
-  }
+  void Note(const Status& s) { error_.Note(s); }
 
   Runtime& rt_;
   const int executions_;
@@ -558,8 +563,7 @@ class PipelinedRun {
   std::atomic<int> completed_{0};
   Steady::time_point end_;  // written by the last done, read after the joins
   double cpu_end_ = 0;
-  std::mutex error_mu_;
-  std::string first_error_;  // GUARDED_BY(error_mu_)
+  FirstError error_;
 };
 
 // warm_up: see ClientRun (the round-trip count run has none).

@@ -79,7 +79,9 @@ void Committer::CommitPipelined(store::AppendRequest req, CommitDone done) {
   ++pipelined_queued_;
   ++pipelined_unanswered_;
   if (options_.linger_us_max > 0) linger_cv_.notify_one();
-  if (CanLead()) flusher_cv_.notify_one();
+  // Room for a flush: a flusher checks CanLead itself (no scan of the queue
+  // on every call here).
+  if (flushes_in_flight_ < options_.flushes_in_flight_max) flusher_cv_.notify_one();
 }
 
 void Committer::Drain() {

@@ -63,9 +63,11 @@ Item MakeItem(const AppendRequest& req, const EncodedAppend& enc, std::optional<
 // no park: a park it could answer would be in the log before it. So a first
 // append that ends its execution (start, steps, end: the one-step
 // execution) takes the lean statement like any other; if it races an
-// acquire, the acquire's own sequence or park check decides.
-bool LocksFenceRow(const AppendRequest& req, const EncodedAppend& enc) {
-  return enc.answering && req.expected_next > 1;
+// acquire, the acquire's own sequence or park check decides. (Never with
+// PostgresOptions::testing_disable_for_share, the races' negative control.)
+bool LocksFenceRow(const AppendRequest& req, const EncodedAppend& enc,
+                   const PostgresOptions& options) {
+  return enc.answering && req.expected_next > 1 && !options.testing_disable_for_share;
 }
 
 bool AnyOwned(std::span<const Item> items) {
@@ -683,8 +685,7 @@ Result<std::unique_ptr<PostgresEventStore>> PostgresEventStore::Open(const Postg
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> PostgresEventStore::Append(const AppendRequest& req) {
   ONCE_ASSIGN_OR_RETURN(EncodedAppend enc, EncodeAppend(req, limits(), clock_));
-  Item item = MakeItem(req, enc, req.fence, false,
-                       LocksFenceRow(req, enc) && !options_.testing_disable_for_share);
+  Item item = MakeItem(req, enc, req.fence, false, LocksFenceRow(req, enc, options_));
   ONCE_ASSIGN_OR_RETURN(pg::Lease conn, pool_->Checkout());
   auto res = RunAppend(*conn, "append_share", std::span<const Item>(&item, 1), append_hints_.get());
   if (!res && conn->last_sqlstate() == kUniqueViolation) {
@@ -715,8 +716,8 @@ Result<std::vector<Result<int64_t>>> PostgresEventStore::AppendBatch(
   std::vector<size_t> slot;  // items[k] answers requests[slot[k]]
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!encoded[i]) continue;
-    bool lock = LocksFenceRow(requests[i], *encoded[i]) && !options_.testing_disable_for_share;
-    items.push_back(MakeItem(requests[i], *encoded[i], requests[i].fence, false, lock));
+    items.push_back(MakeItem(requests[i], *encoded[i], requests[i].fence, false,
+                             LocksFenceRow(requests[i], *encoded[i], options_)));
     slot.push_back(i);
   }
   std::vector<Result<int64_t>> out;
