@@ -331,6 +331,11 @@ TEST_F(RackTest, TrueFalseAndEchoOfTheJobIdAsStoredAndAsJobOutputPrintsThem) {
   ASSERT_TRUE(echo_id) << ran.out;
   ASSERT_EQ(Sush({"job", "status", echo_text, "-w"}).code, 0);
   const std::string line = echo_text + "\n";
+  // -w waited on the sled the client asked; TEST0's outcome reaches TEST1 by gossip.
+  for (const Sled* sled : {&a, &b}) {
+    ASSERT_TRUE(Eventually([&] { return StateOn(b, *echo_id, sled->baseboard) == "Stopped"; }))
+        << sled->baseboard;
+  }
   view = *b.client().Job(*echo_id);
   for (const Sled* sled : {&a, &b}) {
     EXPECT_EQ(ReadFile(JobDir(*sled, *echo_id) / "stdout"), line) << sled->baseboard;
