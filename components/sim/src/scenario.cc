@@ -22,6 +22,20 @@ std::vector<std::string_view> Words(std::string_view line) {
   return out;
 }
 
+// A byte a step's text may not hold: control bytes but the tab. (A line's
+// one trailing CR, of a CRLF file, is dropped before.) A command ending in a
+// second CR would format to a line that parses to a different command.
+bool IsControl(char c) {
+  const auto b = static_cast<unsigned char>(c);
+  return (b < 0x20 && b != '\t') || b == 0x7f;
+}
+
+std::string HexByte(char c) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  const auto b = static_cast<unsigned char>(c);
+  return std::string("0x") + kDigits[b >> 4] + kDigits[b & 0xf];
+}
+
 class LineParser {
  public:
   LineParser(std::vector<std::string_view> words, int line) : w_(std::move(words)), line_(line) {}
@@ -382,6 +396,11 @@ Result<Scenario> ParseScenario(std::string_view text) {
     }
     if (size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (auto bad = std::find_if(line.begin(), line.end(), IsControl); bad != line.end()) {
+      return MakeError(ErrorCode::kInvalidArgument, "scenario line " + std::to_string(line_number) +
+                                                        ": a control byte (" + HexByte(*bad) +
+                                                        ") outside a comment");
+    }
     std::vector<std::string_view> words = Words(line);
     if (words.empty()) continue;
     LineParser parser(std::move(words), line_number);

@@ -9,6 +9,8 @@
 namespace once::sim {
 namespace {
 
+using namespace std::string_literals;
+
 constexpr char kEverything[] = R"(# every step, once
 sleds 4 split s0,s1 | s2,s3
 left-cap 0
@@ -92,6 +94,8 @@ TEST(ScenarioTest, MalformedLinesAreTypedErrorsNamingTheirLine) {
       {"sleds 4\nsession start A via", "a sled"},
       {"sleds 4\nexpect ran J1 on s0 thrice", "once, never or twice"},
       {"", "no steps"},
+      {"sleds 4\njob J1 in A via s0 cmd true\r\r\n", "a control byte (0x0d)"},
+      {"sleds 4\nwait 1s\x01", "a control byte (0x01)"},
   };
   for (const auto& [text, why] : cases) {
     auto parsed = ParseScenario(text);
@@ -102,6 +106,22 @@ TEST(ScenarioTest, MalformedLinesAreTypedErrorsNamingTheirLine) {
   auto line = ParseScenario("sleds 2\n\n# comment\nboot s7\n");
   ASSERT_FALSE(line.has_value());
   EXPECT_NE(line.error().message.find("line 4"), std::string::npos) << line.error().message;
+}
+
+// Found by sim_scenario_fuzz (CI, 2026-12-05): a command ending in two CRs
+// formatted to a line whose reparse dropped one of them. A CRLF file still
+// parses; a control byte in a comment is still a comment.
+TEST(ScenarioTest, ACommandEndingInAControlByteIsRefusedAndCrlfFilesStillParse) {
+  auto crlf = ParseScenario("sleds 2\r\n# a \x02\x00 comment\r\njob J1 in A via s0 cmd true\r\n"s);
+  ASSERT_TRUE(crlf.has_value()) << crlf.error().ToString();
+  EXPECT_EQ(std::get<JobStart>(crlf->steps[1]).command, "true");
+  auto again = ParseScenario(FormatScenario(*crlf));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(FormatScenario(*again), FormatScenario(*crlf));
+  auto doubled = ParseScenario("sleds 2\njob J4 in S1 via s0 target s1 cmd trngle-sessi\r\r\r\n");
+  ASSERT_FALSE(doubled.has_value());
+  EXPECT_EQ(doubled.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(doubled.error().message.find("line 2"), std::string::npos) << doubled.error().message;
 }
 
 TEST(ScenarioTest, LimitsAreNamed) {

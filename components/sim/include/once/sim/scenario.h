@@ -25,7 +25,9 @@
 //   expect trusted s1
 //
 // Parse reads hostile text: a malformed line is kInvalidArgument naming its
-// line number; every count and size has a named limit (kLimitExceeded).
+// line number; every count and size has a named limit (kLimitExceeded). A
+// line may end in one CR (CRLF files); any other control byte but the tab
+// outside a comment is refused.
 // Format(Parse(text)) is canonical: it parses back to the same steps.
 
 #pragma once
