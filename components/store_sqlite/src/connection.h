@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "once/base/result.h"
+#include "once/store_sqlite/sqlite_event_store.h"
 
 namespace once::store::sqlite_internal {
 
@@ -62,6 +63,15 @@ struct ConnectionOptions {
   std::string vfs;      // empty: the default VFS
   bool query_only = false;
 };
+
+// The connection settings a store's options name: every SQLite store's
+// options have busy_timeout, durability and vfs.
+template <class StoreOptions>
+ConnectionOptions ConnectionOptionsOf(const StoreOptions& options) {
+  return ConnectionOptions{.busy_timeout = options.busy_timeout,
+                           .synchronous = options.durability == Durability::kFull ? 2 : 1,
+                           .vfs = options.vfs};
+}
 
 class Connection {
  public:

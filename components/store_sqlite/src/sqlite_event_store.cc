@@ -419,10 +419,8 @@ Result<std::unique_ptr<SqliteEventStore>> SqliteEventStore::Open(const std::stri
   } else {
     impl->clock = impl->options.clock;
   }
-  auto& co = impl->connection_options;
-  co.busy_timeout = impl->options.busy_timeout;
-  co.synchronous = impl->options.durability == Durability::kFull ? 2 : 1;
-  co.vfs = impl->options.vfs;
+  impl->connection_options = sqlite_internal::ConnectionOptionsOf(impl->options);
+  const auto& co = impl->connection_options;
   ONCE_ASSIGN_OR_RETURN(impl->writer, Connection::Open(path, co, SqlText()));
   ONCE_RETURN_IF_ERROR(EnableWal(*impl->writer));
   ONCE_RETURN_IF_ERROR(Migrate(*impl->writer));

@@ -104,10 +104,7 @@ Result<std::unique_ptr<SqliteNodeRegistry>> SqliteNodeRegistry::Open(const std::
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->clock = impl->options.clock ? impl->options.clock : &impl->system_clock;
-  sqlite_internal::ConnectionOptions co;
-  co.busy_timeout = impl->options.busy_timeout;
-  co.synchronous = impl->options.durability == Durability::kFull ? 2 : 1;
-  co.vfs = impl->options.vfs;
+  const sqlite_internal::ConnectionOptions co = sqlite_internal::ConnectionOptionsOf(impl->options);
   ONCE_ASSIGN_OR_RETURN(impl->conn,
                         sqlite_internal::OpenFileInWal("node registry", path, co, NodeSqlText()));
   Connection& c = *impl->conn;

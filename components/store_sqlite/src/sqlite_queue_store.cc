@@ -250,10 +250,7 @@ Result<std::unique_ptr<SqliteQueueStore>> SqliteQueueStore::Open(const std::stri
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->clock = impl->options.clock ? impl->options.clock : &impl->system_clock;
-  sqlite_internal::ConnectionOptions co;
-  co.busy_timeout = impl->options.busy_timeout;
-  co.synchronous = impl->options.durability == Durability::kFull ? 2 : 1;
-  co.vfs = impl->options.vfs;
+  const sqlite_internal::ConnectionOptions co = sqlite_internal::ConnectionOptionsOf(impl->options);
   ONCE_ASSIGN_OR_RETURN(impl->conn,
                         sqlite_internal::OpenFileInWal("queue", path, co, QueueSqlText()));
   Connection& c = *impl->conn;

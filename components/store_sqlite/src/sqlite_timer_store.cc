@@ -191,10 +191,7 @@ Result<std::unique_ptr<SqliteTimerStore>> SqliteTimerStore::Open(const std::stri
                                                                  SqliteTimerOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
-  sqlite_internal::ConnectionOptions co;
-  co.busy_timeout = impl->options.busy_timeout;
-  co.synchronous = impl->options.durability == Durability::kFull ? 2 : 1;
-  co.vfs = impl->options.vfs;
+  const sqlite_internal::ConnectionOptions co = sqlite_internal::ConnectionOptionsOf(impl->options);
   ONCE_ASSIGN_OR_RETURN(impl->conn,
                         sqlite_internal::OpenFileInWal("timer", path, co, TimerSqlText()));
   ONCE_RETURN_IF_ERROR(sqlite_internal::InTransaction(*impl->conn, kBegin, kCommit, kRollback,
