@@ -200,6 +200,12 @@ int64_t MicrosSince(Steady::time_point t0) {
 }
 
 // One execution of a case, synchronously on the calling thread.
+// A case's execution that must have run to its end.
+Status Completed(const runtime::RunOutcome& out) {
+  if (out.status == runtime::ExecutionStatus::kCompleted) return Ok();
+  return MakeError(ErrorCode::kInternal, "execution did not complete", out.execution_id);
+}
+
 Status RunOne(Runtime& rt, const std::string& c, const std::string& id, Json input,
               Phases* phases) {
   store::EventStore& store = rt.store();
@@ -225,12 +231,7 @@ Status RunOne(Runtime& rt, const std::string& c, const std::string& id, Json inp
   ONCE_ASSIGN_OR_RETURN(auto out,
                         rt.Start(Parks(c) ? "park_once" : "one_step", id, std::move(input), start));
   if (phases) phases->start_us += MicrosSince(t_start);
-  if (!Parks(c)) {
-    if (out.status != runtime::ExecutionStatus::kCompleted) {
-      return MakeError(ErrorCode::kInternal, "execution did not complete", id);
-    }
-    return Ok();
-  }
+  if (!Parks(c)) return Completed(out);
   if (!out.park_seq) return MakeError(ErrorCode::kInternal, "execution did not park", id);
   RunOptions resume;
   auto t_resume = Steady::now();
@@ -482,7 +483,7 @@ class PipelinedRun {
       for (int k = 0; k < share; ++k) {
         rt_.StartPipelined("one_step", fmt::format("{}-warm-{}-{}", tag_, index, k), Input(),
                            [this, &d](Result<runtime::RunOutcome> out) {
-                             Note(Completed(out));
+                             Note(Checked(out));
                              Answer(d, -1);
                            });
       }
@@ -502,7 +503,7 @@ class PipelinedRun {
         started_[i] = Steady::now();
         rt_.StartPipelined("one_step", in_.ids[i], std::move(in_.inputs[i]),
                            [this, &d, i](Result<runtime::RunOutcome> out) {
-                             Note(Completed(out));
+                             Note(Checked(out));
                              Answer(d, i);
                            });
       }
@@ -541,12 +542,8 @@ class PipelinedRun {
     d.cv.notify_one();
   }
 
-  static Status Completed(const Result<runtime::RunOutcome>& out) {
-    if (!out) return std::unexpected(out.error());
-    if (out->status != runtime::ExecutionStatus::kCompleted) {
-      return MakeError(ErrorCode::kInternal, "execution did not complete", out->execution_id);
-    }
-    return Ok();
+  static Status Checked(const Result<runtime::RunOutcome>& out) {
+    return out ? Completed(*out) : Status(std::unexpected(out.error()));
   }
 
   void Note(const Status& s) { error_.Note(s); }

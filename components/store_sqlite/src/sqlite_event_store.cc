@@ -420,8 +420,7 @@ Result<std::unique_ptr<SqliteEventStore>> SqliteEventStore::Open(const std::stri
     impl->clock = impl->options.clock;
   }
   impl->connection_options = sqlite_internal::ConnectionOptionsOf(impl->options);
-  const auto& co = impl->connection_options;
-  ONCE_ASSIGN_OR_RETURN(impl->writer, Connection::Open(path, co, SqlText()));
+  ONCE_ASSIGN_OR_RETURN(impl->writer, Connection::Open(path, impl->connection_options, SqlText()));
   ONCE_RETURN_IF_ERROR(EnableWal(*impl->writer));
   ONCE_RETURN_IF_ERROR(Migrate(*impl->writer));
   sqlite3_set_authorizer(impl->writer->db(), AuthorizeStepSql, &impl->judging_step_sql);

@@ -131,9 +131,10 @@ Result<std::unique_ptr<SqliteInboxStore>> SqliteInboxStore::Open(const std::stri
                                                                  SqliteInboxOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
-  const sqlite_internal::ConnectionOptions co = sqlite_internal::ConnectionOptionsOf(impl->options);
-  ONCE_ASSIGN_OR_RETURN(impl->conn,
-                        sqlite_internal::OpenFileInWal("inbox", path, co, InboxSqlText()));
+  ONCE_ASSIGN_OR_RETURN(
+      impl->conn,
+      sqlite_internal::OpenFileInWal(
+          "inbox", path, sqlite_internal::ConnectionOptionsOf(impl->options), InboxSqlText()));
   Connection& c = *impl->conn;
   ONCE_RETURN_IF_ERROR(Transaction(c, [&] { return MigrateLocked(c); }));
   return std::unique_ptr<SqliteInboxStore>(new SqliteInboxStore(std::move(impl)));

@@ -104,9 +104,10 @@ Result<std::unique_ptr<SqliteNodeRegistry>> SqliteNodeRegistry::Open(const std::
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->clock = impl->options.clock ? impl->options.clock : &impl->system_clock;
-  const sqlite_internal::ConnectionOptions co = sqlite_internal::ConnectionOptionsOf(impl->options);
-  ONCE_ASSIGN_OR_RETURN(impl->conn,
-                        sqlite_internal::OpenFileInWal("node registry", path, co, NodeSqlText()));
+  ONCE_ASSIGN_OR_RETURN(
+      impl->conn, sqlite_internal::OpenFileInWal(
+                      "node registry", path, sqlite_internal::ConnectionOptionsOf(impl->options),
+                      NodeSqlText()));
   Connection& c = *impl->conn;
   ONCE_RETURN_IF_ERROR(Transaction(c, [&] { return c.Exec(sqlite_internal::kCreateNodeTables); }));
   return std::unique_ptr<SqliteNodeRegistry>(new SqliteNodeRegistry(std::move(impl)));

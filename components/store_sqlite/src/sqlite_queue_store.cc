@@ -250,9 +250,10 @@ Result<std::unique_ptr<SqliteQueueStore>> SqliteQueueStore::Open(const std::stri
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->clock = impl->options.clock ? impl->options.clock : &impl->system_clock;
-  const sqlite_internal::ConnectionOptions co = sqlite_internal::ConnectionOptionsOf(impl->options);
-  ONCE_ASSIGN_OR_RETURN(impl->conn,
-                        sqlite_internal::OpenFileInWal("queue", path, co, QueueSqlText()));
+  ONCE_ASSIGN_OR_RETURN(
+      impl->conn,
+      sqlite_internal::OpenFileInWal(
+          "queue", path, sqlite_internal::ConnectionOptionsOf(impl->options), QueueSqlText()));
   Connection& c = *impl->conn;
   ONCE_RETURN_IF_ERROR(Transaction(c, [&] { return c.Exec(sqlite_internal::kCreateQueueTables); }));
   return std::unique_ptr<SqliteQueueStore>(new SqliteQueueStore(std::move(impl)));

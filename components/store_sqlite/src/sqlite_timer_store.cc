@@ -191,9 +191,10 @@ Result<std::unique_ptr<SqliteTimerStore>> SqliteTimerStore::Open(const std::stri
                                                                  SqliteTimerOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
-  const sqlite_internal::ConnectionOptions co = sqlite_internal::ConnectionOptionsOf(impl->options);
-  ONCE_ASSIGN_OR_RETURN(impl->conn,
-                        sqlite_internal::OpenFileInWal("timer", path, co, TimerSqlText()));
+  ONCE_ASSIGN_OR_RETURN(
+      impl->conn,
+      sqlite_internal::OpenFileInWal(
+          "timer", path, sqlite_internal::ConnectionOptionsOf(impl->options), TimerSqlText()));
   ONCE_RETURN_IF_ERROR(sqlite_internal::InTransaction(*impl->conn, kBegin, kCommit, kRollback,
                                                       [&] { return MigrateLocked(*impl->conn); }));
   impl->group = std::make_unique<sqlite_internal::WriteGroup>(
