@@ -401,19 +401,10 @@ struct Statement {
 constexpr const char* kListEndedNames[] = {"list_ended_0", "list_ended_1", "list_ended_2",
                                            "list_ended_3"};
 
-std::string ListEndedSql(size_t k) {
+std::string ListEndedOf(size_t k) {
   std::span<const std::string_view> ending = EndingKindNames();
   ONCE_CHECK_MSG(ending.size() == std::size(kListEndedNames), "one statement an ending kind");
-  // An end is a row of its own (kind) or the last event of a row (end_kind):
-  // both status indexes, merged in order.
-  const std::string kind(ending[k]);
-  return "(SELECT execution_id, time_ms FROM events WHERE kind = '" + kind +
-         "' AND time_ms <= $1::int8 AND (time_ms, execution_id) > ($2::int8, $3::text) "
-         "ORDER BY time_ms, execution_id LIMIT $4::int8) UNION ALL "
-         "(SELECT execution_id, end_time_ms FROM events WHERE end_kind = '" +
-         kind +
-         "' AND end_time_ms <= $1::int8 AND (end_time_ms, execution_id) > ($2::int8, $3::text) "
-         "ORDER BY end_time_ms, execution_id LIMIT $4::int8) ORDER BY 2, 1 LIMIT $4::int8";
+  return sql::ListEndedSql(ending[k]);
 }
 
 std::vector<Statement> Statements() {
@@ -488,11 +479,11 @@ std::vector<Statement> Statements() {
        "DELETE FROM fences WHERE execution_id = ANY($1::text[]) AND token = 0"},
       {"delete_ended_events", "DELETE FROM events WHERE execution_id = ANY($1::text[])"},
       // ListEnded: one statement per ending kind, the kind inlined so that
-      // the generic plan reads the partial index events_by_status_kind.
-      {kListEndedNames[0], ListEndedSql(0)},
-      {kListEndedNames[1], ListEndedSql(1)},
-      {kListEndedNames[2], ListEndedSql(2)},
-      {kListEndedNames[3], ListEndedSql(3)},
+      // the generic plan reads the partial status indexes.
+      {kListEndedNames[0], ListEndedOf(0)},
+      {kListEndedNames[1], ListEndedOf(1)},
+      {kListEndedNames[2], ListEndedOf(2)},
+      {kListEndedNames[3], ListEndedOf(3)},
       {"delete_zero_fence", "DELETE FROM fences WHERE execution_id = $1::text AND token = 0"},
       // CopyPrefix: whether `to` has a log (its head), then the source's
       // events read as a range, appended to `to` as one request.
@@ -562,6 +553,7 @@ Status EnsureStatusIndexes(Conn& conn) {
   const std::pair<std::string_view, std::string> indexes[] = {
       {sql::kStatusIndex, sql::CreateStatusIndexSql()},
       {sql::kEndStatusIndex, sql::CreateEndStatusIndexSql()},
+      {sql::kPairedStatusIndex, sql::CreatePairedStatusIndexSql()},
   };
   for (const auto& [name, create] : indexes) {
     ONCE_ASSIGN_OR_RETURN(PgResult found, conn.ExecParams("SELECT to_regclass($1) IS NULL",
@@ -622,6 +614,13 @@ Status sql::MigrateEventSchemaLocked(Conn& conn, const PostgresOptions& options,
   if (at == 5) {
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV5ToV6)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 6));
+  }
+  if (at == 6) {
+    // Rebuilt by EnsureStatusIndexes below, in this transaction: writers
+    // wait for the three builds (docs/event-store.md, "one status entry
+    // for a paired row": build them beforehand CONCURRENTLY on a large store).
+    ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV6ToV7)));
+    ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 7));
   }
   ONCE_RETURN_IF_ERROR(EnsureStatusIndexes(conn));
   if (!options.backfill_park_fences) return Ok();

@@ -5,6 +5,7 @@
 
 #include "once/events/kinds.h"
 #include "once/store/validate.h"
+#include "once/store_postgres/status_index.h"
 #include "packed_rows.h"
 
 namespace once::store::sql {
@@ -44,16 +45,51 @@ std::string AnsweredAfter(std::string_view id_expr, std::string_view park_expr) 
 
 std::string StatusKindList() { return SqlQuotedList(events::StatusKernelKindNames()); }
 
+std::span<const std::string_view> PairedEndKinds() {
+  static const std::vector<std::string_view> kinds = [] {
+    std::vector<std::string_view> out;
+    for (std::string_view k : events::StatusKernelKindNames()) {
+      if (k != events::Info(events::KernelKind::kExecutionStarted).name) out.push_back(k);
+    }
+    return out;
+  }();
+  return kinds;
+}
+
+const std::string& PairedStatusPredicate() {
+  static const std::string sql = "COALESCE(kind = 'EXECUTION_STARTED' AND end_kind IN (" +
+                                 SqlQuotedList(PairedEndKinds()) +
+                                 ") AND end_time_ms = time_ms, false)";
+  return sql;
+}
+
 std::string CreateStatusIndexSql() {
   return "CREATE INDEX IF NOT EXISTS " + std::string(kStatusIndex) +
          " ON events (kind, time_ms, execution_id, sequence) WHERE kind IN (" + StatusKindList() +
-         ")";
+         ") AND NOT " + PairedStatusPredicate();
 }
 
 std::string CreateEndStatusIndexSql() {
   return "CREATE INDEX IF NOT EXISTS " + std::string(kEndStatusIndex) +
          " ON events (end_kind, end_time_ms, execution_id, sequence) WHERE end_kind IN (" +
-         StatusKindList() + ")";
+         StatusKindList() + ") AND NOT " + PairedStatusPredicate();
+}
+
+std::string CreatePairedStatusIndexSql() {
+  return "CREATE INDEX IF NOT EXISTS " + std::string(kPairedStatusIndex) +
+         " ON events (end_kind, time_ms, execution_id, sequence) WHERE " + PairedStatusPredicate();
+}
+
+std::string ListEndedSql(std::string_view kind) {
+  // Every range of the kind's entries (status_index.h), merged in order.
+  std::string sql;
+  for (const StatusRange& r : PostgresStatusRanges(kind, kSchemaVersion)) {
+    sql += std::string(sql.empty() ? "" : " UNION ALL ") + "(SELECT execution_id, " + r.time +
+           " FROM events WHERE " + r.where + " AND " + r.time + " <= $1::int8 AND (" + r.time +
+           ", execution_id) > ($2::int8, $3::text) ORDER BY " + r.time +
+           ", execution_id LIMIT $4::int8)";
+  }
+  return sql + " ORDER BY 2, 1 LIMIT $4::int8";
 }
 
 std::string HeadSql(std::string_view id_expr) { return pg::RowHoldingSql(kLastOfRow, id_expr, ""); }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -169,13 +170,35 @@ inline constexpr std::string_view kMigrateV1ToV2 =
 // backwards for newest first), so that listing the newest executions of one
 // status reads a page of index entries. Partial: steps, resumes and audit
 // events are not in them. A status event is the first event of its row
-// (events_by_status_kind) or its last (events_by_end_status_kind, on the
-// end_* columns; packed_rows.h). Created at every Open if missing (not a
-// versioned migration: an older build ignores them).
-inline constexpr std::string_view kStatusIndex = "events_by_status_kind";
-inline constexpr std::string_view kEndStatusIndex = "events_by_end_status_kind";
+// (events_by_first_status) or its last (events_by_last_status, on the end_*
+// columns; packed_rows.h), except in a paired row (PairedStatusPredicate),
+// which has one entry for both in events_by_start_and_status
+// (status_index.h says how each is read). Created at every Open if missing,
+// so an installation can build them beforehand CONCURRENTLY; version 7
+// replaced version 6's two (kMigrateV6ToV7).
+inline constexpr std::string_view kStatusIndex = "events_by_first_status";
+inline constexpr std::string_view kEndStatusIndex = "events_by_last_status";
+inline constexpr std::string_view kPairedStatusIndex = "events_by_start_and_status";
 std::string CreateStatusIndexSql();
 std::string CreateEndStatusIndexSql();
+std::string CreatePairedStatusIndexSql();
+// The status kinds that can end a paired row: every one but EXECUTION_STARTED.
+std::span<const std::string_view> PairedEndKinds();
+// Whether an events row is paired: its first event is EXECUTION_STARTED and
+// its last a status event of the same time_ms. Never NULL, so that NOT of it
+// is true for every other row. The text is the indexes' predicate: a query
+// that repeats it can use them.
+const std::string& PairedStatusPredicate();
+// Version 6 -> 7: version 6's two status indexes, which hold a paired row
+// twice, go (EnsureStatusIndexes then creates the three of version 7).
+inline constexpr std::string_view kMigrateV6ToV7 =
+    "DROP INDEX IF EXISTS events_by_status_kind; DROP INDEX IF EXISTS events_by_end_status_kind";
+
+// EventStore::ListEnded's page of one ending kind (inlined, so that a generic
+// plan reads the partial status indexes): the executions whose `kind` event
+// is at or before $1 and after the cursor ($2 time, $3 id), oldest first, at
+// most $4; columns execution_id, time.
+std::string ListEndedSql(std::string_view kind);
 
 // The head of the log of execution `id_expr` (an SQL expression): the last
 // sequence of its newest row, NULL for an empty log.

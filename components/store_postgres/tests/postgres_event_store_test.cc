@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "../src/append_hints.h"
@@ -708,34 +709,34 @@ TEST_F(PostgresStoreTest, TheGuardsGenericPlansReadNoWholeTable) {
       {"lean_owned", sql::LeanAppendSql(false, true)},
       {"lone", sql::LoneInsertSql()},
       {"full", sql::AppendSql("SHARE")}};
-  schema_->Sql("SET plan_cache_mode = force_generic_plan");
   for (const auto& [name, text] : statements) {
     SCOPED_TRACE(name);
-    int params = 0;  // the highest $N: EXECUTE needs as many (NULL) arguments
-    for (size_t at = text.find('$'); at != std::string::npos; at = text.find('$', at + 1)) {
-      params = std::max(params, std::atoi(text.c_str() + at + 1));
-    }
-    std::string args;
-    for (int i = 0; i < params; ++i) args += i == 0 ? "NULL" : ", NULL";
-    schema_->Sql(std::string("PREPARE g_") + name + " AS " + text);
-    std::string plan =
-        schema_->Sql(std::string("EXPLAIN (FORMAT JSON) EXECUTE g_") + name + "(" + args + ")");
-    ASSERT_FALSE(plan.empty());
     // Every read of events is a probe of an index (the INSERT is not a read).
-    std::vector<std::string> reads;
-    std::function<void(const Json&)> walk = [&](const Json& node) {
-      if (node.value("Relation Name", "") == "events" &&
-          node.value("Node Type", "") != "ModifyTable") {
-        reads.push_back(node.value("Node Type", "?"));
-      }
-      for (const Json& child : node.value("Plans", Json::array())) walk(child);
-    };
-    walk(Json::parse(plan).at(0).at("Plan"));
+    std::vector<std::string> reads = schema_->GenericPlanReads(text).node_types;
     EXPECT_FALSE(reads.empty());
     for (const std::string& read : reads) {
       EXPECT_TRUE(read == "Index Scan" || read == "Index Only Scan") << read << " of events";
     }
   }
+}
+
+// Every read of a status kind's entries proves a status index's predicate:
+// with sequential scans off, a statement that did not would scan the table.
+TEST_F(PostgresStoreTest, ListEndedReadsEveryStatusIndexAndNoWholeTable) {
+  std::set<std::string> used;
+  for (std::string_view kind : EndingKindNames()) {
+    SCOPED_TRACE(kind);
+    testing::TestSchema::PlanReads plan = schema_->GenericPlanReads(sql::ListEndedSql(kind), true);
+    EXPECT_EQ(plan.node_types.size(), 3u);
+    EXPECT_EQ(plan.sorted_reads, 0);  // each range is read in its index's order
+    for (const std::string& read : plan.node_types) {
+      EXPECT_TRUE(read == "Index Scan" || read == "Index Only Scan") << read << " of events";
+    }
+    used.insert(plan.indexes.begin(), plan.indexes.end());
+  }
+  EXPECT_EQ(used, (std::set<std::string>{std::string(sql::kStatusIndex),
+                                         std::string(sql::kEndStatusIndex),
+                                         std::string(sql::kPairedStatusIndex)}));
 }
 
 // Concurrent acquires share transactions: rows bumped in one transaction
@@ -1547,9 +1548,12 @@ TEST_F(PackedRowsTest, AMalformedRowIsCorruptionAndTheOthersAreServed) {
 TEST_F(PackedRowsTest, AVersion5StoreMigratesAndItsRowsStayReadable) {
   store_.reset();
   schema_->Sql(R"(
-DROP INDEX events_by_end_status_kind;
+DROP INDEX events_by_first_status, events_by_last_status, events_by_start_and_status;
 ALTER TABLE events DROP COLUMN last_sequence, DROP COLUMN end_kind, DROP COLUMN end_payload,
   DROP COLUMN end_metadata, DROP COLUMN end_time_ms, DROP COLUMN rest;
+CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
+  WHERE kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
+                 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
 INSERT INTO events VALUES
   ('old', 1, 'EXECUTION_STARTED', '{}', '{"kernel":true}', 5),
   ('old', 2, 'STEP_COMPLETED', '{"n":1}', '{"kernel":true}', 6),
@@ -1558,7 +1562,8 @@ INSERT INTO fences VALUES ('old', 0, NULL, NULL, NULL);
 UPDATE once_schema SET value = 5 WHERE name = 'version';)");
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
-  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "6");
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"),
+            std::to_string(kPostgresSchemaVersion));
   EXPECT_EQ(Rows("old"), "1 2 3");
   EXPECT_EQ(Sequences("old", 2, kToEnd), (std::vector<int64_t>{2, 3}));
   auto resumed = store_->AcquireFenceIfReadTail("old", {.fence = 0, .park_seq = 3}, 1).value();
@@ -1568,6 +1573,58 @@ UPDATE once_schema SET value = 5 WHERE name = 'version';)");
       Req("old", 4, {KernelEvent(KernelKind::kExecutionResumed, {}), Step(2), Done()}, 1)));
   EXPECT_EQ(Rows("old"), "1 2 3 4-6");
   EXPECT_EQ(store_->Head("old").value(), 6);
+}
+
+// Version 7 gives a paired row one status entry (status_index.h). A version
+// 6 store's two indexes, which hold every status event, are rebuilt at Open
+// and every kind of row is still found by its ends.
+TEST_F(PackedRowsTest, AVersion6StoreRebuildsItsStatusIndexes) {
+  Envelope late_done = Done();
+  late_done.time_ms = clock_.NowUnixMillis() + 5;  // a start and an end of different times
+  ASSERT_TRUE(store_->Append(Req("paired", 1, {Started(), Step(1), Done()})));
+  ASSERT_TRUE(store_->Append(Req("apart", 1, {Started(), Step(1), late_done})));
+  ASSERT_TRUE(store_->Append(Req("lone", 1, {Started()})));
+  ASSERT_TRUE(store_->Append(Req("lone", 2, {Step(1), Done()})));
+  store_.reset();
+  schema_->Sql(R"(
+DROP INDEX events_by_first_status, events_by_last_status, events_by_start_and_status;
+CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
+  WHERE kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
+                 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
+CREATE INDEX events_by_end_status_kind ON events (end_kind, end_time_ms, execution_id, sequence)
+  WHERE end_kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
+                     'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
+UPDATE once_schema SET value = 6 WHERE name = 'version';)");
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "7");
+  EXPECT_EQ(schema_->Sql("SELECT string_agg(indexname, ' ' ORDER BY indexname) FROM pg_indexes "
+                         "WHERE schemaname = '" +
+                         schema_->name() + "' AND tablename = 'events'"),
+            "events_by_first_status events_by_last_status events_by_start_and_status events_pkey");
+  auto entries = [&](std::string_view index) {
+    return schema_->Sql("SELECT (SELECT count(*) FROM events WHERE " +
+                        std::string(index == sql::kStatusIndex ? "kind IN (" : "end_kind IN (") +
+                        sql::StatusKindList() + ") AND NOT " + sql::PairedStatusPredicate() +
+                        ") || ' ' || (SELECT count(*) FROM events WHERE " +
+                        sql::PairedStatusPredicate() + ")");
+  };
+  EXPECT_EQ(entries(sql::kStatusIndex), "2 1");     // apart's and lone's starts; paired
+  EXPECT_EQ(entries(sql::kEndStatusIndex), "2 1");  // apart's and lone's ends
+  for (std::string_view index :
+       {sql::kStatusIndex, sql::kEndStatusIndex, sql::kPairedStatusIndex}) {
+    EXPECT_NE(schema_
+                  ->Sql("SELECT indexdef FROM pg_indexes WHERE schemaname = '" + schema_->name() +
+                        "' AND indexname = '" + std::string(index) + "'")
+                  .find("COALESCE"),
+              std::string::npos)
+        << index;
+  }
+  auto ended = store_->ListEnded(clock_.NowUnixMillis() + 10, {}, 10).value();
+  std::vector<std::string> ids;
+  for (const auto& e : ended.executions) ids.push_back(e.execution_id);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"apart", "lone", "paired"}));
 }
 
 TEST_F(PostgresStoreTest, DISABLED_GroupCommitVsRawBatchedInsert) {

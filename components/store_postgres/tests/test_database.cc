@@ -1,8 +1,11 @@
 #include "test_database.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <random>
 
+#include "nlohmann/json.hpp"
 #include "once/base/hex.h"
 
 namespace once::store::testing {
@@ -60,6 +63,38 @@ std::string TestSchema::Sql(const std::string& sql) {
     out = PQgetvalue(res, 0, 0);
   }
   PQclear(res);
+  return out;
+}
+
+TestSchema::PlanReads TestSchema::GenericPlanReads(const std::string& sql, bool seqscan_off) {
+  int params = 0;  // the highest $N: EXECUTE needs as many (NULL) arguments
+  for (size_t at = sql.find('$'); at != std::string::npos; at = sql.find('$', at + 1)) {
+    params = std::max(params, std::atoi(sql.c_str() + at + 1));
+  }
+  std::string args;
+  for (int i = 0; i < params; ++i) args += i == 0 ? "NULL" : ", NULL";
+  Sql("SET plan_cache_mode = force_generic_plan");
+  Sql(seqscan_off ? "SET enable_seqscan = off" : "RESET enable_seqscan");
+  Sql("DEALLOCATE ALL");
+  Sql("PREPARE plan_reads AS " + sql);
+  std::string plan =
+      Sql("EXPLAIN (FORMAT JSON) EXECUTE plan_reads" + (params ? "(" + args + ")" : std::string()));
+  PlanReads out;
+  if (plan.empty()) return out;
+  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& node) {
+    if (node.value("Relation Name", "") == "events" &&
+        node.value("Node Type", "") != "ModifyTable") {
+      out.node_types.push_back(node.value("Node Type", "?"));
+    }
+    if (node.contains("Index Name")) out.indexes.insert(node.value("Index Name", ""));
+    for (const nlohmann::json& child : node.value("Plans", nlohmann::json::array())) {
+      if (node.value("Node Type", "") == "Sort" && child.value("Relation Name", "") == "events") {
+        ++out.sorted_reads;
+      }
+    }
+    for (const nlohmann::json& child : node.value("Plans", nlohmann::json::array())) walk(child);
+  };
+  walk(nlohmann::json::parse(plan).at(0).at("Plan"));
   return out;
 }
 

@@ -11,7 +11,9 @@
 #include <libpq-fe.h>
 
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "once/base/clock.h"
 #include "once/store_postgres/postgres_event_store.h"
@@ -34,6 +36,18 @@ class TestSchema {
   // first column of the first row ("" when none); fails the test on error.
   std::string Sql(const std::string& sql);
   PGconn* side() const { return side_; }
+
+  // How a generic plan of `sql` (which may take $N parameters) reads the
+  // events table: the node type of each read (Seq Scan, Index Scan, ...)
+  // the indexes it walks and how many reads it sorts (a Sort right above a
+  // read: the read did not use its index's order). With `seqscan_off` a Seq Scan means that no
+  // index applies (a partial index whose predicate the query does not prove).
+  struct PlanReads {
+    std::vector<std::string> node_types;
+    std::set<std::string> indexes;
+    int sorted_reads = 0;
+  };
+  PlanReads GenericPlanReads(const std::string& sql, bool seqscan_off = false);
 
  private:
   std::string url_;

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "once/store_postgres/postgres_event_store.h"
+#include "once/store_postgres/status_index.h"
 #include "source.h"
 
 namespace once::visibility::internal {
@@ -14,7 +15,9 @@ namespace {
 constexpr int64_t kOwnersInFencesVersion = 4;
 // From version 6 a row holds a run of one append's events: a status event
 // is its first (kind, time_ms, sequence) or its last (end_kind,
-// end_time_ms, last_sequence). See components/store_postgres/src/packed_rows.h.
+// end_time_ms, last_sequence). See components/store_postgres/src/packed_rows.h;
+// store::PostgresStatusRanges says which index holds which (version 7 gave
+// a paired row one entry).
 constexpr int64_t kPackedRowsVersion = 6;
 
 struct ResultDeleter {
@@ -52,6 +55,50 @@ int64_t IntAt(PGresult* r, int row, int col) {
 std::string TextAt(PGresult* r, int row, int col) {
   return std::string(PQgetvalue(r, row, col), PQgetlength(r, row, col));
 }
+
+}  // namespace
+
+std::string PostgresCandidatesSql(std::string_view kind, int64_t version) {
+  // Each range of the kind's entries newest first, merged (status_index.h).
+  std::string sql;
+  for (const store::StatusRange& r : store::PostgresStatusRanges(kind, version)) {
+    sql += std::string(sql.empty() ? "" : " UNION ALL ") + "(SELECT execution_id, " + r.time +
+           ", " + r.sequence + " FROM events WHERE " + r.where + " AND (" + r.time +
+           ", execution_id) <= ($1::int8, $2::text) AND (" + r.time + ", execution_id, " +
+           r.sequence + ") < ($1::int8, $2::text, $3::int8) AND " + r.time +
+           " >= $4::int8 ORDER BY " + r.time + " DESC, execution_id DESC, " + r.order_sequence +
+           " DESC LIMIT $5::int8)";
+  }
+  return sql + " ORDER BY 2 DESC, 1 DESC, 3 DESC LIMIT $5::int8";
+}
+
+std::string PostgresCountKindSql(std::string_view kind, int64_t version) {
+  // A sum of one count per range, each of its own index (only): an OR of
+  // the ranges is planned as one scan of the whole table (on 1,000,000
+  // executions, 210 ms against 8 for a rare kind; BENCHMARKS.md).
+  std::string sql = "SELECT 0";
+  for (const store::StatusRange& r : store::PostgresStatusRanges(kind, version)) {
+    sql += " + (SELECT COUNT(*) FROM events WHERE " + r.where + ")";
+  }
+  return sql;
+}
+
+std::string PostgresCountOpenParksSql(int64_t version) {
+  const std::string answering(AnsweringKindsSql());
+  const std::string parks = store::AnyStatusRangeSql(store::PostgresStatusRanges(
+      events::Info(events::KernelKind::kExecutionSuspended).name, version));
+  // Version 6: a park ends its row, so the rows after it start after it.
+  const std::string after =
+      version >= kPackedRowsVersion
+          ? "a.sequence > COALESCE(p.last_sequence, p.sequence) AND (a.kind IN " + answering +
+                " OR a.end_kind IN " + answering + ")"
+          : "a.sequence > p.sequence AND a.kind IN " + answering;
+  return "SELECT COUNT(*) FROM events p WHERE " + parks +
+         " AND NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = p.execution_id AND " +
+         after + ")";
+}
+
+namespace {
 
 class PostgresSource final : public Source {
  public:
@@ -100,29 +147,10 @@ class PostgresSource final : public Source {
 
   Result<std::vector<Candidate>> Candidates(std::string_view kind, const IndexKey& before,
                                             int64_t min_ms, size_t limit) override {
-    // The kind is a literal so that the partial indexes apply.
-    const std::string k(kind);
-    std::string sql = "(SELECT execution_id, time_ms, sequence FROM events WHERE kind = '" + k +
-                      "' AND (time_ms, execution_id, sequence) < ($1::int8, $2::text, $3::int8) "
-                      "AND time_ms >= $4::int8 "
-                      "ORDER BY time_ms DESC, execution_id DESC, sequence DESC LIMIT $5::int8)";
-    if (version_ >= kPackedRowsVersion) {
-      // Within one execution rows and their last events are in one order,
-      // so the index's (time, id, first sequence) order is the ends' order.
-      sql +=
-          " UNION ALL (SELECT execution_id, end_time_ms, last_sequence FROM events "
-          "WHERE end_kind = '" +
-          k +
-          "' AND (end_time_ms, execution_id) <= ($1::int8, $2::text) "
-          "AND (end_time_ms, execution_id, last_sequence) < ($1::int8, $2::text, $3::int8) "
-          "AND end_time_ms >= $4::int8 "
-          "ORDER BY end_time_ms DESC, execution_id DESC, sequence DESC LIMIT $5::int8) "
-          "ORDER BY 2 DESC, 1 DESC, 3 DESC LIMIT $5::int8";
-    }
-    ONCE_ASSIGN_OR_RETURN(PgResult r,
-                          Query(sql, {std::to_string(before.time_ms), before.execution_id,
-                                      std::to_string(before.sequence), std::to_string(min_ms),
-                                      std::to_string(limit)}));
+    ONCE_ASSIGN_OR_RETURN(PgResult r, Query(PostgresCandidatesSql(kind, version_),
+                                            {std::to_string(before.time_ms), before.execution_id,
+                                             std::to_string(before.sequence),
+                                             std::to_string(min_ms), std::to_string(limit)}));
     std::vector<Candidate> out;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       out.push_back(Candidate{.key = {.time_ms = IntAt(r.get(), i, 1),
@@ -203,31 +231,12 @@ class PostgresSource final : public Source {
   }
 
   Result<int64_t> CountKind(std::string_view kind) override {
-    ONCE_ASSIGN_OR_RETURN(
-        PgResult r,
-        Query("SELECT COUNT(*) FROM events WHERE kind = '" + std::string(kind) + "'" +
-                  (version_ >= kPackedRowsVersion ? " OR end_kind = '" + std::string(kind) + "'"
-                                                  : std::string()),
-              {}));
+    ONCE_ASSIGN_OR_RETURN(PgResult r, Query(PostgresCountKindSql(kind, version_), {}));
     return IntAt(r.get(), 0, 0);
   }
 
   Result<int64_t> CountOpenParks() override {
-    // Version 6: a park ends its row, so the rows after it start after it.
-    const bool packed = version_ >= kPackedRowsVersion;
-    const std::string answering(AnsweringKindsSql());
-    ONCE_ASSIGN_OR_RETURN(
-        PgResult r,
-        Query(packed ? "SELECT COUNT(*) FROM events p WHERE (p.kind = 'EXECUTION_SUSPENDED' OR "
-                       "p.end_kind = 'EXECUTION_SUSPENDED') AND NOT EXISTS (SELECT 1 FROM "
-                       "events a WHERE a.execution_id = p.execution_id AND a.sequence > "
-                       "COALESCE(p.last_sequence, p.sequence) AND (a.kind IN " +
-                           answering + " OR a.end_kind IN " + answering + "))"
-                     : "SELECT COUNT(*) FROM events p WHERE p.kind = 'EXECUTION_SUSPENDED' AND "
-                       "NOT EXISTS (SELECT 1 FROM events a WHERE a.execution_id = p.execution_id "
-                       "AND a.sequence > p.sequence AND a.kind IN " +
-                           answering + ")",
-              {}));
+    ONCE_ASSIGN_OR_RETURN(PgResult r, Query(PostgresCountOpenParksSql(version_), {}));
     return IntAt(r.get(), 0, 0);
   }
 

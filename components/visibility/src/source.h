@@ -16,7 +16,7 @@
 namespace once::visibility::internal {
 
 // The kinds whose newest occurrence decides an execution's status: those of
-// the stores' partial index events_by_status_kind
+// the stores' partial status indexes
 // (events::StatusKernelKindNames) and EXECUTION_RESUMED, as a parenthesised
 // SQL list.
 inline const std::string& FoldKindsSql() {
@@ -61,6 +61,14 @@ struct RawSummary {
   std::optional<RawEvent> last_status;  // the newest of FoldKindsSql()
   int64_t fence = 0;
 };
+
+// The PostgreSQL source's reads of the status indexes, for a schema of
+// `version` (status_index.h); the tests read their plans. Candidates' SQL
+// takes $1..$5: the IndexKey before (time_ms, execution_id, sequence),
+// min_ms and the limit.
+std::string PostgresCandidatesSql(std::string_view kind, int64_t version);
+std::string PostgresCountKindSql(std::string_view kind, int64_t version);
+std::string PostgresCountOpenParksSql(int64_t version);
 
 class Source {
  public:

@@ -119,8 +119,8 @@ std::span<const std::string_view> AllKernelKindNames();
 
 // The kinds whose event places an execution in a status: EXECUTION_STARTED,
 // EXECUTION_SUSPENDED and the terminal kinds, in kKernelKinds order. The SQL
-// stores' partial index events_by_status_kind holds exactly their events
-// (docs/event-store.md); components/visibility lists executions from it.
+// stores' partial status indexes hold exactly their events
+// (docs/event-store.md); components/visibility lists executions from them.
 bool IsStatusKind(KernelKind kind);
 std::span<const std::string_view> StatusKernelKindNames();
 

@@ -276,7 +276,7 @@ class EventStore {
   // `limit` (capped by limits().list_page_executions_max); one entry per
   // ending event (an execution that ended twice is listed twice). A page
   // costs its own rows, not the store's size: the SQL stores read their
-  // index of ending events (events_by_status_kind). A caller that fixes
+  // indexes of status events (docs/event-store.md). A caller that fixes
   // ended_ms_max at the start of a pass sees an end: executions that end
   // later are never listed, however many keep arriving. Pages are not one
   // snapshot: an execution deleted or ended meanwhile may or may not show.

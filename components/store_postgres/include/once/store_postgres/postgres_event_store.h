@@ -133,8 +133,10 @@ inline constexpr std::string_view kPostgresEventRowColumns =
 std::optional<std::string> PostgresRestColumn(std::span<const EncodedEvent> row);
 
 // The schema version this build writes (once_schema row 'version'); a
-// database with a higher one is refused with kUnsupported.
-inline constexpr int64_t kPostgresSchemaVersion = 6;
+// database with a higher one is refused with kUnsupported. Version 7 kept
+// version 6's rows and gave a paired row one status-index entry
+// (status_index.h).
+inline constexpr int64_t kPostgresSchemaVersion = 7;
 
 // From this schema version a park or an end leaves the owner in its fences
 // row and the log releases it: a row names a running owner only under

@@ -13,12 +13,12 @@
 //   q.cursor = page.next_cursor;  // empty: nothing older
 //
 // How a page is found (docs/operations.md, "Visibility"): the stores keep a
-// partial index events_by_status_kind on (kind, time_ms, execution_id,
-// sequence) over the kinds that place an execution in a status
-// (EXECUTION_STARTED, _SUSPENDED, _COMPLETED, _FAILED, _CANCELLED,
-// _CONTINUED). A query walks that index newest first from its cursor: the
-// terminal kind for a terminal status, the parks for "suspended" or a
-// parked_on filter, the starts otherwise. Each candidate is summarised by a
+// partial index on (kind, time_ms, execution_id, sequence) over the kinds
+// that place an execution in a status (EXECUTION_STARTED, _SUSPENDED,
+// _COMPLETED, _FAILED, _CANCELLED, _CONTINUED; on PostgreSQL three, read
+// as one: once/store_postgres/status_index.h). A query walks it newest
+// first from its cursor: the terminal kind for a terminal status, the parks
+// for "suspended" or a parked_on filter, the starts otherwise. Each candidate is summarised by a
 // few primary-key probes (its head, its newest status event, its start, its
 // fence) and kept if it passes every filter. A page stops at `limit` rows or
 // after `scan_rows_max` candidates, whichever comes first, and hands back a
