@@ -1627,6 +1627,41 @@ UPDATE once_schema SET value = 6 WHERE name = 'version';)");
   EXPECT_EQ(ids, (std::vector<std::string>{"apart", "lone", "paired"}));
 }
 
+// The path docs/operations.md gives a large installation: the three indexes
+// built CONCURRENTLY beside version 6's while its build still writes; the
+// next Open keeps them (the same relations) and drops only the old two.
+TEST_F(PackedRowsTest, Version7IndexesBuiltBeforehandAreKept) {
+  ASSERT_TRUE(store_->Append(Req("paired", 1, {Started(), Step(1), Done()})));
+  store_.reset();
+  schema_->Sql(R"(
+DROP INDEX events_by_first_status, events_by_last_status, events_by_start_and_status;
+CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
+  WHERE kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
+                 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
+UPDATE once_schema SET value = 6 WHERE name = 'version';)");
+  for (const std::string& create : {sql::CreateStatusIndexSql(), sql::CreateEndStatusIndexSql(),
+                                    sql::CreatePairedStatusIndexSql()}) {
+    const std::string plain = "CREATE INDEX IF NOT EXISTS ";
+    ASSERT_EQ(create.find(plain), 0u);
+    schema_->Sql("CREATE INDEX CONCURRENTLY " + create.substr(plain.size()));
+  }
+  const std::string oids =
+      "SELECT to_regclass('events_by_first_status')::oid || ' ' || "
+      "to_regclass('events_by_last_status')::oid || ' ' || "
+      "to_regclass('events_by_start_and_status')::oid";
+  const std::string before = schema_->Sql(oids);
+  ASSERT_FALSE(before.empty());
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "7");
+  EXPECT_EQ(schema_->Sql(oids), before);  // the same three relations, not rebuilt
+  EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_index WHERE indrelid = 'events'::regclass"),
+            "4");  // and the primary key
+  EXPECT_EQ(schema_->Sql("SELECT to_regclass('events_by_status_kind') IS NULL"), "t");
+  auto ended = store_->ListEnded(clock_.NowUnixMillis(), {}, 10).value();
+  ASSERT_EQ(ended.executions.size(), 1u);
+}
+
 TEST_F(PostgresStoreTest, DISABLED_GroupCommitVsRawBatchedInsert) {
   constexpr int kBatches = 200;
   const char* env = std::getenv("ONCE_GROUP_EXECUTIONS");  // executions per batch
