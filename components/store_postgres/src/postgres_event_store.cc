@@ -553,7 +553,6 @@ Status EnsureStatusIndexes(Conn& conn) {
   const std::pair<std::string_view, std::string> indexes[] = {
       {sql::kStatusIndex, sql::CreateStatusIndexSql()},
       {sql::kEndStatusIndex, sql::CreateEndStatusIndexSql()},
-      {sql::kPairedStatusIndex, sql::CreatePairedStatusIndexSql()},
   };
   for (const auto& [name, create] : indexes) {
     ONCE_ASSIGN_OR_RETURN(PgResult found, conn.ExecParams("SELECT to_regclass($1) IS NULL",
@@ -617,7 +616,7 @@ Status sql::MigrateEventSchemaLocked(Conn& conn, const PostgresOptions& options,
   }
   if (at == 6) {
     // Rebuilt by EnsureStatusIndexes below, in this transaction: writers
-    // wait for the three builds (docs/event-store.md, "one status entry
+    // wait for the two builds (docs/event-store.md, "one status entry
     // for a paired row": build them beforehand CONCURRENTLY on a large store).
     ONCE_RETURN_IF_ERROR(conn.Exec(std::string(sql::kMigrateV6ToV7)));
     ONCE_RETURN_IF_ERROR(PutRow(conn, sql::kVersionRow, at = 7));

@@ -45,39 +45,29 @@ std::string AnsweredAfter(std::string_view id_expr, std::string_view park_expr) 
 
 std::string StatusKindList() { return SqlQuotedList(events::StatusKernelKindNames()); }
 
-std::span<const std::string_view> PairedEndKinds() {
-  static const std::vector<std::string_view> kinds = [] {
-    std::vector<std::string_view> out;
-    for (std::string_view k : events::StatusKernelKindNames()) {
-      if (k != events::Info(events::KernelKind::kExecutionStarted).name) out.push_back(k);
-    }
-    return out;
-  }();
-  return kinds;
+const std::string& PairedEndSql() {
+  static const std::string sql = "(CASE WHEN kind = 'EXECUTION_STARTED' AND end_kind IN (" +
+                                 StatusKindList() +
+                                 ") AND end_time_ms = time_ms THEN end_kind ELSE '' END)";
+  return sql;
 }
 
-const std::string& PairedStatusPredicate() {
-  static const std::string sql = "COALESCE(kind = 'EXECUTION_STARTED' AND end_kind IN (" +
-                                 SqlQuotedList(PairedEndKinds()) +
-                                 ") AND end_time_ms = time_ms, false)";
+const std::string& UnpairedEndSql() {
+  static const std::string sql =
+      "(kind <> 'EXECUTION_STARTED' OR end_time_ms IS DISTINCT FROM time_ms)";
   return sql;
 }
 
 std::string CreateStatusIndexSql() {
-  return "CREATE INDEX IF NOT EXISTS " + std::string(kStatusIndex) +
-         " ON events (kind, time_ms, execution_id, sequence) WHERE kind IN (" + StatusKindList() +
-         ") AND NOT " + PairedStatusPredicate();
+  return "CREATE INDEX IF NOT EXISTS " + std::string(kStatusIndex) + " ON events (kind, " +
+         PairedEndSql() + ", time_ms, execution_id, sequence) WHERE kind IN (" + StatusKindList() +
+         ")";
 }
 
 std::string CreateEndStatusIndexSql() {
   return "CREATE INDEX IF NOT EXISTS " + std::string(kEndStatusIndex) +
          " ON events (end_kind, end_time_ms, execution_id, sequence) WHERE end_kind IN (" +
-         StatusKindList() + ") AND NOT " + PairedStatusPredicate();
-}
-
-std::string CreatePairedStatusIndexSql() {
-  return "CREATE INDEX IF NOT EXISTS " + std::string(kPairedStatusIndex) +
-         " ON events (end_kind, time_ms, execution_id, sequence) WHERE " + PairedStatusPredicate();
+         StatusKindList() + ") AND " + UnpairedEndSql();
 }
 
 std::string ListEndedSql(std::string_view kind) {

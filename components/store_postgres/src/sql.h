@@ -171,26 +171,28 @@ inline constexpr std::string_view kMigrateV1ToV2 =
 // status reads a page of index entries. Partial: steps, resumes and audit
 // events are not in them. A status event is the first event of its row
 // (events_by_first_status) or its last (events_by_last_status, on the end_*
-// columns; packed_rows.h), except in a paired row (PairedStatusPredicate),
-// which has one entry for both in events_by_start_and_status
-// (status_index.h says how each is read). Created at every Open if missing,
-// so an installation can build them beforehand CONCURRENTLY; version 7
-// replaced version 6's two (kMigrateV6ToV7).
+// columns; packed_rows.h), except in a paired row (PairedEndSql), whose one
+// entry in events_by_first_status carries its end's kind
+// (PairedEndSql) and stands for both (status_index.h says how each is
+// read). Created at every Open if missing, so an installation can build
+// them beforehand CONCURRENTLY; version 7 replaced version 6's two
+// (kMigrateV6ToV7).
 inline constexpr std::string_view kStatusIndex = "events_by_first_status";
 inline constexpr std::string_view kEndStatusIndex = "events_by_last_status";
-inline constexpr std::string_view kPairedStatusIndex = "events_by_start_and_status";
 std::string CreateStatusIndexSql();
 std::string CreateEndStatusIndexSql();
-std::string CreatePairedStatusIndexSql();
-// The status kinds that can end a paired row: every one but EXECUTION_STARTED.
-std::span<const std::string_view> PairedEndKinds();
-// Whether an events row is paired: its first event is EXECUTION_STARTED and
-// its last a status event of the same time_ms. Never NULL, so that NOT of it
-// is true for every other row. The text is the indexes' predicate: a query
-// that repeats it can use them.
-const std::string& PairedStatusPredicate();
+// The second key column of events_by_first_status: a paired row's end kind
+// (its first event is EXECUTION_STARTED and its last a status event of the
+// same time_ms), '' for every other row (not NULL: an equality on it keeps
+// the index's time order usable for ORDER BY, where IS NULL would not).
+const std::string& PairedEndSql();
+// events_by_last_status's test that a row whose last event is a status
+// event is not paired (given end_kind is a status kind, exactly when
+// PairedEndSql is ''). The texts are the indexes' own: a query that repeats
+// them can use the indexes.
+const std::string& UnpairedEndSql();
 // Version 6 -> 7: version 6's two status indexes, which hold a paired row
-// twice, go (EnsureStatusIndexes then creates the three of version 7).
+// twice, go (EnsureStatusIndexes then creates version 7's two).
 inline constexpr std::string_view kMigrateV6ToV7 =
     "DROP INDEX IF EXISTS events_by_status_kind; DROP INDEX IF EXISTS events_by_end_status_kind";
 

@@ -25,25 +25,41 @@ std::vector<StatusRange> PostgresStatusRanges(std::string_view kind, int64_t ver
     }
     return out;
   }
-  const std::string unpaired = " AND NOT " + sql::PairedStatusPredicate();
-  std::vector<StatusRange> out = {{.where = "kind = " + k + unpaired,
+  const std::string started = Literal(events::Info(events::KernelKind::kExecutionStarted).name);
+  std::vector<StatusRange> out = {{.where = "kind = " + k + " AND " + sql::PairedEndSql() + " = ''",
                                    .time = "time_ms",
                                    .sequence = "sequence",
                                    .order_sequence = "sequence"},
-                                  {.where = "end_kind = " + k + unpaired,
+                                  {.where = "end_kind = " + k + " AND " + sql::UnpairedEndSql(),
                                    .time = "end_time_ms",
                                    .sequence = "last_sequence",
                                    .order_sequence = "sequence"}};
-  // A paired row's entry is keyed by its end's kind: the start's entries
-  // are one range per status kind, an end's one range of its own kind.
-  const bool start = kind == events::Info(events::KernelKind::kExecutionStarted).name;
-  for (std::string_view end : sql::PairedEndKinds()) {
+  // A paired row's one entry is its start's, keyed by its end's kind: the
+  // starts are one more range per end kind, an end one range of its own.
+  const bool start = k == started;
+  for (std::string_view end : events::StatusKernelKindNames()) {
     if (!start && end != kind) continue;
-    out.push_back({.where = sql::PairedStatusPredicate() + " AND end_kind = " + Literal(end),
-                   .time = "time_ms",
-                   .sequence = start ? "sequence" : "last_sequence",
-                   .order_sequence = "sequence"});
+    out.push_back(
+        {.where = "kind = " + started + " AND " + sql::PairedEndSql() + " = " + Literal(end),
+         .time = "time_ms",
+         .sequence = start ? "sequence" : "last_sequence",
+         .order_sequence = "sequence"});
   }
+  return out;
+}
+
+std::vector<std::string> PostgresStatusCountConditions(std::string_view kind, int64_t version) {
+  std::vector<StatusRange> ranges = PostgresStatusRanges(kind, version);
+  std::vector<std::string> out;
+  if (version >= kPostgresPairedStatusVersion) {
+    // The first events' entries of the kind, paired or not, then the rest
+    // (the starts' paired ranges are all in the first).
+    out.push_back("kind = " + Literal(kind));
+    const bool start = kind == events::Info(events::KernelKind::kExecutionStarted).name;
+    ranges.erase(ranges.begin());
+    if (start) ranges.resize(1);
+  }
+  for (const StatusRange& r : ranges) out.push_back(r.where);
   return out;
 }
 

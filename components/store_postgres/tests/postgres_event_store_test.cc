@@ -735,8 +735,7 @@ TEST_F(PostgresStoreTest, ListEndedReadsEveryStatusIndexAndNoWholeTable) {
     used.insert(plan.indexes.begin(), plan.indexes.end());
   }
   EXPECT_EQ(used, (std::set<std::string>{std::string(sql::kStatusIndex),
-                                         std::string(sql::kEndStatusIndex),
-                                         std::string(sql::kPairedStatusIndex)}));
+                                         std::string(sql::kEndStatusIndex)}));
 }
 
 // Concurrent acquires share transactions: rows bumped in one transaction
@@ -1548,7 +1547,7 @@ TEST_F(PackedRowsTest, AMalformedRowIsCorruptionAndTheOthersAreServed) {
 TEST_F(PackedRowsTest, AVersion5StoreMigratesAndItsRowsStayReadable) {
   store_.reset();
   schema_->Sql(R"(
-DROP INDEX events_by_first_status, events_by_last_status, events_by_start_and_status;
+DROP INDEX events_by_first_status, events_by_last_status;
 ALTER TABLE events DROP COLUMN last_sequence, DROP COLUMN end_kind, DROP COLUMN end_payload,
   DROP COLUMN end_metadata, DROP COLUMN end_time_ms, DROP COLUMN rest;
 CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
@@ -1587,7 +1586,7 @@ TEST_F(PackedRowsTest, AVersion6StoreRebuildsItsStatusIndexes) {
   ASSERT_TRUE(store_->Append(Req("lone", 2, {Step(1), Done()})));
   store_.reset();
   schema_->Sql(R"(
-DROP INDEX events_by_first_status, events_by_last_status, events_by_start_and_status;
+DROP INDEX events_by_first_status, events_by_last_status;
 CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
   WHERE kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
                  'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
@@ -1601,25 +1600,23 @@ UPDATE once_schema SET value = 6 WHERE name = 'version';)");
   EXPECT_EQ(schema_->Sql("SELECT string_agg(indexname, ' ' ORDER BY indexname) FROM pg_indexes "
                          "WHERE schemaname = '" +
                          schema_->name() + "' AND tablename = 'events'"),
-            "events_by_first_status events_by_last_status events_by_start_and_status events_pkey");
-  auto entries = [&](std::string_view index) {
-    return schema_->Sql("SELECT (SELECT count(*) FROM events WHERE " +
-                        std::string(index == sql::kStatusIndex ? "kind IN (" : "end_kind IN (") +
-                        sql::StatusKindList() + ") AND NOT " + sql::PairedStatusPredicate() +
-                        ") || ' ' || (SELECT count(*) FROM events WHERE " +
-                        sql::PairedStatusPredicate() + ")");
+            "events_by_first_status events_by_last_status events_pkey");
+  // The first events' index: apart's and lone's starts as themselves, and
+  // paired's start carrying its end. The last events': apart's and lone's ends.
+  EXPECT_EQ(schema_->Sql("SELECT string_agg(execution_id || ':' || " + sql::PairedEndSql() +
+                         ", ' ' ORDER BY execution_id) FROM events WHERE kind IN (" +
+                         sql::StatusKindList() + ")"),
+            "apart: lone: paired:EXECUTION_COMPLETED");
+  EXPECT_EQ(schema_->Sql("SELECT string_agg(execution_id, ' ' ORDER BY execution_id) FROM events "
+                         "WHERE end_kind IN (" +
+                         sql::StatusKindList() + ") AND " + sql::UnpairedEndSql()),
+            "apart lone");
+  auto definition = [&](std::string_view index) {
+    return schema_->Sql("SELECT indexdef FROM pg_indexes WHERE schemaname = '" + schema_->name() +
+                        "' AND indexname = '" + std::string(index) + "'");
   };
-  EXPECT_EQ(entries(sql::kStatusIndex), "2 1");     // apart's and lone's starts; paired
-  EXPECT_EQ(entries(sql::kEndStatusIndex), "2 1");  // apart's and lone's ends
-  for (std::string_view index :
-       {sql::kStatusIndex, sql::kEndStatusIndex, sql::kPairedStatusIndex}) {
-    EXPECT_NE(schema_
-                  ->Sql("SELECT indexdef FROM pg_indexes WHERE schemaname = '" + schema_->name() +
-                        "' AND indexname = '" + std::string(index) + "'")
-                  .find("COALESCE"),
-              std::string::npos)
-        << index;
-  }
+  EXPECT_NE(definition(sql::kStatusIndex).find("THEN end_kind"), std::string::npos);
+  EXPECT_NE(definition(sql::kEndStatusIndex).find("IS DISTINCT FROM"), std::string::npos);
   auto ended = store_->ListEnded(clock_.NowUnixMillis() + 10, {}, 10).value();
   std::vector<std::string> ids;
   for (const auto& e : ended.executions) ids.push_back(e.execution_id);
@@ -1627,36 +1624,34 @@ UPDATE once_schema SET value = 6 WHERE name = 'version';)");
   EXPECT_EQ(ids, (std::vector<std::string>{"apart", "lone", "paired"}));
 }
 
-// The path docs/operations.md gives a large installation: the three indexes
+// The path docs/operations.md gives a large installation: the two indexes
 // built CONCURRENTLY beside version 6's while its build still writes; the
 // next Open keeps them (the same relations) and drops only the old two.
 TEST_F(PackedRowsTest, Version7IndexesBuiltBeforehandAreKept) {
   ASSERT_TRUE(store_->Append(Req("paired", 1, {Started(), Step(1), Done()})));
   store_.reset();
   schema_->Sql(R"(
-DROP INDEX events_by_first_status, events_by_last_status, events_by_start_and_status;
+DROP INDEX events_by_first_status, events_by_last_status;
 CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
   WHERE kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
                  'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
 UPDATE once_schema SET value = 6 WHERE name = 'version';)");
-  for (const std::string& create : {sql::CreateStatusIndexSql(), sql::CreateEndStatusIndexSql(),
-                                    sql::CreatePairedStatusIndexSql()}) {
+  for (const std::string& create : {sql::CreateStatusIndexSql(), sql::CreateEndStatusIndexSql()}) {
     const std::string plain = "CREATE INDEX IF NOT EXISTS ";
     ASSERT_EQ(create.find(plain), 0u);
     schema_->Sql("CREATE INDEX CONCURRENTLY " + create.substr(plain.size()));
   }
   const std::string oids =
       "SELECT to_regclass('events_by_first_status')::oid || ' ' || "
-      "to_regclass('events_by_last_status')::oid || ' ' || "
-      "to_regclass('events_by_start_and_status')::oid";
+      "to_regclass('events_by_last_status')::oid";
   const std::string before = schema_->Sql(oids);
   ASSERT_FALSE(before.empty());
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
   EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "7");
-  EXPECT_EQ(schema_->Sql(oids), before);  // the same three relations, not rebuilt
+  EXPECT_EQ(schema_->Sql(oids), before);  // the same two relations, not rebuilt
   EXPECT_EQ(schema_->Sql("SELECT count(*) FROM pg_index WHERE indrelid = 'events'::regclass"),
-            "4");  // and the primary key
+            "3");  // and the primary key
   EXPECT_EQ(schema_->Sql("SELECT to_regclass('events_by_status_kind') IS NULL"), "t");
   auto ended = store_->ListEnded(clock_.NowUnixMillis(), {}, 10).value();
   ASSERT_EQ(ended.executions.size(), 1u);

@@ -500,7 +500,6 @@ TEST_F(PostgresVisibilityTest, StatusReadsUseTheStatusIndexesAndNoWholeTable) {
   EXPECT_TRUE(index_reads_only(parks));
   EXPECT_TRUE(used.contains("events_by_first_status"));
   EXPECT_TRUE(used.contains("events_by_last_status"));
-  EXPECT_TRUE(used.contains("events_by_start_and_status"));
 }
 
 TEST_F(PostgresVisibilityTest, BadTargetsAreOneClearError) {

@@ -15,7 +15,7 @@
 // How a page is found (docs/operations.md, "Visibility"): the stores keep a
 // partial index on (kind, time_ms, execution_id, sequence) over the kinds
 // that place an execution in a status (EXECUTION_STARTED, _SUSPENDED,
-// _COMPLETED, _FAILED, _CANCELLED, _CONTINUED; on PostgreSQL three, read
+// _COMPLETED, _FAILED, _CANCELLED, _CONTINUED; on PostgreSQL two, read
 // as one: once/store_postgres/status_index.h). A query walks it newest
 // first from its cursor: the terminal kind for a terminal status, the parks
 // for "suspended" or a parked_on filter, the starts otherwise. Each candidate is summarised by a
