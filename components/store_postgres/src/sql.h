@@ -171,11 +171,10 @@ inline constexpr std::string_view kMigrateV1ToV2 =
 // status reads a page of index entries. Partial: steps, resumes and audit
 // events are not in them. A status event is the first event of its row
 // (events_by_first_status) or its last (events_by_last_status, on the end_*
-// columns; packed_rows.h), except in a paired row (PairedEndSql), whose one
-// entry in events_by_first_status carries its end's kind
-// (PairedEndSql) and stands for both (status_index.h says how each is
-// read). Created at every Open if missing, so an installation can build
-// them beforehand CONCURRENTLY; version 7 replaced version 6's two
+// columns; packed_rows.h), except in a paired row, whose one entry in
+// events_by_first_status carries its end's kind (PairedEndSql) and stands
+// for both (status_index.h says how each is read). Created at every Open if missing, so an
+// installation can build them beforehand CONCURRENTLY; version 7 replaced version 6's two
 // (kMigrateV6ToV7).
 inline constexpr std::string_view kStatusIndex = "events_by_first_status";
 inline constexpr std::string_view kEndStatusIndex = "events_by_last_status";

@@ -8,6 +8,8 @@ namespace {
 
 std::string Literal(std::string_view kind) { return "'" + std::string(kind) + "'"; }
 
+std::string_view StartKind() { return events::Info(events::KernelKind::kExecutionStarted).name; }
+
 }  // namespace
 
 std::vector<StatusRange> PostgresStatusRanges(std::string_view kind, int64_t version) {
@@ -25,7 +27,7 @@ std::vector<StatusRange> PostgresStatusRanges(std::string_view kind, int64_t ver
     }
     return out;
   }
-  const std::string started = Literal(events::Info(events::KernelKind::kExecutionStarted).name);
+  const std::string started = Literal(StartKind());
   std::vector<StatusRange> out = {{.where = "kind = " + k + " AND " + sql::PairedEndSql() + " = ''",
                                    .time = "time_ms",
                                    .sequence = "sequence",
@@ -36,7 +38,7 @@ std::vector<StatusRange> PostgresStatusRanges(std::string_view kind, int64_t ver
                                    .order_sequence = "sequence"}};
   // A paired row's one entry is its start's, keyed by its end's kind: the
   // starts are one more range per end kind, an end one range of its own.
-  const bool start = k == started;
+  const bool start = kind == StartKind();
   for (std::string_view end : events::StatusKernelKindNames()) {
     if (!start && end != kind) continue;
     out.push_back(
@@ -55,9 +57,8 @@ std::vector<std::string> PostgresStatusCountConditions(std::string_view kind, in
     // The first events' entries of the kind, paired or not, then the rest
     // (the starts' paired ranges are all in the first).
     out.push_back("kind = " + Literal(kind));
-    const bool start = kind == events::Info(events::KernelKind::kExecutionStarted).name;
     ranges.erase(ranges.begin());
-    if (start) ranges.resize(1);
+    if (kind == StartKind()) ranges.resize(1);
   }
   for (const StatusRange& r : ranges) out.push_back(r.where);
   return out;

@@ -1427,6 +1427,23 @@ class PackedRowsTest : public PostgresStoreTest {
     return KernelEvent(KernelKind::kStepCompleted, {{"name", "s"}, {"value", n}});
   }
   static Envelope Done() { return KernelEvent(KernelKind::kExecutionCompleted, {{"value", 1}}); }
+  // Version 5's status index; version 6 added the end index beside it.
+  static constexpr const char* kVersion5StatusIndex = R"(
+CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
+  WHERE kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
+                 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');)";
+  static constexpr const char* kVersion6EndStatusIndex = R"(
+CREATE INDEX events_by_end_status_kind ON events (end_kind, end_time_ms, execution_id, sequence)
+  WHERE end_kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
+                     'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');)";
+  // Closes the store and turns its schema back into version 6: version 7's
+  // status indexes give way to version 6's (`with_end_index`: both of them).
+  void BackToVersion6(bool with_end_index) {
+    store_.reset();
+    schema_->Sql(std::string("DROP INDEX events_by_first_status, events_by_last_status;") +
+                 kVersion5StatusIndex + (with_end_index ? kVersion6EndStatusIndex : "") +
+                 "UPDATE once_schema SET value = 6 WHERE name = 'version';");
+  }
 };
 
 TEST_F(PackedRowsTest, AOneStepExecutionIsOneRowAndReadsBackExactly) {
@@ -1549,10 +1566,8 @@ TEST_F(PackedRowsTest, AVersion5StoreMigratesAndItsRowsStayReadable) {
   schema_->Sql(R"(
 DROP INDEX events_by_first_status, events_by_last_status;
 ALTER TABLE events DROP COLUMN last_sequence, DROP COLUMN end_kind, DROP COLUMN end_payload,
-  DROP COLUMN end_metadata, DROP COLUMN end_time_ms, DROP COLUMN rest;
-CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
-  WHERE kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
-                 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
+  DROP COLUMN end_metadata, DROP COLUMN end_time_ms, DROP COLUMN rest;)" +
+               std::string(kVersion5StatusIndex) + R"(
 INSERT INTO events VALUES
   ('old', 1, 'EXECUTION_STARTED', '{}', '{"kernel":true}', 5),
   ('old', 2, 'STEP_COMPLETED', '{"n":1}', '{"kernel":true}', 6),
@@ -1584,16 +1599,7 @@ TEST_F(PackedRowsTest, AVersion6StoreRebuildsItsStatusIndexes) {
   ASSERT_TRUE(store_->Append(Req("apart", 1, {Started(), Step(1), late_done})));
   ASSERT_TRUE(store_->Append(Req("lone", 1, {Started()})));
   ASSERT_TRUE(store_->Append(Req("lone", 2, {Step(1), Done()})));
-  store_.reset();
-  schema_->Sql(R"(
-DROP INDEX events_by_first_status, events_by_last_status;
-CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
-  WHERE kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
-                 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
-CREATE INDEX events_by_end_status_kind ON events (end_kind, end_time_ms, execution_id, sequence)
-  WHERE end_kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
-                     'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
-UPDATE once_schema SET value = 6 WHERE name = 'version';)");
+  BackToVersion6(/*with_end_index=*/true);
   store_ = OpenStore();
   ASSERT_NE(store_, nullptr);
   EXPECT_EQ(schema_->Sql("SELECT value FROM once_schema WHERE name = 'version'"), "7");
@@ -1629,13 +1635,7 @@ UPDATE once_schema SET value = 6 WHERE name = 'version';)");
 // next Open keeps them (the same relations) and drops only the old two.
 TEST_F(PackedRowsTest, Version7IndexesBuiltBeforehandAreKept) {
   ASSERT_TRUE(store_->Append(Req("paired", 1, {Started(), Step(1), Done()})));
-  store_.reset();
-  schema_->Sql(R"(
-DROP INDEX events_by_first_status, events_by_last_status;
-CREATE INDEX events_by_status_kind ON events (kind, time_ms, execution_id, sequence)
-  WHERE kind IN ('EXECUTION_STARTED', 'EXECUTION_SUSPENDED', 'EXECUTION_COMPLETED',
-                 'EXECUTION_FAILED', 'EXECUTION_CANCELLED', 'EXECUTION_CONTINUED');
-UPDATE once_schema SET value = 6 WHERE name = 'version';)");
+  BackToVersion6(/*with_end_index=*/false);
   for (const std::string& create : {sql::CreateStatusIndexSql(), sql::CreateEndStatusIndexSql()}) {
     const std::string plain = "CREATE INDEX IF NOT EXISTS ";
     ASSERT_EQ(create.find(plain), 0u);

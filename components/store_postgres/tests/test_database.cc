@@ -87,12 +87,11 @@ TestSchema::PlanReads TestSchema::GenericPlanReads(const std::string& sql, bool 
       out.node_types.push_back(node.value("Node Type", "?"));
     }
     if (node.contains("Index Name")) out.indexes.insert(node.value("Index Name", ""));
+    const bool sort = node.value("Node Type", "") == "Sort";
     for (const nlohmann::json& child : node.value("Plans", nlohmann::json::array())) {
-      if (node.value("Node Type", "") == "Sort" && child.value("Relation Name", "") == "events") {
-        ++out.sorted_reads;
-      }
+      if (sort && child.value("Relation Name", "") == "events") ++out.sorted_reads;
+      walk(child);
     }
-    for (const nlohmann::json& child : node.value("Plans", nlohmann::json::array())) walk(child);
   };
   walk(nlohmann::json::parse(plan).at(0).at("Plan"));
   return out;
