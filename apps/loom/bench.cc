@@ -439,6 +439,9 @@ class ClientRun {
 // driver threads keep `concurrency` executions in flight between them with
 // Runtime::StartPipelined, each starting its share and starting another as
 // each one's done reports back, instead of a client thread asleep in each.
+// Each driver drains its own DoneQueue, so that its executions' dones (and
+// their frees) run on it, a flush's answers in one wake-up, and it leads
+// the next flush itself rather than sleep (committer.h).
 // The clock and the CPU figure cover the same span as ClientRun's: from the
 // release of the drivers to the last execution's done. Latency is from the
 // StartPipelined call to the done.
@@ -469,77 +472,59 @@ class PipelinedRun {
   }
 
  private:
-  // What one driver's dones hand back to it.
+  // A driver and what its dones hand back to it: all on its own thread (its
+  // DoneQueue's dones, or a done run before StartPipelined returns).
   struct Driver {
-    std::mutex mu;
-    std::condition_variable cv;
-    int answered = 0;               // GUARDED_BY(mu): dones since the driver last looked
-    std::vector<double> latencies;  // GUARDED_BY(mu) until the run's end
+    runtime::DoneQueue dones;
+    int in_flight = 0;
+    std::vector<double> latencies;
   };
 
   void DriverMain(Driver& d, int index, int share, bool warm_up) {
     d.latencies.reserve(executions_);
     if (warm_up) {  // its share once, untimed: warm threads, caches and code paths
-      for (int k = 0; k < share; ++k) {
-        rt_.StartPipelined("one_step", fmt::format("{}-warm-{}-{}", tag_, index, k), Input(),
-                           [this, &d](Result<runtime::RunOutcome> out) {
-                             Note(Checked(out));
-                             Answer(d, -1);
-                           });
-      }
-      Collect(d, share, /*until_zero=*/true);
-      std::lock_guard lock(d.mu);
+      for (int k = 0; k < share; ++k) Start(d, fmt::format("{}-warm-{}-{}", tag_, index, k), -1);
+      while (d.in_flight > 0) d.dones.Drain(/*wait=*/true);
       d.latencies.clear();
     }
     ready_.fetch_add(1);
     ready_.notify_one();
     go_.wait(false);
-    int in_flight = 0;
     for (;;) {
-      while (in_flight < share) {
+      while (d.in_flight < share) {
         int i = next_.fetch_add(1);
         if (i >= executions_) break;
-        ++in_flight;
         started_[i] = Steady::now();
-        rt_.StartPipelined("one_step", in_.ids[i], std::move(in_.inputs[i]),
-                           [this, &d, i](Result<runtime::RunOutcome> out) {
-                             Note(Checked(out));
-                             Answer(d, i);
-                           });
+        Start(d, in_.ids[i], i);
       }
-      if (in_flight == 0) return;
-      in_flight = Collect(d, in_flight, /*until_zero=*/false);
+      if (d.in_flight == 0) return;
+      d.dones.Drain(/*wait=*/true);
     }
   }
 
-  // Waits for at least one done (every one with until_zero); the executions
-  // still in flight.
-  int Collect(Driver& d, int in_flight, bool until_zero) {
-    std::unique_lock lock(d.mu);
-    d.cv.wait(lock, [&] { return until_zero ? d.answered == in_flight : d.answered > 0; });
-    in_flight -= d.answered;
-    d.answered = 0;
-    return in_flight;
+  // Starts execution i (i < 0: a warm-up one) with its done on d's thread.
+  void Start(Driver& d, const std::string& id, int i) {
+    ++d.in_flight;
+    rt_.StartPipelined(
+        "one_step", id, i >= 0 ? std::move(in_.inputs[i]) : Input(),
+        [this, &d, i](Result<runtime::RunOutcome> out) {
+          Note(Checked(out));
+          Answer(d, i);
+        },
+        {}, &d.dones);
   }
 
-  // A done: on the thread that wrote the flush (or the driver's own, on a
-  // store without group commit). i < 0: a warm-up execution.
-  // The run's end is written before the driver can see the last done (its
-  // driver collects it before it exits, and the figures are read after).
+  // A done, on its driver's thread. The run's end is written before the
+  // figures are read (after every driver has joined).
   void Answer(Driver& d, int i) {
+    --d.in_flight;
+    if (i < 0) return;
     Steady::time_point t = Steady::now();
-    if (i >= 0 && completed_.fetch_add(1) + 1 == executions_) {
+    if (completed_.fetch_add(1) + 1 == executions_) {
       end_ = t;
       cpu_end_ = ProcessCpuSeconds();
     }
-    {
-      std::lock_guard lock(d.mu);
-      if (i >= 0) {
-        d.latencies.push_back(std::chrono::duration<double, std::milli>(t - started_[i]).count());
-      }
-      ++d.answered;
-    }
-    d.cv.notify_one();
+    d.latencies.push_back(std::chrono::duration<double, std::milli>(t - started_[i]).count());
   }
 
   static Status Checked(const Result<runtime::RunOutcome>& out) {

@@ -20,12 +20,93 @@ CommitterOptions Resolved(CommitterOptions options, const store::EventStore& sto
 }  // namespace
 
 // A pipelined request owns its slot, its request and its done; freed once
-// done has returned.
-struct Committer::Pipelined {
+// done has returned (on a flusher, or by Run on the thread draining `dones`).
+struct Committer::Pipelined final : DoneQueue::Entry {
+  Pipelined(Committer& c, store::AppendRequest r, CommitDone d, DoneQueue* q)
+      : committer(c), req(std::move(r)), done(std::move(d)), dones(q) {
+    slot = Slot{.req = &req, .pipelined = this};
+  }
+
+  void Run() override {
+    Committer& owner = committer;
+    {
+      std::unique_ptr<Pipelined> self(this);
+      done(std::move(slot.result));
+    }
+    owner.in_done_queues_.fetch_sub(1, std::memory_order_release);
+  }
+
+  Committer& committer;
   store::AppendRequest req;
   CommitDone done;
+  DoneQueue* dones;
   Slot slot;
 };
+
+DoneQueue::~DoneQueue() {
+  while (outstanding() > 0) Drain(/*wait=*/true);
+  std::lock_guard lock(mu_);  // a drainer on another thread has left Ran
+}
+
+void DoneQueue::Expect(Committer& committer) {
+  Committer* expected = nullptr;
+  if (!committer_.compare_exchange_strong(expected, &committer, std::memory_order_acq_rel)) {
+    ONCE_CHECK_MSG(expected == &committer, "a DoneQueue serves one committer");
+  }
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
+}
+
+size_t DoneQueue::Drain(bool wait) {
+  Entry* chain = nullptr;
+  for (;;) {
+    std::unique_lock lock(mu_);
+    if (head_ == nullptr && outstanding() > 0) {
+      // Nothing here yet: this thread leads the flush its dones wait for
+      // (or wakes a flusher for it), rather than sleep through it.
+      Committer* committer = committer_.load(std::memory_order_acquire);
+      lock.unlock();
+      if (committer->LeadOrWake(/*lead=*/wait)) continue;
+      lock.lock();
+    }
+    if (wait) {
+      waiting_ = true;
+      cv_.wait(lock, [&] { return head_ != nullptr || outstanding() == 0; });
+      waiting_ = false;
+    }
+    chain = std::exchange(head_, nullptr);
+    tail_ = nullptr;
+    break;
+  }
+  size_t ran = 0;
+  while (chain != nullptr) {
+    Entry* next = chain->next;
+    chain->Run();
+    chain = next;
+    ++ran;
+  }
+  if (ran > 0) Ran(ran);
+  return ran;
+}
+
+void DoneQueue::Push(Entry* first, Entry* last) {
+  // Notified under the lock: once the drainer has run these, the queue may
+  // be destroyed, so nothing of it is touched after the lock is released.
+  std::lock_guard lock(mu_);
+  if (tail_ != nullptr) {
+    tail_->next = first;
+  } else {
+    head_ = first;
+  }
+  tail_ = last;
+  if (waiting_) cv_.notify_one();
+}
+
+// Under the lock, so that a drainer waiting for none to come (on another
+// thread) sees the count fall, and the destructor's last lock orders it.
+void DoneQueue::Ran(size_t n) {
+  std::lock_guard lock(mu_);
+  if (outstanding_.fetch_sub(n, std::memory_order_acq_rel) == n) cv_.notify_all();
+}
 
 Committer::Committer(store::EventStore& store, CommitterOptions options)
     : store_(store), options_(Resolved(options, store)) {
@@ -34,6 +115,7 @@ Committer::Committer(store::EventStore& store, CommitterOptions options)
 
 Committer::~Committer() {
   Drain();
+  CheckDoneQueuesDrained();
   std::vector<std::thread> flushers;
   {
     std::lock_guard lock(mu_);
@@ -63,11 +145,14 @@ std::vector<Result<int64_t>> Committer::CommitMany(std::span<store::AppendReques
   return out;
 }
 
-void Committer::CommitPipelined(store::AppendRequest req, CommitDone done) {
+void Committer::CommitPipelined(store::AppendRequest req, CommitDone done, DoneQueue* dones) {
   ONCE_CHECK_MSG(static_cast<bool>(done), "CommitPipelined needs a done to call");
   requests_.fetch_add(1, std::memory_order_relaxed);
-  auto* p = new Pipelined{.req = std::move(req), .done = std::move(done), .slot = {}};
-  p->slot = Slot{.req = &p->req, .pipelined = p};
+  if (dones != nullptr) {
+    dones->Expect(*this);
+    in_done_queues_.fetch_add(1, std::memory_order_relaxed);
+  }
+  auto* p = new Pipelined(*this, std::move(req), std::move(done), dones);
   std::lock_guard lock(mu_);
   ONCE_CHECK_MSG(!stopping_, "CommitPipelined on a committer being destroyed");
   if (flushers_.empty()) {
@@ -80,13 +165,28 @@ void Committer::CommitPipelined(store::AppendRequest req, CommitDone done) {
   ++pipelined_unanswered_;
   if (options_.linger_us_max > 0) linger_cv_.notify_one();
   // Room for a flush: a flusher checks CanLead itself (no scan of the queue
-  // on every call here).
-  if (flushes_in_flight_ < options_.flushes_in_flight_max) flusher_cv_.notify_one();
+  // on every call here). A queue's drainer leads its own ("The drainer is
+  // the flusher").
+  if (dones == nullptr && flushes_in_flight_ < options_.flushes_in_flight_max) {
+    flusher_cv_.notify_one();
+  }
 }
 
 void Committer::Drain() {
   std::unique_lock lock(mu_);
+  flusher_cv_.notify_all();  // requests of a queue no one drains wait for a flusher
   drained_cv_.wait(lock, [&] { return pipelined_unanswered_ == 0; });
+}
+
+bool Committer::LeadOrWake(bool lead) {
+  std::unique_lock lock(mu_);
+  if (!PipelinedWaiting() || !CanLead()) return false;
+  if (!lead) {
+    flusher_cv_.notify_one();
+    return false;
+  }
+  LeadFlush(lock);
+  return true;
 }
 
 void Committer::Flusher() {
@@ -99,6 +199,11 @@ void Committer::Flusher() {
       return;  // Drain ran first: nothing pipelined is left
     }
   }
+}
+
+void Committer::CheckDoneQueuesDrained() const {
+  ONCE_CHECK_MSG(in_done_queues_.load(std::memory_order_acquire) == 0,
+                 "a DoneQueue still holds pipelined dones: drain it before the runtime goes");
 }
 
 bool Committer::PipelinedWaiting() const { return pipelined_queued_ > 0; }
@@ -158,15 +263,23 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   WakeNextLeader();  // with flushes_in_flight_max > 1 the next may start now
   lock.unlock();
   if (!batch.empty()) Write(batch, taken);
+  // A request of a DoneQueue gets its events back, so that its drainer (the
+  // thread that made them) frees them. (Callers of Commit do not: 64 threads
+  // each freeing their own cost the park/resume cases 10 us of CPU an
+  // execution more than their leader freeing them all, BENCHMARKS.md.)
+  for (size_t i = 0; i < taken.size(); ++i) {
+    if (taken[i]->pipelined && taken[i]->pipelined->dones) {
+      taken[i]->req->events = std::move(batch[i].events);
+    }
+  }
   // Answered before the next leader is asked (as the store's groups do), so
   // that the callers just answered can queue their next append for it; the
   // other order measured the same (docs: BENCHMARKS.md, "The group's end").
   // An append queued before its execution leaves writing_ waits for the ask.
-  size_t pipelined = 0;
-  for (Slot* s : taken) {
-    pipelined += s->pipelined ? 1 : 0;
-    Answer(*s);
-  }
+  // (Counted first: an answered slot may be gone.)
+  const size_t pipelined = static_cast<size_t>(
+      std::count_if(taken.begin(), taken.end(), [](const Slot* s) { return s->pipelined; }));
+  Answer(taken);
   lock.lock();
   for (const auto& r : batch) writing_.erase(r.execution_id);
   --flushes_in_flight_;
@@ -175,13 +288,36 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   WakeNextLeader();
 }
 
-void Committer::Answer(Slot& s) {
-  if (s.wait) {
-    s.wait->AnswerOne();
-    return;
+void Committer::Answer(std::span<Slot*> taken) {
+  // The flush's entries for each DoneQueue, chained in flush order and
+  // handed over at once (a flush's requests come from a few queues).
+  struct Chain {
+    DoneQueue* queue;
+    Pipelined* first;
+    Pipelined* last;
+  };
+  std::vector<Chain> chains;
+  for (Slot* s : taken) {
+    if (s->wait) {
+      s->wait->AnswerOne();
+      continue;
+    }
+    Pipelined* p = s->pipelined;
+    if (p->dones == nullptr) {
+      std::unique_ptr<Pipelined> owned(p);
+      p->done(std::move(p->slot.result));
+      continue;
+    }
+    auto chain = std::find_if(chains.begin(), chains.end(),
+                              [&](const Chain& c) { return c.queue == p->dones; });
+    if (chain == chains.end()) {
+      chains.push_back(Chain{p->dones, p, p});
+    } else {
+      chain->last->next = p;
+      chain->last = p;
+    }
   }
-  std::unique_ptr<Pipelined> p(s.pipelined);
-  p->done(std::move(p->slot.result));
+  for (const Chain& c : chains) c.queue->Push(c.first, c.last);
 }
 
 void Committer::WakeNextLeader() {

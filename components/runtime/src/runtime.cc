@@ -169,7 +169,10 @@ Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions op
 }
 
 Runtime::~Runtime() {
-  if (committer_) committer_->Drain();  // pipelined starts' done may queue work
+  if (committer_) {
+    committer_->Drain();  // pipelined starts' done may queue work
+    committer_->CheckDoneQueuesDrained();
+  }
   WaitIdle();
 }
 
@@ -228,7 +231,7 @@ Result<RunOutcome> Runtime::Start(std::string_view workflow, std::string_view id
 }
 
 void Runtime::StartPipelined(std::string_view workflow, std::string_view id, Json input,
-                             StartDone done, StartOptions options) {
+                             StartDone done, StartOptions options, DoneQueue* dones) {
   ONCE_CHECK_MSG(static_cast<bool>(done), "StartPipelined needs a done to call");
   Outermost outermost(*this);
   auto run = std::make_unique<RunState>();
@@ -244,12 +247,14 @@ void Runtime::StartPipelined(std::string_view workflow, std::string_view id, Jso
   }
   RunRowWrite row;
   AppendRequest req = TakePending(*run, row);
-  committer_->CommitPipelined(std::move(req),
-                              [this, run = std::move(run), row = std::move(row),
-                               done = std::move(done)](Result<int64_t> head) mutable {
-                                Outermost outermost(*this);
-                                done(EndWritten(*run, row, std::move(head)));
-                              });
+  committer_->CommitPipelined(
+      std::move(req),
+      [this, run = std::move(run), row = std::move(row),
+       done = std::move(done)](Result<int64_t> head) mutable {
+        Outermost outermost(*this);
+        done(EndWritten(*run, row, std::move(head)));
+      },
+      dones);
 }
 
 Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_view id, Json input,

@@ -501,6 +501,50 @@ TEST_F(BackendTest, PipelinedStartsFromOneThreadEachGetTheirOwnOutcome) {
   EXPECT_LT(stats.store_writes, stats.requests);
 }
 
+// The same from one thread with a DoneQueue: every done runs on that thread
+// as it drains the queue (the refused start's too), each with its own
+// outcome, and the logs are as without the queue.
+TEST_F(BackendTest, PipelinedStartsWithADoneQueueEndOnTheThreadThatDrainsIt) {
+  constexpr int kExecutions = 200;
+  std::map<std::string, Result<RunOutcome>> outcomes;  // this thread's only
+  std::set<std::thread::id> threads;
+  auto record = [&](std::string key) {
+    return [&, key = std::move(key)](Result<RunOutcome> out) {
+      threads.insert(std::this_thread::get_id());
+      EXPECT_TRUE(outcomes.emplace(key, std::move(out)).second) << key << " answered twice";
+    };
+  };
+  Runtime rt(*hooked_, clock_, {.workers = 0});
+  ASSERT_TRUE(rt.Register("order", [](Context& ctx, const Json& in) -> Result<Json> {
+    return ctx.Step("charge", [&]() -> Result<Json> { return in["n"]; });
+  }));
+  ASSERT_TRUE(RegisterSleeper(rt));
+  DoneQueue dones;
+  for (int i = 0; i < kExecutions; ++i) {
+    std::string id = "q-" + std::to_string(i);
+    rt.StartPipelined("order", id, Json{{"n", i}}, record(id), {}, &dones);
+    if (i % 50 == 49) dones.Drain(/*wait=*/false);  // some now, the rest below
+  }
+  rt.StartPipelined("order", "q-7", Json{{"n", 7}}, record("q-7 again"), {}, &dones);
+  rt.StartPipelined("sleeper", "z-1", Json::object(), record("z-1"), {}, &dones);
+  while (dones.outstanding() > 0) dones.Drain(/*wait=*/true);
+  ASSERT_EQ(outcomes.size(), size_t{kExecutions + 2});
+  EXPECT_EQ(threads, std::set<std::thread::id>{std::this_thread::get_id()});
+  for (int i = 0; i < kExecutions; ++i) {
+    const Result<RunOutcome>& out = outcomes.at("q-" + std::to_string(i));
+    ASSERT_TRUE(out) << out.error().ToString();
+    EXPECT_EQ(out->status, ExecutionStatus::kCompleted);
+    EXPECT_EQ(out->value, i);
+  }
+  ASSERT_FALSE(outcomes.at("q-7 again"));
+  EXPECT_EQ(outcomes.at("q-7 again").error().code, ErrorCode::kSequenceConflict);
+  ASSERT_TRUE(outcomes.at("z-1"));
+  EXPECT_EQ(outcomes.at("z-1")->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(Kinds(Log(*store_, "q-7")),
+            (std::vector<std::string>{"EXECUTION_STARTED", "STEP_COMPLETED charge",
+                                      "EXECUTION_COMPLETED"}));
+}
+
 TEST_F(BackendTest, TransactionCommitsItsEffectOnceWithItsRecordAndReplayDoesNotRerunIt) {
   Runtime rt(*hooked_, clock_);
   std::atomic<int> runs{0};

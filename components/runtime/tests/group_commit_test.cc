@@ -1,6 +1,7 @@
 // Group commit and the worker pool: many executions at once.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -76,10 +77,12 @@ class HoldingStore final : public store::EventStoreWrapper<HoldingStore, store::
 
   size_t peak = 0;
   bool one_execution_in_two_writes = false;
+  std::set<std::thread::id> writers;  // the threads that wrote (GUARDED_BY(mu_))
 
  private:
   void Enter(std::span<const store::AppendRequest> requests) {
     std::unique_lock lock(mu_);
+    writers.insert(std::this_thread::get_id());
     for (const auto& r : requests) {
       if (!writing_.insert(r.execution_id).second) one_execution_in_two_writes = true;
     }
@@ -256,6 +259,126 @@ TEST(CommitterTest, PipelinedAndWaitingCallersShareTheLimitAndTheDestructorDrain
     EXPECT_FALSE(store.one_execution_in_two_writes);
     for (int e = 0; e < 8; ++e) EXPECT_EQ(memory.Head("q" + std::to_string(e)).value(), 3);
   }
+}
+
+// ---- Dones on the caller's thread (DoneQueue) ---------------------------------
+
+// Starts the committer's flushers (with one request to write) and lets them
+// go back to sleep.
+void SettleFlushers(Committer& committer, DoneQueue& dones) {
+  committer.CommitPipelined(
+      AppendAt("settle", 1), [](Result<int64_t>) {}, &dones);
+  while (dones.outstanding() > 0) dones.Drain(/*wait=*/true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+// Three appends to each of twenty executions queued with a DoneQueue: every
+// done runs on the thread that drains it, once, in its execution's order, a
+// flush's answers arrive together (no more hand-overs than store writes),
+// the drainer leads flushes itself rather than sleep, and a drain that waits
+// with nothing to come returns at once.
+TEST(CommitterTest, DonesGivenAQueueRunOnTheThreadThatDrainsIt) {
+  MemoryEventStore memory;
+  HoldingStore store(memory, 2);  // each write takes a while: the answers pile up
+  Committer committer(store, {.flushes_in_flight_max = 2});
+  DoneQueue dones;
+  std::map<std::string, std::vector<int64_t>> heads;  // this thread's only
+  std::set<std::thread::id> threads;
+  int ran = 0;
+  SettleFlushers(committer, dones);  // no request below wakes them
+  store.writers.clear();
+  for (int64_t next = 1; next <= 3; ++next) {
+    for (int e = 0; e < 20; ++e) {
+      std::string id = "d" + std::to_string(e);
+      committer.CommitPipelined(
+          AppendAt(id, next),
+          [&, id](Result<int64_t> head) {
+            ++ran;
+            threads.insert(std::this_thread::get_id());
+            heads[id].push_back(head ? *head : -1);
+          },
+          &dones);
+    }
+  }
+  EXPECT_EQ(dones.outstanding(), 60u);
+  size_t hand_overs = 0;
+  while (dones.outstanding() > 0) hand_overs += dones.Drain(/*wait=*/true) > 0 ? 1 : 0;
+  EXPECT_EQ(ran, 60);
+  EXPECT_EQ(threads, std::set<std::thread::id>{std::this_thread::get_id()});
+  for (int e = 0; e < 20; ++e) {
+    EXPECT_EQ(heads["d" + std::to_string(e)], (std::vector<int64_t>{1, 2, 3})) << e;
+  }
+  EXPECT_LE(hand_overs, committer.stats().store_writes);
+  EXPECT_LT(committer.stats().store_writes, 60u);
+  EXPECT_TRUE(store.writers.contains(std::this_thread::get_id()));
+  EXPECT_EQ(dones.Drain(/*wait=*/true), 0u);  // nothing to come: no wait
+}
+
+// A drainer that never waits still has its requests written (Drain(false)
+// wakes a flusher for them), and so does one that never drains at all (the
+// committer's Drain wakes the flushers).
+TEST(CommitterTest, RequestsOfAQueueAreWrittenWhetherOrNotItsDrainerWaits) {
+  MemoryEventStore memory;
+  Committer committer(memory, {.flushes_in_flight_max = 2});
+  DoneQueue polled;
+  SettleFlushers(committer, polled);
+  int ran = 0;
+  for (int e = 0; e < 10; ++e) {
+    committer.CommitPipelined(
+        AppendAt("n" + std::to_string(e), 1), [&](Result<int64_t> head) { ran += head ? 1 : 0; },
+        &polled);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (polled.outstanding() > 0 && std::chrono::steady_clock::now() < deadline) {
+    polled.Drain(/*wait=*/false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(ran, 10);
+  DoneQueue idle;
+  for (int e = 0; e < 10; ++e) {
+    committer.CommitPipelined(
+        AppendAt("i" + std::to_string(e), 1), [](Result<int64_t>) {}, &idle);
+  }
+  committer.Drain();  // returns once all ten are answered into the queue
+  EXPECT_EQ(idle.Drain(/*wait=*/false), 10u);
+  for (int e = 0; e < 10; ++e) EXPECT_EQ(memory.Head("i" + std::to_string(e)).value(), 1);
+}
+
+// A queue that goes out of scope first runs every done queued to it, those
+// still being written included.
+TEST(CommitterTest, ADoneQueueGoingOutOfScopeRunsEveryDoneQueuedToIt) {
+  MemoryEventStore memory;
+  HoldingStore store(memory, 1);
+  Committer committer(store, {.flushes_in_flight_max = 1});
+  int ran = 0;
+  {
+    DoneQueue dones;
+    for (int e = 0; e < 10; ++e) {
+      committer.CommitPipelined(
+          AppendAt("g" + std::to_string(e), 1), [&](Result<int64_t> head) { ran += head ? 1 : 0; },
+          &dones);
+    }
+  }
+  EXPECT_EQ(ran, 10);
+  for (int e = 0; e < 10; ++e) EXPECT_EQ(memory.Head("g" + std::to_string(e)).value(), 1);
+}
+
+// A committer destroyed while a queue still holds one of its dones (which
+// would report to a runtime that is gone) is a programming error, caught.
+TEST(CommitterDeathTest, ACommitterOutlivedByItsUndrainedDonesIsCaught) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        MemoryEventStore memory;
+        DoneQueue dones;
+        {
+          Committer committer(memory);
+          committer.CommitPipelined(
+              AppendAt("x", 1), [](Result<int64_t>) {}, &dones);
+          committer.Drain();  // answered into the queue, not run
+        }
+      },
+      "a DoneQueue still holds pipelined dones");
 }
 
 TEST(GroupCommitTest, ManyConcurrentExecutionsShareStoreWrites) {

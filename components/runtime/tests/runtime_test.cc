@@ -186,6 +186,23 @@ TEST_F(RuntimeTest, APipelinedStartWithoutGroupCommitIsAnsweredBeforeItReturns) 
   EXPECT_EQ(unknown->error().code, ErrorCode::kNotFound);
 }
 
+// So with a DoneQueue too: nothing goes through the queue, the done has run
+// when StartPipelined returns.
+TEST_F(RuntimeTest, APipelinedStartWithoutGroupCommitIgnoresItsDoneQueue) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("one", TwoStepsWithSleep()));
+  DoneQueue dones;
+  std::optional<Result<RunOutcome>> parked;
+  rt.StartPipelined(
+      "one", "p-3", Json{{"x", 1}}, [&](Result<RunOutcome> out) { parked = std::move(out); }, {},
+      &dones);
+  ASSERT_TRUE(parked.has_value());
+  ASSERT_TRUE(*parked) << parked->error().ToString();
+  EXPECT_EQ((*parked)->status, ExecutionStatus::kSuspended);
+  EXPECT_EQ(dones.outstanding(), 0u);
+  EXPECT_EQ(dones.Drain(/*wait=*/true), 0u);
+}
+
 // An if_absent pipelined start holds its id until its last append is
 // written, not only until its body returns: a second if_absent start of
 // the id in this runtime waits, then answers with the first one's outcome,

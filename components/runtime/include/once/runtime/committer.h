@@ -37,6 +37,31 @@
 // Waking. A flush's end answers its callers without the committer's lock,
 // each through its own GroupWait (once/base/group_wait.h says why), then asks
 // the next leader.
+//
+// Dones on the caller's thread. CommitPipelined with a DoneQueue does not run
+// `done` on the flusher: the flush hands all of its answers for that queue
+// over at once (one lock, at most one wake-up), and they run, and their
+// requests are freed, on the thread that drains the queue. A request's
+// memory is then allocated and freed by one thread: freed on a flusher, it
+// went through the allocator's shared lists twice (returned there by the
+// flusher's cache, fetched back by the caller's), a fifth of a pipelined
+// client's CPU on PostgreSQL (BENCHMARKS.md, "Dones where they were made").
+//
+// The drainer is the flusher. A request queued with a DoneQueue wakes no
+// flusher thread: a drainer that would wait (Drain(true)) leads the next
+// flush itself, when one may start, and sleeps only when none may; a drainer
+// that does not wait (Drain(false)) wakes a flusher for what is waiting. A
+// flusher woken per request was a context switch, and each costs a VM more
+// than the whole of what the flush writes for an execution (the same
+// section). Requests still never wait for no one: a flush's end asks the
+// next leader as before, and Drain (the destructors) wakes the flushers.
+//
+//   DoneQueue dones;
+//   committer.CommitPipelined(std::move(req), [&](Result<int64_t> r) { ... }, &dones);
+//   while (dones.Drain(/*wait=*/true) > 0) { ... queue more ... }
+//
+// A flush gives such a request its events back before it answers, so that
+// they too are freed by the drainer.
 
 #pragma once
 
@@ -67,6 +92,56 @@ struct CommitterOptions {
   size_t flushes_in_flight_max = 0;
 };
 
+class Committer;
+
+// Pipelined dones waiting for the thread that drains them (see "Dones on the
+// caller's thread" above). Any thread may drain; one at a time is the
+// intended use (a driver thread and its queue). A queue serves one committer
+// (checked). Destroying a queue first drains it until every done queued to
+// it has run, so it must not outlive the committer (the runtime) it was
+// given to, and a committer's destructor checks that no queue still holds
+// one of its dones.
+class DoneQueue {
+ public:
+  // One queued done (the committer's): Run calls it, then frees it.
+  struct Entry {
+    virtual ~Entry() = default;
+    virtual void Run() = 0;
+    Entry* next = nullptr;
+  };
+
+  DoneQueue() = default;
+  ~DoneQueue();
+  DoneQueue(const DoneQueue&) = delete;
+  DoneQueue& operator=(const DoneQueue&) = delete;
+
+  // Runs, on this thread and in the order they arrived, every done that has
+  // arrived; with `wait`, first waits for one if any is still to come,
+  // leading flushes meanwhile when one may start ("The drainer is the
+  // flusher"). Returns how many ran (0 with `wait` only when none is to
+  // come).
+  size_t Drain(bool wait);
+  // Dones queued to this queue and not run yet (arrived or still in flight).
+  size_t outstanding() const { return outstanding_.load(std::memory_order_acquire); }
+
+ private:
+  friend class Committer;
+  // One more done to come from `committer`.
+  void Expect(Committer& committer);
+  // Appends the chain first..last and wakes a waiting drainer.
+  void Push(Entry* first, Entry* last);
+  // `n` entries have run (and are freed).
+  void Ran(size_t n);
+
+  std::atomic<Committer*> committer_{nullptr};  // set by the first Expect
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Entry* head_ = nullptr;  // GUARDED_BY(mu_)
+  Entry* tail_ = nullptr;  // GUARDED_BY(mu_)
+  bool waiting_ = false;   // GUARDED_BY(mu_): a drainer sleeps on cv_
+  std::atomic<size_t> outstanding_{0};
+};
+
 struct CommitterStats {
   uint64_t requests = 0;              // Commit calls
   uint64_t store_writes = 0;          // Append + AppendBatch calls made
@@ -94,16 +169,22 @@ class Committer {
   // moved from.
   std::vector<Result<int64_t>> CommitMany(std::span<store::AppendRequest> reqs);
   // Queues req and returns; `done` gets what Commit would have returned (see
-  // "Without waiting" above). Requests of one execution are written in the
-  // order they were queued, as with Commit.
-  void CommitPipelined(store::AppendRequest req, CommitDone done);
+  // "Without waiting" above), on a flusher thread, or with `dones` on the
+  // thread that drains that queue ("Dones on the caller's thread"). Requests
+  // of one execution are written in the order they were queued, as with
+  // Commit.
+  void CommitPipelined(store::AppendRequest req, CommitDone done, DoneQueue* dones = nullptr);
   // Returns once every pipelined request queued before the call has been
   // answered and its `done` has returned. Not from inside a `done`.
   void Drain();
+  // After Drain: checks that no DoneQueue still holds a done of this
+  // committer (its done would outlive the runtime it reports to).
+  void CheckDoneQueuesDrained() const;
 
   CommitterStats stats() const;
 
  private:
+  friend class DoneQueue;  // LeadOrWake
   struct Pipelined;
   struct Slot {
     store::AppendRequest* req = nullptr;
@@ -122,11 +203,15 @@ class Committer {
   void WakeNextLeader();
   // Without mu_: one store write for `batch`; results into `taken`.
   void Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken);
-  // Without mu_: the slot's caller gets its result (a pipelined one, its done).
-  void Answer(Slot& s);
+  // Without mu_: each slot's caller gets its result (a pipelined one, its
+  // done, or its entry in its DoneQueue, one hand-over per queue).
+  void Answer(std::span<Slot*> taken);
   void Linger(std::unique_lock<std::mutex>& lock);
   // A flusher thread: leads flushes while pipelined requests wait.
   void Flusher();
+  // For a DoneQueue's drainer: leads a flush if pipelined requests wait and
+  // one may start (true), or (`lead` false) wakes a flusher for them.
+  bool LeadOrWake(bool lead);
   bool PipelinedWaiting() const;  // requires mu_
 
   store::EventStore& store_;
@@ -143,6 +228,8 @@ class Committer {
   size_t pipelined_unanswered_ = 0;               // GUARDED_BY(mu_): queued, in flight, or in done
   bool stopping_ = false;                         // GUARDED_BY(mu_)
   std::vector<std::thread> flushers_;  // GUARDED_BY(mu_): started at the first pipelined call
+  // Pipelined dones handed to a DoneQueue and not run yet.
+  std::atomic<size_t> in_done_queues_{0};
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> store_writes_{0};
 };

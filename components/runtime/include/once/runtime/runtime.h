@@ -335,8 +335,15 @@ class Runtime {
   // `done` runs on this thread before this returns. Like Start, a start is
   // durable only once `done` has its outcome. The runtime's destructor
   // waits for every `done`. An empty `done` is a programming error (checked).
+  // With `dones` (committer.h, "Dones on the caller's thread"), a `done` that
+  // would run on a thread of the group commit runs instead, with the end of
+  // the execution's bookkeeping, on the thread that drains that queue: the
+  // execution's memory is freed by the thread that made it, a flush wakes
+  // the drainer once, and the drainer leads the next flush itself instead of
+  // waking a flusher. Drain the queue before the runtime is destroyed
+  // (checked).
   void StartPipelined(std::string_view workflow, std::string_view id, Json input, StartDone done,
-                      StartOptions options = {});
+                      StartOptions options = {}, DoneQueue* dones = nullptr);
   Result<RunOutcome> Resume(std::string_view id, RunOptions options = {});
   Result<RunOutcome> ResumeAs(std::string_view id, std::string_view principal,
                               RunOptions options = {});
