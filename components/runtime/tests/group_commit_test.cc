@@ -1,6 +1,7 @@
 // Group commit and the worker pool: many executions at once.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -342,6 +343,52 @@ TEST(CommitterTest, RequestsOfAQueueAreWrittenWhetherOrNotItsDrainerWaits) {
   committer.Drain();  // returns once all ten are answered into the queue
   EXPECT_EQ(idle.Drain(/*wait=*/false), 10u);
   for (int e = 0; e < 10; ++e) EXPECT_EQ(memory.Head("i" + std::to_string(e)).value(), 1);
+}
+
+// Four drivers, each with its own queue, keep appends in flight at once
+// through one committer: a flush answers several queues (one chain each),
+// drainers lead flushes concurrently beside the flushers, and every done
+// runs once, on its own driver, in its execution's order.
+TEST(CommitterTest, SeveralDriversEachGetTheirOwnDonesOnly) {
+  constexpr int kDrivers = 4, kExecutions = 25, kAppends = 4;
+  MemoryEventStore memory;
+  HookStore store(memory);
+  Committer committer(store, {.flushes_in_flight_max = 2});
+  std::vector<std::thread> drivers;
+  std::atomic<int> foreign{0}, misordered{0}, ran{0};
+  for (int d = 0; d < kDrivers; ++d) {
+    drivers.emplace_back([&, d] {
+      DoneQueue dones;
+      const std::thread::id me = std::this_thread::get_id();
+      std::map<std::string, int64_t> last;  // this driver's only
+      for (int64_t next = 1; next <= kAppends; ++next) {
+        for (int e = 0; e < kExecutions; ++e) {
+          std::string id = "v" + std::to_string(d) + "-" + std::to_string(e);
+          committer.CommitPipelined(
+              AppendAt(id, next),
+              [&, id](Result<int64_t> head) {
+                ++ran;
+                if (std::this_thread::get_id() != me) ++foreign;
+                if (!head || *head != last[id] + 1) ++misordered;
+                last[id] = head ? *head : -1;
+              },
+              &dones);
+        }
+        if (next % 2 == 0) dones.Drain(/*wait=*/true);  // some now, some later
+      }
+      while (dones.outstanding() > 0) dones.Drain(/*wait=*/true);
+    });
+  }
+  for (std::thread& t : drivers) t.join();
+  EXPECT_EQ(ran, kDrivers * kExecutions * kAppends);
+  EXPECT_EQ(foreign, 0);
+  EXPECT_EQ(misordered, 0);
+  EXPECT_LT(committer.stats().store_writes, committer.stats().requests);
+  for (int d = 0; d < kDrivers; ++d) {
+    for (int e = 0; e < kExecutions; ++e) {
+      EXPECT_EQ(memory.Head("v" + std::to_string(d) + "-" + std::to_string(e)).value(), kAppends);
+    }
+  }
 }
 
 // A queue that goes out of scope first runs every done queued to it, those
