@@ -51,10 +51,11 @@
 // flusher thread: a drainer that would wait (Drain(true)) leads the next
 // flush itself, when one may start, and sleeps only when none may; a drainer
 // that does not wait (Drain(false)) wakes a flusher for what is waiting. A
-// flusher woken per request was a context switch, and each costs a VM more
-// than the whole of what the flush writes for an execution (the same
-// section). Requests still never wait for no one: a flush's end asks the
-// next leader as before, and Drain (the destructors) wakes the flushers.
+// woken flusher is a context switch, and on this project's VMs one costs
+// more client CPU than everything else the client does for an execution
+// (the same section). Requests still never wait for no one: a flush's end
+// asks the next leader as before, and Drain (the destructors) wakes the
+// flushers.
 //
 //   DoneQueue dones;
 //   committer.CommitPipelined(std::move(req), [&](Result<int64_t> r) { ... }, &dones);
@@ -175,7 +176,9 @@ class Committer {
   // Commit.
   void CommitPipelined(store::AppendRequest req, CommitDone done, DoneQueue* dones = nullptr);
   // Returns once every pipelined request queued before the call has been
-  // answered and its `done` has returned. Not from inside a `done`.
+  // answered: its `done` has returned, or (a DoneQueue's) it is in its
+  // queue. Wakes the flushers first (a queue's requests may wait for one).
+  // Not from inside a `done`.
   void Drain();
   // After Drain: checks that no DoneQueue still holds a done of this
   // committer (its done would outlive the runtime it reports to).
