@@ -144,6 +144,12 @@ void SettleAllocator() {
   if (std::getenv("GOSSIP_BENCH_TRIM")) malloc_trim(0);
 }
 
+// The middle value (the upper one of an even count); `values` not empty.
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 struct Measured {
   double median_us = 0;
   double cpu_median_us = 0;
@@ -180,22 +186,39 @@ Timed TimedSession(Host& a, Host& b, Responder& responder) {
 }
 
 // One session between a and b on this thread, both sides' SessionMachines
-// driven frame by frame (no pipe, no other thread); its CPU time in
-// microseconds, or an error.
-Result<double> OneThreadSession(Host& a, Host& b) {
-  PerfControl("enable\n");
-  const double cpu0 = ThreadCpuUs();
+// driven frame by frame (no pipe, no other thread). A round that moves no
+// frame while a side is unfinished is an error, not a loop.
+Status DriveOneThread(Host& a, Host& b) {
   ONCE_ASSIGN_OR_RETURN(SessionMachine ma, SessionMachine::Initiate(a, Mode::kSync, {}));
   ONCE_ASSIGN_OR_RETURN(SessionMachine mb, SessionMachine::Respond(b, {}));
   while (!ma.done() || !mb.done()) {
-    if (ma.finished() && mb.finished()) return MakeError(ErrorCode::kInternal, "session failed");
-    for (const Bytes& f : ma.TakeOutgoing()) ONCE_RETURN_IF_ERROR(mb.OnFrame(f));
+    size_t moved = 0;
+    for (const Bytes& f : ma.TakeOutgoing()) {
+      ONCE_RETURN_IF_ERROR(mb.OnFrame(f));
+      ++moved;
+    }
     ONCE_RETURN_IF_ERROR(ma.OnWritten());
-    for (const Bytes& f : mb.TakeOutgoing()) ONCE_RETURN_IF_ERROR(ma.OnFrame(f));
+    for (const Bytes& f : mb.TakeOutgoing()) {
+      ONCE_RETURN_IF_ERROR(ma.OnFrame(f));
+      ++moved;
+    }
     ONCE_RETURN_IF_ERROR(mb.OnWritten());
+    if (moved == 0 && (!ma.done() || !mb.done())) {
+      return MakeError(ErrorCode::kInternal, "session stalled: no frame to move");
+    }
   }
+  return Ok();
+}
+
+// DriveOneThread, timed (and sampled, with GOSSIP_BENCH_PERF_CTL): its CPU
+// time in microseconds, or its error.
+Result<double> OneThreadSession(Host& a, Host& b) {
+  PerfControl("enable\n");
+  const double cpu0 = ThreadCpuUs();
+  const Status s = DriveOneThread(a, b);
   const double cpu = ThreadCpuUs() - cpu0;
   PerfControl("disable\n");
+  if (!s) return std::unexpected(s.error());
   return cpu;
 }
 
@@ -233,12 +256,9 @@ Measured Measure(const Shape& s, Responder& responder) {
     }
     one_thread_times.push_back(*one);
   }
-  std::sort(times.begin(), times.end());
-  m.median_us = times[times.size() / 2];
-  std::sort(cpu_times.begin(), cpu_times.end());
-  m.cpu_median_us = cpu_times[cpu_times.size() / 2];
-  std::sort(one_thread_times.begin(), one_thread_times.end());
-  m.one_thread_median_us = one_thread_times[one_thread_times.size() / 2];
+  m.median_us = Median(times);
+  m.cpu_median_us = Median(cpu_times);
+  m.one_thread_median_us = Median(one_thread_times);
   return m;
 }
 
@@ -275,12 +295,9 @@ Measured Steady(int common, int sessions, Responder& responder) {
     }
     one_thread_times.push_back(*one);
   }
-  std::sort(times.begin(), times.end());
-  std::sort(cpu_times.begin(), cpu_times.end());
-  std::sort(one_thread_times.begin(), one_thread_times.end());
-  m.median_us = times[times.size() / 2];
-  m.cpu_median_us = cpu_times[cpu_times.size() / 2];
-  m.one_thread_median_us = one_thread_times[one_thread_times.size() / 2];
+  m.median_us = Median(times);
+  m.cpu_median_us = Median(cpu_times);
+  m.one_thread_median_us = Median(one_thread_times);
   return m;
 }
 

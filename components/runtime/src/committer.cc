@@ -22,21 +22,16 @@ CommitterOptions Resolved(CommitterOptions options, const store::EventStore& sto
 // A pipelined request owns its slot, its request and its done; freed once
 // done has returned (on a flusher, or by Run on the thread draining `dones`).
 struct Committer::Pipelined final : DoneQueue::Entry {
-  Pipelined(Committer& c, store::AppendRequest r, CommitDone d, DoneQueue* q)
-      : committer(c), req(std::move(r)), done(std::move(d)), dones(q) {
+  Pipelined(store::AppendRequest r, CommitDone d, DoneQueue* q)
+      : req(std::move(r)), done(std::move(d)), dones(q) {
     slot = Slot{.req = &req, .pipelined = this};
   }
 
   void Run() override {
-    Committer& owner = committer;
-    {
-      std::unique_ptr<Pipelined> self(this);
-      done(std::move(slot.result));
-    }
-    owner.in_done_queues_.fetch_sub(1, std::memory_order_release);
+    std::unique_ptr<Pipelined> self(this);
+    done(std::move(slot.result));
   }
 
-  Committer& committer;
   store::AppendRequest req;
   CommitDone done;
   DoneQueue* dones;
@@ -54,6 +49,7 @@ void DoneQueue::Expect(Committer& committer) {
     ONCE_CHECK_MSG(expected == &committer, "a DoneQueue serves one committer");
   }
   outstanding_.fetch_add(1, std::memory_order_relaxed);
+  committer.in_done_queues_.fetch_add(1, std::memory_order_relaxed);
 }
 
 size_t DoneQueue::Drain(bool wait) {
@@ -104,6 +100,8 @@ void DoneQueue::Push(Entry* first, Entry* last) {
 // Under the lock, so that a drainer waiting for none to come (on another
 // thread) sees the count fall, and the destructor's last lock orders it.
 void DoneQueue::Ran(size_t n) {
+  committer_.load(std::memory_order_acquire)
+      ->in_done_queues_.fetch_sub(n, std::memory_order_release);
   std::lock_guard lock(mu_);
   if (outstanding_.fetch_sub(n, std::memory_order_acq_rel) == n) cv_.notify_all();
 }
@@ -148,11 +146,8 @@ std::vector<Result<int64_t>> Committer::CommitMany(std::span<store::AppendReques
 void Committer::CommitPipelined(store::AppendRequest req, CommitDone done, DoneQueue* dones) {
   ONCE_CHECK_MSG(static_cast<bool>(done), "CommitPipelined needs a done to call");
   requests_.fetch_add(1, std::memory_order_relaxed);
-  if (dones != nullptr) {
-    dones->Expect(*this);
-    in_done_queues_.fetch_add(1, std::memory_order_relaxed);
-  }
-  auto* p = new Pipelined(*this, std::move(req), std::move(done), dones);
+  if (dones != nullptr) dones->Expect(*this);
+  auto* p = new Pipelined(std::move(req), std::move(done), dones);
   std::lock_guard lock(mu_);
   ONCE_CHECK_MSG(!stopping_, "CommitPipelined on a committer being destroyed");
   if (flushers_.empty()) {
@@ -263,15 +258,6 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   WakeNextLeader();  // with flushes_in_flight_max > 1 the next may start now
   lock.unlock();
   if (!batch.empty()) Write(batch, taken);
-  // A request of a DoneQueue gets its events back, so that its drainer (the
-  // thread that made them) frees them. (Callers of Commit do not: 64 threads
-  // each freeing their own cost the park/resume cases 10 us of CPU an
-  // execution more than their leader freeing them all, BENCHMARKS.md.)
-  for (size_t i = 0; i < taken.size(); ++i) {
-    if (taken[i]->pipelined && taken[i]->pipelined->dones) {
-      taken[i]->req->events = std::move(batch[i].events);
-    }
-  }
   // Answered before the next leader is asked (as the store's groups do), so
   // that the callers just answered can queue their next append for it; the
   // other order measured the same (docs: BENCHMARKS.md, "The group's end").
@@ -279,7 +265,7 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   // (Counted first: an answered slot may be gone.)
   const size_t pipelined = static_cast<size_t>(
       std::count_if(taken.begin(), taken.end(), [](const Slot* s) { return s->pipelined; }));
-  Answer(taken);
+  Answer(taken, batch);
   lock.lock();
   for (const auto& r : batch) writing_.erase(r.execution_id);
   --flushes_in_flight_;
@@ -288,7 +274,7 @@ void Committer::LeadFlush(std::unique_lock<std::mutex>& lock) {
   WakeNextLeader();
 }
 
-void Committer::Answer(std::span<Slot*> taken) {
+void Committer::Answer(std::span<Slot*> taken, std::span<store::AppendRequest> batch) {
   // The flush's entries for each DoneQueue, chained in flush order and
   // handed over at once (a flush's requests come from a few queues).
   struct Chain {
@@ -297,7 +283,8 @@ void Committer::Answer(std::span<Slot*> taken) {
     Pipelined* last;
   };
   std::vector<Chain> chains;
-  for (Slot* s : taken) {
+  for (size_t i = 0; i < taken.size(); ++i) {
+    Slot* s = taken[i];
     if (s->wait) {
       s->wait->AnswerOne();
       continue;
@@ -308,6 +295,11 @@ void Committer::Answer(std::span<Slot*> taken) {
       p->done(std::move(p->slot.result));
       continue;
     }
+    // Its events back, so that its drainer (the thread that made them) frees
+    // them. (Callers of Commit do not get theirs: 64 threads each freeing
+    // their own cost the park/resume cases 10 us of CPU an execution more
+    // than their leader freeing them all, BENCHMARKS.md.)
+    p->req.events = std::move(batch[i].events);
     auto chain = std::find_if(chains.begin(), chains.end(),
                               [&](const Chain& c) { return c.queue == p->dones; });
     if (chain == chains.end()) {

@@ -127,11 +127,11 @@ class DoneQueue {
 
  private:
   friend class Committer;
-  // One more done to come from `committer`.
+  // One more done to come from `committer` (counted here and there).
   void Expect(Committer& committer);
   // Appends the chain first..last and wakes a waiting drainer.
   void Push(Entry* first, Entry* last);
-  // `n` entries have run (and are freed).
+  // `n` entries have run (and are freed): counted here and in the committer.
   void Ran(size_t n);
 
   std::atomic<Committer*> committer_{nullptr};  // set by the first Expect
@@ -187,7 +187,7 @@ class Committer {
   CommitterStats stats() const;
 
  private:
-  friend class DoneQueue;  // LeadOrWake
+  friend class DoneQueue;  // LeadOrWake, in_done_queues_
   struct Pipelined;
   struct Slot {
     store::AppendRequest* req = nullptr;
@@ -207,8 +207,9 @@ class Committer {
   // Without mu_: one store write for `batch`; results into `taken`.
   void Write(std::span<const store::AppendRequest> batch, std::span<Slot*> taken);
   // Without mu_: each slot's caller gets its result (a pipelined one, its
-  // done, or its entry in its DoneQueue, one hand-over per queue).
-  void Answer(std::span<Slot*> taken);
+  // done, or its entry in its DoneQueue, one hand-over per queue, with its
+  // events back from `batch`, the flush's requests in slot order).
+  void Answer(std::span<Slot*> taken, std::span<store::AppendRequest> batch);
   void Linger(std::unique_lock<std::mutex>& lock);
   // A flusher thread: leads flushes while pipelined requests wait.
   void Flusher();
