@@ -1,6 +1,7 @@
 #include "digest_tree.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -474,12 +475,6 @@ LeafRef RemoveAt(NodeRef& node_ptr, int depth, const Path& path) {
 // What a walk reads first of a node: its header and first elements.
 constexpr size_t kPrefetchBytes = sizeof(Inner) + 4 * sizeof(Entry);
 
-// Asks for the start of `node`, without reading it.
-void PrefetchStart(const Inner* node) {
-  const char* bytes = reinterpret_cast<const char*>(node);
-  for (size_t at = 0; at < kPrefetchBytes; at += 64) __builtin_prefetch(bytes + at);
-}
-
 // The end of the run of `paths` (sorted) from `begin` that share its nibble
 // at `depth`.
 size_t RunEnd(std::span<const Path> paths, size_t begin, int depth) {
@@ -496,6 +491,17 @@ void PrefetchTargets(const Inner& node, std::span<const Path> paths, int depth) 
   for (size_t i = 0; i < paths.size(); i = RunEnd(paths, i, depth)) {
     const NodeRef* child = node.Find(Nibble(paths[i], depth));
     if (child) PrefetchStart(child->get());
+  }
+}
+
+// Moves `count` entries from `from` down to `to` (the ranges may overlap)
+// bitwise: an entry is a path and a counted pointer, and moving the pointer
+// this way leaves its count as a move would. The slots the entries leave are
+// raw bytes afterwards, to be constructed again, never destroyed.
+void RelocateEntries(Entry* from, int count, Entry* to) {
+  static_assert(std::is_standard_layout_v<Entry> && sizeof(Entry) == sizeof(Path) + sizeof(void*));
+  if (count > 0 && from != to) {
+    std::memmove(static_cast<void*>(to), static_cast<const void*>(from), count * sizeof(Entry));
   }
 }
 
@@ -518,25 +524,38 @@ Summary RemoveFromBucket(NodeRef& node_ptr, std::span<const Path> paths,
   Entry* entries = node.entry_block();
   const int size = node.size();
   Summary removed;
-  int kept = 0;
-  for (int r = 0; r < size; ++r) {
-    if (gone >> r & 1) {
-      XorInto(removed.digest, entries[r].path);
-      ++removed.count;
-      dropped.push_back(std::move(entries[r].leaf));
-    } else if (kept++ != r) {
-      entries[kept - 1] = std::move(entries[r]);
-    }
+  // moved_to[r]: where entry r goes (kept entries close up in order), or
+  // kGone.
+  constexpr uint8_t kGone = 0xff;
+  std::array<uint8_t, kBucketMax> moved_to;
+  for (int r = 0, before = 0; r < size; ++r) {
+    const bool is_gone = gone >> r & 1;
+    moved_to[r] = is_gone ? kGone : static_cast<uint8_t>(r - before);
+    before += is_gone;
   }
-  for (int r = kept; r < size; ++r) entries[r] = Entry();
-  // The fingerprint order without the removed, each index less the removed
-  // before it.
+  // The removed leaves go to `dropped`, and the kept entries after each
+  // close up, a run at a time (RelocateEntries).
+  int kept = __builtin_ctzll(gone);
+  for (uint64_t rest = gone; rest != 0;) {
+    const int r = __builtin_ctzll(rest);
+    rest &= rest - 1;
+    XorInto(removed.digest, entries[r].path);
+    ++removed.count;
+    dropped.push_back(std::move(entries[r].leaf));
+    entries[r].~Entry();  // its leaf moved out: ending it frees nothing
+    const int next = rest != 0 ? __builtin_ctzll(rest) : size;
+    RelocateEntries(entries + r + 1, next - r - 1, entries + kept);
+    kept += next - r - 1;
+  }
+  for (int r = kept; r < size; ++r) new (&entries[r]) Entry();
+  // The fingerprint order without the removed, each index where its entry
+  // went.
   uint8_t* order = node.order_block();
   int w = 0;
   for (int k = 0; k < size; ++k) {
-    const int r = order[k];
-    if (gone >> r & 1) continue;
-    order[w++] = static_cast<uint8_t>(r - Popcount64(gone & ((uint64_t{1} << r) - 1)));
+    const uint8_t to = moved_to[order[k]];
+    order[w] = to;  // w <= k: overwrites only what was read
+    w += to != kGone;
   }
   node.occupied = static_cast<uint16_t>(kept);
   XorInto(node.summary.digest, removed.digest);
@@ -556,6 +575,13 @@ Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths,
   for (size_t begin = 0, end = 0; begin < paths.size(); begin = end) {
     end = RunEnd(paths, begin, depth);
     const int nibble = Nibble(paths[begin], depth);
+    if (end < paths.size()) {
+      // The next target's start was asked for above; ask for its entries
+      // now, so that they arrive while this one is walked.
+      if (const NodeRef* next = std::as_const(*node_ptr).Find(Nibble(paths[end], depth))) {
+        PrefetchLeaves(View::Of(*next));
+      }
+    }
     if (!std::as_const(*node_ptr).Find(nibble)) continue;
     NodeRef& child = *Own(node_ptr)->Find(nibble);
     const Summary part = RemoveSorted(child, depth + 1, paths.subspan(begin, end - begin), dropped);
@@ -601,8 +627,18 @@ void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
   // Sorted, the paths under one node are a run: one walk visits each node
   // once.
   if (paths.empty()) return;
-  std::vector<Path> sorted(paths.begin(), paths.end());
-  std::sort(sorted.begin(), sorted.end(), PathLess);
+  // A session's deletions come sorted (it sieves each listed node in path
+  // order, the nodes in path order); any others are sorted here. (A lambda,
+  // so that the comparison is inlined: a function pointer was called for
+  // each of ~14 comparisons a path.)
+  const auto less = [](const Path& a, const Path& b) { return PathLess(a, b); };
+  std::vector<Path> copy;
+  std::span<const Path> sorted = paths;
+  if (!std::is_sorted(paths.begin(), paths.end(), less)) {
+    copy.assign(paths.begin(), paths.end());
+    std::sort(copy.begin(), copy.end(), less);
+    sorted = copy;
+  }
   std::vector<LeafRef> dropped;
   dropped.reserve(sorted.size());
   (void)RemoveSorted(root, 0, sorted, dropped);
@@ -621,6 +657,26 @@ void PrefetchChildren(View view) {
   for (const NodeRef& child : view.node->children()) PrefetchStart(child.get());
 }
 
+void PrefetchStart(const Inner* node) {
+  const char* bytes = reinterpret_cast<const char*>(node);
+  for (size_t at = 0; at < kPrefetchBytes; at += 64) __builtin_prefetch(bytes + at);
+}
+
+void PrefetchLeaves(View view) {
+  if (!view.bucket()) return;
+  const char* bytes = reinterpret_cast<const char*>(view.node->entry_block() + view.begin);
+  const char* end = reinterpret_cast<const char*>(view.node->entry_block() + view.end);
+  for (; bytes < end; bytes += 64) __builtin_prefetch(bytes);
+  __builtin_prefetch(view.node->order_block());
+}
+
+void PrefetchNextChild(View view, int nibble) {
+  if (!view.node || view.node->bucket) return;
+  const unsigned after = view.node->occupied & ~((2u << nibble) - 1);
+  if (after == 0) return;
+  PrefetchLeaves(View::Of(*view.node->Find(__builtin_ctz(after))));
+}
+
 void CollectAll(View view, std::vector<const Leaf*>& out) {
   if (!view.node) return;
   if (view.node->bucket) {
@@ -632,7 +688,7 @@ void CollectAll(View view, std::vector<const Leaf*>& out) {
 
 namespace {
 
-Tagged TagOf(const Entry& e) { return Tagged{Fingerprint(e.path), High64(e.path), &e}; }
+Tagged TagOf(const Entry& e) { return Tagged{Fingerprint(e.path), &e}; }
 
 // Every leaf under `view` with its path, in path order.
 void CollectTagged(View view, std::vector<Tagged>& out) {
@@ -653,10 +709,7 @@ void ListLeaves(View view, std::vector<Tagged>& out) {
   if (!view.node) return;
   if (view.node->bucket) {  // any part of a bucket, in its fingerprint order
     const Inner& bucket = *view.node;
-    // The order visits the entries out of place: ask for all of them first.
-    const char* bytes = reinterpret_cast<const char*>(bucket.entry_block() + view.begin);
-    const size_t size = (view.end - view.begin) * sizeof(Entry);
-    for (size_t at = 0; at < size; at += 64) __builtin_prefetch(bytes + at);
+    PrefetchLeaves(view);  // the order visits the entries out of place
     for (const uint8_t i : std::span(bucket.order_block(), bucket.size())) {
       if (i >= view.begin && i < view.end) out.push_back(TagOf(bucket.entry_block()[i]));
     }

@@ -122,14 +122,6 @@ inline uint64_t High64(const Path& path) { return LoadBig64(path.data()); }
 // differ there unless their paths collide in 64 bits.
 inline uint64_t Fingerprint(const Path& path) { return LoadBig64(path.data() + 8); }
 
-// The path whose High64 and Fingerprint are `high` and `low`.
-inline Path PathOfWords(uint64_t high, uint64_t low) {
-  Path path;
-  StoreBig64(path.data(), high);
-  StoreBig64(path.data() + 8, low);
-  return path;
-}
-
 // One leaf of a bucket: its path beside it, so that finding, listing and
 // deleting under a bucket do not read the leaf.
 struct Entry {
@@ -144,11 +136,6 @@ inline int Popcount16(uint16_t v) {
   x = (x & 0x3333u) + ((x >> 2) & 0x3333u);
   x = (x + (x >> 4)) & 0x0f0fu;
   return static_cast<int>((x + (x >> 8)) & 0x1fu);
-}
-
-inline int Popcount64(uint64_t v) {
-  return Popcount16(static_cast<uint16_t>(v)) + Popcount16(static_cast<uint16_t>(v >> 16)) +
-         Popcount16(static_cast<uint16_t>(v >> 32)) + Popcount16(static_cast<uint16_t>(v >> 48));
 }
 
 // A node and, in the same heap block after it, its elements (`capacity` of
@@ -289,15 +276,25 @@ const Leaf* Find(const Inner* root, const Path& path);
 // the children overlap instead of following one another.
 void PrefetchChildren(View view);
 
+// Asks for the entries in `view` and the fingerprint order of its bucket (a
+// bucket view only). Reads the bucket's start: ask for that first
+// (PrefetchStart) when it may be far.
+void PrefetchLeaves(View view);
+void PrefetchStart(const Inner* node);
+
+// Asks for the entries and fingerprint order of the first child after
+// `nibble` of a branch (if a bucket), so that a loop over the children finds
+// the next one's leaves arrived. The child's start must have been asked for
+// already (PrefetchChildren): this reads it.
+void PrefetchNextChild(View view, int nibble);
+
 // Every leaf under `view`, in path order.
 void CollectAll(View view, std::vector<const Leaf*>& out);
 struct Tagged {
   uint64_t fingerprint;
-  uint64_t high;  // with the fingerprint, the path (PathOfWords)
   const Entry* entry;
-  Path path() const { return PathOfWords(high, fingerprint); }
 };
-// Every leaf under `view` with its path, reading no leaf, in fingerprint
+// Every leaf under `view` with its entry, reading no leaf, in fingerprint
 // order.
 void ListLeaves(View view, std::vector<Tagged>& out);
 // The causal sieve of `view` against `seen`: leaves whose version is not <=

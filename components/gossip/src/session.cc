@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory_resource>
 #include <optional>
 #include <tuple>
@@ -45,72 +46,109 @@ struct PathHash {
   }
 };
 
-// The nodes in dispute, by key: an open-addressing table (linear probing,
-// tombstones), because thousands open and close in one session and a node
-// per heap allocation was a tenth of its time.
+// The nodes in dispute, by key. Thousands open and close in one session (a
+// node per heap allocation was a tenth of its time), so the nodes live in one
+// vector, their slots reused, and the table that finds them is an
+// open-addressing array (linear probing, tombstones) of 8-byte slots: a hash
+// tag and an index. A session's table stays in the core's cache even when the
+// nodes do not.
 template <typename Value>
 class NodeTable {
  public:
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
+  // Valid until the next Put.
   Value* Find(const NodeKey& key) {
-    Entry* e = FindEntry(key);
-    return e ? &e->value : nullptr;
+    const Slot* slot = FindSlot(key, Hash(key));
+    return slot ? &items_[slot->index].value : nullptr;
   }
 
   // Inserts or replaces.
   void Put(const NodeKey& key, Value value) {
-    if ((size_ + tombstones_ + 1) * 2 > table_.size()) Grow();
-    if (Value* found = Find(key)) {
-      *found = std::move(value);
+    const uint64_t hash = Hash(key);
+    if (const Slot* slot = FindSlot(key, hash)) {
+      items_[slot->index].value = std::move(value);
       return;
     }
-    for (size_t i = Home(key);; i = (i + 1) & Mask()) {
-      Entry& e = table_[i];
-      if (e.state == kFull) continue;
-      if (e.state == kTombstone) --tombstones_;
-      e = Entry{key, std::move(value), kFull};
-      ++size_;
-      return;
+    if ((size_ + tombstones_ + 1) * 2 > slots_.size()) Grow();
+    uint32_t index;
+    if (free_.empty()) {
+      index = static_cast<uint32_t>(items_.size());
+      items_.push_back(Item{key, std::move(value)});
+    } else {
+      index = free_.back();
+      free_.pop_back();
+      items_[index] = Item{key, std::move(value)};
     }
+    Place(Slot{Tag(hash), index});
+    ++size_;
   }
 
   void Erase(const NodeKey& key) {
-    Entry* e = FindEntry(key);
-    if (!e) return;
-    e->state = kTombstone;
+    Slot* slot = FindSlot(key, Hash(key));
+    if (!slot) return;
+    free_.push_back(slot->index);
+    slot->index = kTombstone;
     --size_;
     ++tombstones_;
   }
 
  private:
-  static constexpr uint8_t kEmpty = 0, kFull = 1, kTombstone = 2;
-  struct Entry {
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  static constexpr uint32_t kTombstone = UINT32_MAX - 1;
+  struct Slot {
+    uint32_t tag = 0;  // the hash's high half
+    uint32_t index = kEmpty;
+  };
+  struct Item {
     NodeKey key;
     Value value;
-    uint8_t state = kEmpty;
   };
-  Entry* FindEntry(const NodeKey& key) {
-    if (table_.empty()) return nullptr;
-    for (size_t i = Home(key);; i = (i + 1) & Mask()) {
-      Entry& e = table_[i];
-      if (e.state == kEmpty) return nullptr;
-      if (e.state == kFull && e.key == key) return &e;
+  static uint64_t Hash(const NodeKey& key) { return wire::NodeKeyHash{}(key); }
+  // The hash's high half, its best-mixed bits: a node's home slot is the
+  // tag's top bits, so that growing the table reads no node's key.
+  static uint32_t Tag(uint64_t hash) { return static_cast<uint32_t>(hash >> 32); }
+  size_t Home(uint32_t tag) const { return tag >> (32 - bits_); }
+  size_t Mask() const { return slots_.size() - 1; }
+
+  Slot* FindSlot(const NodeKey& key, uint64_t hash) {
+    if (slots_.empty()) return nullptr;
+    const uint32_t tag = Tag(hash);
+    for (size_t i = Home(tag);; i = (i + 1) & Mask()) {
+      Slot& slot = slots_[i];
+      if (slot.index == kEmpty) return nullptr;
+      if (slot.index != kTombstone && slot.tag == tag && items_[slot.index].key == key) {
+        return &slot;
+      }
     }
   }
-  size_t Mask() const { return table_.size() - 1; }
-  size_t Home(const NodeKey& key) const { return wire::NodeKeyHash{}(key)&Mask(); }
+  // Into the first free slot of the probe sequence (the key is absent).
+  void Place(Slot slot) {
+    for (size_t i = Home(slot.tag);; i = (i + 1) & Mask()) {
+      Slot& at = slots_[i];
+      if (at.index == kEmpty || at.index == kTombstone) {
+        if (at.index == kTombstone) --tombstones_;
+        at = slot;
+        return;
+      }
+    }
+  }
   void Grow() {
-    size_t capacity = 64;
-    while (capacity < 4 * (size_ + 1)) capacity *= 2;
-    std::vector<Entry> old = std::exchange(table_, std::vector<Entry>(capacity));
-    size_ = tombstones_ = 0;
-    for (Entry& e : old) {
-      if (e.state == kFull) Put(e.key, std::move(e.value));
+    bits_ = 6;
+    while ((size_t{1} << bits_) < 4 * (size_ + 1)) ++bits_;
+    ONCE_CHECK(bits_ <= 32);
+    const std::vector<Slot> old = std::exchange(slots_, std::vector<Slot>(size_t{1} << bits_));
+    tombstones_ = 0;
+    for (const Slot& slot : old) {
+      if (slot.index != kEmpty && slot.index != kTombstone) Place(slot);
     }
   }
-  std::vector<Entry> table_;  // a power of two entries, at most half full
+
+  std::vector<Slot> slots_;  // 2^bits_ of them, at most half full or dead
+  int bits_ = 0;
+  std::vector<Item> items_;  // the nodes, and the free slots of erased ones
+  std::vector<uint32_t> free_;
   size_t size_ = 0;
   size_t tombstones_ = 0;
 };
@@ -138,7 +176,16 @@ class Reconciler {
   }
 
   Status OnData(Data&& data) {
-    for (const Record& rec : data.records) ONCE_RETURN_IF_ERROR(OnRecord(rec));
+    // A record's node is looked up at each distance ahead, because the
+    // records before it may open it (a reply, then its children's listings).
+    const std::span<const Record> records = data.records;
+    for (size_t i = 0; i < records.size(); ++i) {
+      PrefetchAhead(i, records.size(), [&](size_t j) {
+        const OpenNode* open = open_.Find(records[j].key);
+        return open ? open->mine : View{};
+      });
+      ONCE_RETURN_IF_ERROR(OnRecord(records[i]));
+    }
     for (auto& leaf : data.messages) ONCE_RETURN_IF_ERROR(OnMessage(std::move(leaf)));
     return Ok();
   }
@@ -148,6 +195,7 @@ class Reconciler {
     bool any_record = false;
     // Records are built as they go out, so a queued one costs a few words.
     while (records_head_ < records_.size()) {
+      PrefetchAhead(records_head_, records_.size(), [&](size_t j) { return records_[j].view; });
       BuildRecord(records_[records_head_], scratch_);
       if (!fb.AddRecord(scratch_)) break;
       if (++records_head_ == records_.size()) {  // drained: reuse the storage
@@ -170,9 +218,77 @@ class Reconciler {
   uint64_t sent() const { return sent_; }
 
  private:
-  // This side's leaves under a listed node, sorted by fingerprint, gathered
-  // once per node (each leaf is in at most one) into a chunk of `listed_`.
-  using Listed = std::span<const internal::Tagged>;
+  // Records (received, or queued to go out) name nodes all over the tree,
+  // most of them buckets whose leaves handling the record reads, each a
+  // cache miss away. While item `i` of `n` is handled, PrefetchAhead asks for
+  // the start of item i + kStartAhead's node, and for the leaves of item i +
+  // kLeavesAhead's (which reading its start locates). `view_of(j)` is item
+  // j's node (View{} if none).
+  static constexpr size_t kStartAhead = 8;
+  static constexpr size_t kLeavesAhead = 2;
+  template <typename ViewOf>
+  static void PrefetchAhead(size_t i, size_t n, const ViewOf& view_of) {
+    if (i + kStartAhead < n) {
+      const View ahead = view_of(i + kStartAhead);
+      if (ahead.node) internal::PrefetchStart(ahead.node);
+    }
+    if (i + kLeavesAhead < n) internal::PrefetchLeaves(view_of(i + kLeavesAhead));
+  }
+
+  // This side's leaves under a listed node, in fingerprint order: a bucket's
+  // (or a part of one) read in place through its fingerprint order, each
+  // time they are needed; a branch's gathered and sorted once (each leaf is
+  // in at most one listed node) into a chunk of `listed_`.
+  struct Listed {
+    View view;
+    std::span<const internal::Tagged> gathered;  // a branch's only
+    size_t size() const { return view.bucket() ? view.end - view.begin : gathered.size(); }
+  };
+
+  // A Listed's leaves, one at a time.
+  class ListedCursor {
+   public:
+    explicit ListedCursor(const Listed& listed) {
+      if (listed.view.bucket()) {
+        bucket_ = listed.view.node;
+        order_ = bucket_->order_block();
+        n_ = bucket_->size();
+        begin_ = listed.view.begin;
+        end_ = listed.view.end;
+        part_ = !listed.view.whole();
+        Skip();
+      } else {
+        gathered_ = listed.gathered.data();
+        n_ = listed.gathered.size();
+      }
+    }
+    bool done() const { return k_ == n_; }
+    const internal::Entry& entry() const {
+      return bucket_ ? bucket_->entry_block()[order_[k_]] : *gathered_[k_].entry;
+    }
+    uint64_t fingerprint() const {
+      return bucket_ ? internal::Fingerprint(entry().path) : gathered_[k_].fingerprint;
+    }
+    void Next() {
+      ++k_;
+      Skip();
+    }
+
+   private:
+    // Past the bucket's entries outside the view.
+    void Skip() {
+      if (!part_) return;
+      while (k_ < n_ && (order_[k_] < begin_ || order_[k_] >= end_)) ++k_;
+    }
+    const internal::Inner* bucket_ = nullptr;
+    const uint8_t* order_ = nullptr;
+    uint8_t begin_ = 0;
+    uint8_t end_ = 0;
+    bool part_ = false;  // a part of a bucket: entries outside it are skipped
+    const internal::Tagged* gathered_ = nullptr;
+    size_t k_ = 0;
+    size_t n_ = 0;
+  };
 
   // A part of `lacking_`.
   struct Slice {
@@ -212,7 +328,9 @@ class Reconciler {
       rec.fingerprints.assign(lacked.begin(), lacked.end());
       return;
     }
-    for (const internal::Tagged& t : p.leaves) rec.fingerprints.push_back(t.fingerprint);
+    for (ListedCursor it(p.leaves); !it.done(); it.Next()) {
+      rec.fingerprints.push_back(it.fingerprint());
+    }
   }
 
   // A chunk's room in leaves: a listing never straddles two, and a chunk
@@ -220,6 +338,7 @@ class Reconciler {
   static constexpr size_t kListedChunk = 4096;
 
   Listed GatherLeaves(View view) {
+    if (view.bucket()) return Listed{view, {}};
     const size_t count = view.summary().count;
     ONCE_CHECK(count <= wire::kListingLeavesMax);
     if (listed_.empty() || listed_.back().size() + count > listed_.back().capacity()) {
@@ -229,7 +348,7 @@ class Reconciler {
     const size_t begin = chunk.size();
     internal::ListLeaves(view, chunk);
     ONCE_CHECK(chunk.size() == begin + count);
-    return Listed(chunk.data() + begin, count);
+    return Listed{view, std::span(chunk.data() + begin, count)};
   }
 
   // A bounded record of `view`: each child's summary and its unseen part.
@@ -328,22 +447,25 @@ class Reconciler {
     // of each leaf the peer did not list (a cache miss each): find them all
     // first and ask for them together, then sieve in order.
     ONCE_CHECK(mine.size() <= wire::kListingLeavesMax);
-    std::array<const internal::Tagged*, wire::kListingLeavesMax> unlisted;
+    std::array<const internal::Entry*, wire::kListingLeavesMax> unlisted;
     size_t count = 0;
-    auto unlist = [&](const internal::Tagged& t) {
-      if (!all_seen_) __builtin_prefetch(t.entry->leaf.get());
-      unlisted[count++] = &t;
+    auto unlist = [&](const internal::Entry& e) {
+      if (!all_seen_) __builtin_prefetch(e.leaf.get());
+      unlisted[count++] = &e;
     };
-    auto it = mine.begin();  // both sorted: one merge pass
+    ListedCursor it(mine);  // both sorted: one merge pass
     for (const uint64_t fp : peer) {
-      for (; it != mine.end() && it->fingerprint < fp; ++it) unlist(*it);
-      if (it != mine.end() && it->fingerprint == fp) {
-        ++it;
+      for (; !it.done() && it.fingerprint() < fp; it.Next()) unlist(it.entry());
+      if (!it.done() && it.fingerprint() == fp) {
+        it.Next();
       } else {
         lacking_.push_back(fp);
       }
     }
-    for (; it != mine.end(); ++it) unlist(*it);
+    for (; !it.done(); it.Next()) unlist(it.entry());
+    // In the order of the entries (a bucket's are in path order), so that
+    // the commit's removals arrive sorted.
+    std::sort(unlisted.begin(), unlisted.begin() + count, std::less<>());
     for (size_t i = 0; i < count; ++i) SieveLeaf(*unlisted[i]);
     const Slice lacked{static_cast<uint32_t>(begin),
                        static_cast<uint32_t>(lacking_.size() - begin)};
@@ -352,24 +474,48 @@ class Reconciler {
 
   // The peer lacks these fingerprints of this side's listing: sieve those.
   Status SieveLacked(Listed mine, std::span<const uint64_t> lacked) {
-    auto it = mine.begin();  // both sorted
+    if (mine.view.bucket()) return SieveLackedInBucket(mine.view, lacked);
+    ListedCursor it(mine);  // both sorted
     for (const uint64_t fp : lacked) {
-      while (it != mine.end() && it->fingerprint < fp) ++it;
-      if (it == mine.end() || it->fingerprint != fp) {
+      while (!it.done() && it.fingerprint() < fp) it.Next();
+      if (it.done() || it.fingerprint() != fp) {
         return Hostile("a lacking listing names a leaf this side did not list");
       }
-      SieveLeaf(*it);
-      ++it;
+      SieveLeaf(it.entry());
+      it.Next();
     }
     return Ok();
   }
 
+  // SieveLacked under a bucket: the peer lacks a few of its leaves, found by
+  // reading the entries in place (in path order: no fingerprint order to
+  // follow, one entry after the other). Each fingerprint takes an entry not
+  // taken before, as the merge of two sorted lists would.
+  Status SieveLackedInBucket(View view, std::span<const uint64_t> lacked) {
+    const std::span<const internal::Entry> entries = view.entries();
+    uint64_t taken = 0;  // bit i: entries[i] is lacked
+    for (const uint64_t fp : lacked) {
+      size_t i = 0;
+      while (i < entries.size() &&
+             ((taken >> i & 1) || internal::Fingerprint(entries[i].path) != fp)) {
+        ++i;
+      }
+      if (i == entries.size()) {
+        return Hostile("a lacking listing names a leaf this side did not list");
+      }
+      taken |= uint64_t{1} << i;
+    }
+    // In path order, so that the commit's removals arrive sorted.
+    for (; taken != 0; taken &= taken - 1) SieveLeaf(entries[__builtin_ctzll(taken)]);
+    return Ok();
+  }
+
   // One listed leaf the peer lacks (the leaf is read only if it may be unseen).
-  void SieveLeaf(const internal::Tagged& t) {
-    if (all_seen_ || itc::Leq(t.entry->leaf->version, peer_ceiling_)) {
-      deleted_.push_back(t.path());
+  void SieveLeaf(const internal::Entry& e) {
+    if (all_seen_ || itc::Leq(e.leaf->version, peer_ceiling_)) {
+      deleted_.push_back(e.path);
     } else {
-      ship_.push_back(t.entry->leaf.get());
+      ship_.push_back(e.leaf.get());
     }
   }
 
@@ -380,6 +526,7 @@ class Reconciler {
     for (int c = 0; c < internal::kFanout; ++c) {
       const View child = mine.Child(key.depth, c);
       if (child.empty()) continue;
+      internal::PrefetchNextChild(mine, c);
       if (!peer.Has(c)) {
         SieveOwn(child);
         continue;

@@ -1,5 +1,6 @@
 #include "wire.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -236,12 +237,6 @@ NodeKey NodeKey::Child(int nibble) const {
   return child;
 }
 
-size_t NodeKeyHash::operator()(const NodeKey& k) const {
-  uint64_t h = k.depth;
-  for (int i = 0; i < 8; ++i) h = h * 131 + k.prefix[i];
-  return static_cast<size_t>(h * 0x9e3779b97f4a7c15ULL);
-}
-
 Summary Record::Seen(int c) const {
   Summary seen = children[c];
   internal::XorInto(seen.digest, unseen[c].digest);
@@ -307,8 +302,20 @@ size_t FrameBuilder::room() const {
   return used >= budget_ ? 0 : budget_ - used;
 }
 
+void FrameBuilder::MakeRoom(Bytes& part, size_t adding) const {
+  const size_t needed = part.size() + adding;
+  if (needed <= part.capacity()) return;
+  // A part past kGrowInPlaceBytes takes the whole budget at once: a listing
+  // frame of a megabyte grown by doubling was copied twice over.
+  constexpr size_t kGrowInPlaceBytes = 64 << 10;
+  part.reserve(needed <= kGrowInPlaceBytes ? std::max(needed, 2 * part.capacity())
+                                           : std::max(needed, budget_));
+}
+
 bool FrameBuilder::AddRecord(const Record& record) {
-  if (RecordBytes(record) > room()) return false;
+  const size_t bytes = RecordBytes(record);
+  if (bytes > room()) return false;
+  MakeRoom(records_, bytes);
   const uint8_t flag = record.listing   ? (record.lacking ? kRecordLacking : kRecordListing)
                        : record.bounded ? kRecordBounded
                                         : 0;
@@ -352,6 +359,7 @@ bool FrameBuilder::AddMessage(const internal::Leaf& leaf) {
   const size_t n = 16 + VarintBytes(version.size()) + version.size() +
                    VarintBytes(leaf.payload.size()) + leaf.payload.size();
   if (n > room()) return false;
+  MakeRoom(messages_, n);
   PutBytes(messages_, leaf.path);
   PutBlob(messages_, version);
   PutBlob(messages_, leaf.payload);

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <memory_resource>
 #include <optional>
@@ -30,11 +31,56 @@ enum class Kind : uint8_t { kHello = 1, kData = 2, kDonate = 3, kAck = 4, kRefus
 struct NodeKey {
   uint8_t depth = 0;
   Path prefix{};
-  friend bool operator==(const NodeKey&, const NodeKey&) = default;
+  // The prefix as two words (its bytes 0..7 and 8..15, in memory order).
+  uint64_t Word(int i) const {
+    uint64_t w;
+    std::memcpy(&w, prefix.data() + 8 * i, sizeof(w));
+    return w;
+  }
+  // Word by word (a 16-byte std::array compare was a call to memcmp).
+  friend bool operator==(const NodeKey& a, const NodeKey& b) {
+    return a.depth == b.depth && a.Word(0) == b.Word(0) && a.Word(1) == b.Word(1);
+  }
   NodeKey Child(int nibble) const;
 };
+// Mixes the words and the depth by multiplication: the high bits are the
+// well-mixed ones (a table takes its slot from them).
 struct NodeKeyHash {
-  size_t operator()(const NodeKey& k) const;
+  size_t operator()(const NodeKey& k) const {
+    const uint64_t h = (k.Word(0) + k.depth * 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL;
+    return static_cast<size_t>((h ^ k.Word(1) * 0x94d049bb133111ebULL) * 0x9e3779b97f4a7c15ULL);
+  }
+};
+
+// A summary per child slot, all zero until one is set. Most records in a
+// frame are listings, which have none: the 16 slots (384 bytes) are made on
+// the heap at the first write, so that a listing's record stays small (a
+// frame of thousands of listings was mostly the zeroing and the memory of
+// slots it never used).
+class ChildSummaries {
+ public:
+  ChildSummaries() = default;
+  ChildSummaries(const ChildSummaries& other) : slots_(Copy(other)) {}
+  ChildSummaries& operator=(const ChildSummaries& other) {
+    if (this != &other) slots_ = Copy(other);
+    return *this;
+  }
+  ChildSummaries(ChildSummaries&&) noexcept = default;
+  ChildSummaries& operator=(ChildSummaries&&) noexcept = default;
+
+  const Summary& operator[](int c) const { return slots_ ? (*slots_)[c] : kNone; }
+  Summary& operator[](int c) {
+    if (!slots_) slots_ = std::make_unique<Slots>();
+    return (*slots_)[c];
+  }
+
+ private:
+  using Slots = std::array<Summary, internal::kFanout>;
+  static std::unique_ptr<Slots> Copy(const ChildSummaries& other) {
+    return other.slots_ ? std::make_unique<Slots>(*other.slots_) : nullptr;
+  }
+  static inline const Summary kNone{};
+  std::unique_ptr<Slots> slots_;
 };
 
 // One side's listing of a node: the summary of each present child. A bounded
@@ -44,9 +90,7 @@ struct NodeKeyHash {
 struct Record {
   NodeKey key;
   uint16_t present = 0;  // bit c: child c is present
-  std::array<Summary, internal::kFanout> children{};
   bool bounded = false;
-  std::array<Summary, internal::kFanout> unseen{};  // bounded only
   // A listing names every leaf under the node by its fingerprint, in
   // non-decreasing order, instead of summarising children (present, children,
   // bounded and unseen are unused). A lacking listing answers the peer's
@@ -56,6 +100,8 @@ struct Record {
   bool lacking = false;  // listing only
   // Decoded into its frame's pool (Data::pool); any other holds its own.
   std::pmr::vector<uint64_t> fingerprints;
+  ChildSummaries children;
+  ChildSummaries unseen;  // bounded only
   bool Has(int c) const { return (present >> c) & 1; }
   Summary Total() const;
   // The summary of child c's messages that the receiver has seen (bounded).
@@ -114,6 +160,9 @@ class FrameBuilder {
   Bytes Finish(bool idle);
 
  private:
+  // Reserves room in `part` for `adding` more bytes.
+  void MakeRoom(Bytes& part, size_t adding) const;
+
   size_t budget_;
   Bytes head_;
   Bytes records_;

@@ -339,5 +339,94 @@ TEST(MachineTest, TheHeaderIsCheckedBeforeTheBody) {
   EXPECT_TRUE(b->TakeOutgoing().empty());
 }
 
+// A data frame with every lacking listing passed through `tamper` (decoded,
+// changed, encoded again); any other frame as it was.
+Bytes Tampered(const Bytes& frame, const std::function<void(wire::Record&)>& tamper) {
+  auto decoded = wire::Decode(std::span(frame).subspan(wire::kFrameHeaderBytes));
+  EXPECT_TRUE(decoded);
+  if (!decoded || decoded->kind != wire::Kind::kData) return frame;
+  wire::FrameBuilder fb(wire::Kind::kData, kFrameBytesMax);
+  for (wire::Record& rec : decoded->data.records) {
+    if (rec.lacking) tamper(rec);
+    EXPECT_TRUE(fb.AddRecord(rec));
+  }
+  for (const auto& leaf : decoded->data.messages) EXPECT_TRUE(fb.AddMessage(*leaf));
+  return fb.Finish(decoded->data.idle);
+}
+
+// Runs a session on this thread, every data frame both ways through
+// `tamper`, until a side fails (its error) or both are done.
+Status RunTampered(Host& a, Host& b, const std::function<void(wire::Record&)>& tamper) {
+  ONCE_ASSIGN_OR_RETURN(SessionMachine ma, SessionMachine::Initiate(a, Mode::kSync, {}));
+  ONCE_ASSIGN_OR_RETURN(SessionMachine mb, SessionMachine::Respond(b, {}));
+  for (int round = 0; round < 100 && (!ma.done() || !mb.done()); ++round) {
+    for (const Bytes& f : ma.TakeOutgoing()) ONCE_RETURN_IF_ERROR(mb.OnFrame(Tampered(f, tamper)));
+    ONCE_RETURN_IF_ERROR(ma.OnWritten());
+    for (const Bytes& f : mb.TakeOutgoing()) ONCE_RETURN_IF_ERROR(ma.OnFrame(Tampered(f, tamper)));
+    ONCE_RETURN_IF_ERROR(mb.OnWritten());
+  }
+  EXPECT_TRUE(ma.done() && mb.done());
+  return Ok();
+}
+
+// One side lists its disputed nodes and the other answers each with the
+// fingerprints it lacks. An answer that names a leaf the listing did not
+// name, or one leaf twice, is hostile: the lister fails, and neither side
+// changes. Under 64 messages the nodes listed are parts of one bucket (the
+// responder lists them); under 3,000, whole buckets (the initiator does).
+TEST(MachineTest, ALackingListingOfLeavesNotListedFailsAndChangesNothing) {
+  for (const int common : {40, 3000}) {
+    SCOPED_TRACE(common);
+    auto make = [common] {
+      return FromUniverse(60, [common](Host& a, Host& b) {
+        std::vector<itc::Version> vs;
+        for (int i = 0; i < common; ++i) vs.push_back(*a.Send(Payload(std::to_string(i))));
+        auto [sa, sb] = MakePipe();
+        std::thread peer(
+            [&, &sb = sb] { (void)Respond(*sb, b, {}, DeadlineIn(std::chrono::seconds(20))); });
+        ASSERT_TRUE(Initiate(*sa, a, Mode::kSync, {}, DeadlineIn(std::chrono::seconds(20))));
+        peer.join();
+        // A tenth of the messages redacted on one side or the other, spread
+        // out, so that most listed nodes hold a leaf one side lacks.
+        for (int i = 0; i < common / 20; ++i) {
+          ASSERT_TRUE(a.Redact(vs[20 * i]));
+          ASSERT_TRUE(b.Redact(vs[20 * i + 10]));
+        }
+      });
+    };
+    // Untampered (the control): the session settles, and the initiator did
+    // answer with lacking fingerprints.
+    {
+      Pair p = make();
+      size_t lacked = 0;
+      ASSERT_TRUE(
+          RunTampered(*p.a, *p.b, [&](wire::Record& rec) { lacked += rec.fingerprints.size(); }));
+      EXPECT_GT(lacked, 0u);
+      EXPECT_TRUE(SameState(p.a->Snap(), p.b->Snap()));
+      EXPECT_EQ(p.b->Snap().size(), static_cast<uint64_t>(common - 2 * (common / 20)));
+    }
+    const std::function<void(wire::Record&)> tampers[] = {
+        // One more fingerprint, after the last (the listing's order kept).
+        [](wire::Record& rec) {
+          if (!rec.fingerprints.empty()) rec.fingerprints.push_back(rec.fingerprints.back() + 1);
+        },
+        // The last fingerprint twice.
+        [](wire::Record& rec) {
+          if (!rec.fingerprints.empty()) rec.fingerprints.push_back(rec.fingerprints.back());
+        },
+    };
+    for (const auto& tamper : tampers) {
+      Pair p = make();
+      const Snapshot a0 = p.a->Snap(), b0 = p.b->Snap();
+      Status s = RunTampered(*p.a, *p.b, tamper);
+      ASSERT_FALSE(s);
+      EXPECT_EQ(s.error().code, ErrorCode::kCorruption);
+      EXPECT_NE(s.error().message.find("did not list"), std::string::npos) << s.error().message;
+      EXPECT_TRUE(SameState(p.a->Snap(), a0));
+      EXPECT_TRUE(SameState(p.b->Snap(), b0));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace once::gossip

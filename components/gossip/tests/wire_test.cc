@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <utility>
 
 #include "harness.h"
 
@@ -190,6 +191,22 @@ TEST_F(HostileTest, EndingWithNodesInDispute) {
     return hello;
   });
   EXPECT_EQ(e.code, ErrorCode::kCorruption);
+}
+
+TEST(WireTest, ChildSummariesReadZeroUntilSetAndCopyByValue) {
+  wire::Record rec;
+  EXPECT_EQ(std::as_const(rec).children[5], Summary{});  // nothing made to read it
+  rec.children[5] = Summary{Path{7}, 3};
+  wire::Record copy = rec;
+  copy.children[5].count = 4;
+  copy.unseen[1] = Summary{Path{1}, 1};
+  EXPECT_EQ(rec.children[5], (Summary{Path{7}, 3}));
+  EXPECT_EQ(std::as_const(rec).unseen[1], Summary{});
+  rec = copy;
+  EXPECT_EQ(rec.children[5].count, 4u);
+  EXPECT_EQ(rec.unseen[1], (Summary{Path{1}, 1}));
+  wire::Record moved = std::move(copy);
+  EXPECT_EQ(moved.children[5].count, 4u);
 }
 
 TEST(WireTest, DecodeRejectsLiesAboutCounts) {
