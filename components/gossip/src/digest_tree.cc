@@ -505,6 +505,50 @@ void RelocateEntries(Entry* from, int count, Entry* to) {
   }
 }
 
+// Where each of a bucket's `size` entries goes when those whose bit is set
+// in `gone` are removed and the rest close up in order: entry r to r less the
+// removed before it, a removed one to kGone. Eight entries at a time, a byte
+// each in one word (a loop over the entries was 5% of a redaction-heavy
+// session's instructions).
+constexpr uint8_t kGone = 0xff;
+constexpr uint64_t kEveryByte = 0x0101010101010101ULL;
+// Byte j: the bits of b below bit j.
+constexpr std::array<uint64_t, 256> kBitsBelow = [] {
+  std::array<uint64_t, 256> table{};
+  for (unsigned b = 0; b < 256; ++b) {
+    for (unsigned j = 0, below = 0; j < 8; below += (b >> j) & 1, ++j) {
+      table[b] |= uint64_t{below} << (8 * j);
+    }
+  }
+  return table;
+}();
+// Byte j: kGone if bit j of b is set.
+constexpr std::array<uint64_t, 256> kGoneBytes = [] {
+  std::array<uint64_t, 256> table{};
+  for (unsigned b = 0; b < 256; ++b) {
+    for (unsigned j = 0; j < 8; ++j) {
+      if ((b >> j) & 1) table[b] |= uint64_t{kGone} << (8 * j);
+    }
+  }
+  return table;
+}();
+std::array<uint8_t, kBucketMax> MovedTo(uint64_t gone, int size) {
+  static_assert(kBucketMax % 8 == 0);
+  std::array<uint8_t, kBucketMax> moved_to;
+  constexpr uint64_t kOffsets = 0x0706050403020100ULL;  // byte j: j
+  uint64_t before = 0;                                  // removed entries before r
+  for (int r = 0; r < size; r += 8) {
+    const unsigned b = (gone >> r) & 0xff;
+    // Byte j: r + j - before - (removed among r..r+j-1), never below 0, so
+    // the bytes subtract without borrowing from one another.
+    const uint64_t kept_at = kOffsets + (r - before) * kEveryByte - kBitsBelow[b];
+    const uint64_t word = kept_at | kGoneBytes[b];
+    std::memcpy(moved_to.data() + r, &word, sizeof(word));
+    before += (kBitsBelow[b] >> 56) + (b >> 7);
+  }
+  return moved_to;
+}
+
 // Removes those of `paths` (sorted) that a bucket holds, their leaves to
 // `dropped`; leaves the bounds. Returns the summary of what it removed. The
 // bucket is owned (and so copied if shared) only if it holds one.
@@ -524,15 +568,7 @@ Summary RemoveFromBucket(NodeRef& node_ptr, std::span<const Path> paths,
   Entry* entries = node.entry_block();
   const int size = node.size();
   Summary removed;
-  // moved_to[r]: where entry r goes (kept entries close up in order), or
-  // kGone.
-  constexpr uint8_t kGone = 0xff;
-  std::array<uint8_t, kBucketMax> moved_to;
-  for (int r = 0, before = 0; r < size; ++r) {
-    const bool is_gone = gone >> r & 1;
-    moved_to[r] = is_gone ? kGone : static_cast<uint8_t>(r - before);
-    before += is_gone;
-  }
+  const std::array<uint8_t, kBucketMax> moved_to = MovedTo(gone, size);
   // The removed leaves go to `dropped`, and the kept entries after each
   // close up, a run at a time (RelocateEntries).
   int kept = __builtin_ctzll(gone);
