@@ -302,7 +302,7 @@ size_t FrameBuilder::room() const {
   return used >= budget_ ? 0 : budget_ - used;
 }
 
-void FrameBuilder::MakeRoom(Bytes& part, size_t adding) const {
+void FrameBuilder::MakeRoom(Bytes& part, size_t adding) {
   const size_t needed = part.size() + adding;
   if (needed <= part.capacity()) return;
   // A part past kGrowInPlaceBytes takes the whole budget at once: a listing

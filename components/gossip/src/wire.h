@@ -161,7 +161,7 @@ class FrameBuilder {
 
  private:
   // Reserves room in `part` for `adding` more bytes.
-  void MakeRoom(Bytes& part, size_t adding) const;
+  void MakeRoom(Bytes& part, size_t adding);
 
   size_t budget_;
   Bytes head_;
