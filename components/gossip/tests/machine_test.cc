@@ -372,13 +372,19 @@ Status RunTampered(Host& a, Host& b, const std::function<void(wire::Record&)>& t
 // One side lists its disputed nodes and the other answers each with the
 // fingerprints it lacks. An answer that names a leaf the listing did not
 // name, or one leaf twice, is hostile: the lister fails, and neither side
-// changes. Under 64 messages the nodes listed are parts of one bucket (the
-// responder lists them); under 3,000, whole buckets (the initiator does).
+// changes. Under 40 messages the nodes listed are parts of one bucket (the
+// responder lists them); under 1,120, mostly first-level branches that split
+// and shrank (their leaves gathered, not read in place); under 3,000, whole
+// buckets (the initiator lists them).
 TEST(MachineTest, ALackingListingOfLeavesNotListedFailsAndChangesNothing) {
-  for (const int common : {40, 3000}) {
+  struct Size {
+    int common;
+    int redacted;  // on each side, spread out
+  };
+  for (const auto [common, redacted] : {Size{40, 2}, Size{1120, 160}, Size{3000, 150}}) {
     SCOPED_TRACE(common);
-    auto make = [common] {
-      return FromUniverse(60, [common](Host& a, Host& b) {
+    auto make = [common, redacted] {
+      return FromUniverse(60, [common, redacted](Host& a, Host& b) {
         std::vector<itc::Version> vs;
         for (int i = 0; i < common; ++i) vs.push_back(*a.Send(Payload(std::to_string(i))));
         auto [sa, sb] = MakePipe();
@@ -386,11 +392,11 @@ TEST(MachineTest, ALackingListingOfLeavesNotListedFailsAndChangesNothing) {
             [&, &sb = sb] { (void)Respond(*sb, b, {}, DeadlineIn(std::chrono::seconds(20))); });
         ASSERT_TRUE(Initiate(*sa, a, Mode::kSync, {}, DeadlineIn(std::chrono::seconds(20))));
         peer.join();
-        // A tenth of the messages redacted on one side or the other, spread
-        // out, so that most listed nodes hold a leaf one side lacks.
-        for (int i = 0; i < common / 20; ++i) {
-          ASSERT_TRUE(a.Redact(vs[20 * i]));
-          ASSERT_TRUE(b.Redact(vs[20 * i + 10]));
+        // Spread out, so that most listed nodes hold a leaf one side lacks.
+        const int stride = common / redacted;
+        for (int i = 0; i < redacted; ++i) {
+          ASSERT_TRUE(a.Redact(vs[stride * i]));
+          ASSERT_TRUE(b.Redact(vs[stride * i + stride / 2]));
         }
       });
     };
@@ -403,7 +409,7 @@ TEST(MachineTest, ALackingListingOfLeavesNotListedFailsAndChangesNothing) {
           RunTampered(*p.a, *p.b, [&](wire::Record& rec) { lacked += rec.fingerprints.size(); }));
       EXPECT_GT(lacked, 0u);
       EXPECT_TRUE(SameState(p.a->Snap(), p.b->Snap()));
-      EXPECT_EQ(p.b->Snap().size(), static_cast<uint64_t>(common - 2 * (common / 20)));
+      EXPECT_EQ(p.b->Snap().size(), static_cast<uint64_t>(common - 2 * redacted));
     }
     const std::function<void(wire::Record&)> tampers[] = {
         // One more fingerprint, after the last (the listing's order kept).
@@ -425,6 +431,24 @@ TEST(MachineTest, ALackingListingOfLeavesNotListedFailsAndChangesNothing) {
       EXPECT_TRUE(SameState(p.a->Snap(), a0));
       EXPECT_TRUE(SameState(p.b->Snap(), b0));
     }
+    if (common != 1120) continue;
+    // The same lie about a first-level node only where it is a branch on the
+    // lister's side (the responder's), whose listed leaves were gathered.
+    Pair p = make();
+    const Snapshot a0 = p.a->Snap(), b0 = p.b->Snap();
+    size_t told = 0;
+    Status s = RunTampered(*p.a, *p.b, [&](wire::Record& rec) {
+      const internal::View node = internal::View::Of(b0.root()).Child(0, rec.key.prefix[0] >> 4);
+      if (rec.key.depth != 1 || node.bucket() || rec.fingerprints.empty()) return;
+      rec.fingerprints.push_back(rec.fingerprints.back() + 1);
+      ++told;
+    });
+    ASSERT_GT(told, 0u);
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().code, ErrorCode::kCorruption);
+    EXPECT_NE(s.error().message.find("did not list"), std::string::npos) << s.error().message;
+    EXPECT_TRUE(SameState(p.a->Snap(), a0));
+    EXPECT_TRUE(SameState(p.b->Snap(), b0));
   }
 }
 

@@ -172,6 +172,31 @@ TEST(SessionTest, ScatteredRedactionsSettleByListingsInFewFrames) {
   EXPECT_LE(r.initiator->frames, 7u);
 }
 
+// A node of 17 to 64 leaves that is a branch (it split at 65, then lost
+// some) is listed too, its leaves gathered and sorted rather than read in
+// place from one bucket: 1,120 messages put about 70 under each first-level
+// node, and 160 redactions on each side bring most of them back under 64.
+TEST(SessionTest, ListingsOfShrunkenBranchesEqualTheJoin) {
+  SeededRng rng(29);
+  auto hosts = MakeUniverse(rng, 2);
+  std::vector<itc::Version> vs;
+  for (int i = 0; i < 1120; ++i) vs.push_back(*hosts[0]->Send(Payload(std::to_string(i))));
+  ASSERT_TRUE(RunPair(*hosts[0], *hosts[1]).initiator);
+  for (int i = 0; i < 160; ++i) {
+    ASSERT_TRUE(hosts[0]->Redact(vs[7 * i]));
+    ASSERT_TRUE(hosts[1]->Redact(vs[7 * i + 3]));
+  }
+  ASSERT_TRUE(hosts[1]->Send(Payload("new")));
+  const Snapshot expected = Merge(hosts[0]->Snap(), hosts[1]->Snap());
+  auto r = RunPair(*hosts[0], *hosts[1]);
+  ASSERT_TRUE(r.initiator) << r.initiator.error().ToString();
+  EXPECT_EQ(expected.size(), 1120u - 320u + 1u);
+  EXPECT_TRUE(SameState(hosts[0]->Snap(), expected));
+  EXPECT_TRUE(SameState(hosts[1]->Snap(), expected));
+  EXPECT_EQ(r.initiator->deleted, 160u);
+  EXPECT_EQ(r.initiator->received, 1u);
+}
+
 TEST(SessionTest, LocalSendsDuringASessionSurvive) {
   SeededRng rng(15);
   auto hosts = MakeUniverse(rng, 2);
