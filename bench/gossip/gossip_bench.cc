@@ -158,6 +158,17 @@ struct Measured {
   bool ok = true;
 };
 
+// `m` with the medians of its sessions' wall times, CPU times over the pipe
+// and CPU times on one thread.
+Measured WithMedians(Measured m, const std::vector<double>& times,
+                     const std::vector<double>& cpu_times,
+                     const std::vector<double>& one_thread_times) {
+  m.median_us = Median(times);
+  m.cpu_median_us = Median(cpu_times);
+  m.one_thread_median_us = Median(one_thread_times);
+  return m;
+}
+
 // One session initiated by `a` against `b` over a fresh in-memory pipe, timed:
 // wall time and both sides' thread CPU.
 struct Timed {
@@ -256,10 +267,7 @@ Measured Measure(const Shape& s, Responder& responder) {
     }
     one_thread_times.push_back(*one);
   }
-  m.median_us = Median(times);
-  m.cpu_median_us = Median(cpu_times);
-  m.one_thread_median_us = Median(one_thread_times);
-  return m;
+  return WithMedians(std::move(m), times, cpu_times, one_thread_times);
 }
 
 // Repeated sessions on one pair holding `common` messages, each after one new
@@ -295,10 +303,7 @@ Measured Steady(int common, int sessions, Responder& responder) {
     }
     one_thread_times.push_back(*one);
   }
-  m.median_us = Median(times);
-  m.cpu_median_us = Median(cpu_times);
-  m.one_thread_median_us = Median(one_thread_times);
-  return m;
+  return WithMedians(std::move(m), times, cpu_times, one_thread_times);
 }
 
 std::string Pretty(double us) {

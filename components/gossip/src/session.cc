@@ -296,12 +296,16 @@ class Reconciler {
     uint32_t size = 0;
   };
 
+  // A listed branch's leaves, gathered (GatherLeaves); empty otherwise.
+  using Gathered = std::span<const internal::Tagged>;
+
   struct OpenNode {
     Summary expected;  // the peer's summary of this node
     View mine;
     bool mine_sent = false;
     bool listed = false;  // settled by a listing and the answer to it
-    Listed leaves;        // listed only
+    Gathered gathered;
+    Listed leaves() const { return Listed{mine, gathered}; }  // listed only
   };
 
   // A record of this side's listing of a node, built when a frame has room.
@@ -309,10 +313,11 @@ class Reconciler {
     NodeKey key;
     View view;
     bool listed;
-    Listed leaves;  // listed only
-    // A lacking listing: a slice of `lacking_` instead of `leaves`.
+    Gathered gathered;
+    // A lacking listing: a slice of `lacking_` instead of this side's leaves.
     bool lacking = false;
     Slice lacked;
+    Listed leaves() const { return Listed{view, gathered}; }  // listed only
   };
 
   void BuildRecord(const Pending& p, Record& rec) {
@@ -328,7 +333,7 @@ class Reconciler {
       rec.fingerprints.assign(lacked.begin(), lacked.end());
       return;
     }
-    for (ListedCursor it(p.leaves); !it.done(); it.Next()) {
+    for (ListedCursor it(p.leaves()); !it.done(); it.Next()) {
       rec.fingerprints.push_back(it.fingerprint());
     }
   }
@@ -337,8 +342,8 @@ class Reconciler {
   // never moves (a grown vector would move every listing gathered so far).
   static constexpr size_t kListedChunk = 4096;
 
-  Listed GatherLeaves(View view) {
-    if (view.bucket()) return Listed{view, {}};
+  Gathered GatherLeaves(View view) {
+    if (view.bucket()) return {};
     const size_t count = view.summary().count;
     ONCE_CHECK(count <= wire::kListingLeavesMax);
     if (listed_.empty() || listed_.back().size() + count > listed_.back().capacity()) {
@@ -348,7 +353,7 @@ class Reconciler {
     const size_t begin = chunk.size();
     internal::ListLeaves(view, chunk);
     ONCE_CHECK(chunk.size() == begin + count);
-    return Listed{view, std::span(chunk.data() + begin, count)};
+    return Gathered(chunk.data() + begin, count);
   }
 
   // A bounded record of `view`: each child's summary and its unseen part.
@@ -407,9 +412,9 @@ class Reconciler {
     }
     // Both sides know both counts, so they agree on which nodes are listed.
     const bool listed = std::max(expected.count, mine.summary().count) <= wire::kListingLeavesMax;
-    const Listed leaves = listed ? GatherLeaves(mine) : Listed{};
-    if (propose) records_.push_back(Pending{key, mine, listed, leaves});
-    open_.Put(key, OpenNode{expected, mine, propose, listed, leaves});
+    const Gathered gathered = listed ? GatherLeaves(mine) : Gathered{};
+    if (propose) records_.push_back(Pending{key, mine, listed, gathered});
+    open_.Put(key, OpenNode{expected, mine, propose, listed, gathered});
     return Ok();
   }
 
@@ -422,16 +427,16 @@ class Reconciler {
     if (rec.listing != open->listed || (rec.listing && rec.lacking == replier)) {
       return Hostile("a record of the wrong form");
     }
-    if (rec.lacking   ? rec.fingerprints.size() > open->leaves.size()
+    if (rec.lacking   ? rec.fingerprints.size() > open->leaves().size()
         : rec.listing ? rec.fingerprints.size() != open->expected.count
                       : rec.Total() != open->expected) {
       return Hostile("a record whose children do not add up to its declared summary");
     }
     const OpenNode node = *open;  // Resolve may open more and move the table
     open_.Erase(rec.key);
-    if (rec.lacking) return SieveLacked(node.leaves, rec.fingerprints);
+    if (rec.lacking) return SieveLacked(node.leaves(), rec.fingerprints);
     if (node.listed) {
-      ResolveListing(rec.key, node.leaves, rec.fingerprints);
+      ResolveListing(rec.key, node.leaves(), rec.fingerprints);
       return Ok();
     }
     if (replier) records_.push_back(Pending{rec.key, node.mine, false, {}});
