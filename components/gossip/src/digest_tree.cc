@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "leaf_blocks.h"
 #include "once/base/result.h"
 
 namespace once::gossip::internal {
@@ -15,15 +16,6 @@ namespace {
 void Destroy(Inner* node) { DestroyInner(node); }
 void Destroy(const Leaf* leaf);
 
-// Frees a block of `bytes` (a node's or a leaf's) whose object is destroyed.
-void FreeBlock(void* block, size_t bytes) {
-#if defined(__cpp_sized_deallocation)
-  ::operator delete(block, bytes);  // the size spares the allocator a lookup
-#else
-  (void)bytes;  // clang without -fsized-deallocation (the fuzz build)
-  ::operator delete(block);
-#endif
-}
 }  // namespace
 
 template <typename T>
@@ -210,14 +202,14 @@ void DestroyInner(Inner* node) {
   }
   const size_t bytes = node->bytes();
   node->~Inner();
-  FreeBlock(node, bytes);
+  FreeSized(node, bytes);
 }
 
 NodeRef NewRoot() { return NodeRef(NewInner(true, kCapacityMin)); }
 
 LeafRef MakeLeaf(const Path& path, itc::Version version, std::span<const uint8_t> payload) {
   static_assert(alignof(Leaf) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
-  void* block = ::operator new(sizeof(Leaf) + payload.size());
+  void* block = AllocateLeafBlock(sizeof(Leaf) + payload.size());
   Leaf* leaf = new (block) Leaf(path, std::move(version));  // count 1: the LeafRef below
   uint8_t* tail = static_cast<uint8_t*>(block) + sizeof(Leaf);
   if (!payload.empty()) std::memcpy(tail, payload.data(), payload.size());
@@ -230,7 +222,7 @@ namespace {
 void Destroy(const Leaf* leaf) {
   const size_t bytes = sizeof(Leaf) + leaf->payload.size();
   leaf->~Leaf();
-  FreeBlock(const_cast<Leaf*>(leaf), bytes);
+  FreeLeafBlock(const_cast<Leaf*>(leaf), bytes);
 }
 
 }  // namespace

@@ -86,7 +86,8 @@ class RefCount {
 };
 
 // A message as the tree holds it. Made only by MakeLeaf, which puts the
-// payload bytes in the leaf's own heap block, after the leaf; its count is
+// payload bytes in the leaf's own heap block, after the leaf (a leaf block:
+// leaf_blocks.h, kept on the thread that frees it for its next leaf); its count is
 // in the leaf (LeafRef), and its version too (itc::Version::kInlineNodes),
 // so a leaf of a two-party universe is one block, not three: fewer blocks for
 // a removal to free and for the allocator to sort later.
