@@ -187,6 +187,9 @@ StoredRow ReadStoredRow(const PGresult* result, int row, int column) {
 
 Status DecodeStoredRow(std::string_view execution_id, const StoredRow& row, int64_t first,
                        int64_t last, const std::function<void(Envelope)>& add) {
+  // Sequences start at 1: one below would also let `end - row.sequence`
+  // overflow.
+  if (row.sequence < 1) return Corrupt(execution_id, row.sequence, "its sequence is below 1");
   const int64_t end = row.last_sequence.value_or(row.sequence);
   if (end < row.sequence || (!row.last_sequence && row.rest)) {
     return Corrupt(execution_id, row.sequence, "its last sequence precedes its first");

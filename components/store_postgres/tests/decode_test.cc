@@ -103,6 +103,10 @@ TEST(ReadRowsTest, AMalformedPackedRowIsCorruptionAndAddsNoEvent) {
       {"1", "2", "k", "{}", "{}", "1", "4", "e", "{}", "{}", "1", "[[\"k\",{},{},1.5]]"},
       {"1", "2", "k", "{}", "{}", "1", "4", "e", "{", "{}", "1", "[[\"k\",{},{},1]]"},
       {"1", "2", "k", "{}", "{}", "1", "4", "e", "{}", "{}", "1", "[[\"k\",{},{},1]"},
+      // Sequences start at 1; the first of these made `last - first`
+      // overflow (found by store_postgres_rows_fuzz).
+      {"1", "-9223372036854775807", "k", "{}", "{}", "1", "5", "e", "{}", "{}", "1", "\\N"},
+      {"1", "0", "k", "{}", "{}", "1", "\\N", "\\N", "\\N", "\\N", "\\N", "\\N"},
   };
   for (const auto& row : bad) {
     Status status;
