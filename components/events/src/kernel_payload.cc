@@ -1,6 +1,7 @@
 #include "once/events/kernel_payload.h"
 
-#include <initializer_list>
+#include <array>
+#include <span>
 #include <string_view>
 
 namespace once::events {
@@ -8,7 +9,9 @@ namespace {
 
 using Json = nlohmann::json;
 
-enum class Type { kString, kInteger, kObject, kNullOrObject, kNullOrString };
+// A member's type. kParent and kWaits are checked in depth (CheckParent,
+// CheckWaits).
+enum class Type { kString, kInteger, kObject, kNullOrObject, kNullOrString, kParent, kWaits };
 
 bool HasType(const Json& v, Type t) {
   switch (t) {
@@ -22,6 +25,9 @@ bool HasType(const Json& v, Type t) {
       return v.is_null() || v.is_object();
     case Type::kNullOrString:
       return v.is_null() || v.is_string();
+    case Type::kParent:
+    case Type::kWaits:
+      break;  // checked in depth, by CheckMember
   }
   return false;
 }
@@ -38,54 +44,99 @@ std::string_view TypeName(Type t) {
       return "null or an object";
     case Type::kNullOrString:
       return "null or a string";
+    case Type::kParent:
+    case Type::kWaits:
+      break;
   }
   return "?";
 }
 
 struct Member {
-  const char* name;
+  std::string_view name;
   Type type;
   bool required = false;
 };
 
-// nullopt when every listed member of `object` (an object) has its type.
+std::optional<std::string> CheckParent(const Json& parent);
+std::optional<std::string> CheckWaits(const Json& waits);
+
+// nullopt when `v`, the member `m` of `what`, has m's type.
+std::optional<std::string> CheckMember(const Json& v, const Member& m, std::string_view what) {
+  if (m.type == Type::kParent) return CheckParent(v);
+  if (m.type == Type::kWaits) return CheckWaits(v);
+  if (HasType(v, m.type)) return std::nullopt;
+  return std::string(what) + "'s \"" + std::string(m.name) + "\" is not " +
+         std::string(TypeName(m.type));
+}
+
+// nullopt when every listed member of `object` (an object) has its shape
+// and every required one is there. `members` is sorted by name, as the
+// object's own members are (bytewise), so one walk over both finds them
+// all: no lookup per member, and no strlen per comparison.
 std::optional<std::string> CheckMembers(const Json& object, std::string_view what,
-                                        std::initializer_list<Member> members) {
+                                        std::span<const Member> members) {
+  const Json::object_t& have = object.get_ref<const Json::object_t&>();
+  auto it = have.begin();
   for (const Member& m : members) {
-    auto it = object.find(m.name);
-    if (it == object.end()) {
-      if (m.required) return std::string(what) + " has no \"" + m.name + "\"";
+    while (it != have.end() && std::string_view(it->first) < m.name) ++it;
+    if (it == have.end() || std::string_view(it->first) != m.name) {
+      if (m.required) return std::string(what) + " has no \"" + std::string(m.name) + "\"";
       continue;
     }
-    if (!HasType(*it, m.type)) {
-      return std::string(what) + "'s \"" + m.name + "\" is not " + std::string(TypeName(m.type));
-    }
+    if (auto problem = CheckMember(it->second, m, what)) return problem;
+    ++it;
   }
   return std::nullopt;
 }
 
-std::optional<std::string> CheckParent(const Json& payload) {
-  auto it = payload.find("parent");
-  if (it == payload.end() || it->is_null()) return std::nullopt;
-  if (!it->is_object()) return std::string("the payload's \"parent\" is not null or an object");
-  return CheckMembers(*it, "the parent",
-                      {{"execution_id", Type::kString, true}, {"key", Type::kString, true}});
+template <size_t N>
+constexpr bool SortedByName(const std::array<Member, N>& members) {
+  for (size_t i = 1; i < N; ++i) {
+    if (!(members[i - 1].name < members[i].name)) return false;
+  }
+  return true;
 }
 
-std::optional<std::string> CheckWaits(const Json& payload) {
-  auto it = payload.find("waits");
-  if (it == payload.end()) return std::nullopt;
-  if (!it->is_array()) return std::string("the payload's \"waits\" is not an array");
-  for (const Json& wait : *it) {
+// The members of each payload and nested object, sorted by name (checked at
+// compile time).
+constexpr std::array<Member, 2> kParentMembers{
+    {{"execution_id", Type::kString, true}, {"key", Type::kString, true}}};
+constexpr std::array<Member, 5> kWaitMembers{{{"group", Type::kString},
+                                              {"key", Type::kString},
+                                              {"topic", Type::kString},
+                                              {"type", Type::kString},
+                                              {"wake_at_ms", Type::kInteger}}};
+constexpr std::array<Member, 4> kStartedMembers{{{"continued_from", Type::kNullOrString},
+                                                 {"parent", Type::kParent},
+                                                 {"principal", Type::kString},
+                                                 {"workflow", Type::kString}}};
+constexpr std::array<Member, 3> kResumedMembers{
+    {{"by", Type::kString}, {"park_seq", Type::kInteger}, {"wait", Type::kNullOrObject}}};
+constexpr std::array<Member, 3> kSuspendedMembers{
+    {{"call", Type::kString}, {"group", Type::kString}, {"waits", Type::kWaits}}};
+constexpr std::array<Member, 1> kFailedMembers{{{"error", Type::kObject}}};
+constexpr std::array<Member, 1> kContinuedMembers{{{"next", Type::kString}}};
+constexpr std::array<Member, 1> kStepMembers{{{"name", Type::kString, true}}};
+constexpr std::array<Member, 4> kChildMembers{{{"child_id", Type::kString},
+                                               {"group", Type::kString},
+                                               {"key", Type::kString, true},
+                                               {"workflow", Type::kString}}};
+constexpr std::array<Member, 1> kConsumedMembers{{{"topic", Type::kString, true}}};
+static_assert(SortedByName(kParentMembers) && SortedByName(kWaitMembers) &&
+              SortedByName(kStartedMembers) && SortedByName(kResumedMembers) &&
+              SortedByName(kSuspendedMembers) && SortedByName(kChildMembers));
+
+std::optional<std::string> CheckParent(const Json& parent) {
+  if (parent.is_null()) return std::nullopt;
+  if (!parent.is_object()) return std::string("the payload's \"parent\" is not null or an object");
+  return CheckMembers(parent, "the parent", kParentMembers);
+}
+
+std::optional<std::string> CheckWaits(const Json& waits) {
+  if (!waits.is_array()) return std::string("the payload's \"waits\" is not an array");
+  for (const Json& wait : waits) {
     if (!wait.is_object()) return std::string("a wait is not an object");
-    if (auto p = CheckMembers(wait, "a wait",
-                              {{"type", Type::kString},
-                               {"key", Type::kString},
-                               {"topic", Type::kString},
-                               {"wake_at_ms", Type::kInteger},
-                               {"group", Type::kString}})) {
-      return p;
-    }
+    if (auto p = CheckMembers(wait, "a wait", kWaitMembers)) return p;
   }
   return std::nullopt;
 }
@@ -94,37 +145,22 @@ std::optional<std::string> CheckObject(KernelKind kind, const Json& p) {
   constexpr std::string_view kPayload = "the payload";
   switch (kind) {
     case KernelKind::kExecutionStarted:
-      if (auto e = CheckMembers(p, kPayload,
-                                {{"workflow", Type::kString},
-                                 {"principal", Type::kString},
-                                 {"continued_from", Type::kNullOrString}})) {
-        return e;
-      }
-      return CheckParent(p);
+      return CheckMembers(p, kPayload, kStartedMembers);
     case KernelKind::kExecutionResumed:
-      return CheckMembers(
-          p, kPayload,
-          {{"park_seq", Type::kInteger}, {"wait", Type::kNullOrObject}, {"by", Type::kString}});
+      return CheckMembers(p, kPayload, kResumedMembers);
     case KernelKind::kExecutionSuspended:
-      if (auto e = CheckMembers(p, kPayload, {{"call", Type::kString}, {"group", Type::kString}})) {
-        return e;
-      }
-      return CheckWaits(p);
+      return CheckMembers(p, kPayload, kSuspendedMembers);
     case KernelKind::kExecutionFailed:
-      return CheckMembers(p, kPayload, {{"error", Type::kObject}});
+      return CheckMembers(p, kPayload, kFailedMembers);
     case KernelKind::kExecutionContinued:
-      return CheckMembers(p, kPayload, {{"next", Type::kString}});
+      return CheckMembers(p, kPayload, kContinuedMembers);
     case KernelKind::kStepCompleted:
     case KernelKind::kStepFailed:
-      return CheckMembers(p, kPayload, {{"name", Type::kString, true}});
+      return CheckMembers(p, kPayload, kStepMembers);
     case KernelKind::kChildStarted:
-      return CheckMembers(p, kPayload,
-                          {{"key", Type::kString, true},
-                           {"child_id", Type::kString},
-                           {"workflow", Type::kString},
-                           {"group", Type::kString}});
+      return CheckMembers(p, kPayload, kChildMembers);
     case KernelKind::kMessageConsumed:
-      return CheckMembers(p, kPayload, {{"topic", Type::kString, true}});
+      return CheckMembers(p, kPayload, kConsumedMembers);
     default:
       return std::nullopt;
   }
@@ -134,8 +170,8 @@ std::optional<std::string> CheckObject(KernelKind kind, const Json& p) {
 
 bool IsSealedPayload(const Json& payload) {
   if (!payload.is_object() || payload.size() != 1) return false;
-  auto it = payload.find("$sealed");
-  return it != payload.end() && it->is_string();
+  const auto& only = *payload.get_ref<const Json::object_t&>().begin();
+  return only.first == "$sealed" && only.second.is_string();
 }
 
 std::optional<std::string> KernelPayloadProblem(KernelKind kind, const Json& payload) {
