@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <unordered_set>
 
 #include "once/events/json_text.h"
@@ -401,20 +400,13 @@ Result<Envelope> DecodeRow(std::string_view execution_id, int64_t sequence, std:
   e.sequence = sequence;
   e.kind = events::Kind::FromStored(std::move(kind));
   e.time_ms = time_ms;
-  // The parser reads a non-negative integer as number_unsigned; the writer
-  // most likely held a signed one (Json(17)). Read back what fits in int64_t
-  // as number_integer so a stored value round-trips with its type.
-  auto signed_ints = [](int, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::value && parsed.is_number_unsigned() &&
-        parsed.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      parsed = static_cast<int64_t>(parsed.get<uint64_t>());
-    }
-    return true;
-  };
-  e.payload = Json::parse(payload_json, signed_ints, false);
+  // events::ParseJson: what fits in int64_t reads back as number_integer, so
+  // a stored value round-trips with its type.
+  Result<Json> payload = events::ParseJson(payload_json);
+  if (payload) e.payload = std::move(*payload);
   Result<events::Metadata> metadata = events::ParseMetadataText(metadata_json);
   if (metadata) e.metadata = std::move(*metadata);
-  if (e.payload.is_discarded() || !metadata) {
+  if (!payload || !metadata) {
     return MakeError(ErrorCode::kCorruption,
                      "stored event " + std::to_string(sequence) + " is not valid JSON",
                      std::string(execution_id));

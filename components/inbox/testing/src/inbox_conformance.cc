@@ -55,6 +55,10 @@ TEST_P(InboxStoreConformance, PutNumbersEachTopicFromOneAndGetRoundTrips) {
   EXPECT_EQ(store_->Put("x", "reject", "other topic").value(), 1);
   EXPECT_EQ(store_->Put("y", "approve", 3).value(), 1);  // another execution
   EXPECT_EQ(store_->Get("x", "approve", 1).value(), (InboxMessage{"approve", 1, rich}));
+  // A signed integer comes back signed, as an event's payload does (json
+  // compares 9 and 9u equal; a reader that asks for the type would not).
+  EXPECT_EQ(store_->Get("x", "approve", 1).value()->message["n"].type(),
+            Json::value_t::number_integer);
   EXPECT_EQ(store_->Get("x", "approve", 2).value()->message, "second");
   EXPECT_EQ(store_->Get("x", "reject", 1).value()->message, "other topic");
   auto pending = store_->Pending("x").value();
