@@ -10,13 +10,13 @@
 //                                 ready PORT               (once, at start)
 
 #include <atomic>
-#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "once/base/decimal.h"
 #include "once/gossip/node.h"
 
 namespace {
@@ -33,10 +33,12 @@ void Emit(const std::string& line) {
   std::fflush(stdout);
 }
 
-uint64_t Number(const std::string& s) {
-  uint64_t v = 0;
-  std::from_chars(s.data(), s.data() + s.size(), v);
-  return v;
+// The decimal value `flag` was given, or why it is not one.
+template <class T>
+Result<T> Number(const std::string& flag, std::string_view text) {
+  if (std::optional<T> v = ParseDecimal<T>(text)) return *v;
+  return MakeError(ErrorCode::kInvalidArgument,
+                   flag + " takes a decimal number in range, not '" + std::string(text) + "'");
 }
 
 Result<NodeOptions> ParseArgs(int argc, char** argv) {
@@ -44,23 +46,26 @@ Result<NodeOptions> ParseArgs(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--port") {
-      options.port = static_cast<uint16_t>(Number(value));
+      ONCE_ASSIGN_OR_RETURN(options.port, Number<uint16_t>(flag, value));
     } else if (flag == "--peers") {
       for (size_t start = 0; start < value.size();) {
         size_t comma = value.find(',', start);
         if (comma == std::string::npos) comma = value.size();
-        options.peers.push_back(PeerAddress{
-            "127.0.0.1", static_cast<uint16_t>(Number(value.substr(start, comma - start)))});
+        ONCE_ASSIGN_OR_RETURN(uint16_t port, Number<uint16_t>(flag, std::string_view(value).substr(
+                                                                        start, comma - start)));
+        options.peers.push_back(PeerAddress{"127.0.0.1", port});
         start = comma + 1;
       }
     } else if (flag == "--interval-ms") {
-      options.gossip_interval_ms = std::chrono::milliseconds(Number(value));
+      ONCE_ASSIGN_OR_RETURN(uint64_t ms, Number<uint64_t>(flag, value));
+      options.gossip_interval_ms = std::chrono::milliseconds(ms);
     } else if (flag == "--session-timeout-ms") {
-      options.session_timeout_ms = std::chrono::milliseconds(Number(value));
+      ONCE_ASSIGN_OR_RETURN(uint64_t ms, Number<uint64_t>(flag, value));
+      options.session_timeout_ms = std::chrono::milliseconds(ms);
     } else if (flag == "--bookmark") {
       options.bookmark_path = value;
     } else if (flag == "--seed") {
-      options.rng_seed = Number(value);
+      ONCE_ASSIGN_OR_RETURN(options.rng_seed, Number<uint64_t>(flag, value));
     } else {
       return MakeError(ErrorCode::kInvalidArgument, "unknown flag " + flag);
     }

@@ -4,17 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <fstream>
 #include <sstream>
 
+#include "once/base/decimal.h"
+
 namespace once::loom_app {
 namespace {
-
-bool ParseInt(std::string_view s, int64_t& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
 
 // The moment the driver killed `pid` (steady ns), or INT64_MAX: never.
 int64_t KilledAt(const std::vector<Kill>& kills, int64_t pid) {
@@ -163,7 +159,7 @@ void CheckTicks(const std::vector<LedgerLine>& ledger, const ChaosFacts& facts, 
   for (const auto& [id, log] : facts.logs) {
     if (!id.starts_with(facts.tick_prefix)) continue;
     int64_t t = 0;
-    if (!ParseInt(std::string_view(id).substr(facts.tick_prefix.size()), t) ||
+    if (!ParseDecimal(std::string_view(id).substr(facts.tick_prefix.size()), t) ||
         t % facts.tick_ms != 0) {
       v.breaches.push_back("cron: an execution that is no tick: " + id);
       continue;
@@ -230,7 +226,7 @@ Result<std::vector<LedgerLine>> ReadLedger(const std::string& path) {
     LedgerLine l;
     std::string t, pid, extra;
     if (!(fields >> t >> pid >> l.node >> l.what >> l.execution_id >> l.step) ||
-        (fields >> extra) || !ParseInt(t, l.t_ns) || !ParseInt(pid, l.pid)) {
+        (fields >> extra) || !ParseDecimal(t, l.t_ns) || !ParseDecimal(pid, l.pid)) {
       return MakeError(ErrorCode::kCorruption,
                        fmt::format("ledger {} line {}: malformed: '{}'", path, n, text));
     }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "once/base/decimal.h"
 #include "once/runtime/runtime.h"
 #include "once/store_postgres/postgres_event_store.h"
 #include "once/store_sqlite/sqlite_event_store.h"
@@ -86,7 +87,10 @@ Result<visibility::Target> StoreFlags::ToTarget() const {
 Result<int64_t> ParseTimeArg(const std::string& text) {
   if (text.empty()) return 0;
   // Unix milliseconds, or an ISO date/time in UTC (2024-05-01, 2024-05-01T12:00:00).
-  if (text.find_first_not_of("0123456789") == std::string::npos) return std::stoll(text);
+  if (text.find_first_not_of("0123456789") == std::string::npos) {
+    if (std::optional<int64_t> ms = ParseDecimal<int64_t>(text)) return *ms;
+    return MakeError(ErrorCode::kInvalidArgument, "'" + text + "' is too large for Unix ms");
+  }
   std::tm tm{};
   const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (end == nullptr) {

@@ -119,6 +119,8 @@ run 2 list --db "$db" --status sleeping
 run 2 list --db "$db" --cursor garbage
 run 2 send "$ask" approve '{not json' --db "$db"
 run 2 list --db "$db" --frobnicate
+run 2 list --db "$db" --started-after 99999999999999999999
+check "a time past int64: said, not a crash" grep -q "too large for Unix ms" <<<"$err"
 cp "$db" "$work/newer.db"
 python3 -c "import sqlite3; c = sqlite3.connect('$work/newer.db'); c.execute('PRAGMA user_version = 99'); c.commit()"
 newer_before=$(stat -c %Y.%s "$work/newer.db")
@@ -146,6 +148,14 @@ code=$(curl -s -o "$work/body" -w '%{http_code}' "$api/api/v1/executions/no-such
 check "an unknown id: 404" [ "$code" = 404 ]
 code=$(curl -s -o "$work/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $(cat "$work/token")" "$api/api/v1/executions/$ask/cancel" -d '{"reason":"api"}')
 check "acting with the token: 200" [ "$code" = 200 ]
+for query in "executions?limit=abc" "executions?limit=-1" "executions?started_after=99999999999999999999" \
+             "timers?limit=1x" "timers?due_within_ms=1e3" "executions/$ask?events=99999999999999999999"; do
+  code=$(curl -s -o "$work/body" -w '%{http_code}' "$api/api/v1/$query")
+  check "a malformed number ($query): 400 InvalidArgument" \
+    [ "$code" = 400 -a "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <"$work/body")" = InvalidArgument ]
+done
+code=$(curl -s -o "$work/body" -w '%{http_code}' "$api/api/v1/timers?due_within_ms=9223372036854775807")
+check "due within more than the clock counts: every timer, 200" [ "$code" = 200 ]
 check "no CORS header" bash -c "! curl -s -D - -o /dev/null -H 'Origin: http://evil.example' '$api/api/v1/counts' | grep -qi access-control"
 check "each refusal is one log line with its code" [ "$(grep -c 'refused POST .* 401 PermissionDenied' "$work/serve.err")" = 2 ]
 check "/metrics counts the refusals" bash -c "curl -s '$api/metrics' | grep -q 'loom_serve_refusals_total{code=\"PermissionDenied\"} 2'"

@@ -13,9 +13,11 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
+#include "once/base/decimal.h"
 #include "once/base/hex.h"
 #include "once/telemetry/log.h"
 #include "once/telemetry/metrics.h"
@@ -27,6 +29,18 @@ namespace {
 
 using httplib::Request;
 using httplib::Response;
+
+// The decimal query parameter `name`, or `fallback` when it is absent; any
+// other text is kInvalidArgument (400), not a number read as far as it goes.
+template <class T>
+Result<T> NumberParam(const Request& req, const char* name, T fallback) {
+  if (!req.has_param(name)) return fallback;
+  const std::string text = req.get_param_value(name);
+  if (std::optional<T> value = ParseDecimal<T>(text)) return *value;
+  return MakeError(ErrorCode::kInvalidArgument, std::string("query parameter ") + name +
+                                                    " is not a decimal integer in range: '" + text +
+                                                    "'");
+}
 
 std::atomic<httplib::Server*> g_server{nullptr};
 
@@ -211,23 +225,38 @@ Result<std::vector<SledTarget>> LoadSleds(const ServeOptions& options) {
       return MakeError(ErrorCode::kInvalidArgument, "rack.json has no sleds array");
     }
     for (const Json& s : rack["sleds"]) {
-      std::string http = s.value("http", "");
-      size_t colon = http.rfind(':');
-      if (colon == std::string::npos) continue;
-      out.push_back({.cubby = s.value("cubby", -1),
-                     .baseboard = s.value("baseboard", ""),
-                     .host = http.substr(0, colon),
-                     .port = std::atoi(http.c_str() + colon + 1)});
+      // An entry of another shape is skipped (json's value() would throw on
+      // a member of another type).
+      auto member = [&](const char* name) -> const Json* {
+        return s.is_object() && s.contains(name) ? &s[name] : nullptr;
+      };
+      const Json* http = member("http");
+      if (!http || !http->is_string()) continue;
+      const std::string& address = http->get_ref<const std::string&>();
+      const size_t colon = address.rfind(':');
+      std::optional<uint16_t> port = colon == std::string::npos
+                                         ? std::nullopt
+                                         : ParseDecimal<uint16_t>(address.substr(colon + 1));
+      if (!port || *port == 0) continue;
+      const Json* cubby = member("cubby");
+      const Json* baseboard = member("baseboard");
+      out.push_back(
+          {.cubby = cubby && cubby->is_number_integer() ? cubby->get<int>() : -1,
+           .baseboard = baseboard && baseboard->is_string() ? baseboard->get<std::string>() : "",
+           .host = address.substr(0, colon),
+           .port = *port});
     }
   }
   for (const std::string& url : options.sled_urls) {
     std::string rest = url.starts_with("http://") ? url.substr(7) : url;
     while (rest.ends_with("/")) rest.pop_back();
     size_t colon = rest.rfind(':');
-    if (colon == std::string::npos || std::atoi(rest.c_str() + colon + 1) <= 0) {
+    std::optional<uint16_t> port =
+        colon == std::string::npos ? std::nullopt : ParseDecimal<uint16_t>(rest.substr(colon + 1));
+    if (!port || *port == 0) {
       return MakeError(ErrorCode::kInvalidArgument, "a sled URL is http://HOST:PORT, not " + url);
     }
-    out.push_back({.host = rest.substr(0, colon), .port = std::atoi(rest.c_str() + colon + 1)});
+    out.push_back({.host = rest.substr(0, colon), .port = *port});
   }
   return out;
 }
@@ -312,11 +341,10 @@ class Server {
     });
     http.Get(R"(/api/v1/executions/(.+))", [this](const Request& req, Response& res) {
       std::string id = req.matches[1].str();
-      size_t events = 2'000;
-      if (req.has_param("events"))
-        events = std::strtoull(req.get_param_value("events").c_str(), nullptr, 10);
+      Result<size_t> events = NumberParam<size_t>(req, "events", 2'000);
+      if (!events) return Reply(res, Result<Json>(std::unexpected(events.error())), req);
       Reply(res, pool_->With([&](Ops& ops) {
-        return ops.Show(id, std::clamp<size_t>(events, 1, 10'000));
+        return ops.Show(id, std::clamp<size_t>(*events, 1, 10'000));
       }),
             req);
     });
@@ -412,8 +440,7 @@ class Server {
     q.parked_on = req.get_param_value("parked_on");
     q.id_prefix = req.get_param_value("id_prefix");
     q.cursor = req.get_param_value("cursor");
-    if (req.has_param("limit"))
-      q.limit = std::strtoull(req.get_param_value("limit").c_str(), nullptr, 10);
+    ONCE_ASSIGN_OR_RETURN(q.limit, NumberParam<size_t>(req, "limit", q.limit));
     for (auto [name, out] : {std::pair{"started_after", &q.started_after_ms},
                              std::pair{"started_before", &q.started_before_ms},
                              std::pair{"updated_after", &q.updated_after_ms},
@@ -433,12 +460,13 @@ class Server {
   Result<Json> Timers(const Request& req) {
     int64_t due_before = 0;
     if (req.has_param("due_within_ms")) {
-      due_before =
-          NowMs() + std::strtoll(req.get_param_value("due_within_ms").c_str(), nullptr, 10);
+      ONCE_ASSIGN_OR_RETURN(int64_t within, NumberParam<int64_t>(req, "due_within_ms", 0));
+      // Within more than the clock can count: every timer (no overflow).
+      if (__builtin_add_overflow(NowMs(), within, &due_before)) {
+        due_before = std::numeric_limits<int64_t>::max();
+      }
     }
-    size_t limit = 50;
-    if (req.has_param("limit"))
-      limit = std::strtoull(req.get_param_value("limit").c_str(), nullptr, 10);
+    ONCE_ASSIGN_OR_RETURN(size_t limit, NumberParam<size_t>(req, "limit", 50));
     return pool_->With([&](Ops& ops) -> Result<Json> {
       ONCE_ASSIGN_OR_RETURN(visibility::TimersPage page,
                             ops.view().Timers(due_before, limit, req.get_param_value("cursor")));
@@ -511,8 +539,11 @@ int RunServe(const StoreFlags& flags, const ServeOptions& options) {
   auto target = flags.ToTarget();
   if (!target) return fail(target.error());
   size_t colon = options.listen.rfind(':');
-  int port = colon == std::string::npos ? 0 : std::atoi(options.listen.c_str() + colon + 1);
-  if (colon == std::string::npos || port < 0 || port > 65535) {
+  std::optional<uint16_t> listen_port =
+      colon == std::string::npos ? std::nullopt
+                                 : ParseDecimal<uint16_t>(options.listen.substr(colon + 1));
+  const int port = listen_port.value_or(0);
+  if (!listen_port) {
     return fail(
         Error{ErrorCode::kInvalidArgument, "--listen is ADDRESS:PORT, not " + options.listen});
   }

@@ -1,7 +1,8 @@
 #include "once/queues/cron.h"
 
-#include <charconv>
 #include <ctime>
+
+#include "once/base/decimal.h"
 
 namespace once::queues {
 namespace {
@@ -20,12 +21,6 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
   return out;
 }
 
-bool Number(std::string_view s, int& out) {
-  if (s.empty()) return false;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && ptr == s.data() + s.size();
-}
-
 // Parses one field into the bits lo..hi; `restricted` is false for "*".
 template <size_t N>
 Status ParseField(std::string_view field, const char* name, int lo, int hi, std::bitset<N>& bits,
@@ -38,17 +33,17 @@ Status ParseField(std::string_view field, const char* name, int lo, int hi, std:
   for (std::string_view part : Split(field, ',')) {
     int step = 1;
     if (size_t slash = part.find('/'); slash != std::string_view::npos) {
-      if (!Number(part.substr(slash + 1), step) || step < 1) return bad();
+      if (!ParseDecimal(part.substr(slash + 1), step) || step < 1) return bad();
       part = part.substr(0, slash);
     }
     int from = lo, to = hi;
     if (part != "*") {
       if (size_t dash = part.find('-'); dash != std::string_view::npos) {
-        if (!Number(part.substr(0, dash), from) || !Number(part.substr(dash + 1), to)) {
+        if (!ParseDecimal(part.substr(0, dash), from) || !ParseDecimal(part.substr(dash + 1), to)) {
           return bad();
         }
       } else {
-        if (!Number(part, from)) return bad();
+        if (!ParseDecimal(part, from)) return bad();
         to = step > 1 ? hi : from;
       }
     }

@@ -1,14 +1,15 @@
 #include "once/runtime/runtime.h"
 
 #include <array>
-#include <charconv>
 #include <condition_variable>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <unordered_set>
 
 #include "fence_protocol.h"
 #include "json_access.h"
+#include "once/base/decimal.h"
 #include "once/events/json_text.h"
 #include "once/store/read_log.h"
 #include "once/store/validate.h"
@@ -37,11 +38,11 @@ constexpr size_t kStartPendingEvents = 4;
 std::string NextGenerationId(std::string_view id) {
   size_t tilde = id.rfind('~');
   if (tilde != std::string_view::npos) {
-    int64_t n = 0;
-    auto digits = id.substr(tilde + 1);
-    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-    if (ec == std::errc() && ptr == digits.data() + digits.size() && !digits.empty()) {
-      return std::string(id.substr(0, tilde)) + "~" + std::to_string(n + 1);
+    // A generation at the largest int64 has no next: it gets a suffix of
+    // its own (no overflow).
+    std::optional<int64_t> n = ParseDecimal<int64_t>(id.substr(tilde + 1));
+    if (n && *n < std::numeric_limits<int64_t>::max()) {
+      return std::string(id.substr(0, tilde)) + "~" + std::to_string(*n + 1);
     }
   }
   return std::string(id) + "~2";

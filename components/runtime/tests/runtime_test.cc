@@ -460,6 +460,25 @@ TEST_F(RuntimeTest, ContinueAsNewStartsTheNextGeneration) {
   EXPECT_EQ(Log(store_, "c~3")[0].payload["continued_from"], "c~2");
 }
 
+// An id whose generation suffix is the largest int64 has no next number: it
+// gets a suffix of its own (the old +1 overflowed, undefined behaviour).
+TEST_F(RuntimeTest, ContinueAsNewPastTheLargestGenerationGetsASuffix) {
+  Runtime rt(store_, clock_);
+  ASSERT_TRUE(rt.Register("once_more", [](Context& ctx, const Json& in) -> Result<Json> {
+    if (in.value("again", false)) ONCE_RETURN_IF_ERROR(ctx.ContinueAsNew(Json::object()));
+    return Json();
+  }));
+  for (const auto& [id, next] : std::vector<std::pair<std::string, std::string>>{
+           {"a~9223372036854775806", "a~9223372036854775807"},
+           {"b~9223372036854775807", "b~9223372036854775807~2"},
+           {"c~99999999999999999999", "c~99999999999999999999~2"},
+           {"d~", "d~~2"}}) {
+    Result<RunOutcome> out = rt.Start("once_more", id, Json{{"again", true}});
+    ASSERT_TRUE(out) << out.error().ToString();
+    EXPECT_EQ(out->value["next"], next) << id;
+  }
+}
+
 class ChildrenTest : public RuntimeTest {
  protected:
   void RegisterChild(Runtime& rt) {

@@ -1,11 +1,11 @@
 #include "once/sim/cli.h"
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "once/base/decimal.h"
 #include "once/base/hex.h"
 #include "once/sim/explore.h"
 
@@ -18,11 +18,6 @@ constexpr char kUsage[] =
     "                        [--flaw NAME]... [--out FILE] [--expect-breach] [--no-shrink]\n"
     "       sush sim check FILE|DIR...\n"
     "       sush sim flaws\n";
-
-bool ParseNumber(const std::string& text, uint64_t& out) {
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && end == text.data() + text.size();
-}
 
 int Usage(std::ostream& err, const std::string& why) {
   err << "sush sim: " << why << "\n" << kUsage;
@@ -51,7 +46,7 @@ uint64_t SeedIn(const std::string& text, uint64_t fallback) {
     const std::string tag = "# seed ";
     if (line.rfind(tag, 0) == 0) {
       uint64_t seed = 0;
-      if (ParseNumber(line.substr(tag.size()), seed)) return seed;
+      if (ParseDecimal(line.substr(tag.size()), seed)) return seed;
     }
   }
   return fallback;
@@ -100,7 +95,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--seed" && i + 1 < args.size()) {
-      if (!ParseNumber(args[++i], options.seed)) return Usage(err, "--seed takes a number");
+      if (!ParseDecimal(args[++i], options.seed)) return Usage(err, "--seed takes a number");
       seed_given = true;
     } else if (a == "--flaw" && i + 1 < args.size()) {
       if (auto ok = AddFlaw(options.flaws, args[++i]); !ok) return Usage(err, ok.error().message);
@@ -144,21 +139,21 @@ int Explore(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       const size_t dash = v.find('-');
       uint64_t lo = 0, hi = 0;
       if (dash == std::string::npos
-              ? !ParseNumber(v, lo) || !ParseNumber(v, hi)
-              : !ParseNumber(v.substr(0, dash), lo) || !ParseNumber(v.substr(dash + 1), hi)) {
+              ? !ParseDecimal(v, lo) || !ParseDecimal(v, hi)
+              : !ParseDecimal(v.substr(0, dash), lo) || !ParseDecimal(v.substr(dash + 1), hi)) {
         return Usage(err, "--sleds takes N or MIN-MAX");
       }
       if (lo < 1 || hi > kSledsMax || lo > hi) return Usage(err, "--sleds is within 1-32");
       options.sleds_min = static_cast<int>(lo);
       options.sleds_max = static_cast<int>(hi);
     } else if (a == "--seed" && has_value) {
-      if (!ParseNumber(args[++i], options.seed)) return Usage(err, "--seed takes a number");
+      if (!ParseDecimal(args[++i], options.seed)) return Usage(err, "--seed takes a number");
     } else if (a == "--schedules" && has_value) {
-      if (!ParseNumber(args[++i], options.schedules))
+      if (!ParseDecimal(args[++i], options.schedules))
         return Usage(err, "--schedules takes a number");
     } else if (a == "--threads" && has_value) {
       uint64_t t = 0;
-      if (!ParseNumber(args[++i], t) || t < 1 || t > 64) return Usage(err, "--threads is 1-64");
+      if (!ParseDecimal(args[++i], t) || t < 1 || t > 64) return Usage(err, "--threads is 1-64");
       options.threads = static_cast<int>(t);
     } else if (a == "--flaw" && has_value) {
       if (auto ok = AddFlaw(options.flaws, args[++i]); !ok) return Usage(err, ok.error().message);

@@ -1,9 +1,9 @@
 #include "once/sim/scenario.h"
 
 #include <algorithm>
-#include <charconv>
 #include <sstream>
 
+#include "once/base/decimal.h"
 #include "once/base/overloaded.h"
 
 namespace once::sim {
@@ -61,13 +61,10 @@ class LineParser {
     return Ok();
   }
   Result<int64_t> Number(std::string_view text, int64_t max) const {
-    int64_t v = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || v < 0) {
-      return Fail("not a number: '" + std::string(text) + "'");
-    }
-    if (v > max) return LimitError("scenario_number_max", v, max);
-    return v;
+    std::optional<int64_t> v = ParseDecimal<int64_t>(text);
+    if (!v || *v < 0) return Fail("not a number: '" + std::string(text) + "'");
+    if (*v > max) return LimitError("scenario_number_max", *v, max);
+    return *v;
   }
   Result<int> Sled(std::string_view text) const {
     if (text.size() < 2 || text[0] != 's') return Fail("not a sled: '" + std::string(text) + "'");

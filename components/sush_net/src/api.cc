@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "once/base/decimal.h"
 #include "once/base/hex.h"
 #include "once/base/rng.h"
 #include "once/itc/text.h"
@@ -37,10 +37,8 @@ Result<Address> ParseAddress(std::string_view text) {
     return MakeError(ErrorCode::kInvalidArgument, "address needs HOST:PORT: " + std::string(text));
   }
   const std::string_view port_text = rest.substr(colon + 1);
-  uint32_t port = 0;
-  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
-      port > 65535) {
+  const std::optional<uint16_t> port = ParseDecimal<uint16_t>(port_text);
+  if (!port || *port == 0) {
     return MakeError(ErrorCode::kInvalidArgument, "bad port in address: " + std::string(text));
   }
   const std::string_view host = rest.substr(0, colon);
@@ -54,7 +52,7 @@ Result<Address> ParseAddress(std::string_view text) {
       return MakeError(ErrorCode::kInvalidArgument, "bad host in address: " + std::string(text));
     }
   }
-  return Address{std::string(host), static_cast<uint16_t>(port)};
+  return Address{std::string(host), *port};
 }
 
 std::string JsonText(const json& view) {
@@ -136,10 +134,7 @@ Result<rack::KeyId> VerifyHttpRequest(std::optional<std::string_view> authorizat
   auto key_id = rack::KeyId::Parse(*key_text);
   if (!key_id) return refuse("malformed key id");
   int64_t at = 0;
-  auto [end, ec] = std::from_chars(at_text->data(), at_text->data() + at_text->size(), at);
-  if (ec != std::errc() || end != at_text->data() + at_text->size()) {
-    return refuse("malformed time");
-  }
+  if (!ParseDecimal(*at_text, at)) return refuse("malformed time");
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   if (std::llabs(now_s - at) > kSignedHttpSkewMax.count()) {
@@ -287,10 +282,6 @@ json OutcomeToJson(const rack::ExitOutcome& outcome) {
 template <class Id>
 json IdOrNull(const std::optional<Id>& id) {
   return id ? json(id->ToString()) : json(nullptr);
-}
-
-json VersionOrNull(const std::optional<itc::Version>& version) {
-  return version ? json(itc::FormatVersion(*version)) : json(nullptr);
 }
 
 }  // namespace

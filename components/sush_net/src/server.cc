@@ -5,11 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <ctime>
 #include <fstream>
 #include <tuple>
 
+#include "once/base/decimal.h"
 #include "once/base/hex.h"
 #include "once/itc/text.h"
 
@@ -47,9 +47,7 @@ std::optional<rack::SessionSkip> SkipIn(const Bytes& request) {
 
 size_t NumberOr(std::optional<std::string_view> text, size_t fallback) {
   if (!text) return fallback;
-  size_t value = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
-  return ec == std::errc() && end == text->data() + text->size() ? value : fallback;
+  return ParseDecimal<size_t>(*text).value_or(fallback);
 }
 
 // The Reply among `outputs`; the rest goes to the sink.
