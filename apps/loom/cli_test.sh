@@ -154,6 +154,12 @@ for query in "executions?limit=abc" "executions?limit=-1" "executions?started_af
   check "a malformed number ($query): 400 InvalidArgument" \
     [ "$code" = 400 -a "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <"$work/body")" = InvalidArgument ]
 done
+for body in '{"reason":5}' '{"reason":null}'; do
+  code=$(curl -s -o "$work/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $(cat "$work/token")" "$api/api/v1/executions/$nap/cancel" -d "$body")
+  check "a cancel reason that is not a string ($body): 400, not a 500" [ "$code" = 400 ]
+done
+code=$(curl -s -o "$work/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $(cat "$work/token")" "$api/api/v1/executions/$order/fork" -d '{"from_step":1,"id":7}')
+check "a fork id that is not a string: 400" [ "$code" = 400 ]
 code=$(curl -s -o "$work/body" -w '%{http_code}' "$api/api/v1/timers?due_within_ms=9223372036854775807")
 check "due within more than the clock counts: every timer, 200" [ "$code" = 200 ]
 check "no CORS header" bash -c "! curl -s -D - -o /dev/null -H 'Origin: http://evil.example' '$api/api/v1/counts' | grep -qi access-control"

@@ -380,8 +380,13 @@ class Server {
       res.set_content(Json{{"job_id", req.matches[1].str()}, {"sleds", std::move(sleds)}}.dump(),
                       "application/json");
     });
-    Act(http, "cancel", [](Ops& ops, const std::string& id, const Json& body) {
-      return ops.Cancel(id, body.value("reason", std::string("cancelled from loom serve")));
+    Act(http, "cancel", [](Ops& ops, const std::string& id, const Json& body) -> Result<Json> {
+      const auto reason = body.find("reason");
+      if (reason == body.end()) return ops.Cancel(id, "cancelled from loom serve");
+      if (!reason->is_string()) {
+        return MakeError(ErrorCode::kInvalidArgument, "cancel's \"reason\" is not a string");
+      }
+      return ops.Cancel(id, reason->get<std::string>());
     });
     Act(http, "resume",
         [](Ops& ops, const std::string& id, const Json&) { return ops.Resume(id); });
@@ -395,7 +400,12 @@ class Server {
       if (!body.contains("from_step") || !body["from_step"].is_number_integer()) {
         return MakeError(ErrorCode::kInvalidArgument, "fork needs {\"from_step\": n}");
       }
-      return ops.Fork(id, body["from_step"].get<int64_t>(), body.value("id", std::string()), {});
+      const auto fork_id = body.find("id");
+      if (fork_id != body.end() && !fork_id->is_string()) {
+        return MakeError(ErrorCode::kInvalidArgument, "fork's \"id\" is not a string");
+      }
+      return ops.Fork(id, body["from_step"].get<int64_t>(),
+                      fork_id == body.end() ? std::string() : fork_id->get<std::string>(), {});
     });
     http.Get("/metrics", [this](const Request&, Response& res) {
       res.set_content(metrics_.Text(), "text/plain; version=0.0.4");

@@ -174,4 +174,28 @@ done
 down="$("$sush" rack down --dir "$dir" --json)" || fail "rack down: $down"
 [[ "$(json '["stopped"].__len__()' <<<"$down")" == 2 ]] || fail "rack down: $down"
 [[ "$(json '["still_up"].__len__()' <<<"$down")" == 0 ]] || fail "rack down left one: $down"
+# A server whose answers have other types than the API's (an older or a
+# foreign server, a proxy): one typed failure (exit 1), never an abort.
+python3 - "$dir/odd.port" <<'PY' &
+import http.server, json, sys
+class Odd(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"active": 5, "next_job_id": [1], "baseboard": 7, "network": None}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Odd)
+open(sys.argv[1], "w").write(str(server.server_address[1]))
+server.handle_request(); server.handle_request()
+PY
+odd_pid=$!
+for _ in $(seq 100); do [[ -s "$dir/odd.port" ]] && break; sleep 0.1; done
+code=0; out="$("$sush" --server "http://127.0.0.1:$(cat "$dir/odd.port")" --json session show)" || code=$?
+kill "$odd_pid" 2>/dev/null || true
+[[ $code == 1 && "$(json '["error"]["code"]' <<<"$out")" == Corruption ]] ||
+  fail "an answer of another shape: $code $out"
 echo "cli_test: ok"

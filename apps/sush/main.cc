@@ -1481,7 +1481,19 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, ReplState*
       ctx.rack_error = loaded.error();
     }
   }
-  if (action) return action(ctx);
+  if (action) {
+    // A sled's answer is read by typed accesses that throw when a member has
+    // another type than the API documents (a sled of another version, a
+    // proxy's page): one typed failure, never an abort.
+    try {
+      return action(ctx);
+    } catch (const json::exception& e) {
+      return Fail(ctx, Error{ErrorCode::kCorruption,
+                             std::string("a sled answered JSON of another shape: ") + e.what(),
+                             "",
+                             {}});
+    }
+  }
   if (repl != nullptr) return kExitOk;
   return Repl(globals);
 }

@@ -461,6 +461,29 @@ json ErrorToJson(const Error& error) {
   return json{{"error", out}};
 }
 
+namespace {
+
+// obj[key] when obj is an object whose `key` holds a T (a string or an
+// int64), else `fallback`: what a client reads of a server's answer never
+// throws (json's value() does when the member has another type).
+template <class T>
+T MemberOr(const json& obj, const char* key, T fallback) {
+  static_assert(std::is_same_v<T, std::string> || std::is_same_v<T, int64_t>);
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  if (it == obj.end()) return fallback;
+  if constexpr (std::is_same_v<T, std::string>) {
+    return it->is_string() ? it->template get<std::string>() : fallback;
+  } else {
+    return it->is_number_integer() &&
+                   !(it->is_number_unsigned() && it->template get<uint64_t>() > uint64_t{INT64_MAX})
+               ? it->template get<int64_t>()
+               : fallback;
+  }
+}
+
+}  // namespace
+
 Error ErrorFromJson(const json& body, int http_status) {
   if (!body.is_object() || !body.contains("error") || !body["error"].is_object()) {
     // The HTTP layer itself refused (e.g. a body past the server's limit).
@@ -470,15 +493,16 @@ Error ErrorFromJson(const json& body, int http_status) {
     return Error{code, "HTTP " + std::to_string(http_status) + " without error", "", {}};
   }
   const json& e = body["error"];
-  Error error{ErrorCode::kInternal, e.value("message", std::string("")), "", {}};
-  const std::string name = e.value("code", std::string(""));
+  Error error{ErrorCode::kInternal, MemberOr(e, "message", std::string()), "", {}};
+  const std::string name = MemberOr(e, "code", std::string());
   for (int c = 0; c <= static_cast<int>(ErrorCode::kInternal); ++c) {
     if (ErrorCodeName(static_cast<ErrorCode>(c)) == name) error.code = static_cast<ErrorCode>(c);
   }
   if (e.contains("limit") && e["limit"].is_object()) {
     const json& limit = e["limit"];
-    error.detail = LimitDetail{limit.value("name", std::string()), limit.value("value", int64_t{0}),
-                               limit.value("max", int64_t{0})};
+    error.detail =
+        LimitDetail{MemberOr(limit, "name", std::string()), MemberOr(limit, "value", int64_t{0}),
+                    MemberOr(limit, "max", int64_t{0})};
   }
   return error;
 }
@@ -647,7 +671,7 @@ Result<rack::SessionId> SushClient::StartSession(const rack::KeyPair& keys) cons
   rng.Fill(signer_nonce.bytes.data(), signer_nonce.bytes.size());
   ONCE_ASSIGN_OR_RETURN(
       json answer,
-      Submit(rack::SessionStart{info.value("baseboard", std::string()), *nonce, signer_nonce},
+      Submit(rack::SessionStart{MemberOr(info, "baseboard", std::string()), *nonce, signer_nonce},
              keys));
   ONCE_ASSIGN_OR_RETURN(std::optional<rack::SessionId> id,
                         IdField<rack::SessionId>(answer, "session_id"));
@@ -696,7 +720,7 @@ Result<rack::Nonce> SushClient::ResetSled(const rack::KeyPair& keys) const {
   ONCE_ASSIGN_OR_RETURN(json boundary, Boundary());
   ONCE_ASSIGN_OR_RETURN(std::optional<rack::Nonce> nonce,
                         IdField<rack::Nonce>(boundary, "reset_nonce"));
-  const std::string baseboard = boundary.value("baseboard", std::string());
+  const std::string baseboard = MemberOr(boundary, "baseboard", std::string());
   if (!nonce) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "the boundary record of " + baseboard + " is trusted: nothing to reset");

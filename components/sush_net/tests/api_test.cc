@@ -102,6 +102,27 @@ TEST(JsonTest, ErrorsRoundTripThroughTheirJsonAnswer) {
   EXPECT_EQ(ErrorFromJson(nlohmann::json(), 413).code, ErrorCode::kLimitExceeded);
 }
 
+// A server's error body whose members have other types than the API's is
+// read as far as it goes: a typed error, never an exception.
+TEST(JsonTest, AnErrorBodyOfAnotherShapeIsReadWithoutThrowing) {
+  const nlohmann::json odd = {
+      {"error",
+       {{"message", 5}, {"code", {"PermissionDenied"}}, {"limit", {{"name", 1}, {"value", "x"}}}}}};
+  Error back = ErrorFromJson(odd, 400);
+  EXPECT_EQ(back.code, ErrorCode::kInternal);
+  EXPECT_EQ(back.message, "");
+  const nlohmann::json huge = {
+      {"error",
+       {{"code", "LimitExceeded"},
+        {"limit", {{"name", "x"}, {"value", 18446744073709551615u}, {"max", 3}}}}}};
+  back = ErrorFromJson(huge, 413);
+  EXPECT_EQ(back.code, ErrorCode::kLimitExceeded);
+  const auto* limit = std::get_if<LimitDetail>(&back.detail);
+  ASSERT_NE(limit, nullptr);
+  EXPECT_EQ(limit->value, 0);
+  EXPECT_EQ(limit->max, 3);
+}
+
 TEST(JsonTest, AStoppedStatusShowsItsExitAndOutputLengths) {
   rack::JobStatus status;
   status.state = rack::JobState::kStopped;
