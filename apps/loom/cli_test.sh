@@ -108,6 +108,8 @@ run 5 queues --db "$db"
 # Bad input: one line, the documented code, nothing written.
 before=$(stat -c %Y.%s "$db")
 run 3 show no-such-id --db "$db"
+run 2 show $'bad\x01id' --db "$db"
+check "an id no execution can have: InvalidArgument" grep -q "InvalidArgument" <<<"$err"
 check "unknown id: one line" [ "$(wc -l <<<"$err")" = 1 ]
 run 3 cancel no-such-id --db "$db"
 run 3 list --db "$work/typo.db"
@@ -152,6 +154,11 @@ for query in "executions?limit=abc" "executions?limit=-1" "executions?started_af
              "timers?limit=1x" "timers?due_within_ms=1e3" "executions/$ask?events=99999999999999999999"; do
   code=$(curl -s -o "$work/body" -w '%{http_code}' "$api/api/v1/$query")
   check "a malformed number ($query): 400 InvalidArgument" \
+    [ "$code" = 400 -a "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <"$work/body")" = InvalidArgument ]
+done
+for path in "executions/%FF%FE" "executions/abc%00def" "executions?cursor=%FF%FF" "timers?cursor=%FF"; do
+  code=$(curl -s -o "$work/body" -w '%{http_code}' "$api/api/v1/$path")
+  check "bytes that are not UTF-8 or a control in $path: 400 InvalidArgument, not a 500" \
     [ "$code" = 400 -a "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <"$work/body")" = InvalidArgument ]
 done
 for body in '{"reason":5}' '{"reason":null}'; do

@@ -10,6 +10,7 @@
 #include "once/orchestration/inbox.h"
 #include "once/runtime/log_view.h"
 #include "once/runtime/runtime.h"
+#include "once/store/validate.h"
 #include "once/store_postgres/postgres_event_store.h"
 #include "once/store_postgres/postgres_inbox_store.h"
 #include "once/store_sqlite/sqlite_event_store.h"
@@ -113,6 +114,10 @@ Result<std::vector<Envelope>> Ops::ReadLog(const std::string& id, size_t events_
 }
 
 Result<Json> Ops::Show(const std::string& id, size_t events_max) {
+  // The store first: an id no execution could have (not UTF-8, a control,
+  // too long) is kInvalidArgument, not "no execution with this id".
+  ONCE_ASSIGN_OR_RETURN(store::EventStore * store, Store());
+  ONCE_RETURN_IF_ERROR(store::ValidateExecutionId(id, store->limits()));
   ONCE_ASSIGN_OR_RETURN(visibility::ExecutionRow row, view_->Summary(id));
   ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadLog(id, events_max));
   Json events = Json::array();

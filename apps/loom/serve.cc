@@ -30,6 +30,13 @@ namespace {
 using httplib::Request;
 using httplib::Response;
 
+// The text of a JSON answer. Strings that are not UTF-8 (an id or a cursor
+// from the URL, echoed in a refusal; a stored value) are written with U+FFFD
+// where json's dump() would throw.
+std::string AnswerText(const Json& answer) {
+  return answer.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 // The decimal query parameter `name`, or `fallback` when it is absent; any
 // other text is kInvalidArgument (400), not a number read as far as it goes.
 template <class T>
@@ -371,14 +378,15 @@ class Server {
     http.Get("/api/v1/rack", [this](const Request&, Response& res) {
       Json sleds = Json::array();
       for (const SledTarget& s : sleds_) sleds.push_back(SledView(s, ""));
-      res.set_content(Json{{"sleds", std::move(sleds)}, {"as_of_ms", NowMs()}}.dump(),
+      res.set_content(AnswerText(Json{{"sleds", std::move(sleds)}, {"as_of_ms", NowMs()}}),
                       "application/json");
     });
     http.Get(R"(/api/v1/rack/jobs/([A-Za-z-]+))", [this](const Request& req, Response& res) {
       Json sleds = Json::array();
       for (const SledTarget& s : sleds_) sleds.push_back(SledView(s, req.matches[1].str()));
-      res.set_content(Json{{"job_id", req.matches[1].str()}, {"sleds", std::move(sleds)}}.dump(),
-                      "application/json");
+      res.set_content(
+          AnswerText(Json{{"job_id", req.matches[1].str()}, {"sleds", std::move(sleds)}}),
+          "application/json");
     });
     Act(http, "cancel", [](Ops& ops, const std::string& id, const Json& body) -> Result<Json> {
       const auto reason = body.find("reason");
@@ -425,7 +433,7 @@ class Server {
 
   void Reply(Response& res, const Result<Json>& out, const Request* req = nullptr) {
     if (out) {
-      res.set_content(out->dump(), "application/json");
+      res.set_content(AnswerText(*out), "application/json");
       return;
     }
     Refuse(res, out.error(), req);
@@ -436,7 +444,8 @@ class Server {
     res.status = HttpStatusOf(e);
     std::string code(ErrorCodeName(e.code));
     res.set_content(
-        Json{{"error", {{"code", code}, {"message", e.message}, {"subject", e.subject}}}}.dump(),
+        AnswerText(
+            Json{{"error", {{"code", code}, {"message", e.message}, {"subject", e.subject}}}}),
         "application/json");
     metrics_.Refusal(code);
     telemetry::LogRefusal(*log_, req ? req->method : "GET", req ? req->path : "?", res.status, code,
@@ -517,7 +526,7 @@ class Server {
           auto out = pool_->With([&](Ops& ops) { return act(ops, id, body); });
           if (out) {
             metrics_.Action(verb);
-            log_->info("{} {}: {}", verb, id, out->dump());
+            log_->info("{} {}: {}", verb, id, AnswerText(*out));
           }
           Reply(res, out, req);
         });

@@ -136,7 +136,7 @@ std::filesystem::path FindServerBinary() {
     for (const auto& candidate :
          {self.parent_path() / "sush-server",
           self.parent_path().parent_path() / "sush-server" / "sush-server"}) {
-      if (std::filesystem::exists(candidate)) return candidate;
+      if (std::filesystem::exists(candidate, ec)) return candidate;
     }
   }
   if (const char* path = std::getenv("PATH"); path != nullptr) {
@@ -211,7 +211,8 @@ Result<RackFile> RackUp(const RackUpOptions& options) {
   std::error_code ec;
   std::filesystem::create_directories(options.dir / "keys", ec);
   if (ec) return MakeError(ErrorCode::kUnavailable, "cannot create " + options.dir.string());
-  const std::filesystem::path dir = std::filesystem::canonical(options.dir);
+  const std::filesystem::path dir = std::filesystem::canonical(options.dir, ec);
+  if (ec) return MakeError(ErrorCode::kUnavailable, "cannot resolve " + options.dir.string());
   if (auto old = LoadRack(dir)) {
     for (const RackSled& sled : old->sleds) {
       if (IsOurServer(sled.pid, dir)) {
@@ -224,7 +225,7 @@ Result<RackFile> RackUp(const RackUpOptions& options) {
   rack.dir = dir;
   rack.key = dir / "keys" / "operator.key";
   rack.trusted_key = dir / "keys" / "operator.pub";
-  if (!std::filesystem::exists(rack.key)) {
+  if (!std::filesystem::exists(rack.key, ec)) {
     std::filesystem::remove(rack.trusted_key, ec);
     const rack::KeyPair keys = rack::KeyPair::GenerateFromOs();
     ONCE_RETURN_IF_ERROR(sush_net::SaveKeyPair(rack.key, "operator", keys));
