@@ -174,6 +174,13 @@ done
 down="$("$sush" rack down --dir "$dir" --json)" || fail "rack down: $down"
 [[ "$(json '["stopped"].__len__()' <<<"$down")" == 2 ]] || fail "rack down: $down"
 [[ "$(json '["still_up"].__len__()' <<<"$down")" == 0 ]] || fail "rack down left one: $down"
+# Bytes that are not UTF-8 in what a command echoes: U+FFFD in the JSON, not an abort.
+code=0; out="$("$sush" --json $'--frob\xff')" || code=$?
+[[ $code == 2 && "$(json '["error"]["code"]' <<<"$out")" == InvalidArgument ]] ||
+  fail "a usage error with bytes that are not UTF-8: $code $out"
+code=0; out="$("$sush" --json --server $'http://\xff:1' session show)" || code=$?
+[[ $code == 1 && "$(json '["error"]["code"]' <<<"$out")" == InvalidArgument ]] ||
+  fail "an address with bytes that are not UTF-8: $code $out"
 # A server whose answers have other types than the API's (an older or a
 # foreign server, a proxy): one typed failure (exit 1), never an abort.
 python3 - "$dir/odd.port" <<'PY' &

@@ -154,7 +154,7 @@ struct Context {
 
 int Fail(const Context& ctx, const Error& error) {
   if (ctx.json()) {
-    std::cout << sush_net::ErrorToJson(error).dump() << std::endl;
+    std::cout << sush_net::JsonText(sush_net::ErrorToJson(error)) << std::endl;
   } else {
     std::cerr << "sush: " << error.ToString() << std::endl;
   }
@@ -163,7 +163,7 @@ int Fail(const Context& ctx, const Error& error) {
 
 void Print(const Context& ctx, const json& body, const std::string& text) {
   if (ctx.json()) {
-    std::cout << body.dump() << std::endl;
+    std::cout << sush_net::JsonText(body) << std::endl;
   } else {
     std::cout << text << std::flush;
   }
@@ -1459,9 +1459,9 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, ReplState*
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
     const bool as_json = globals.json_output || globals.output_format == "json";
     if (as_json) {
-      std::cout
-          << sush_net::ErrorToJson(Error{ErrorCode::kInvalidArgument, e.what(), "", {}}).dump()
-          << std::endl;
+      std::cout << sush_net::JsonText(
+                       sush_net::ErrorToJson(Error{ErrorCode::kInvalidArgument, e.what(), "", {}}))
+                << std::endl;
     } else {
       (void)app.exit(e);
     }
