@@ -367,7 +367,10 @@ Result<uint64_t> DeleteOutput(const std::filesystem::path& jobs_dir, const rack:
 
 Result<std::optional<std::vector<rack::JobId>>> ParsePurge(std::string_view text) {
   ONCE_ASSIGN_OR_RETURN(json body, ParseObject(text));
-  if (body.value("finished", false) == true && !body.contains("jobs")) {
+  if (body.contains("finished") && !body["finished"].is_boolean()) {
+    return MakeError(ErrorCode::kInvalidArgument, "\"finished\" is not true or false");
+  }
+  if (body.value("finished", false) && !body.contains("jobs")) {
     return std::optional<std::vector<rack::JobId>>{};
   }
   if (!body.contains("jobs") || !body["jobs"].is_array()) {

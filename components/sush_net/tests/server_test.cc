@@ -263,6 +263,24 @@ TEST(PartitionTest, AMalformedBodyIsRefusedAndAnEmptyListHeals) {
   EXPECT_EQ(PostPartition(false, R"({"peers": []})", apply).status, 404);
 }
 
+// A purge body of another shape is a typed refusal (a member of another
+// type made json's value() throw: a 500 from the handler's catch).
+TEST(PurgeTest, AMalformedBodyIsRefusedAndTheTwoFormsParse) {
+  for (const char* body : {R"({"finished": "yes"})", R"({"finished": 1})", R"({"jobs": [1]})",
+                           R"({"jobs": "x"})", "{}", "[]", "not json"}) {
+    auto parsed = ParsePurge(body);
+    ASSERT_FALSE(parsed.has_value()) << body;
+    EXPECT_EQ(parsed.error().code, ErrorCode::kInvalidArgument) << body;
+  }
+  auto finished = ParsePurge(R"({"finished": true})");
+  ASSERT_TRUE(finished.has_value());
+  EXPECT_FALSE(finished->has_value());  // every finished job
+  auto none = ParsePurge(R"({"jobs": []})");
+  ASSERT_TRUE(none.has_value());
+  ASSERT_TRUE(none->has_value());
+  EXPECT_TRUE((*none)->empty());
+}
+
 TEST(JsonViewTest, SkippedInterruptedAndTheNewSledErrorsAreShown) {
   rack::JobStatus skipped;
   skipped.state = rack::JobState::kSkipped;
