@@ -226,7 +226,7 @@ Params ScheduleParams(const TimerRow& row) {
   Params p;
   p.Text(row.execution_id).Int(row.wake_at_ms);
   if (row.redrive) {
-    p.Text("{\"attempt\":" + std::to_string(row.redrive->attempt) + "}");
+    p.Text(timers::RedriveText(*row.redrive));
   } else {
     p.Null();
   }

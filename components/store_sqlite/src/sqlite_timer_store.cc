@@ -1,13 +1,11 @@
 #include "once/store_sqlite/sqlite_timer_store.h"
 
 #include <algorithm>
-#include <limits>
 #include <mutex>
 #include <set>
 #include <tuple>
 
 #include "connection.h"
-#include "once/events/envelope.h"
 #include "write_group.h"
 
 namespace once::store {
@@ -139,19 +137,13 @@ Status MigrateLocked(Connection& c) {
   return c.Exec(kCreateIndex);
 }
 
-std::string EncodeRedrive(const Redrive& r) { return events::Json{{"attempt", r.attempt}}.dump(); }
-
 Result<std::optional<Redrive>> DecodeRedrive(const Statement& s, int column, std::string_view id) {
   if (s.IsNull(column)) return std::nullopt;
-  events::Json j = events::Json::parse(s.Text(column), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("attempt") ||
-      !j["attempt"].is_number_integer() || j["attempt"].get<int64_t>() < 0 ||
-      j["attempt"].get<int64_t>() > std::numeric_limits<int>::max()) {
-    return MakeError(ErrorCode::kCorruption,
-                     "sqlite: timer redrive is not {\"attempt\":n}: " + std::string(s.Text(column)),
-                     std::string(id));
+  Result<Redrive> redrive = timers::ParseRedriveText(s.Text(column));
+  if (!redrive) {
+    return MakeError(ErrorCode::kCorruption, "sqlite: " + redrive.error().message, std::string(id));
   }
-  return Redrive{.attempt = j["attempt"].get<int>()};
+  return *redrive;
 }
 
 // Reads (execution_id, wake_at_ms, redrive, park_seq, park_fence) rows to
@@ -213,7 +205,7 @@ const timers::TimerLimits& SqliteTimerStore::limits() const { return impl_->opti
 
 Status SqliteTimerStore::Schedule(const TimerRow& row) {
   ONCE_RETURN_IF_ERROR(timers::ValidateTimerRow(row));
-  std::string redrive = row.redrive ? EncodeRedrive(*row.redrive) : "";
+  std::string redrive = row.redrive ? timers::RedriveText(*row.redrive) : "";
   return impl_->Write([&](Connection& c) -> Status {
     ONCE_ASSIGN_OR_RETURN(Statement s, c.Prepare(kSchedule));
     ONCE_RETURN_IF_ERROR(s.Bind(1, row.execution_id));

@@ -1,6 +1,27 @@
 #include "once/timers/timer_store.h"
 
+#include <limits>
+#include <nlohmann/json.hpp>
+
 namespace once::timers {
+
+std::string RedriveText(const Redrive& redrive) {
+  return "{\"attempt\":" + std::to_string(redrive.attempt) + "}";
+}
+
+Result<Redrive> ParseRedriveText(std::string_view text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto attempt = j.is_object() ? j.find("attempt") : j.end();
+  if (j.is_discarded() || attempt == j.end() || !attempt->is_number_integer() ||
+      (attempt->is_number_unsigned()
+           ? attempt->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int>::max())
+           : attempt->get<int64_t>() < 0 ||
+                 attempt->get<int64_t>() > std::numeric_limits<int>::max())) {
+    return MakeError(ErrorCode::kCorruption,
+                     "a timer's redrive is not {\"attempt\":n}: " + std::string(text));
+  }
+  return Redrive{.attempt = attempt->get<int>()};
+}
 
 Status ValidateTimerRow(const TimerRow& row) {
   if (row.execution_id.empty() || row.execution_id.size() > 255) {

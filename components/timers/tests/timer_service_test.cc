@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -658,6 +659,30 @@ TEST(TimerServiceTest, DefaultsFireABurstConcurrentlyWithBoundedRowsInHand) {
   EXPECT_LT(defaults.claim_ahead_ms, defaults.lease_ms);
   EXPECT_LE(defaults.claim_rows_max, TimerLimits{}.claim_rows_max);
   EXPECT_LE(defaults.claim_rows_max, TimerLimits{}.complete_keys_max);  // one commit per poll
+}
+
+}  // namespace
+}  // namespace once::timers
+
+namespace once::timers {
+namespace {
+
+// The redrive cell both SQL stores write and the operator's views read.
+TEST(RedriveTextTest, RoundTripsAndReadsJsonbSpacingAndRefusesOtherShapes) {
+  for (int attempt : {0, 1, 7, std::numeric_limits<int>::max()}) {
+    Result<Redrive> back = ParseRedriveText(RedriveText(Redrive{attempt}));
+    ASSERT_TRUE(back) << attempt;
+    EXPECT_EQ(back->attempt, attempt);
+  }
+  EXPECT_EQ(RedriveText(Redrive{3}), R"({"attempt":3})");
+  EXPECT_EQ(ParseRedriveText(R"({"attempt": 3})").value().attempt, 3);  // jsonb's text
+  for (const char* bad :
+       {"", "not json", "[]", "{}", R"({"attempt":"3"})", R"({"attempt":-1})",
+        R"({"attempt":2147483648})", R"({"attempt":1.5})", R"({"attempt":18446744073709551615})"}) {
+    Result<Redrive> r = ParseRedriveText(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kCorruption) << bad;
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "once/store_postgres/postgres_event_store.h"
 #include "once/store_postgres/status_index.h"
+#include "once/timers/timer_store.h"
 #include "source.h"
 
 namespace once::visibility::internal {
@@ -395,9 +396,9 @@ class PostgresSource final : public Source {
     for (int i = 0; i < PQntuples(r); ++i) {
       TimerInfo t{.execution_id = TextAt(r, i, 0), .wake_at_ms = IntAt(r, i, 1)};
       if (!PQgetisnull(r, i, 2)) {
-        auto redrive = events::ParseJson(TextAt(r, i, 2));
-        if (redrive && redrive->is_object() && (*redrive)["attempt"].is_number_integer()) {
-          t.redrive_attempt = (*redrive)["attempt"].get<int>();
+        // A cell of another shape shows no attempt (the view reads on).
+        if (auto redrive = timers::ParseRedriveText(TextAt(r, i, 2))) {
+          t.redrive_attempt = redrive->attempt;
         }
       }
       t.lease_owner = TextAt(r, i, 3);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "once/store_sqlite/sqlite_event_store.h"
+#include "once/timers/timer_store.h"
 #include "source.h"
 
 namespace once::visibility::internal {
@@ -332,9 +333,9 @@ class SqliteSource final : public Source {
       if (!row) return out;
       TimerInfo t{.execution_id = Column(s, 0), .wake_at_ms = sqlite3_column_int64(s, 1)};
       if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
-        auto redrive = events::ParseJson(Column(s, 2));
-        if (redrive && redrive->is_object() && (*redrive)["attempt"].is_number_integer()) {
-          t.redrive_attempt = (*redrive)["attempt"].get<int>();
+        // A cell of another shape shows no attempt (the view reads on).
+        if (auto redrive = timers::ParseRedriveText(Column(s, 2))) {
+          t.redrive_attempt = redrive->attempt;
         }
       }
       t.lease_owner = Column(s, 3);

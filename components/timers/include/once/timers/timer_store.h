@@ -43,6 +43,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "once/base/result.h"
@@ -53,6 +54,13 @@ struct Redrive {
   int attempt = 0;
   friend bool operator==(const Redrive&, const Redrive&) = default;
 };
+
+// A redrive as the SQL stores keep it in a row, JSON {"attempt":n}, and
+// back: anything else (not JSON, no integer "attempt" in 0..INT_MAX) is
+// kCorruption. One format for the stores that write it and the operator's
+// views that read it.
+std::string RedriveText(const Redrive& redrive);
+Result<Redrive> ParseRedriveText(std::string_view text);
 
 // A row's key; `park_seq` is a claim's view of it (TimerRow::key()): the
 // park sequence the claimed row carried (0: none). A retire by such a key
