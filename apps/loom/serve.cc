@@ -49,6 +49,19 @@ Result<T> NumberParam(const Request& req, const char* name, T fallback) {
                                                     "'");
 }
 
+// The string member `name` of an action's body (an object), nullopt when it
+// is absent; a member of another type is kInvalidArgument (400).
+Result<std::optional<std::string>> OptionalString(const Json& body, const char* name,
+                                                  std::string_view action) {
+  const auto it = body.find(name);
+  if (it == body.end()) return std::optional<std::string>();
+  if (!it->is_string()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(action) + "'s \"" + name + "\" is not a string");
+  }
+  return std::optional<std::string>(it->get<std::string>());
+}
+
 std::atomic<httplib::Server*> g_server{nullptr};
 
 void StopOnSignal(int) {
@@ -389,12 +402,9 @@ class Server {
           "application/json");
     });
     Act(http, "cancel", [](Ops& ops, const std::string& id, const Json& body) -> Result<Json> {
-      const auto reason = body.find("reason");
-      if (reason == body.end()) return ops.Cancel(id, "cancelled from loom serve");
-      if (!reason->is_string()) {
-        return MakeError(ErrorCode::kInvalidArgument, "cancel's \"reason\" is not a string");
-      }
-      return ops.Cancel(id, reason->get<std::string>());
+      ONCE_ASSIGN_OR_RETURN(std::optional<std::string> reason,
+                            OptionalString(body, "reason", "cancel"));
+      return ops.Cancel(id, reason.value_or("cancelled from loom serve"));
     });
     Act(http, "resume",
         [](Ops& ops, const std::string& id, const Json&) { return ops.Resume(id); });
@@ -408,12 +418,8 @@ class Server {
       if (!body.contains("from_step") || !body["from_step"].is_number_integer()) {
         return MakeError(ErrorCode::kInvalidArgument, "fork needs {\"from_step\": n}");
       }
-      const auto fork_id = body.find("id");
-      if (fork_id != body.end() && !fork_id->is_string()) {
-        return MakeError(ErrorCode::kInvalidArgument, "fork's \"id\" is not a string");
-      }
-      return ops.Fork(id, body["from_step"].get<int64_t>(),
-                      fork_id == body.end() ? std::string() : fork_id->get<std::string>(), {});
+      ONCE_ASSIGN_OR_RETURN(std::optional<std::string> fork_id, OptionalString(body, "id", "fork"));
+      return ops.Fork(id, body["from_step"].get<int64_t>(), fork_id.value_or(""), {});
     });
     http.Get("/metrics", [this](const Request&, Response& res) {
       res.set_content(metrics_.Text(), "text/plain; version=0.0.4");
