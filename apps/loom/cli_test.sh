@@ -161,6 +161,14 @@ for path in "executions/%FF%FE" "executions/abc%00def" "executions?cursor=%FF%FF
   check "bytes that are not UTF-8 or a control in $path: 400 InvalidArgument, not a 500" \
     [ "$code" = 400 -a "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <"$work/body")" = InvalidArgument ]
 done
+# What httplib refuses itself answers the typed JSON of every other refusal.
+code=$(curl -s -o "$work/body" -w '%{http_code}' "$api/api/v1/no-such-endpoint")
+check "an unknown endpoint: 404 NotFound as JSON" \
+  [ "$code" = 404 -a "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <"$work/body")" = NotFound ]
+python3 -c "print('x' * (1 << 20))" >"$work/big"
+code=$(curl -s -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json' -X POST -H "Authorization: Bearer $(cat "$work/token")" "$api/api/v1/executions/$ask/send" --data-binary @"$work/big")
+check "a body past request_body_bytes_max: 413 LimitExceeded as JSON" \
+  [ "$code" = 413 -a "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["error"]["code"])' <"$work/body")" = LimitExceeded ]
 for body in '{"reason":5}' '{"reason":null}'; do
   code=$(curl -s -o "$work/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $(cat "$work/token")" "$api/api/v1/executions/$nap/cancel" -d "$body")
   check "a cancel reason that is not a string ($body): 400, not a 500" [ "$code" = 400 ]

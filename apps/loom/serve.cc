@@ -331,6 +331,17 @@ class Server {
 
   void Route(httplib::Server& http) {
     http.set_payload_max_length(options_.request_body_bytes_max);
+    // What httplib refuses itself (no route, a body past a limit, a request
+    // it cannot parse) answers the same typed JSON as every other refusal;
+    // a refusal of ours already has its body.
+    http.set_error_handler(
+        httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          const int status = res.status;  // kept: 414 and 431 say more than 400
+          Refuse(res, HttplibRefusal(status), &req);
+          res.status = status;
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     http.set_logger([this](const Request& req, const Response& res) {
       metrics_.Request(req.method, RouteOf(req), res.status);
       log_->debug("{} {} {}", req.method, req.path, res.status);
@@ -445,6 +456,27 @@ class Server {
     Refuse(res, out.error(), req);
   }
   void Reply(Response& res, const Result<Json>& out, const Request& req) { Reply(res, out, &req); }
+
+  // The error for a status httplib set without a body.
+  Error HttplibRefusal(int status) const {
+    switch (status) {
+      case 404:
+        return Error{ErrorCode::kNotFound, "no such endpoint", "", {}};
+      case 413:
+        return Error{ErrorCode::kLimitExceeded,
+                     "the request is larger than this server takes (request_body_bytes_max " +
+                         std::to_string(options_.request_body_bytes_max) +
+                         " bytes; a form-encoded body: 8192 bytes; send application/json)",
+                     "",
+                     {}};
+      case 400:
+      case 414:
+      case 431:
+        return Error{ErrorCode::kInvalidArgument, "malformed request", "", {}};
+      default:
+        return Error{ErrorCode::kInternal, "HTTP " + std::to_string(status), "", {}};
+    }
+  }
 
   void Refuse(Response& res, const Error& e, const Request* req) {
     res.status = HttpStatusOf(e);
