@@ -137,10 +137,12 @@ Result<rack::KeyId> VerifyHttpRequest(std::optional<std::string_view> authorizat
   if (!ParseDecimal(*at_text, at)) return refuse("malformed time");
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  if (std::llabs(now_s - at) > kSignedHttpSkewMax.count()) {
-    return refuse("signed at " + std::to_string(at) + ", " + std::to_string(now_s - at) +
-                  " s from this sled's clock (at most " +
-                  std::to_string(kSignedHttpSkewMax.count()) + ")");
+  // The window's edges, not now - at: a client's `at` may be any int64, and
+  // the difference would overflow (undefined behaviour) at the extremes.
+  const int64_t skew = kSignedHttpSkewMax.count();
+  if (at < now_s - skew || at > now_s + skew) {
+    return refuse("signed at " + std::to_string(at) + ", more than " + std::to_string(skew) +
+                  " s from this sled's clock (" + std::to_string(now_s) + ")");
   }
   auto sig_bytes = HexDecode(*sig_text);
   if (!sig_bytes || sig_bytes->size() != rack::Signature{}.size()) {

@@ -102,6 +102,30 @@ TEST(JsonTest, ErrorsRoundTripThroughTheirJsonAnswer) {
   EXPECT_EQ(ErrorFromJson(nlohmann::json(), 413).code, ErrorCode::kLimitExceeded);
 }
 
+// A signed request's `at` is the client's: any int64. The window check
+// compares it with the window's edges (now - at overflowed at INT64_MIN,
+// undefined behaviour that UBSan reports), and a signature made inside the
+// window still verifies.
+TEST(SignedHttpTest, TimesAtTheInt64ExtremesAreOutsideTheWindow) {
+  const rack::KeyPair keys = rack::KeyPair::GenerateFromOs();
+  rack::TrustedKeys trusted;
+  ASSERT_TRUE(trusted.Add(keys.public_key));
+  const TimePoint now = std::chrono::system_clock::now();
+  for (const char* at : {"-9223372036854775808", "9223372036854775807", "-1", "0"}) {
+    const std::string header = "Sush key=" + keys.id().ToString() + ", at=" + at +
+                               ", sig=" + std::string(2 * rack::Signature{}.size(), '0');
+    Result<rack::KeyId> r = VerifyHttpRequest(header, trusted, "b", "POST", "/v1/x", "{}", now);
+    ASSERT_FALSE(r) << at;
+    EXPECT_EQ(r.error().code, ErrorCode::kPermissionDenied) << at;
+    EXPECT_NE(r.error().message.find("from this sled's clock"), std::string::npos)
+        << r.error().message;
+  }
+  const std::string good = SignHttpRequest(keys, "b", "POST", "/v1/x", "{}", now);
+  Result<rack::KeyId> ok = VerifyHttpRequest(good, trusted, "b", "POST", "/v1/x", "{}", now);
+  ASSERT_TRUE(ok) << ok.error().ToString();
+  EXPECT_EQ(*ok, keys.id());
+}
+
 // A server's error body whose members have other types than the API's is
 // read as far as it goes: a typed error, never an exception.
 TEST(JsonTest, AnErrorBodyOfAnotherShapeIsReadWithoutThrowing) {
