@@ -121,6 +121,11 @@ run 2 list --db "$db" --status sleeping
 run 2 list --db "$db" --cursor garbage
 run 2 send "$ask" approve '{not json' --db "$db"
 run 2 list --db "$db" --frobnicate
+run 2 bench --backend memory --runs 0
+run 2 bench --backend memory --executions 0
+check "a count out of range names its range" grep -q "not in range 1 to 10000000" <<<"$err"
+run 2 seed --db "$work/neg.db" --executions -1
+check "a negative seed count writes no store" [ ! -e "$work/neg.db" ]
 run 2 list --db "$db" --started-after 99999999999999999999
 check "a time past int64: said, not a crash" grep -q "too large for Unix ms" <<<"$err"
 cp "$db" "$work/newer.db"

@@ -111,12 +111,25 @@ int main(int argc, char** argv) {
   auto* queues_cmd = app.add_subcommand("queues", "durable queues (issue 15)");
   add_db(queues_cmd);
 
+  // Bounds of the commands' counts, named so that a refusal says them
+  // (CLI11's PositiveNumber printed "0 not in range 0 to 1.8e308").
+  constexpr int kBenchExecutionsMax = 10'000'000;  // executions a run
+  constexpr int kBenchConcurrencyMax = 4'096;      // client threads (one per execution in flight)
+  constexpr int kBenchRunsMax = 1'000;             // timed runs a cell
+  constexpr int kBenchInspectsMax = 1'000'000;     // `loom show` calls timed
+  constexpr int64_t kSeedExecutionsMax = 10'000'000;
+  constexpr int kSeedWorkersMax = 256;  // threads
+
   int64_t seed_executions = 1000;
   int seed_workers = 4;
   auto* seed_cmd = app.add_subcommand("seed", "run a mix of real workflows into a store");
   add_db(seed_cmd);
-  seed_cmd->add_option("--executions", seed_executions, "how many")->capture_default_str();
-  seed_cmd->add_option("--workers", seed_workers, "threads starting them")->capture_default_str();
+  seed_cmd->add_option("--executions", seed_executions, "how many")
+      ->check(CLI::Range(int64_t{0}, kSeedExecutionsMax))
+      ->capture_default_str();
+  seed_cmd->add_option("--workers", seed_workers, "threads starting them")
+      ->check(CLI::Range(1, kSeedWorkersMax))
+      ->capture_default_str();
   std::string seed_node;
   seed_cmd->add_option("--node", seed_node, "seed as this Loom node (registered, owning its runs)");
 
@@ -171,16 +184,18 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--dir", bench.dir, "folder for SQLite files")->capture_default_str();
   bench_cmd->add_option("--executions", bench.executions, "per run")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, kBenchExecutionsMax));
   bench_cmd->add_option("--concurrency", bench.concurrency, "in flight")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, kBenchConcurrencyMax));
   bench_cmd
       ->add_option("--drivers", bench.drivers,
                    "threads keeping --concurrency in flight in CASE_pipelined (0: one per core)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  bench_cmd->add_option("--runs", bench.runs, "runs per cell (median)")->capture_default_str();
+  bench_cmd->add_option("--runs", bench.runs, "runs per cell (median)")
+      ->check(CLI::Range(1, kBenchRunsMax))
+      ->capture_default_str();
   bench_cmd
       ->add_option("--warm-up-runs", bench.warm_up_runs,
                    "untimed runs of the same case before each timed run")
@@ -210,7 +225,7 @@ int main(int argc, char** argv) {
                       "then delete the preloaded executions (loom retention run) while unfenced "
                       "runs on the same store");
   bench_cmd->add_option("--inspects", bench.inspects, "inspects timed on the preloaded store")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, kBenchInspectsMax))
       ->capture_default_str();
 
   auto* chaos_cmd = app.add_subcommand("chaos", "SIGKILL chaos over Loom node processes");
@@ -235,18 +250,22 @@ int main(int argc, char** argv) {
   chaos_run->add_option("--nodes", chaos.nodes, "node processes")
       ->check(CLI::Range(2, 16))
       ->capture_default_str();
-  chaos_run->add_option("--kills", chaos.kills, "SIGKILLs")->capture_default_str();
+  chaos_run->add_option("--kills", chaos.kills, "SIGKILLs")
+      ->check(CLI::Range(0, 100'000))
+      ->capture_default_str();
   chaos_run->add_option("--load-ms", chaos.load_ms, "chaos mode: how long load and kills last")
       ->check(CLI::Range(int64_t{2'000}, int64_t{3'600'000}))
       ->capture_default_str();
   chaos_run->add_option("--queued", chaos.queued, "queued starts over the load")
+      ->check(CLI::Range(0, 1'000'000))
       ->capture_default_str();
   chaos_run
       ->add_option("--direct-interval-ms", chaos.direct_interval_ms,
                    "each node starts a direct execution this often")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
   chaos_run->add_option("--settle-ms-max", chaos.settle_ms_max, "after the load")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}))
       ->capture_default_str();
   chaos_run->add_option("--workers", chaos.workers, "runtime workers per node")
       ->check(CLI::Range(1, 256))
