@@ -174,6 +174,11 @@ done
 down="$("$sush" rack down --dir "$dir" --json)" || fail "rack down: $down"
 [[ "$(json '["stopped"].__len__()' <<<"$down")" == 2 ]] || fail "rack down: $down"
 [[ "$(json '["still_up"].__len__()' <<<"$down")" == 0 ]] || fail "rack down left one: $down"
+# Counts out of range are usage errors (exit 2), not requests.
+for args in "job history --limit -5" "job history --offset -3" "job status x -w --timeout-s 0"; do
+  code=0; "$sush" --rack "$dir" $args >/dev/null 2>&1 || code=$?
+  [[ $code == 2 ]] || fail "$args: exit $code, not 2"
+done
 # Bytes that are not UTF-8 in what a command echoes: U+FFFD in the JSON, not an abort.
 code=0; out="$("$sush" --json $'--frob\xff')" || code=$?
 [[ $code == 2 && "$(json '["error"]["code"]' <<<"$out")" == InvalidArgument ]] ||

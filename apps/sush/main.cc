@@ -24,6 +24,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -50,6 +51,8 @@ constexpr auto kProbeTimeout = std::chrono::milliseconds(1000);
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
+// The longest a -w waits (--timeout-s): a week, in seconds.
+constexpr int kWaitSecondsMax = 7 * 24 * 3600;
 
 struct Globals {
   std::string rack_dir;
@@ -1326,7 +1329,8 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, ReplState*
                         "* (default), or a comma list of cubbies, serials, baseboard ids; one "
                         "naming no sled of the rack is refused");
   job_start->add_flag("--concurrent", concurrent, "may run beside other jobs");
-  job_start->add_option("--timeout-s", timeout_s, "how long -w waits (default 600)");
+  job_start->add_option("--timeout-s", timeout_s, "how long -w waits (default 600)")
+      ->check(CLI::Range(1, kWaitSecondsMax));
   job_start->add_option("COMMAND", command, "the bash command (words are joined by spaces)")
       ->required();
   job_start->callback([&] {
@@ -1340,7 +1344,8 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, ReplState*
   job_status->add_option("ID", id, "the job (codephrase, any case)")->required();
   job_status->add_flag("-w,--wait", wait, wait_help);
   job_status->add_flag("--full", full, "session, command, target, signer, skip details, hashes");
-  job_status->add_option("--timeout-s", timeout_s, "how long -w waits (default 600)");
+  job_status->add_option("--timeout-s", timeout_s, "how long -w waits (default 600)")
+      ->check(CLI::Range(1, kWaitSecondsMax));
   job_status->callback(
       [&] { action = [&](const Context& c) { return JobStatus(c, id, wait, full, timeout_s); }; });
   auto* job_stop =
@@ -1367,8 +1372,10 @@ int Run(Globals globals, const std::function<void(CLI::App&)>& parse, ReplState*
     });
   }
   auto* job_history = Command(job, "history", "jobs, newest first, ok or failed per sled", globals);
-  job_history->add_option("-l,--limit", limit, "how many (default 20, at most 1000)");
-  job_history->add_option("-o,--offset", offset, "how many of the newest to pass over");
+  job_history->add_option("-l,--limit", limit, "how many (default 20, at most 1000)")
+      ->check(CLI::Range(1, 1000));
+  job_history->add_option("-o,--offset", offset, "how many of the newest to pass over")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   job_history->callback(
       [&] { action = [&](const Context& c) { return JobHistory(c, limit, offset); }; });
   auto* job_purge = Command(job, "purge",
