@@ -181,6 +181,10 @@ int RunShow(const StoreFlags& flags, const std::string& id, size_t events_max) {
     fmt::print("child  {}  {}  {}\n", c["key"].get<std::string>(),
                c["execution_id"].get<std::string>(), c["status"].get<std::string>());
   }
+  for (const Json& p : (*shown)["problems"]) {
+    fmt::print("problem  event {}: {}\n", p["sequence"].get<int64_t>(),
+               p["problem"].get<std::string>());
+  }
   return 0;
 }
 

@@ -51,6 +51,15 @@ run 0 list --db "$db"
 check "list prints a table" grep -q "^EXECUTION *WORKFLOW *STATUS" <<<"$out"
 
 nap=nap-0000005 ask=ask-0000006 order=order-0000000
+# A kernel event whose payload breaks its kind's shape (written by hand):
+# show prints the log and names the event, it does not abort.
+cp "$db" "$work/bent.db"
+python3 -c "import sqlite3; c = sqlite3.connect('$work/bent.db'); c.execute(\"UPDATE events SET payload = '{\\\"key\\\":7}' WHERE execution_id = 'parent-0000007' AND kind = 'CHILD_STARTED'\"); c.commit()"
+run 0 show parent-0000007 --db "$work/bent.db" --json
+check "show names a bent kernel event and reads no member of it" \
+  [ "$(json 'd["problems"][0]["sequence"], len(d["children"])')" = "2 0" ]
+run 0 show parent-0000007 --db "$work/bent.db"
+check "show's text names the problem" grep -q '^problem  event 2: CHILD_STARTED' <<<"$out"
 run 0 show "$nap" --db "$db" --json
 check "show --json: the open park, its timer row" \
   [ "$(json 'd["execution"]["status"], d["open_park"]["waits"][0]["type"], len(d["timers"]), d["owner"]')" = "suspended timer 1 None" ]

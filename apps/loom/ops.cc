@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "once/base/rng.h"
+#include "once/events/kernel_payload.h"
 #include "once/lifecycle/log_lifecycle.h"
 #include "once/orchestration/child_supervisor.h"
 #include "once/orchestration/inbox.h"
@@ -122,9 +123,22 @@ Result<Json> Ops::Show(const std::string& id, size_t events_max) {
   ONCE_ASSIGN_OR_RETURN(std::vector<Envelope> log, ReadLog(id, events_max));
   Json events = Json::array();
   Json children = Json::array();
+  // A kernel event whose payload breaks its kind's shape (a row written by
+  // hand or by an older build) is shown and named, and its members are not
+  // read (json's value() throws on a member of another type).
+  Json problems = Json::array();
+  auto has_shape = [&](const Envelope& e) {
+    const std::optional<KernelKind> kind = e.kind.interned();
+    if (!kind) return true;
+    std::optional<std::string> problem = events::KernelPayloadProblem(*kind, e.payload);
+    if (!problem) return true;
+    problems.push_back(Json{{"sequence", e.sequence}, {"problem", *problem}});
+    return false;
+  };
   for (const Envelope& e : log) {
     events.push_back(EventJson(e));
-    if (e.Is(KernelKind::kChildStarted) && e.payload.is_object()) {
+    if (!has_shape(e)) continue;
+    if (e.Is(KernelKind::kChildStarted)) {
       Json child{{"key", e.payload.value("key", "")},
                  {"execution_id", e.payload.value("child_id", "")},
                  {"workflow", e.payload.value("workflow", "")}};
@@ -134,7 +148,11 @@ Result<Json> Ops::Show(const std::string& id, size_t events_max) {
     }
   }
   Json park;
-  if (const Envelope* open = runtime::FindOpenPark(log)) {
+  const Envelope* open = runtime::FindOpenPark(log);
+  if (open && events::KernelPayloadProblem(KernelKind::kExecutionSuspended, open->payload)) {
+    open = nullptr;  // named in problems above
+  }
+  if (open) {
     park = Json{{"sequence", open->sequence},
                 {"fence", open->fence()},
                 {"time_ms", open->time_ms},
@@ -156,6 +174,7 @@ Result<Json> Ops::Show(const std::string& id, size_t events_max) {
       {"timers", std::move(timer_rows)},
       {"pending_messages", std::move(messages)},
       {"children", std::move(children)},
+      {"problems", std::move(problems)},
       // The node running its body (issue 15's loom_runs), if any.
       {"owner", owner ? Json{{"node_id", owner->node_id}, {"since_ms", owner->since_ms}} : Json()}};
 }

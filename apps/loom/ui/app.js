@@ -227,6 +227,7 @@ async function pageExecution(id) {
        ${r.head} events; fence <b>${r.fence}</b>; owner ${x.owner ? esc(x.owner) : '<span class="muted">not recorded</span>'}
        ${r.parent_id ? `; parent <a class="mono" href="#/execution/${encodeURIComponent(r.parent_id)}">${esc(r.parent_id)}</a>` : ''}</p>
     ${x.open_park ? `<p>parked at #${x.open_park.sequence} (${esc(x.open_park.call)}) on <span class="mono">${esc(short(x.open_park.waits, 300))}</span></p>` : ''}
+    ${(x.problems || []).map((p) => `<p class="problem">event #${p.sequence}: ${esc(p.problem)}</p>`).join('')}
     ${r.result !== null ? `<p>result <span class="mono">${esc(short(r.result, 300))}</span></p>` : ''}
     <div class="actions" ${live ? '' : 'hidden'}>
       <button id="a-cancel" class="danger">Cancel</button>
