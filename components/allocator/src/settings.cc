@@ -10,7 +10,8 @@ namespace once::allocator {
 void ApplySettings(char** argv) {
 #ifdef ONCE_MALLOC_TCMALLOC
   if (std::getenv(kTransferObjectsVariable) != nullptr) return;  // set by the caller, or by us
-  std::string value = std::to_string(kTransferObjectsMax);
+  if (kTransferObjects == kTransferObjectsDefault) return;       // tcmalloc's own: nothing to do
+  std::string value = std::to_string(kTransferObjects);
   if (setenv(kTransferObjectsVariable, value.c_str(), /*overwrite=*/0) != 0) return;
   execv("/proc/self/exe", argv);  // returns only on failure: keep the defaults
 #else

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "once/store/validate.h"
+#include "packed_json.h"
 
 namespace once::store {
 
@@ -57,20 +58,20 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest
   Log& log = it->second;
   auto& source = const_cast<std::vector<Envelope>&>(req.events);
   const size_t n = source.size();
-  const size_t first = log.events.size();
-  if (movable && first == 0) {
-    log.events = std::move(source);  // the request's vector becomes the log
-  } else if (movable) {
-    log.events.insert(log.events.end(), std::make_move_iterator(source.begin()),
-                      std::make_move_iterator(source.end()));
-  } else {
-    log.events.insert(log.events.end(), source.begin(), source.end());
+  if (log.events.empty()) {
+    log.events.reserve(n);
+    log.payloads.reserve(checked.bytes);  // the text's size: about the packed size
   }
   for (size_t i = 0; i < n; ++i) {
-    Envelope& e = log.events[first + i];
-    e.execution_id.clear();  // kept once, as the map's key; ReadLocked fills it in
-    e.sequence = req.expected_next + static_cast<int64_t>(i);
-    if (e.time_ms == 0) e.time_ms = checked.now_ms;
+    Envelope& e = source[i];
+    StoredEvent& stored = log.events.emplace_back();
+    stored.sequence = req.expected_next + static_cast<int64_t>(i);
+    stored.kind = movable ? std::move(e.kind) : e.kind;
+    stored.metadata = movable ? std::move(e.metadata) : e.metadata;
+    stored.time_ms = e.time_ms == 0 ? checked.now_ms : e.time_ms;
+    stored.payload_at = log.payloads.size();
+    internal::PackJson(e.payload, log.payloads);
+    stored.payload_bytes = log.payloads.size() - stored.payload_at;
   }
   log.head = req.expected_next + static_cast<int64_t>(n) - 1;
   if (checked.run_row == RunRowChange::kEnd || !req.owner.empty()) {
@@ -246,7 +247,7 @@ Result<EndedPage> MemoryEventStore::ListEnded(int64_t ended_ms_max, const EndedC
   for (Shard& shard : shards_) {
     std::lock_guard<std::mutex> lock(shard.mu);
     for (const auto& [id, log] : shard.logs) {
-      for (const Envelope& e : log.events) {
+      for (const StoredEvent& e : log.events) {
         if (e.time_ms > ended_ms_max || !IsEndingKind(e.kind.view())) continue;
         EndedExecution ended{.execution_id = id, .kind = e.kind.str(), .ended_ms = e.time_ms};
         if (ended.Place() > after) found.push_back(std::move(ended));
@@ -265,7 +266,7 @@ bool MemoryEventStore::EndedByLocked(const Shard& shard, std::string_view id,
                                      int64_t ended_ms_max) {
   auto it = shard.logs.find(id);
   if (it == shard.logs.end()) return false;
-  return std::any_of(it->second.events.begin(), it->second.events.end(), [&](const Envelope& e) {
+  return std::any_of(it->second.events.begin(), it->second.events.end(), [&](const StoredEvent& e) {
     return e.time_ms <= ended_ms_max && IsEndingKind(e.kind.view());
   });
 }
@@ -323,8 +324,9 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, std::string_v
   }
   if (auto it = shard.logs.find(id); it != shard.logs.end()) {
     const auto& events = it->second.events;
-    auto tail = std::upper_bound(events.begin(), events.end(), expect.park_seq,
-                                 [](int64_t seq, const Envelope& e) { return seq < e.sequence; });
+    auto tail =
+        std::upper_bound(events.begin(), events.end(), expect.park_seq,
+                         [](int64_t seq, const StoredEvent& e) { return seq < e.sequence; });
     for (; tail != events.end(); ++tail) {
       if (tail->answering()) return ConditionalAcquire{.stale = true, .fence = current};
     }
@@ -351,9 +353,25 @@ std::vector<Envelope> MemoryEventStore::ReadLocked(const Shard& shard, std::stri
   if (from > to) return out;
   auto count = std::min(static_cast<size_t>(to - from + 1), limits_.read_events_max);
   auto begin = events.begin() + (from - base);
-  out.assign(begin, begin + static_cast<std::ptrdiff_t>(count));
-  for (Envelope& e : out) e.execution_id = it->first;
+  out.reserve(count);
+  for (auto e = begin; e != begin + static_cast<std::ptrdiff_t>(count); ++e) {
+    out.push_back(EnvelopeOf(it->first, it->second, *e));
+  }
   return out;
+}
+
+Envelope MemoryEventStore::EnvelopeOf(std::string_view id, const Log& log,
+                                      const StoredEvent& e) const {
+  Result<Json> payload = internal::UnpackJson(
+      std::string_view(log.payloads).substr(e.payload_at, e.payload_bytes), limits_.json_depth_max);
+  // The store packed these bytes itself, from a payload it had checked.
+  ONCE_CHECK_MSG(payload.has_value(), "a packed payload of the memory store does not unpack");
+  return Envelope{.execution_id = std::string(id),
+                  .sequence = e.sequence,
+                  .kind = e.kind,
+                  .payload = std::move(*payload),
+                  .metadata = e.metadata,
+                  .time_ms = e.time_ms};
 }
 
 Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
@@ -407,7 +425,10 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
     return SequenceConflict(to, dst->second.head + 1, 1);
   }
   Log copy;
-  copy.events.assign(src->second.events.begin(), src->second.events.begin() + through);
+  const auto& events = src->second.events;
+  copy.events.assign(events.begin(), events.begin() + through);
+  const StoredEvent& last = copy.events.back();  // the first is at 0: nothing was truncated
+  copy.payloads = src->second.payloads.substr(0, last.payload_at + last.payload_bytes);
   copy.head = through;
   bool added = dst_shard.logs.insert_or_assign(std::string(to), std::move(copy)).second;
   if (added) MarkIdsChanged();
@@ -424,8 +445,13 @@ Status MemoryEventStore::TruncatePrefixKeeping(std::string_view id, int64_t firs
   auto& events = it->second.events;
   first_kept = std::min(first_kept, it->second.head);  // the newest event stays
   auto keep = std::lower_bound(events.begin(), events.end(), first_kept,
-                               [](const Envelope& e, int64_t seq) { return e.sequence < seq; });
+                               [](const StoredEvent& e, int64_t seq) { return e.sequence < seq; });
+  if (keep == events.begin()) return Ok();
+  // The payloads of the kept events move to the front of the block.
+  const size_t cut = keep == events.end() ? it->second.payloads.size() : keep->payload_at;
   events.erase(events.begin(), keep);
+  it->second.payloads.erase(0, cut);
+  for (StoredEvent& e : events) e.payload_at -= cut;
   return Ok();
 }
 

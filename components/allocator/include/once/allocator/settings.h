@@ -10,20 +10,21 @@
 //
 // With tcmalloc (ONCE_MALLOC=tcmalloc, the default): a thread's cache trades
 // objects with the shared central lists at most TCMALLOC_TRANSFER_NUM_OBJ at
-// a time, 32 unless the environment says otherwise. The memory store keeps
-// every event it is handed, and a timer firing frees on one thread the logs
-// another thread decoded, so threads refill (and drain) their caches through
-// the central lists all the time, and at 32 objects a trade the cores queue
-// on those lists' locks. The programs ask for trades of up to 64 KiB
-// (kTransferObjectsMax objects, capped by tcmalloc at 64 KiB a batch): in
-// paired `loom bench --backend memory --case unfenced` runs that gave 12%
-// more executions/s (BENCHMARKS.md, "The allocator's transfer batch"), and
-// a burst of 100,000 timers on PostgreSQL a median 0.78 of the client's CPU
-// ("Timers in bursts: the timer bench on the allocator settings we ship").
-// tcmalloc reads the variable once, at the process's first allocation,
-// before main; so when it is unset the program sets it and re-executes
-// itself (same pid, same arguments). A value the caller set is kept.
-// Without tcmalloc this does nothing.
+// a time, 32 unless the environment says otherwise. The programs shipped
+// 4096 (64 KiB trades) from 2026-11-30: the memory store kept every event's
+// JSON tree, and a timer firing freed on one thread the logs another thread
+// decoded. Since then the timers' frees moved and the memory store packs
+// its payloads (one block a log), and in paired runs on 2026-12-05 the large
+// batch bought nothing on PostgreSQL or SQLite (timer bursts, executions)
+// and cost the memory table: packed payloads with it ran 0.70x, and the park
+// cases 0.75-0.8x (BENCHMARKS.md, "Issue 20: payloads packed at rest,
+// shipped"). So the batch we ship is tcmalloc's own (kTransferObjects) and
+// ApplySettings changes nothing today; it stays the one place a program's
+// allocator settings are made. tcmalloc reads the variable once, at the
+// process's first allocation, before main: a setting that differs from
+// tcmalloc's is applied by setting it and re-executing the program (same
+// pid, same arguments). A value the caller set is kept. Without tcmalloc
+// this does nothing.
 #pragma once
 
 #include <string>
@@ -31,8 +32,8 @@
 namespace once::allocator {
 
 inline constexpr const char* kTransferObjectsVariable = "TCMALLOC_TRANSFER_NUM_OBJ";
-inline constexpr int kTransferObjectsMax = 4096;
 inline constexpr int kTransferObjectsDefault = 32;  // tcmalloc's, when the variable is unset
+inline constexpr int kTransferObjects = kTransferObjectsDefault;  // the batch we ship
 
 // Returns when the settings are in force (or cannot be applied: an exec that
 // fails leaves the process running with tcmalloc's defaults).

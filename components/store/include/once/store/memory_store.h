@@ -1,9 +1,10 @@
 // File: memory_store.h
 //
-// MemoryEventStore: the reference EventStore, in process memory. It offers
-// every optional capability; AcquireFenceIf is one synchronous step under the
-// execution's lock (compare the token, binary-search the log to park_seq + 1,
-// scan the tail with events::IsAnswering). Nothing survives the process.
+// MemoryEventStore: the reference EventStore, in process memory. Payloads
+// are kept packed (one block of bytes a log) and read back with their
+// types, as appended. It offers every optional capability; AcquireFenceIf is one synchronous step
+// under the execution's lock (compare the token, binary-search the log to park_seq + 1, scan the
+// tail with events::IsAnswering). Nothing survives the process.
 //
 // Locking: executions are spread over kShards shards by a hash of their id,
 // each with its own lock; a call on one execution takes that one lock.
@@ -43,8 +44,10 @@ class MemoryEventStore final : public EventStore {
   ~MemoryEventStore() override;
 
   Result<int64_t> Append(const AppendRequest& req) override;
-  // The same append, moving the events into the log instead of copying
-  // them (the runtime's path when it runs on a MemoryEventStore).
+  // The same append, moving what the log keeps of the request (a new log's
+  // id, the events' kinds and metadata) instead of copying it; payloads are
+  // packed either way (the runtime's path when it runs on a
+  // MemoryEventStore).
   Result<int64_t> Append(AppendRequest&& req);
   Result<std::vector<Result<int64_t>>> AppendBatch(
       std::span<const AppendRequest> requests) override;
@@ -80,10 +83,23 @@ class MemoryEventStore final : public EventStore {
   Status ForgetRun(std::string_view id, std::string_view owner);
 
  private:
+  // An event at rest: its envelope without the execution id (the map's key
+  // holds it once; reads fill it in) and with its payload packed into its
+  // log's `payloads` (packed_json.h: one block a log instead of a tree of
+  // blocks an event; reads give back every value with its type).
+  struct StoredEvent {
+    int64_t sequence = 0;
+    events::Kind kind;
+    events::Metadata metadata;
+    int64_t time_ms = 0;
+    size_t payload_at = 0;  // its payload is payloads[payload_at, payload_at + payload_bytes)
+    size_t payload_bytes = 0;
+
+    bool answering() const { return events::IsAnswering(kind, metadata); }
+  };
   struct Log {
-    // events[i].sequence == first + i. Their execution_id is left empty:
-    // the map's key holds it once, and reads fill it in.
-    std::vector<Envelope> events;
+    std::vector<StoredEvent> events;  // events[i].sequence == first + i
+    std::string payloads;             // the events' packed payloads, in order
     int64_t head = 0;
   };
   enum class GuardKind { kFence, kIfUnchanged };
@@ -129,6 +145,8 @@ class MemoryEventStore final : public EventStore {
   ConditionalAcquire AcquireIfLocked(Shard& shard, std::string_view id, FenceExpectation expect);
   std::vector<Envelope> ReadLocked(const Shard& shard, std::string_view id, int64_t first,
                                    int64_t last) const;
+  // The envelope that `e` of `log` (execution `id`) stands for.
+  Envelope EnvelopeOf(std::string_view id, const Log& log, const StoredEvent& e) const;
   void MarkIdsChanged() {
     if (!ids_changed_.load(std::memory_order_relaxed)) {
       ids_changed_.store(true, std::memory_order_relaxed);

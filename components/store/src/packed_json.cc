@@ -1,0 +1,274 @@
+#include "packed_json.h"
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace once::store::internal {
+namespace {
+
+using events::Json;
+
+enum Tag : uint8_t {
+  kNull = 0,
+  kFalse = 1,
+  kTrue = 2,
+  kInteger = 3,
+  kUnsigned = 4,
+  kFloat = 5,
+  kString = 6,
+  kArray = 7,
+  kObject = 8,
+  kBinary = 9,
+  kDiscarded = 10,
+};
+
+void PutVarint(uint64_t v, std::string& out) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void PutBytes(std::string_view bytes, std::string& out) {
+  PutVarint(bytes.size(), out);
+  out.append(bytes);
+}
+
+void PutDouble(double d, std::string& out) {
+  uint64_t bits;
+  std::memcpy(&bits, &d, sizeof(bits));
+  for (size_t i = 0; i < sizeof(bits); ++i) out.push_back(static_cast<char>(bits >> (8 * i)));
+}
+
+uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+
+int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
+
+// Reads packed values from the front of a byte string. The first problem
+// sticks: ok() turns false and every later read returns a default.
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : rest_(bytes) {}
+
+  bool ok() const { return problem_ == nullptr; }
+  const char* problem() const { return problem_; }
+  bool done() const { return rest_.empty(); }
+  void Fail(const char* problem) {
+    if (problem_ == nullptr) problem_ = problem;
+    rest_ = {};
+  }
+
+  uint8_t Byte() {
+    if (rest_.empty()) {
+      Fail("truncated");
+      return 0;
+    }
+    const uint8_t b = static_cast<uint8_t>(rest_.front());
+    rest_.remove_prefix(1);
+    return b;
+  }
+
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const uint8_t b = Byte();
+      if (!ok()) return 0;
+      if (shift == 63 && b > 1) break;  // past 64 bits
+      v |= uint64_t{b & 0x7fu} << shift;
+      if ((b & 0x80) == 0) {
+        if (b == 0 && shift > 0) Fail("a varint is not minimal");
+        return v;
+      }
+    }
+    Fail("a varint is longer than 64 bits");
+    return 0;
+  }
+
+  std::string_view Bytes() {
+    const uint64_t n = Varint();
+    if (n > rest_.size()) {
+      Fail("truncated");
+      return {};
+    }
+    const std::string_view out = rest_.substr(0, n);
+    rest_.remove_prefix(n);
+    return out;
+  }
+
+  // A container's count: every element takes a byte at least, so a count
+  // past what is left is refused before anything is reserved.
+  uint64_t Count() {
+    const uint64_t n = Varint();
+    if (n > rest_.size()) Fail("a count is larger than the bytes left");
+    return ok() ? n : 0;
+  }
+
+  double Double() {
+    if (rest_.size() < sizeof(double)) {
+      Fail("truncated");
+      return 0;
+    }
+    uint64_t bits = 0;
+    for (size_t i = 0; i < sizeof(bits); ++i) {
+      bits |= uint64_t{static_cast<uint8_t>(rest_[i])} << (8 * i);
+    }
+    rest_.remove_prefix(sizeof(bits));
+    double d;
+    std::memcpy(&d, &bits, sizeof(d));
+    return d;
+  }
+
+ private:
+  std::string_view rest_;
+  const char* problem_ = nullptr;
+};
+
+Json ReadValue(Reader& in, size_t depth_left);
+
+Json ReadArray(Reader& in, size_t depth_left) {
+  Json out(Json::value_t::array);
+  if (depth_left == 0) {
+    in.Fail("nested deeper than depth_max");
+    return out;
+  }
+  const uint64_t n = in.Count();
+  auto& array = out.get_ref<Json::array_t&>();
+  array.reserve(n);
+  for (uint64_t i = 0; i < n && in.ok(); ++i) array.push_back(ReadValue(in, depth_left - 1));
+  return out;
+}
+
+Json ReadObject(Reader& in, size_t depth_left) {
+  Json out(Json::value_t::object);
+  if (depth_left == 0) {
+    in.Fail("nested deeper than depth_max");
+    return out;
+  }
+  const uint64_t n = in.Count();
+  auto& object = out.get_ref<Json::object_t&>();
+  for (uint64_t i = 0; i < n && in.ok(); ++i) {
+    const std::string_view key = in.Bytes();
+    if (!object.empty() && !(std::string_view(object.rbegin()->first) < key)) {
+      in.Fail("object keys are not in ascending order");
+      break;
+    }
+    // Ascending keys: each goes at the end (a hint, no search).
+    object.emplace_hint(object.end(), std::string(key), ReadValue(in, depth_left - 1));
+  }
+  return out;
+}
+
+Json ReadBinary(Reader& in) {
+  const std::string_view bytes = in.Bytes();
+  std::vector<uint8_t> content(bytes.begin(), bytes.end());
+  const uint8_t has_subtype = in.Byte();
+  if (has_subtype > 1) in.Fail("a binary's subtype flag is not 0 or 1");
+  // Json::binary(container, subtype): a binary_t passed whole would take the
+  // container overload and lose its subtype.
+  if (has_subtype == 1) return Json::binary(std::move(content), in.Varint());
+  return Json::binary(std::move(content));
+}
+
+Json ReadValue(Reader& in, size_t depth_left) {
+  switch (in.Byte()) {
+    case kNull:
+      return Json();
+    case kFalse:
+      return Json(false);
+    case kTrue:
+      return Json(true);
+    case kInteger:
+      return Json(UnZigZag(in.Varint()));
+    case kUnsigned:
+      return Json(in.Varint());
+    case kFloat:
+      return Json(in.Double());
+    case kString:
+      return Json(std::string(in.Bytes()));
+    case kArray:
+      return ReadArray(in, depth_left);
+    case kObject:
+      return ReadObject(in, depth_left);
+    case kBinary:
+      return ReadBinary(in);
+    case kDiscarded:
+      return Json(Json::value_t::discarded);
+    default:
+      in.Fail("an unknown tag");
+      return Json();
+  }
+}
+
+}  // namespace
+
+void PackJson(const Json& json, std::string& out) {
+  switch (json.type()) {
+    case Json::value_t::null:
+      out.push_back(kNull);
+      return;
+    case Json::value_t::boolean:
+      out.push_back(json.get<bool>() ? kTrue : kFalse);
+      return;
+    case Json::value_t::number_integer:
+      out.push_back(kInteger);
+      PutVarint(ZigZag(json.get<int64_t>()), out);
+      return;
+    case Json::value_t::number_unsigned:
+      out.push_back(kUnsigned);
+      PutVarint(json.get<uint64_t>(), out);
+      return;
+    case Json::value_t::number_float:
+      out.push_back(kFloat);
+      PutDouble(json.get<double>(), out);
+      return;
+    case Json::value_t::string:
+      out.push_back(kString);
+      PutBytes(json.get_ref<const std::string&>(), out);
+      return;
+    case Json::value_t::array: {
+      const auto& array = json.get_ref<const Json::array_t&>();
+      out.push_back(kArray);
+      PutVarint(array.size(), out);
+      for (const Json& v : array) PackJson(v, out);
+      return;
+    }
+    case Json::value_t::object: {
+      const auto& object = json.get_ref<const Json::object_t&>();
+      out.push_back(kObject);
+      PutVarint(object.size(), out);
+      for (const auto& [key, value] : object) {
+        PutBytes(key, out);
+        PackJson(value, out);
+      }
+      return;
+    }
+    case Json::value_t::binary: {
+      const auto& binary = json.get_ref<const Json::binary_t&>();
+      out.push_back(kBinary);
+      PutBytes(std::string_view(reinterpret_cast<const char*>(binary.data()), binary.size()), out);
+      out.push_back(binary.has_subtype() ? 1 : 0);
+      if (binary.has_subtype()) PutVarint(binary.subtype(), out);
+      return;
+    }
+    case Json::value_t::discarded:
+      out.push_back(kDiscarded);
+      return;
+  }
+}
+
+Result<Json> UnpackJson(std::string_view bytes, size_t depth_max) {
+  Reader in(bytes);
+  Json out = ReadValue(in, depth_max);
+  if (in.ok() && !in.done()) in.Fail("bytes after the value");
+  if (!in.ok()) {
+    return MakeError(ErrorCode::kCorruption, std::string("packed JSON: ") + in.problem());
+  }
+  return out;
+}
+
+}  // namespace once::store::internal
