@@ -39,7 +39,7 @@ inline constexpr int kTransferObjects = kTransferObjectsDefault;  // the batch w
 // fails leaves the process running with tcmalloc's defaults).
 void ApplySettings(char** argv);
 
-// The allocator in force, for reports: "tcmalloc, TCMALLOC_TRANSFER_NUM_OBJ=4096"
+// The allocator in force, for reports: "tcmalloc, TCMALLOC_TRANSFER_NUM_OBJ=unset (32)"
 // or "system (glibc)".
 std::string Description();
 
