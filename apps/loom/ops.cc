@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "once/base/rng.h"
@@ -127,12 +128,14 @@ Result<Json> Ops::Show(const std::string& id, size_t events_max) {
   // hand or by an older build) is shown and named, and its members are not
   // read (json's value() throws on a member of another type).
   Json problems = Json::array();
+  std::vector<int64_t> bent;  // their sequences, ascending
   auto has_shape = [&](const Envelope& e) {
     const std::optional<KernelKind> kind = e.kind.interned();
     if (!kind) return true;
     std::optional<std::string> problem = events::KernelPayloadProblem(*kind, e.payload);
     if (!problem) return true;
     problems.push_back(Json{{"sequence", e.sequence}, {"problem", *problem}});
+    bent.push_back(e.sequence);
     return false;
   };
   for (const Envelope& e : log) {
@@ -149,7 +152,7 @@ Result<Json> Ops::Show(const std::string& id, size_t events_max) {
   }
   Json park;
   const Envelope* open = runtime::FindOpenPark(log);
-  if (open && events::KernelPayloadProblem(KernelKind::kExecutionSuspended, open->payload)) {
+  if (open && std::binary_search(bent.begin(), bent.end(), open->sequence)) {
     open = nullptr;  // named in problems above
   }
   if (open) {

@@ -4,32 +4,20 @@
 #include <cstring>
 #include <memory>
 
+#include "once/base/varint.h"
+
 namespace once::gossip::wire {
 namespace {
 
 constexpr size_t kVarintBytesMax = 10;
 constexpr size_t kDataOverheadBytes = 1 + 2 * kVarintBytesMax;
 
-void PutVarint(Bytes& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<uint8_t>(v) | 0x80);
-    v >>= 7;
-  }
-  out.push_back(static_cast<uint8_t>(v));
-}
-
-size_t VarintBytes(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) v >>= 7, ++n;
-  return n;
-}
-
 void PutBytes(Bytes& out, std::span<const uint8_t> bytes) {
   out.insert(out.end(), bytes.begin(), bytes.end());
 }
 
 void PutBlob(Bytes& out, std::span<const uint8_t> bytes) {
-  PutVarint(out, bytes.size());
+  AppendVarint(out, bytes.size());
   PutBytes(out, bytes);
 }
 
@@ -70,17 +58,10 @@ class Reader {
     return out;
   }
   Result<uint64_t> Varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      ONCE_ASSIGN_OR_RETURN(uint8_t b, U8());
-      if (shift == 63 && b > 1) return Malformed("varint overflows 64 bits");
-      v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) {
-        if (b == 0 && shift > 0) return Malformed("varint not minimal");
-        return v;
-      }
-    }
-    return Malformed("varint too long");
+    const VarintRead r = ReadVarint(bytes_.subspan(pos_));
+    if (r.problem != nullptr) return Malformed(r.problem);
+    pos_ += r.bytes;
+    return r.value;
   }
   // A length-prefixed blob of at most `max` bytes.
   Result<std::span<const uint8_t>> Blob(const char* limit, size_t max) {
@@ -266,7 +247,7 @@ void FrameBuilder::PutHello(const Hello& hello) {
   PutBytes(head_, hello.network.bytes);
   PutBlob(head_, hello.ceiling.Encode());
   PutBytes(head_, hello.root.digest);
-  PutVarint(head_, hello.root.count);
+  AppendVarint(head_, hello.root.count);
   if (hello.party) PutBlob(head_, *hello.party);
 }
 
@@ -324,7 +305,7 @@ bool FrameBuilder::AddRecord(const Record& record) {
                   record.key.prefix.begin() + PrefixBytes(record.key.depth));
   ++record_count_;
   if (record.listing) {
-    PutVarint(records_, record.fingerprints.size());
+    AppendVarint(records_, record.fingerprints.size());
     const size_t at = records_.size();
     records_.resize(at + 8 * record.fingerprints.size());
     uint8_t* out = records_.data() + at;
@@ -339,7 +320,7 @@ bool FrameBuilder::AddRecord(const Record& record) {
   for (int c = 0; c < internal::kFanout; ++c) {
     if (!record.Has(c)) continue;
     PutBytes(records_, record.children[c].digest);
-    PutVarint(records_, record.children[c].count);
+    AppendVarint(records_, record.children[c].count);
   }
   if (record.bounded) {
     const uint16_t mask = UnseenMask(record);
@@ -348,7 +329,7 @@ bool FrameBuilder::AddRecord(const Record& record) {
     for (int c = 0; c < internal::kFanout; ++c) {
       if (!((mask >> c) & 1)) continue;
       PutBytes(records_, record.unseen[c].digest);
-      PutVarint(records_, record.unseen[c].count);
+      AppendVarint(records_, record.unseen[c].count);
     }
   }
   return true;
@@ -375,9 +356,9 @@ Bytes FrameBuilder::Finish(bool idle) {
   PutBytes(out, head_);
   if (has_data_) {
     out.push_back(idle ? 1 : 0);
-    PutVarint(out, record_count_);
+    AppendVarint(out, record_count_);
     PutBytes(out, records_);
-    PutVarint(out, message_count_);
+    AppendVarint(out, message_count_);
     PutBytes(out, messages_);
   }
   const uint32_t body = static_cast<uint32_t>(out.size() - kFrameHeaderBytes);

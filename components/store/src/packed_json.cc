@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "once/base/varint.h"
+
 namespace once::store::internal {
 namespace {
 
@@ -24,16 +26,8 @@ enum Tag : uint8_t {
   kDiscarded = 10,
 };
 
-void PutVarint(uint64_t v, std::string& out) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
 void PutBytes(std::string_view bytes, std::string& out) {
-  PutVarint(bytes.size(), out);
+  AppendVarint(out, bytes.size());
   out.append(bytes);
 }
 
@@ -74,19 +68,14 @@ class Reader {
   }
 
   uint64_t Varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      const uint8_t b = Byte();
-      if (!ok()) return 0;
-      if (shift == 63 && b > 1) break;  // past 64 bits
-      v |= uint64_t{b & 0x7fu} << shift;
-      if ((b & 0x80) == 0) {
-        if (b == 0 && shift > 0) Fail("a varint is not minimal");
-        return v;
-      }
+    const VarintRead r =
+        ReadVarint(std::span(reinterpret_cast<const uint8_t*>(rest_.data()), rest_.size()));
+    if (r.problem != nullptr) {
+      Fail(r.problem);
+      return 0;
     }
-    Fail("a varint is longer than 64 bits");
-    return 0;
+    rest_.remove_prefix(r.bytes);
+    return r.value;
   }
 
   std::string_view Bytes() {
@@ -130,12 +119,9 @@ class Reader {
 
 Json ReadValue(Reader& in, size_t depth_left);
 
+// depth_left >= 1 (ReadValue checked): how deep this container may still nest.
 Json ReadArray(Reader& in, size_t depth_left) {
   Json out(Json::value_t::array);
-  if (depth_left == 0) {
-    in.Fail("nested deeper than depth_max");
-    return out;
-  }
   const uint64_t n = in.Count();
   auto& array = out.get_ref<Json::array_t&>();
   array.reserve(n);
@@ -145,10 +131,6 @@ Json ReadArray(Reader& in, size_t depth_left) {
 
 Json ReadObject(Reader& in, size_t depth_left) {
   Json out(Json::value_t::object);
-  if (depth_left == 0) {
-    in.Fail("nested deeper than depth_max");
-    return out;
-  }
   const uint64_t n = in.Count();
   auto& object = out.get_ref<Json::object_t&>();
   for (uint64_t i = 0; i < n && in.ok(); ++i) {
@@ -175,7 +157,12 @@ Json ReadBinary(Reader& in) {
 }
 
 Json ReadValue(Reader& in, size_t depth_left) {
-  switch (in.Byte()) {
+  const uint8_t tag = in.Byte();
+  if ((tag == kArray || tag == kObject) && depth_left == 0) {
+    in.Fail("nested deeper than depth_max");
+    return Json();
+  }
+  switch (tag) {
     case kNull:
       return Json();
     case kFalse:
@@ -216,11 +203,11 @@ void PackJson(const Json& json, std::string& out) {
       return;
     case Json::value_t::number_integer:
       out.push_back(kInteger);
-      PutVarint(ZigZag(json.get<int64_t>()), out);
+      AppendVarint(out, ZigZag(json.get<int64_t>()));
       return;
     case Json::value_t::number_unsigned:
       out.push_back(kUnsigned);
-      PutVarint(json.get<uint64_t>(), out);
+      AppendVarint(out, json.get<uint64_t>());
       return;
     case Json::value_t::number_float:
       out.push_back(kFloat);
@@ -233,14 +220,14 @@ void PackJson(const Json& json, std::string& out) {
     case Json::value_t::array: {
       const auto& array = json.get_ref<const Json::array_t&>();
       out.push_back(kArray);
-      PutVarint(array.size(), out);
+      AppendVarint(out, array.size());
       for (const Json& v : array) PackJson(v, out);
       return;
     }
     case Json::value_t::object: {
       const auto& object = json.get_ref<const Json::object_t&>();
       out.push_back(kObject);
-      PutVarint(object.size(), out);
+      AppendVarint(out, object.size());
       for (const auto& [key, value] : object) {
         PutBytes(key, out);
         PackJson(value, out);
@@ -252,7 +239,7 @@ void PackJson(const Json& json, std::string& out) {
       out.push_back(kBinary);
       PutBytes(std::string_view(reinterpret_cast<const char*>(binary.data()), binary.size()), out);
       out.push_back(binary.has_subtype() ? 1 : 0);
-      if (binary.has_subtype()) PutVarint(binary.subtype(), out);
+      if (binary.has_subtype()) AppendVarint(out, binary.subtype());
       return;
     }
     case Json::value_t::discarded:
