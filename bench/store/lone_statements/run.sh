@@ -1,31 +1,50 @@
 #!/usr/bin/env bash
-# The lone append's statement shapes, without the store around them: the
-# server CPU of the form with a verdict (sql::LoneAppendSql: the guarded
-# INSERT in a CTE, then its verdict rows) against the bare guarded INSERT
-# (sql::LoneInsertSql) and a raw one-row INSERT, each by pgbench on one
-# connection. synchronous_commit is off for these sessions so that the
-# statement's CPU, not the commit's fsync, sets the rate; the tables are
-# the store's (schema loom_lone_bench, dropped at the end).
-# The .sql files are copies of the two statements as of 2026-12-03 (ids
-# random per transaction, every append at sequence 1); re-copy them from
-# components/store_postgres/src/sql.cc when those change.
+# The lone append's guard, without the store around it: the server CPU of
+# one statement of each shape, run by pgbench on one connection, each
+# transaction appending the next event to one fenced execution (the store
+# bench's lone cell). Shapes:
+#   raw        a one-row INSERT into a table with only a primary key
+#   unguarded  the same INSERT into the store's events table (its two
+#              partial status indexes: what the table itself costs)
+#   guard      sql::LoneInsertSql: the INSERT under the fence read and one
+#              head probe (the store's statement since 2026-12-05)
+#   two_probe  the guard before that day: a branch for the first append,
+#              so two probe subplans in the plan
+# synchronous_commit is off for these sessions so that the statement's CPU,
+# not the commit's fsync, sets the rate. The tables copy the store's schema
+# 7 (components/store_postgres/src/sql.cc; schema loom_lone_bench, dropped
+# at the end): re-copy them when those change.
 #
-#   bench/store/lone_statements/run.sh URL [ROUNDS] [SECONDS]
+#   bench/store/lone_statements/run.sh URL PGDATA [ROUNDS] [TRANSACTIONS]
 #
-# Prints one "lone-statements" line per statement per round (alternated).
+# PGDATA is the server's data folder (its postmaster.pid): the CPU of a
+# pgbench session's backend is read from the postmaster's reaped children,
+# so the server must be local and otherwise idle. Prints one
+# "lone-statements" line per shape per round (shapes alternated) with the
+# server's microseconds of CPU a statement and pgbench's rate.
 set -euo pipefail
-url=${1:?usage: run.sh URL [ROUNDS] [SECONDS]}
-rounds=${2:-3}
-seconds=${3:-8}
-here=$(cd "$(dirname "$0")" && pwd)
+url=${1:?usage: run.sh URL PGDATA [ROUNDS] [TRANSACTIONS]}
+pgdata=${2:?usage: run.sh URL PGDATA [ROUNDS] [TRANSACTIONS]}
+rounds=${3:-3}
+transactions=${4:-20000}
 pgbin=${PGBIN:-/usr/lib/postgresql/15/bin}
-PGOPTIONS="-c client_min_messages=warning" psql "$url" -q -v ON_ERROR_STOP=1 <<'SQL'
+postmaster=$(head -1 "$pgdata/postmaster.pid")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+kinds="ARRAY['EXECUTION_STARTED','EXECUTION_SUSPENDED','EXECUTION_COMPLETED','EXECUTION_FAILED','EXECUTION_CANCELLED','EXECUTION_CONTINUED']"
+PGOPTIONS="-c client_min_messages=warning" psql "$url" -q -v ON_ERROR_STOP=1 <<SQL
 DROP SCHEMA IF EXISTS loom_lone_bench CASCADE;
 CREATE SCHEMA loom_lone_bench;
 SET search_path = loom_lone_bench;
 CREATE TABLE events (execution_id text COLLATE "C" NOT NULL, sequence bigint NOT NULL,
   kind text NOT NULL, payload text NOT NULL, metadata text NOT NULL, time_ms bigint NOT NULL,
-  PRIMARY KEY (execution_id, sequence));
+  last_sequence bigint, end_kind text, end_payload text, end_metadata text, end_time_ms bigint,
+  rest text, PRIMARY KEY (execution_id, sequence));
+CREATE INDEX events_by_first_status ON events (kind, (CASE WHEN kind = 'EXECUTION_STARTED'
+  AND end_kind = ANY ($kinds) AND end_time_ms = time_ms THEN end_kind ELSE '' END), time_ms,
+  execution_id, sequence) WHERE kind = ANY ($kinds);
+CREATE INDEX events_by_last_status ON events (end_kind, end_time_ms, execution_id, sequence)
+  WHERE end_kind = ANY ($kinds) AND (kind <> 'EXECUTION_STARTED' OR end_time_ms IS DISTINCT FROM time_ms);
 CREATE TABLE fences (execution_id text COLLATE "C" PRIMARY KEY, token bigint NOT NULL,
   owner text COLLATE "C", since_ms bigint, run_from bigint) WITH (fillfactor = 70);
 CREATE INDEX fences_id_hash ON fences USING hash (execution_id);
@@ -33,12 +52,43 @@ CREATE TABLE raw (execution_id text NOT NULL, sequence bigint NOT NULL, kind tex
   payload text NOT NULL, metadata text NOT NULL, time_ms bigint NOT NULL,
   PRIMARY KEY (execution_id, sequence));
 SQL
+columns="(execution_id, sequence, kind, payload, metadata, time_ms)"
+values="(:id, :n, 'STEP_COMPLETED', repeat('x', 200), '{\"kernel\": true}', 5)"
+row="FROM (SELECT :id::text AS execution_id, 1::int8 AS fence, :n::int8 AS expected_next,
+  :n::int8 AS seq, 'STEP_COMPLETED'::text AS kind, repeat('x', 200) AS payload,
+  '{\"kernel\": true}'::text AS metadata, 5::int8 AS time_ms) x"
+select="SELECT x.execution_id, x.seq, x.kind, x.payload, x.metadata, x.time_ms"
+fence="(x.fence IS NULL OR x.fence >= COALESCE((SELECT p.token FROM loom_lone_bench.fences p
+  WHERE p.execution_id = x.execution_id), 0))"
+head="(SELECT COALESCE(rh.last_sequence, rh.sequence) FROM loom_lone_bench.events rh
+  WHERE rh.execution_id = x.execution_id ORDER BY rh.sequence DESC LIMIT 1)"
+bounded="(SELECT COALESCE(rh.last_sequence, rh.sequence) FROM loom_lone_bench.events rh
+  WHERE rh.execution_id = x.execution_id AND rh.sequence <= (x.expected_next - 1)
+  ORDER BY rh.sequence DESC LIMIT 1)"
+step='\set n :n + 1'
+printf '%s\nINSERT INTO loom_lone_bench.raw %s VALUES %s;\n' "$step" "$columns" "$values" >"$work/raw.sql"
+printf '%s\nINSERT INTO loom_lone_bench.events %s VALUES %s;\n' "$step" "$columns" "$values" \
+  >"$work/unguarded.sql"
+printf '%s\nINSERT INTO loom_lone_bench.events %s %s %s WHERE %s AND COALESCE(%s, 0) = x.expected_next - 1;\n' \
+  "$step" "$columns" "$select" "$row" "$fence" "$head" >"$work/guard.sql"
+printf '%s\nINSERT INTO loom_lone_bench.events %s %s %s WHERE %s AND CASE WHEN x.expected_next = 1 THEN %s IS NULL ELSE %s = (x.expected_next - 1) END;\n' \
+  "$step" "$columns" "$select" "$row" "$fence" "$head" "$bounded" >"$work/two_probe.sql"
+reaped_cpu_ticks() { awk '{print $16 + $17}' "/proc/$postmaster/stat"; }
 for round in $(seq "$rounds"); do
-  for shape in raw with_verdict bare; do
-    tps=$(PGOPTIONS="-c synchronous_commit=off -c plan_cache_mode=force_generic_plan" \
-      "$pgbin/pgbench" -n -M prepared -T "$seconds" -c 1 -f "$here/$shape.sql" "$url" 2>&1 |
+  for shape in raw unguarded guard two_probe; do
+    id="'$shape-$round'"
+    psql "$url" -q -c "INSERT INTO loom_lone_bench.fences (execution_id, token) VALUES ($id, 1)"
+    sleep 0.2
+    before=$(reaped_cpu_ticks)
+    tps=$(PGOPTIONS="-c synchronous_commit=off" "$pgbin/pgbench" -n -M prepared -t "$transactions" \
+      -c 1 -D n=0 -D "id=$id" -f "$work/$shape.sql" "$url" 2>&1 |
       sed -n 's/^tps = \([0-9.]*\).*/\1/p')
-    echo "lone-statements round=$round shape=$shape tps=$tps"
+    sleep 0.3  # the backend exits and is reaped
+    after=$(reaped_cpu_ticks)
+    ticks_per_s=$(getconf CLK_TCK)
+    echo "lone-statements round=$round shape=$shape server_us=$(((after - before) * 1000000 / ticks_per_s / transactions)) tps=${tps%.*}"
   done
 done
+rows=$(psql "$url" -qtA -c "SELECT count(*) FROM loom_lone_bench.events")
+echo "lone-statements rows_landed=$rows (expected $((rounds * 3 * transactions)))"
 PGOPTIONS="-c client_min_messages=warning" psql "$url" -q -c "DROP SCHEMA loom_lone_bench CASCADE"

@@ -137,26 +137,23 @@ std::string BackfillBatchSql() {
 namespace {
 
 // Whether the log of `alias`.execution_id fits an append at
-// `alias`.expected_next: the row that holds expected_next - 1 ends there
-// (packed_rows.h: a row holds a run of one append's events), or, at 1, the
-// log is empty (also after a truncated prefix). One backward probe of the
-// primary key from expected_next - 1. (A forward probe first, for the
-// predecessor that starts its row, then the backward one, cost the lone
-// append more server CPU in 6 of 6 runs: BENCHMARKS.md.) A row at
-// expected_next is left to the primary key: logs have no gaps, so one
-// starts at expected_next once the log holds it.
+// `alias`.expected_next: the log's head (the last sequence of its newest row,
+// packed_rows.h; 0 when it has no row, also after a truncated prefix, whose
+// rows start past 1) is expected_next - 1. One subplan, one backward probe of
+// the primary key from the newest row: the form with a branch for the first
+// append (a head probe for it, a probe bounded by expected_next - 1 for the
+// rest) planned two subplans, and each costs a lone append about 5 us of
+// server CPU to start (BENCHMARKS.md, "Issue 20: the lone append's guard as
+// one probe"). A row at expected_next that the snapshot does not see (an
+// append in flight) is left to the primary key: the insert waits for it and
+// meets a unique violation if it commits. Not NOT EXISTS for the empty log:
+// a generic plan made while the table is small turns that into a hashed
+// subplan that reads every row of events per statement (BENCHMARKS.md,
+// "Issue 20: first appends in the lean statement"); a probe ordered by
+// sequence stays on the primary key whatever the table's size.
 std::string PredecessorFits(std::string_view alias) {
   const std::string x(alias);
-  const std::string id = x + ".execution_id", prev = "(" + x + ".expected_next - 1)";
-  // The first append: no row of the id at all (a truncated log's rows start
-  // past 1), as the same backward probe. Not NOT EXISTS: a generic plan made
-  // while the table is small turns that into a hashed subplan that reads
-  // every row of events per statement, and keeps it as the table grows (55
-  // us a row at 10,000 executions; BENCHMARKS.md, "Issue 20: first appends
-  // in the lean statement"). A probe ordered by sequence stays on the
-  // primary key whatever the table's size.
-  return "CASE WHEN " + x + ".expected_next = 1 THEN " + HeadSql(id) + " IS NULL ELSE " +
-         pg::RowHoldingSql(kLastOfRow, id, prev) + " = " + prev + " END";
+  return "COALESCE(" + HeadSql(x + ".execution_id") + ", 0) = " + x + ".expected_next - 1";
 }
 // The head column of a verdict over requests `r`: the last sequence of the
 // newest row, one backward probe.

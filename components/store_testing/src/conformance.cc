@@ -319,6 +319,22 @@ TEST_P(EventStoreConformance, DuplicateIsSequenceConflictAndWritesNothing) {
   EXPECT_EQ(got[1].payload["i"], 2);  // not overwritten by the refused append
 }
 
+// Appends of one event each (PostgreSQL's lone statement, one row each):
+// an append at a sequence the log already holds, below its head, or at 1 of
+// a log that has rows, is refused with the head and overwrites nothing.
+TEST_P(EventStoreConformance, OneEventAppendInsideTheLogIsSequenceConflict) {
+  for (int i = 1; i <= 3; ++i) AppendOk(store(), Req("ex-1", i, Steps(1, i)));
+  for (int64_t next : {1, 2, 3}) {
+    Result<int64_t> r = store().Append(Req("ex-1", next, Steps(1, 100)));
+    ASSERT_FALSE(r) << "expected_next " << next;
+    ExpectSequenceConflict(r.error(), 4, next);
+  }
+  std::vector<Envelope> got = Read(store(), "ex-1");
+  ASSERT_EQ(Seqs(got), (std::vector<int64_t>{1, 2, 3}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i].payload["i"], i + 1);
+  EXPECT_EQ(AppendOk(store(), Req("ex-1", 4, Steps(1, 4))), 4);
+}
+
 TEST_P(EventStoreConformance, MalformedRequestsAreInvalidArgumentAndWriteNothing) {
   Envelope wrong_seq = Step(1);
   wrong_seq.sequence = 5;
