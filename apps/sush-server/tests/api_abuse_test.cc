@@ -352,6 +352,14 @@ TEST_F(ApiAbuseTest, TheHttpLayersRefusalsAndAStopOfAnInactiveSessionAreTypedErr
   ASSERT_FALSE(stop);
   EXPECT_EQ(stop.error().code, ErrorCode::kNotFound);
   EXPECT_NE(stop.error().message.find("session not active"), std::string::npos);
+  for (const char* query : {"/v1/jobs?limit=abc", "/v1/jobs?offset=-1", "/v1/jobs?limit=1e3"}) {
+    auto page = a.Get(query);
+    ASSERT_FALSE(page) << query;
+    EXPECT_EQ(page.error().code, ErrorCode::kInvalidArgument) << page.error().ToString();
+  }
+  auto page = a.Get("/v1/jobs?offset=0&limit=5000");
+  ASSERT_TRUE(page) << page.error().ToString();
+  EXPECT_EQ((*page)["total"], 0);
 }
 
 }  // namespace

@@ -45,9 +45,16 @@ std::optional<rack::SessionSkip> SkipIn(const Bytes& request) {
   return skip == nullptr ? std::nullopt : std::optional<rack::SessionSkip>(*skip);
 }
 
-size_t NumberOr(std::optional<std::string_view> text, size_t fallback) {
+// A query parameter's count: `fallback` when it is missing; anything but a
+// decimal integer of 0 or more is refused, naming the parameter.
+Result<size_t> QueryCount(std::optional<std::string_view> text, std::string_view name,
+                          size_t fallback) {
   if (!text) return fallback;
-  return ParseDecimal<size_t>(*text).value_or(fallback);
+  if (std::optional<size_t> n = ParseDecimal<size_t>(*text)) return *n;
+  return std::unexpected(Error{ErrorCode::kInvalidArgument,
+                               std::string(name) + " must be a decimal integer of 0 or more",
+                               std::string(name),
+                               {}});
 }
 
 // The Reply among `outputs`; the rest goes to the sink.
@@ -168,9 +175,12 @@ HttpAnswer PostSubmit(rack::Sled& sled, TimePoint now, std::string_view text,
 
 HttpAnswer GetJobs(const rack::SledCore& core, std::optional<std::string_view> offset,
                    std::optional<std::string_view> limit) {
+  Result<size_t> first = QueryCount(offset, "offset", 0);
+  if (!first) return ErrorAnswer(first.error());
+  Result<size_t> count = QueryCount(limit, "limit", 20);
+  if (!count) return ErrorAnswer(count.error());
   json jobs = json::array();
-  for (const rack::JobId& id :
-       core.History(NumberOr(offset, 0), std::min(NumberOr(limit, 20), kHistoryPageEntriesMax))) {
+  for (const rack::JobId& id : core.History(*first, std::min(*count, kHistoryPageEntriesMax))) {
     if (const rack::JobRecord* record = core.FindJob(id)) jobs.push_back(JobToJson(*record));
   }
   return HttpAnswer{200, json{{"jobs", jobs}, {"total", core.history_total()}}};

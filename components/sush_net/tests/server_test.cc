@@ -129,7 +129,21 @@ TEST_F(ServerTest, TheHistoryIsTheCoresDeliveryOrderNewestFirst) {
   ASSERT_EQ(page.body["jobs"].size(), 2u);
   EXPECT_EQ(page.body["jobs"][0]["job_id"], ids[1].ToString());
   EXPECT_EQ(page.body["jobs"][1]["job_id"], ids[0].ToString());
-  EXPECT_EQ(GetJobs(*core_, "x", std::nullopt).body["jobs"].size(), 3u);  // defaults
+  EXPECT_EQ(GetJobs(*core_, std::nullopt, std::nullopt).body["jobs"].size(), 3u);  // defaults
+  EXPECT_EQ(GetJobs(*core_, "0", "5000").body["jobs"].size(), 3u);  // at most the page's max
+  EXPECT_EQ(GetJobs(*core_, "0", "0").body["jobs"].size(), 0u);
+  EXPECT_EQ(GetJobs(*core_, "7", "5").body["jobs"].size(), 0u);  // past the end
+  for (const char* bad : {"x", "", "-1", "+1", " 1", "1e3", "0x10", "99999999999999999999999"}) {
+    for (bool as_offset : {true, false}) {
+      HttpAnswer refused =
+          as_offset ? GetJobs(*core_, bad, std::nullopt) : GetJobs(*core_, std::nullopt, bad);
+      EXPECT_EQ(refused.status, 400) << bad;
+      EXPECT_EQ(refused.body["error"]["code"], "InvalidArgument") << refused.body.dump();
+      EXPECT_NE(
+          refused.body["error"]["message"].get<std::string>().find(as_offset ? "offset" : "limit"),
+          std::string::npos);
+    }
+  }
   EXPECT_EQ(GetJob(*core_, ids[2].ToString()).body["statuses"][kBoard]["state"], "Started");
   EXPECT_EQ(GetJob(*core_, rack::JobId{}.ToString()).status, 404);
   EXPECT_EQ(GetJob(*core_, "not-an-id").status, 400);

@@ -96,8 +96,9 @@ Result<Bytes> ParseSubmit(std::string_view body);
 HttpAnswer PostSubmit(rack::Sled& sled, TimePoint now, std::string_view body,
                       const OutputSink& sink);
 // GET /v1/jobs?offset=N&limit=N: the core's history in delivery order, newest
-// first. A missing or malformed number is its default (0, 20); limit is at
-// most kHistoryPageEntriesMax.
+// first. A missing number is its default (0, 20); one that is not a decimal
+// integer of 0 or more is a 400 (InvalidArgument) naming the parameter;
+// limit is at most kHistoryPageEntriesMax (a larger one reads that many).
 HttpAnswer GetJobs(const rack::SledCore& core, std::optional<std::string_view> offset,
                    std::optional<std::string_view> limit);
 // GET /v1/jobs/ID.
