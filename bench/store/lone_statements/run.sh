@@ -11,9 +11,10 @@
 #   two_probe  the guard before that day: a branch for the first append,
 #              so two probe subplans in the plan
 # synchronous_commit is off for these sessions so that the statement's CPU,
-# not the commit's fsync, sets the rate. The tables copy the store's schema
-# 7 (components/store_postgres/src/sql.cc; schema loom_lone_bench, dropped
-# at the end): re-copy them when those change.
+# not the commit's fsync, sets the rate. The store makes its own tables and
+# indexes (`loom seed --executions 0` into schema loom_lone_bench, dropped at
+# the end), so they are always the store's; the statements above are copies
+# of components/store_postgres/src/sql.cc's.
 #
 #   bench/store/lone_statements/run.sh URL PGDATA [ROUNDS] [TRANSACTIONS]
 #
@@ -21,37 +22,25 @@
 # pgbench session's backend is read from the postmaster's reaped children,
 # so the server must be local and otherwise idle. Prints one
 # "lone-statements" line per shape per round (shapes alternated) with the
-# server's microseconds of CPU a statement and pgbench's rate.
+# server's microseconds of CPU a statement and pgbench's rate. LOOM is the
+# loom binary that makes the tables (default build-bench/apps/loom/loom).
 set -euo pipefail
 url=${1:?usage: run.sh URL PGDATA [ROUNDS] [TRANSACTIONS]}
 pgdata=${2:?usage: run.sh URL PGDATA [ROUNDS] [TRANSACTIONS]}
 rounds=${3:-3}
 transactions=${4:-20000}
 pgbin=${PGBIN:-/usr/lib/postgresql/15/bin}
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+loom=${LOOM:-$root/build-bench/apps/loom/loom}
 postmaster=$(head -1 "$pgdata/postmaster.pid")
+ticks_per_s=$(getconf CLK_TCK)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-kinds="ARRAY['EXECUTION_STARTED','EXECUTION_SUSPENDED','EXECUTION_COMPLETED','EXECUTION_FAILED','EXECUTION_CANCELLED','EXECUTION_CONTINUED']"
-PGOPTIONS="-c client_min_messages=warning" psql "$url" -q -v ON_ERROR_STOP=1 <<SQL
-DROP SCHEMA IF EXISTS loom_lone_bench CASCADE;
-CREATE SCHEMA loom_lone_bench;
-SET search_path = loom_lone_bench;
-CREATE TABLE events (execution_id text COLLATE "C" NOT NULL, sequence bigint NOT NULL,
-  kind text NOT NULL, payload text NOT NULL, metadata text NOT NULL, time_ms bigint NOT NULL,
-  last_sequence bigint, end_kind text, end_payload text, end_metadata text, end_time_ms bigint,
-  rest text, PRIMARY KEY (execution_id, sequence));
-CREATE INDEX events_by_first_status ON events (kind, (CASE WHEN kind = 'EXECUTION_STARTED'
-  AND end_kind = ANY ($kinds) AND end_time_ms = time_ms THEN end_kind ELSE '' END), time_ms,
-  execution_id, sequence) WHERE kind = ANY ($kinds);
-CREATE INDEX events_by_last_status ON events (end_kind, end_time_ms, execution_id, sequence)
-  WHERE end_kind = ANY ($kinds) AND (kind <> 'EXECUTION_STARTED' OR end_time_ms IS DISTINCT FROM time_ms);
-CREATE TABLE fences (execution_id text COLLATE "C" PRIMARY KEY, token bigint NOT NULL,
-  owner text COLLATE "C", since_ms bigint, run_from bigint) WITH (fillfactor = 70);
-CREATE INDEX fences_id_hash ON fences USING hash (execution_id);
-CREATE TABLE raw (execution_id text NOT NULL, sequence bigint NOT NULL, kind text NOT NULL,
-  payload text NOT NULL, metadata text NOT NULL, time_ms bigint NOT NULL,
-  PRIMARY KEY (execution_id, sequence));
-SQL
+PGOPTIONS="-c client_min_messages=warning" psql "$url" -q -c "DROP SCHEMA IF EXISTS loom_lone_bench CASCADE"
+"$loom" --url "$url" --schema loom_lone_bench seed --executions 0 >/dev/null
+psql "$url" -q -v ON_ERROR_STOP=1 -c "CREATE TABLE loom_lone_bench.raw (execution_id text NOT NULL,
+  sequence bigint NOT NULL, kind text NOT NULL, payload text NOT NULL, metadata text NOT NULL,
+  time_ms bigint NOT NULL, PRIMARY KEY (execution_id, sequence))"
 columns="(execution_id, sequence, kind, payload, metadata, time_ms)"
 values="(:id, :n, 'STEP_COMPLETED', repeat('x', 200), '{\"kernel\": true}', 5)"
 row="FROM (SELECT :id::text AS execution_id, 1::int8 AS fence, :n::int8 AS expected_next,
@@ -85,7 +74,6 @@ for round in $(seq "$rounds"); do
       sed -n 's/^tps = \([0-9.]*\).*/\1/p')
     sleep 0.3  # the backend exits and is reaped
     after=$(reaped_cpu_ticks)
-    ticks_per_s=$(getconf CLK_TCK)
     echo "lone-statements round=$round shape=$shape server_us=$(((after - before) * 1000000 / ticks_per_s / transactions)) tps=${tps%.*}"
   done
 done

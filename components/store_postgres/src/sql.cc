@@ -142,7 +142,7 @@ namespace {
 // rows start past 1) is expected_next - 1. One subplan, one backward probe of
 // the primary key from the newest row: the form with a branch for the first
 // append (a head probe for it, a probe bounded by expected_next - 1 for the
-// rest) planned two subplans, and each costs a lone append about 5 us of
+// rest) planned two subplans, and each costs a lone append 3-6 us of
 // server CPU to start (BENCHMARKS.md, "Issue 20: the lone append's guard as
 // one probe"). A row at expected_next that the snapshot does not see (an
 // append in flight) is left to the primary key: the insert waits for it and

@@ -51,10 +51,9 @@ Result<size_t> QueryCount(std::optional<std::string_view> text, std::string_view
                           size_t fallback) {
   if (!text) return fallback;
   if (std::optional<size_t> n = ParseDecimal<size_t>(*text)) return *n;
-  return std::unexpected(Error{ErrorCode::kInvalidArgument,
-                               std::string(name) + " must be a decimal integer of 0 or more",
-                               std::string(name),
-                               {}});
+  return MakeError(ErrorCode::kInvalidArgument,
+                   std::string(name) + " must be a decimal integer of 0 or more",
+                   std::string(name));
 }
 
 // The Reply among `outputs`; the rest goes to the sink.
