@@ -17,25 +17,25 @@ MemoryEventStore::MemoryEventStore(Limits limits, const Clock& clock)
 
 MemoryEventStore::~MemoryEventStore() = default;
 
-size_t MemoryEventStore::ShardIndex(std::string_view id) const {
-  // The high bits: the shard's own table buckets by the low ones.
-  return (IdHash{}(id) >> 40) % kShards;
+size_t MemoryEventStore::ShardIndex(const Key& key) {
+  // The high bits: the shard's own tables place ids by the low ones.
+  return (key.hash >> 40) % kShards;
 }
 
-MemoryEventStore::Shard& MemoryEventStore::ShardOf(std::string_view id) {
-  return shards_[ShardIndex(id)];
-}
-
-int64_t MemoryEventStore::FenceLocked(const Shard& shard, std::string_view id) {
-  auto it = shard.fences.find(id);
+int64_t MemoryEventStore::FenceLocked(const Shard& shard, const Key& key) {
+  auto it = shard.fences.find(key.id, key.hash);
   return it == shard.fences.end() ? 0 : it->second;
 }
 
 // Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
-Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest& req,
+Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
+                                               const AppendRequest& req,
                                                const CheckedAppend& checked, GuardKind guard,
                                                int64_t token, bool movable) {
-  int64_t current = FenceLocked(shard, req.execution_id);
+  // On a store of millions the log's slot is a cache miss, as the fence's
+  // is: asked for now, the two overlap.
+  shard.logs.Prefetch(key.hash);
+  int64_t current = FenceLocked(shard, key);
   if (guard == GuardKind::kIfUnchanged) {
     if (current != token) return StaleFence(req.execution_id, token, current);
   } else if (req.fence && *req.fence < current) {
@@ -46,11 +46,11 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest
   if (req.expected_next == 1) {
     auto& id = const_cast<std::string&>(req.execution_id);
     bool added = false;
-    std::tie(it, added) =
-        movable ? shard.logs.try_emplace(std::move(id)) : shard.logs.try_emplace(id);
+    std::tie(it, added) = movable ? shard.logs.try_emplace_hashed(key.hash, std::move(id))
+                                  : shard.logs.try_emplace_hashed(key.hash, id);
     if (added) MarkIdsChanged();
   } else {
-    it = shard.logs.find(req.execution_id);
+    it = shard.logs.find(key.id, key.hash);
   }
   const std::string& id = it == shard.logs.end() ? req.execution_id : it->first;
   int64_t head = it == shard.logs.end() ? 0 : it->second.head;
@@ -75,37 +75,42 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const AppendRequest
   }
   log.head = req.expected_next + static_cast<int64_t>(n) - 1;
   if (checked.run_row == RunRowChange::kEnd || !req.owner.empty()) {
-    SetRunLocked(shard, it->first, req.owner, checked.run_row);
+    // The log's own id: the request's may have moved into it.
+    SetRunLocked(shard, Key(it->first, key.hash), req.owner, checked.run_row);
   }
   return log.head;
 }
 
-void MemoryEventStore::SetRunLocked(Shard& shard, std::string_view id, std::string_view owner,
+void MemoryEventStore::SetRunLocked(Shard& shard, const Key& key, std::string_view owner,
                                     RunRowChange change) {
   if (change == RunRowChange::kEnd) {  // releases the row, whoever it names
-    if (auto it = shard.runs.find(id); it != shard.runs.end()) shard.runs.erase(it);
+    if (auto it = shard.runs.find(key.id, key.hash); it != shard.runs.end()) shard.runs.erase(it);
     return;
   }
-  RunOwner row{std::string(owner), clock_.NowUnixMillis()};
-  if (auto it = shard.runs.find(id); it != shard.runs.end()) {
-    it->second = std::move(row);
-  } else {
-    shard.runs.emplace(std::string(id), std::move(row));
-  }
+  shard.runs.try_emplace_hashed(key.hash, key.id).first->second =
+      RunOwner{std::string(owner), clock_.NowUnixMillis()};
 }
 
-bool MemoryEventStore::OwnerIsLocked(const Shard& shard, std::string_view id,
+void MemoryEventStore::ForgetDeletedLocked(Shard& shard, const Key& key) {
+  if (auto it = shard.fences.find(key.id, key.hash); it != shard.fences.end() && it->second == 0) {
+    shard.fences.erase(it);
+  }
+  if (auto it = shard.runs.find(key.id, key.hash); it != shard.runs.end()) shard.runs.erase(it);
+}
+
+bool MemoryEventStore::OwnerIsLocked(const Shard& shard, const Key& key,
                                      std::string_view expected) {
-  auto it = shard.runs.find(id);
+  auto it = shard.runs.find(key.id, key.hash);
   if (it == shard.runs.end()) return expected.empty();
   return it->second.owner == expected;
 }
 
 Result<std::optional<RunOwner>> MemoryEventStore::RunOwnerOf(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.runs.find(id);
+  auto it = shard.runs.find(key.id, key.hash);
   if (it == shard.runs.end()) return std::optional<RunOwner>();
   return std::optional<RunOwner>(it->second);
 }
@@ -122,9 +127,11 @@ std::vector<std::pair<std::string, RunOwner>> MemoryEventStore::RunRows() {
 
 Status MemoryEventStore::ForgetRun(std::string_view id, std::string_view owner) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  if (auto it = shard.runs.find(id); it != shard.runs.end() && it->second.owner == owner) {
+  if (auto it = shard.runs.find(key.id, key.hash);
+      it != shard.runs.end() && it->second.owner == owner) {
     shard.runs.erase(it);
   }
   return Ok();
@@ -132,16 +139,18 @@ Status MemoryEventStore::ForgetRun(std::string_view id, std::string_view owner) 
 
 Result<int64_t> MemoryEventStore::Append(const AppendRequest& req) {
   ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
-  Shard& shard = ShardOf(req.execution_id);
+  const Key key(req.execution_id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return AppendLocked(shard, req, checked, GuardKind::kFence, 0);
+  return AppendLocked(shard, key, req, checked, GuardKind::kFence, 0);
 }
 
 Result<int64_t> MemoryEventStore::Append(AppendRequest&& req) {
   ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
-  Shard& shard = ShardOf(req.execution_id);
+  const Key key(req.execution_id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return AppendLocked(shard, req, checked, GuardKind::kFence, 0, /*movable=*/true);
+  return AppendLocked(shard, key, req, checked, GuardKind::kFence, 0, /*movable=*/true);
 }
 
 Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
@@ -159,11 +168,12 @@ Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
   // One transaction: every shard the batch touches is locked (in index
   // order, so two batches never wait on each other crosswise) before any
   // request is applied, so no reader sees part of the batch.
-  std::vector<size_t> shard_of(requests.size());
+  std::vector<Key> keys;
+  keys.reserve(requests.size());
   std::array<bool, kShards> touched{};
-  for (size_t i = 0; i < requests.size(); ++i) {
-    shard_of[i] = ShardIndex(requests[i].execution_id);
-    touched[shard_of[i]] = true;
+  for (const AppendRequest& r : requests) {
+    keys.emplace_back(r.execution_id);
+    touched[ShardIndex(keys.back())] = true;
   }
   std::vector<std::unique_lock<std::mutex>> locks;
   for (size_t s = 0; s < kShards; ++s) {
@@ -176,7 +186,7 @@ Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
       out.push_back(std::unexpected(checked[i].error()));
     } else {
       out.push_back(
-          AppendLocked(shards_[shard_of[i]], requests[i], *checked[i], GuardKind::kFence, 0));
+          AppendLocked(ShardOf(keys[i]), keys[i], requests[i], *checked[i], GuardKind::kFence, 0));
     }
   }
   return out;
@@ -185,16 +195,18 @@ Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
 Result<std::vector<Envelope>> MemoryEventStore::ReadRange(std::string_view id, int64_t first,
                                                           int64_t last) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return ReadLocked(shard, id, first, last);
+  return ReadLocked(shard, key, first, last);
 }
 
 Result<int64_t> MemoryEventStore::Head(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.logs.find(id);
+  auto it = shard.logs.find(key.id, key.hash);
   return it == shard.logs.end() ? 0 : it->second.head;
 }
 
@@ -225,16 +237,14 @@ Result<ExecutionPage> MemoryEventStore::ListExecutions(std::string_view after, s
 
 Status MemoryEventStore::DeleteExecution(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  if (auto it = shard.logs.find(id); it != shard.logs.end()) {
+  if (auto it = shard.logs.find(key.id, key.hash); it != shard.logs.end()) {
     shard.logs.erase(it);
     MarkIdsChanged();
   }
-  if (auto it = shard.fences.find(id); it != shard.fences.end() && it->second == 0) {
-    shard.fences.erase(it);
-  }
-  if (auto it = shard.runs.find(id); it != shard.runs.end()) shard.runs.erase(it);
+  ForgetDeletedLocked(shard, key);
   return Ok();
 }
 
@@ -262,9 +272,8 @@ Result<EndedPage> MemoryEventStore::ListEnded(int64_t ended_ms_max, const EndedC
 }
 
 // Requires shard.mu.
-bool MemoryEventStore::EndedByLocked(const Shard& shard, std::string_view id,
-                                     int64_t ended_ms_max) {
-  auto it = shard.logs.find(id);
+bool MemoryEventStore::EndedByLocked(const Shard& shard, const Key& key, int64_t ended_ms_max) {
+  auto it = shard.logs.find(key.id, key.hash);
   if (it == shard.logs.end()) return false;
   return std::any_of(it->second.events.begin(), it->second.events.end(), [&](const StoredEvent& e) {
     return e.time_ms <= ended_ms_max && IsEndingKind(e.kind.view());
@@ -281,18 +290,16 @@ Result<std::vector<Status>> MemoryEventStore::DeleteEnded(std::span<const std::s
       out.push_back(std::move(valid));
       continue;
     }
-    Shard& shard = ShardOf(id);
+    const Key key(id);
+    Shard& shard = ShardOf(key);
     std::lock_guard<std::mutex> lock(shard.mu);
-    if (!EndedByLocked(shard, id, ended_ms_max)) {
+    if (!EndedByLocked(shard, key, ended_ms_max)) {
       out.push_back(NotEndedBy(id, ended_ms_max));
       continue;
     }
-    shard.logs.erase(shard.logs.find(id));
+    shard.logs.erase(shard.logs.find(key.id, key.hash));
     MarkIdsChanged();
-    if (auto it = shard.fences.find(id); it != shard.fences.end() && it->second == 0) {
-      shard.fences.erase(it);
-    }
-    if (auto it = shard.runs.find(id); it != shard.runs.end()) shard.runs.erase(it);
+    ForgetDeletedLocked(shard, key);
     out.push_back(Ok());
   }
   return out;
@@ -300,29 +307,30 @@ Result<std::vector<Status>> MemoryEventStore::DeleteEnded(std::span<const std::s
 
 Result<int64_t> MemoryEventStore::AcquireFence(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.fences.find(id);
-  if (it == shard.fences.end()) it = shard.fences.emplace(std::string(id), 0).first;
-  return ++it->second;
+  return ++shard.fences.try_emplace_hashed(key.hash, key.id, 0).first->second;
 }
 
 Result<int64_t> MemoryEventStore::ReadFence(std::string_view id) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return FenceLocked(shard, id);
+  return FenceLocked(shard, key);
 }
 
 // Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
-ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, std::string_view id,
+ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, const Key& key,
                                                      FenceExpectation expect) {
-  int64_t current = FenceLocked(shard, id);
+  shard.logs.Prefetch(key.hash);
+  int64_t current = FenceLocked(shard, key);
   if (current != expect.fence) return ConditionalAcquire{.stale = true, .fence = current};
-  if (expect.expected_owner && !OwnerIsLocked(shard, id, *expect.expected_owner)) {
+  if (expect.expected_owner && !OwnerIsLocked(shard, key, *expect.expected_owner)) {
     return ConditionalAcquire{.stale = true, .fence = current};
   }
-  if (auto it = shard.logs.find(id); it != shard.logs.end()) {
+  if (auto it = shard.logs.find(key.id, key.hash); it != shard.logs.end()) {
     const auto& events = it->second.events;
     auto tail =
         std::upper_bound(events.begin(), events.end(), expect.park_seq,
@@ -332,19 +340,15 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, std::string_v
     }
   }
   int64_t next = current + 1;
-  if (auto it = shard.fences.find(id); it != shard.fences.end()) {
-    it->second = next;
-  } else {
-    shard.fences.emplace(std::string(id), next);
-  }
-  if (!expect.owner.empty()) SetRunLocked(shard, id, expect.owner, RunRowChange::kRun);
+  shard.fences.try_emplace_hashed(key.hash, key.id, 0).first->second = next;
+  if (!expect.owner.empty()) SetRunLocked(shard, key, expect.owner, RunRowChange::kRun);
   return ConditionalAcquire{.stale = false, .fence = next};
 }
 
-std::vector<Envelope> MemoryEventStore::ReadLocked(const Shard& shard, std::string_view id,
+std::vector<Envelope> MemoryEventStore::ReadLocked(const Shard& shard, const Key& key,
                                                    int64_t first, int64_t last) const {
   std::vector<Envelope> out;
-  auto it = shard.logs.find(id);
+  auto it = shard.logs.find(key.id, key.hash);
   if (it == shard.logs.end() || it->second.events.empty()) return out;
   const auto& events = it->second.events;
   int64_t base = events.front().sequence;
@@ -377,35 +381,40 @@ Envelope MemoryEventStore::EnvelopeOf(std::string_view id, const Log& log,
 Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
                                                             FenceExpectation expect) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits_));
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return AcquireIfLocked(shard, id, expect);
+  return AcquireIfLocked(shard, key, expect);
 }
 
 Result<AcquireWithTail> MemoryEventStore::AcquireFenceIfReadTail(std::string_view id,
                                                                  FenceExpectation expect,
                                                                  int64_t read_after) {
   ONCE_RETURN_IF_ERROR(ValidateFenceIf(id, expect, limits_, read_after));
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  AcquireWithTail out{.acquire = AcquireIfLocked(shard, id, expect)};
-  out.tail = ReadLocked(shard, id, read_after + 1, kToEnd);
+  AcquireWithTail out{.acquire = AcquireIfLocked(shard, key, expect)};
+  out.tail = ReadLocked(shard, key, read_after + 1, kToEnd);
   return out;
 }
 
 Result<int64_t> MemoryEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
   ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
-  Shard& shard = ShardOf(req.execution_id);
+  const Key key(req.execution_id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return AppendLocked(shard, req, checked, GuardKind::kIfUnchanged, observed);
+  return AppendLocked(shard, key, req, checked, GuardKind::kIfUnchanged, observed);
 }
 
 Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, int64_t through) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(from, limits_));
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(to, limits_));
   if (through < 1) return MakeError(ErrorCode::kInvalidArgument, "through must be >= 1");
-  Shard& src_shard = ShardOf(from);
-  Shard& dst_shard = ShardOf(to);
+  const Key src_key(from);
+  const Key dst_key(to);
+  Shard& src_shard = ShardOf(src_key);
+  Shard& dst_shard = ShardOf(dst_key);
   // Both locks, deadlock-free in any order; one when both ids share a shard.
   std::unique_lock<std::mutex> src_lock(src_shard.mu, std::defer_lock);
   std::unique_lock<std::mutex> dst_lock(dst_shard.mu, std::defer_lock);
@@ -414,14 +423,15 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
   } else {
     std::lock(src_lock, dst_lock);
   }
-  auto src = src_shard.logs.find(from);
+  auto src = src_shard.logs.find(src_key.id, src_key.hash);
   if (src == src_shard.logs.end() || src->second.head < through || src->second.events.empty() ||
       src->second.events.front().sequence != 1) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "source has no complete prefix through " + std::to_string(through),
                      std::string(from));
   }
-  if (auto dst = dst_shard.logs.find(to); dst != dst_shard.logs.end() && dst->second.head > 0) {
+  if (auto dst = dst_shard.logs.find(dst_key.id, dst_key.hash);
+      dst != dst_shard.logs.end() && dst->second.head > 0) {
     return SequenceConflict(to, dst->second.head + 1, 1);
   }
   Log copy;
@@ -430,7 +440,8 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
   const StoredEvent& last = copy.events.back();  // the first is at 0: nothing was truncated
   copy.payloads = src->second.payloads.substr(0, last.payload_at + last.payload_bytes);
   copy.head = through;
-  bool added = dst_shard.logs.insert_or_assign(std::string(to), std::move(copy)).second;
+  auto [dst, added] = dst_shard.logs.try_emplace_hashed(dst_key.hash, dst_key.id);
+  dst->second = std::move(copy);
   if (added) MarkIdsChanged();
   return Ok();
 }
@@ -438,9 +449,10 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
 Status MemoryEventStore::TruncatePrefixKeeping(std::string_view id, int64_t first_kept) {
   ONCE_RETURN_IF_ERROR(ValidateExecutionId(id, limits_));
   if (first_kept < 1) return MakeError(ErrorCode::kInvalidArgument, "first_kept must be >= 1");
-  Shard& shard = ShardOf(id);
+  const Key key(id);
+  Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.logs.find(id);
+  auto it = shard.logs.find(key.id, key.hash);
   if (it == shard.logs.end()) return Ok();
   auto& events = it->second.events;
   first_kept = std::min(first_kept, it->second.head);  // the newest event stays

@@ -26,11 +26,11 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "once/base/clock.h"
 #include "once/store/event_store.h"
+#include "once/store/id_table.h"
 
 namespace once::store {
 
@@ -103,13 +103,17 @@ class MemoryEventStore final : public EventStore {
     int64_t head = 0;
   };
   enum class GuardKind { kFence, kIfUnchanged };
-  // Hashes std::string and std::string_view alike (lookups by view, no copy).
-  struct IdHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
-  };
   template <class V>
-  using ById = std::unordered_map<std::string, V, IdHash, std::equal_to<>>;
+  using ById = internal::IdTable<V>;
+  // An execution id with its hash (IdTable::HashOf), hashed once a call: the
+  // hash's high bits pick the shard, its low bits the slot in each of the
+  // shard's tables.
+  struct Key {
+    explicit Key(std::string_view id) : id(id), hash(ById<int64_t>::HashOf(id)) {}
+    Key(std::string_view id, uint64_t hash) : id(id), hash(hash) {}
+    std::string_view id;
+    uint64_t hash;
+  };
 
   // The executions whose ids hash to one shard, under that shard's lock.
   // Calls on different executions rarely share a lock: with many threads on
@@ -118,33 +122,33 @@ class MemoryEventStore final : public EventStore {
   // A cache line of its own: appends on different cores lock different
   // shards without moving each other's lines.
   struct alignas(64) Shard {
-    // A first append looks up an id that is not there yet: it walks its
-    // whole bucket, one cache miss per node (the nodes lie among the events
-    // they index). A quarter-full table walks a quarter of a node on average.
-    Shard() { logs.max_load_factor(kLogsLoadFactorMax); }
     std::mutex mu;
     ById<Log> logs;        // GUARDED_BY(mu)
     ById<int64_t> fences;  // GUARDED_BY(mu)
     ById<RunOwner> runs;   // GUARDED_BY(mu)
   };
-  static constexpr float kLogsLoadFactorMax = 0.25f;
   static constexpr size_t kShards = 16;
-  Shard& ShardOf(std::string_view id);
-  size_t ShardIndex(std::string_view id) const;
+  Shard& ShardOf(const Key& key) { return shards_[ShardIndex(key)]; }
+  static size_t ShardIndex(const Key& key);
 
   // Requires shard.mu. `checked` is CheckAppend(req). Copies the events, or
   // moves them (and the id of a new log) when `movable`: req is then left
   // moved-from.
-  Result<int64_t> AppendLocked(Shard& shard, const AppendRequest& req, const CheckedAppend& checked,
-                               GuardKind guard, int64_t token, bool movable = false);
+  // `key` is Key(req.execution_id).
+  Result<int64_t> AppendLocked(Shard& shard, const Key& key, const AppendRequest& req,
+                               const CheckedAppend& checked, GuardKind guard, int64_t token,
+                               bool movable = false);
   // Require shard.mu.
-  static bool EndedByLocked(const Shard& shard, std::string_view id, int64_t ended_ms_max);
-  static int64_t FenceLocked(const Shard& shard, std::string_view id);
-  void SetRunLocked(Shard& shard, std::string_view id, std::string_view owner, RunRowChange change);
-  static bool OwnerIsLocked(const Shard& shard, std::string_view id, std::string_view expected);
-  ConditionalAcquire AcquireIfLocked(Shard& shard, std::string_view id, FenceExpectation expect);
-  std::vector<Envelope> ReadLocked(const Shard& shard, std::string_view id, int64_t first,
+  static bool EndedByLocked(const Shard& shard, const Key& key, int64_t ended_ms_max);
+  static int64_t FenceLocked(const Shard& shard, const Key& key);
+  void SetRunLocked(Shard& shard, const Key& key, std::string_view owner, RunRowChange change);
+  static bool OwnerIsLocked(const Shard& shard, const Key& key, std::string_view expected);
+  ConditionalAcquire AcquireIfLocked(Shard& shard, const Key& key, FenceExpectation expect);
+  std::vector<Envelope> ReadLocked(const Shard& shard, const Key& key, int64_t first,
                                    int64_t last) const;
+  // Erases what the log's deletion leaves of the execution: its run row, and
+  // a fences row that holds no token.
+  static void ForgetDeletedLocked(Shard& shard, const Key& key);
   // The envelope that `e` of `log` (execution `id`) stands for.
   Envelope EnvelopeOf(std::string_view id, const Log& log, const StoredEvent& e) const;
   void MarkIdsChanged() {
