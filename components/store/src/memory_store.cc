@@ -23,7 +23,7 @@ size_t MemoryEventStore::ShardIndex(const Key& key) {
 }
 
 int64_t MemoryEventStore::FenceLocked(const Shard& shard, const Key& key) {
-  auto it = shard.fences.find(key.id, key.hash);
+  auto it = shard.fences.find_hashed(key.hash, key.id);
   return it == shard.fences.end() ? 0 : it->second;
 }
 
@@ -50,7 +50,7 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
                                   : shard.logs.try_emplace_hashed(key.hash, id);
     if (added) MarkIdsChanged();
   } else {
-    it = shard.logs.find(key.id, key.hash);
+    it = shard.logs.find_hashed(key.hash, key.id);
   }
   const std::string& id = it == shard.logs.end() ? req.execution_id : it->first;
   int64_t head = it == shard.logs.end() ? 0 : it->second.head;
@@ -84,23 +84,26 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
 void MemoryEventStore::SetRunLocked(Shard& shard, const Key& key, std::string_view owner,
                                     RunRowChange change) {
   if (change == RunRowChange::kEnd) {  // releases the row, whoever it names
-    if (auto it = shard.runs.find(key.id, key.hash); it != shard.runs.end()) shard.runs.erase(it);
+    if (auto it = shard.runs.find_hashed(key.hash, key.id); it != shard.runs.end())
+      shard.runs.erase(it);
     return;
   }
-  shard.runs.try_emplace_hashed(key.hash, key.id).first->second =
-      RunOwner{std::string(owner), clock_.NowUnixMillis()};
+  shard.runs.insert_or_assign_hashed(key.hash, key.id,
+                                     RunOwner{std::string(owner), clock_.NowUnixMillis()});
 }
 
 void MemoryEventStore::ForgetDeletedLocked(Shard& shard, const Key& key) {
-  if (auto it = shard.fences.find(key.id, key.hash); it != shard.fences.end() && it->second == 0) {
+  if (auto it = shard.fences.find_hashed(key.hash, key.id);
+      it != shard.fences.end() && it->second == 0) {
     shard.fences.erase(it);
   }
-  if (auto it = shard.runs.find(key.id, key.hash); it != shard.runs.end()) shard.runs.erase(it);
+  if (auto it = shard.runs.find_hashed(key.hash, key.id); it != shard.runs.end())
+    shard.runs.erase(it);
 }
 
 bool MemoryEventStore::OwnerIsLocked(const Shard& shard, const Key& key,
                                      std::string_view expected) {
-  auto it = shard.runs.find(key.id, key.hash);
+  auto it = shard.runs.find_hashed(key.hash, key.id);
   if (it == shard.runs.end()) return expected.empty();
   return it->second.owner == expected;
 }
@@ -110,7 +113,7 @@ Result<std::optional<RunOwner>> MemoryEventStore::RunOwnerOf(std::string_view id
   const Key key(id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.runs.find(key.id, key.hash);
+  auto it = shard.runs.find_hashed(key.hash, key.id);
   if (it == shard.runs.end()) return std::optional<RunOwner>();
   return std::optional<RunOwner>(it->second);
 }
@@ -130,7 +133,7 @@ Status MemoryEventStore::ForgetRun(std::string_view id, std::string_view owner) 
   const Key key(id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  if (auto it = shard.runs.find(key.id, key.hash);
+  if (auto it = shard.runs.find_hashed(key.hash, key.id);
       it != shard.runs.end() && it->second.owner == owner) {
     shard.runs.erase(it);
   }
@@ -206,7 +209,7 @@ Result<int64_t> MemoryEventStore::Head(std::string_view id) {
   const Key key(id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.logs.find(key.id, key.hash);
+  auto it = shard.logs.find_hashed(key.hash, key.id);
   return it == shard.logs.end() ? 0 : it->second.head;
 }
 
@@ -240,7 +243,7 @@ Status MemoryEventStore::DeleteExecution(std::string_view id) {
   const Key key(id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  if (auto it = shard.logs.find(key.id, key.hash); it != shard.logs.end()) {
+  if (auto it = shard.logs.find_hashed(key.hash, key.id); it != shard.logs.end()) {
     shard.logs.erase(it);
     MarkIdsChanged();
   }
@@ -273,7 +276,7 @@ Result<EndedPage> MemoryEventStore::ListEnded(int64_t ended_ms_max, const EndedC
 
 // Requires shard.mu.
 bool MemoryEventStore::EndedByLocked(const Shard& shard, const Key& key, int64_t ended_ms_max) {
-  auto it = shard.logs.find(key.id, key.hash);
+  auto it = shard.logs.find_hashed(key.hash, key.id);
   if (it == shard.logs.end()) return false;
   return std::any_of(it->second.events.begin(), it->second.events.end(), [&](const StoredEvent& e) {
     return e.time_ms <= ended_ms_max && IsEndingKind(e.kind.view());
@@ -297,7 +300,7 @@ Result<std::vector<Status>> MemoryEventStore::DeleteEnded(std::span<const std::s
       out.push_back(NotEndedBy(id, ended_ms_max));
       continue;
     }
-    shard.logs.erase(shard.logs.find(key.id, key.hash));
+    shard.logs.erase(shard.logs.find_hashed(key.hash, key.id));
     MarkIdsChanged();
     ForgetDeletedLocked(shard, key);
     out.push_back(Ok());
@@ -330,7 +333,7 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, const Key& ke
   if (expect.expected_owner && !OwnerIsLocked(shard, key, *expect.expected_owner)) {
     return ConditionalAcquire{.stale = true, .fence = current};
   }
-  if (auto it = shard.logs.find(key.id, key.hash); it != shard.logs.end()) {
+  if (auto it = shard.logs.find_hashed(key.hash, key.id); it != shard.logs.end()) {
     const auto& events = it->second.events;
     auto tail =
         std::upper_bound(events.begin(), events.end(), expect.park_seq,
@@ -340,7 +343,7 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, const Key& ke
     }
   }
   int64_t next = current + 1;
-  shard.fences.try_emplace_hashed(key.hash, key.id, 0).first->second = next;
+  shard.fences.insert_or_assign_hashed(key.hash, key.id, next);
   if (!expect.owner.empty()) SetRunLocked(shard, key, expect.owner, RunRowChange::kRun);
   return ConditionalAcquire{.stale = false, .fence = next};
 }
@@ -348,7 +351,7 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, const Key& ke
 std::vector<Envelope> MemoryEventStore::ReadLocked(const Shard& shard, const Key& key,
                                                    int64_t first, int64_t last) const {
   std::vector<Envelope> out;
-  auto it = shard.logs.find(key.id, key.hash);
+  auto it = shard.logs.find_hashed(key.hash, key.id);
   if (it == shard.logs.end() || it->second.events.empty()) return out;
   const auto& events = it->second.events;
   int64_t base = events.front().sequence;
@@ -423,14 +426,14 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
   } else {
     std::lock(src_lock, dst_lock);
   }
-  auto src = src_shard.logs.find(src_key.id, src_key.hash);
+  auto src = src_shard.logs.find_hashed(src_key.hash, src_key.id);
   if (src == src_shard.logs.end() || src->second.head < through || src->second.events.empty() ||
       src->second.events.front().sequence != 1) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "source has no complete prefix through " + std::to_string(through),
                      std::string(from));
   }
-  if (auto dst = dst_shard.logs.find(dst_key.id, dst_key.hash);
+  if (auto dst = dst_shard.logs.find_hashed(dst_key.hash, dst_key.id);
       dst != dst_shard.logs.end() && dst->second.head > 0) {
     return SequenceConflict(to, dst->second.head + 1, 1);
   }
@@ -440,9 +443,9 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
   const StoredEvent& last = copy.events.back();  // the first is at 0: nothing was truncated
   copy.payloads = src->second.payloads.substr(0, last.payload_at + last.payload_bytes);
   copy.head = through;
-  auto [dst, added] = dst_shard.logs.try_emplace_hashed(dst_key.hash, dst_key.id);
-  dst->second = std::move(copy);
-  if (added) MarkIdsChanged();
+  if (dst_shard.logs.insert_or_assign_hashed(dst_key.hash, dst_key.id, std::move(copy)).second) {
+    MarkIdsChanged();
+  }
   return Ok();
 }
 
@@ -452,7 +455,7 @@ Status MemoryEventStore::TruncatePrefixKeeping(std::string_view id, int64_t firs
   const Key key(id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.logs.find(key.id, key.hash);
+  auto it = shard.logs.find_hashed(key.hash, key.id);
   if (it == shard.logs.end()) return Ok();
   auto& events = it->second.events;
   first_kept = std::min(first_kept, it->second.head);  // the newest event stays

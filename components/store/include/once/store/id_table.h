@@ -108,12 +108,12 @@ class IdTable {
     if (!slots_.empty()) __builtin_prefetch(&slots_[hash & Mask()]);
   }
 
-  iterator find(std::string_view id) { return find(id, HashOf(id)); }
-  const_iterator find(std::string_view id) const { return find(id, HashOf(id)); }
-  iterator find(std::string_view id, uint64_t hash) {
+  iterator find(std::string_view id) { return find_hashed(HashOf(id), id); }
+  const_iterator find(std::string_view id) const { return find_hashed(HashOf(id), id); }
+  iterator find_hashed(uint64_t hash, std::string_view id) {
     return size_ == 0 ? end() : At(Probe(id, hash));
   }
-  const_iterator find(std::string_view id, uint64_t hash) const {
+  const_iterator find_hashed(uint64_t hash, std::string_view id) const {
     return size_ == 0 ? end() : At(Probe(id, hash));
   }
 
@@ -139,14 +139,16 @@ class IdTable {
     ++size_;
     return {At(i), true};
   }
-  template <class K>
-  std::pair<iterator, bool> emplace(K&& id, V value) {
-    return try_emplace(std::forward<K>(id), std::move(value));
-  }
+  // Inserts {id, value}, or gives the id's entry `value`.
   template <class K>
   std::pair<iterator, bool> insert_or_assign(K&& id, V value) {
-    auto [it, added] = try_emplace(std::forward<K>(id), std::move(value));
-    if (!added) it->second = std::move(value);
+    const uint64_t hash = HashOf(id);
+    return insert_or_assign_hashed(hash, std::forward<K>(id), std::move(value));
+  }
+  template <class K>
+  std::pair<iterator, bool> insert_or_assign_hashed(uint64_t hash, K&& id, V value) {
+    auto [it, added] = try_emplace_hashed(hash, std::forward<K>(id), std::move(value));
+    if (!added) it->second = std::move(value);  // not moved from: nothing was inserted
     return {it, added};
   }
 
