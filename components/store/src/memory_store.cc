@@ -27,11 +27,27 @@ int64_t MemoryEventStore::FenceLocked(const Shard& shard, const Key& key) {
   return it == shard.fences.end() ? 0 : it->second;
 }
 
+Status MemoryEventStore::Prepare(const AppendRequest& req, Prepared& into) const {
+  ONCE_ASSIGN_OR_RETURN(into.checked,
+                        CheckAndPackAppend(req, limits_, clock_, into.packed, into.payload_end));
+  return Ok();
+}
+
+Result<const MemoryEventStore::Prepared*> MemoryEventStore::PrepareInScratch(
+    const AppendRequest& req) const {
+  // A buffer grown by one large append is not kept for the thread's life.
+  constexpr size_t kScratchKeptBytesMax = size_t{1} << 20;
+  thread_local Prepared scratch;
+  if (scratch.packed.capacity() > kScratchKeptBytesMax) scratch = Prepared{};
+  ONCE_RETURN_IF_ERROR(Prepare(req, scratch));
+  return &scratch;
+}
+
 // Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
-                                               const AppendRequest& req,
-                                               const CheckedAppend& checked, GuardKind guard,
-                                               int64_t token, bool movable) {
+                                               const AppendRequest& req, const Prepared& prepared,
+                                               GuardKind guard, int64_t token, bool movable) {
+  const CheckedAppend& checked = prepared.checked;
   // On a store of millions the log's slot is a cache miss, as the fence's
   // is: asked for now, the two overlap.
   shard.logs.Prefetch(key.hash);
@@ -58,10 +74,9 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
   Log& log = it->second;
   auto& source = const_cast<std::vector<Envelope>&>(req.events);
   const size_t n = source.size();
-  if (log.events.empty()) {
-    log.events.reserve(n);
-    log.payloads.reserve(checked.bytes);  // the text's size: about the packed size
-  }
+  if (log.events.empty()) log.events.reserve(n);
+  const size_t base = log.payloads.size();
+  log.payloads.append(prepared.packed);
   for (size_t i = 0; i < n; ++i) {
     Envelope& e = source[i];
     StoredEvent& stored = log.events.emplace_back();
@@ -69,9 +84,8 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
     stored.kind = movable ? std::move(e.kind) : e.kind;
     stored.metadata = movable ? std::move(e.metadata) : e.metadata;
     stored.time_ms = e.time_ms == 0 ? checked.now_ms : e.time_ms;
-    stored.payload_at = log.payloads.size();
-    internal::PackJson(e.payload, log.payloads);
-    stored.payload_bytes = log.payloads.size() - stored.payload_at;
+    stored.payload_at = base + (i == 0 ? 0 : prepared.payload_end[i - 1]);
+    stored.payload_bytes = base + prepared.payload_end[i] - stored.payload_at;
   }
   log.head = req.expected_next + static_cast<int64_t>(n) - 1;
   if (checked.run_row == RunRowChange::kEnd || !req.owner.empty()) {
@@ -141,31 +155,33 @@ Status MemoryEventStore::ForgetRun(std::string_view id, std::string_view owner) 
 }
 
 Result<int64_t> MemoryEventStore::Append(const AppendRequest& req) {
-  ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
+  ONCE_ASSIGN_OR_RETURN(const Prepared* prepared, PrepareInScratch(req));
   const Key key(req.execution_id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return AppendLocked(shard, key, req, checked, GuardKind::kFence, 0);
+  return AppendLocked(shard, key, req, *prepared, GuardKind::kFence, 0);
 }
 
 Result<int64_t> MemoryEventStore::Append(AppendRequest&& req) {
-  ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
+  ONCE_ASSIGN_OR_RETURN(const Prepared* prepared, PrepareInScratch(req));
   const Key key(req.execution_id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return AppendLocked(shard, key, req, checked, GuardKind::kFence, 0, /*movable=*/true);
+  return AppendLocked(shard, key, req, *prepared, GuardKind::kFence, 0, /*movable=*/true);
 }
 
 Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
     std::span<const AppendRequest> requests) {
   ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits_));
-  // Check outside the lock; a request that fails its own checks fails alone.
-  std::vector<Result<CheckedAppend>> checked;
+  // Check and pack outside the lock; a request that fails its own checks
+  // fails alone.
+  std::vector<Prepared> prepared(requests.size());
+  std::vector<Status> checked;
   checked.reserve(requests.size());
   size_t bytes = 0;
-  for (const auto& r : requests) {
-    checked.push_back(CheckAppend(r, limits_, clock_));
-    if (checked.back()) bytes += checked.back()->bytes;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    checked.push_back(Prepare(requests[i], prepared[i]));
+    if (checked.back()) bytes += prepared[i].checked.bytes;
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits_));
   // One transaction: every shard the batch touches is locked (in index
@@ -189,7 +205,7 @@ Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
       out.push_back(std::unexpected(checked[i].error()));
     } else {
       out.push_back(
-          AppendLocked(ShardOf(keys[i]), keys[i], requests[i], *checked[i], GuardKind::kFence, 0));
+          AppendLocked(ShardOf(keys[i]), keys[i], requests[i], prepared[i], GuardKind::kFence, 0));
     }
   }
   return out;
@@ -403,11 +419,11 @@ Result<AcquireWithTail> MemoryEventStore::AcquireFenceIfReadTail(std::string_vie
 }
 
 Result<int64_t> MemoryEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
-  ONCE_ASSIGN_OR_RETURN(CheckedAppend checked, CheckAppend(req, limits_, clock_));
+  ONCE_ASSIGN_OR_RETURN(const Prepared* prepared, PrepareInScratch(req));
   const Key key(req.execution_id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return AppendLocked(shard, key, req, checked, GuardKind::kIfUnchanged, observed);
+  return AppendLocked(shard, key, req, *prepared, GuardKind::kIfUnchanged, observed);
 }
 
 Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, int64_t through) {

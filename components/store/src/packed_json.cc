@@ -12,21 +12,7 @@ namespace {
 
 using events::Json;
 
-enum Tag : uint8_t {
-  kNull = 0,
-  kFalse = 1,
-  kTrue = 2,
-  kInteger = 3,
-  kUnsigned = 4,
-  kFloat = 5,
-  kString = 6,
-  kArray = 7,
-  kObject = 8,
-  kBinary = 9,
-  kDiscarded = 10,
-};
-
-void PutBytes(std::string_view bytes, std::string& out) {
+void AppendLengthPrefixed(std::string_view bytes, std::string& out) {
   AppendVarint(out, bytes.size());
   out.append(bytes);
 }
@@ -35,10 +21,6 @@ void PutDouble(double d, std::string& out) {
   uint64_t bits;
   std::memcpy(&bits, &d, sizeof(bits));
   for (size_t i = 0; i < sizeof(bits); ++i) out.push_back(static_cast<char>(bits >> (8 * i)));
-}
-
-uint64_t ZigZag(int64_t v) {
-  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
 }
 
 int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
@@ -158,32 +140,32 @@ Json ReadBinary(Reader& in) {
 
 Json ReadValue(Reader& in, size_t depth_left) {
   const uint8_t tag = in.Byte();
-  if ((tag == kArray || tag == kObject) && depth_left == 0) {
+  if ((tag == kPackedArray || tag == kPackedObject) && depth_left == 0) {
     in.Fail("nested deeper than depth_max");
     return Json();
   }
   switch (tag) {
-    case kNull:
+    case kPackedNull:
       return Json();
-    case kFalse:
+    case kPackedFalse:
       return Json(false);
-    case kTrue:
+    case kPackedTrue:
       return Json(true);
-    case kInteger:
+    case kPackedInteger:
       return Json(UnZigZag(in.Varint()));
-    case kUnsigned:
+    case kPackedUnsigned:
       return Json(in.Varint());
-    case kFloat:
+    case kPackedFloat:
       return Json(in.Double());
-    case kString:
+    case kPackedString:
       return Json(std::string(in.Bytes()));
-    case kArray:
+    case kPackedArray:
       return ReadArray(in, depth_left);
-    case kObject:
+    case kPackedObject:
       return ReadObject(in, depth_left);
-    case kBinary:
+    case kPackedBinary:
       return ReadBinary(in);
-    case kDiscarded:
+    case kPackedDiscarded:
       return Json(Json::value_t::discarded);
     default:
       in.Fail("an unknown tag");
@@ -193,59 +175,71 @@ Json ReadValue(Reader& in, size_t depth_left) {
 
 }  // namespace
 
-void PackJson(const Json& json, std::string& out) {
+void PackWriter::Scalar(const Json& json) {
+  std::string bytes;  // rare (floats, binaries): a string of its own
+  switch (json.type()) {
+    case Json::value_t::number_float:
+      bytes.push_back(kPackedFloat);
+      PutDouble(json.get<double>(), bytes);
+      break;
+    case Json::value_t::binary: {
+      const auto& binary = json.get_ref<const Json::binary_t&>();
+      bytes.push_back(kPackedBinary);
+      AppendLengthPrefixed(
+          std::string_view(reinterpret_cast<const char*>(binary.data()), binary.size()), bytes);
+      bytes.push_back(binary.has_subtype() ? 1 : 0);
+      if (binary.has_subtype()) AppendVarint(bytes, binary.subtype());
+      break;
+    }
+    case Json::value_t::discarded:
+      bytes.push_back(kPackedDiscarded);
+      break;
+    default:
+      ONCE_CHECK_MSG(false, "PackWriter::Scalar takes a float, a binary or a discarded value");
+  }
+  Flush();
+  out_.append(bytes);
+}
+
+namespace {
+
+void Pack(const Json& json, PackWriter& w) {
   switch (json.type()) {
     case Json::value_t::null:
-      out.push_back(kNull);
-      return;
+      return w.Null();
     case Json::value_t::boolean:
-      out.push_back(json.get<bool>() ? kTrue : kFalse);
-      return;
+      return w.Bool(json.get<bool>());
     case Json::value_t::number_integer:
-      out.push_back(kInteger);
-      AppendVarint(out, ZigZag(json.get<int64_t>()));
-      return;
+      return w.Integer(json.get<int64_t>());
     case Json::value_t::number_unsigned:
-      out.push_back(kUnsigned);
-      AppendVarint(out, json.get<uint64_t>());
-      return;
-    case Json::value_t::number_float:
-      out.push_back(kFloat);
-      PutDouble(json.get<double>(), out);
-      return;
+      return w.Unsigned(json.get<uint64_t>());
     case Json::value_t::string:
-      out.push_back(kString);
-      PutBytes(json.get_ref<const std::string&>(), out);
-      return;
+      return w.String(json.get_ref<const std::string&>());
     case Json::value_t::array: {
       const auto& array = json.get_ref<const Json::array_t&>();
-      out.push_back(kArray);
-      AppendVarint(out, array.size());
-      for (const Json& v : array) PackJson(v, out);
+      w.Array(array.size());
+      for (const Json& v : array) Pack(v, w);
       return;
     }
     case Json::value_t::object: {
       const auto& object = json.get_ref<const Json::object_t&>();
-      out.push_back(kObject);
-      AppendVarint(out, object.size());
+      w.Object(object.size());
       for (const auto& [key, value] : object) {
-        PutBytes(key, out);
-        PackJson(value, out);
+        w.Key(key);
+        Pack(value, w);
       }
       return;
     }
-    case Json::value_t::binary: {
-      const auto& binary = json.get_ref<const Json::binary_t&>();
-      out.push_back(kBinary);
-      PutBytes(std::string_view(reinterpret_cast<const char*>(binary.data()), binary.size()), out);
-      out.push_back(binary.has_subtype() ? 1 : 0);
-      if (binary.has_subtype()) AppendVarint(out, binary.subtype());
-      return;
-    }
-    case Json::value_t::discarded:
-      out.push_back(kDiscarded);
-      return;
+    default:
+      return w.Scalar(json);
   }
+}
+
+}  // namespace
+
+void PackJson(const Json& json, std::string& out) {
+  PackWriter w(out);
+  Pack(json, w);
 }
 
 Result<Json> UnpackJson(std::string_view bytes, size_t depth_max) {

@@ -6,6 +6,7 @@
 
 #include "once/events/json_text.h"
 #include "once/events/kernel_payload.h"
+#include "packed_json.h"
 
 namespace once::store {
 namespace {
@@ -140,34 +141,78 @@ bool AddStringSize(std::string_view s, size_t& n) {
   return true;
 }
 
-// Adds the length of json.dump() to n; false when dump() would throw, or
-// when a container lies more than depth_left levels down (the walk stops
-// there: it never recurses deeper than that).
-bool AddJsonSize(const Json& json, size_t& n, size_t depth_left) {
+// A walk that only measures (SerializedJsonSize): the packing calls of
+// AddJsonSize do nothing.
+struct NoPack {
+  void Null() {}
+  void Bool(bool) {}
+  void Integer(int64_t) {}
+  void Unsigned(uint64_t) {}
+  void String(std::string_view) {}
+  void Array(size_t) {}
+  void Object(size_t) {}
+  void Key(std::string_view) {}
+  void Scalar(const Json&) {}
+  void PayloadEnd() {}
+};
+
+// A walk that packs what it measures (CheckAndPackAppend), each payload's
+// end recorded.
+class PackPayloads : public internal::PackWriter {
+ public:
+  PackPayloads(std::string& packed, std::vector<size_t>& payload_end)
+      : PackWriter(packed), packed_(packed), payload_end_(payload_end) {}
+  void PayloadEnd() {
+    Flush();
+    payload_end_.push_back(packed_.size());
+  }
+
+ private:
+  std::string& packed_;
+  std::vector<size_t>& payload_end_;
+};
+
+// Adds the length of json.dump() to n, handing each value to `sink` on the
+// way (NoPack, PackPayloads); false when dump() would throw, or when a
+// container lies more than depth_left levels down (the walk stops there: it
+// never recurses deeper than that).
+template <class Sink>
+bool AddJsonSize(const Json& json, size_t& n, size_t depth_left, Sink& sink) {
   switch (json.type()) {
     case Json::value_t::null:
       n += 4;
+      sink.Null();
       return true;
-    case Json::value_t::boolean:
-      n += json.get<bool>() ? 4 : 5;
+    case Json::value_t::boolean: {
+      const bool b = json.get<bool>();
+      n += b ? 4 : 5;
+      sink.Bool(b);
       return true;
+    }
     case Json::value_t::number_integer: {
       int64_t v = json.get<int64_t>();
       uint64_t magnitude = v < 0 ? ~static_cast<uint64_t>(v) + 1 : static_cast<uint64_t>(v);
       n += DecimalDigits(magnitude) + (v < 0 ? 1 : 0);
+      sink.Integer(v);
       return true;
     }
     case Json::value_t::number_unsigned:
       n += DecimalDigits(json.get<uint64_t>());
+      sink.Unsigned(json.get<uint64_t>());
       return true;
-    case Json::value_t::string:
-      return AddStringSize(json.get_ref<const std::string&>(), n);
+    case Json::value_t::string: {
+      const std::string& s = json.get_ref<const std::string&>();
+      if (!AddStringSize(s, n)) return false;
+      sink.String(s);
+      return true;
+    }
     case Json::value_t::array: {
       if (depth_left == 0) return false;
       const auto& array = json.get_ref<const Json::array_t&>();
       n += array.empty() ? 2 : 1 + array.size();  // brackets, commas
+      sink.Array(array.size());
       for (const Json& v : array) {
-        if (!AddJsonSize(v, n, depth_left - 1)) return false;
+        if (!AddJsonSize(v, n, depth_left - 1, sink)) return false;
       }
       return true;
     }
@@ -175,8 +220,11 @@ bool AddJsonSize(const Json& json, size_t& n, size_t depth_left) {
       if (depth_left == 0) return false;
       const auto& object = json.get_ref<const Json::object_t&>();
       n += object.empty() ? 2 : 1 + 2 * object.size();  // braces, commas, colons
+      sink.Object(object.size());
       for (const auto& [key, value] : object) {
-        if (!AddStringSize(key, n) || !AddJsonSize(value, n, depth_left - 1)) return false;
+        if (!AddStringSize(key, n)) return false;
+        sink.Key(key);
+        if (!AddJsonSize(value, n, depth_left - 1, sink)) return false;
       }
       return true;
     }
@@ -185,17 +233,47 @@ bool AddJsonSize(const Json& json, size_t& n, size_t depth_left) {
   }
   try {
     n += json.dump().size();
-    return true;
   } catch (const nlohmann::json::exception&) {
     return false;
   }
+  sink.Scalar(json);
+  return true;
+}
+
+// CheckAppend, its payloads handed to `sink` as they are measured.
+template <class Sink>
+Result<CheckedAppend> CheckAppendWith(const AppendRequest& req, const Limits& limits,
+                                      const Clock& clock, Sink& sink) {
+  ONCE_RETURN_IF_ERROR(CheckRequestShape(req, limits));
+  CheckedAppend out;
+  for (size_t i = 0; i < req.events.size(); ++i) {
+    const Envelope& e = req.events[i];
+    ONCE_RETURN_IF_ERROR(
+        CheckEventShape(req, i, req.expected_next + static_cast<int64_t>(i), limits));
+    size_t payload = 0;
+    const bool measured = AddJsonSize(e.payload, payload, limits.json_depth_max, sink);
+    std::optional<size_t> metadata = SerializedMetadataSize(e.metadata, limits.json_depth_max);
+    if (!measured || !metadata) return UnserializableEvent(req, e, limits);
+    sink.PayloadEnd();
+    size_t bytes = payload + *metadata;
+    if (bytes > limits.event_bytes_max) {
+      return LimitError("event_bytes_max", static_cast<int64_t>(bytes),
+                        static_cast<int64_t>(limits.event_bytes_max), req.execution_id);
+    }
+    out.bytes += bytes;
+    if (e.time_ms == 0 && out.now_ms == 0) out.now_ms = clock.NowUnixMillis();
+  }
+  ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
+  out.run_row = RunRowChangeOf(req.events);
+  return out;
 }
 
 }  // namespace
 
 std::optional<size_t> SerializedJsonSize(const Json& json, size_t depth_max) {
   size_t n = 0;
-  if (!AddJsonSize(json, n, depth_max)) return std::nullopt;
+  NoPack measure_only;
+  if (!AddJsonSize(json, n, depth_max, measure_only)) return std::nullopt;
   return n;
 }
 
@@ -249,26 +327,17 @@ Status CheckFirstEvent(std::string_view execution_id, const Envelope& e, const L
 
 Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits,
                                   const Clock& clock) {
-  ONCE_RETURN_IF_ERROR(CheckRequestShape(req, limits));
-  CheckedAppend out;
-  for (size_t i = 0; i < req.events.size(); ++i) {
-    const Envelope& e = req.events[i];
-    ONCE_RETURN_IF_ERROR(
-        CheckEventShape(req, i, req.expected_next + static_cast<int64_t>(i), limits));
-    std::optional<size_t> payload = SerializedJsonSize(e.payload, limits.json_depth_max);
-    std::optional<size_t> metadata = SerializedMetadataSize(e.metadata, limits.json_depth_max);
-    if (!payload || !metadata) return UnserializableEvent(req, e, limits);
-    size_t bytes = *payload + *metadata;
-    if (bytes > limits.event_bytes_max) {
-      return LimitError("event_bytes_max", static_cast<int64_t>(bytes),
-                        static_cast<int64_t>(limits.event_bytes_max), req.execution_id);
-    }
-    out.bytes += bytes;
-    if (e.time_ms == 0 && out.now_ms == 0) out.now_ms = clock.NowUnixMillis();
-  }
-  ONCE_RETURN_IF_ERROR(CheckBatchBytes(out.bytes, limits));
-  out.run_row = RunRowChangeOf(req.events);
-  return out;
+  NoPack measure_only;
+  return CheckAppendWith(req, limits, clock, measure_only);
+}
+
+Result<CheckedAppend> CheckAndPackAppend(const AppendRequest& req, const Limits& limits,
+                                         const Clock& clock, std::string& packed,
+                                         std::vector<size_t>& payload_end) {
+  packed.clear();
+  payload_end.clear();
+  PackPayloads sink(packed, payload_end);
+  return CheckAppendWith(req, limits, clock, sink);
 }
 
 std::unexpected<Error> JsonDepthError(std::string_view what, std::string subject, size_t depth_max,

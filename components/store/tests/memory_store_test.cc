@@ -89,5 +89,34 @@ TEST(MemoryEventStoreTest, MovedAppendKeepsTheIdOnRead) {
   EXPECT_EQ((*got)[1].sequence, 2);
 }
 
+// A moved append leaves the payloads in the request (the runtime's path
+// reads them after the append); and a thread's packing buffer, grown by a
+// payload near event_bytes_max, serves small appends after it, on one log
+// and on others, each read back as written.
+TEST(MemoryEventStoreTest, PayloadsStayInAMovedRequestAndPackingBuffersAreReused) {
+  MemoryEventStore store;
+  AppendRequest req = FirstAppend("big");
+  const nlohmann::json big = {{"name", "s"}, {"value", std::string((1 << 20) - 100, 'b')}};
+  req.events.push_back(KernelEvent(KernelKind::kStepCompleted, big));
+  ASSERT_EQ(store.Append(std::move(req)).value(), 2);
+  EXPECT_EQ(req.events[1].payload, big);
+  for (int i = 0; i < 3; ++i) {
+    AppendRequest next{.execution_id = "big", .expected_next = 3 + i};
+    next.events.push_back(KernelEvent(KernelKind::kStepCompleted, {{"name", std::to_string(i)}}));
+    ASSERT_EQ(store.Append(next).value(), 3 + i);
+    ASSERT_EQ(store.Append(FirstAppend("small-" + std::to_string(i))).value(), 1);
+  }
+  Result<std::vector<Envelope>> got = store.ReadRange("big", 1, kToEnd);
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->size(), 5u);
+  EXPECT_EQ((*got)[0].payload, nlohmann::json::object());
+  EXPECT_EQ((*got)[1].payload, big);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ((*got)[2 + i].payload["name"], std::to_string(i));
+  Result<std::vector<Envelope>> small = store.ReadRange("small-2", 1, kToEnd);
+  ASSERT_TRUE(small);
+  ASSERT_EQ(small->size(), 1u);
+  EXPECT_EQ((*small)[0].payload, nlohmann::json::object());
+}
+
 }  // namespace
 }  // namespace once::store

@@ -10,7 +10,9 @@
 #include <random>
 #include <string>
 
+#include "once/base/clock.h"
 #include "once/fuzz_corpus/seeds.h"
+#include "once/store/validate.h"
 
 namespace once::store::internal {
 namespace {
@@ -89,9 +91,10 @@ TEST(PackedJsonTest, EveryTypeRoundTripsWithItsType) {
   }
 }
 
-// Random trees of every type, nested up to 6 deep: each one back as it was.
-TEST(PackedJsonTest, RandomTreesRoundTrip) {
-  std::mt19937_64 rng(20261205);
+// Random trees of every type, nested up to `depth` deep. Strings run to 300
+// bytes: past PackWriter's buffer (256) and past half of it (a string that
+// long goes straight to the output).
+Json RandomTree(std::mt19937_64& rng, int depth) {
   std::function<Json(int)> make = [&](int depth) -> Json {
     switch (rng() % (depth > 0 ? 9 : 7)) {
       case 0:
@@ -109,7 +112,8 @@ TEST(PackedJsonTest, RandomTreesRoundTrip) {
         return d;
       }
       case 5:
-        return std::string(rng() % 40, static_cast<char>('a' + rng() % 26));
+        return std::string(rng() % 4 == 0 ? rng() % 300 : rng() % 40,
+                           static_cast<char>('a' + rng() % 26));
       case 6:
         return rng() % 2 == 0 ? Json::binary(std::vector<uint8_t>(rng() % 5, 7))
                               : Json::binary(std::vector<uint8_t>(rng() % 5, 7), rng() % 300);
@@ -125,9 +129,91 @@ TEST(PackedJsonTest, RandomTreesRoundTrip) {
       }
     }
   };
+  return make(depth);
+}
+
+// Random trees, nested up to 6 deep: each one back as it was.
+TEST(PackedJsonTest, RandomTreesRoundTrip) {
+  std::mt19937_64 rng(20261205);
   for (int i = 0; i < 2000; ++i) {
-    const Json tree = make(6);
+    const Json tree = RandomTree(rng, 6);
     ASSERT_TRUE(SameTyped(RoundTrip(tree), tree)) << i;
+  }
+}
+
+// The bytes themselves, where a buffered writer could go wrong: a string of
+// 300 bytes (its length a two-byte varint, its bytes past the buffer), and
+// 200 small values that fill the buffer several times over.
+TEST(PackedJsonTest, LongValuesAreTheFormatsBytes) {
+  std::string bytes;
+  PackJson(std::string(300, 'x'), bytes);
+  EXPECT_EQ(bytes, std::string("\x06\xac\x02") + std::string(300, 'x'));
+  bytes.clear();
+  Json many = Json::array();
+  for (int i = 0; i < 200; ++i) many.push_back(i);
+  PackJson(many, bytes);
+  std::string expected("\x07\xc8\x01", 3);  // 200 values
+  for (int i = 0; i < 200; ++i) {
+    expected.push_back(3);  // an integer, zigzagged
+    const unsigned z = 2 * i;
+    if (z >= 0x80) {
+      expected.push_back(static_cast<char>((z & 0x7f) | 0x80));
+      expected.push_back(static_cast<char>(z >> 7));
+    } else {
+      expected.push_back(static_cast<char>(z));
+    }
+  }
+  EXPECT_EQ(bytes, expected);
+}
+
+// CheckAndPackAppend (the memory store's one walk over a payload) answers as
+// CheckAppend does and packs each payload as PackJson does, for random
+// requests; and refuses what CheckAppend refuses, with the same error.
+TEST(PackedJsonTest, CheckAndPackAppendIsCheckAppendAndPackJson) {
+  std::mt19937_64 rng(20261206);
+  const Limits limits;
+  const ManualClock clock;
+  std::string packed;
+  std::vector<size_t> payload_end;
+  for (int i = 0; i < 500; ++i) {
+    AppendRequest req{.execution_id = "order-" + std::to_string(i), .expected_next = 1};
+    std::string expected;
+    std::vector<size_t> expected_end;
+    for (size_t n = 1 + rng() % 5; n > 0; --n) {
+      // Object payloads: a kernel kind's shape is checked, an app kind's is not.
+      Json payload = RandomTree(rng, 5);
+      req.events.push_back(events::AppEvent("APP_" + std::to_string(n), std::move(payload)));
+      PackJson(req.events.back().payload, expected);
+      expected_end.push_back(expected.size());
+    }
+    Result<CheckedAppend> want = CheckAppend(req, limits, clock);
+    Result<CheckedAppend> got = CheckAndPackAppend(req, limits, clock, packed, payload_end);
+    ASSERT_EQ(want.has_value(), got.has_value()) << i;
+    if (!want) {  // floats and binaries that dump() refuses
+      EXPECT_EQ(got.error().ToString(), want.error().ToString()) << i;
+      continue;
+    }
+    EXPECT_EQ(got->bytes, want->bytes) << i;
+    EXPECT_EQ(got->now_ms, want->now_ms) << i;
+    EXPECT_EQ(got->run_row, want->run_row) << i;
+    ASSERT_EQ(packed, expected) << i;
+    ASSERT_EQ(payload_end, expected_end) << i;
+  }
+  // Refusals, with CheckAppend's error: a string that is not UTF-8 in the
+  // second event, a payload nested past json_depth_max, an event past
+  // event_bytes_max.
+  Json deep = nullptr;
+  for (size_t d = 0; d <= limits.json_depth_max; ++d) deep = Json::array({deep});
+  const std::vector<Json> bad = {"\xc3", deep, std::string(limits.event_bytes_max, 'a')};
+  for (const Json& payload : bad) {
+    AppendRequest req{.execution_id = "order-bad", .expected_next = 1};
+    req.events.push_back(events::AppEvent("APP", Json{{"fine", 1}}));
+    req.events.push_back(events::AppEvent("APP", payload));
+    Result<CheckedAppend> want = CheckAppend(req, limits, clock);
+    Result<CheckedAppend> got = CheckAndPackAppend(req, limits, clock, packed, payload_end);
+    ASSERT_FALSE(want);
+    ASSERT_FALSE(got);
+    EXPECT_EQ(got.error().ToString(), want.error().ToString());
   }
 }
 

@@ -31,10 +31,9 @@
 #include "once/base/clock.h"
 #include "once/store/event_store.h"
 #include "once/store/id_table.h"
+#include "once/store/validate.h"
 
 namespace once::store {
-
-struct CheckedAppend;  // validate.h
 
 class MemoryEventStore final : public EventStore {
  public:
@@ -46,8 +45,8 @@ class MemoryEventStore final : public EventStore {
   Result<int64_t> Append(const AppendRequest& req) override;
   // The same append, moving what the log keeps of the request (a new log's
   // id, the events' kinds and metadata) instead of copying it; payloads are
-  // packed either way (the runtime's path when it runs on a
-  // MemoryEventStore).
+  // packed either way, and left in req as they were (the runtime's path
+  // when it runs on a MemoryEventStore).
   Result<int64_t> Append(AppendRequest&& req);
   Result<std::vector<Result<int64_t>>> AppendBatch(
       std::span<const AppendRequest> requests) override;
@@ -131,12 +130,28 @@ class MemoryEventStore final : public EventStore {
   Shard& ShardOf(const Key& key) { return shards_[ShardIndex(key)]; }
   static size_t ShardIndex(const Key& key);
 
-  // Requires shard.mu. `checked` is CheckAppend(req). Copies the events, or
-  // moves them (and the id of a new log) when `movable`: req is then left
-  // moved-from.
-  // `key` is Key(req.execution_id).
+  // An append checked and its payloads packed before any lock is taken:
+  // what is left under the shard's lock is the guard, the sequence and a
+  // copy of the packed bytes. (Packed under the lock, the packing was over
+  // half of the time a shard was held, and a thread preempted there stalled
+  // every thread that wanted the shard.)
+  struct Prepared {
+    CheckedAppend checked;
+    std::string packed;               // every event's payload packed, in order
+    std::vector<size_t> payload_end;  // event i's bytes end here in `packed`
+  };
+  // Checks req (CheckAppend) and packs its payloads into `into` (whose
+  // buffers are reused).
+  Status Prepare(const AppendRequest& req, Prepared& into) const;
+  // Prepare into this thread's own Prepared (no allocation once warm).
+  Result<const Prepared*> PrepareInScratch(const AppendRequest& req) const;
+
+  // Requires shard.mu. `prepared` is Prepare(req). Copies the events' kinds
+  // and metadata, or moves them (and the id of a new log) when `movable`:
+  // req's id, kinds and metadata are then left moved-from; its payloads
+  // never are. `key` is Key(req.execution_id).
   Result<int64_t> AppendLocked(Shard& shard, const Key& key, const AppendRequest& req,
-                               const CheckedAppend& checked, GuardKind guard, int64_t token,
+                               const Prepared& prepared, GuardKind guard, int64_t token,
                                bool movable = false);
   // Require shard.mu.
   static bool EndedByLocked(const Shard& shard, const Key& key, int64_t ended_ms_max);

@@ -109,6 +109,13 @@ struct CheckedAppend {
 // computed by SerializedJsonSize, so nothing is serialized or allocated.
 Result<CheckedAppend> CheckAppend(const AppendRequest& req, const Limits& limits,
                                   const Clock& clock);
+// CheckAppend that also packs each event's payload (the memory store's form
+// at rest, src/packed_json.h) in the walk that measures it: `packed` holds
+// them in order, event i's ending at payload_end[i] (both cleared first).
+// On an error their contents are unspecified.
+Result<CheckedAppend> CheckAndPackAppend(const AppendRequest& req, const Limits& limits,
+                                         const Clock& clock, std::string& packed,
+                                         std::vector<size_t>& payload_end);
 
 // The exact length of json.dump() (compact, UTF-8 kept as is), computed
 // without serializing. nullopt when dump() would throw (a string that is not
