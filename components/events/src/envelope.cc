@@ -38,4 +38,22 @@ Result<Json> ParseJson(std::string_view text) {
   return out;
 }
 
+void FreeTree(Json& json, size_t depth_left) {
+  if (depth_left == 0) return;  // the destructor's own walk, below here
+  if (json.is_object()) {
+    auto& object = json.get_ref<Json::object_t&>();
+    for (auto& member : object) {
+      if (member.second.is_structured()) FreeTree(member.second, depth_left - 1);
+    }
+    object.clear();
+  } else if (json.is_array()) {
+    auto& array = json.get_ref<Json::array_t&>();
+    for (Json& v : array) {
+      if (v.is_structured()) FreeTree(v, depth_left - 1);
+    }
+    array.clear();
+  }
+  json = nullptr;
+}
+
 }  // namespace once::events

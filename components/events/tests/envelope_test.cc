@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <random>
+
 namespace once::events {
 namespace {
 
@@ -42,6 +45,56 @@ TEST(EnvelopeTest, ParseJsonRejectsMalformedText) {
   auto bad = ParseJson("{\"a\":");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+}
+
+// FreeTree leaves null, whatever the tree (ASan's leak check sees that it
+// frees every block), and the tree it was copied from is untouched.
+TEST(EnvelopeTest, FreeTreeFreesAnyTree) {
+  std::mt19937_64 rng(20261205);
+  std::function<Json(int)> make = [&](int depth) -> Json {
+    switch (rng() % (depth > 0 ? 6 : 4)) {
+      case 0:
+        return nullptr;
+      case 1:
+        return static_cast<int64_t>(rng());
+      case 2:
+        return std::string(rng() % 40, 'x');
+      case 3:
+        return rng() % 2 == 0;
+      case 4: {
+        Json a = Json::array();
+        for (size_t n = rng() % 5; n > 0; --n) a.push_back(make(depth - 1));
+        return a;
+      }
+      default: {
+        Json o = Json::object();
+        for (size_t n = rng() % 5; n > 0; --n) o[std::to_string(rng() % 100)] = make(depth - 1);
+        return o;
+      }
+    }
+  };
+  for (int i = 0; i < 500; ++i) {
+    const Json tree = make(i % 40);  // past kFreeTreeDepth too
+    Json copy = tree;
+    FreeTree(copy);
+    EXPECT_TRUE(copy.is_null());
+    Json again = tree;
+    EXPECT_EQ(again, tree);
+  }
+}
+
+// A tree far deeper than kFreeTreeDepth: FreeTree stops there and the
+// destructor's own walk (no recursion) frees the rest, so the stack does
+// not grow with the tree.
+TEST(EnvelopeTest, FreeTreeDoesNotRecursePastItsDepth) {
+  Json deep = nullptr;
+  for (int i = 0; i < 1'000'000; ++i) {
+    Json a = Json::array();
+    a.push_back(std::move(deep));
+    deep = std::move(a);
+  }
+  FreeTree(deep);
+  EXPECT_TRUE(deep.is_null());
 }
 
 }  // namespace

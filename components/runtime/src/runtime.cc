@@ -600,7 +600,11 @@ std::vector<Result<int64_t>> Runtime::CommitMany(std::span<AppendRequest> reqs) 
 Result<int64_t> Runtime::Commit(AppendRequest req) {
   if (committer_) return committer_->Commit(std::move(req));
   direct_commits_.Add();
-  if (memory_) return memory_->Append(std::move(req));  // moves the events in
+  if (memory_) {
+    Result<int64_t> head = memory_->Append(std::move(req));  // moves the events in
+    for (Envelope& e : req.events) events::FreeTree(e.payload);
+    return head;
+  }
   return store_.Append(req);
 }
 

@@ -52,6 +52,14 @@ struct Envelope {
 template <class... KeysAndValues>
 Json JsonObject(KeysAndValues&&... members);
 
+// Frees the tree `json` holds, leaving null: the same as destroying it, for
+// less. (nlohmann's destructor flattens a container's members into a
+// std::vector it allocates, whatever the container's size; emptying each
+// container from the bottom first allocates nothing. Containers nested past
+// kFreeTreeDepth are left to the destructor.)
+inline constexpr size_t kFreeTreeDepth = 32;
+void FreeTree(Json& json, size_t depth_left = kFreeTreeDepth);
+
 // Builds a kernel event (metadata.kernel = true; metadata.fence when fence > 0).
 Envelope KernelEvent(KernelKind kind, Json payload, int64_t fence = 0);
 // Builds an application event (no kernel stamp).
