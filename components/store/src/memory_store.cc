@@ -27,25 +27,49 @@ int64_t MemoryEventStore::FenceLocked(const Shard& shard, const Key& key) {
   return it == shard.fences.end() ? 0 : it->second;
 }
 
-Status MemoryEventStore::Prepare(const AppendRequest& req, Prepared& into) const {
+Status MemoryEventStore::Prepare(const AppendRequest& req, bool movable, Prepared& into) const {
+  into.fresh.reset();
   ONCE_ASSIGN_OR_RETURN(into.checked,
                         CheckAndPackAppend(req, limits_, clock_, into.packed, into.payload_end));
+  if (req.expected_next != 1) return Ok();
+  Log& log = into.fresh.emplace();
+  if (into.reused) {
+    log.payloads.assign(into.packed);  // its own block, sized to fit
+  } else {
+    log.payloads = std::move(into.packed);
+  }
+  log.events.reserve(req.events.size());
+  for (size_t i = 0; i < req.events.size(); ++i) {
+    StageEvent(req, i, into, 0, movable, log.events.emplace_back());
+  }
+  log.head = static_cast<int64_t>(req.events.size());
   return Ok();
 }
 
-Result<const MemoryEventStore::Prepared*> MemoryEventStore::PrepareInScratch(
-    const AppendRequest& req) const {
+Result<MemoryEventStore::Prepared*> MemoryEventStore::PrepareInScratch(const AppendRequest& req,
+                                                                       bool movable) const {
   // A buffer grown by one large append is not kept for the thread's life.
   constexpr size_t kScratchKeptBytesMax = size_t{1} << 20;
-  thread_local Prepared scratch;
-  if (scratch.packed.capacity() > kScratchKeptBytesMax) scratch = Prepared{};
-  ONCE_RETURN_IF_ERROR(Prepare(req, scratch));
+  thread_local Prepared scratch{.reused = true};
+  if (scratch.packed.capacity() > kScratchKeptBytesMax) scratch = Prepared{.reused = true};
+  ONCE_RETURN_IF_ERROR(Prepare(req, movable, scratch));
   return &scratch;
+}
+
+void MemoryEventStore::StageEvent(const AppendRequest& req, size_t i, const Prepared& prepared,
+                                  size_t base, bool movable, StoredEvent& stored) {
+  Envelope& e = const_cast<Envelope&>(req.events[i]);
+  stored.sequence = req.expected_next + static_cast<int64_t>(i);
+  stored.kind = movable ? std::move(e.kind) : e.kind;
+  stored.metadata = movable ? std::move(e.metadata) : e.metadata;
+  stored.time_ms = e.time_ms == 0 ? prepared.checked.now_ms : e.time_ms;
+  stored.payload_at = base + (i == 0 ? 0 : prepared.payload_end[i - 1]);
+  stored.payload_bytes = base + prepared.payload_end[i] - stored.payload_at;
 }
 
 // Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
 Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
-                                               const AppendRequest& req, const Prepared& prepared,
+                                               const AppendRequest& req, Prepared& prepared,
                                                GuardKind guard, int64_t token, bool movable) {
   const CheckedAppend& checked = prepared.checked;
   // On a store of millions the log's slot is a cache miss, as the fence's
@@ -72,22 +96,17 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
   int64_t head = it == shard.logs.end() ? 0 : it->second.head;
   if (req.expected_next != head + 1) return SequenceConflict(id, head + 1, req.expected_next);
   Log& log = it->second;
-  auto& source = const_cast<std::vector<Envelope>&>(req.events);
-  const size_t n = source.size();
-  if (log.events.empty()) log.events.reserve(n);
-  const size_t base = log.payloads.size();
-  log.payloads.append(prepared.packed);
-  for (size_t i = 0; i < n; ++i) {
-    Envelope& e = source[i];
-    StoredEvent& stored = log.events.emplace_back();
-    stored.sequence = req.expected_next + static_cast<int64_t>(i);
-    stored.kind = movable ? std::move(e.kind) : e.kind;
-    stored.metadata = movable ? std::move(e.metadata) : e.metadata;
-    stored.time_ms = e.time_ms == 0 ? checked.now_ms : e.time_ms;
-    stored.payload_at = base + (i == 0 ? 0 : prepared.payload_end[i - 1]);
-    stored.payload_bytes = base + prepared.payload_end[i] - stored.payload_at;
+  if (prepared.fresh) {  // a first append: head was 0, so the log holds nothing
+    ONCE_CHECK(log.events.empty() && log.payloads.empty());
+    log = std::move(*prepared.fresh);
+  } else {
+    const size_t base = log.payloads.size();
+    log.payloads.append(prepared.packed);
+    for (size_t i = 0; i < req.events.size(); ++i) {
+      StageEvent(req, i, prepared, base, movable, log.events.emplace_back());
+    }
+    log.head = req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
   }
-  log.head = req.expected_next + static_cast<int64_t>(n) - 1;
   if (checked.run_row == RunRowChange::kEnd || !req.owner.empty()) {
     // The log's own id: the request's may have moved into it.
     SetRunLocked(shard, Key(it->first, key.hash), req.owner, checked.run_row);
@@ -155,7 +174,7 @@ Status MemoryEventStore::ForgetRun(std::string_view id, std::string_view owner) 
 }
 
 Result<int64_t> MemoryEventStore::Append(const AppendRequest& req) {
-  ONCE_ASSIGN_OR_RETURN(const Prepared* prepared, PrepareInScratch(req));
+  ONCE_ASSIGN_OR_RETURN(Prepared * prepared, PrepareInScratch(req, /*movable=*/false));
   const Key key(req.execution_id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
@@ -163,7 +182,7 @@ Result<int64_t> MemoryEventStore::Append(const AppendRequest& req) {
 }
 
 Result<int64_t> MemoryEventStore::Append(AppendRequest&& req) {
-  ONCE_ASSIGN_OR_RETURN(const Prepared* prepared, PrepareInScratch(req));
+  ONCE_ASSIGN_OR_RETURN(Prepared * prepared, PrepareInScratch(req, /*movable=*/true));
   const Key key(req.execution_id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);
@@ -180,7 +199,7 @@ Result<std::vector<Result<int64_t>>> MemoryEventStore::AppendBatch(
   checked.reserve(requests.size());
   size_t bytes = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
-    checked.push_back(Prepare(requests[i], prepared[i]));
+    checked.push_back(Prepare(requests[i], /*movable=*/false, prepared[i]));
     if (checked.back()) bytes += prepared[i].checked.bytes;
   }
   ONCE_RETURN_IF_ERROR(CheckBatchBytes(bytes, limits_));
@@ -419,7 +438,7 @@ Result<AcquireWithTail> MemoryEventStore::AcquireFenceIfReadTail(std::string_vie
 }
 
 Result<int64_t> MemoryEventStore::AppendIfUnchanged(const AppendRequest& req, int64_t observed) {
-  ONCE_ASSIGN_OR_RETURN(const Prepared* prepared, PrepareInScratch(req));
+  ONCE_ASSIGN_OR_RETURN(Prepared * prepared, PrepareInScratch(req, /*movable=*/false));
   const Key key(req.execution_id);
   Shard& shard = ShardOf(key);
   std::lock_guard<std::mutex> lock(shard.mu);

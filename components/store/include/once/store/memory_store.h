@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -130,28 +131,42 @@ class MemoryEventStore final : public EventStore {
   Shard& ShardOf(const Key& key) { return shards_[ShardIndex(key)]; }
   static size_t ShardIndex(const Key& key);
 
-  // An append checked and its payloads packed before any lock is taken:
-  // what is left under the shard's lock is the guard, the sequence and a
-  // copy of the packed bytes. (Packed under the lock, the packing was over
-  // half of the time a shard was held, and a thread preempted there stalled
-  // every thread that wanted the shard.)
+  // An append checked, its payloads packed and, for a first append, the
+  // log it creates built, all before any lock is taken: what is left under
+  // the shard's lock is the guard, the sequence, and moving the new log in
+  // (or, on a log that exists, copying the packed bytes to its end). Done
+  // under the lock, packing and building were most of the time a shard was
+  // held, and a thread preempted there stalled every thread that wanted the
+  // shard (BENCHMARKS.md, "Issue 20: the memory store's work outside its
+  // locks").
   struct Prepared {
     CheckedAppend checked;
     std::string packed;               // every event's payload packed, in order
     std::vector<size_t> payload_end;  // event i's bytes end here in `packed`
+    std::optional<Log> fresh;         // a first append's log, when it creates it
+    // Its buffers serve the next append too (PrepareInScratch): a new log
+    // copies the packed bytes instead of taking them.
+    bool reused = false;
   };
-  // Checks req (CheckAppend) and packs its payloads into `into` (whose
-  // buffers are reused).
-  Status Prepare(const AppendRequest& req, Prepared& into) const;
-  // Prepare into this thread's own Prepared (no allocation once warm).
-  Result<const Prepared*> PrepareInScratch(const AppendRequest& req) const;
+  // Checks req (CheckAppend), packs its payloads into `into` (whose buffers
+  // are reused) and, when req.expected_next is 1, builds its log in
+  // into.fresh: copying the kinds and metadata, or moving them when
+  // `movable` (req's are then left moved-from, whether or not it lands).
+  Status Prepare(const AppendRequest& req, bool movable, Prepared& into) const;
+  // Prepare into this thread's own Prepared (no allocation once warm but
+  // the new log's own).
+  Result<Prepared*> PrepareInScratch(const AppendRequest& req, bool movable) const;
+  // Writes event i of req into `stored` as its log keeps it, its payload at
+  // `base` + its place in prepared.packed. Moves the kind and metadata when
+  // `movable`.
+  static void StageEvent(const AppendRequest& req, size_t i, const Prepared& prepared, size_t base,
+                         bool movable, StoredEvent& stored);
 
-  // Requires shard.mu. `prepared` is Prepare(req). Copies the events' kinds
-  // and metadata, or moves them (and the id of a new log) when `movable`:
-  // req's id, kinds and metadata are then left moved-from; its payloads
-  // never are. `key` is Key(req.execution_id).
+  // Requires shard.mu. `prepared` is Prepare(req, movable); its log is
+  // moved into the store. Moves the id of a new log when `movable`; req's
+  // payloads are never moved from. `key` is Key(req.execution_id).
   Result<int64_t> AppendLocked(Shard& shard, const Key& key, const AppendRequest& req,
-                               const Prepared& prepared, GuardKind guard, int64_t token,
+                               Prepared& prepared, GuardKind guard, int64_t token,
                                bool movable = false);
   // Require shard.mu.
   static bool EndedByLocked(const Shard& shard, const Key& key, int64_t ended_ms_max);
