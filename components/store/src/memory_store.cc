@@ -28,11 +28,13 @@ int64_t MemoryEventStore::FenceLocked(const Shard& shard, const Key& key) {
 }
 
 Status MemoryEventStore::Prepare(const AppendRequest& req, bool movable, Prepared& into) const {
-  into.fresh.reset();
+  into.has_fresh = false;
   ONCE_ASSIGN_OR_RETURN(into.checked,
                         CheckAndPackAppend(req, limits_, clock_, into.packed, into.payload_end));
   if (req.expected_next != 1) return Ok();
-  Log& log = into.fresh.emplace();
+  into.has_fresh = true;
+  Log& log = into.fresh;
+  log.events.clear();
   if (into.reused) {
     log.payloads.assign(into.packed);  // its own block, sized to fit
   } else {
@@ -96,9 +98,10 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
   int64_t head = it == shard.logs.end() ? 0 : it->second.head;
   if (req.expected_next != head + 1) return SequenceConflict(id, head + 1, req.expected_next);
   Log& log = it->second;
-  if (prepared.fresh) {  // a first append: head was 0, so the log holds nothing
+  if (prepared.has_fresh) {  // a first append: head was 0, so the log holds nothing
     ONCE_CHECK(log.events.empty() && log.payloads.empty());
-    log = std::move(*prepared.fresh);
+    log = std::move(prepared.fresh);
+    prepared.has_fresh = false;
   } else {
     const size_t base = log.payloads.size();
     log.payloads.append(prepared.packed);

@@ -24,7 +24,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,9 +44,9 @@ class MemoryEventStore final : public EventStore {
 
   Result<int64_t> Append(const AppendRequest& req) override;
   // The same append, moving what the log keeps of the request (a new log's
-  // id, the events' kinds and metadata) instead of copying it; payloads are
-  // packed either way, and left in req as they were (the runtime's path
-  // when it runs on a MemoryEventStore).
+  // id, the events' kinds and metadata) instead of copying it, whether or
+  // not the append lands; payloads are packed either way, and left in req as
+  // they were (the runtime's path when it runs on a MemoryEventStore).
   Result<int64_t> Append(AppendRequest&& req);
   Result<std::vector<Result<int64_t>>> AppendBatch(
       std::span<const AppendRequest> requests) override;
@@ -143,7 +142,8 @@ class MemoryEventStore final : public EventStore {
     CheckedAppend checked;
     std::string packed;               // every event's payload packed, in order
     std::vector<size_t> payload_end;  // event i's bytes end here in `packed`
-    std::optional<Log> fresh;         // a first append's log, when it creates it
+    Log fresh;                        // a first append's log, when it creates it:
+    bool has_fresh = false;           // then this is set
     // Its buffers serve the next append too (PrepareInScratch): a new log
     // copies the packed bytes instead of taking them.
     bool reused = false;
