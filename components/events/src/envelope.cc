@@ -38,21 +38,29 @@ Result<Json> ParseJson(std::string_view text) {
   return out;
 }
 
-void FreeTree(Json& json, size_t depth_left) {
-  if (depth_left == 0) return;  // the destructor's own walk, below here
+namespace {
+
+// Empties every container of `json` from the bottom up, `depth_left` levels
+// down at most (below that the destructor's own walk frees them).
+void Empty(Json& json, size_t depth_left) {
+  if (depth_left == 0) return;
   if (json.is_object()) {
-    auto& object = json.get_ref<Json::object_t&>();
-    for (auto& member : object) {
-      if (member.second.is_structured()) FreeTree(member.second, depth_left - 1);
+    for (auto& member : json.get_ref<Json::object_t&>()) {
+      if (member.second.is_structured()) Empty(member.second, depth_left - 1);
     }
-    object.clear();
+    json.get_ref<Json::object_t&>().clear();
   } else if (json.is_array()) {
-    auto& array = json.get_ref<Json::array_t&>();
-    for (Json& v : array) {
-      if (v.is_structured()) FreeTree(v, depth_left - 1);
+    for (Json& v : json.get_ref<Json::array_t&>()) {
+      if (v.is_structured()) Empty(v, depth_left - 1);
     }
-    array.clear();
+    json.get_ref<Json::array_t&>().clear();
   }
+}
+
+}  // namespace
+
+void FreeTree(Json& json) {
+  Empty(json, kFreeTreeDepth);
   json = nullptr;
 }
 

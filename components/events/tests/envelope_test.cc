@@ -74,7 +74,7 @@ TEST(EnvelopeTest, FreeTreeFreesAnyTree) {
     }
   };
   for (int i = 0; i < 500; ++i) {
-    const Json tree = make(i % 40);  // past kFreeTreeDepth too
+    const Json tree = make(i % 40);  // depth limits up to 40 (the deep case: below)
     Json copy = tree;
     FreeTree(copy);
     EXPECT_TRUE(copy.is_null());

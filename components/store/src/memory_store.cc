@@ -28,12 +28,15 @@ int64_t MemoryEventStore::FenceLocked(const Shard& shard, const Key& key) {
 }
 
 Status MemoryEventStore::Prepare(const AppendRequest& req, bool movable, Prepared& into) const {
+  // A staged log that did not land (its append was refused) is dropped
+  // whole: its buffers may be far larger than the next log's.
+  if (into.has_fresh) into.fresh = Log{};
   into.has_fresh = false;
   ONCE_ASSIGN_OR_RETURN(into.checked,
                         CheckAndPackAppend(req, limits_, clock_, into.packed, into.payload_end));
   if (req.expected_next != 1) return Ok();
   into.has_fresh = true;
-  Log& log = into.fresh;
+  Log& log = into.fresh;  // moved from when it landed: emptied here
   log.events.clear();
   if (into.reused) {
     log.payloads.assign(into.packed);  // its own block, sized to fit

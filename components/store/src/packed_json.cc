@@ -12,17 +12,6 @@ namespace {
 
 using events::Json;
 
-void AppendLengthPrefixed(std::string_view bytes, std::string& out) {
-  AppendVarint(out, bytes.size());
-  out.append(bytes);
-}
-
-void PutDouble(double d, std::string& out) {
-  uint64_t bits;
-  std::memcpy(&bits, &d, sizeof(bits));
-  for (size_t i = 0; i < sizeof(bits); ++i) out.push_back(static_cast<char>(bits >> (8 * i)));
-}
-
 int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
 
 // Reads packed values from the front of a byte string. The first problem
@@ -176,29 +165,28 @@ Json ReadValue(Reader& in, size_t depth_left) {
 }  // namespace
 
 void PackWriter::Scalar(const Json& json) {
-  std::string bytes;  // rare (floats, binaries): a string of its own
   switch (json.type()) {
-    case Json::value_t::number_float:
-      bytes.push_back(kPackedFloat);
-      PutDouble(json.get<double>(), bytes);
-      break;
+    case Json::value_t::number_float: {
+      uint64_t bits;
+      const double d = json.get<double>();
+      std::memcpy(&bits, &d, sizeof(bits));
+      Put(kPackedFloat);
+      for (size_t i = 0; i < sizeof(bits); ++i) Put(static_cast<uint8_t>(bits >> (8 * i)));
+      return;
+    }
     case Json::value_t::binary: {
       const auto& binary = json.get_ref<const Json::binary_t&>();
-      bytes.push_back(kPackedBinary);
-      AppendLengthPrefixed(
-          std::string_view(reinterpret_cast<const char*>(binary.data()), binary.size()), bytes);
-      bytes.push_back(binary.has_subtype() ? 1 : 0);
-      if (binary.has_subtype()) AppendVarint(bytes, binary.subtype());
-      break;
+      Put(kPackedBinary);
+      PutBytes(std::string_view(reinterpret_cast<const char*>(binary.data()), binary.size()));
+      Put(binary.has_subtype() ? 1 : 0);
+      if (binary.has_subtype()) PutVarint(binary.subtype());
+      return;
     }
     case Json::value_t::discarded:
-      bytes.push_back(kPackedDiscarded);
-      break;
+      return Put(kPackedDiscarded);
     default:
       ONCE_CHECK_MSG(false, "PackWriter::Scalar takes a float, a binary or a discarded value");
   }
-  Flush();
-  out_.append(bytes);
 }
 
 namespace {

@@ -44,6 +44,7 @@
 #include <string_view>
 
 #include "once/base/result.h"
+#include "once/base/varint.h"
 #include "once/events/envelope.h"
 
 namespace once::store::internal {
@@ -120,7 +121,6 @@ class PackWriter {
 
  private:
   static constexpr size_t kBufferBytes = 256;
-  static constexpr size_t kVarintBytesMax = 10;
   void Room(size_t n) {
     if (used_ + n > kBufferBytes) Flush();
   }
@@ -128,16 +128,21 @@ class PackWriter {
     Room(1);
     buffer_[used_++] = static_cast<char>(byte);
   }
+  // The buffer's free end as a push_back container, for AppendVarint.
+  struct BufferEnd {
+    using value_type = char;
+    char* at;
+    void push_back(char c) { *at++ = c; }
+  };
   void PutVarint(uint64_t v) {
     Room(kVarintBytesMax);
-    while (v >= 0x80) {
-      buffer_[used_++] = static_cast<char>((v & 0x7f) | 0x80);
-      v >>= 7;
-    }
-    buffer_[used_++] = static_cast<char>(v);
+    BufferEnd end{buffer_ + used_};
+    AppendVarint(end, v);
+    used_ = static_cast<size_t>(end.at - buffer_);
   }
-  void PutBytes(std::string_view bytes) {
+  void PutBytes(std::string_view bytes) {  // length-prefixed
     PutVarint(bytes.size());
+    if (bytes.empty()) return;              // an empty binary's data() is null: no memcpy from it
     if (bytes.size() > kBufferBytes / 2) {  // a long one goes straight through
       Flush();
       out_.append(bytes);

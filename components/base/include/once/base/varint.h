@@ -17,6 +17,9 @@
 
 namespace once {
 
+// The most bytes a varint of 64 bits takes.
+inline constexpr size_t kVarintBytesMax = 10;
+
 // Appends `v` to `out`, a container of bytes with push_back (Bytes,
 // std::string).
 template <class Out>

@@ -58,7 +58,7 @@ Json JsonObject(KeysAndValues&&... members);
 // container from the bottom first allocates nothing. Containers nested past
 // kFreeTreeDepth are left to the destructor.)
 inline constexpr size_t kFreeTreeDepth = 32;
-void FreeTree(Json& json, size_t depth_left = kFreeTreeDepth);
+void FreeTree(Json& json);
 
 // Builds a kernel event (metadata.kernel = true; metadata.fence when fence > 0).
 Envelope KernelEvent(KernelKind kind, Json payload, int64_t fence = 0);
