@@ -12,7 +12,9 @@
  *       (the plain guard of every other append: EXECUTION_DENIED; for one
  *       request of one event LoneInsertSql, and LoneAppendSql after it only
  *       when it inserted nothing: a refused statement writes nothing, so the
- *       pair is one APPEND here). A node's
+ *       pair is one APPEND here; LoneInsertSql's near head read accepts only
+ *       where the exact rule does, reading one snapshot, so it is that
+ *       APPEND's guard or a refusal that writes nothing). A node's
  *       owned append (one that leaves the run running and names its owner in
  *       the same row) locks FOR NO KEY UPDATE instead: a stronger lock, which
  *       conflicts with everything FOR SHARE does, so it only removes

@@ -381,7 +381,10 @@ TEST(MachineTest, ALackingListingOfLeavesNotListedFailsAndChangesNothing) {
     int common;
     int redacted;  // on each side, spread out
   };
-  for (const auto [common, redacted] : {Size{40, 2}, Size{1120, 160}, Size{3000, 150}}) {
+  for (const Size& size : {Size{40, 2}, Size{1120, 160}, Size{3000, 150}}) {
+    // Named copies, not a structured binding: clang 14 captures no binding.
+    const int common = size.common;
+    const int redacted = size.redacted;
     SCOPED_TRACE(common);
     auto make = [common, redacted] {
       return FromUniverse(60, [common, redacted](Host& a, Host& b) {

@@ -66,12 +66,27 @@ int64_t RowsForEvents(int64_t events) {
   return events < std::numeric_limits<int64_t>::max() ? events + 1 : events;
 }
 
-std::string RowHoldingSql(std::string_view what, std::string_view id_expr,
-                          std::string_view sequence_expr) {
+namespace {
+
+// The newest row of log `id_expr` whose sequence meets `bound` (none: "").
+std::string NewestRowSql(std::string_view what, std::string_view id_expr, std::string_view bound) {
   std::string sql = "(SELECT " + std::string(what) +
                     " FROM events rh WHERE rh.execution_id = " + std::string(id_expr);
-  if (!sequence_expr.empty()) sql += " AND rh.sequence <= " + std::string(sequence_expr);
+  if (!bound.empty()) sql += " AND rh.sequence " + std::string(bound);
   return sql + " ORDER BY rh.sequence DESC LIMIT 1)";
+}
+
+}  // namespace
+
+std::string RowHoldingSql(std::string_view what, std::string_view id_expr,
+                          std::string_view sequence_expr) {
+  if (sequence_expr.empty()) return NewestRowSql(what, id_expr, "");
+  return NewestRowSql(what, id_expr, "<= " + std::string(sequence_expr));
+}
+
+std::string NewestRowFromSql(std::string_view what, std::string_view id_expr,
+                             std::string_view from_expr) {
+  return NewestRowSql(what, id_expr, ">= " + std::string(from_expr));
 }
 
 bool IsMarked(const EncodedEvent& e) { return e.answering || IsStatusKind(e.kind); }

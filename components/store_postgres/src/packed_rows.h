@@ -60,6 +60,15 @@ int64_t RowsForEvents(int64_t events);
 std::string RowHoldingSql(std::string_view what, std::string_view id_expr,
                           std::string_view sequence_expr);
 
+// SQL: column `what` (over alias rh) of the newest row of log `id_expr` if
+// that row starts at or after sequence `from_expr`, else NULL. One backward
+// probe of the primary key that stops at the first row below `from_expr`:
+// PostgreSQL reads a leaf page's matching entries all at once, so a probe
+// bounded only by the id reads every entry of the log on the page (on a
+// long log, hundreds) to return one.
+std::string NewestRowFromSql(std::string_view what, std::string_view id_expr,
+                             std::string_view from_expr);
+
 // The `rest` column of a row whose events are `row` (NULL, nullopt, for a
 // row of one or two events): its events between the first and the last.
 std::optional<std::string> EncodeRest(std::span<const EncodedEvent> row);

@@ -265,8 +265,9 @@ void Teach(pg::AppendHints& hints, std::span<const Item> items,
 
 // Runs sql::LeanAppendSql: every request lands but those it returns a
 // verdict for, and each of those must be refused by its verdict. A lone
-// request runs sql::LoneInsertSql, and sql::LoneAppendSql only when that
-// inserted nothing (the store counts both in `hints`). `hints`
+// request runs sql::LoneInsertSql (LoneHead::kNear), and sql::LoneAppendSql
+// (the exact head) only when that inserted nothing (the store counts both
+// in `hints`). `hints`
 // (nullptr: none) is consulted and taught when there are at least
 // kHintedRequestsMin items, so the statement must commit on its own (no
 // explicit transaction around it).
@@ -413,7 +414,7 @@ std::vector<Statement> Statements() {
       {"append_update", sql::AppendSql("UPDATE")},
       {"append_lean", sql::LeanAppendSql(false)},
       {"append_lean_one", sql::LoneAppendSql()},
-      {"append_lone_insert", sql::LoneInsertSql()},
+      {"append_lone_insert", sql::LoneInsertSql(sql::LoneHead::kNear)},
       {"append_lean_hinted", sql::LeanAppendSql(true)},
       // The same, writing run rows (kOwnership): the owner is in the fences
       // row, which the statement may update after its guard locked it, so

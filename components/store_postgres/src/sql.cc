@@ -283,6 +283,25 @@ std::string AppendSql(std::string_view lock_strength, bool owned) {
 // Model: models/fence_postgres.pml (issue 19; spin checks it, scripts/models).
 namespace {
 
+// Whether row `alias`'s fence (NULL: unguarded) is at least its execution's
+// token (0 without a fence row).
+std::string FenceFits(std::string_view alias) {
+  const std::string x(alias);
+  return "(" + x + ".fence IS NULL OR " + x + R"(.fence >= COALESCE(
+      (SELECT p.token FROM fences p WHERE p.execution_id = )" +
+         x + ".execution_id), 0))";
+}
+
+// LoneHead::kNear's PredecessorFits: the newest row read only if it starts
+// at or after expected_next - kLoneHeadRowEvents, else 0.
+std::string NearPredecessorFits(std::string_view alias) {
+  const std::string x(alias);
+  return "COALESCE(" +
+         pg::NewestRowFromSql(kLastOfRow, x + ".execution_id",
+                              x + ".expected_next - " + std::to_string(kLoneHeadRowEvents)) +
+         ", 0) = " + x + ".expected_next - 1";
+}
+
 // The lean statements' WHERE over an event row `x` (execution_id, fence,
 // expected_next; when hinted, hint_xmin and hint_ctid).
 std::string LeanGuard(bool hinted) {
@@ -299,9 +318,7 @@ std::string LeanGuard(bool hinted) {
             R"(
     ELSE false END)";
   } else {
-    guard = R"((x.fence IS NULL OR x.fence >= COALESCE(
-      (SELECT p.token FROM fences p WHERE p.execution_id = x.execution_id), 0))
-    AND )" + PredecessorFits("x");
+    guard = FenceFits("x") + "\n    AND " + PredecessorFits("x");
   }
   return guard;
 }
@@ -360,18 +377,19 @@ std::string InsertRowsSql() {
 
 // Model: models/fence_postgres.pml (the lean append's guard; one request).
 // One event is a row of one event: the columns of several stay NULL.
-std::string LoneInsertSql() {
+std::string LoneInsertSql(LoneHead head) {
   return R"(INSERT INTO events (execution_id, sequence, kind, payload, metadata, time_ms)
   SELECT x.execution_id, x.seq, x.kind, x.payload, x.metadata, x.time_ms
   FROM (SELECT $1::text AS execution_id, $2::int8 AS fence, $3::int8 AS expected_next,
           $4::int8 AS seq, $5::text AS kind, $6::text AS payload, $7::text AS metadata,
           $8::int8 AS time_ms) x
   WHERE )" +
-         LeanGuard(false);
+         (head == LoneHead::kExact ? LeanGuard(false)
+                                   : FenceFits("x") + "\n    AND " + NearPredecessorFits("x"));
 }
 
 std::string LoneAppendSql() {
-  return "WITH ins AS (\n  " + LoneInsertSql() + R"(
+  return "WITH ins AS (\n  " + LoneInsertSql(LoneHead::kExact) + R"(
   RETURNING 1
 )
 SELECT 0::int8, 0::int8, 0::int8, (SELECT count(*) FROM ins), NULL::text

@@ -305,10 +305,28 @@ std::string LeanAppendSql(bool hinted, bool owned = false);
 // nothing, and returns no verdict. It is what an append that lands runs
 // (about 30 us less server CPU than the form with a verdict on this 2-vCPU
 // machine: no CTE around the insert, no result rows). LoneAppendSql wraps
-// the same INSERT with LeanAppendSql's result rows (ord 1 for the request
-// when it did not land): an append the bare INSERT refused runs it, so its
-// verdict and its second try come from one snapshot.
-std::string LoneInsertSql();
+// the exact form of the same INSERT with LeanAppendSql's result rows (ord 1
+// for the request when it did not land): an append the bare INSERT refused
+// runs it, so its verdict and its second try come from one snapshot.
+//
+// How the guard reads the log's head (the newest row's last sequence):
+enum class LoneHead {
+  // The newest row, wherever it starts: the rule as modelled.
+  kExact,
+  // The newest row only if it starts at or after expected_next -
+  // kLoneHeadRowEvents, else the head reads as 0. It accepts exactly where
+  // kExact does or refuses: a row found there is the newest row, and none
+  // found accepts only expected_next = 1 with no row at all. It refuses
+  // what kExact would accept only when the log's newest row holds more than
+  // kLoneHeadRowEvents events, and LoneAppendSql then lands the append.
+  // What it buys: the probe stops at the first entry below its bound,
+  // where a probe bounded by the id alone reads every entry of the log on
+  // the index page (PostgreSQL reads a page's matches at once): on a long
+  // log about a third of the guard's server instructions (BENCHMARKS.md).
+  kNear,
+};
+inline constexpr int64_t kLoneHeadRowEvents = 16;
+std::string LoneInsertSql(LoneHead head);
 std::string LoneAppendSql();
 
 // Inserts stored rows of execution $1 with no guard (TruncatePrefixKeeping's

@@ -413,6 +413,45 @@ TEST_F(PostgresStoreTest, ALoneAppendLandsWithTheBareInsertAndARefusalReadsItsVe
   EXPECT_EQ(taken.error().As<SequenceDetail>()->expected, 3);
 }
 
+// The bare INSERT reads the log's newest row only within kLoneHeadRowEvents
+// sequences below the append: after a longer row it refuses, and the
+// statement with the verdict lands the append (a second statement, never a
+// wrong answer); after a row that short it lands alone. Either way a head
+// past the append, or short of it, refuses with the next free sequence.
+TEST_F(PostgresStoreTest, ALoneAppendAfterALongRowLandsThroughTheExactHead) {
+  constexpr int64_t kSpan = sql::kLoneHeadRowEvents;
+  auto row_of = [](int64_t first, int64_t events) {
+    std::vector<Envelope> out;
+    for (int64_t i = 0; i < events; ++i) out.push_back(AppEvent("x", first + i));
+    return out;
+  };
+  int64_t token = store_->AcquireFence("long").value();
+  ASSERT_EQ(store_->Append(Req("long", 1, row_of(1, kSpan + 1), token)).value(), kSpan + 1);
+  ASSERT_EQ(store_->Append(Req("long", kSpan + 2, row_of(kSpan + 2, 1), token)).value(), kSpan + 2);
+  EXPECT_EQ(store_->AppendStats().lone_landed, 0u);
+  EXPECT_EQ(store_->AppendStats().lone_refused, 1u);  // the row of kSpan + 1 was out of reach
+  ASSERT_EQ(store_->Append(Req("long", kSpan + 3, row_of(kSpan + 3, 1), token)).value(), kSpan + 3);
+  EXPECT_EQ(store_->AppendStats().lone_landed, 1u);  // the row before it is one event
+
+  ASSERT_EQ(store_->Append(Req("short", 1, row_of(1, kSpan))).value(), kSpan);
+  ASSERT_EQ(store_->Append(Req("short", kSpan + 1, row_of(kSpan + 1, 1))).value(), kSpan + 1);
+  EXPECT_EQ(store_->AppendStats().lone_landed, 2u);  // a row of kSpan events is in reach
+  EXPECT_EQ(store_->AppendStats().lone_refused, 1u);
+
+  // Behind the head (inside a long row, and at the row before it), and past it.
+  ASSERT_EQ(store_->Append(Req("wide", 1, row_of(1, 3 * kSpan))).value(), 3 * kSpan);
+  for (int64_t next : {int64_t{2}, 2 * kSpan, 3 * kSpan, 3 * kSpan + 2, 5 * kSpan}) {
+    SCOPED_TRACE(next);
+    auto refused = store_->Append(Req("wide", next, row_of(next, 1)));
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::kSequenceConflict);
+    EXPECT_EQ(refused.error().As<SequenceDetail>()->expected, 3 * kSpan + 1);
+  }
+  EXPECT_EQ(store_->Head("wide").value(), 3 * kSpan);
+  EXPECT_EQ(store_->AppendStats().lone_landed, 2u);
+  EXPECT_EQ(store_->AppendStats().lone_refused, 6u);
+}
+
 // A hint is a version and a head, not a verdict: a fence moved by another
 // store refuses the stale holder, a duplicate still meets the primary key,
 // and a truncated prefix keeps the hinted predecessor, so the skip lands
@@ -707,7 +746,8 @@ TEST_F(PostgresStoreTest, TheGuardsGenericPlansReadNoWholeTable) {
       {"lean", sql::LeanAppendSql(false)},
       {"lean_hinted", sql::LeanAppendSql(true)},
       {"lean_owned", sql::LeanAppendSql(false, true)},
-      {"lone", sql::LoneInsertSql()},
+      {"lone", sql::LoneInsertSql(sql::LoneHead::kNear)},
+      {"lone_exact", sql::LoneInsertSql(sql::LoneHead::kExact)},
       {"full", sql::AppendSql("SHARE")}};
   for (const auto& [name, text] : statements) {
     SCOPED_TRACE(name);
