@@ -384,8 +384,8 @@ std::string LoneInsertSql(LoneHead head) {
           $4::int8 AS seq, $5::text AS kind, $6::text AS payload, $7::text AS metadata,
           $8::int8 AS time_ms) x
   WHERE )" +
-         (head == LoneHead::kExact ? LeanGuard(false)
-                                   : FenceFits("x") + "\n    AND " + NearPredecessorFits("x"));
+         FenceFits("x") + "\n    AND " +
+         (head == LoneHead::kExact ? PredecessorFits("x") : NearPredecessorFits("x"));
 }
 
 std::string LoneAppendSql() {
