@@ -44,10 +44,7 @@ Status MemoryEventStore::Prepare(const AppendRequest& req, bool movable, Prepare
     log.payloads = std::move(into.packed);
   }
   log.events.reserve(req.events.size());
-  for (size_t i = 0; i < req.events.size(); ++i) {
-    StageEvent(req, i, into, 0, movable, log.events.emplace_back());
-  }
-  log.head = static_cast<int64_t>(req.events.size());
+  StageEvents(req, into, 0, movable, log.events);
   return Ok();
 }
 
@@ -61,15 +58,18 @@ Result<MemoryEventStore::Prepared*> MemoryEventStore::PrepareInScratch(const App
   return &scratch;
 }
 
-void MemoryEventStore::StageEvent(const AppendRequest& req, size_t i, const Prepared& prepared,
-                                  size_t base, bool movable, StoredEvent& stored) {
-  Envelope& e = const_cast<Envelope&>(req.events[i]);
-  stored.sequence = req.expected_next + static_cast<int64_t>(i);
-  stored.kind = movable ? std::move(e.kind) : e.kind;
-  stored.metadata = movable ? std::move(e.metadata) : e.metadata;
-  stored.time_ms = e.time_ms == 0 ? prepared.checked.now_ms : e.time_ms;
-  stored.payload_at = base + (i == 0 ? 0 : prepared.payload_end[i - 1]);
-  stored.payload_bytes = base + prepared.payload_end[i] - stored.payload_at;
+void MemoryEventStore::StageEvents(const AppendRequest& req, const Prepared& prepared, size_t base,
+                                   bool movable, std::vector<StoredEvent>& events) {
+  for (size_t i = 0; i < req.events.size(); ++i) {
+    Envelope& e = const_cast<Envelope&>(req.events[i]);
+    StoredEvent& stored = events.emplace_back();
+    stored.sequence = req.expected_next + static_cast<int64_t>(i);
+    stored.kind = movable ? std::move(e.kind) : e.kind;
+    stored.metadata = movable ? std::move(e.metadata) : e.metadata;
+    stored.time_ms = e.time_ms == 0 ? prepared.checked.now_ms : e.time_ms;
+    stored.payload_at = base + (i == 0 ? 0 : prepared.payload_end[i - 1]);
+    stored.payload_bytes = base + prepared.payload_end[i] - stored.payload_at;
+  }
 }
 
 // Model: models/fence_atomic.pml (issue 19; spin checks it, scripts/models).
@@ -108,11 +108,9 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
   } else {
     const size_t base = log.payloads.size();
     log.payloads.append(prepared.packed);
-    for (size_t i = 0; i < req.events.size(); ++i) {
-      StageEvent(req, i, prepared, base, movable, log.events.emplace_back());
-    }
-    log.head = req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
+    StageEvents(req, prepared, base, movable, log.events);
   }
+  log.head = req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
   if (checked.run_row == RunRowChange::kEnd || !req.owner.empty()) {
     // The log's own id: the request's may have moved into it.
     SetRunLocked(shard, Key(it->first, key.hash), req.owner, checked.run_row);

@@ -302,6 +302,12 @@ std::string NearPredecessorFits(std::string_view alias) {
          ", 0) = " + x + ".expected_next - 1";
 }
 
+// The unhinted guard over an event row `x`: the fence read, then
+// `head_fits` (PredecessorFits or NearPredecessorFits of x).
+std::string PlainGuard(const std::string& head_fits) {
+  return FenceFits("x") + "\n    AND " + head_fits;
+}
+
 // The lean statements' WHERE over an event row `x` (execution_id, fence,
 // expected_next; when hinted, hint_xmin and hint_ctid).
 std::string LeanGuard(bool hinted) {
@@ -318,7 +324,7 @@ std::string LeanGuard(bool hinted) {
             R"(
     ELSE false END)";
   } else {
-    guard = FenceFits("x") + "\n    AND " + PredecessorFits("x");
+    guard = PlainGuard(PredecessorFits("x"));
   }
   return guard;
 }
@@ -384,8 +390,7 @@ std::string LoneInsertSql(LoneHead head) {
           $4::int8 AS seq, $5::text AS kind, $6::text AS payload, $7::text AS metadata,
           $8::int8 AS time_ms) x
   WHERE )" +
-         FenceFits("x") + "\n    AND " +
-         (head == LoneHead::kExact ? PredecessorFits("x") : NearPredecessorFits("x"));
+         PlainGuard(head == LoneHead::kExact ? PredecessorFits("x") : NearPredecessorFits("x"));
 }
 
 std::string LoneAppendSql() {

@@ -156,11 +156,11 @@ class MemoryEventStore final : public EventStore {
   // Prepare into this thread's own Prepared (no allocation once warm but
   // the new log's own).
   Result<Prepared*> PrepareInScratch(const AppendRequest& req, bool movable) const;
-  // Writes event i of req into `stored` as its log keeps it, its payload at
-  // `base` + its place in prepared.packed. Moves the kind and metadata when
+  // Appends req's events to `events` as its log keeps them, each payload at
+  // `base` + its place in prepared.packed. Moves the kinds and metadata when
   // `movable`.
-  static void StageEvent(const AppendRequest& req, size_t i, const Prepared& prepared, size_t base,
-                         bool movable, StoredEvent& stored);
+  static void StageEvents(const AppendRequest& req, const Prepared& prepared, size_t base,
+                          bool movable, std::vector<StoredEvent>& events);
 
   // Requires shard.mu. `prepared` is Prepare(req, movable); its log is
   // moved into the store. Moves the id of a new log when `movable`; req's
