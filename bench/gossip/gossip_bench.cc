@@ -9,7 +9,15 @@
 // project's VMs a wake-up costs more than a small session's protocol work,
 // so the second column is the protocol's own cost.
 //
-//   gossip_bench [repetitions-scale]
+//   gossip_bench [repetitions-scale [shape-index]]
+//   gossip_bench cold [repetitions]
+//
+// `cold` takes the first sessions after loading apart: on fresh (100000,1,0)
+// pairs, the one-thread times of the first four sessions (one new message per
+// side before each after the first), as loaded and after each of: a session
+// on another, small pair (the session's code and the allocator's lists warm,
+// not this pair's tree), a sweep of 64 MiB (everything cold), the sweep then
+// the small session (the tree cold, the code warm).
 
 #include <malloc.h>
 
@@ -20,7 +28,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "cpu.h"
 #include "once/gossip/session.h"
@@ -316,9 +326,80 @@ std::string Pretty(double us) {
   return buf;
 }
 
+// A pass over 64 MiB, larger than this machine's caches: what was cached
+// before it is not after.
+void SweepCaches() {
+  static std::vector<uint64_t> block(size_t{64} << 17);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < block.size(); i += 8) sum += ++block[i];  // a line at a time
+  asm volatile("" : : "r"(sum) : "memory");                        // keep the pass
+}
+
+// What runs between loading a pair and its first session.
+enum class Before { kNothing, kSmallSession, kSweep, kSweepThenSmallSession };
+
+struct ColdCase {
+  Before before;
+  const char* name;
+  const char* what;
+};
+
+// `gossip_bench cold`: the first four sessions on fresh (100000,1,0) pairs,
+// one thread, after each of the ColdCases.
+bool ColdSessions(int repetitions, Responder& responder) {
+  const Shape loaded{100000, 1, 0, "", 1};
+  const Shape small{0, 1, 0, "", 1};
+  const ColdCase cases[] = {
+      {Before::kNothing, "as loaded", "nothing"},
+      {Before::kSmallSession, "code warm", "a session on another, small pair"},
+      {Before::kSweep, "all cold", "a pass over 64 MiB"},
+      {Before::kSweepThenSmallSession, "tree cold, code warm",
+       "a pass over 64 MiB, then a session on a small pair"},
+  };
+  std::printf(
+      "| case | before the first session | session 1 | session 2 | session 3 | session 4 |\n");
+  std::printf("|---|---|---:|---:|---:|---:|\n");
+  for (const ColdCase& c : cases) {
+    std::vector<std::vector<double>> times(4);
+    for (int rep = 0; rep < repetitions; ++rep) {
+      auto [a, b] = Build(loaded, responder, 100 + rep);
+      auto [sa, sb] = Build(small, responder, 5);
+      if (c.before == Before::kSweep || c.before == Before::kSweepThenSmallSession) SweepCaches();
+      if (c.before == Before::kSmallSession || c.before == Before::kSweepThenSmallSession) {
+        if (!OneThreadSession(*sa, *sb)) return false;
+      }
+      for (int k = 0; k < 4; ++k) {
+        if (k > 0) {
+          (void)a->Send(Unit());
+          (void)b->Send(Unit());
+        }
+        Result<double> one = OneThreadSession(*a, *b);
+        if (!one) return false;
+        times[k].push_back(*one);
+      }
+      // Checked after the four, not between them: the check reads both
+      // trees whole, which would warm the next session's.
+      if (!SameState(a->Snap(), b->Snap())) {
+        std::fprintf(stderr, "the cold sessions did not converge\n");
+        return false;
+      }
+    }
+    std::printf("| %s | %s |", c.name, c.what);
+    for (const std::vector<double>& t : times) std::printf(" %s |", Pretty(Median(t)).c_str());
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  std::printf("\n(medians of %d fresh pairs; one thread)\n", repetitions);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "cold") {
+    Responder responder;
+    return ColdSessions(argc > 2 ? std::max(1, std::atoi(argv[2])) : 5, responder) ? 0 : 1;
+  }
   const double scale = argc > 1 ? std::atof(argv[1]) : 1.0;
   const int only = argc > 2 ? std::atoi(argv[2]) : -1;  // one shape, by index
   const Shape shapes[] = {
