@@ -9,6 +9,7 @@
 
 #include "leaf_blocks.h"
 #include "once/base/result.h"
+#include "once/gossip/limits.h"
 
 namespace once::gossip::internal {
 
@@ -209,18 +210,20 @@ NodeRef NewRoot() { return NodeRef(NewInner(true, kCapacityMin)); }
 
 LeafRef MakeLeaf(const Path& path, itc::Version version, std::span<const uint8_t> payload) {
   static_assert(alignof(Leaf) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+  ONCE_CHECK(payload.size() <= kPayloadBytesMax);
   void* block = AllocateLeafBlock(sizeof(Leaf) + payload.size());
-  Leaf* leaf = new (block) Leaf(path, std::move(version));  // count 1: the LeafRef below
-  uint8_t* tail = static_cast<uint8_t*>(block) + sizeof(Leaf);
-  if (!payload.empty()) std::memcpy(tail, payload.data(), payload.size());
-  leaf->payload = std::span<const uint8_t>(tail, payload.size());
+  // Count 1: the LeafRef below.
+  Leaf* leaf = new (block) Leaf(path, std::move(version), static_cast<uint32_t>(payload.size()));
+  if (!payload.empty()) {
+    std::memcpy(static_cast<uint8_t*>(block) + sizeof(Leaf), payload.data(), payload.size());
+  }
   return LeafRef(leaf);
 }
 
 namespace {
 
 void Destroy(const Leaf* leaf) {
-  const size_t bytes = sizeof(Leaf) + leaf->payload.size();
+  const size_t bytes = sizeof(Leaf) + leaf->payload_size;
   leaf->~Leaf();
   FreeLeafBlock(const_cast<Leaf*>(leaf), bytes);
 }

@@ -32,7 +32,7 @@ Path PathOf(const itc::Version& version) {
 namespace {
 
 Message ToMessage(const Leaf& leaf) {
-  return Message{leaf.path, leaf.version, Bytes(leaf.payload.begin(), leaf.payload.end())};
+  return Message{leaf.path, leaf.version, Bytes(leaf.payload().begin(), leaf.payload().end())};
 }
 
 std::vector<Message> ToMessages(const std::vector<const Leaf*>& leaves) {
@@ -145,7 +145,7 @@ Snapshot Merge(const Snapshot& a, const Snapshot& b) {
   }
   for (const Leaf* leaf : b_all) {
     if (!internal::Find(a.root_.get(), leaf->path) && !itc::Leq(leaf->version, a.ceiling_)) {
-      internal::Insert(root, internal::MakeLeaf(leaf->path, leaf->version, leaf->payload));
+      internal::Insert(root, internal::MakeLeaf(leaf->path, leaf->version, leaf->payload()));
     }
   }
   return Snapshot(a.network_, itc::Join(a.ceiling_, b.ceiling_), std::move(root));

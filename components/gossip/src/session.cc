@@ -591,7 +591,7 @@ class Reconciler {
     if (received_.size() >= peer_root_.count) {
       return Hostile("more messages than the declared set size");
     }
-    payload_bytes_ += m.payload.size();
+    payload_bytes_ += m.payload_size;
     if (payload_bytes_ > options_.session_payload_bytes_max) {
       return LimitError("session_payload_bytes_max", static_cast<int64_t>(payload_bytes_),
                         static_cast<int64_t>(options_.session_payload_bytes_max));

@@ -275,7 +275,7 @@ size_t FrameBuilder::RecordBytes(const Record& record) const {
 
 size_t FrameBuilder::MessageBytes(const internal::Leaf& leaf) const {
   const size_t v = leaf.version.Encode().size();
-  return 16 + VarintBytes(v) + v + VarintBytes(leaf.payload.size()) + leaf.payload.size();
+  return 16 + VarintBytes(v) + v + VarintBytes(leaf.payload_size) + leaf.payload_size;
 }
 
 size_t FrameBuilder::room() const {
@@ -338,12 +338,12 @@ bool FrameBuilder::AddRecord(const Record& record) {
 bool FrameBuilder::AddMessage(const internal::Leaf& leaf) {
   const Bytes version = leaf.version.Encode();
   const size_t n = 16 + VarintBytes(version.size()) + version.size() +
-                   VarintBytes(leaf.payload.size()) + leaf.payload.size();
+                   VarintBytes(leaf.payload_size) + leaf.payload_size;
   if (n > room()) return false;
   MakeRoom(messages_, n);
   PutBytes(messages_, leaf.path);
   PutBlob(messages_, version);
-  PutBlob(messages_, leaf.payload);
+  PutBlob(messages_, leaf.payload());
   ++message_count_;
   return true;
 }

@@ -251,7 +251,7 @@ TEST(WireTest, RoundTripsAFrame) {
   EXPECT_EQ(f->data.records[0].children[7], rec.children[7]);
   ASSERT_EQ(f->data.messages.size(), 1u);
   EXPECT_EQ(f->data.messages[0]->version, v);
-  const auto& payload = f->data.messages[0]->payload;
+  const std::span<const uint8_t> payload = f->data.messages[0]->payload();
   EXPECT_EQ(Bytes(payload.begin(), payload.end()), Payload("p"));
 }
 
