@@ -23,6 +23,13 @@ void PutBlob(Bytes& out, std::span<const uint8_t> bytes) {
 
 size_t PrefixBytes(uint8_t depth) { return (depth + 1) / 2; }
 
+// A message's bytes in a frame: its path, then its version and its payload,
+// each after its length.
+size_t MessageBytes(size_t version_bytes, size_t payload_bytes) {
+  return sizeof(Path) + VarintBytes(version_bytes) + version_bytes + VarintBytes(payload_bytes) +
+         payload_bytes;
+}
+
 // The high bits of a record's depth byte: the record is bounded, or a
 // listing, or (both) a lacking listing.
 constexpr uint8_t kRecordBounded = 0x80;
@@ -273,11 +280,6 @@ size_t FrameBuilder::RecordBytes(const Record& record) const {
   return n;
 }
 
-size_t FrameBuilder::MessageBytes(const internal::Leaf& leaf) const {
-  const size_t v = leaf.version.Encode().size();
-  return 16 + VarintBytes(v) + v + VarintBytes(leaf.payload_size) + leaf.payload_size;
-}
-
 size_t FrameBuilder::room() const {
   const size_t used = head_.size() + records_.size() + messages_.size() + kDataOverheadBytes;
   return used >= budget_ ? 0 : budget_ - used;
@@ -337,8 +339,7 @@ bool FrameBuilder::AddRecord(const Record& record) {
 
 bool FrameBuilder::AddMessage(const internal::Leaf& leaf) {
   const Bytes version = leaf.version.Encode();
-  const size_t n = 16 + VarintBytes(version.size()) + version.size() +
-                   VarintBytes(leaf.payload_size) + leaf.payload_size;
+  const size_t n = MessageBytes(version.size(), leaf.payload_size);
   if (n > room()) return false;
   MakeRoom(messages_, n);
   PutBytes(messages_, leaf.path);

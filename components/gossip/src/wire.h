@@ -151,7 +151,6 @@ class FrameBuilder {
   void PutParty(const Bytes& party);
   void PutReason(const std::string& reason);
   size_t RecordBytes(const Record& record) const;
-  size_t MessageBytes(const internal::Leaf& leaf) const;
   size_t room() const;
   // Adds if it fits (false otherwise).
   bool AddRecord(const Record& record);
