@@ -337,8 +337,9 @@ void SweepCaches() {
   asm volatile("" : : "r"(sum) : "memory");                        // keep the pass
 }
 
-// What runs between loading a pair and its first session: a pass over 64
-// MiB, then a session on a small pair, each or neither.
+// What runs between loading a pair and its first session, in this order and
+// each or not: a pass over 64 MiB, a session on a small pair, a session on
+// another pair of the measured shape.
 struct ColdCase {
   bool sweep;
   bool small_session;
