@@ -79,6 +79,17 @@ struct RunState {
   Envelope Kernel(KernelKind kind, Json payload) const {
     return events::KernelEvent(kind, std::move(payload), fence);
   }
+
+  RunState() = default;
+  RunState(const RunState&) = delete;
+  RunState& operator=(const RunState&) = delete;
+  // Frees the input and the replayed log's payloads from the bottom up
+  // (events::FreeTree): nlohmann's destructor allocates a vector to free
+  // each container, and a resumed run holds its whole log.
+  ~RunState() {
+    events::FreeTree(input);
+    for (Envelope& e : log) events::FreeTree(e.payload);
+  }
 };
 
 // The next event of the replay view the body consumes (see IsBodyEvent), or
