@@ -102,6 +102,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -332,6 +333,80 @@ RunFigures FiguresOf(int executions, SpanStart start, Steady::time_point end, do
   return f;
 }
 
+// The client threads of every ClientRun in this process: made once, as many
+// as the largest run asks for, and kept between runs, as a service keeps its
+// request threads. A thread made for one run starts with an empty allocator
+// cache, and tcmalloc lets a thread's lists grow only a few objects at a time
+// (slow start), so for its first executions nearly every allocation went to
+// the central lists and their lock, shared with the other core
+// (BENCHMARKS.md, "the bench's client threads kept between runs").
+class ClientThreads {
+ public:
+  ClientThreads() = default;
+  ClientThreads(const ClientThreads&) = delete;
+  ClientThreads& operator=(const ClientThreads&) = delete;
+  ~ClientThreads() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    start_cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  // Calls job(w) on threads w = 0..n-1 and returns at once; Wait() returns
+  // when every call has. One job at a time.
+  void Start(int n, std::function<void(int)> job) {
+    std::lock_guard lock(mu_);
+    ONCE_CHECK(running_ == 0);
+    while (static_cast<int>(threads_.size()) < n) {
+      const int w = static_cast<int>(threads_.size());
+      threads_.emplace_back([this, w] { Serve(w); });
+    }
+    job_ = std::move(job);
+    wanted_ = n;
+    running_ = n;
+    ++generation_;
+    start_cv_.notify_all();
+  }
+
+  void Wait() {
+    std::unique_lock lock(mu_);
+    done_cv_.wait(lock, [&] { return running_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void Serve(int w) {
+    uint64_t seen = 0;
+    std::unique_lock lock(mu_);
+    for (;;) {
+      start_cv_.wait(lock, [&] { return stopping_ || (generation_ != seen && w < wanted_); });
+      if (stopping_) return;
+      seen = generation_;
+      lock.unlock();
+      job_(w);
+      lock.lock();
+      if (--running_ == 0) done_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  std::vector<std::thread> threads_;  // GUARDED_BY(mu_)
+  std::function<void(int)> job_;      // GUARDED_BY(mu_): read by the threads it wakes
+  int wanted_ = 0;                    // GUARDED_BY(mu_)
+  int running_ = 0;                   // GUARDED_BY(mu_)
+  uint64_t generation_ = 0;           // GUARDED_BY(mu_)
+  bool stopping_ = false;             // GUARDED_BY(mu_)
+};
+
+ClientThreads& Clients() {
+  static ClientThreads* clients = new ClientThreads();  // never destroyed: threads idle at exit
+  return *clients;
+}
+
 // One timed run of a case: `concurrency` client threads, each calling
 // RunOne synchronously, `executions` in all.
 //
@@ -339,17 +414,19 @@ RunFigures FiguresOf(int executions, SpanStart start, Steady::time_point end, do
 // reason:
 // - ids and inputs are made before the clock (a client holds them already;
 //   formatting ids was a tenth of a memory-backend execution);
-// - clients exist before the clock, warm up with one execution of their own
-//   when warm_up (a service's request threads are warm: stacks, allocator
-//   caches, code paths), and are released by an atomic flag, not a mutex
-//   they would all queue for;
+// - clients exist before the clock, as threads kept between runs
+//   (ClientThreads), warm up with one execution of their own when warm_up
+//   (a service's request threads are warm: stacks, allocator caches, code
+//   paths), and are released by an atomic flag, not a mutex they would all
+//   queue for;
 // - they claim executions kClaim at a time, count completions per claim and
 //   record latencies into vectors of their own (every per-execution write to
 //   a shared cache line moved it between the cores);
 // - the run ends when its last execution completes (clock and CPU read by
 //   the thread that completed it), and clients out of work wait for that
-//   moment before they exit (a thread's exit inside the span, its stack
-//   handed back and the other core's TLB flushed, was the harness's cost).
+//   moment before they go back to the pool (a thread's exit inside the span,
+//   its stack handed back and the other core's TLB flushed, was the
+//   harness's cost, when each run made its own threads).
 class ClientRun {
  public:
   ClientRun(Runtime& rt, const std::string& c, int executions, const std::string& tag,
@@ -364,12 +441,9 @@ class ClientRun {
   // Runs the clients and returns the run's figures.
   RunFigures Run(int concurrency, bool warm_up) {
     std::vector<std::vector<double>> latencies(concurrency);
-    std::vector<std::thread> threads;
-    for (int w = 0; w < concurrency; ++w) {
-      threads.emplace_back([&, w] { latencies[w] = Client(w, warm_up); });
-    }
+    Clients().Start(concurrency, [&](int w) { latencies[w] = Client(w, warm_up); });
     SpanStart start = Release(ready_, concurrency, go_);
-    for (auto& t : threads) t.join();
+    Clients().Wait();
     return FiguresOf(executions_, start, end_, cpu_end_, latencies, error_.Take());
   }
 
