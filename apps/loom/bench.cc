@@ -333,13 +333,13 @@ RunFigures FiguresOf(int executions, SpanStart start, Steady::time_point end, do
   return f;
 }
 
-// The client threads of every ClientRun in this process: made once, as many
-// as the largest run asks for, and kept between runs, as a service keeps its
-// request threads. A thread made for one run starts with an empty allocator
-// cache, and tcmalloc lets a thread's lists grow only a few objects at a time
-// (slow start), so for its first executions nearly every allocation went to
-// the central lists and their lock, shared with the other core
-// (BENCHMARKS.md, "the bench's client threads kept between runs").
+// The client threads of every ClientRun (and the drivers of every
+// PipelinedRun) in this process: made once, as many as the largest run asks
+// for, and kept between runs, as a service keeps its request threads. A thread made for one run
+// starts with an empty allocator cache, and tcmalloc lets a thread's lists grow only a few objects
+// at a time (slow start), so for its first executions nearly every allocation went to the central
+// lists and their lock, shared with the other core (BENCHMARKS.md, "the bench's client threads kept
+// between runs").
 class ClientThreads {
  public:
   ClientThreads() = default;
@@ -532,14 +532,13 @@ class PipelinedRun {
   RunFigures Run(int concurrency, bool warm_up) {
     std::vector<std::unique_ptr<Driver>> drivers;
     for (int d = 0; d < drivers_; ++d) drivers.push_back(std::make_unique<Driver>());
-    std::vector<std::thread> threads;
-    for (int d = 0; d < drivers_; ++d) {
+    Clients().Start(drivers_, [&](int d) {
       // Shares of concurrency, as even as they go (at least one each).
       int share = std::max(1, concurrency / drivers_ + (d < concurrency % drivers_ ? 1 : 0));
-      threads.emplace_back([&, d, share] { DriverMain(*drivers[d], d, share, warm_up); });
-    }
+      DriverMain(*drivers[d], d, share, warm_up);
+    });
     SpanStart start = Release(ready_, drivers_, go_);
-    for (auto& t : threads) t.join();
+    Clients().Wait();
     std::vector<std::vector<double>> latencies;
     for (auto& d : drivers) latencies.push_back(std::move(d->latencies));
     return FiguresOf(executions_, start, end_, cpu_end_, latencies, error_.Take());
