@@ -335,11 +335,12 @@ RunFigures FiguresOf(int executions, SpanStart start, Steady::time_point end, do
 
 // The client threads of every ClientRun (and the drivers of every
 // PipelinedRun) in this process: made once, as many as the largest run asks
-// for, and kept between runs, as a service keeps its request threads. A thread made for one run
-// starts with an empty allocator cache, and tcmalloc lets a thread's lists grow only a few objects
-// at a time (slow start), so for its first executions nearly every allocation went to the central
-// lists and their lock, shared with the other core (BENCHMARKS.md, "the bench's client threads kept
-// between runs").
+// for, and kept between runs, as a service keeps its request threads. A
+// thread made for one run starts cold: an empty allocator cache (tcmalloc
+// grows a thread's lists a few objects at a time), stacks and thread-local
+// blocks never touched (a page fault each). Kept, they ran the memory table's
+// unfenced 1.07-1.34x and raw_acquire 1.5-1.6x as fast (BENCHMARKS.md, "the
+// bench's client threads kept between runs").
 class ClientThreads {
  public:
   ClientThreads() = default;
