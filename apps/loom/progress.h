@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -47,8 +48,9 @@ class Progress {
     double rate = seconds > 0 ? done_ / seconds : 0;
     std::string bar;
     if (total_ > 0) {
-      int filled = static_cast<int>(20.0 * std::min<int64_t>(done_, total_) / total_);
-      bar = "[" + std::string(filled, '#') + std::string(20 - filled, '.') + "] ";
+      const int filled =
+          std::clamp(static_cast<int>(20.0 * std::min<int64_t>(done_, total_) / total_), 0, 20);
+      bar.append(1, '[').append(filled, '#').append(20 - filled, '.').append("] ");
     }
     std::string eta = "";
     if (total_ > 0 && rate > 0 && done_ < total_) {
