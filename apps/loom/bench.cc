@@ -110,6 +110,7 @@
 #include "once/allocator/settings.h"
 #include "once/orchestration/app.h"
 #include "once/runtime/runtime.h"
+#include "once/runtime/worker_pool.h"
 #include "once/store/wrapper.h"
 #include "once/store_decorators/profiling_store.h"
 #include "ops.h"
@@ -343,64 +344,26 @@ RunFigures FiguresOf(int executions, SpanStart start, Steady::time_point end, do
 // bench's client threads kept between runs").
 class ClientThreads {
  public:
-  ClientThreads() = default;
-  ClientThreads(const ClientThreads&) = delete;
-  ClientThreads& operator=(const ClientThreads&) = delete;
-  ~ClientThreads() {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
+  // Calls job(w) for w = 0..n-1, each on a thread of its own, and returns at
+  // once; Wait() returns when every call has. One job at a time.
+  void Start(int n, const std::function<void(int)>& job) {
+    if (threads_ < n) {  // a larger run: a pool its size (the old one drains and joins)
+      pool_ = std::make_unique<runtime::WorkerPool>(n, n);
+      threads_ = n;
     }
-    start_cv_.notify_all();
-    for (std::thread& t : threads_) t.join();
+    for (int w = 0; w < n; ++w) {
+      const Status queued = pool_->Submit([job, w] { job(w); });
+      ONCE_CHECK(queued.has_value());  // n tasks on n idle threads: the queue holds them
+    }
   }
 
-  // Calls job(w) on threads w = 0..n-1 and returns at once; Wait() returns
-  // when every call has. One job at a time.
-  void Start(int n, std::function<void(int)> job) {
-    std::lock_guard lock(mu_);
-    ONCE_CHECK(running_ == 0);
-    while (static_cast<int>(threads_.size()) < n) {
-      const int w = static_cast<int>(threads_.size());
-      threads_.emplace_back([this, w] { Serve(w); });
-    }
-    job_ = std::move(job);
-    wanted_ = n;
-    running_ = n;
-    ++generation_;
-    start_cv_.notify_all();
-  }
-
-  void Wait() {
-    std::unique_lock lock(mu_);
-    done_cv_.wait(lock, [&] { return running_ == 0; });
-    job_ = nullptr;
-  }
+  void Wait() { pool_->WaitIdle(); }
 
  private:
-  void Serve(int w) {
-    uint64_t seen = 0;
-    std::unique_lock lock(mu_);
-    for (;;) {
-      start_cv_.wait(lock, [&] { return stopping_ || (generation_ != seen && w < wanted_); });
-      if (stopping_) return;
-      seen = generation_;
-      lock.unlock();
-      job_(w);
-      lock.lock();
-      if (--running_ == 0) done_cv_.notify_all();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
-  std::vector<std::thread> threads_;  // GUARDED_BY(mu_)
-  std::function<void(int)> job_;      // GUARDED_BY(mu_): read by the threads it wakes
-  int wanted_ = 0;                    // GUARDED_BY(mu_)
-  int running_ = 0;                   // GUARDED_BY(mu_)
-  uint64_t generation_ = 0;           // GUARDED_BY(mu_)
-  bool stopping_ = false;             // GUARDED_BY(mu_)
+  // Every task blocks until all n are running (Release), so each needs a
+  // thread of its own: the pool is at least as large as the run.
+  std::unique_ptr<runtime::WorkerPool> pool_;
+  int threads_ = 0;
 };
 
 ClientThreads& Clients() {
