@@ -64,4 +64,8 @@ void FreeTree(Json& json) {
   json = nullptr;
 }
 
+void FreePayloads(std::span<Envelope> events) {
+  for (Envelope& e : events) FreeTree(e.payload);
+}
+
 }  // namespace once::events

@@ -88,7 +88,7 @@ struct RunState {
   // each container, and a resumed run holds its whole log.
   ~RunState() {
     events::FreeTree(input);
-    for (Envelope& e : log) events::FreeTree(e.payload);
+    events::FreePayloads(log);
   }
 };
 

@@ -602,7 +602,7 @@ Result<int64_t> Runtime::Commit(AppendRequest req) {
   direct_commits_.Add();
   if (memory_) {
     Result<int64_t> head = memory_->Append(std::move(req));  // moves the events in
-    for (Envelope& e : req.events) events::FreeTree(e.payload);
+    events::FreePayloads(req.events);
     return head;
   }
   return store_.Append(req);

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -59,6 +60,8 @@ Json JsonObject(KeysAndValues&&... members);
 // kFreeTreeDepth are left to the destructor.)
 inline constexpr size_t kFreeTreeDepth = 32;
 void FreeTree(Json& json);
+// FreeTree on each event's payload.
+void FreePayloads(std::span<Envelope> events);
 
 // Builds a kernel event (metadata.kernel = true; metadata.fence when fence > 0).
 Envelope KernelEvent(KernelKind kind, Json payload, int64_t fence = 0);
