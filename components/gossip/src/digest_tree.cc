@@ -93,7 +93,7 @@ Inner* NewLike(const Inner& from, int capacity) {
 }
 
 // A new node (count 1) with room for `capacity` >= from.size() that holds
-// `from`'s elements, bounds and fingerprint order: copied from a const node
+// `from`'s elements and bounds: copied from a const node
 // (its children and leaves then shared), moved from an owned one (a copy
 // would touch every child's count, each a cache miss).
 template <typename From>
@@ -118,13 +118,12 @@ Inner* Rehoused(From& from, int capacity) {
   ConstructElements(*node, size);
   new (&node->floor()) itc::Version(take(from.floor()));
   new (&node->ceiling()) itc::Version(take(from.ceiling()));
-  if (from.bucket) std::memcpy(node->order_block(), from.order_block(), size);
   return node;
 }
 
 bool PathLess(const Path& a, const Path& b) {
   const uint64_t ha = High64(a), hb = High64(b);
-  return ha != hb ? ha < hb : Fingerprint(a) < Fingerprint(b);
+  return ha != hb ? ha < hb : Low64(a) < Low64(b);
 }
 
 // Compared without a call to memcmp.
@@ -281,26 +280,10 @@ void AddEntry(NodeRef& node_ptr, LeafRef leaf) {
   entries[index].path = leaf->path;
   entries[index].leaf = std::move(leaf);
   ++node.occupied;
-  // The fingerprint order: the entries from `index` on moved up one, and the
-  // new one goes before the first with a larger fingerprint.
-  uint8_t* order = node.order_block();
-  const uint64_t fingerprint = Fingerprint(entries[index].path);
-  int at = size;
-  for (int k = 0; k < size; ++k) {
-    if (order[k] >= index) ++order[k];
-    if (at == size && Fingerprint(entries[order[k]].path) > fingerprint) at = k;
-  }
-  std::memmove(order + at + 1, order + at, static_cast<size_t>(size - at));
-  order[at] = static_cast<uint8_t>(index);
 }
 
 // Removes the entry at `index` of an owned bucket and returns its leaf.
 LeafRef EraseEntry(Inner& node, int index) {
-  uint8_t* order = node.order_block();
-  int kept = 0;
-  for (int k = 0; k < node.size(); ++k) {
-    if (order[k] != index) order[kept++] = static_cast<uint8_t>(order[k] - (order[k] > index));
-  }
   Entry* entries = node.entry_block();
   LeafRef removed = std::move(entries[index].leaf);
   std::move(entries + index + 1, entries + node.size(), entries + index);
@@ -365,31 +348,10 @@ Inner* Split(NodeRef& node_ptr, int depth) {
       child->entry_block()[i - begin] = std::move(entries[i]);
     }
     child->occupied = static_cast<uint16_t>(end - begin);
-    // The run's part of the fingerprint order, in the same order.
-    uint8_t* order = child->order_block();
-    for (int k = 0; k < static_cast<int>(entries.size()); ++k) {
-      const size_t i = from.order_block()[k];
-      if (i >= begin && i < end) *order++ = static_cast<uint8_t>(i - begin);
-    }
     AddSlot(branch, nibble) = std::move(child);
   }
   node_ptr = std::move(branch);
   return node_ptr.get();
-}
-
-// Makes a bucket's fingerprint order from scratch (a few entries: an
-// insertion sort).
-void SortByFingerprint(Inner& bucket) {
-  uint8_t* order = bucket.order_block();
-  const Entry* entries = bucket.entry_block();
-  for (int i = 0; i < bucket.size(); ++i) {
-    const uint64_t fingerprint = Fingerprint(entries[i].path);
-    int k = i;
-    for (; k > 0 && Fingerprint(entries[order[k - 1]].path) > fingerprint; --k) {
-      order[k] = order[k - 1];
-    }
-    order[k] = static_cast<uint8_t>(i);
-  }
 }
 
 // Moves (or, from a node shared with another holder, copies) every entry
@@ -423,7 +385,6 @@ Inner* Merged(NodeRef& node_ptr) {
   for (NodeRef& child : from.children()) TakeEntries(child, true, out);
   ONCE_CHECK(out == bucket->entry_block() + count);
   bucket->occupied = static_cast<uint16_t>(count);
-  SortByFingerprint(*bucket);
   node_ptr = std::move(bucket);
   return node_ptr.get();
 }
@@ -500,50 +461,6 @@ void RelocateEntries(Entry* from, int count, Entry* to) {
   }
 }
 
-// Where each of a bucket's `size` entries goes when those whose bit is set
-// in `gone` are removed and the rest close up in order: entry r to r less the
-// removed before it, a removed one to kGone. Eight entries at a time, a byte
-// each in one word (a loop over the entries was 5% of a redaction-heavy
-// session's instructions).
-constexpr uint8_t kGone = 0xff;
-constexpr uint64_t kEveryByte = 0x0101010101010101ULL;
-// Byte j: the bits of b below bit j.
-constexpr std::array<uint64_t, 256> kBitsBelow = [] {
-  std::array<uint64_t, 256> table{};
-  for (unsigned b = 0; b < 256; ++b) {
-    for (unsigned j = 0, below = 0; j < 8; below += (b >> j) & 1, ++j) {
-      table[b] |= uint64_t{below} << (8 * j);
-    }
-  }
-  return table;
-}();
-// Byte j: kGone if bit j of b is set.
-constexpr std::array<uint64_t, 256> kGoneBytes = [] {
-  std::array<uint64_t, 256> table{};
-  for (unsigned b = 0; b < 256; ++b) {
-    for (unsigned j = 0; j < 8; ++j) {
-      if ((b >> j) & 1) table[b] |= uint64_t{kGone} << (8 * j);
-    }
-  }
-  return table;
-}();
-std::array<uint8_t, kBucketMax> MovedTo(uint64_t gone, int size) {
-  static_assert(kBucketMax % 8 == 0);
-  std::array<uint8_t, kBucketMax> moved_to;
-  constexpr uint64_t kOffsets = 0x0706050403020100ULL;  // byte j: j
-  uint64_t before = 0;                                  // removed entries before r
-  for (int r = 0; r < size; r += 8) {
-    const unsigned b = (gone >> r) & 0xff;
-    // Byte j: r + j - before - (removed among r..r+j-1), never below 0, so
-    // the bytes subtract without borrowing from one another.
-    const uint64_t kept_at = kOffsets + (r - before) * kEveryByte - kBitsBelow[b];
-    const uint64_t word = kept_at | kGoneBytes[b];
-    std::memcpy(moved_to.data() + r, &word, sizeof(word));
-    before += (kBitsBelow[b] >> 56) + (b >> 7);
-  }
-  return moved_to;
-}
-
 // Removes those of `paths` (sorted) that a bucket holds, their leaves to
 // `dropped`; leaves the bounds. Returns the summary of what it removed. The
 // bucket is owned (and so copied if shared) only if it holds one.
@@ -563,7 +480,6 @@ Summary RemoveFromBucket(NodeRef& node_ptr, std::span<const Path> paths,
   Entry* entries = node.entry_block();
   const int size = node.size();
   Summary removed;
-  const std::array<uint8_t, kBucketMax> moved_to = MovedTo(gone, size);
   // The removed leaves go to `dropped`, and the kept entries after each
   // close up, a run at a time (RelocateEntries).
   int kept = __builtin_ctzll(gone);
@@ -579,15 +495,6 @@ Summary RemoveFromBucket(NodeRef& node_ptr, std::span<const Path> paths,
     kept += next - r - 1;
   }
   for (int r = kept; r < size; ++r) new (&entries[r]) Entry();
-  // The fingerprint order without the removed, each index where its entry
-  // went.
-  uint8_t* order = node.order_block();
-  int w = 0;
-  for (int k = 0; k < size; ++k) {
-    const uint8_t to = moved_to[order[k]];
-    order[w] = to;  // w <= k: overwrites only what was read
-    w += to != kGone;
-  }
   node.occupied = static_cast<uint16_t>(kept);
   XorInto(node.summary.digest, removed.digest);
   node.summary.count -= removed.count;
@@ -698,7 +605,6 @@ void PrefetchLeaves(View view) {
   const char* bytes = reinterpret_cast<const char*>(view.node->entry_block() + view.begin);
   const char* end = reinterpret_cast<const char*>(view.node->entry_block() + view.end);
   for (; bytes < end; bytes += 64) __builtin_prefetch(bytes);
-  __builtin_prefetch(view.node->order_block());
 }
 
 void PrefetchNextChild(View view, int nibble) {
@@ -717,39 +623,16 @@ void CollectAll(View view, std::vector<const Leaf*>& out) {
   for (const NodeRef& child : view.node->children()) CollectAll(View::Of(child), out);
 }
 
-namespace {
-
-Tagged TagOf(const Entry& e) { return Tagged{Fingerprint(e.path), &e}; }
-
-// Every leaf under `view` with its path, in path order.
-void CollectTagged(View view, std::vector<Tagged>& out) {
+void ListEntries(View view, std::vector<const Entry*>& out) {
   if (!view.node) return;
   if (view.node->bucket) {
-    for (const Entry& e : view.entries()) out.push_back(TagOf(e));
+    for (const Entry& e : view.entries()) out.push_back(&e);
     return;
   }
   // A deep subtree is mostly cache misses: ask for every child at once so
   // that their loads overlap instead of following one another.
   PrefetchChildren(view);
-  for (const NodeRef& child : view.node->children()) CollectTagged(View::Of(child), out);
-}
-
-}  // namespace
-
-void ListLeaves(View view, std::vector<Tagged>& out) {
-  if (!view.node) return;
-  if (view.node->bucket) {  // any part of a bucket, in its fingerprint order
-    const Inner& bucket = *view.node;
-    PrefetchLeaves(view);  // the order visits the entries out of place
-    for (const uint8_t i : std::span(bucket.order_block(), bucket.size())) {
-      if (i >= view.begin && i < view.end) out.push_back(TagOf(bucket.entry_block()[i]));
-    }
-    return;
-  }
-  const size_t begin = out.size();
-  CollectTagged(view, out);
-  std::sort(out.begin() + static_cast<ptrdiff_t>(begin), out.end(),
-            [](const Tagged& a, const Tagged& b) { return a.fingerprint < b.fingerprint; });
+  for (const NodeRef& child : view.node->children()) ListEntries(View::Of(child), out);
 }
 
 void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,

@@ -135,9 +135,19 @@ inline void StoreBig64(uint8_t* bytes, uint64_t v) {
 // A path's bytes 0..7 and 8..15 as big-endian words: comparing the pairs
 // compares paths (path order).
 inline uint64_t High64(const Path& path) { return LoadBig64(path.data()); }
-// A leaf's fingerprint: path bytes 8..15, big-endian. Leaves under one node
-// differ there unless their paths collide in 64 bits.
-inline uint64_t Fingerprint(const Path& path) { return LoadBig64(path.data() + 8); }
+inline uint64_t Low64(const Path& path) { return LoadBig64(path.data() + 8); }
+
+// A leaf's key in a listing of the node at `depth` (nibbles): the 64 bits of
+// its path that follow the node's prefix (at a depth past 16, the last 64,
+// which the prefix partly covers). Every path under the node shares the
+// prefix, so their keys ascend in path order, and two of them share a key
+// only if they collide in those 64 bits.
+inline uint64_t ListingKey(const Path& path, int depth) {
+  if (depth >= 16) return Low64(path);
+  const int byte = depth / 2;  // the first byte with a nibble of the key
+  const uint64_t key = LoadBig64(path.data() + byte);
+  return depth % 2 == 0 ? key : key << 4 | path[byte + 8] >> 4;
+}
 
 // One leaf of a bucket: its path beside it, so that finding, listing and
 // deleting under a bucket do not read the leaf.
@@ -156,12 +166,11 @@ inline int Popcount16(uint16_t v) {
 }
 
 // A node and, in the same heap block after it, its elements (`capacity` of
-// them constructed, the first size() in use), then its floor and ceiling,
-// then (a bucket) its fingerprint order. A branch's elements are its
-// children (NodeRefs) in nibble order; a bucket's are its entries in path
-// order, and its fingerprint order lists their indexes by fingerprint, so
-// that a listing (fingerprints, ascending) of any part of it is read in order
-// with no sort. A node that must take an element
+// them constructed, the first size() in use), then its floor and ceiling.
+// A branch's elements are its children (NodeRefs) in nibble order; a
+// bucket's are its entries in path order, which is the order of a listing
+// (ListingKey), so a listing of any part of it reads the entries in place.
+// A node that must take an element
 // while full is replaced by a copy with twice the room (digest_tree.cc):
 // under the sharing rule above that is one more path copy. Made and freed
 // only by the functions below (NodeRef frees through DestroyInner).
@@ -197,10 +206,6 @@ struct Inner {
   const Entry* entry_block() const { return reinterpret_cast<const Entry*>(this + 1); }
   std::span<Entry> entries() { return {entry_block(), static_cast<size_t>(size())}; }
   std::span<const Entry> entries() const { return {entry_block(), static_cast<size_t>(size())}; }
-  // The indexes of the entries in fingerprint order (size() of them).
-  uint8_t* order_block() { return reinterpret_cast<uint8_t*>(bounds() + 2); }
-  const uint8_t* order_block() const { return reinterpret_cast<const uint8_t*>(bounds() + 2); }
-
   // <= the meet of the leaves' versions (count > 0).
   itc::Version& floor() { return bounds()[0]; }
   const itc::Version& floor() const { return bounds()[0]; }
@@ -208,11 +213,10 @@ struct Inner {
   itc::Version& ceiling() { return bounds()[1]; }
   const itc::Version& ceiling() const { return bounds()[1]; }
   size_t element_bytes() const { return bucket ? sizeof(Entry) : sizeof(NodeRef); }
-  // The bytes of the block: the node, its elements, its bounds and (a
-  // bucket) its fingerprint order.
+  // The bytes of the block: the node, its elements and its bounds.
   size_t bytes() const { return BlockBytes(bucket, capacity); }
   static size_t BlockBytes(bool bucket, int capacity) {
-    return sizeof(Inner) + capacity * (bucket ? sizeof(Entry) + 1 : sizeof(NodeRef)) +
+    return sizeof(Inner) + capacity * (bucket ? sizeof(Entry) : sizeof(NodeRef)) +
            2 * sizeof(itc::Version);
   }
 
@@ -301,27 +305,22 @@ const Leaf* Find(const Inner* root, const Path& path);
 // the children overlap instead of following one another.
 void PrefetchChildren(View view);
 
-// Asks for the entries in `view` and the fingerprint order of its bucket (a
-// bucket view only). Reads the bucket's start: ask for that first
-// (PrefetchStart) when it may be far.
+// Asks for the entries in `view` (a bucket view only). Reads the bucket's
+// start: ask for that first (PrefetchStart) when it may be far.
 void PrefetchLeaves(View view);
 void PrefetchStart(const Inner* node);
 
-// Asks for the entries and fingerprint order of the first child after
-// `nibble` of a branch (if a bucket), so that a loop over the children finds
-// the next one's leaves arrived. The child's start must have been asked for
+// Asks for the entries of the first child after `nibble` of a branch (if a
+// bucket), so that a loop over the children finds the next one's leaves
+// arrived. The child's start must have been asked for
 // already (PrefetchChildren): this reads it.
 void PrefetchNextChild(View view, int nibble);
 
 // Every leaf under `view`, in path order.
 void CollectAll(View view, std::vector<const Leaf*>& out);
-struct Tagged {
-  uint64_t fingerprint;
-  const Entry* entry;
-};
-// Every leaf under `view` with its entry, reading no leaf, in fingerprint
-// order.
-void ListLeaves(View view, std::vector<Tagged>& out);
+// Every entry under `view`, in path order (a listing's order), reading no
+// leaf.
+void ListEntries(View view, std::vector<const Entry*>& out);
 // The causal sieve of `view` against `seen`: leaves whose version is not <=
 // `seen` go to `unseen`, the others to `seen_out` (either may be null).
 void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,

@@ -235,59 +235,47 @@ class Reconciler {
     if (i + kLeavesAhead < n) internal::PrefetchLeaves(view_of(i + kLeavesAhead));
   }
 
-  // This side's leaves under a listed node, in fingerprint order: a bucket's
-  // (or a part of one) read in place through its fingerprint order, each
-  // time they are needed; a branch's gathered and sorted once (each leaf is
+  // This side's leaves under a listed node, in path order (a listing's
+  // order, internal::ListingKey): a bucket's (or a part of one) read in
+  // place each time they are needed; a branch's gathered once (each leaf is
   // in at most one listed node) into a chunk of `listed_`.
   struct Listed {
     View view;
-    std::span<const internal::Tagged> gathered;  // a branch's only
+    std::span<const internal::Entry* const> gathered;  // a branch's only
     size_t size() const { return view.bucket() ? view.end - view.begin : gathered.size(); }
   };
 
-  // A Listed's leaves, one at a time.
+  // A Listed's leaves, one at a time, with their keys in a listing of the
+  // node at `depth`.
   class ListedCursor {
    public:
-    explicit ListedCursor(const Listed& listed) {
+    ListedCursor(const Listed& listed, int depth) : depth_(depth) {
       if (listed.view.bucket()) {
-        bucket_ = listed.view.node;
-        order_ = bucket_->order_block();
-        n_ = bucket_->size();
-        begin_ = listed.view.begin;
-        end_ = listed.view.end;
-        part_ = !listed.view.whole();
-        Skip();
+        entries_ = listed.view.node->entry_block() + listed.view.begin;
       } else {
         gathered_ = listed.gathered.data();
-        n_ = listed.gathered.size();
       }
+      n_ = listed.size();
+      Load();
     }
     bool done() const { return k_ == n_; }
-    const internal::Entry& entry() const {
-      return bucket_ ? bucket_->entry_block()[order_[k_]] : *gathered_[k_].entry;
-    }
-    uint64_t fingerprint() const {
-      return bucket_ ? internal::Fingerprint(entry().path) : gathered_[k_].fingerprint;
-    }
+    const internal::Entry& entry() const { return entries_ ? entries_[k_] : *gathered_[k_]; }
+    uint64_t key() const { return key_; }
     void Next() {
       ++k_;
-      Skip();
+      Load();
     }
 
    private:
-    // Past the bucket's entries outside the view.
-    void Skip() {
-      if (!part_) return;
-      while (k_ < n_ && (order_[k_] < begin_ || order_[k_] >= end_)) ++k_;
+    void Load() {
+      if (!done()) key_ = internal::ListingKey(entry().path, depth_);
     }
-    const internal::Inner* bucket_ = nullptr;
-    const uint8_t* order_ = nullptr;
-    uint8_t begin_ = 0;
-    uint8_t end_ = 0;
-    bool part_ = false;  // a part of a bucket: entries outside it are skipped
-    const internal::Tagged* gathered_ = nullptr;
+    const internal::Entry* entries_ = nullptr;          // a bucket's, in place
+    const internal::Entry* const* gathered_ = nullptr;  // a branch's
+    int depth_;
     size_t k_ = 0;
     size_t n_ = 0;
+    uint64_t key_ = 0;  // entry()'s
   };
 
   // A part of `lacking_`.
@@ -297,7 +285,7 @@ class Reconciler {
   };
 
   // A listed branch's leaves, gathered (GatherLeaves); empty otherwise.
-  using Gathered = std::span<const internal::Tagged>;
+  using Gathered = std::span<const internal::Entry* const>;
 
   struct OpenNode {
     Summary expected;  // the peer's summary of this node
@@ -333,8 +321,8 @@ class Reconciler {
       rec.fingerprints.assign(lacked.begin(), lacked.end());
       return;
     }
-    for (ListedCursor it(p.leaves()); !it.done(); it.Next()) {
-      rec.fingerprints.push_back(it.fingerprint());
+    for (ListedCursor it(p.leaves(), p.key.depth); !it.done(); it.Next()) {
+      rec.fingerprints.push_back(it.key());
     }
   }
 
@@ -349,9 +337,9 @@ class Reconciler {
     if (listed_.empty() || listed_.back().size() + count > listed_.back().capacity()) {
       listed_.emplace_back().reserve(kListedChunk);
     }
-    std::vector<internal::Tagged>& chunk = listed_.back();
+    std::vector<const internal::Entry*>& chunk = listed_.back();
     const size_t begin = chunk.size();
-    internal::ListLeaves(view, chunk);
+    internal::ListEntries(view, chunk);
     ONCE_CHECK(chunk.size() == begin + count);
     return Gathered(chunk.data() + begin, count);
   }
@@ -434,7 +422,7 @@ class Reconciler {
     }
     const OpenNode node = *open;  // Resolve may open more and move the table
     open_.Erase(rec.key);
-    if (rec.lacking) return SieveLacked(node.leaves(), rec.fingerprints);
+    if (rec.lacking) return SieveLacked(node.leaves(), rec.key.depth, rec.fingerprints);
     if (node.listed) {
       ResolveListing(rec.key, node.leaves(), rec.fingerprints);
       return Ok();
@@ -458,60 +446,37 @@ class Reconciler {
       if (!all_seen_) __builtin_prefetch(e.leaf.get());
       unlisted[count++] = &e;
     };
-    ListedCursor it(mine);  // both sorted: one merge pass
+    ListedCursor it(mine, key.depth);  // both sorted: one merge pass
     for (const uint64_t fp : peer) {
-      for (; !it.done() && it.fingerprint() < fp; it.Next()) unlist(it.entry());
-      if (!it.done() && it.fingerprint() == fp) {
+      for (; !it.done() && it.key() < fp; it.Next()) unlist(it.entry());
+      if (!it.done() && it.key() == fp) {
         it.Next();
       } else {
         lacking_.push_back(fp);
       }
     }
     for (; !it.done(); it.Next()) unlist(it.entry());
-    // In the order of the entries (a bucket's are in path order), so that
-    // the commit's removals arrive sorted.
-    std::sort(unlisted.begin(), unlisted.begin() + count, std::less<>());
+    // In path order, so that the commit's removals arrive sorted.
     for (size_t i = 0; i < count; ++i) SieveLeaf(*unlisted[i]);
     const Slice lacked{static_cast<uint32_t>(begin),
                        static_cast<uint32_t>(lacking_.size() - begin)};
     records_.push_back(Pending{key, View{}, true, {}, true, lacked});
   }
 
-  // The peer lacks these fingerprints of this side's listing: sieve those.
-  Status SieveLacked(Listed mine, std::span<const uint64_t> lacked) {
-    if (mine.view.bucket()) return SieveLackedInBucket(mine.view, lacked);
-    ListedCursor it(mine);  // both sorted
+  // The peer lacks these fingerprints of this side's listing of the node at
+  // `depth`: sieve those, in path order (so that the commit's removals
+  // arrive sorted). Each fingerprint takes the next leaf that has it, as the
+  // merge of two sorted lists would.
+  Status SieveLacked(Listed mine, int depth, std::span<const uint64_t> lacked) {
+    ListedCursor it(mine, depth);  // both sorted
     for (const uint64_t fp : lacked) {
-      while (!it.done() && it.fingerprint() < fp) it.Next();
-      if (it.done() || it.fingerprint() != fp) {
+      while (!it.done() && it.key() < fp) it.Next();
+      if (it.done() || it.key() != fp) {
         return Hostile("a lacking listing names a leaf this side did not list");
       }
       SieveLeaf(it.entry());
       it.Next();
     }
-    return Ok();
-  }
-
-  // SieveLacked under a bucket: the peer lacks a few of its leaves, found by
-  // reading the entries in place (in path order: no fingerprint order to
-  // follow, one entry after the other). Each fingerprint takes an entry not
-  // taken before, as the merge of two sorted lists would.
-  Status SieveLackedInBucket(View view, std::span<const uint64_t> lacked) {
-    const std::span<const internal::Entry> entries = view.entries();
-    uint64_t taken = 0;  // bit i: entries[i] is lacked
-    for (const uint64_t fp : lacked) {
-      size_t i = 0;
-      while (i < entries.size() &&
-             ((taken >> i & 1) || internal::Fingerprint(entries[i].path) != fp)) {
-        ++i;
-      }
-      if (i == entries.size()) {
-        return Hostile("a lacking listing names a leaf this side did not list");
-      }
-      taken |= uint64_t{1} << i;
-    }
-    // In path order, so that the commit's removals arrive sorted.
-    for (; taken != 0; taken &= taken - 1) SieveLeaf(entries[__builtin_ctzll(taken)]);
     return Ok();
   }
 
@@ -620,8 +585,8 @@ class Reconciler {
   size_t records_head_ = 0;
   Record scratch_;
   std::deque<const Leaf*> ship_;
-  std::vector<std::vector<internal::Tagged>> listed_;  // chunks of kListedChunk
-  std::vector<uint64_t> lacking_;                      // the fingerprints of lacking listings sent
+  std::vector<std::vector<const internal::Entry*>> listed_;  // chunks of kListedChunk
+  std::vector<uint64_t> lacking_;  // the fingerprints of lacking listings sent
   ReceivedLeaves received_;
   std::unordered_set<Path, PathHash> received_paths_;
   std::vector<Path> deleted_;

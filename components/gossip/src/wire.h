@@ -19,7 +19,9 @@
 namespace once::gossip::wire {
 
 // 2: listing records (a disputed node with few leaves lists their fingerprints).
-inline constexpr uint8_t kProtocolVersion = 2;
+// 3: a fingerprint is the 64 bits of a path after the listed node's prefix
+//    (was: path bytes 8..15), so that a listing is in path order.
+inline constexpr uint8_t kProtocolVersion = 3;
 // Leaves in one listing record: a disputed node is listed instead of split
 // into children iff neither side holds more leaves than this under it.
 inline constexpr size_t kListingLeavesMax = 64;
@@ -108,10 +110,11 @@ struct Record {
   Summary Seen(int c) const;
 };
 
-// A leaf's fingerprint in a listing (internal::Fingerprint): path bytes 8..15,
+// A leaf's fingerprint in a listing of the node at a depth
+// (internal::ListingKey): the 64 bits of its path after the node's prefix,
 // big-endian. Two leaves under one node that collide there are taken one for
 // the other (a 2^-64 chance per pair of leaves).
-using internal::Fingerprint;
+using internal::ListingKey;
 
 struct Data {
   bool idle = false;

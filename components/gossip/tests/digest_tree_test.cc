@@ -28,8 +28,7 @@ void Add(NodeRef& root, const Path& path) {
 }
 
 // A bucket holds at most kBucketMax entries, in strictly increasing path
-// order, each beside its leaf, and (below the root) at least one, and its
-// fingerprint order lists each once, by fingerprint; a branch
+// order, each beside its leaf, and (below the root) at least one; a branch
 // holds more than kBucketMerge leaves and no empty slot; every leaf lies
 // under its node's prefix; and every summary adds up.
 bool Canonical(const Inner& node, int depth, const Path& prefix, bool is_root, Summary& out) {
@@ -50,16 +49,6 @@ bool Canonical(const Inner& node, int depth, const Path& prefix, bool is_root, S
       if (!under_prefix(entries[i].path)) return false;
       XorInto(out.digest, entries[i].path);
       ++out.count;
-    }
-    // The fingerprint order: every index once, by fingerprint.
-    std::vector<int> order(node.order_block(), node.order_block() + node.size());
-    std::vector<int> sorted = order;
-    std::sort(sorted.begin(), sorted.end());
-    for (int i = 0; i < node.size(); ++i) {
-      if (sorted[i] != i) return false;
-      if (i > 0 && Fingerprint(entries[order[i - 1]].path) > Fingerprint(entries[order[i]].path)) {
-        return false;
-      }
     }
     return out == node.summary;
   }
@@ -234,8 +223,8 @@ TEST(DigestTreeTest, BatchRemovalAgreesWithSingleRemovalsAndLeavesHeldRootsAlone
 // The tree against a plain set, over random inserts, single and batch
 // removals (growing, then shrinking), with roots held along the way (as a session's snapshot holds
 // one): after every step the tree holds exactly the model's paths,
-// canonically, every listing comes out in fingerprint order, and every held
-// root still holds what it held.
+// canonically, a listing of the whole tree comes out in path order, and every
+// held root still holds what it held.
 TEST(DigestTreeTest, RandomOperationsMatchASetAndSpareHeldRoots) {
   std::mt19937_64 rng(11);
   for (int round = 0; round < 20; ++round) {
@@ -276,15 +265,47 @@ TEST(DigestTreeTest, RandomOperationsMatchASetAndSpareHeldRoots) {
       ASSERT_EQ(Paths(root), model);
       ASSERT_EQ(root->summary.count, model.size());
     }
-    std::vector<Tagged> listed;
-    ListLeaves(View::Of(root), listed);
-    ASSERT_EQ(listed.size(), model.size());
-    for (size_t i = 1; i < listed.size(); ++i) {
-      ASSERT_LE(listed[i - 1].fingerprint, listed[i].fingerprint);
-    }
+    std::vector<const Entry*> listed;
+    ListEntries(View::Of(root), listed);
+    std::vector<Path> listed_paths;
+    for (const Entry* e : listed) listed_paths.push_back(e->path);
+    ASSERT_EQ(listed_paths, std::vector<Path>(model.begin(), model.end()));
     for (const auto& [snapshot, paths] : held) {
       EXPECT_TRUE(Canonical(snapshot));
       EXPECT_EQ(Paths(snapshot), paths);
+    }
+  }
+}
+
+// A listing key, against the nibbles it is made of: under a node at any
+// depth, the 16 nibbles after the node's prefix (the last 16 past depth 16);
+// so, among paths that share the prefix, keys never descend in path order.
+TEST(DigestTreeTest, ListingKeysAreTheBitsAfterThePrefixAndAscendInPathOrder) {
+  std::mt19937_64 rng(29);
+  for (int depth = 0; depth < kDepthMax; ++depth) {
+    const Path base = PathFrom(rng(), rng());
+    std::vector<Path> paths;
+    for (int i = 0; i < 200; ++i) {
+      Path p = PathFrom(rng(), rng());
+      for (int d = 0; d < depth; ++d) {  // the node's prefix: base's first nibbles
+        const int shift = d % 2 == 0 ? 4 : 0;
+        p[d / 2] = static_cast<uint8_t>((p[d / 2] & ~(0x0f << shift)) | Nibble(base, d) << shift);
+      }
+      if (i % 10 == 1) {  // a neighbour: one key apart, or (depth < 16) the same key
+        p = paths.back();
+        p[15] ^= 1;
+      }
+      paths.push_back(p);
+    }
+    std::sort(paths.begin(), paths.end());
+    const int from = std::min(depth, 16);
+    for (size_t i = 0; i < paths.size(); ++i) {
+      uint64_t expected = 0;
+      for (int d = from; d < from + 16; ++d) expected = expected << 4 | Nibble(paths[i], d);
+      ASSERT_EQ(ListingKey(paths[i], depth), expected) << "depth " << depth;
+      if (i > 0) {
+        ASSERT_LE(ListingKey(paths[i - 1], depth), ListingKey(paths[i], depth));
+      }
     }
   }
 }

@@ -96,7 +96,7 @@ TEST(FuzzSeeds, FrameBodies) {
     listing.key = wire::NodeKey{}.Child(9);
     listing.listing = true;
     for (const auto& leaf : leaves)
-      listing.fingerprints.push_back(internal::Fingerprint(leaf->path));
+      listing.fingerprints.push_back(internal::ListingKey(leaf->path, listing.key.depth));
     std::sort(listing.fingerprints.begin(), listing.fingerprints.end());
     wire::Record lacking = listing;
     lacking.lacking = true;

@@ -173,9 +173,9 @@ TEST(SessionTest, ScatteredRedactionsSettleByListingsInFewFrames) {
 }
 
 // A node of 17 to 64 leaves that is a branch (it split at 65, then lost
-// some) is listed too, its leaves gathered and sorted rather than read in
-// place from one bucket: 1,120 messages put about 70 under each first-level
-// node, and 160 redactions on each side bring most of them back under 64.
+// some) is listed too, its leaves gathered rather than read in place from
+// one bucket: 1,120 messages put about 70 under each first-level node, and
+// 160 redactions on each side bring most of them back under 64.
 TEST(SessionTest, ListingsOfShrunkenBranchesEqualTheJoin) {
   SeededRng rng(29);
   auto hosts = MakeUniverse(rng, 2);

@@ -158,7 +158,7 @@ TEST_F(HostileTest, ListingWhereChildrenAreDue) {
   Error e = AgainstHostile(*hosts_[0], [&](const wire::Frame& f) {
     wire::Record rec;  // the root is never listed
     rec.listing = true;
-    rec.fingerprints = {wire::Fingerprint(PathOf(evil_version_))};
+    rec.fingerprints = {wire::ListingKey(PathOf(evil_version_), 0)};
     wire::FrameBuilder fb(wire::Kind::kHello, kFrameBytesMax);
     fb.PutHello(HelloLike(f, evil_version_, Summary{PathOf(evil_version_), 1}));
     fb.AddRecord(rec);
