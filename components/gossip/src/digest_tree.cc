@@ -430,6 +430,17 @@ LeafRef RemoveAt(NodeRef& node_ptr, int depth, const Path& path) {
 
 // What a walk reads first of a node: its header and first elements.
 constexpr size_t kPrefetchBytes = sizeof(Inner) + 4 * sizeof(Entry);
+// What the batch removal asks for of its next target while it walks this
+// one: a bucket's merge pass reads its entries from the first on, so the
+// header and the first 20 entries (of a typical 25 or so).
+constexpr size_t kRemovalAheadBytes = 512;
+
+// Asks for the first `bytes` of a node's block, reading nothing of it (a
+// request sized from the node's header would wait for the header).
+void PrefetchBlock(const Inner* node, size_t bytes) {
+  const char* start = reinterpret_cast<const char*>(node);
+  for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(start + at);
+}
 
 // The end of the run of `paths` (sorted) from `begin` that share its nibble
 // at `depth`.
@@ -514,10 +525,10 @@ Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths,
     end = RunEnd(paths, begin, depth);
     const int nibble = Nibble(paths[begin], depth);
     if (end < paths.size()) {
-      // The next target's start was asked for above; ask for its entries
-      // now, so that they arrive while this one is walked.
+      // The next target's start was asked for above; ask for more of it
+      // now, so that it arrives while this one is walked.
       if (const NodeRef* next = std::as_const(*node_ptr).Find(Nibble(paths[end], depth))) {
-        PrefetchLeaves(View::Of(*next));
+        PrefetchBlock(next->get(), kRemovalAheadBytes);
       }
     }
     if (!std::as_const(*node_ptr).Find(nibble)) continue;
@@ -580,10 +591,11 @@ void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
   std::vector<LeafRef> dropped;
   dropped.reserve(sorted.size());
   (void)RemoveSorted(root, 0, sorted, dropped);
-  // The leaves are dropped after the walk, each asked for a few drops ahead:
-  // a drop reads the leaf's count (a cache miss), and this way the misses
-  // overlap instead of following one another.
-  constexpr size_t kAhead = 8;
+  // The leaves are dropped after the walk, each asked for 24 drops ahead: a
+  // drop reads the leaf's count (a cache miss), and this way the misses
+  // overlap instead of following one another (8 ahead left most of a drop's
+  // time waiting for its leaf).
+  constexpr size_t kAhead = 24;
   for (size_t i = 0; i < dropped.size(); ++i) {
     if (i + kAhead < dropped.size()) PrefetchCount(dropped[i + kAhead].get());
     dropped[i].reset();
@@ -595,10 +607,7 @@ void PrefetchChildren(View view) {
   for (const NodeRef& child : view.node->children()) PrefetchStart(child.get());
 }
 
-void PrefetchStart(const Inner* node) {
-  const char* bytes = reinterpret_cast<const char*>(node);
-  for (size_t at = 0; at < kPrefetchBytes; at += 64) __builtin_prefetch(bytes + at);
-}
+void PrefetchStart(const Inner* node) { PrefetchBlock(node, kPrefetchBytes); }
 
 void PrefetchLeaves(View view) {
   if (!view.bucket()) return;
