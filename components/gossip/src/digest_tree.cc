@@ -93,9 +93,9 @@ Inner* NewLike(const Inner& from, int capacity) {
 }
 
 // A new node (count 1) with room for `capacity` >= from.size() that holds
-// `from`'s elements and bounds: copied from a const node
-// (its children and leaves then shared), moved from an owned one (a copy
-// would touch every child's count, each a cache miss).
+// `from`'s elements and bounds: copied from a const node (its children and
+// leaves then shared), moved from an owned one (a copy would touch every
+// child's count, each a cache miss).
 template <typename From>
 Inner* Rehoused(From& from, int capacity) {
   constexpr bool kMove = !std::is_const_v<From>;
@@ -435,11 +435,10 @@ constexpr size_t kPrefetchBytes = sizeof(Inner) + 4 * sizeof(Entry);
 // header and the first 20 entries (of a typical 25 or so).
 constexpr size_t kRemovalAheadBytes = 512;
 
-// Asks for the first `bytes` of a node's block, reading nothing of it (a
-// request sized from the node's header would wait for the header).
-void PrefetchBlock(const Inner* node, size_t bytes) {
-  const char* start = reinterpret_cast<const char*>(node);
-  for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(start + at);
+// Asks for the cache lines of [start, start + bytes), reading none of them.
+void PrefetchBytes(const void* start, size_t bytes) {
+  const char* at = static_cast<const char*>(start);
+  for (const char* end = at + bytes; at < end; at += 64) __builtin_prefetch(at);
 }
 
 // The end of the run of `paths` (sorted) from `begin` that share its nibble
@@ -528,7 +527,8 @@ Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths,
       // The next target's start was asked for above; ask for more of it
       // now, so that it arrives while this one is walked.
       if (const NodeRef* next = std::as_const(*node_ptr).Find(Nibble(paths[end], depth))) {
-        PrefetchBlock(next->get(), kRemovalAheadBytes);
+        // Blind: a request sized from the node's header would wait for it.
+        PrefetchBytes(next->get(), kRemovalAheadBytes);
       }
     }
     if (!std::as_const(*node_ptr).Find(nibble)) continue;
@@ -607,13 +607,12 @@ void PrefetchChildren(View view) {
   for (const NodeRef& child : view.node->children()) PrefetchStart(child.get());
 }
 
-void PrefetchStart(const Inner* node) { PrefetchBlock(node, kPrefetchBytes); }
+void PrefetchStart(const Inner* node) { PrefetchBytes(node, kPrefetchBytes); }
 
 void PrefetchLeaves(View view) {
   if (!view.bucket()) return;
-  const char* bytes = reinterpret_cast<const char*>(view.node->entry_block() + view.begin);
-  const char* end = reinterpret_cast<const char*>(view.node->entry_block() + view.end);
-  for (; bytes < end; bytes += 64) __builtin_prefetch(bytes);
+  const std::span<const Entry> entries = view.entries();
+  PrefetchBytes(entries.data(), entries.size_bytes());
 }
 
 void PrefetchNextChild(View view, int nibble) {

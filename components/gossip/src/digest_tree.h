@@ -170,10 +170,10 @@ inline int Popcount16(uint16_t v) {
 // A branch's elements are its children (NodeRefs) in nibble order; a
 // bucket's are its entries in path order, which is the order of a listing
 // (ListingKey), so a listing of any part of it reads the entries in place.
-// A node that must take an element
-// while full is replaced by a copy with twice the room (digest_tree.cc):
-// under the sharing rule above that is one more path copy. Made and freed
-// only by the functions below (NodeRef frees through DestroyInner).
+// A node that must take an element while full is replaced by a copy with
+// twice the room (digest_tree.cc): under the sharing rule above that is one
+// more path copy. Made and freed only by the functions below (NodeRef frees
+// through DestroyInner).
 struct Inner {
   // A branch: bit c says the child at nibble c is present; it is
   // children()[IndexOf(c)]. A bucket: the number of entries.
@@ -312,8 +312,8 @@ void PrefetchStart(const Inner* node);
 
 // Asks for the entries of the first child after `nibble` of a branch (if a
 // bucket), so that a loop over the children finds the next one's leaves
-// arrived. The child's start must have been asked for
-// already (PrefetchChildren): this reads it.
+// arrived. The child's start must have been asked for already
+// (PrefetchChildren): this reads it.
 void PrefetchNextChild(View view, int nibble);
 
 // Every leaf under `view`, in path order.
