@@ -58,19 +58,17 @@ class NodeTable {
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
-  // Valid until the next Put.
+  // Valid until the next Insert.
   Value* Find(const NodeKey& key) {
     const Slot* slot = FindSlot(key, Hash(key));
     return slot ? &items_[slot->index].value : nullptr;
   }
 
-  // Inserts or replaces.
-  void Put(const NodeKey& key, Value value) {
+  // Adds `key`, which is absent: the caller's rule, not checked (the probe
+  // for it was a seventh of an insert's instructions). A session opens each
+  // node at most once, when its parent is resolved, and resolves it once.
+  void Insert(const NodeKey& key, Value value) {
     const uint64_t hash = Hash(key);
-    if (const Slot* slot = FindSlot(key, hash)) {
-      items_[slot->index].value = std::move(value);
-      return;
-    }
     if ((size_ + tombstones_ + 1) * 2 > slots_.size()) Grow();
     uint32_t index;
     if (free_.empty()) {
@@ -171,7 +169,7 @@ class Reconciler {
     const View root = View::Of(mine_.root());
     root_bounded_ = !proposed;  // the initiator's speculative root record is not
     if (root.summary() == peer_root_) return false;
-    open_.Put(NodeKey{}, OpenNode{peer_root_, root, proposed});
+    open_.Insert(NodeKey{}, OpenNode{peer_root_, root, proposed});
     return true;
   }
 
@@ -196,8 +194,7 @@ class Reconciler {
     // Records are built as they go out, so a queued one costs a few words.
     while (records_head_ < records_.size()) {
       PrefetchAhead(records_head_, records_.size(), [&](size_t j) { return records_[j].view; });
-      BuildRecord(records_[records_head_], scratch_);
-      if (!fb.AddRecord(scratch_)) break;
+      if (!AddPending(records_[records_head_], fb)) break;
       if (++records_head_ == records_.size()) {  // drained: reuse the storage
         records_.clear();
         records_head_ = 0;
@@ -308,22 +305,28 @@ class Reconciler {
     Listed leaves() const { return Listed{view, gathered}; }  // listed only
   };
 
-  void BuildRecord(const Pending& p, Record& rec) {
-    rec.key = p.key;
-    rec.listing = p.listed;
-    rec.lacking = p.lacking;
-    rec.bounded = !p.listed;
-    rec.present = 0;
-    rec.fingerprints.clear();
-    if (!p.listed) return MakeRecord(p.view, rec);
+  // Adds `p`'s record to the frame if it fits. A listing goes from the tree
+  // (or from lacking_) straight into the frame; a bounded record is built in
+  // scratch_ first.
+  bool AddPending(const Pending& p, FrameBuilder& fb) {
+    if (!p.listed) {
+      scratch_.key = p.key;
+      scratch_.listing = scratch_.lacking = false;
+      scratch_.bounded = true;
+      scratch_.present = 0;
+      MakeRecord(p.view, scratch_);
+      return fb.AddRecord(scratch_);
+    }
     if (p.lacking) {
-      const auto lacked = std::span(lacking_).subspan(p.lacked.begin, p.lacked.size);
-      rec.fingerprints.assign(lacked.begin(), lacked.end());
-      return;
+      const uint64_t* fp = lacking_.data() + p.lacked.begin;
+      return fb.AddListing(p.key, true, p.lacked.size, [&] { return *fp++; });
     }
-    for (ListedCursor it(p.leaves(), p.key.depth); !it.done(); it.Next()) {
-      rec.fingerprints.push_back(it.key());
-    }
+    ListedCursor it(p.leaves(), p.key.depth);
+    return fb.AddListing(p.key, false, p.leaves().size(), [&] {
+      const uint64_t key = it.key();
+      it.Next();
+      return key;
+    });
   }
 
   // A chunk's room in leaves: a listing never straddles two, and a chunk
@@ -402,7 +405,7 @@ class Reconciler {
     const bool listed = std::max(expected.count, mine.summary().count) <= wire::kListingLeavesMax;
     const Gathered gathered = listed ? GatherLeaves(mine) : Gathered{};
     if (propose) records_.push_back(Pending{key, mine, listed, gathered});
-    open_.Put(key, OpenNode{expected, mine, propose, listed, gathered});
+    open_.Insert(key, OpenNode{expected, mine, propose, listed, gathered});
     return Ok();
   }
 

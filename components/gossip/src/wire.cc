@@ -23,6 +23,11 @@ void PutBlob(Bytes& out, std::span<const uint8_t> bytes) {
 
 size_t PrefixBytes(uint8_t depth) { return (depth + 1) / 2; }
 
+// The bytes of a listing record of `count` fingerprints at `depth`.
+size_t ListingBytes(uint8_t depth, size_t count) {
+  return 1 + PrefixBytes(depth) + VarintBytes(count) + 8 * count;
+}
+
 // A message's bytes in a frame: its path, then its version and its payload,
 // each after its length.
 size_t MessageBytes(size_t version_bytes, size_t payload_bytes) {
@@ -264,10 +269,7 @@ void FrameBuilder::PutReason(const std::string& reason) {
 }
 
 size_t FrameBuilder::RecordBytes(const Record& record) const {
-  if (record.listing) {
-    return 1 + PrefixBytes(record.key.depth) + VarintBytes(record.fingerprints.size()) +
-           8 * record.fingerprints.size();
-  }
+  if (record.listing) return ListingBytes(record.key.depth, record.fingerprints.size());
   size_t n = 1 + PrefixBytes(record.key.depth) + 2;
   for (int c = 0; c < internal::kFanout; ++c) {
     if (record.Has(c)) n += 16 + VarintBytes(record.children[c].count);
@@ -295,28 +297,33 @@ void FrameBuilder::MakeRoom(Bytes& part, size_t adding) {
                                            : std::max(needed, budget_));
 }
 
+void FrameBuilder::PutRecordHead(const NodeKey& key, uint8_t flag) {
+  records_.push_back(static_cast<uint8_t>(key.depth | flag));
+  records_.insert(records_.end(), key.prefix.begin(), key.prefix.begin() + PrefixBytes(key.depth));
+  ++record_count_;
+}
+
+uint8_t* FrameBuilder::BeginListing(const NodeKey& key, bool lacking, size_t count) {
+  const size_t bytes = ListingBytes(key.depth, count);
+  if (bytes > room()) return nullptr;
+  MakeRoom(records_, bytes);
+  PutRecordHead(key, lacking ? kRecordLacking : kRecordListing);
+  AppendVarint(records_, count);
+  const size_t at = records_.size();
+  records_.resize(at + 8 * count);
+  return records_.data() + at;
+}
+
 bool FrameBuilder::AddRecord(const Record& record) {
+  if (record.listing) {
+    const uint64_t* fp = record.fingerprints.data();
+    return AddListing(record.key, record.lacking, record.fingerprints.size(),
+                      [&] { return *fp++; });
+  }
   const size_t bytes = RecordBytes(record);
   if (bytes > room()) return false;
   MakeRoom(records_, bytes);
-  const uint8_t flag = record.listing   ? (record.lacking ? kRecordLacking : kRecordListing)
-                       : record.bounded ? kRecordBounded
-                                        : 0;
-  records_.push_back(static_cast<uint8_t>(record.key.depth | flag));
-  records_.insert(records_.end(), record.key.prefix.begin(),
-                  record.key.prefix.begin() + PrefixBytes(record.key.depth));
-  ++record_count_;
-  if (record.listing) {
-    AppendVarint(records_, record.fingerprints.size());
-    const size_t at = records_.size();
-    records_.resize(at + 8 * record.fingerprints.size());
-    uint8_t* out = records_.data() + at;
-    for (const uint64_t fp : record.fingerprints) {
-      internal::StoreBig64(out, fp);
-      out += 8;
-    }
-    return true;
-  }
+  PutRecordHead(record.key, record.bounded ? kRecordBounded : 0);
   records_.push_back(static_cast<uint8_t>(record.present >> 8));
   records_.push_back(static_cast<uint8_t>(record.present));
   for (int c = 0; c < internal::kFanout; ++c) {

@@ -157,6 +157,18 @@ class FrameBuilder {
   size_t room() const;
   // Adds if it fits (false otherwise).
   bool AddRecord(const Record& record);
+  // Adds a listing record of `key` (a lacking one if `lacking`) of `count`
+  // fingerprints if it fits (false otherwise, and `next` is not called):
+  // `next()` returns each fingerprint in order, `count` times. Written
+  // straight into the frame, so that a listing read from the tree needs no
+  // Record in between.
+  template <typename Next>
+  bool AddListing(const NodeKey& key, bool lacking, size_t count, Next&& next) {
+    uint8_t* out = BeginListing(key, lacking, count);
+    if (!out) return false;
+    for (size_t i = 0; i < count; ++i, out += 8) internal::StoreBig64(out, next());
+    return true;
+  }
   bool AddMessage(const internal::Leaf& leaf);
   // The length-prefixed frame, data section last.
   Bytes Finish(bool idle);
@@ -164,6 +176,11 @@ class FrameBuilder {
  private:
   // Reserves room in `part` for `adding` more bytes.
   void MakeRoom(Bytes& part, size_t adding);
+  // A record's first byte (its depth and `flag`) and its prefix.
+  void PutRecordHead(const NodeKey& key, uint8_t flag);
+  // AddListing's all but the fingerprints: where the first of `count` goes
+  // (room for all of them made), or null if the record does not fit.
+  uint8_t* BeginListing(const NodeKey& key, bool lacking, size_t count);
 
   size_t budget_;
   Bytes head_;
