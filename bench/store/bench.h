@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "cpu.h"
 #include "once/base/result.h"
@@ -97,6 +98,20 @@ struct RunResult {
 // Warms every client up for w.warmup_seconds, then runs them together for
 // w.seconds (or until w.events_max); the first error stops the run.
 Result<RunResult> Run(Target& target, const Workload& w, std::string_view tag);
+
+// Both targets on the same clients, in turns: each client commits to `a`
+// for `slice_seconds`, then to `b` for as long (each on its own writer),
+// and so on, for w.warmup_seconds and then w.seconds; each side's figure is
+// its events over the time its own commits took. A shared disk's slow
+// moments (on a VM they last seconds) then fall on both sides alike, which
+// two runs one after the other cannot promise. Turns, not single commits:
+// switching connections at every commit added about 47 us to each (a
+// wake-up of the other server process), to both sides alike, which pulls
+// their ratio towards 1. CPU is not split between the sides (left 0);
+// w.events_max is not used.
+Result<std::pair<RunResult, RunResult>> RunInterleaved(Target& a, Target& b, const Workload& w,
+                                                       double slice_seconds, std::string_view tag_a,
+                                                       std::string_view tag_b);
 
 // ---- Targets ---------------------------------------------------------------
 

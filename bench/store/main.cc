@@ -6,8 +6,10 @@
 //   store_bench --backend memory --seconds 1
 //
 // Each of --runs runs measures the store, then the raw INSERTs (alternating
-// which goes first); the medians (and the median of the runs' store/raw
-// ratios) are reported in a table row and in one machine-readable line:
+// which goes first), or with --interleave-ms both at once, in turns on the
+// same clients (RunInterleaved: a disk's slow seconds fall on both); the
+// medians (and the median of the runs' store/raw ratios) are reported in a
+// table row and in one machine-readable line:
 //   store-bench backend=sqlite mode=grouped clients=1 ... events_per_s=... raw_events_per_s=...
 //   ratio=...
 
@@ -92,6 +94,11 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   bool unfenced = false;
   app.add_flag("--unfenced", unfenced, "append without acquiring a fence token first");
+  double interleave_ms = 0;
+  app.add_option("--interleave-ms", interleave_ms,
+                 "run the store and the raw INSERTs at once, in turns of this many ms on the "
+                 "same clients (0: one after the other); CPU is then not reported")
+      ->check(CLI::Range(0.0, 60000.0));
   bool no_header = false;
   app.add_flag("--no-header", no_header, "print the table row without its header");
   CLI11_PARSE(app, argc, argv);
@@ -103,6 +110,11 @@ int Main(int argc, char** argv) {
   bool want_raw = o.only != "store" && o.backend != "memory";
   if (o.backend == "postgres" && o.url.empty()) {
     std::fprintf(stderr, "store_bench: --url (or ONCE_BENCH_POSTGRES_URL) is required\n");
+    return 2;
+  }
+  const bool interleave = interleave_ms > 0;
+  if (interleave && !(want_store && want_raw)) {
+    std::fprintf(stderr, "store_bench: --interleave-ms needs the store and the raw limit both\n");
     return 2;
   }
   if (o.backend == "sqlite" && w.clients > 1) {
@@ -144,6 +156,18 @@ int Main(int argc, char** argv) {
   std::vector<double> store_eps, raw_eps;
   std::vector<RunResult> store_runs, raw_runs;
   for (int run = 0; run < o.runs; ++run) {
+    if (interleave) {
+      auto r = RunInterleaved(*store_target, *raw_target, w, interleave_ms / 1000, RunTag('s', run),
+                              RunTag('r', run));
+      if (!r) return fail("interleaved run", r.error());
+      store_eps.push_back(r->first.events_per_s());
+      raw_eps.push_back(r->second.events_per_s());
+      std::fprintf(
+          stderr, "  run %d interleaved: store %.0f events/s, raw %.0f (%lld + %lld events)\n",
+          run + 1, r->first.events_per_s(), r->second.events_per_s(),
+          static_cast<long long>(r->first.events), static_cast<long long>(r->second.events));
+      continue;
+    }
     // Alternate the order so that neither side always runs on a warmer disk.
     for (int k = 0; k < 2; ++k) {
       bool store_turn = (k == 0) == (run % 2 == 0);
@@ -222,9 +246,10 @@ int Main(int argc, char** argv) {
               Figures(raw_eps).c_str());
   std::printf(
       "store-bench backend=%s mode=%s clients=%d events_per_tx=%d payload_bytes=%zu "
-      "fenced=%d runs=%d seconds=%g events_per_s=%s raw_events_per_s=%s ratio=%s\n",
+      "fenced=%d runs=%d seconds=%g interleave_ms=%g events_per_s=%s raw_events_per_s=%s "
+      "ratio=%s\n",
       o.backend.c_str(), o.mode.c_str(), w.clients, w.events_per_transaction(), w.payload_bytes,
-      w.fenced ? 1 : 0, o.runs, w.seconds, cell(store_eps, store).c_str(),
+      w.fenced ? 1 : 0, o.runs, w.seconds, interleave_ms, cell(store_eps, store).c_str(),
       raw_eps.empty() ? "none" : std::to_string(std::llround(raw)).c_str(), ratio);
   // The CPU line: microseconds of CPU per event, client and server.
   std::printf(

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -129,6 +130,103 @@ Result<RunResult> Run(Target& target, const Workload& w, std::string_view tag) {
   for (const auto& r : results) run.transactions += r.events / per_tx;
   run.seconds = std::chrono::duration<double>(end - start).count();
   return run;
+}
+
+Result<std::pair<RunResult, RunResult>> RunInterleaved(Target& a, Target& b, const Workload& w,
+                                                       double slice_seconds, std::string_view tag_a,
+                                                       std::string_view tag_b) {
+  ONCE_CHECK(w.clients >= 1);
+  struct Side {
+    std::unique_ptr<Writer> writer;
+    int64_t events = 0;        // measured
+    int64_t transactions = 0;  // measured and warm-up alike: for Verify
+    SteadyClock::duration busy{};
+  };
+  std::vector<std::array<Side, 2>> clients(static_cast<size_t>(w.clients));
+  for (int c = 0; c < w.clients; ++c) {
+    ONCE_ASSIGN_OR_RETURN(clients[c][0].writer, a.NewWriter(w, tag_a, c));
+    ONCE_ASSIGN_OR_RETURN(clients[c][1].writer, b.NewWriter(w, tag_b, c));
+  }
+  std::mutex error_mu;
+  std::optional<Error> first_error;  // GUARDED_BY(error_mu)
+  std::atomic<bool> stop{false};
+  auto fail = [&](Error e) {
+    std::lock_guard<std::mutex> lock(error_mu);
+    if (!first_error) first_error = std::move(e);
+    stop = true;
+  };
+  // One commit of `side`, timed; false after an error.
+  auto commit = [&](Side& side, bool measured) {
+    const auto t0 = SteadyClock::now();
+    auto r = side.writer->Commit();
+    if (!r) {
+      fail(r.error());
+      return false;
+    }
+    ++side.transactions;
+    if (measured) {
+      side.busy += SteadyClock::now() - t0;
+      side.events += *r;
+    }
+    return true;
+  };
+  std::latch warmed(static_cast<ptrdiff_t>(clients.size()) + 1);
+  std::latch go(1);
+  SteadyClock::time_point start;  // written before go, read after it
+  const auto measured =
+      std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(w.seconds));
+  const auto warmup = std::chrono::duration_cast<SteadyClock::duration>(
+      std::chrono::duration<double>(w.warmup_seconds));
+  const auto slice = std::chrono::duration_cast<SteadyClock::duration>(
+      std::chrono::duration<double>(slice_seconds));
+  // Commits to `side` until `end` (at least one); false after an error.
+  auto turn = [&](Side& side, SteadyClock::time_point end, bool measured) {
+    do {
+      if (!commit(side, measured)) return false;
+    } while (SteadyClock::now() < end && !stop);
+    return true;
+  };
+  std::vector<std::thread> threads;
+  for (auto& sides : clients) {
+    threads.emplace_back([&] {
+      // At least one commit a side (it creates the executions), then turns.
+      const auto warm_end = SteadyClock::now() + warmup;
+      for (int k = 0; !stop && (k < 2 || SteadyClock::now() < warm_end); ++k) {
+        if (!turn(sides[k % 2], std::min(SteadyClock::now() + slice, warm_end), false)) break;
+      }
+      warmed.count_down();
+      go.wait();
+      const auto deadline = start + measured;
+      for (int k = 0; !stop && SteadyClock::now() < deadline; ++k) {
+        if (!turn(sides[k % 2], std::min(SteadyClock::now() + slice, deadline), true)) break;
+      }
+    });
+  }
+  warmed.arrive_and_wait();
+  start = SteadyClock::now();
+  go.count_down();
+  for (auto& t : threads) t.join();
+  if (first_error) return std::unexpected(*first_error);
+
+  // A side's rate is what its clients' commits would give back to back:
+  // the sum over clients of events over the time their commits took.
+  std::pair<RunResult, RunResult> out;
+  for (int k = 0; k < 2; ++k) {
+    Target& target = k == 0 ? a : b;
+    RunResult& run = k == 0 ? out.first : out.second;
+    double rate = 0;
+    for (size_t c = 0; c < clients.size(); ++c) {
+      const Side& side = clients[c][k];
+      ONCE_RETURN_IF_ERROR(
+          target.Verify(w, k == 0 ? tag_a : tag_b, static_cast<int>(c), side.transactions));
+      const double busy = std::chrono::duration<double>(side.busy).count();
+      if (busy > 0) rate += static_cast<double>(side.events) / busy;
+      run.events += side.events;
+    }
+    run.transactions = run.events / w.events_per_transaction();
+    run.seconds = rate > 0 ? static_cast<double>(run.events) / rate : 0;
+  }
+  return out;
 }
 
 }  // namespace once::bench
