@@ -15,6 +15,35 @@ namespace once::bench {
 
 using SteadyClock = std::chrono::steady_clock;
 
+namespace {
+
+// `seconds` as the clock's duration.
+SteadyClock::duration Span(double seconds) {
+  return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// The first error of a run's clients; recording one stops them all.
+class FirstError {
+ public:
+  void Record(Error e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_) error_ = std::move(e);
+    stopped_ = true;
+  }
+  bool stopped() const { return stopped_; }
+  std::optional<Error> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(error_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::optional<Error> error_;  // GUARDED_BY(mu_)
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace
+
 Row MakeRow(const Workload& w) {
   // A STEP_COMPLETED payload: the step, its attempt and its output, padded
   // with printable filler to exactly payload_bytes of JSON.
@@ -53,24 +82,14 @@ Result<RunResult> Run(Target& target, const Workload& w, std::string_view tag) {
     SteadyClock::time_point end;
   };
   std::vector<ClientResult> results(writers.size());
-  std::mutex error_mu;
-  std::optional<Error> first_error;  // GUARDED_BY(error_mu)
-  std::atomic<bool> stop{false};
+  FirstError errors;
   std::atomic<int64_t> events_started{0};
   std::latch warmed(static_cast<ptrdiff_t>(writers.size()) + 1);
   std::latch go(1);
   SteadyClock::time_point start;  // written before go, read after it
-  const auto measured =
-      std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(w.seconds));
-  const auto warmup = std::chrono::duration_cast<SteadyClock::duration>(
-      std::chrono::duration<double>(w.warmup_seconds));
+  const auto measured = Span(w.seconds);
+  const auto warmup = Span(w.warmup_seconds);
   const int64_t per_tx = w.events_per_transaction();
-
-  auto fail = [&](Error e) {
-    std::lock_guard<std::mutex> lock(error_mu);
-    if (!first_error) first_error = std::move(e);
-    stop = true;
-  };
 
   std::vector<std::thread> threads;
   for (size_t c = 0; c < writers.size(); ++c) {
@@ -83,15 +102,15 @@ Result<RunResult> Run(Target& target, const Workload& w, std::string_view tag) {
       do {
         auto r = writer.Commit();
         if (!r) {
-          fail(r.error());
+          errors.Record(r.error());
           break;
         }
         ++out.transactions;
-      } while (SteadyClock::now() < warm_end && !stop);
+      } while (SteadyClock::now() < warm_end && !errors.stopped());
       warmed.count_down();
       go.wait();
       const auto deadline = start + measured;
-      while (!stop) {
+      while (!errors.stopped()) {
         if (w.events_max > 0) {
           if (events_started.fetch_add(per_tx) + per_tx > w.events_max) break;
         } else if (SteadyClock::now() >= deadline) {
@@ -99,7 +118,7 @@ Result<RunResult> Run(Target& target, const Workload& w, std::string_view tag) {
         }
         auto r = writer.Commit();
         if (!r) {
-          fail(r.error());
+          errors.Record(r.error());
           break;
         }
         out.events += *r;
@@ -116,7 +135,7 @@ Result<RunResult> Run(Target& target, const Workload& w, std::string_view tag) {
   for (auto& t : threads) t.join();
   const double client_cpu1 = ProcessCpuSeconds();
   const std::optional<double> server_cpu1 = target.ServerCpuSeconds();
-  if (first_error) return std::unexpected(*first_error);
+  if (std::optional<Error> e = errors.Take()) return std::unexpected(*e);
 
   RunResult run;
   run.client_cpu_s = client_cpu1 - client_cpu0;
@@ -147,20 +166,13 @@ Result<std::pair<RunResult, RunResult>> RunInterleaved(Target& a, Target& b, con
     ONCE_ASSIGN_OR_RETURN(clients[c][0].writer, a.NewWriter(w, tag_a, c));
     ONCE_ASSIGN_OR_RETURN(clients[c][1].writer, b.NewWriter(w, tag_b, c));
   }
-  std::mutex error_mu;
-  std::optional<Error> first_error;  // GUARDED_BY(error_mu)
-  std::atomic<bool> stop{false};
-  auto fail = [&](Error e) {
-    std::lock_guard<std::mutex> lock(error_mu);
-    if (!first_error) first_error = std::move(e);
-    stop = true;
-  };
+  FirstError errors;
   // One commit of `side`, timed; false after an error.
   auto commit = [&](Side& side, bool measured) {
     const auto t0 = SteadyClock::now();
     auto r = side.writer->Commit();
     if (!r) {
-      fail(r.error());
+      errors.Record(r.error());
       return false;
     }
     ++side.transactions;
@@ -173,17 +185,14 @@ Result<std::pair<RunResult, RunResult>> RunInterleaved(Target& a, Target& b, con
   std::latch warmed(static_cast<ptrdiff_t>(clients.size()) + 1);
   std::latch go(1);
   SteadyClock::time_point start;  // written before go, read after it
-  const auto measured =
-      std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(w.seconds));
-  const auto warmup = std::chrono::duration_cast<SteadyClock::duration>(
-      std::chrono::duration<double>(w.warmup_seconds));
-  const auto slice = std::chrono::duration_cast<SteadyClock::duration>(
-      std::chrono::duration<double>(slice_seconds));
+  const auto measured = Span(w.seconds);
+  const auto warmup = Span(w.warmup_seconds);
+  const auto slice = Span(slice_seconds);
   // Commits to `side` until `end` (at least one); false after an error.
   auto turn = [&](Side& side, SteadyClock::time_point end, bool measured) {
     do {
       if (!commit(side, measured)) return false;
-    } while (SteadyClock::now() < end && !stop);
+    } while (SteadyClock::now() < end && !errors.stopped());
     return true;
   };
   std::vector<std::thread> threads;
@@ -191,13 +200,13 @@ Result<std::pair<RunResult, RunResult>> RunInterleaved(Target& a, Target& b, con
     threads.emplace_back([&] {
       // At least one commit a side (it creates the executions), then turns.
       const auto warm_end = SteadyClock::now() + warmup;
-      for (int k = 0; !stop && (k < 2 || SteadyClock::now() < warm_end); ++k) {
+      for (int k = 0; !errors.stopped() && (k < 2 || SteadyClock::now() < warm_end); ++k) {
         if (!turn(sides[k % 2], std::min(SteadyClock::now() + slice, warm_end), false)) break;
       }
       warmed.count_down();
       go.wait();
       const auto deadline = start + measured;
-      for (int k = 0; !stop && SteadyClock::now() < deadline; ++k) {
+      for (int k = 0; !errors.stopped() && SteadyClock::now() < deadline; ++k) {
         if (!turn(sides[k % 2], std::min(SteadyClock::now() + slice, deadline), true)) break;
       }
     });
@@ -206,7 +215,7 @@ Result<std::pair<RunResult, RunResult>> RunInterleaved(Target& a, Target& b, con
   start = SteadyClock::now();
   go.count_down();
   for (auto& t : threads) t.join();
-  if (first_error) return std::unexpected(*first_error);
+  if (std::optional<Error> e = errors.Take()) return std::unexpected(*e);
 
   // A side's rate is what its clients' commits would give back to back:
   // the sum over clients of events over the time their commits took.
