@@ -318,8 +318,7 @@ class Reconciler {
       return fb.AddRecord(scratch_);
     }
     if (p.lacking) {
-      const uint64_t* fp = lacking_.data() + p.lacked.begin;
-      return fb.AddListing(p.key, true, p.lacked.size, [&] { return *fp++; });
+      return fb.AddListing(p.key, true, std::span(lacking_).subspan(p.lacked.begin, p.lacked.size));
     }
     ListedCursor it(p.leaves(), p.key.depth);
     return fb.AddListing(p.key, false, p.leaves().size(), [&] {

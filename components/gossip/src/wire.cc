@@ -315,11 +315,7 @@ uint8_t* FrameBuilder::BeginListing(const NodeKey& key, bool lacking, size_t cou
 }
 
 bool FrameBuilder::AddRecord(const Record& record) {
-  if (record.listing) {
-    const uint64_t* fp = record.fingerprints.data();
-    return AddListing(record.key, record.lacking, record.fingerprints.size(),
-                      [&] { return *fp++; });
-  }
+  if (record.listing) return AddListing(record.key, record.lacking, record.fingerprints);
   const size_t bytes = RecordBytes(record);
   if (bytes > room()) return false;
   MakeRoom(records_, bytes);

@@ -169,6 +169,11 @@ class FrameBuilder {
     for (size_t i = 0; i < count; ++i, out += 8) internal::StoreBig64(out, next());
     return true;
   }
+  // AddListing of fingerprints already in hand.
+  bool AddListing(const NodeKey& key, bool lacking, std::span<const uint64_t> fingerprints) {
+    const uint64_t* fp = fingerprints.data();
+    return AddListing(key, lacking, fingerprints.size(), [&] { return *fp++; });
+  }
   bool AddMessage(const internal::Leaf& leaf);
   // The length-prefixed frame, data section last.
   Bytes Finish(bool idle);
