@@ -110,12 +110,12 @@ std::string ReadFile(const std::filesystem::path& path) {
   return text.str();
 }
 
-std::string Upper(std::string text) {
+[[maybe_unused]] std::string Upper(std::string text) {
   for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return text;
 }
 
-std::string HashHex(std::string_view bytes) {
+[[maybe_unused]] std::string HashHex(std::string_view bytes) {
   return HexEncode(rack::Blake2b256({rack::AsBytes(bytes)}));
 }
 

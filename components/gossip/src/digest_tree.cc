@@ -56,6 +56,34 @@ bool CountedRef<T>::Unique() const {
 template class CountedRef<Inner>;
 template class CountedRef<const Leaf>;
 
+}  // namespace once::gossip::internal
+
+namespace once::gossip {
+
+RemovedLeaves& RemovedLeaves::operator=(RemovedLeaves&& other) noexcept {
+  if (this != &other) {
+    Drop();
+    leaves_ = std::move(other.leaves_);
+  }
+  return *this;
+}
+
+// Each leaf is asked for 24 drops ahead: a drop reads the leaf's count (a
+// cache miss), and this way the misses overlap instead of following one
+// another (8 ahead left most of a drop's time waiting for its leaf).
+void RemovedLeaves::Drop() {
+  constexpr size_t kAhead = 24;
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    if (i + kAhead < leaves_.size()) __builtin_prefetch(leaves_[i + kAhead].get());
+    leaves_[i].reset();
+  }
+  leaves_.clear();
+}
+
+}  // namespace once::gossip
+
+namespace once::gossip::internal {
+
 namespace {
 
 // Room for two elements: a bucket is made for a first leaf, a branch by a
@@ -545,9 +573,6 @@ Summary RemoveSorted(NodeRef& node_ptr, int depth, std::span<const Path> paths,
   return removed;
 }
 
-// Asks for the count of a leaf (its first bytes).
-void PrefetchCount(const Leaf* leaf) { __builtin_prefetch(leaf); }
-
 }  // namespace
 
 const Leaf* Find(const Inner* root, const Path& path) {
@@ -572,10 +597,10 @@ LeafRef Remove(NodeRef& root, const Path& path) {
   return RemoveAt(root, 0, path);
 }
 
-void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
+RemovedLeaves RemoveBatch(NodeRef& root, std::span<const Path> paths) {
   // Sorted, the paths under one node are a run: one walk visits each node
   // once.
-  if (paths.empty()) return;
+  if (paths.empty()) return RemovedLeaves();
   // A session's deletions come sorted (it sieves each listed node in path
   // order, the nodes in path order); any others are sorted here. (A lambda,
   // so that the comparison is inlined: a function pointer was called for
@@ -591,15 +616,7 @@ void RemoveBatch(NodeRef& root, std::span<const Path> paths) {
   std::vector<LeafRef> dropped;
   dropped.reserve(sorted.size());
   (void)RemoveSorted(root, 0, sorted, dropped);
-  // The leaves are dropped after the walk, each asked for 24 drops ahead: a
-  // drop reads the leaf's count (a cache miss), and this way the misses
-  // overlap instead of following one another (8 ahead left most of a drop's
-  // time waiting for its leaf).
-  constexpr size_t kAhead = 24;
-  for (size_t i = 0; i < dropped.size(); ++i) {
-    if (i + kAhead < dropped.size()) PrefetchCount(dropped[i + kAhead].get());
-    dropped[i].reset();
-  }
+  return RemovedLeaves(std::move(dropped));
 }
 
 void PrefetchChildren(View view) {

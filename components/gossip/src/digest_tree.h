@@ -297,8 +297,9 @@ LeafRef Remove(NodeRef& root, const Path& path);
 // walk of the paths in order that visits each node once, and leaves the floors
 // and ceilings as they were: removing a version keeps them bounds, and
 // recomputing them would read every sibling's version (most of a session
-// commit's cost when thousands of messages were deleted).
-void RemoveBatch(NodeRef& root, std::span<const Path> paths);
+// commit's cost when thousands of messages were deleted). Returns the
+// removed leaves, freed when the result is destroyed.
+RemovedLeaves RemoveBatch(NodeRef& root, std::span<const Path> paths);
 const Leaf* Find(const Inner* root, const Path& path);
 
 // Asks for every child of `view` at once, so that the loads of a loop over

@@ -1,3 +1,5 @@
+#include <optional>
+
 #include "once/gossip/session.h"
 
 namespace once::gossip {
@@ -110,12 +112,13 @@ Result<Host::Begun> Host::Begin() {
 Status Host::Commit(Begun&& begun, ReceivedLeaves&& received, std::span<const Path> deleted,
                     const itc::Version& peer_ceiling) {
   begun.snapshot = Snapshot();
+  RemovedLeaves removed;  // declared before the lock: freed after it is let go
   std::lock_guard lock(mu_);
   if (begun.generation != generation_) {
     return MakeError(ErrorCode::kCancelled, "the replica changed universe during the session");
   }
   ++revision_;
-  replica_.CommitJoin(std::move(received), deleted, peer_ceiling);
+  removed = replica_.CommitJoin(std::move(received), deleted, peer_ceiling);
   return Ok();
 }
 
@@ -134,6 +137,7 @@ Result<Host::Granted> Host::Grant() {
 
 Status Host::Adopt(Replica replica) {
   NetworkId old_network, new_network;
+  std::optional<Replica> dropped;  // the old universe's tree, freed after the lock is let go
   {
     std::lock_guard save(save_mu_);
     std::lock_guard lock(mu_);
@@ -144,6 +148,7 @@ Status Host::Adopt(Replica replica) {
     }
     old_network = replica_.network();
     new_network = replica.network();
+    dropped.emplace(std::move(replica_));
     replica_ = std::move(replica);
     ++generation_;
     ++revision_;

@@ -269,14 +269,15 @@ void Replica::RaiseTickFloor(const itc::Version& floor) {
   tick_floor_ = tick_floor_ ? itc::Join(*tick_floor_, own) : std::move(own);
 }
 
-void Replica::CommitJoin(ReceivedLeaves&& received, std::span<const Path> deleted,
-                         const itc::Version& peer_ceiling) {
-  internal::RemoveBatch(root_, deleted);
+RemovedLeaves Replica::CommitJoin(ReceivedLeaves&& received, std::span<const Path> deleted,
+                                  const itc::Version& peer_ceiling) {
+  RemovedLeaves removed = internal::RemoveBatch(root_, deleted);
   for (auto& leaf : received) {
     if (itc::Leq(leaf->version, ceiling_)) continue;  // seen here already (and so deleted)
     internal::Insert(root_, std::move(leaf));
   }
   ceiling_ = itc::Join(ceiling_, peer_ceiling);
+  return removed;
 }
 
 Result<itc::Party> Replica::ForkParty() {

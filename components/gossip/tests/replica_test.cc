@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include "digest_tree.h"
 #include "harness.h"
+#include "leaf_blocks.h"
 #include "once/itc/text.h"
 
 namespace once::gossip {
@@ -202,6 +206,34 @@ TEST(ReplicaTest, SnapshotKeepsPayloadsOfEverySizeAfterRedaction) {
     EXPECT_EQ(found->payload, payloads[i]);
     EXPECT_EQ(found->version, vs[i]);
   }
+}
+
+// A commit's removed leaves are the caller's to free (a host frees them
+// after it lets go of its lock): none is freed while the result lives, all
+// are when it goes. On a thread of its own, whose kept blocks start at none,
+// so that the blocks the frees keep count them exactly.
+TEST(ReplicaTest, CommitJoinLeavesTheRemovedLeavesToTheCallerToFree) {
+  std::thread([] {
+    SeededRng rng(10);
+    Replica a = Replica::Seed(rng);
+    std::vector<Path> paths;
+    for (int i = 0; i < 100; ++i)
+      paths.push_back(PathOf(*a.Send(Payload("m" + std::to_string(i)))));
+    const Bytes other = Payload("kept");
+    const itc::Version kept = *a.Send(other);
+    ASSERT_EQ(internal::LeafBlocksCachedBytes(), 0u);
+
+    RemovedLeaves removed = a.CommitJoin({}, paths, a.ceiling());
+    EXPECT_EQ(a.size(), 1u);
+    EXPECT_EQ(removed.size(), paths.size());
+    EXPECT_EQ(internal::LeafBlocksCachedBytes(), 0u);  // none freed yet
+
+    removed = RemovedLeaves();
+    const size_t block = (sizeof(internal::Leaf) + 3 + internal::kLeafBlockGrain - 1) /
+                         internal::kLeafBlockGrain * internal::kLeafBlockGrain;  // "m99"
+    EXPECT_EQ(internal::LeafBlocksCachedBytes(), paths.size() * block);
+    EXPECT_EQ(a.Find(PathOf(kept))->payload, other);
+  }).join();
 }
 
 }  // namespace

@@ -116,7 +116,9 @@ TEST(BoundaryRecordTest, HostileBytesAreTypedErrorsNeverACrash) {
     Bytes flipped = bytes;
     flipped[i] ^= 0x5a;
     auto r = DecodeBoundary(flipped);
-    if (r) EXPECT_EQ(EncodeBoundary(*r).value(), flipped) << i;
+    if (r) {
+      EXPECT_EQ(EncodeBoundary(*r).value(), flipped) << i;
+    }
   }
 }
 

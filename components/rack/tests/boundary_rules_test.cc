@@ -236,7 +236,9 @@ ThreeSessions RunThreeSessionFlipFlop(BoundaryFlaws flaws) {
     SignedRequest job = rack.NextJob(**session, "second", "3");
     EXPECT_TRUE(rack.Submit(peer, job).status.has_value());
     rack.SyncGroup({peer, X});
-    if (hop && !flaws.single_session_version) EXPECT_EQ(rack.Runs(X, Id(first)), 0u);
+    if (hop && !flaws.single_session_version) {
+      EXPECT_EQ(rack.Runs(X, Id(first)), 0u);
+    }
     EXPECT_EQ(rack.Runs(X, Id(job)), 1u);
     rack.Exit(X, Id(job), 0);
   }

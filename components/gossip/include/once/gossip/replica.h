@@ -137,6 +137,26 @@ using LeafRef = CountedRef<const Leaf>;
 // Messages a session received, decoded straight into the tree's leaves.
 using ReceivedLeaves = std::vector<internal::LeafRef>;
 
+// The leaves a removal took out of the tree, freed when this is destroyed
+// (or assigned over), each asked for ahead of its drop so that their cache
+// misses overlap. A redaction-heavy commit removes thousands, and freeing
+// them is most of its time: a host destroys this after it lets go of its
+// lock, so that Send and Observe do not wait for the frees.
+class RemovedLeaves {
+ public:
+  RemovedLeaves() = default;
+  explicit RemovedLeaves(std::vector<internal::LeafRef> leaves) : leaves_(std::move(leaves)) {}
+  RemovedLeaves(RemovedLeaves&& other) noexcept = default;
+  RemovedLeaves& operator=(RemovedLeaves&& other) noexcept;
+  ~RemovedLeaves() { Drop(); }
+
+  size_t size() const { return leaves_.size(); }
+
+ private:
+  void Drop();
+  std::vector<internal::LeafRef> leaves_;
+};
+
 // The digest tree summary of a set: XOR of its paths and its size.
 struct Summary {
   Path digest{};
@@ -220,9 +240,10 @@ class Replica {
 
   // For the session layer: the join with a peer's state learned in a session.
   // Inserts `received` (unless held or already seen), removes `deleted` (the
-  // peer saw them and deleted them), then joins `peer_ceiling` in.
-  void CommitJoin(ReceivedLeaves&& received, std::span<const Path> deleted,
-                  const itc::Version& peer_ceiling);
+  // peer saw them and deleted them), then joins `peer_ceiling` in. Returns
+  // the removed leaves, for the caller to free when it chooses.
+  RemovedLeaves CommitJoin(ReceivedLeaves&& received, std::span<const Path> deleted,
+                           const itc::Version& peer_ceiling);
   // Identity moves (for bootstrap and retire; the caller persists first).
   Result<itc::Party> ForkParty();
   std::optional<itc::Party> TakeParty();
