@@ -14,8 +14,6 @@ constexpr uint8_t kRecordFormat = 1;
 constexpr uint8_t kHasNetwork = 1;
 constexpr uint8_t kHasChain = 1;  // session, last_executed, successor
 constexpr uint8_t kHasOutcome = 2;
-constexpr uint8_t kHasMarker = 4;
-constexpr uint8_t kHasRenewed = 8;
 constexpr uint8_t kHasLastReset = 2;
 
 bool StrictlyAbove(const itc::Version& v, const itc::Version& floor) {

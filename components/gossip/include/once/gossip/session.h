@@ -115,7 +115,9 @@ class Host {
   // snapshot shares are changed in place rather than copied: the caller must
   // not read through it afterwards (`received` and `deleted` are its own).
   // Safe against concurrent sends: a node becomes the replica's to change
-  // only once every other holder has let go of it (src/digest_tree.h).
+  // only once every other holder has let go of it (src/digest_tree.h). The
+  // removed messages are freed after the lock is let go (RemovedLeaves):
+  // sends and reads wait for the join, not for the frees.
   Status Commit(Begun&& begun, ReceivedLeaves&& received, std::span<const Path> deleted,
                 const itc::Version& peer_ceiling);
   // Forks the party for a newcomer (the kept half is persisted first) and
