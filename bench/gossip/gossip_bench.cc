@@ -401,9 +401,64 @@ bool ColdSessions(int repetitions, Responder& responder) {
   return true;
 }
 
+// `gossip_bench apply`: one Host::Apply batch of kBatchOpsMax operations on a
+// host that holds 100,000 messages, timed on one thread (the call holds the
+// host's lock throughout): redactions of held messages; sends; and sends
+// followed by redactions of held messages.
+struct ApplyCase {
+  const char* name;
+  int sends;         // new messages in the batch
+  int redact_held;   // redactions of messages the host held before
+  int redact_after;  // redactions of messages held before, after the sends
+};
+
+bool ApplyBatches(int repetitions) {
+  const int n = static_cast<int>(kBatchOpsMax);
+  const ApplyCase cases[] = {
+      {"redact held", 0, n, 0},
+      {"send", n, 0, 0},
+      {"send half, then redact held", n / 2, 0, n / 2},
+  };
+  std::printf("| batch of %d operations | Host::Apply (median) | fastest | slowest |\n", n);
+  std::printf("|---|---:|---:|---:|\n");
+  for (const ApplyCase& c : cases) {
+    std::vector<double> times;
+    for (int rep = 0; rep < repetitions; ++rep) {
+      SeededRng rng(700 + rep);
+      Replica seed = Replica::Seed(rng);
+      const NetworkId network = seed.network();
+      Host host(Replica::Fresh(network, std::move(*seed.TakeParty())));
+      std::vector<itc::Version> held;
+      for (int i = 0; i < 100000; ++i) held.push_back(*host.Send(Unit()));
+      std::vector<Op> ops;
+      for (int i = 0; i < c.redact_held; ++i) ops.push_back(Op::Redact(held[i * 24]));
+      for (int i = 0; i < c.sends; ++i) ops.push_back(Op::Send(Unit()));
+      for (int i = 0; i < c.redact_after; ++i) ops.push_back(Op::Redact(held[i * 48 + 1]));
+      const auto start = std::chrono::steady_clock::now();
+      auto applied = host.Apply(ops);
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count();
+      if (!applied) {
+        std::fprintf(stderr, "apply: %s\n", applied.error().ToString().c_str());
+        return false;
+      }
+      times.push_back(us);
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("| %s | %s | %s | %s |\n", c.name, Pretty(Median(times)).c_str(),
+                Pretty(times.front()).c_str(), Pretty(times.back()).c_str());
+    std::fflush(stdout);
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "apply") {
+    return ApplyBatches(argc > 2 ? std::max(1, std::atoi(argv[2])) : 5) ? 0 : 1;
+  }
   if (argc > 1 && std::string(argv[1]) == "cold") {
     Responder responder;
     return ColdSessions(argc > 2 ? std::max(1, std::atoi(argv[2])) : 5, responder) ? 0 : 1;

@@ -120,6 +120,16 @@ static_assert(offsetof(Leaf, version) + sizeof(uint32_t) <= 28 && sizeof(Leaf) =
 
 LeafRef MakeLeaf(const Path& path, itc::Version version, std::span<const uint8_t> payload);
 
+// A path's hash for hash tables: its first eight bytes (a path is itself a
+// hash of a version, so they are already well mixed).
+struct PathHash {
+  size_t operator()(const Path& path) const {
+    size_t h;
+    std::memcpy(&h, path.data(), sizeof(h));
+    return h;
+  }
+};
+
 // Eight bytes as a big-endian word, and back (paths, and listings on the
 // wire, are big-endian).
 inline uint64_t LoadBig64(const uint8_t* bytes) {

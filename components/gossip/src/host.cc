@@ -39,15 +39,16 @@ Result<itc::Version> Host::Send(Bytes payload) {
 }
 
 Status Host::Redact(const itc::Version& target) {
-  std::lock_guard lock(mu_);
-  ++revision_;
-  return replica_.Redact(target);
+  const Op op = Op::Redact(target);
+  ONCE_RETURN_IF_ERROR(Apply(std::span<const Op>(&op, 1)));
+  return Ok();
 }
 
 Result<std::vector<itc::Version>> Host::Apply(std::span<const Op> ops) {
+  RemovedLeaves removed;  // declared before the lock: freed after it is let go
   std::lock_guard lock(mu_);
   ++revision_;
-  return replica_.Apply(ops);
+  return replica_.Apply(ops, removed);
 }
 
 Observation Host::Observe(const itc::Version& checkpoint) const {

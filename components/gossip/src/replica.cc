@@ -3,6 +3,8 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "digest_tree.h"
 #include "once/gossip/limits.h"
@@ -20,14 +22,20 @@ NetworkId NetworkId::Random(Rng& rng) {
   return id;
 }
 
-Path PathOf(const itc::Version& version) {
+namespace {
+
+// The path of the version whose encoding is `encoded`.
+Path PathOfEncoded(const Bytes& encoded) {
   static const int init = sodium_init();
   (void)init;
-  const Bytes bytes = version.Encode();
   Path path{};
-  crypto_generichash(path.data(), path.size(), bytes.data(), bytes.size(), nullptr, 0);
+  crypto_generichash(path.data(), path.size(), encoded.data(), encoded.size(), nullptr, 0);
   return path;
 }
+
+}  // namespace
+
+Path PathOf(const itc::Version& version) { return PathOfEncoded(version.Encode()); }
 
 namespace {
 
@@ -184,29 +192,38 @@ Status Replica::Redact(const itc::Version& target) {
 }
 
 Result<std::vector<itc::Version>> Replica::Apply(std::span<const Op> ops) {
+  RemovedLeaves removed;
+  return Apply(ops, removed);
+}
+
+Result<std::vector<itc::Version>> Replica::Apply(std::span<const Op> ops,
+                                                 RemovedLeaves& removed_leaves) {
   if (ops.size() > kBatchOpsMax) {
     return LimitError("batch_ops_max", static_cast<int64_t>(ops.size()), kBatchOpsMax);
   }
   if (!party_) return MakeError(ErrorCode::kUnsupported, "replica has no party (retired)");
   // Validate and tick on the side; touch the tree only when all succeeded.
+  // A redaction looks its path up among the batch's sends and its earlier
+  // redactions in hash tables: a scan of each per redaction was quadratic in
+  // the batch, under the host's lock.
   itc::Version ceiling = tick_floor_ ? itc::Join(ceiling_, *tick_floor_) : ceiling_;
-  std::vector<internal::LeafRef> added;
-  std::vector<Path> removed;
+  std::vector<internal::LeafRef> added;  // null: redacted again by the batch
+  std::unordered_map<Path, size_t, internal::PathHash> added_at(ops.size());
+  std::unordered_set<Path, internal::PathHash> removed(ops.size());
   std::vector<itc::Version> sent;
   for (const Op& op : ops) {
     if (op.kind == Op::Kind::kRedact) {
       const Path path = PathOf(op.target);
-      auto in_batch = std::find_if(added.begin(), added.end(),
-                                   [&](const auto& leaf) { return leaf->path == path; });
-      const bool held = in_batch != added.end() ||
-                        (internal::Find(root_.get(), path) &&
-                         std::find(removed.begin(), removed.end(), path) == removed.end());
+      const auto in_batch = added_at.find(path);
+      const bool held = in_batch != added_at.end() ||
+                        (!removed.contains(path) && internal::Find(root_.get(), path));
       if (!held) continue;
       ONCE_ASSIGN_OR_RETURN(ceiling, itc::Tick(ceiling, *party_));
-      if (in_batch != added.end()) {
-        added.erase(in_batch);
+      if (in_batch != added_at.end()) {
+        added[in_batch->second].reset();
+        added_at.erase(in_batch);
       } else {
-        removed.push_back(path);
+        removed.insert(path);
       }
       continue;
     }
@@ -215,16 +232,22 @@ Result<std::vector<itc::Version>> Replica::Apply(std::span<const Op> ops) {
                         kPayloadBytesMax);
     }
     ONCE_ASSIGN_OR_RETURN(ceiling, itc::Tick(ceiling, *party_));
-    const size_t version_bytes = ceiling.Encode().size();
-    if (version_bytes > kVersionBytesMax) {
-      return LimitError("version_bytes_max", static_cast<int64_t>(version_bytes), kVersionBytesMax);
+    const Bytes encoded = ceiling.Encode();
+    if (encoded.size() > kVersionBytesMax) {
+      return LimitError("version_bytes_max", static_cast<int64_t>(encoded.size()),
+                        kVersionBytesMax);
     }
-    added.push_back(internal::MakeLeaf(PathOf(ceiling), ceiling, op.payload));
+    const Path path = PathOfEncoded(encoded);
+    added_at.emplace(path, added.size());
+    added.push_back(internal::MakeLeaf(path, ceiling, op.payload));
     sent.push_back(ceiling);
   }
-  if (added.empty() && removed.empty()) return sent;  // only no-op redactions: no tick
-  for (const Path& path : removed) internal::Remove(root_, path);
-  for (auto& leaf : added) ONCE_CHECK(internal::Insert(root_, std::move(leaf)));
+  if (sent.empty() && removed.empty()) return sent;  // only no-op redactions: no tick
+  const std::vector<Path> paths(removed.begin(), removed.end());
+  removed_leaves = internal::RemoveBatch(root_, paths);  // sorts them: one walk
+  for (auto& leaf : added) {
+    if (leaf) ONCE_CHECK(internal::Insert(root_, std::move(leaf)));
+  }
   tick_floor_.reset();
   ceiling_ = std::move(ceiling);
   return sent;

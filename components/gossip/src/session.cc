@@ -38,14 +38,6 @@ std::unexpected<Error> Hostile(const std::string& what) {
   return MakeError(ErrorCode::kCorruption, "gossip peer: " + what);
 }
 
-struct PathHash {
-  size_t operator()(const Path& p) const {
-    size_t h;
-    std::memcpy(&h, p.data(), sizeof(h));
-    return h;
-  }
-};
-
 // The nodes in dispute, by key. Thousands open and close in one session (a
 // node per heap allocation was a tenth of its time), so the nodes live in one
 // vector, their slots reused, and the table that finds them is an
@@ -590,7 +582,7 @@ class Reconciler {
   std::vector<std::vector<const internal::Entry*>> listed_;  // chunks of kListedChunk
   std::vector<uint64_t> lacking_;  // the fingerprints of lacking listings sent
   ReceivedLeaves received_;
-  std::unordered_set<Path, PathHash> received_paths_;
+  std::unordered_set<Path, internal::PathHash> received_paths_;
   std::vector<Path> deleted_;
   uint64_t payload_bytes_ = 0;
   uint64_t sent_ = 0;

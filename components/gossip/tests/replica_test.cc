@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 
 #include "digest_tree.h"
@@ -208,32 +209,127 @@ TEST(ReplicaTest, SnapshotKeepsPayloadsOfEverySizeAfterRedaction) {
   }
 }
 
-// A commit's removed leaves are the caller's to free (a host frees them
-// after it lets go of its lock): none is freed while the result lives, all
-// are when it goes. On a thread of its own, whose kept blocks start at none,
-// so that the blocks the frees keep count them exactly.
-TEST(ReplicaTest, CommitJoinLeavesTheRemovedLeavesToTheCallerToFree) {
-  std::thread([] {
-    SeededRng rng(10);
+// A removal's leaves (a commit's, a batch's redactions) are the caller's to
+// free (a host frees them after it lets go of its lock). This sends 100
+// messages and one more, takes the 100 out with `remove`, and checks that
+// none is freed while its result lives and all are when it goes. On a thread
+// of its own, whose kept blocks start at none, so that the blocks the frees
+// keep count them exactly.
+void ExpectTheCallerFreesTheRemovedLeaves(
+    uint64_t seed,
+    const std::function<RemovedLeaves(Replica&, std::span<const itc::Version>)>& remove) {
+  std::thread([&] {
+    SeededRng rng(seed);
     Replica a = Replica::Seed(rng);
-    std::vector<Path> paths;
-    for (int i = 0; i < 100; ++i)
-      paths.push_back(PathOf(*a.Send(Payload("m" + std::to_string(i)))));
+    std::vector<itc::Version> gone;
+    for (int i = 0; i < 100; ++i) gone.push_back(*a.Send(Payload("m" + std::to_string(i))));
     const Bytes other = Payload("kept");
     const itc::Version kept = *a.Send(other);
     ASSERT_EQ(internal::LeafBlocksCachedBytes(), 0u);
 
-    RemovedLeaves removed = a.CommitJoin({}, paths, a.ceiling());
+    RemovedLeaves removed = remove(a, gone);
     EXPECT_EQ(a.size(), 1u);
-    EXPECT_EQ(removed.size(), paths.size());
+    EXPECT_EQ(removed.size(), gone.size());
     EXPECT_EQ(internal::LeafBlocksCachedBytes(), 0u);  // none freed yet
 
     removed = RemovedLeaves();
     const size_t block = (sizeof(internal::Leaf) + 3 + internal::kLeafBlockGrain - 1) /
                          internal::kLeafBlockGrain * internal::kLeafBlockGrain;  // "m99"
-    EXPECT_EQ(internal::LeafBlocksCachedBytes(), paths.size() * block);
+    EXPECT_EQ(internal::LeafBlocksCachedBytes(), gone.size() * block);
     EXPECT_EQ(a.Find(PathOf(kept))->payload, other);
   }).join();
+}
+
+TEST(ReplicaTest, CommitJoinLeavesTheRemovedLeavesToTheCallerToFree) {
+  ExpectTheCallerFreesTheRemovedLeaves(10, [](Replica& a, std::span<const itc::Version> gone) {
+    std::vector<Path> paths;
+    for (const itc::Version& v : gone) paths.push_back(PathOf(v));
+    return a.CommitJoin({}, paths, a.ceiling());
+  });
+}
+
+TEST(ReplicaTest, ApplyLeavesTheRedactedLeavesToTheCallerToFree) {
+  ExpectTheCallerFreesTheRemovedLeaves(11, [](Replica& a, std::span<const itc::Version> gone) {
+    std::vector<Op> ops;
+    for (const itc::Version& v : gone) ops.push_back(Op::Redact(v));
+    RemovedLeaves removed;
+    EXPECT_TRUE(a.Apply(ops, removed));
+    return removed;
+  });
+}
+
+// The version the replica's next send will get (a replica that was not
+// reclaimed: no tick floor).
+itc::Version NextSendVersion(const Replica& r) { return *itc::Tick(r.ceiling(), *r.party()); }
+
+TEST(ReplicaTest, ASendRedactedByItsOwnBatchStillSpendsItsVersion) {
+  SeededRng rng(12);
+  Replica a = Replica::Seed(rng);
+  ASSERT_TRUE(a.Send(Payload("before")));
+  const itc::Version next = NextSendVersion(a);
+  const std::vector<Op> ops = {Op::Send(Payload("gone")), Op::Redact(next)};
+  auto sent = a.Apply(ops);
+  ASSERT_TRUE(sent);
+  ASSERT_EQ(sent->size(), 1u);
+  EXPECT_EQ(sent->front(), next);
+  EXPECT_FALSE(a.Holds(next));
+  EXPECT_EQ(a.size(), 1u);
+  // The send and its redaction both ticked: the version is never issued
+  // again, so a later redaction of it cannot reach another message.
+  EXPECT_TRUE(itc::Leq(next, a.ceiling()));
+  auto later = a.Send(Payload("later"));
+  ASSERT_TRUE(later);
+  EXPECT_NE(*later, next);
+  ASSERT_TRUE(a.Redact(next));  // not held: a no-op
+  EXPECT_TRUE(a.Holds(*later));
+}
+
+// A batch leaves the state that its operations applied one at a time leave:
+// the same versions, messages and ceiling. Batches up to kBatchOpsMax mix
+// sends, redactions of held messages (some twice), of the batch's own sends
+// (some twice) and of what was never sent.
+TEST(ReplicaTest, ABatchEqualsItsOperationsOneAtATime) {
+  for (uint64_t seed = 20; seed < 26; ++seed) {
+    SeededRng rng_a(seed), rng_b(seed), pick(seed * 7919);
+    Replica batched = Replica::Seed(rng_a);
+    Replica single = Replica::Seed(rng_b);
+    std::vector<itc::Version> held;
+    for (int i = 0; i < 3000; ++i) {
+      held.push_back(*batched.Send(Payload("h" + std::to_string(i))));
+      ASSERT_EQ(*single.Send(Payload("h" + std::to_string(i))), held.back());
+    }
+    const size_t n = seed % 2 == 0 ? kBatchOpsMax : 257;
+    std::vector<Op> ops;
+    std::vector<itc::Version> own;  // the batch's sends so far, as `single` issued them
+    while (ops.size() < n) {
+      Op op;
+      switch (pick.Next() % 4) {
+        case 0:
+          op = Op::Send(Payload("n" + std::to_string(ops.size())));
+          break;
+        case 1:
+          op = Op::Redact(held[pick.Next() % held.size()]);
+          break;
+        case 2:
+          if (own.empty()) continue;
+          op = Op::Redact(own[pick.Next() % own.size()]);
+          break;
+        default:
+          op = Op::Redact(itc::Version{});
+          break;
+      }
+      auto applied = single.Apply(std::span<const Op>(&op, 1));
+      ASSERT_TRUE(applied);
+      if (op.kind == Op::Kind::kSend) own.push_back(applied->front());
+      ops.push_back(std::move(op));
+    }
+    auto sent = batched.Apply(ops);
+    ASSERT_TRUE(sent) << sent.error().ToString();
+    EXPECT_EQ(*sent, own);
+    EXPECT_EQ(batched.ceiling(), single.ceiling());
+    EXPECT_EQ(batched.size(), single.size());
+    EXPECT_TRUE(SameState(batched.Snap(), single.Snap())) << "seed " << seed;
+  }
 }
 
 }  // namespace

@@ -225,7 +225,13 @@ class Replica {
   // not held.
   Status Redact(const itc::Version& target);
   // All operations or none; returns the version of each kSend, in order.
+  // Every operation ticks the ceiling (a redaction of what is not held does
+  // nothing), so a send's version is spent even if the same batch redacts
+  // it. O(n log n) in the batch (at most kBatchOpsMax operations).
   Result<std::vector<itc::Version>> Apply(std::span<const Op> ops);
+  // The same, the leaves its redactions remove handed to `removed` for the
+  // caller to free (a host frees them after its lock).
+  Result<std::vector<itc::Version>> Apply(std::span<const Op> ops, RemovedLeaves& removed);
 
   std::optional<Message> Find(const Path& path) const;
   bool Holds(const itc::Version& version) const { return Find(PathOf(version)).has_value(); }

@@ -75,6 +75,8 @@ class Host {
 
   Result<itc::Version> Send(Bytes payload);
   Status Redact(const itc::Version& target);
+  // Replica::Apply under the host's lock; the leaves a redaction removes are
+  // freed after the lock is let go (RemovedLeaves), as a commit's are.
   Result<std::vector<itc::Version>> Apply(std::span<const Op> ops);
   Observation Observe(const itc::Version& checkpoint) const;
   Snapshot Snap() const;
