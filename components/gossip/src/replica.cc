@@ -208,12 +208,16 @@ Result<std::vector<itc::Version>> Replica::Apply(std::span<const Op> ops,
   // the batch, under the host's lock.
   itc::Version ceiling = tick_floor_ ? itc::Join(ceiling_, *tick_floor_) : ceiling_;
   std::vector<internal::LeafRef> added;  // null: redacted again by the batch
-  std::unordered_map<Path, size_t, internal::PathHash> added_at(ops.size());
-  std::unordered_set<Path, internal::PathHash> removed(ops.size());
+  // added[0, indexed) by path: indexed when a redaction needs it, so that a
+  // batch of sends alone builds no table.
+  std::unordered_map<Path, size_t, internal::PathHash> added_at;
+  size_t indexed = 0;
+  std::unordered_set<Path, internal::PathHash> removed;
   std::vector<itc::Version> sent;
   for (const Op& op : ops) {
     if (op.kind == Op::Kind::kRedact) {
       const Path path = PathOf(op.target);
+      for (; indexed < added.size(); ++indexed) added_at.emplace(added[indexed]->path, indexed);
       const auto in_batch = added_at.find(path);
       const bool held = in_batch != added_at.end() ||
                         (!removed.contains(path) && internal::Find(root_.get(), path));
@@ -237,9 +241,7 @@ Result<std::vector<itc::Version>> Replica::Apply(std::span<const Op> ops,
       return LimitError("version_bytes_max", static_cast<int64_t>(encoded.size()),
                         kVersionBytesMax);
     }
-    const Path path = PathOfEncoded(encoded);
-    added_at.emplace(path, added.size());
-    added.push_back(internal::MakeLeaf(path, ceiling, op.payload));
+    added.push_back(internal::MakeLeaf(PathOfEncoded(encoded), ceiling, op.payload));
     sent.push_back(ceiling);
   }
   if (sent.empty() && removed.empty()) return sent;  // only no-op redactions: no tick
