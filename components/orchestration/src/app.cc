@@ -174,9 +174,16 @@ void App::Stop() {
 // once (not after the lease).
 void App::Drain() {
   if (!node_) return;
-  const int64_t deadline_ms = SteadyMs() + std::max<int64_t>(0, config_.drain_ms);
-  while (runtime_->RunningCount() > 0 && SteadyMs() < deadline_ms) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(kDrainPollMs));
+  // The deadline at the clock's own resolution: one in whole milliseconds
+  // of a truncated now ended the drain up to 1 ms short of drain_ms.
+  using Steady = std::chrono::steady_clock;
+  const Steady::time_point deadline =
+      Steady::now() + std::chrono::milliseconds(std::max<int64_t>(0, config_.drain_ms));
+  while (runtime_->RunningCount() > 0) {
+    const Steady::time_point now = Steady::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(
+        std::min<Steady::duration>(std::chrono::milliseconds(kDrainPollMs), deadline - now));
   }
   if (Status s = node_->Release(); !s) Report(s.error());
 }
