@@ -11,6 +11,7 @@
 //
 //   gossip_bench [repetitions-scale [shape-index]]
 //   gossip_bench cold [repetitions]
+//   gossip_bench apply [repetitions]   (Host::Apply batches: ApplyBatches)
 //
 // `cold` takes the first sessions after loading apart: on fresh (100000,1,0)
 // pairs, the one-thread times of the first four sessions (one new message per
