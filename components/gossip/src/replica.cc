@@ -33,12 +33,6 @@ Path PathOfEncoded(const Bytes& encoded) {
   return path;
 }
 
-}  // namespace
-
-Path PathOf(const itc::Version& version) { return PathOfEncoded(version.Encode()); }
-
-namespace {
-
 Message ToMessage(const Leaf& leaf) {
   return Message{leaf.path, leaf.version, Bytes(leaf.payload().begin(), leaf.payload().end())};
 }
@@ -104,6 +98,8 @@ void RestrictAt(std::span<const itc::EventNode> v, size_t& iv, std::span<const i
 }
 
 }  // namespace
+
+Path PathOf(const itc::Version& version) { return PathOfEncoded(version.Encode()); }
 
 itc::Version Restrict(const itc::Version& version, const itc::Party& party) {
   std::vector<itc::EventNode> out;
