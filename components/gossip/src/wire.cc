@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "once/base/result.h"
 #include "once/base/varint.h"
 
 namespace once::gossip::wire {
@@ -249,23 +250,33 @@ Summary Record::Total() const {
 
 FrameBuilder::FrameBuilder(Kind kind, size_t budget)
     : budget_(budget), has_data_(kind == Kind::kHello || kind == Kind::kData) {
-  head_.push_back(kProtocolVersion);
-  head_.push_back(static_cast<uint8_t>(kind));
+  // A greeting, an answer or a steady session's frame in one block, not grown
+  // through every power of two up to it.
+  constexpr size_t kFrameStartBytes = 512;
+  frame_.reserve(kFrameStartBytes);
+  frame_.resize(kFrameHeaderBytes);
+  frame_.push_back(kProtocolVersion);
+  frame_.push_back(static_cast<uint8_t>(kind));
 }
 
 void FrameBuilder::PutHello(const Hello& hello) {
-  head_.push_back(static_cast<uint8_t>(hello.mode));
-  head_.push_back(static_cast<uint8_t>((hello.converged ? 1 : 0) | (hello.party ? 2 : 0)));
-  PutBytes(head_, hello.network.bytes);
-  PutBlob(head_, hello.ceiling.Encode());
-  PutBytes(head_, hello.root.digest);
-  AppendVarint(head_, hello.root.count);
-  if (hello.party) PutBlob(head_, *hello.party);
+  ONCE_CHECK_MSG(head_end_ == 0, "the head comes before the records");
+  frame_.push_back(static_cast<uint8_t>(hello.mode));
+  frame_.push_back(static_cast<uint8_t>((hello.converged ? 1 : 0) | (hello.party ? 2 : 0)));
+  PutBytes(frame_, hello.network.bytes);
+  PutBlob(frame_, hello.ceiling.Encode());
+  PutBytes(frame_, hello.root.digest);
+  AppendVarint(frame_, hello.root.count);
+  if (hello.party) PutBlob(frame_, *hello.party);
 }
 
-void FrameBuilder::PutParty(const Bytes& party) { PutBlob(head_, party); }
+void FrameBuilder::PutParty(const Bytes& party) {
+  ONCE_CHECK_MSG(head_end_ == 0, "the head comes before the records");
+  PutBlob(frame_, party);
+}
 void FrameBuilder::PutReason(const std::string& reason) {
-  PutBlob(head_, std::span(reinterpret_cast<const uint8_t*>(reason.data()), reason.size()));
+  ONCE_CHECK_MSG(head_end_ == 0, "the head comes before the records");
+  PutBlob(frame_, std::span(reinterpret_cast<const uint8_t*>(reason.data()), reason.size()));
 }
 
 size_t FrameBuilder::RecordBytes(const Record& record) const {
@@ -282,59 +293,87 @@ size_t FrameBuilder::RecordBytes(const Record& record) const {
   return n;
 }
 
+size_t FrameBuilder::HeadBytes() const {
+  return (head_end_ == 0 ? frame_.size() : head_end_) - kFrameHeaderBytes;
+}
+
+size_t FrameBuilder::RecordsBytes() const {
+  return head_end_ == 0 ? 0 : frame_.size() - records_begin_;
+}
+
 size_t FrameBuilder::room() const {
-  const size_t used = head_.size() + records_.size() + messages_.size() + kDataOverheadBytes;
+  const size_t used = HeadBytes() + RecordsBytes() + messages_.size() + kDataOverheadBytes;
   return used >= budget_ ? 0 : budget_ - used;
 }
 
-void FrameBuilder::MakeRoom(Bytes& part, size_t adding) {
-  const size_t needed = part.size() + adding;
-  if (needed <= part.capacity()) return;
-  // A part past kGrowInPlaceBytes takes the whole budget at once: a listing
-  // frame of a megabyte grown by doubling was copied twice over.
+void FrameBuilder::MakeRoom(size_t adding) {
+  // Room for the messages so far, their count and a wider record count too,
+  // so that Finish seldom moves the frame.
+  const size_t needed = frame_.size() + messages_.size() + adding + kVarintBytesMax + 1;
+  if (needed <= frame_.capacity()) return;
+  // Past kGrowInPlaceBytes the frame takes its whole budget at once: a
+  // listing frame of a megabyte grown by doubling was copied twice over.
   constexpr size_t kGrowInPlaceBytes = 64 << 10;
-  part.reserve(needed <= kGrowInPlaceBytes ? std::max(needed, 2 * part.capacity())
-                                           : std::max(needed, budget_));
+  frame_.reserve(needed <= kGrowInPlaceBytes ? std::max(needed, 2 * frame_.capacity())
+                                             : std::max(needed, kFrameHeaderBytes + budget_ + 1));
+}
+
+void FrameBuilder::OpenRecords() {
+  if (head_end_ != 0) return;
+  head_end_ = frame_.size();
+  count_bytes_ = VarintBytes(0);
+  frame_.resize(head_end_ + 1 + count_bytes_);  // the idle flag, the count
+  records_begin_ = frame_.size();
+}
+
+void FrameBuilder::CountRecord() {
+  ++record_count_;
+  if (VarintBytes(record_count_) == count_bytes_) return;
+  frame_.insert(frame_.begin() + static_cast<std::ptrdiff_t>(records_begin_), uint8_t{0});
+  ++records_begin_;
+  ++count_bytes_;
 }
 
 void FrameBuilder::PutRecordHead(const NodeKey& key, uint8_t flag) {
-  records_.push_back(static_cast<uint8_t>(key.depth | flag));
-  records_.insert(records_.end(), key.prefix.begin(), key.prefix.begin() + PrefixBytes(key.depth));
-  ++record_count_;
+  CountRecord();
+  frame_.push_back(static_cast<uint8_t>(key.depth | flag));
+  frame_.insert(frame_.end(), key.prefix.begin(), key.prefix.begin() + PrefixBytes(key.depth));
 }
 
 uint8_t* FrameBuilder::BeginListing(const NodeKey& key, bool lacking, size_t count) {
   const size_t bytes = ListingBytes(key.depth, count);
   if (bytes > room()) return nullptr;
-  MakeRoom(records_, bytes);
+  OpenRecords();
+  MakeRoom(bytes);
   PutRecordHead(key, lacking ? kRecordLacking : kRecordListing);
-  AppendVarint(records_, count);
-  const size_t at = records_.size();
-  records_.resize(at + 8 * count);
-  return records_.data() + at;
+  AppendVarint(frame_, count);
+  const size_t at = frame_.size();
+  frame_.resize(at + 8 * count);
+  return frame_.data() + at;
 }
 
 bool FrameBuilder::AddRecord(const Record& record) {
   if (record.listing) return AddListing(record.key, record.lacking, record.fingerprints);
   const size_t bytes = RecordBytes(record);
   if (bytes > room()) return false;
-  MakeRoom(records_, bytes);
+  OpenRecords();
+  MakeRoom(bytes);
   PutRecordHead(record.key, record.bounded ? kRecordBounded : 0);
-  records_.push_back(static_cast<uint8_t>(record.present >> 8));
-  records_.push_back(static_cast<uint8_t>(record.present));
+  frame_.push_back(static_cast<uint8_t>(record.present >> 8));
+  frame_.push_back(static_cast<uint8_t>(record.present));
   for (int c = 0; c < internal::kFanout; ++c) {
     if (!record.Has(c)) continue;
-    PutBytes(records_, record.children[c].digest);
-    AppendVarint(records_, record.children[c].count);
+    PutBytes(frame_, record.children[c].digest);
+    AppendVarint(frame_, record.children[c].count);
   }
   if (record.bounded) {
     const uint16_t mask = UnseenMask(record);
-    records_.push_back(static_cast<uint8_t>(mask >> 8));
-    records_.push_back(static_cast<uint8_t>(mask));
+    frame_.push_back(static_cast<uint8_t>(mask >> 8));
+    frame_.push_back(static_cast<uint8_t>(mask));
     for (int c = 0; c < internal::kFanout; ++c) {
       if (!((mask >> c) & 1)) continue;
-      PutBytes(records_, record.unseen[c].digest);
-      AppendVarint(records_, record.unseen[c].count);
+      PutBytes(frame_, record.unseen[c].digest);
+      AppendVarint(frame_, record.unseen[c].count);
     }
   }
   return true;
@@ -344,7 +383,10 @@ bool FrameBuilder::AddMessage(const internal::Leaf& leaf) {
   const Bytes version = leaf.version.Encode();
   const size_t n = MessageBytes(version.size(), leaf.payload_size);
   if (n > room()) return false;
-  MakeRoom(messages_, n);
+  OpenRecords();
+  if (messages_.size() + n > messages_.capacity()) {
+    messages_.reserve(std::max(messages_.size() + n, 2 * messages_.capacity()));
+  }
   PutBytes(messages_, leaf.path);
   PutBlob(messages_, version);
   PutBlob(messages_, leaf.payload());
@@ -353,21 +395,19 @@ bool FrameBuilder::AddMessage(const internal::Leaf& leaf) {
 }
 
 Bytes FrameBuilder::Finish(bool idle) {
-  Bytes out;
-  out.reserve(kFrameHeaderBytes + head_.size() + records_.size() + messages_.size() +
-              kDataOverheadBytes);
-  out.resize(kFrameHeaderBytes);
-  PutBytes(out, head_);
   if (has_data_) {
-    out.push_back(idle ? 1 : 0);
-    AppendVarint(out, record_count_);
-    PutBytes(out, records_);
-    AppendVarint(out, message_count_);
-    PutBytes(out, messages_);
+    OpenRecords();
+    frame_[head_end_] = idle ? 1 : 0;
+    Bytes count;
+    AppendVarint(count, record_count_);
+    ONCE_CHECK(count.size() == count_bytes_);
+    std::memcpy(frame_.data() + head_end_ + 1, count.data(), count.size());
+    AppendVarint(frame_, message_count_);
+    PutBytes(frame_, messages_);
   }
-  const uint32_t body = static_cast<uint32_t>(out.size() - kFrameHeaderBytes);
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(body >> (24 - 8 * i));
-  return out;
+  const uint32_t body = static_cast<uint32_t>(frame_.size() - kFrameHeaderBytes);
+  for (int i = 0; i < 4; ++i) frame_[i] = static_cast<uint8_t>(body >> (24 - 8 * i));
+  return std::move(frame_);
 }
 
 Result<Frame> Decode(std::span<const uint8_t> body) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "harness.h"
+#include "once/base/varint.h"
 
 namespace once::gossip {
 namespace {
@@ -351,6 +352,57 @@ TEST(WireTest, ListingRecordsRoundTripAndRejectWhatIsNotCanonical) {
       EXPECT_TRUE(d->data.records[0].lacking);
       const auto& got = d->data.records[0].fingerprints;
       EXPECT_EQ(std::vector<uint64_t>(got.begin(), got.end()), fps);
+    }
+  }
+}
+
+// The builder writes records in place, after a record count whose varint
+// widens at 128 and 16,384 records (the records so far move up a byte):
+// frames on both sides of each width decode to the records and message put
+// in, and take exactly the bytes the format says.
+TEST(WireTest, FramesRoundTripOnBothSidesOfEachRecordCountWidth) {
+  SeededRng rng(43);
+  Replica r = Replica::Seed(rng);
+  const itc::Version v = *r.Send(Payload("m"));
+  const internal::LeafRef message = internal::MakeLeaf(PathOf(v), v, Payload("m"));
+  // A lacking listing of nothing at depth 4: its head byte, two prefix bytes
+  // and a count of 0.
+  constexpr size_t kRecordBytes = 1 + 2 + 1;
+  auto key_of = [](size_t i) {
+    wire::NodeKey key;
+    for (int d = 0; d < 4; ++d) key = key.Child(static_cast<int>((i >> (4 * (3 - d))) & 0xf));
+    return key;
+  };
+  for (size_t n : {0, 1, 127, 128, 129, 16383, 16384, 16385}) {
+    for (bool message_first : {false, true}) {
+      wire::FrameBuilder fb(wire::Kind::kData, kFrameBytesMax);
+      if (message_first) {
+        ASSERT_TRUE(fb.AddMessage(*message));
+      }
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(fb.AddListing(key_of(i), /*lacking=*/true, std::span<const uint64_t>{}));
+        if (i == 0 && !message_first) {
+          ASSERT_TRUE(fb.AddMessage(*message));
+        }
+      }
+      const bool with_message = message_first || n > 0;
+      const Bytes bytes = fb.Finish(false);
+      const size_t message_bytes = with_message ? sizeof(Path) + 1 + v.Encode().size() + 1 + 1 : 0;
+      EXPECT_EQ(bytes.size(), wire::kFrameHeaderBytes + 2 + 1 + VarintBytes(n) + n * kRecordBytes +
+                                  1 + message_bytes)
+          << n;
+      auto f = wire::Decode(std::span(bytes).subspan(wire::kFrameHeaderBytes));
+      ASSERT_TRUE(f) << n << ": " << f.error().ToString();
+      EXPECT_FALSE(f->data.idle);
+      ASSERT_EQ(f->data.records.size(), n);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(f->data.records[i].key, key_of(i)) << n << " " << i;
+        ASSERT_TRUE(f->data.records[i].lacking);
+      }
+      ASSERT_EQ(f->data.messages.size(), with_message ? 1u : 0u);
+      if (with_message) {
+        EXPECT_EQ(f->data.messages[0]->version, v);
+      }
     }
   }
 }
