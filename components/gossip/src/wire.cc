@@ -320,6 +320,7 @@ void FrameBuilder::MakeRoom(size_t adding) {
 
 void FrameBuilder::OpenRecords() {
   if (head_end_ != 0) return;
+  ONCE_CHECK_MSG(has_data_, "only a greeting or a data frame has records or messages");
   head_end_ = frame_.size();
   count_bytes_ = VarintBytes(0);
   frame_.resize(head_end_ + 1 + count_bytes_);  // the idle flag, the count

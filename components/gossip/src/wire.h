@@ -149,10 +149,10 @@ struct Frame {
 // Builds one frame within a byte budget, in place: the header, the head and
 // the records are written where they go in the frame, so that Finish hands
 // the frame over without copying it (a listing frame is up to a megabyte:
-// copying it was about 3% of a redaction-heavy session, BENCHMARKS.md). Only
-// the messages, which the wire puts after the records, are kept apart and
-// copied in at the end. The head (PutHello, PutParty, PutReason) comes before
-// any record or message.
+// copying it was about 3% of a redaction-heavy session's instructions,
+// BENCHMARKS.md). Only the messages, which the wire puts after the records,
+// are kept apart and copied in at the end. The head (PutHello, PutParty,
+// PutReason) comes before any record or message.
 class FrameBuilder {
  public:
   FrameBuilder(Kind kind, size_t budget);
@@ -181,11 +181,12 @@ class FrameBuilder {
     return AddListing(key, lacking, fingerprints.size(), [&] { return *fp++; });
   }
   bool AddMessage(const internal::Leaf& leaf);
-  // The length-prefixed frame, data section last. The builder is spent.
+  // The length-prefixed frame, data section last; its capacity may be the
+  // whole budget (a big frame takes it at once). The builder is spent.
   Bytes Finish(bool idle);
 
  private:
-  // The head's bytes (the version and kind on), before the data section.
+  // The head's bytes, its version and kind included.
   size_t HeadBytes() const;
   // The records' bytes so far.
   size_t RecordsBytes() const;
