@@ -10,7 +10,6 @@
 namespace once::gossip::wire {
 namespace {
 
-constexpr size_t kVarintBytesMax = 10;
 constexpr size_t kDataOverheadBytes = 1 + 2 * kVarintBytesMax;
 
 void PutBytes(Bytes& out, std::span<const uint8_t> bytes) {
@@ -297,6 +296,8 @@ size_t FrameBuilder::HeadBytes() const {
   return (head_end_ == 0 ? frame_.size() : head_end_) - kFrameHeaderBytes;
 }
 
+size_t FrameBuilder::CountBytes() const { return records_begin_ - head_end_ - 1; }
+
 size_t FrameBuilder::RecordsBytes() const {
   return head_end_ == 0 ? 0 : frame_.size() - records_begin_;
 }
@@ -322,17 +323,15 @@ void FrameBuilder::OpenRecords() {
   if (head_end_ != 0) return;
   ONCE_CHECK_MSG(has_data_, "only a greeting or a data frame has records or messages");
   head_end_ = frame_.size();
-  count_bytes_ = VarintBytes(0);
-  frame_.resize(head_end_ + 1 + count_bytes_);  // the idle flag, the count
+  frame_.resize(head_end_ + 1 + VarintBytes(0));  // the idle flag, the count
   records_begin_ = frame_.size();
 }
 
 void FrameBuilder::CountRecord() {
   ++record_count_;
-  if (VarintBytes(record_count_) == count_bytes_) return;
+  if (VarintBytes(record_count_) == CountBytes()) return;
   frame_.insert(frame_.begin() + static_cast<std::ptrdiff_t>(records_begin_), uint8_t{0});
   ++records_begin_;
-  ++count_bytes_;
 }
 
 void FrameBuilder::PutRecordHead(const NodeKey& key, uint8_t flag) {
@@ -385,9 +384,6 @@ bool FrameBuilder::AddMessage(const internal::Leaf& leaf) {
   const size_t n = MessageBytes(version.size(), leaf.payload_size);
   if (n > room()) return false;
   OpenRecords();
-  if (messages_.size() + n > messages_.capacity()) {
-    messages_.reserve(std::max(messages_.size() + n, 2 * messages_.capacity()));
-  }
   PutBytes(messages_, leaf.path);
   PutBlob(messages_, version);
   PutBlob(messages_, leaf.payload());
@@ -401,7 +397,7 @@ Bytes FrameBuilder::Finish(bool idle) {
     frame_[head_end_] = idle ? 1 : 0;
     Bytes count;
     AppendVarint(count, record_count_);
-    ONCE_CHECK(count.size() == count_bytes_);
+    ONCE_CHECK(count.size() == CountBytes());
     std::memcpy(frame_.data() + head_end_ + 1, count.data(), count.size());
     AppendVarint(frame_, message_count_);
     PutBytes(frame_, messages_);

@@ -188,6 +188,9 @@ class FrameBuilder {
  private:
   // The head's bytes, its version and kind included.
   size_t HeadBytes() const;
+  // The room for the record count's varint, between the idle flag and the
+  // records (the data section open).
+  size_t CountBytes() const;
   // The records' bytes so far.
   size_t RecordsBytes() const;
   // Reserves room in the frame for `adding` more bytes.
@@ -210,7 +213,6 @@ class FrameBuilder {
   Bytes messages_;            // the data section's messages, copied in at Finish
   size_t head_end_ = 0;       // where the head ends in frame_ (0: records not opened)
   size_t records_begin_ = 0;  // where the records start in frame_
-  size_t count_bytes_ = 0;    // the room for the record count's varint
   uint64_t record_count_ = 0;
   uint64_t message_count_ = 0;
   bool has_data_;
