@@ -636,7 +636,12 @@ void PrefetchNextChild(View view, int nibble) {
   if (!view.node || view.node->bucket) return;
   const unsigned after = view.node->occupied & ~((2u << nibble) - 1);
   if (after == 0) return;
-  PrefetchLeaves(View::Of(*view.node->Find(__builtin_ctz(after))));
+  const View next = View::Of(*view.node->Find(__builtin_ctz(after)));
+  if (next.bucket()) {
+    PrefetchLeaves(next);
+  } else {
+    PrefetchChildren(next);
+  }
 }
 
 void CollectAll(View view, std::vector<const Leaf*>& out) {
@@ -657,7 +662,11 @@ void ListEntries(View view, std::vector<const Entry*>& out) {
   // A deep subtree is mostly cache misses: ask for every child at once so
   // that their loads overlap instead of following one another.
   PrefetchChildren(view);
-  for (const NodeRef& child : view.node->children()) ListEntries(View::Of(child), out);
+  const std::span<const NodeRef> children = view.node->children();
+  for (size_t i = 0; i < children.size(); ++i) {
+    if (i + 1 < children.size()) PrefetchLeaves(View::Of(children[i + 1]));
+    ListEntries(View::Of(children[i]), out);
+  }
 }
 
 void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,

@@ -60,8 +60,9 @@ namespace once::gossip::internal {
 
 inline constexpr int kFanout = 16;
 inline constexpr int kDepthMax = 32;  // nibbles in a Path
-// The most leaves a bucket holds; one more splits it. As many as a listing
-// holds (wire::kListingLeavesMax), so a bucket is listed whole.
+// The most leaves a bucket holds; one more splits it. No more than a
+// listing holds (wire::kListingLeavesMax), so a bucket is listed whole, in
+// place; a listed branch has its buckets' entries gathered.
 inline constexpr int kBucketMax = 64;
 // A branch left with this many leaves or fewer becomes a bucket (well below
 // kBucketMax, so that a node does not split and merge back and forth).
@@ -332,8 +333,9 @@ void PrefetchChildren(View view);
 void PrefetchLeaves(View view);
 void PrefetchStart(const Inner* node);
 
-// Asks for the entries of the first child after `nibble` of a branch (if a
-// bucket), so that a loop over the children finds the next one's leaves
+// Asks for what a loop over a branch's children reads next in the first
+// child after `nibble`: its entries (a bucket), or its children's starts (a
+// branch, whose leaves a listing gathers), so that the loop finds them
 // arrived. The child's start must have been asked for already
 // (PrefetchChildren): this reads it.
 void PrefetchNextChild(View view, int nibble);
@@ -341,7 +343,7 @@ void PrefetchNextChild(View view, int nibble);
 // Every leaf under `view`, in path order.
 void CollectAll(View view, std::vector<const Leaf*>& out);
 // Every entry under `view`, in path order (a listing's order), reading no
-// leaf.
+// leaf. Asks for each bucket's entries while the one before is read.
 void ListEntries(View view, std::vector<const Entry*>& out);
 // The causal sieve of `view` against `seen`: leaves whose version is not <=
 // `seen` go to `unseen`, the others to `seen_out` (either may be null).

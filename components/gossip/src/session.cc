@@ -257,8 +257,13 @@ class Reconciler {
 
    private:
     void Load() {
+      // A branch's leaves were gathered when it opened, a frame or more ago,
+      // and its buckets have left the cache since: ask for the entry
+      // kGatheredAhead on.
+      if (gathered_ && k_ + kGatheredAhead < n_) __builtin_prefetch(gathered_[k_ + kGatheredAhead]);
       if (!done()) key_ = internal::ListingKey(entry().path, depth_);
     }
+    static constexpr size_t kGatheredAhead = 16;
     const internal::Entry* entries_ = nullptr;          // a bucket's, in place
     const internal::Entry* const* gathered_ = nullptr;  // a branch's
     int depth_;
@@ -487,6 +492,13 @@ class Reconciler {
   // side that replied to `key` proposes its disputed children.
   Status Resolve(const NodeKey& key, View mine, const Record& peer, bool replier) {
     internal::PrefetchChildren(mine);
+    struct Opening {
+      int nibble;
+      Summary theirs;
+      View child;
+    };
+    std::array<Opening, internal::kFanout> opening;
+    int openings = 0;
     for (int c = 0; c < internal::kFanout; ++c) {
       const View child = mine.Child(key.depth, c);
       if (child.empty()) continue;
@@ -515,7 +527,15 @@ class Reconciler {
           continue;
         }
       }
-      ONCE_RETURN_IF_ERROR(Open(key.Child(c), theirs, child, replier));
+      // Opened after the loop: a listed branch's leaves are gathered when
+      // it opens, and by then the starts of its children, asked for here,
+      // have arrived for all of the openings at once.
+      internal::PrefetchChildren(child);
+      opening[openings++] = Opening{c, theirs, child};
+    }
+    for (int i = 0; i < openings; ++i) {
+      const Opening& o = opening[i];
+      ONCE_RETURN_IF_ERROR(Open(key.Child(o.nibble), o.theirs, o.child, replier));
     }
     return Ok();
   }

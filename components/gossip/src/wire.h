@@ -21,10 +21,18 @@ namespace once::gossip::wire {
 // 2: listing records (a disputed node with few leaves lists their fingerprints).
 // 3: a fingerprint is the 64 bits of a path after the listed node's prefix
 //    (was: path bytes 8..15), so that a listing is in path order.
-inline constexpr uint8_t kProtocolVersion = 3;
+// 4: a disputed node of up to 512 leaves is listed (was 64).
+inline constexpr uint8_t kProtocolVersion = 4;
 // Leaves in one listing record: a disputed node is listed instead of split
-// into children iff neither side holds more leaves than this under it.
-inline constexpr size_t kListingLeavesMax = 64;
+// into children iff neither side holds more leaves than this under it. Both
+// sides must agree on it (hence version 4). At 512 a node one level above
+// the buckets (16 of them, each at most 64 leaves) is usually listed whole:
+// where deletions are spread over every bucket, one listing of the branch
+// replaces a bounded record and 16 listings, and their 16 answers, and the
+// session takes a level, so a hop, fewer (41% fewer instructions in the
+// (100000,0,10000) session: BENCHMARKS.md). A listing is at most 4 KiB.
+inline constexpr size_t kListingLeavesMax = 512;
+static_assert(internal::kBucketMax <= kListingLeavesMax);
 inline constexpr size_t kFrameHeaderBytes = 4;
 
 enum class Kind : uint8_t { kHello = 1, kData = 2, kDonate = 3, kAck = 4, kRefuse = 5 };
