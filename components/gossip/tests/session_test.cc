@@ -148,6 +148,32 @@ TEST(SessionTest, MixedTransferAndRedactionAtScaleEqualsTheJoin) {
   EXPECT_TRUE(SameState(hosts[1]->Snap(), expected));
 }
 
+// Sends `messages` on host 0 and syncs the pair, then redacts `redacted` of
+// them on each side, `stride` apart: host 0 message `stride * i`, host 1
+// message `stride * i + offset`.
+void SyncThenRedact(std::vector<std::unique_ptr<Host>>& hosts, int messages, int redacted,
+                    int stride, int offset) {
+  std::vector<itc::Version> vs;
+  for (int i = 0; i < messages; ++i) vs.push_back(*hosts[0]->Send(Payload(std::to_string(i))));
+  EXPECT_TRUE(RunPair(*hosts[0], *hosts[1]).initiator);
+  for (int i = 0; i < redacted; ++i) {
+    EXPECT_TRUE(hosts[0]->Redact(vs[stride * i]));
+    EXPECT_TRUE(hosts[1]->Redact(vs[stride * i + offset]));
+  }
+}
+
+// Runs a session of the pair and checks that both sides end with the join
+// of what they held before, of `size` messages. Returns the initiator's report.
+SessionReport ExpectSessionJoins(std::vector<std::unique_ptr<Host>>& hosts, uint64_t size) {
+  const Snapshot expected = Merge(hosts[0]->Snap(), hosts[1]->Snap());
+  auto r = RunPair(*hosts[0], *hosts[1]);
+  EXPECT_TRUE(r.initiator) << r.initiator.error().ToString();
+  EXPECT_EQ(expected.size(), size);
+  EXPECT_TRUE(SameState(hosts[0]->Snap(), expected));
+  EXPECT_TRUE(SameState(hosts[1]->Snap(), expected));
+  return r.initiator.value_or(SessionReport{});
+}
+
 // Deletions on both sides scattered over every node of the trie: the small
 // disputed nodes are settled by listing their leaves, not level by level,
 // so the session takes a fixed number of frames (13 before listings, for
@@ -155,21 +181,10 @@ TEST(SessionTest, MixedTransferAndRedactionAtScaleEqualsTheJoin) {
 TEST(SessionTest, ScatteredRedactionsSettleByListingsInFewFrames) {
   SeededRng rng(23);
   auto hosts = MakeUniverse(rng, 2);
-  std::vector<itc::Version> vs;
-  for (int i = 0; i < 10000; ++i) vs.push_back(*hosts[0]->Send(Payload(std::to_string(i))));
-  ASSERT_TRUE(RunPair(*hosts[0], *hosts[1]).initiator);
-  for (int i = 0; i < 1000; ++i) {
-    ASSERT_TRUE(hosts[0]->Redact(vs[i]));
-    ASSERT_TRUE(hosts[1]->Redact(vs[1000 + i]));
-  }
-  const Snapshot expected = Merge(hosts[0]->Snap(), hosts[1]->Snap());
-  auto r = RunPair(*hosts[0], *hosts[1]);
-  ASSERT_TRUE(r.initiator) << r.initiator.error().ToString();
-  EXPECT_EQ(expected.size(), 8000u);
-  EXPECT_TRUE(SameState(hosts[0]->Snap(), expected));
-  EXPECT_TRUE(SameState(hosts[1]->Snap(), expected));
-  EXPECT_EQ(r.initiator->deleted, 1000u);
-  EXPECT_LE(r.initiator->frames, 7u);
+  SyncThenRedact(hosts, 10000, 1000, 1, 1000);
+  const SessionReport r = ExpectSessionJoins(hosts, 8000);
+  EXPECT_EQ(r.deleted, 1000u);
+  EXPECT_LE(r.frames, 7u);
 }
 
 // Deletions on both sides in every bucket of a 5,000-message set: each
@@ -181,21 +196,10 @@ TEST(SessionTest, ScatteredRedactionsSettleByListingsInFewFrames) {
 TEST(SessionTest, ADenseDisputeUnderABranchIsListedAtTheBranch) {
   SeededRng rng(31);
   auto hosts = MakeUniverse(rng, 2);
-  std::vector<itc::Version> vs;
-  for (int i = 0; i < 5000; ++i) vs.push_back(*hosts[0]->Send(Payload(std::to_string(i))));
-  ASSERT_TRUE(RunPair(*hosts[0], *hosts[1]).initiator);
-  for (int i = 0; i < 500; ++i) {
-    ASSERT_TRUE(hosts[0]->Redact(vs[10 * i]));
-    ASSERT_TRUE(hosts[1]->Redact(vs[10 * i + 5]));
-  }
-  const Snapshot expected = Merge(hosts[0]->Snap(), hosts[1]->Snap());
-  auto r = RunPair(*hosts[0], *hosts[1]);
-  ASSERT_TRUE(r.initiator) << r.initiator.error().ToString();
-  EXPECT_EQ(expected.size(), 4000u);
-  EXPECT_TRUE(SameState(hosts[0]->Snap(), expected));
-  EXPECT_TRUE(SameState(hosts[1]->Snap(), expected));
-  EXPECT_EQ(r.initiator->deleted, 500u);
-  EXPECT_EQ(r.initiator->frames, 5u);
+  SyncThenRedact(hosts, 5000, 500, 10, 5);
+  const SessionReport r = ExpectSessionJoins(hosts, 4000);
+  EXPECT_EQ(r.deleted, 500u);
+  EXPECT_EQ(r.frames, 5u);
 }
 
 // A node of 17 to 64 leaves that is a branch (it split at 65, then lost
@@ -205,22 +209,11 @@ TEST(SessionTest, ADenseDisputeUnderABranchIsListedAtTheBranch) {
 TEST(SessionTest, ListingsOfShrunkenBranchesEqualTheJoin) {
   SeededRng rng(29);
   auto hosts = MakeUniverse(rng, 2);
-  std::vector<itc::Version> vs;
-  for (int i = 0; i < 1120; ++i) vs.push_back(*hosts[0]->Send(Payload(std::to_string(i))));
-  ASSERT_TRUE(RunPair(*hosts[0], *hosts[1]).initiator);
-  for (int i = 0; i < 160; ++i) {
-    ASSERT_TRUE(hosts[0]->Redact(vs[7 * i]));
-    ASSERT_TRUE(hosts[1]->Redact(vs[7 * i + 3]));
-  }
+  SyncThenRedact(hosts, 1120, 160, 7, 3);
   ASSERT_TRUE(hosts[1]->Send(Payload("new")));
-  const Snapshot expected = Merge(hosts[0]->Snap(), hosts[1]->Snap());
-  auto r = RunPair(*hosts[0], *hosts[1]);
-  ASSERT_TRUE(r.initiator) << r.initiator.error().ToString();
-  EXPECT_EQ(expected.size(), 1120u - 320u + 1u);
-  EXPECT_TRUE(SameState(hosts[0]->Snap(), expected));
-  EXPECT_TRUE(SameState(hosts[1]->Snap(), expected));
-  EXPECT_EQ(r.initiator->deleted, 160u);
-  EXPECT_EQ(r.initiator->received, 1u);
+  const SessionReport r = ExpectSessionJoins(hosts, 1120 - 320 + 1);
+  EXPECT_EQ(r.deleted, 160u);
+  EXPECT_EQ(r.received, 1u);
 }
 
 TEST(SessionTest, LocalSendsDuringASessionSurvive) {
