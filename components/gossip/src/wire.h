@@ -29,7 +29,7 @@ inline constexpr uint8_t kProtocolVersion = 4;
 // the buckets (16 of them, each at most 64 leaves) is usually listed whole:
 // where deletions are spread over every bucket, one listing of the branch
 // replaces a bounded record and 16 listings, and their 16 answers, and the
-// session takes a level, so a hop, fewer (41% fewer instructions in the
+// session takes a level, so a hop, fewer (28% fewer instructions in the
 // (100000,0,10000) session: BENCHMARKS.md). A listing is at most 4 KiB.
 inline constexpr size_t kListingLeavesMax = 512;
 static_assert(internal::kBucketMax <= kListingLeavesMax);
