@@ -662,10 +662,10 @@ void ListEntries(View view, std::vector<const Entry*>& out) {
   // A deep subtree is mostly cache misses: ask for every child at once so
   // that their loads overlap instead of following one another.
   PrefetchChildren(view);
-  const std::span<const NodeRef> children = view.node->children();
-  for (size_t i = 0; i < children.size(); ++i) {
-    if (i + 1 < children.size()) PrefetchLeaves(View::Of(children[i + 1]));
-    ListEntries(View::Of(children[i]), out);
+  for (unsigned rest = view.node->occupied; rest != 0; rest &= rest - 1) {
+    const int nibble = __builtin_ctz(rest);
+    PrefetchNextChild(view, nibble);
+    ListEntries(View::Of(*view.node->Find(nibble)), out);
   }
 }
 

@@ -343,7 +343,8 @@ void PrefetchNextChild(View view, int nibble);
 // Every leaf under `view`, in path order.
 void CollectAll(View view, std::vector<const Leaf*>& out);
 // Every entry under `view`, in path order (a listing's order), reading no
-// leaf. Asks for each bucket's entries while the one before is read.
+// leaf. Asks for each next child's entries (PrefetchNextChild) while the
+// one before is read.
 void ListEntries(View view, std::vector<const Entry*>& out);
 // The causal sieve of `view` against `seen`: leaves whose version is not <=
 // `seen` go to `unseen`, the others to `seen_out` (either may be null).
