@@ -18,6 +18,7 @@ namespace {
 
 using events::KernelKind;
 using store::MemoryEventStore;
+using testing::DurableLikeStore;
 using testing::HookStore;
 
 std::vector<std::string> Kinds(store::EventStore& s, std::string_view id) {
@@ -209,7 +210,8 @@ TEST_F(RuntimeTest, APipelinedStartWithoutGroupCommitIgnoresItsDoneQueue) {
 // and the step runs once. (Holding it only while the body ran, the second
 // read an empty log and ran the body again.)
 TEST_F(RuntimeTest, APipelinedIfAbsentStartHoldsItsIdUntilItsAppendIsWritten) {
-  HookStore hooked(store_);  // not the memory store itself: group commit
+  DurableLikeStore durable(store_);  // group commit, as on SQLite or PostgreSQL
+  HookStore hooked(durable);
   Runtime rt(hooked, clock_);
   std::atomic<int> step_runs{0};
   ASSERT_TRUE(rt.Register("w", [&](Context& ctx, const Json&) -> Result<Json> {

@@ -91,6 +91,16 @@ class BasicHookStore final : public EventStoreWrapper<BasicHookStore<Decisions>,
 using HookStore = BasicHookStore<HookDecisions>;
 using HookSeparateTailStore = BasicHookStore<HookSeparateTailDecisions>;
 
+// Says its appends share durable writes (GroupCommitUseful), whatever it
+// wraps: a memory store behind it stands in for SQLite or PostgreSQL, and a
+// runtime over it groups its appends through a Committer, as over those.
+class DurableLikeStore final
+    : public EventStoreWrapper<DurableLikeStore, store::ForwardEverything> {
+ public:
+  using EventStoreWrapper::EventStoreWrapper;
+  bool GroupCommitUseful() const override { return true; }
+};
+
 struct NoFenceIfDecisions : store::ForwardEverything {
   static constexpr Decide kAcquireFenceIf = Decide::kRefuse;
   static constexpr Decide kAcquireFenceIfReadTail = Decide::kRefuse;

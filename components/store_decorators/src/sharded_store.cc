@@ -35,6 +35,11 @@ size_t ShardedStore::AppendBatchesInFlightUseful() const {
   return most;
 }
 
+bool ShardedStore::GroupCommitUseful() const {
+  return std::any_of(shards_.begin(), shards_.end(),
+                     [](const EventStore* shard) { return shard->GroupCommitUseful(); });
+}
+
 Result<std::vector<Result<int64_t>>> ShardedStore::AppendBatch(
     std::span<const AppendRequest> requests) {
   ONCE_RETURN_IF_ERROR(ValidateBatchShape(requests, limits()));

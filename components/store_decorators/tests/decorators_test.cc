@@ -70,6 +70,32 @@ TEST(ShardedStoreTest, RoutesAndMergesListings) {
   EXPECT_EQ(all.front(), "e100");
 }
 
+// Says its appends are durable writes, whatever it wraps (as SQLite's and
+// PostgreSQL's are).
+class DurableLikeStore final : public EventStoreWrapper<DurableLikeStore, ForwardEverything> {
+ public:
+  using EventStoreWrapper::EventStoreWrapper;
+  bool GroupCommitUseful() const override { return true; }
+};
+
+// Whether group commit helps a store goes through every decorator: the
+// memory store has no durable write to share, wrapped or not; a sharded
+// store's answer is yes if any shard's is.
+TEST(DecoratorsTest, GroupCommitUsefulIsTheWrappedStoresAnswer) {
+  MemoryEventStore memory, other;
+  EXPECT_FALSE(memory.GroupCommitUseful());
+  auto tenant = TenantStore::Create(memory, "acme").value();
+  EXPECT_FALSE(tenant->GroupCommitUseful());
+  ManualClock clock;
+  ProfilingStore profiled(*tenant, clock);
+  EXPECT_FALSE(profiled.GroupCommitUseful());
+  EXPECT_FALSE(ShardedStore({&memory, &other}).GroupCommitUseful());
+
+  DurableLikeStore durable(other);
+  EXPECT_TRUE(ProfilingStore(durable, clock).GroupCommitUseful());
+  EXPECT_TRUE(ShardedStore({&memory, &durable}).GroupCommitUseful());
+}
+
 TEST(ProfilingStoreTest, CountsCallsAndErrors) {
   MemoryEventStore inner;
   ManualClock clock;

@@ -147,7 +147,9 @@ struct CommitterStats {
   uint64_t requests = 0;              // Commit calls
   uint64_t store_writes = 0;          // Append + AppendBatch calls made
   size_t flushes_in_flight_peak = 0;  // the most store writes ever in flight at once
-  size_t flushes_in_flight_max = 0;   // the limit in force (the option, or the store's)
+  size_t flushes_in_flight_max = 0;   // the limit in force (the option, or the store's);
+                                      // 0: no Committer (Runtime::commit_stats, each
+                                      // append the caller's own store call)
 };
 
 class Committer {

@@ -132,8 +132,10 @@ using WorkflowFn = std::function<Result<Json>(Context&, const Json&)>;
 struct RuntimeOptions {
   size_t workers = 0;                  // 0: inline (deterministic tests)
   size_t queue_tasks_max = 1'000'000;  // tasks waiting for a worker
-  // Appends go through a Committer. Ignored (off) when the store is a
-  // MemoryEventStore: there is no durable write to share, and the runtime
+  // Appends go through a Committer. Ignored (off) when the store has no
+  // durable write to share (EventStore::GroupCommitUseful: a
+  // MemoryEventStore, or a decorator over one): each append is then the
+  // caller's own store call, and on a bare MemoryEventStore the runtime
   // moves its events straight into the store on the calling thread.
   bool group_commit = true;
   CommitterOptions committer;
@@ -330,7 +332,8 @@ class Runtime {
   // append is written, on a thread of the group commit: it must not block
   // (hand the outcome to a thread of your own). One thread can so keep many
   // executions in flight, where Start needs a thread asleep for each.
-  // Without group commit (the memory store, group_commit off), and for a
+  // Without group commit (a store with no durable write to share, such as
+  // the memory store, wrapped or not; or group_commit off), and for a
   // start refused before its body or an if_absent start of an existing id,
   // `done` runs on this thread before this returns. Like Start, a start is
   // durable only once `done` has its outcome. The runtime's destructor

@@ -310,6 +310,14 @@ class EventStore {
   // its commits share the WAL's flushes (PostgresOptions). >= 1.
   virtual size_t AppendBatchesInFlightUseful() const { return 1; }
 
+  // Whether concurrent appends gain from sharing one store write (the
+  // runtime's group commit, Committer): true for a store whose append is a
+  // durable write, which appends grouped together pay once (SQLite,
+  // PostgreSQL); false for one with no durable write to share (the memory
+  // store), where handing appends to a flush only adds waits and wake-ups.
+  // Decorators answer what the store they wrap answers.
+  virtual bool GroupCommitUseful() const { return true; }
+
   // ---- Optional capabilities (kUnsupported when refused) -------------------
 
   virtual bool Supports(Capability c) const = 0;

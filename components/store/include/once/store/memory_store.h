@@ -63,6 +63,7 @@ class MemoryEventStore final : public EventStore {
 
   // Everything but kTransaction: there is no database to run SQL on.
   bool Supports(Capability c) const override { return c != Capability::kTransaction; }
+  bool GroupCommitUseful() const override { return false; }  // no durable write to share
   Result<int64_t> AcquireFence(std::string_view id) override;
   Result<int64_t> ReadFence(std::string_view id) override;
   Result<ConditionalAcquire> AcquireFenceIf(std::string_view id, FenceExpectation expect) override;

@@ -120,6 +120,7 @@ class EventStoreWrapper : public EventStore {
   size_t AppendBatchesInFlightUseful() const override {
     return target_->AppendBatchesInFlightUseful();
   }
+  bool GroupCommitUseful() const override { return target_->GroupCommitUseful(); }
 
   bool Supports(Capability c) const override {
     Decide d = Decision(c);

@@ -60,6 +60,8 @@ class ShardedStore final : public EventStore {
   // A batch here is a batch on each shard it names: the most any shard
   // takes.
   size_t AppendBatchesInFlightUseful() const override;
+  // True if any shard's is (a shard with durable writes gains from it).
+  bool GroupCommitUseful() const override;
 
   bool Supports(Capability c) const override;
   Result<int64_t> AcquireFence(std::string_view id) override;
