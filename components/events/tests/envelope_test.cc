@@ -37,6 +37,19 @@ TEST(EnvelopeTest, JsonObjectEqualsTheInitializerListForm) {
             (Json{{"kernel", true}, {"fence", 3}}));
 }
 
+TEST(EnvelopeTest, JsonArrayEqualsTheInitializerListForm) {
+  Json wait = JsonObject("type", "timer", "wake_at_ms", 17);
+  EXPECT_EQ(JsonArray(wait), Json::array({wait}));
+  EXPECT_EQ(JsonArray(), Json::array());
+  EXPECT_EQ(JsonArray(1, "two", wait), Json::array({1, "two", wait}));
+  // One pair of values stays an array (an initializer list of a string and
+  // a value would be taken for an object's member).
+  EXPECT_TRUE(JsonArray("key", 1).is_array());
+  Json moved = JsonArray(std::move(wait));
+  EXPECT_EQ(moved[0]["wake_at_ms"], 17);
+  EXPECT_TRUE(wait.is_null());  // moved from, not copied
+}
+
 TEST(EnvelopeTest, ParseJsonRejectsMalformedText) {
   EXPECT_EQ(ParseJson("{\"a\":1}").value()["a"], 1);
   EXPECT_TRUE(ParseJson("17").value().is_number_integer());

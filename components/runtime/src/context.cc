@@ -5,6 +5,9 @@
 
 namespace once::runtime {
 
+using events::JsonArray;
+using events::JsonObject;
+using internal::IsString;
 using internal::Member;
 using internal::Refused;
 
@@ -71,7 +74,7 @@ Status Context::FlushBeforeEffect(bool everything) {
 
 Result<Json> Context::ReplayStep(std::string_view name, const Envelope& e) {
   bool done = e.Is(KernelKind::kStepCompleted);
-  if ((!done && !e.Is(KernelKind::kStepFailed)) || Member(e.payload, "name") != name) {
+  if ((!done && !e.Is(KernelKind::kStepFailed)) || !IsString(Member(e.payload, "name"), name)) {
     return Diverged("step '" + std::string(name) + "' but the log has " + Describe(e));
   }
   if (done) return Member(e.payload, "value");
@@ -160,18 +163,23 @@ std::unexpected<Error> Context::Park(Call call, Json waits, Json extra) {
 Result<Json> Context::AwaitImpl(Call call, Json park, const Json& answer_wait, bool match_waits) {
   if (run_.latched) return Latched();
   std::string_view name = CallName(static_cast<int>(call));
+  // Without match_waits, the last recorded park (its wake time), parked on
+  // again if the log ends before an answer; copied only then (the log does
+  // not change in this loop).
+  const Json* recorded = nullptr;
   for (;;) {
     const Envelope* e = NextBodyEvent(run_);
     if (!e) {
+      if (recorded) park = *recorded;
       Json waits = std::move(park["waits"]);
       park.erase("waits");
       return Park(call, std::move(waits), std::move(park));
     }
-    if (!e->Is(KernelKind::kExecutionSuspended) || Member(e->payload, "call") != name ||
+    if (!e->Is(KernelKind::kExecutionSuspended) || !IsString(Member(e->payload, "call"), name) ||
         (match_waits && Member(e->payload, "waits") != park["waits"])) {
       return Diverged(std::string(name) + " but the log has " + Describe(*e));
     }
-    if (!match_waits) park = e->payload;  // re-park on the recorded wait (wake time)
+    if (!match_waits) recorded = &e->payload;  // re-park on the recorded wait (wake time)
     const Envelope* r = NextBodyEvent(run_);
     if (!r) {  // the park is still open: stay parked, append nothing
       run_.parked = true;
@@ -187,9 +195,15 @@ Result<Json> Context::AwaitImpl(Call call, Json park, const Json& answer_wait, b
 Status Context::Sleep(Duration duration) { return SleepUntil(host_.clock().Now() + duration); }
 
 Status Context::SleepUntil(TimePoint wake_at) {
-  Json park{
-      {"waits", Json::array({Json{{"type", "timer"}, {"wake_at_ms", ToUnixMillis(wake_at)}}})}};
-  ONCE_RETURN_IF_ERROR(AwaitImpl(Call::kSleep, std::move(park), Json{{"type", "timer"}}, false));
+  static const Json kAnswer = JsonObject("type", "timer");
+  // Built only when this call parks anew: a replay re-parks on the recorded
+  // wait (its wake time), so AwaitImpl never reads this one then.
+  Json park;
+  if (!internal::HasNextBodyEvent(run_)) {
+    park = JsonObject("waits",
+                      JsonArray(JsonObject("type", "timer", "wake_at_ms", ToUnixMillis(wake_at))));
+  }
+  ONCE_RETURN_IF_ERROR(AwaitImpl(Call::kSleep, std::move(park), kAnswer, false));
   return Ok();
 }
 
@@ -201,7 +215,7 @@ Status Context::StartChild(std::string_view workflow, std::string_view key, Json
   }
   if (!group.empty()) groups_[std::string(group)].emplace_back(key);
   if (const Envelope* e = NextBodyEvent(run_)) {
-    if (!e->Is(KernelKind::kChildStarted) || Member(e->payload, "key") != key) {
+    if (!e->Is(KernelKind::kChildStarted) || !IsString(Member(e->payload, "key"), key)) {
       return Diverged("child '" + std::string(key) + "' but the log has " + Describe(*e));
     }
     return Ok();
@@ -212,8 +226,8 @@ Status Context::StartChild(std::string_view workflow, std::string_view key, Json
   std::string child_id = ChildExecutionId(run_.id, key);
   Result<bool> run_here = host_.CreateChild(run_, workflow, key, child_id, input);
   if (!run_here) return Fail(run_here.error());
-  Json payload{
-      {"key", key}, {"workflow", workflow}, {"child_id", child_id}, {"input", std::move(input)}};
+  Json payload =
+      JsonObject("key", key, "workflow", workflow, "child_id", child_id, "input", std::move(input));
   if (!group.empty()) payload["group"] = group;
   run_.pending.push_back(run_.Kernel(KernelKind::kChildStarted, std::move(payload)));
   if (Status s = host_.Flush(run_); !s) {
@@ -225,13 +239,15 @@ Status Context::StartChild(std::string_view workflow, std::string_view key, Json
 }
 
 Result<Json> Context::AwaitChild(std::string_view key) {
-  Json wait{{"type", "child"}, {"key", key}};
-  Json park{{"waits", Json::array({wait})}};
+  Json wait = JsonObject("type", "child", "key", key);
+  Json park = JsonObject("waits", JsonArray(wait));
   ONCE_ASSIGN_OR_RETURN(Json result, AwaitImpl(Call::kAwaitChild, std::move(park), wait, true));
   const Json& status = Member(result, "status");
-  if (status == "completed") return Member(result, "value");
-  if (status == "failed") return std::unexpected(ErrorFromJson(Member(result, "error"), run_.id));
-  if (status == "cancelled") {
+  if (IsString(status, "completed")) return Member(result, "value");
+  if (IsString(status, "failed")) {
+    return std::unexpected(ErrorFromJson(Member(result, "error"), run_.id));
+  }
+  if (IsString(status, "cancelled")) {
     return MakeError(ErrorCode::kCancelled, "child '" + std::string(key) + "' was cancelled",
                      run_.id);
   }
@@ -243,17 +259,17 @@ Result<Json> Context::AwaitChildren(std::string_view group) {
   Json waits = Json::array();
   if (auto it = groups_.find(group); it != groups_.end()) {
     for (const std::string& key : it->second)
-      waits.push_back(Json{{"type", "child"}, {"key", key}});
+      waits.push_back(JsonObject("type", "child", "key", key));
   }
   if (waits.empty()) return Json::object();
-  Json park{{"group", group}, {"waits", std::move(waits)}};
+  Json park = JsonObject("group", group, "waits", std::move(waits));
   return AwaitImpl(Call::kAwaitChildren, std::move(park),
-                   Json{{"type", "children"}, {"group", group}}, true);
+                   JsonObject("type", "children", "group", group), true);
 }
 
 Result<Json> Context::Receive(std::string_view topic) {
-  Json wait{{"type", "message"}, {"topic", topic}};
-  Json park{{"waits", Json::array({wait})}};
+  Json wait = JsonObject("type", "message", "topic", topic);
+  Json park = JsonObject("waits", JsonArray(wait));
   return AwaitImpl(Call::kReceive, std::move(park), wait, true);
 }
 

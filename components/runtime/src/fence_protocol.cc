@@ -45,8 +45,8 @@ Status AdvanceByTail(store::EventStore& store, std::string_view id, std::vector<
 const Json* FindWait(const Envelope& park, std::string_view type, const char* key,
                      std::string_view value) {
   for (const Json& wait : Member(park.payload, "waits")) {
-    if (Member(wait, "type") != type) continue;
-    if (!key || Member(wait, key) == value) return &wait;
+    if (!IsString(Member(wait, "type"), type)) continue;
+    if (!key || IsString(Member(wait, key), value)) return &wait;
   }
   return nullptr;
 }

@@ -17,6 +17,12 @@ inline const events::Json& Member(const events::Json& j, const char* key) {
   return it == j.end() ? kNull : *it;
 }
 
+// True if j is the string s. (j == s would build a Json of s to compare
+// with: a heap block for every replayed step, wait and call name.)
+inline bool IsString(const events::Json& j, std::string_view s) {
+  return j.is_string() && j.get_ref<const std::string&>() == s;
+}
+
 // kResumeRefused with its typed reason ("not-suspended", "terminal", ...).
 inline std::unexpected<Error> Refused(std::string_view id, std::string reason) {
   std::string message = "resume refused: " + reason;

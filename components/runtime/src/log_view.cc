@@ -1,5 +1,7 @@
 #include "once/runtime/log_view.h"
 
+#include <algorithm>
+
 #include "json_access.h"
 #include "once/events/kernel_payload.h"
 #include "run_state.h"
@@ -129,13 +131,13 @@ std::string ChildExecutionId(std::string_view parent_id, std::string_view key) {
 std::optional<Json> ChildResult(const ExecutionState& child) {
   switch (child.status) {
     case ExecutionStatus::kCompleted:
-      return Json{{"status", "completed"}, {"value", Member(child.result, "value")}};
+      return events::JsonObject("status", "completed", "value", Member(child.result, "value"));
     case ExecutionStatus::kFailed:
-      return Json{{"status", "failed"}, {"error", Member(child.result, "error")}};
+      return events::JsonObject("status", "failed", "error", Member(child.result, "error"));
     case ExecutionStatus::kCancelled:
-      return Json{{"status", "cancelled"}};
+      return events::JsonObject("status", "cancelled");
     case ExecutionStatus::kContinued:
-      return Json{{"status", "continued"}, {"next", Member(child.result, "next")}};
+      return events::JsonObject("status", "continued", "next", Member(child.result, "next"));
     default:
       return std::nullopt;
   }
@@ -150,6 +152,12 @@ const Envelope* NextBodyEvent(RunState& run) {
   }
   run.live = true;
   return nullptr;
+}
+
+bool HasNextBodyEvent(const RunState& run) {
+  if (run.live) return false;
+  return std::any_of(run.log.begin() + static_cast<std::ptrdiff_t>(run.cursor), run.log.end(),
+                     IsBodyEvent);
 }
 
 bool IsBodyEvent(const Envelope& e) {

@@ -228,8 +228,9 @@ Status Runtime::PrepareResumedRun(RunState& run, std::string_view id, ExecutionS
   run.owner_recorded = fenced.owner_recorded;
   run.log = std::move(log);
   if (extras.topic) {
-    run.pending.push_back(run.Kernel(KernelKind::kMessageConsumed,
-                                     Json{{"topic", *extras.topic}, {"message", extras.message}}));
+    run.pending.push_back(
+        run.Kernel(KernelKind::kMessageConsumed,
+                   events::JsonObject("topic", *extras.topic, "message", extras.message)));
   }
   Json payload = events::JsonObject("park_seq", park.sequence, "wait", std::move(answer.wait),
                                     "value", std::move(answer.value));

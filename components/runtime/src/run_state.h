@@ -95,6 +95,8 @@ struct RunState {
 // The next event of the replay view the body consumes (see IsBodyEvent), or
 // null past the end (the run is live from then on).
 const Envelope* NextBodyEvent(RunState& run);
+// Whether NextBodyEvent would return an event (it changes nothing).
+bool HasNextBodyEvent(const RunState& run);
 
 // What Transact did with a step function that ran.
 struct TransactOutcome {

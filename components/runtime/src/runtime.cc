@@ -419,18 +419,20 @@ Result<RunOutcome> Runtime::FinishContinued(RunState& run, Json input) {
   // Starting the next generation is an effect: buffered step results first.
   if (run.step_result_pending) ONCE_RETURN_IF_ERROR(Flush(run));
   std::string next = NextGenerationId(run.id);
-  Json started{{"workflow", run.workflow}, {"input", input}, {"continued_from", run.id}};
+  Json started =
+      events::JsonObject("workflow", run.workflow, "input", input, "continued_from", run.id);
   if (!run.parent.is_null()) started["parent"] = run.parent;
   ONCE_ASSIGN_OR_RETURN(bool run_here, CreateStarted(next, std::move(started)));
   run.pending.push_back(run.Kernel(KernelKind::kExecutionContinued,
-                                   Json{{"next", next}, {"input", std::move(input)}}));
+                                   events::JsonObject("next", next, "input", std::move(input))));
   if (Status s = Flush(run); !s) {
     if (run_here) AbandonRedrive(next);
     return std::unexpected(s.error());
   }
   if (options_.on_terminal) options_.on_terminal(run.id, ExecutionStatus::kContinued);
   if (run_here) ScheduleRedrive(next);
-  return RunOutcome{run.id, ExecutionStatus::kContinued, Json{{"next", next}}, std::nullopt};
+  return RunOutcome{run.id, ExecutionStatus::kContinued, events::JsonObject("next", next),
+                    std::nullopt};
 }
 
 // Appends EXECUTION_STARTED as the first event of `id`; an id that already
@@ -471,9 +473,8 @@ Result<bool> Runtime::CreateChild(const RunState& parent, std::string_view workf
                                   std::string_view key, const std::string& child_id,
                                   const Json& input) {
   if (!Find(workflow)) return MakeError(ErrorCode::kNotFound, "unknown workflow", parent.id);
-  Json payload{{"workflow", workflow},
-               {"input", input},
-               {"parent", Json{{"execution_id", parent.id}, {"key", key}}}};
+  Json payload = events::JsonObject("workflow", workflow, "input", input, "parent",
+                                    events::JsonObject("execution_id", parent.id, "key", key));
   return CreateStarted(child_id, std::move(payload));
 }
 

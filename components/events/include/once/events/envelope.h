@@ -53,6 +53,12 @@ struct Envelope {
 template <class... KeysAndValues>
 Json JsonObject(KeysAndValues&&... members);
 
+// A JSON array of the values, built in place (rvalues moved):
+//   JsonArray(std::move(wait))  ==  Json::array({wait})
+// (as with JsonObject, an initializer list copies each value once more).
+template <class... Values>
+Json JsonArray(Values&&... values);
+
 // Frees the tree `json` holds, leaving null: the same as destroying it, for
 // less. (nlohmann's destructor flattens a container's members into a
 // std::vector it allocates, whatever the container's size; emptying each
@@ -87,6 +93,15 @@ Json JsonObject(KeysAndValues&&... members) {
   static_assert(sizeof...(members) % 2 == 0, "JsonObject takes key, value pairs");
   Json out(Json::value_t::object);
   internal::EmplaceMembers(out.get_ref<Json::object_t&>(), std::forward<KeysAndValues>(members)...);
+  return out;
+}
+
+template <class... Values>
+Json JsonArray(Values&&... values) {
+  Json out(Json::value_t::array);
+  Json::array_t& array = out.get_ref<Json::array_t&>();
+  array.reserve(sizeof...(values));
+  (array.emplace_back(std::forward<Values>(values)), ...);
   return out;
 }
 
