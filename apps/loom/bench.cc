@@ -208,43 +208,74 @@ Status Completed(const runtime::RunOutcome& out) {
   return MakeError(ErrorCode::kInternal, "execution did not complete", out.execution_id);
 }
 
-Status RunOne(Runtime& rt, const std::string& c, const std::string& id, Json input,
-              Phases* phases) {
+// What RunOne does for a case, resolved from its name once per run (not
+// compared by name for every execution: the harness's own work is billed
+// to the execution it times).
+struct CaseSteps {
+  enum class Raw { kNone, kAcquire, kRead, kAcquireIf } raw = Raw::kNone;
+  bool fenced = false;          // AcquireFence before the start
+  bool parks = false;           // park_once, then a resume
+  bool resume_fence = false;    // the resume presents a fresh AcquireFence
+  bool resume_if = false;       // the resume is conditional on the park
+  bool resume_if_read = false;  // ... without the park's token (reads the log first)
+};
+
+CaseSteps StepsOf(const std::string& c) {
+  CaseSteps s;
+  if (c == "raw_acquire") s.raw = CaseSteps::Raw::kAcquire;
+  if (c == "raw_read") s.raw = CaseSteps::Raw::kRead;
+  if (c == "raw_acquire_if") s.raw = CaseSteps::Raw::kAcquireIf;
+  s.fenced = c == "fenced";
+  s.parks = Parks(c);
+  s.resume_fence = c == "park_resume_fence";
+  s.resume_if = c.starts_with("park_resume_if");
+  s.resume_if_read = s.resume_if && c.find("_read") != std::string::npos;
+  return s;
+}
+
+// The clock, read only when the phases are measured (--stages).
+Steady::time_point PhaseClock(const Phases* phases) {
+  return phases ? Steady::now() : Steady::time_point();
+}
+
+Status RunOne(Runtime& rt, const CaseSteps& c, const std::string& id, Json input, Phases* phases) {
   store::EventStore& store = rt.store();
-  if (c == "raw_acquire") {
-    ONCE_RETURN_IF_ERROR(store.AcquireFence(id));
-    return Ok();
-  }
-  if (c == "raw_read") {  // an empty log: the round trip alone
-    ONCE_RETURN_IF_ERROR(store.ReadRange(id, 1, store::kToEnd));
-    return Ok();
-  }
-  if (c == "raw_acquire_if") {  // on an empty log: compares, bumps, reads nothing
-    ONCE_ASSIGN_OR_RETURN(store::AcquireWithTail got, store.AcquireFenceIfReadTail(id, {}, 0));
-    if (got.acquire.stale) return MakeError(ErrorCode::kInternal, "stale on an empty log", id);
-    return Ok();
+  switch (c.raw) {
+    case CaseSteps::Raw::kNone:
+      break;
+    case CaseSteps::Raw::kAcquire:
+      ONCE_RETURN_IF_ERROR(store.AcquireFence(id));
+      return Ok();
+    case CaseSteps::Raw::kRead:  // an empty log: the round trip alone
+      ONCE_RETURN_IF_ERROR(store.ReadRange(id, 1, store::kToEnd));
+      return Ok();
+    case CaseSteps::Raw::kAcquireIf: {  // on an empty log: compares, bumps, reads nothing
+      ONCE_ASSIGN_OR_RETURN(store::AcquireWithTail got, store.AcquireFenceIfReadTail(id, {}, 0));
+      if (got.acquire.stale) return MakeError(ErrorCode::kInternal, "stale on an empty log", id);
+      return Ok();
+    }
   }
   StartOptions start;
-  if (c == "fenced") {
+  if (c.fenced) {
     ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
     start.fence = token;
   }
-  auto t_start = Steady::now();
+  const auto t_start = PhaseClock(phases);
   ONCE_ASSIGN_OR_RETURN(auto out,
-                        rt.Start(Parks(c) ? "park_once" : "one_step", id, std::move(input), start));
+                        rt.Start(c.parks ? "park_once" : "one_step", id, std::move(input), start));
   if (phases) phases->start_us += MicrosSince(t_start);
-  if (!Parks(c)) return Completed(out);
+  if (!c.parks) return Completed(out);
   if (!out.park_seq) return MakeError(ErrorCode::kInternal, "execution did not park", id);
   RunOptions resume;
-  auto t_resume = Steady::now();
-  if (c == "park_resume_fence") {
+  const auto t_resume = PhaseClock(phases);
+  if (c.resume_fence) {
     ONCE_ASSIGN_OR_RETURN(int64_t token, store.AcquireFence(id));
     resume.fence = token;
-  } else if (c.starts_with("park_resume_if")) {
+  } else if (c.resume_if) {
     resume.fence_if_parked_at = *out.park_seq;
     // The park's token, as Start returned it (RunOptions::park_fence), but
     // in park_resume_if_read, the same resume reading the log first.
-    if (c.find("_read") == std::string::npos) resume.park_fence = out.park_fence;
+    if (!c.resume_if_read) resume.park_fence = out.park_fence;
   }
   ONCE_ASSIGN_OR_RETURN(auto done, rt.Resume(id, resume));
   if (phases) phases->resume_us += MicrosSince(t_resume);
@@ -396,7 +427,7 @@ class ClientRun {
   ClientRun(Runtime& rt, const std::string& c, int executions, const std::string& tag,
             Phases* phases)
       : rt_(rt),
-        case_(c),
+        case_(StepsOf(c)),
         executions_(executions),
         tag_(tag),
         phases_(phases),
@@ -456,7 +487,7 @@ class ClientRun {
   void Note(const Status& s) { error_.Note(s); }
 
   Runtime& rt_;
-  const std::string& case_;
+  const CaseSteps case_;
   const int executions_;
   const std::string& tag_;
   Phases* const phases_;
