@@ -161,7 +161,7 @@ Runtime::Runtime(store::EventStore& store, const Clock& clock, RuntimeOptions op
   memory_ = dynamic_cast<store::MemoryEventStore*>(&store_);
   // Group commit shares a durable write; an in-memory store, wrapped or not,
   // has none to share, and the hand-off would only add contention (a
-  // decorator over the memory store with a Committer: 0.19x the park cases'
+  // decorator over the memory store with a Committer: 0.14x the park cases'
   // exec/s, BENCHMARKS.md).
   if (options_.group_commit && store_.GroupCommitUseful()) {
     committer_ = std::make_unique<Committer>(store_, options_.committer);

@@ -551,7 +551,7 @@ TEST(CommitterTest, TheStoreSetsTheDefaultFlushesInFlight) {
 // Group commit shares a durable write. A store without one (the memory
 // store) is not group committed, whatever decorators wrap it: each append is
 // the caller's own store call. (With a Committer, a decorator over the
-// memory store ran the park cases at 0.19x the exec/s, BENCHMARKS.md.)
+// memory store ran the park cases at 0.14x the exec/s, BENCHMARKS.md.)
 TEST(GroupCommitTest, OnlyAStoreWithDurableWritesIsGroupCommitted) {
   SystemClock clock;
   // One execution (start, one step, end: one append) on a fresh runtime.
