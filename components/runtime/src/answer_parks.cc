@@ -89,20 +89,15 @@ void Runtime::BeginBatchedWake(BatchedWake& b, Result<store::AcquireWithTail> go
   }
   const bool owned = !Owner().empty();
   if (!got->acquire.stale) b.watch.emplace(*this, owned);  // the row may name this node now
-  Status resumable =
+  Result<ExecutionState> st =
       internal::CheckResumable(w.execution_id, log, internal::ResumeTarget{.park_seq = w.park_seq});
-  if (!resumable) {
-    b.answer = NoopOrError(std::move(b.answer), resumable.error());
+  if (!st) {
+    b.answer = NoopOrError(std::move(b.answer), st.error());
     return;
   }
   if (got->acquire.stale) {  // the same park, still open: a rival acquired and never appended
     b.alone = true;
     b.alone_expect = got->acquire.fence;
-    return;
-  }
-  Result<ExecutionState> st = Fold(log);
-  if (!st) {
-    b.answer = std::unexpected(st.error());
     return;
   }
   Result<const Def*> def = WorkflowOf(w.execution_id, *st);

@@ -51,8 +51,8 @@ const Json* FindWait(const Envelope& park, std::string_view type, const char* ke
   return nullptr;
 }
 
-Status CheckResumable(std::string_view id, std::span<const Envelope> log,
-                      const ResumeTarget& target) {
+Result<ExecutionState> CheckResumable(std::string_view id, std::span<const Envelope> log,
+                                      const ResumeTarget& target) {
   if (log.empty()) return Refused(id, "unknown-execution");
   ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   if (IsTerminal(st.status)) return Refused(id, "terminal");
@@ -62,7 +62,7 @@ Status CheckResumable(std::string_view id, std::span<const Envelope> log,
   if (target.topic && !FindWait(*park, "message", "topic", *target.topic)) {
     return Refused(id, "not-suspended");
   }
-  return Ok();
+  return st;
 }
 
 Result<Fenced> FenceProtocol::ForResume(std::string_view id, std::vector<Envelope>& log,

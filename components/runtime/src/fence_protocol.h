@@ -27,9 +27,11 @@ struct ResumeTarget {
 
 // Refusals that need no token: unknown, terminal, not parked, not parked at
 // the expected sequence, not waiting on the topic (kResumeRefused with the
-// reason); kCorruption for a log that cannot be read.
-Status CheckResumable(std::string_view id, std::span<const Envelope> log,
-                      const ResumeTarget& target);
+// reason); kCorruption for a log that cannot be read. A resumable log's
+// folded state comes back, so that a caller that runs it need not fold the
+// log again.
+Result<ExecutionState> CheckResumable(std::string_view id, std::span<const Envelope> log,
+                                      const ResumeTarget& target);
 
 // What a resume's result says of the park it answered: resumed, noop
 // (kResumeRefused: nothing to answer), contended (kResumeContended), or

@@ -118,10 +118,9 @@ Result<std::optional<RunOutcome>> Runtime::ResumeAnsweringFirst(
   const ResumeTarget target = TargetOf(options, extras.expect_park, extras.topic);
   std::shared_ptr<void> running = HoldRunningHere(std::string(id));
   ONCE_ASSIGN_OR_RETURN(log, store::ReadLog(store_, id));
-  ONCE_RETURN_IF_ERROR(internal::CheckResumable(id, log, target));
+  ONCE_ASSIGN_OR_RETURN(ExecutionState st, internal::CheckResumable(id, log, target));
   const int64_t park_token = FindOpenPark(log)->fence();
   if (park_token != expect) return std::optional<RunOutcome>();  // the token moved: acquire
-  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
   ONCE_ASSIGN_OR_RETURN(const Def* def, WorkflowOf(id, st));
   RunState run;
   ONCE_RETURN_IF_ERROR(PrepareResumedRun(run, id, std::move(st), *def, std::string(principal),
@@ -164,14 +163,14 @@ Result<RunOutcome> Runtime::ResumeAcquiring(std::string_view id, std::string_vie
   } else {
     ONCE_ASSIGN_OR_RETURN(log, store::ReadLog(store_, id));
   }
-  Status resumable = internal::CheckResumable(id, log, target);
+  Result<ExecutionState> resumable = internal::CheckResumable(id, log, target);
   if (!resumable && extras.log_in_hand) {
     // A log read earlier may be stale: refuse only on the current one.
     ONCE_RETURN_IF_ERROR(store::ReadTailInto(store_, id, log));
     resumable = internal::CheckResumable(id, log, target);
   }
   ONCE_RETURN_IF_ERROR(resumable);
-  ONCE_ASSIGN_OR_RETURN(ExecutionState st, Fold(log));
+  ExecutionState st = std::move(*resumable);
   ONCE_ASSIGN_OR_RETURN(const Def* def, WorkflowOf(id, st));
   std::string actor(principal);  // fixed before the acquire: the fence is the last step
   const bool acquires = options.fence_if_parked_at && store_.Supports(Capability::kAcquireFence);
