@@ -17,6 +17,14 @@ inline const events::Json& Member(const events::Json& j, const char* key) {
   return it == j.end() ? kNull : *it;
 }
 
+// Moves j[key] out (Member, taken rather than copied): null when j holds no
+// such member; the member stays, null.
+inline events::Json TakeMember(events::Json& j, const char* key) {
+  if (!j.is_object()) return events::Json();
+  auto it = j.find(key);
+  return it == j.end() ? events::Json() : std::move(*it);
+}
+
 // True if j is the string s. (j == s would build a Json of s to compare
 // with: a heap block for every replayed step, wait and call name.)
 inline bool IsString(const events::Json& j, std::string_view s) {

@@ -22,14 +22,31 @@ struct RunEnd {
   RunOutcome outcome;     // an end: completed or failed
   Envelope park;          // a park: the open park
   bool new_park = false;  // a park this run appended (its sequence comes with the append)
+  // What the last pending event holds is lent to it, not copied: an end's
+  // value (the outcome's value is null until then) or a new park's payload
+  // (park's is null). End takes it back once the append returns (TakeBack).
+  bool lent = false;
 };
+
+// The member of an end's payload that holds its outcome's value.
+inline const char* EndValueMember(ExecutionStatus status) {
+  return status == ExecutionStatus::kCompleted ? "value" : "error";
+}
 
 struct RunState {
   std::string id;
   std::string workflow;
   const WorkflowFn* fn = nullptr;
-  Json input;
-  Json parent;  // {"execution_id", "key"} or null
+  Json input;  // a resumed or taken-over run's input, folded from its log
+  // The input the body reads (BodyInput): `input`, or a start's own input,
+  // lent to its pending EXECUTION_STARTED (the payload's "input" member)
+  // instead of copied into it. An append that takes that event while the
+  // body runs gives the event a copy and keeps the lent member's block here
+  // (KeepLentInput), so the body's reference stays good.
+  const Json* lent_input = nullptr;
+  Json::object_t::node_type lent_input_kept;
+  bool body_running = false;  // inside the body's call (Runtime::Execute)
+  Json parent;                // {"execution_id", "key"} or null
   std::string principal;
   // The replay view: the durable log, plus a buffered EXECUTION_RESUMED at
   // its end when this run answers a park. Context consumes it in order.
@@ -75,6 +92,8 @@ struct RunState {
   // An if_absent start's hold on its id (StartHolds): kept while the run
   // is, so a pipelined start holds it until its last append is written.
   std::shared_ptr<void> start_hold;
+
+  const Json& BodyInput() const { return lent_input ? *lent_input : input; }
 
   Envelope Kernel(KernelKind kind, Json payload) const {
     return events::KernelEvent(kind, std::move(payload), fence);

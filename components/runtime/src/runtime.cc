@@ -48,6 +48,29 @@ std::string NextGenerationId(std::string_view id) {
   return std::string(id) + "~2";
 }
 
+// Before a run's pending events leave it (an append takes them) while its
+// body runs: the start's lent input stays where the body reads it, and the
+// event gets a copy of its own. Once the body has returned there is nothing
+// to keep: the event takes the input with it.
+void KeepLentInput(RunState& run) {
+  if (!run.body_running || !run.lent_input || run.lent_input_kept) return;
+  // The EXECUTION_STARTED is the first pending event until an append takes it.
+  Json::object_t& started = run.pending.front().payload.get_ref<Json::object_t&>();
+  run.lent_input_kept = started.extract("input");
+  started.emplace("input", run.lent_input_kept.mapped());
+}
+
+// What End lent to the run's last event (RunEnd::lent), taken back from it
+// once its append returned.
+void TakeBack(Envelope& last, internal::RunEnd& end) {
+  if (end.parked) {
+    end.park.payload = std::move(last.payload);
+  } else {
+    end.outcome.value =
+        internal::TakeMember(last.payload, internal::EndValueMember(end.outcome.status));
+  }
+}
+
 }  // namespace
 
 // What a Context may ask of the runtime running its body.
@@ -285,13 +308,15 @@ Result<RunOutcome> Runtime::StartImpl(std::string_view workflow, std::string_vie
   run.parent = std::move(options.parent);
   run.fence = options.fence.value_or(0);
   run.owner = Owner();
-  Json payload = events::JsonObject("workflow", workflow, "input", input);
+  // The input is lent to the event, not copied (RunState::lent_input).
+  Json payload = events::JsonObject("workflow", workflow, "input", std::move(input));
   if (!run.parent.is_null()) payload["parent"] = run.parent;
   if (!run.principal.empty()) payload["principal"] = run.principal;
   if (!options.continued_from.is_null()) payload["continued_from"] = options.continued_from;
-  run.input = std::move(input);
   run.pending.reserve(kStartPendingEvents);
   run.pending.push_back(run.Kernel(KernelKind::kExecutionStarted, std::move(payload)));
+  // The member's block stays where it is when the event moves.
+  run.lent_input = &run.pending.back().payload.get_ref<Json::object_t&>().find("input")->second;
   // What the store is certain to refuse (an invalid id, a start event over
   // event_bytes_max, a malformed parent) is refused before the body's first
   // step runs, not at the first append after it.
@@ -310,15 +335,17 @@ Result<RunOutcome> Runtime::Execute(RunState& run) {
     running_->Add(run.id);
   }
   Context ctx(*host_, run);
+  run.body_running = true;
   Result<Json> result = [&]() -> Result<Json> {
     try {
-      return (*run.fn)(ctx, run.input);
+      return (*run.fn)(ctx, run.BodyInput());
     } catch (const std::exception& e) {
       return MakeError(ErrorCode::kInternal, std::string("body threw: ") + e.what(), run.id);
     } catch (...) {
       return MakeError(ErrorCode::kInternal, "body threw", run.id);
     }
   }();
+  run.body_running = false;
   std::string id = tracked ? run.id : std::string();
   Result<RunOutcome> out = Finish(run, std::move(result));
   if (run.end) return out;  // its last append is the caller's to write (EndWritten)
@@ -359,26 +386,30 @@ Result<RunOutcome> Runtime::Finish(RunState& run, Result<Json> body_result) {
                      run.id);
   }
   if (run.continue_input) return FinishContinued(run, std::move(*run.continue_input));
-  RunOutcome out{"", ExecutionStatus::kCompleted, Json(), std::nullopt};
-  if (body_result) {
-    ONCE_RETURN_IF_ERROR(CheckDepth(*body_result, "the body's result", run.id));
-    out.value = std::move(*body_result);
-    run.pending.push_back(
-        run.Kernel(KernelKind::kExecutionCompleted, events::JsonObject("value", out.value)));
-  } else {
-    out.status = ExecutionStatus::kFailed;
-    out.value = internal::ErrorToJson(body_result.error());
-    run.pending.push_back(
-        run.Kernel(KernelKind::kExecutionFailed, events::JsonObject("error", out.value)));
-  }
-  return End(run, internal::RunEnd{.outcome = std::move(out)});
+  const bool completed = body_result.has_value();
+  if (completed) ONCE_RETURN_IF_ERROR(CheckDepth(*body_result, "the body's result", run.id));
+  internal::RunEnd end{
+      .outcome = {"", completed ? ExecutionStatus::kCompleted : ExecutionStatus::kFailed, Json(),
+                  std::nullopt},
+      .lent = EndLends(run)};
+  Json value = completed ? std::move(*body_result) : internal::ErrorToJson(body_result.error());
+  if (!end.lent) end.outcome.value = value;
+  run.pending.push_back(run.Kernel(
+      completed ? KernelKind::kExecutionCompleted : KernelKind::kExecutionFailed,
+      events::JsonObject(internal::EndValueMember(end.outcome.status), std::move(value))));
+  return End(run, std::move(end));
 }
 
 Result<RunOutcome> Runtime::FinishParked(RunState& run) {
   internal::RunEnd end{.parked = true};
   end.new_park = !run.pending.empty() && run.pending.back().Is(KernelKind::kExecutionSuspended);
   if (end.new_park) {
-    end.park = run.pending.back();
+    // The park's payload is lent to its append when End gets it back.
+    Envelope& park = run.pending.back();
+    end.lent = EndLends(run);
+    Json payload = end.lent ? std::move(park.payload) : Json();
+    end.park = park;
+    if (end.lent) park.payload = std::move(payload);
   } else {
     const Envelope* open = FindOpenPark(run.log);
     ONCE_CHECK(open != nullptr);
@@ -394,9 +425,22 @@ Result<RunOutcome> Runtime::End(RunState& run, internal::RunEnd end) {
     run.end = std::move(end);
     return RunOutcome{};
   }
-  ONCE_RETURN_IF_ERROR(Flush(run));
+  if (!end.lent) {
+    ONCE_RETURN_IF_ERROR(Flush(run));
+    return Ended(run, std::move(end));
+  }
+  std::vector<Envelope> spent;
+  Status flushed = Flush(run, &spent);
+  if (flushed) {
+    ONCE_CHECK(!spent.empty());  // no Committer: the events came back (EndLends)
+    TakeBack(spent.back(), end);
+  }
+  events::FreePayloads(spent);
+  ONCE_RETURN_IF_ERROR(flushed);
   return Ended(run, std::move(end));
 }
+
+bool Runtime::EndLends(const RunState& run) const { return !committer_ && !run.defer_end; }
 
 // What follows a durable end or park.
 Result<RunOutcome> Runtime::Ended(RunState& run, internal::RunEnd end) {
@@ -502,17 +546,18 @@ void Runtime::Appended(RunState& run, const RunRowWrite& row, int64_t head) {
 }
 
 AppendRequest Runtime::TakePending(RunState& run, RunRowWrite& row) {
+  KeepLentInput(run);
   AppendRequest req = RunAppend(run, std::move(run.pending), row);
   run.pending.clear();
   run.step_result_pending = false;
   return req;
 }
 
-Status Runtime::Flush(RunState& run) {
+Status Runtime::Flush(RunState& run, std::vector<Envelope>* spent) {
   if (run.pending.empty()) return Ok();
   RunRowWrite row;
   AppendRequest req = TakePending(run, row);
-  ONCE_ASSIGN_OR_RETURN(int64_t head, Commit(std::move(req)));
+  ONCE_ASSIGN_OR_RETURN(int64_t head, Commit(std::move(req), spent));
   Appended(run, row, head);
   return Ok();
 }
@@ -556,6 +601,7 @@ Result<internal::TransactOutcome> Runtime::Transact(RunState& run, std::string_v
                                                     TransactionFnRef fn) {
   std::optional<Result<Json>> fn_result;  // set once fn has run
   RunRowWrite row;
+  KeepLentInput(run);  // the pending events leave the run if this commits
   auto work = [&](store::SqlTransaction& sql) -> Result<AppendRequest> {
     WatchedSql watched(sql);
     fn_result = CallTransactionFn(fn, watched, run.id);
@@ -600,15 +646,17 @@ std::vector<Result<int64_t>> Runtime::CommitMany(std::span<AppendRequest> reqs) 
   return out;
 }
 
-Result<int64_t> Runtime::Commit(AppendRequest req) {
+Result<int64_t> Runtime::Commit(AppendRequest req, std::vector<Envelope>* spent) {
   if (committer_) return committer_->Commit(std::move(req));
   direct_commits_.Add();
-  if (memory_) {
-    Result<int64_t> head = memory_->Append(std::move(req));  // moves the events in
+  // The bare memory store takes the events' strings; their payloads stay.
+  Result<int64_t> head = memory_ ? memory_->Append(std::move(req)) : store_.Append(req);
+  if (spent) {
+    *spent = std::move(req.events);
+  } else {
     events::FreePayloads(req.events);
-    return head;
   }
-  return store_.Append(req);
+  return head;
 }
 
 // ---- Reading -------------------------------------------------------------------

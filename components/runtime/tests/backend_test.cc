@@ -571,6 +571,27 @@ TEST_F(BackendTest, TransactionCommitsItsEffectOnceWithItsRecordAndReplayDoesNot
   EXPECT_EQ(Payments(*store_), 1);
 }
 
+// A start's input is lent to its EXECUTION_STARTED (runtime.h): a
+// transaction that commits that event as the body's first step leaves the
+// body its input, and the event keeps a copy.
+TEST_F(BackendTest, ABodyReadsItsInputAfterATransactionCommittedItsStart) {
+  Runtime rt(*store_, clock_);
+  const Json input = {{"n", 7}, {"text", std::string(40, 't')}};
+  ASSERT_TRUE(rt.Register("tx_first", [](Context& ctx, const Json& in) -> Result<Json> {
+    ONCE_ASSIGN_OR_RETURN(
+        Json t, ctx.Transaction("t", [&](store::SqlTransaction&) -> Result<Json> { return 1; }));
+    ONCE_ASSIGN_OR_RETURN(Json s, ctx.Step("s", [&]() -> Result<Json> { return in; }));
+    return Json{{"t", t}, {"s", s}};
+  }));
+  Result<RunOutcome> out = rt.Start("tx_first", "tx-1", input);
+  ASSERT_TRUE(out) << out.error().ToString();
+  EXPECT_EQ(out->value, (Json{{"t", 1}, {"s", input}}));
+  std::vector<Envelope> log = Log(*store_, "tx-1");
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[0].payload["input"], input);
+  EXPECT_EQ(log[2].payload["value"], input);
+}
+
 TEST_F(BackendTest, TransactionOfAFencedOutRunnerRollsBackWithItsRecord) {
   Runtime rt(*hooked_, clock_);
   std::atomic<int> runs{0};

@@ -114,6 +114,53 @@ TEST_F(RuntimeTest, StartStepCompleteRecordsKernelEvents) {
   EXPECT_EQ(log[2].payload["value"], 42);
 }
 
+// A start's input is lent to its EXECUTION_STARTED and an end's value to
+// its EXECUTION_COMPLETED or EXECUTION_FAILED, not copied into them. The body
+// reads its input after an append took that event (step a's result is
+// appended before b runs), every event records what it should, and the
+// outcome carries the end's value: over the bare memory store (the events
+// come back from the append), a decorated one (the store's Append) and one
+// with group commit (the Committer takes the events; the runtime copies).
+TEST_F(RuntimeTest, ALentInputAndEndValueOutliveTheAppendsThatTakeThem) {
+  const Json input = {{"n", 7}, {"list", {1, 2, 3}}, {"text", std::string(40, 't')}};
+  MemoryEventStore bare{store::Limits{}, clock_};
+  MemoryEventStore behind_hook{store::Limits{}, clock_};
+  MemoryEventStore behind_committer{store::Limits{}, clock_};
+  HookStore hooked(behind_hook);
+  DurableLikeStore grouped(behind_committer);
+  for (store::EventStore* s : std::vector<store::EventStore*>{&bare, &hooked, &grouped}) {
+    Runtime rt(*s, clock_);
+    ASSERT_TRUE(rt.Register("late", [](Context& ctx, const Json& in) -> Result<Json> {
+      ONCE_ASSIGN_OR_RETURN(Json a, ctx.Step("a", [&]() -> Result<Json> { return in["n"]; }));
+      ONCE_ASSIGN_OR_RETURN(Json b, ctx.Step("b", [&]() -> Result<Json> { return in; }));
+      return Json{{"a", a}, {"b", b}, {"in", in}};
+    }));
+    ASSERT_TRUE(rt.Register("fails", [](Context& ctx, const Json& in) -> Result<Json> {
+      ONCE_RETURN_IF_ERROR(ctx.Step("a", [&]() -> Result<Json> { return 1; }));
+      return MakeError(ErrorCode::kInvalidArgument, in["text"].get<std::string>());
+    }));
+    Result<RunOutcome> out = rt.Start("late", "late-1", input);
+    ASSERT_TRUE(out) << out.error().ToString();
+    const Json expected = {{"a", 7}, {"b", input}, {"in", input}};
+    EXPECT_EQ(out->value, expected);
+    std::vector<Envelope> log = Log(*s, "late-1");
+    ASSERT_EQ(log.size(), 4u);
+    EXPECT_EQ(log[0].payload["input"], input);
+    EXPECT_EQ(log[2].payload["value"], input);
+    EXPECT_EQ(log[3].payload["value"], expected);
+
+    Result<RunOutcome> failed = rt.Start("fails", "fails-1", input);
+    ASSERT_TRUE(failed) << failed.error().ToString();
+    EXPECT_EQ(failed->status, ExecutionStatus::kFailed);
+    EXPECT_NE(failed->value.dump().find(std::string(40, 't')), std::string::npos)
+        << failed->value.dump();
+    log = Log(*s, "fails-1");
+    ASSERT_EQ(log.size(), 3u);
+    EXPECT_EQ(log[0].payload["input"], input);
+    EXPECT_EQ(log[2].payload["error"], failed->value);
+  }
+}
+
 // The start is not made durable on its own before the first step: it rides
 // in the append with that step's result (one commit per execution). So a
 // Start of an id that exists runs its first step (at-least-once execution,

@@ -540,6 +540,9 @@ class Runtime {
   Result<RunOutcome> Finish(internal::RunState& run, Result<Json> body_result);
   Result<RunOutcome> FinishParked(internal::RunState& run);
   Result<RunOutcome> End(internal::RunState& run, internal::RunEnd end);
+  // Whether End gets the run's last append's events back (no Committer, not
+  // deferred): its value or park payload can be lent to them (RunEnd::lent).
+  bool EndLends(const internal::RunState& run) const;
   Result<RunOutcome> Ended(internal::RunState& run, internal::RunEnd end);
   Result<RunOutcome> FinishContinued(internal::RunState& run, Json input);
   // Both return whether this runtime should run the new execution's body
@@ -548,7 +551,8 @@ class Runtime {
   Result<bool> CreateChild(const internal::RunState& parent, std::string_view workflow,
                            std::string_view key, const std::string& child_id, const Json& input);
   Result<bool> CreateStarted(const std::string& id, Json payload);
-  Status Flush(internal::RunState& run);
+  // `spent`: see Commit.
+  Status Flush(internal::RunState& run, std::vector<Envelope>* spent = nullptr);
   // The run row an append writes (see Flush): the owner it names (empty:
   // none) and what it does to the row.
   struct RunRowWrite {
@@ -567,7 +571,10 @@ class Runtime {
   Result<internal::TransactOutcome> Transact(internal::RunState& run, std::string_view name,
                                              TransactionFnRef fn);
   Status BeforeStep(const internal::RunState& run);
-  Result<int64_t> Commit(store::AppendRequest req);
+  // Appends req (through the Committer when there is one). Without one the
+  // events come back after the append, landed or not: in `spent` when it is
+  // given (an end takes its lent value back from them), else freed here.
+  Result<int64_t> Commit(store::AppendRequest req, std::vector<Envelope>* spent = nullptr);
   // Commit for each request, written together (moved from).
   std::vector<Result<int64_t>> CommitMany(std::span<store::AppendRequest> reqs);
   Result<int64_t> AppendAudit(std::string_view id, Envelope event);
