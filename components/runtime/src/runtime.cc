@@ -420,7 +420,7 @@ Result<RunOutcome> Runtime::FinishParked(RunState& run) {
 
 // The last append of a run that ends or parks: written now, or (defer_end)
 // left in run.end for the caller to write with other runs' (EndWritten).
-Result<RunOutcome> Runtime::End(RunState& run, internal::RunEnd end) {
+Result<RunOutcome> Runtime::End(RunState& run, internal::RunEnd&& end) {
   if (run.defer_end) {
     run.end = std::move(end);
     return RunOutcome{};
@@ -443,7 +443,7 @@ Result<RunOutcome> Runtime::End(RunState& run, internal::RunEnd end) {
 bool Runtime::EndLends(const RunState& run) const { return !committer_ && !run.defer_end; }
 
 // What follows a durable end or park.
-Result<RunOutcome> Runtime::Ended(RunState& run, internal::RunEnd end) {
+Result<RunOutcome> Runtime::Ended(RunState& run, internal::RunEnd&& end) {
   if (end.parked) {
     if (end.new_park) end.park.sequence = run.head;
     AfterPark(run.id, end.park.sequence, end.park);

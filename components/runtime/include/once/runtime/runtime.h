@@ -539,11 +539,13 @@ class Runtime {
   void Untrack(const std::string& id, bool ended_ok, const internal::RunState& run);
   Result<RunOutcome> Finish(internal::RunState& run, Result<Json> body_result);
   Result<RunOutcome> FinishParked(internal::RunState& run);
-  Result<RunOutcome> End(internal::RunState& run, internal::RunEnd end);
+  // End and Ended take the run's end from the caller (a RunEnd holds an
+  // outcome and an envelope: moving it costs more than passing it).
+  Result<RunOutcome> End(internal::RunState& run, internal::RunEnd&& end);
   // Whether End gets the run's last append's events back (no Committer, not
   // deferred): its value or park payload can be lent to them (RunEnd::lent).
   bool EndLends(const internal::RunState& run) const;
-  Result<RunOutcome> Ended(internal::RunState& run, internal::RunEnd end);
+  Result<RunOutcome> Ended(internal::RunState& run, internal::RunEnd&& end);
   Result<RunOutcome> FinishContinued(internal::RunState& run, Json input);
   // Both return whether this runtime should run the new execution's body
   // now (CreateStarted's rule); when true, ScheduleRedrive or
