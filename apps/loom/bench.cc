@@ -187,9 +187,25 @@ void RegisterWorkflows(Runtime& rt) {
   });
 }
 
-// An execution's input, {"n": 1}. A client holds its inputs already: they are
-// built before the clock starts, like the ids, and moved into Start.
-Json Input() { return events::JsonObject("n", 1); }
+// The longest --input, in bytes of JSON text (a run holds a copy of it for
+// every one of its executions before its clock starts).
+constexpr size_t kInputBytesMax = size_t{64} << 10;
+
+// Every execution's input (--input, {"n": 1} by default). A client holds its
+// inputs already: they are built before the clock starts, like the ids, and
+// moved into Start.
+Result<Json> InputOf(const BenchOptions& options) {
+  if (options.input.size() > kInputBytesMax) {
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        fmt::format("--input is {} bytes; at most {}", options.input.size(), kInputBytesMax));
+  }
+  Json input = Json::parse(options.input, nullptr, /*allow_exceptions=*/false);
+  if (input.is_discarded()) {
+    return MakeError(ErrorCode::kInvalidArgument, "--input is not JSON text");
+  }
+  return input;
+}
 
 // Wall time an execution spends in Start and in Resume (the --stages run).
 struct Phases {
@@ -308,13 +324,13 @@ struct RunInputs {
   std::vector<std::string> ids;
   std::vector<Json> inputs;
 };
-RunInputs MakeInputs(const std::string& tag, int executions) {
+RunInputs MakeInputs(const std::string& tag, int executions, const Json& input) {
   RunInputs in;
   in.ids.reserve(executions);
   in.inputs.reserve(executions);
   for (int i = 0; i < executions; ++i) {
     in.ids.push_back(fmt::format("{}-{}", tag, i));
-    in.inputs.push_back(Input());
+    in.inputs.push_back(input);
   }
   return in;
 }
@@ -425,13 +441,14 @@ ClientThreads& Clients() {
 class ClientRun {
  public:
   ClientRun(Runtime& rt, const std::string& c, int executions, const std::string& tag,
-            Phases* phases)
+            const Json& input, Phases* phases)
       : rt_(rt),
         case_(StepsOf(c)),
         executions_(executions),
         tag_(tag),
+        input_(input),
         phases_(phases),
-        in_(MakeInputs(tag, executions)) {}
+        in_(MakeInputs(tag, executions, input)) {}
 
   // Runs the clients and returns the run's figures.
   RunFigures Run(int concurrency, bool warm_up) {
@@ -449,7 +466,7 @@ class ClientRun {
   std::vector<double> Client(int w, bool warm_up) {
     std::vector<double> mine;
     mine.reserve(executions_);  // no growth inside the timed run
-    if (warm_up) Note(RunOne(rt_, case_, fmt::format("{}-warm-{}", tag_, w), Input(), nullptr));
+    if (warm_up) Note(RunOne(rt_, case_, fmt::format("{}-warm-{}", tag_, w), input_, nullptr));
     ready_.fetch_add(1);
     ready_.notify_one();
     go_.wait(false);
@@ -490,6 +507,7 @@ class ClientRun {
   const CaseSteps case_;
   const int executions_;
   const std::string& tag_;
+  const Json& input_;
   Phases* const phases_;
   RunInputs in_;
   std::atomic<int> ready_{0};
@@ -516,12 +534,13 @@ class ClientRun {
 // StartPipelined call to the done.
 class PipelinedRun {
  public:
-  PipelinedRun(Runtime& rt, int executions, const std::string& tag, int drivers)
+  PipelinedRun(Runtime& rt, int executions, const std::string& tag, const Json& input, int drivers)
       : rt_(rt),
         executions_(executions),
         tag_(tag),
+        input_(input),
         drivers_(std::max(1, drivers)),
-        in_(MakeInputs(tag, executions)),
+        in_(MakeInputs(tag, executions, input)),
         started_(executions) {}
 
   RunFigures Run(int concurrency, bool warm_up) {
@@ -574,7 +593,7 @@ class PipelinedRun {
   void Start(Driver& d, const std::string& id, int i) {
     ++d.in_flight;
     rt_.StartPipelined(
-        "one_step", id, i >= 0 ? std::move(in_.inputs[i]) : Input(),
+        "one_step", id, i >= 0 ? std::move(in_.inputs[i]) : input_,
         [this, &d, i](Result<runtime::RunOutcome> out) {
           Note(Checked(out));
           Answer(d, i);
@@ -604,6 +623,7 @@ class PipelinedRun {
   Runtime& rt_;
   const int executions_;
   const std::string& tag_;
+  const Json& input_;
   const int drivers_;
   RunInputs in_;
   std::vector<Steady::time_point> started_;  // written before its start, read by its done
@@ -632,8 +652,9 @@ std::unique_ptr<nodes::Node> StartNode(nodes::NodeRegistry& registry, const Cloc
 }
 
 RunFigures RunCase(store::EventStore& store, const std::string& c, int executions, int concurrency,
-                   const std::string& tag, size_t flushes_in_flight, bool warm_up,
-                   Phases* phases = nullptr, BenchSiblings* siblings = nullptr, int drivers = 0) {
+                   const std::string& tag, const Json& input, size_t flushes_in_flight,
+                   bool warm_up, Phases* phases = nullptr, BenchSiblings* siblings = nullptr,
+                   int drivers = 0) {
   SystemClock clock;
   SteadyClock local;
   RunFigures f;
@@ -658,9 +679,9 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
       return f;
     }
     if (drivers <= 0) drivers = int(std::max(1u, std::thread::hardware_concurrency()));
-    f = PipelinedRun(rt, executions, tag, drivers).Run(concurrency, warm_up);
+    f = PipelinedRun(rt, executions, tag, input, drivers).Run(concurrency, warm_up);
   } else {
-    f = ClientRun(rt, base, executions, tag, phases).Run(concurrency, warm_up);
+    f = ClientRun(rt, base, executions, tag, input, phases).Run(concurrency, warm_up);
   }
   f.group_commit = rt.commit_stats();
   if (siblings && siblings->ends) siblings->ends->Stop();
@@ -670,7 +691,8 @@ RunFigures RunCase(store::EventStore& store, const std::string& c, int execution
 
 // The queue case (see the file comment): one App, a node serving "bench".
 RunFigures RunQueueCase(store::EventStore& store, BenchSiblings& siblings, int executions,
-                        int concurrency, const std::string& tag, size_t flushes_in_flight) {
+                        int concurrency, const std::string& tag, const Json& input,
+                        size_t flushes_in_flight) {
   SystemClock clock;
   SystemRng rng;
   RunFigures f;
@@ -706,7 +728,7 @@ RunFigures RunQueueCase(store::EventStore& store, BenchSiblings& siblings, int e
     requests.push_back({.queue = "bench",
                         .workflow = "one_step",
                         .execution_id = fmt::format("{}-{}", tag, i),
-                        .input = Input()});
+                        .input = input});
   }
   if (Status s = (*app)->Start(); !s) {
     f.error = s.error().ToString();
@@ -770,7 +792,7 @@ std::pair<double, double> CountRoundTrips(const BenchOptions& options, const std
   if (auto store = OpenBackend(spec, clock)) {
     store::ProfilingStore profiled(**store, clock);
     const int n = 64;
-    RunCase(profiled, c, n, 1, tag, 1, /*warm_up=*/false);
+    RunCase(profiled, c, n, 1, tag, *InputOf(options), 1, /*warm_up=*/false);
     for (const auto& [method, s] : profiled.Snapshot()) {
       calls += s.calls;
       if (method != "ReadRange" && method != "Head" && method != "ReadFence" &&
@@ -806,8 +828,8 @@ void PrintStages(const BenchOptions& options, const std::string& backend, const 
   store::ProfilingStore profiled(**store, clock);
   Phases phases;
   RunFigures f = RunCase(profiled, c, options.executions, options.concurrency, tag,
-                         runtime::CommitterOptions{}.flushes_in_flight_max, /*warm_up=*/true,
-                         &phases, &*siblings);
+                         *InputOf(options), runtime::CommitterOptions{}.flushes_in_flight_max,
+                         /*warm_up=*/true, &phases, &*siblings);
   *siblings = {};
   double n = options.executions;
   std::string line =
@@ -869,10 +891,12 @@ bool TimedRun(const BenchOptions& options, const std::string& backend, const std
   }
   const int64_t wal_before =
       backend == "postgres" ? WalPositionBytes(spec.url).value_or(int64_t{-1}) : -1;
+  const Json input = *InputOf(options);  // RunBench checked it
   if (IsQueueCase(c)) {
-    out = RunQueueCase(events, *siblings, options.executions, options.concurrency, tag, flushes);
+    out = RunQueueCase(events, *siblings, options.executions, options.concurrency, tag, input,
+                       flushes);
   } else {
-    out = RunCase(events, c, options.executions, options.concurrency, tag, flushes,
+    out = RunCase(events, c, options.executions, options.concurrency, tag, input, flushes,
                   /*warm_up=*/true, nullptr, &*siblings, options.drivers);
   }
   if (backend == "postgres") out.wal_bytes = WalSince(spec.url, wal_before);
@@ -1173,16 +1197,20 @@ void PrintCells(const BenchOptions& options, const std::string& backend,
 }
 
 int RunBench(const BenchOptions& options) {
+  if (Result<Json> input = InputOf(options); !input) {
+    fmt::print(stderr, "loom bench: {}\n", input.error().message);
+    return 2;
+  }
   std::vector<std::string> cases = options.cases.empty() ? kCases : options.cases;
   std::vector<size_t> flushes = options.flushes_in_flight;
   if (flushes.empty()) flushes.push_back(runtime::CommitterOptions{}.flushes_in_flight_max);
   SystemClock clock;
   int failures = 0;
   fmt::print(
-      "loom bench: {} executions per run, {} in flight, median of {} runs (each after {} untimed); "
-      "allocator {}\n",
-      options.executions, options.concurrency, options.runs, options.warm_up_runs,
-      allocator::Description());
+      "loom bench: {} executions per run, {} in flight, an input of {} bytes, median of {} runs "
+      "(each after {} untimed); allocator {}\n",
+      options.executions, options.concurrency, options.input.size(), options.runs,
+      options.warm_up_runs, allocator::Description());
   for (const auto& backend : options.backends) {
     std::optional<SharedStore> shared;
     if (options.preload > 0) {

@@ -210,5 +210,18 @@ run 1 bench --backend sqlite --dir "$work" --case unfenced_notify --runs 1 --war
   --executions 4
 check "the end listener needs PostgreSQL" grep -q "needs PostgreSQL" <<<"$err"
 
+# --input: every execution's input (a payload's size is most of its cost);
+# text that is not JSON, or over 64 KiB, is refused before anything runs.
+input='{"order":{"id":123,"items":[{"sku":"A1","qty":2}]},"notes":"at the door"}'
+run 0 bench --backend memory --case unfenced park_resume_if --runs 1 --warm-up-runs 0 \
+  --executions 40 --concurrency 4 --input "$input"
+check "bench runs its cases on the input" \
+  grep -q "^loom-bench backend=memory case=park_resume_if .*wf_per_s=[1-9]" <<<"$out"
+check "bench names the input's size" grep -q "an input of ${#input} bytes" <<<"$out"
+run 2 bench --backend memory --input '{not json'
+check "an input that is not JSON is said" grep -q "is not JSON" <<<"$err"
+run 2 bench --backend memory --input "[$(printf '1,%.0s' $(seq 40000))1]"
+check "an input over its limit names the limit" grep -q "at most 65536" <<<"$err"
+
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

@@ -47,6 +47,9 @@ struct BenchOptions {
   std::string dir = "/tmp";        // sqlite files
   int executions = 3000;
   int concurrency = 64;
+  // Every execution's input, as JSON text (the payloads an execution
+  // records carry it: its size is most of what they cost).
+  std::string input = R"({"n":1})";
   // Threads that keep `concurrency` executions in flight in the _pipelined
   // cases (Runtime::StartPipelined); 0: one per core.
   int drivers = 0;

@@ -188,6 +188,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--concurrency", bench.concurrency, "in flight")
       ->capture_default_str()
       ->check(CLI::Range(1, kBenchConcurrencyMax));
+  bench_cmd->add_option("--input", bench.input, "every execution's input, as JSON text")
+      ->capture_default_str();
   bench_cmd
       ->add_option("--drivers", bench.drivers,
                    "threads keeping --concurrency in flight in CASE_pipelined (0: one per core)")
