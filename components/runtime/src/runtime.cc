@@ -241,9 +241,11 @@ Status Runtime::CheckDepth(const Json& value, std::string_view what, std::string
 }
 
 RunOutcome OutcomeOf(std::string execution_id, const ExecutionState& st) {
-  Json value = st.result;
-  if (st.status == ExecutionStatus::kCompleted) value = internal::Member(st.result, "value");
-  if (st.status == ExecutionStatus::kFailed) value = internal::Member(st.result, "error");
+  // An end's outcome is its payload's member (the one Finish writes); a
+  // cancel's or a continuation's is the whole payload.
+  const bool ended =
+      st.status == ExecutionStatus::kCompleted || st.status == ExecutionStatus::kFailed;
+  Json value = ended ? internal::Member(st.result, internal::EndValueMember(st.status)) : st.result;
   return RunOutcome{std::move(execution_id), st.status, std::move(value), st.park_seq};
 }
 
@@ -346,6 +348,7 @@ Result<RunOutcome> Runtime::Execute(RunState& run) {
     }
   }();
   run.body_running = false;
+  run.lent_input = nullptr;  // an append may take the event with the input from here on
   std::string id = tracked ? run.id : std::string();
   Result<RunOutcome> out = Finish(run, std::move(result));
   if (run.end) return out;  // its last append is the caller's to write (EndWritten)
