@@ -40,13 +40,13 @@ struct RunState {
   Json input;  // a resumed or taken-over run's input, folded from its log
   // The input the body reads (BodyInput): `input`, or a start's own input,
   // lent to its pending EXECUTION_STARTED (the payload's "input" member)
-  // instead of copied into it. An append that takes that event while the
-  // body runs gives the event a copy and keeps the lent member's block here
-  // (KeepLentInput), so the body's reference stays good.
+  // instead of copied into it (set by a start, null once the body returns). An
+  // append that takes that event while the body runs keeps the lent
+  // member's block here (KeepLentInput), so the body's reference stays good,
+  // and the event gets a copy.
   const Json* lent_input = nullptr;
   Json::object_t::node_type lent_input_kept;
-  bool body_running = false;  // inside the body's call (Runtime::Execute)
-  Json parent;                // {"execution_id", "key"} or null
+  Json parent;  // {"execution_id", "key"} or null
   std::string principal;
   // The replay view: the durable log, plus a buffered EXECUTION_RESUMED at
   // its end when this run answers a park. Context consumes it in order.

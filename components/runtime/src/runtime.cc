@@ -48,16 +48,18 @@ std::string NextGenerationId(std::string_view id) {
   return std::string(id) + "~2";
 }
 
-// Before a run's pending events leave it (an append takes them) while its
-// body runs: the start's lent input stays where the body reads it, and the
-// event gets a copy of its own. Once the body has returned there is nothing
-// to keep: the event takes the input with it.
-void KeepLentInput(RunState& run) {
-  if (!run.body_running || !run.lent_input || run.lent_input_kept) return;
+// Before a run's pending events leave it (an append takes them, or has
+// taken a copy of them) while its body runs: the start's lent input is taken
+// out of its event and kept where the body reads it. Returns it, or null
+// when nothing is lent (a resumed run, a start's body that returned, an
+// input kept already). Once the body has returned the event may take the
+// input with it (Execute clears lent_input).
+const Json* KeepLentInput(RunState& run) {
+  if (!run.lent_input || run.lent_input_kept) return nullptr;
   // The EXECUTION_STARTED is the first pending event until an append takes it.
   Json::object_t& started = run.pending.front().payload.get_ref<Json::object_t&>();
   run.lent_input_kept = started.extract("input");
-  started.emplace("input", run.lent_input_kept.mapped());
+  return run.lent_input;
 }
 
 // What End lent to the run's last event (RunEnd::lent), taken back from it
@@ -337,7 +339,6 @@ Result<RunOutcome> Runtime::Execute(RunState& run) {
     running_->Add(run.id);
   }
   Context ctx(*host_, run);
-  run.body_running = true;
   Result<Json> result = [&]() -> Result<Json> {
     try {
       return (*run.fn)(ctx, run.BodyInput());
@@ -347,7 +348,6 @@ Result<RunOutcome> Runtime::Execute(RunState& run) {
       return MakeError(ErrorCode::kInternal, "body threw", run.id);
     }
   }();
-  run.body_running = false;
   run.lent_input = nullptr;  // an append may take the event with the input from here on
   std::string id = tracked ? run.id : std::string();
   Result<RunOutcome> out = Finish(run, std::move(result));
@@ -428,13 +428,9 @@ Result<RunOutcome> Runtime::End(RunState& run, internal::RunEnd&& end) {
     run.end = std::move(end);
     return RunOutcome{};
   }
-  if (!end.lent) {
-    ONCE_RETURN_IF_ERROR(Flush(run));
-    return Ended(run, std::move(end));
-  }
-  std::vector<Envelope> spent;
-  Status flushed = Flush(run, &spent);
-  if (flushed) {
+  std::vector<Envelope> spent;  // the events back, when something was lent to them
+  Status flushed = Flush(run, end.lent ? &spent : nullptr);
+  if (flushed && end.lent) {
     ONCE_CHECK(!spent.empty());  // no Committer: the events came back (EndLends)
     TakeBack(spent.back(), end);
   }
@@ -549,7 +545,9 @@ void Runtime::Appended(RunState& run, const RunRowWrite& row, int64_t head) {
 }
 
 AppendRequest Runtime::TakePending(RunState& run, RunRowWrite& row) {
-  KeepLentInput(run);
+  if (const Json* kept = KeepLentInput(run)) {
+    run.pending.front().payload.get_ref<Json::object_t&>().emplace("input", *kept);  // its copy
+  }
   AppendRequest req = RunAppend(run, std::move(run.pending), row);
   run.pending.clear();
   run.step_result_pending = false;
@@ -604,7 +602,6 @@ Result<internal::TransactOutcome> Runtime::Transact(RunState& run, std::string_v
                                                     TransactionFnRef fn) {
   std::optional<Result<Json>> fn_result;  // set once fn has run
   RunRowWrite row;
-  KeepLentInput(run);  // the pending events leave the run if this commits
   auto work = [&](store::SqlTransaction& sql) -> Result<AppendRequest> {
     WatchedSql watched(sql);
     fn_result = CallTransactionFn(fn, watched, run.id);
@@ -620,6 +617,7 @@ Result<internal::TransactOutcome> Runtime::Transact(RunState& run, std::string_v
   direct_commits_.Add();
   Result<int64_t> head = store_.AppendInTransaction(run.id, work);
   if (head) {
+    KeepLentInput(run);  // the append took a copy of the events; they leave the run
     run.pending.clear();
     run.step_result_pending = false;
     Appended(run, row, *head);
