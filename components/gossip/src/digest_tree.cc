@@ -628,9 +628,10 @@ void PrefetchStart(const Inner* node) { PrefetchBytes(node, kPrefetchBytes); }
 
 void PrefetchLeaves(View view) {
   if (!view.bucket()) return;
-  const std::span<const Entry> entries = view.entries();
-  PrefetchBytes(entries.data(), entries.size_bytes());
+  PrefetchRun(view.run());
 }
+
+void PrefetchRun(const EntryRun& run) { PrefetchBytes(run.begin, run.count * sizeof(Entry)); }
 
 void PrefetchNextChild(View view, int nibble) {
   if (!view.node || view.node->bucket) return;
@@ -653,10 +654,10 @@ void CollectAll(View view, std::vector<const Leaf*>& out) {
   for (const NodeRef& child : view.node->children()) CollectAll(View::Of(child), out);
 }
 
-void ListEntries(View view, std::vector<const Entry*>& out) {
+void ListRuns(View view, std::vector<EntryRun>& out) {
   if (!view.node) return;
   if (view.node->bucket) {
-    for (const Entry& e : view.entries()) out.push_back(&e);
+    if (view.begin != view.end) out.push_back(view.run());
     return;
   }
   // A deep subtree is mostly cache misses: ask for every child at once so
@@ -664,8 +665,7 @@ void ListEntries(View view, std::vector<const Entry*>& out) {
   PrefetchChildren(view);
   for (unsigned rest = view.node->occupied; rest != 0; rest &= rest - 1) {
     const int nibble = __builtin_ctz(rest);
-    PrefetchNextChild(view, nibble);
-    ListEntries(View::Of(*view.node->Find(nibble)), out);
+    ListRuns(View::Of(*view.node->Find(nibble)), out);
   }
 }
 

@@ -178,6 +178,13 @@ struct Entry {
   LeafRef leaf;
 };
 
+// Consecutive entries of one bucket.
+struct EntryRun {
+  const Entry* begin = nullptr;
+  uint32_t count = 0;
+  std::span<const Entry> entries() const { return {begin, count}; }
+};
+
 // std::popcount without -mpopcnt is a call into libgcc (2% of a session).
 inline int Popcount16(uint16_t v) {
   unsigned x = v;
@@ -302,6 +309,10 @@ struct View {
   std::span<const Entry> entries() const {
     return std::span(node->entry_block() + begin, end - begin);
   }
+  // The same entries as a run (bucket only).
+  EntryRun run() const {
+    return EntryRun{node->entry_block() + begin, static_cast<uint32_t>(end - begin)};
+  }
   Summary summary() const;
   // Bounds on the versions in view (not empty): the node's own.
   const itc::Version& floor() const { return node->floor(); }
@@ -332,6 +343,8 @@ void PrefetchChildren(View view);
 // start: ask for that first (PrefetchStart) when it may be far.
 void PrefetchLeaves(View view);
 void PrefetchStart(const Inner* node);
+// Asks for the entries of `run`.
+void PrefetchRun(const EntryRun& run);
 
 // Asks for what a loop over a branch's children reads next in the first
 // child after `nibble`: its entries (a bucket), or its children's starts (a
@@ -342,10 +355,12 @@ void PrefetchNextChild(View view, int nibble);
 
 // Every leaf under `view`, in path order.
 void CollectAll(View view, std::vector<const Leaf*>& out);
-// Every entry under `view`, in path order (a listing's order), reading no
-// leaf. Asks for each next child's entries (PrefetchNextChild) while the
-// one before is read.
-void ListEntries(View view, std::vector<const Entry*>& out);
+// Every entry under `view`, in path order (a listing's order), as one run
+// per bucket under it (empty ones left out), reading no entry and no leaf:
+// a listed branch of up to 512 leaves is about 16 runs, not 512 pointers
+// for its listing to write and read back. Asks for a branch's children's
+// starts at once (PrefetchChildren).
+void ListRuns(View view, std::vector<EntryRun>& out);
 // The causal sieve of `view` against `seen`: leaves whose version is not <=
 // `seen` go to `unseen`, the others to `seen_out` (either may be null).
 void Sieve(View view, const itc::Version& seen, std::vector<const Leaf*>* unseen,

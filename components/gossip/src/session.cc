@@ -224,14 +224,22 @@ class Reconciler {
     if (i + kLeavesAhead < n) internal::PrefetchLeaves(view_of(i + kLeavesAhead));
   }
 
+  // A listed branch's buckets' runs (GatherLeaves) and the leaves they hold;
+  // empty otherwise.
+  struct Gathered {
+    std::span<const internal::EntryRun> runs;
+    size_t count = 0;
+  };
+
   // This side's leaves under a listed node, in path order (a listing's
-  // order, internal::ListingKey): a bucket's (or a part of one) read in
-  // place each time they are needed; a branch's gathered once (each leaf is
-  // in at most one listed node) into a chunk of `listed_`.
+  // order, internal::ListingKey), read in place each time they are needed:
+  // a bucket's (or a part of one) as it is, a branch's through the runs of
+  // its buckets, gathered once when it opened (each leaf is in at most one
+  // listed node) into a chunk of `listed_`.
   struct Listed {
     View view;
-    std::span<const internal::Entry* const> gathered;  // a branch's only
-    size_t size() const { return view.bucket() ? view.end - view.begin : gathered.size(); }
+    Gathered gathered;  // a branch's only
+    size_t size() const { return view.bucket() ? view.end - view.begin : gathered.count; }
   };
 
   // A Listed's leaves, one at a time, with their keys in a listing of the
@@ -240,35 +248,55 @@ class Reconciler {
    public:
     ListedCursor(const Listed& listed, int depth) : depth_(depth) {
       if (listed.view.bucket()) {
-        entries_ = listed.view.node->entry_block() + listed.view.begin;
+        single_ = listed.view.run();
+        run_ = &single_;
+        runs_end_ = run_ + 1;
       } else {
-        gathered_ = listed.gathered.data();
+        run_ = listed.gathered.runs.data();
+        runs_end_ = run_ + listed.gathered.runs.size();
+        const ptrdiff_t ahead = std::min(kRunsAhead, runs_end_ - run_);
+        for (ptrdiff_t i = 0; i < ahead; ++i) internal::PrefetchRun(run_[i]);
       }
-      n_ = listed.size();
-      Load();
+      Enter();
     }
-    bool done() const { return k_ == n_; }
-    const internal::Entry& entry() const { return entries_ ? entries_[k_] : *gathered_[k_]; }
+    ListedCursor(const ListedCursor&) = delete;  // run_ may point at single_
+    ListedCursor& operator=(const ListedCursor&) = delete;
+    bool done() const { return at_ == nullptr; }
+    const internal::Entry& entry() const { return *at_; }
     uint64_t key() const { return key_; }
     void Next() {
-      ++k_;
-      Load();
+      if (++at_ == run_end_) {
+        ++run_;
+        Enter();
+      } else {
+        key_ = internal::ListingKey(at_->path, depth_);
+      }
     }
 
    private:
-    void Load() {
-      // A branch's leaves were gathered when it opened, a frame or more ago,
-      // and its buckets have left the cache since: ask for the entry
-      // kGatheredAhead on.
-      if (gathered_ && k_ + kGatheredAhead < n_) __builtin_prefetch(gathered_[k_ + kGatheredAhead]);
-      if (!done()) key_ = internal::ListingKey(entry().path, depth_);
+    // Into the run at run_ (or the next that is not empty), or done. A
+    // branch's buckets were found when it opened, a frame or more ago, and
+    // their entries are not in the cache: the cursor asks for the first
+    // kRunsAhead runs' entries when it starts, and for the one kRunsAhead
+    // on each time it enters a run.
+    void Enter() {
+      while (run_ != runs_end_ && run_->count == 0) ++run_;  // a bucket's empty part
+      if (run_ == runs_end_) {
+        at_ = nullptr;
+        return;
+      }
+      if (runs_end_ - run_ > kRunsAhead) internal::PrefetchRun(run_[kRunsAhead]);
+      at_ = run_->begin;
+      run_end_ = at_ + run_->count;
+      key_ = internal::ListingKey(at_->path, depth_);
     }
-    static constexpr size_t kGatheredAhead = 16;
-    const internal::Entry* entries_ = nullptr;          // a bucket's, in place
-    const internal::Entry* const* gathered_ = nullptr;  // a branch's
+    static constexpr ptrdiff_t kRunsAhead = 3;
+    internal::EntryRun single_;  // a bucket's
+    const internal::EntryRun* run_ = nullptr;
+    const internal::EntryRun* runs_end_ = nullptr;
+    const internal::Entry* at_ = nullptr;  // null: done
+    const internal::Entry* run_end_ = nullptr;
     int depth_;
-    size_t k_ = 0;
-    size_t n_ = 0;
     uint64_t key_ = 0;  // entry()'s
   };
 
@@ -277,9 +305,6 @@ class Reconciler {
     uint32_t begin = 0;
     uint32_t size = 0;
   };
-
-  // A listed branch's leaves, gathered (GatherLeaves); empty otherwise.
-  using Gathered = std::span<const internal::Entry* const>;
 
   struct OpenNode {
     Summary expected;  // the peer's summary of this node
@@ -325,9 +350,11 @@ class Reconciler {
     });
   }
 
-  // A chunk's room in leaves: a listing never straddles two, and a chunk
-  // never moves (a grown vector would move every listing gathered so far).
+  // A chunk's room in runs: a listing's runs never straddle two, and a
+  // chunk never moves (a grown vector would move every run gathered so far).
+  // A listed node's runs are at most its leaves.
   static constexpr size_t kListedChunk = 4096;
+  static_assert(wire::kListingLeavesMax <= kListedChunk);
 
   Gathered GatherLeaves(View view) {
     if (view.bucket()) return {};
@@ -336,11 +363,13 @@ class Reconciler {
     if (listed_.empty() || listed_.back().size() + count > listed_.back().capacity()) {
       listed_.emplace_back().reserve(kListedChunk);
     }
-    std::vector<const internal::Entry*>& chunk = listed_.back();
+    std::vector<internal::EntryRun>& chunk = listed_.back();
     const size_t begin = chunk.size();
-    internal::ListEntries(view, chunk);
-    ONCE_CHECK(chunk.size() == begin + count);
-    return Gathered(chunk.data() + begin, count);
+    internal::ListRuns(view, chunk);
+    size_t listed = 0;
+    for (size_t i = begin; i < chunk.size(); ++i) listed += chunk[i].count;
+    ONCE_CHECK(listed == count);
+    return Gathered{std::span(chunk).subspan(begin), count};
   }
 
   // A bounded record of `view`: each child's summary and its unseen part.
@@ -599,7 +628,7 @@ class Reconciler {
   size_t records_head_ = 0;
   Record scratch_;
   std::deque<const Leaf*> ship_;
-  std::vector<std::vector<const internal::Entry*>> listed_;  // chunks of kListedChunk
+  std::vector<std::vector<internal::EntryRun>> listed_;  // chunks of kListedChunk
   std::vector<uint64_t> lacking_;  // the fingerprints of lacking listings sent
   ReceivedLeaves received_;
   std::unordered_set<Path, internal::PathHash> received_paths_;

@@ -265,10 +265,13 @@ TEST(DigestTreeTest, RandomOperationsMatchASetAndSpareHeldRoots) {
       ASSERT_EQ(Paths(root), model);
       ASSERT_EQ(root->summary.count, model.size());
     }
-    std::vector<const Entry*> listed;
-    ListEntries(View::Of(root), listed);
+    std::vector<EntryRun> listed;
+    ListRuns(View::Of(root), listed);
     std::vector<Path> listed_paths;
-    for (const Entry* e : listed) listed_paths.push_back(e->path);
+    for (const EntryRun& run : listed) {
+      ASSERT_GT(run.count, 0u);
+      for (const Entry& e : run.entries()) listed_paths.push_back(e.path);
+    }
     ASSERT_EQ(listed_paths, std::vector<Path>(model.begin(), model.end()));
     for (const auto& [snapshot, paths] : held) {
       EXPECT_TRUE(Canonical(snapshot));
