@@ -657,7 +657,7 @@ void CollectAll(View view, std::vector<const Leaf*>& out) {
 void ListRuns(View view, std::vector<EntryRun>& out) {
   if (!view.node) return;
   if (view.node->bucket) {
-    if (view.begin != view.end) out.push_back(view.run());
+    if (!view.empty()) out.push_back(view.run());
     return;
   }
   // A deep subtree is mostly cache misses: ask for every child at once so

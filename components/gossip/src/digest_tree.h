@@ -62,7 +62,7 @@ inline constexpr int kFanout = 16;
 inline constexpr int kDepthMax = 32;  // nibbles in a Path
 // The most leaves a bucket holds; one more splits it. No more than a
 // listing holds (wire::kListingLeavesMax), so a bucket is listed whole, in
-// place; a listed branch has its buckets' entries gathered.
+// place; a listed branch has the runs of its buckets gathered (ListRuns).
 inline constexpr int kBucketMax = 64;
 // A branch left with this many leaves or fewer becomes a bucket (well below
 // kBucketMax, so that a node does not split and merge back and forth).
@@ -357,9 +357,9 @@ void PrefetchNextChild(View view, int nibble);
 void CollectAll(View view, std::vector<const Leaf*>& out);
 // Every entry under `view`, in path order (a listing's order), as one run
 // per bucket under it (empty ones left out), reading no entry and no leaf:
-// a listed branch of up to 512 leaves is about 16 runs, not 512 pointers
-// for its listing to write and read back. Asks for a branch's children's
-// starts at once (PrefetchChildren).
+// a listed branch (up to 512 leaves, typically 16 buckets) is a few runs,
+// not a pointer per leaf for its listing to write and read back. Asks for
+// a branch's children's starts at once (PrefetchChildren).
 void ListRuns(View view, std::vector<EntryRun>& out);
 // The causal sieve of `view` against `seen`: leaves whose version is not <=
 // `seen` go to `unseen`, the others to `seen_out` (either may be null).

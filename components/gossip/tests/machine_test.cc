@@ -374,7 +374,7 @@ Status RunTampered(Host& a, Host& b, const std::function<void(wire::Record&)>& t
 // name, or one leaf twice, is hostile: the lister fails, and neither side
 // changes. Under 40 messages the nodes listed are parts of one bucket (the
 // responder lists them); under 1,120, mostly first-level branches that split
-// and shrank (their leaves gathered, not read in place); under 3,000, whole
+// and shrank (their buckets' runs gathered); under 3,000, whole
 // buckets (the initiator lists them).
 TEST(MachineTest, ALackingListingOfLeavesNotListedFailsAndChangesNothing) {
   struct Size {

@@ -203,7 +203,7 @@ TEST(SessionTest, ADenseDisputeUnderABranchIsListedAtTheBranch) {
 }
 
 // A node of 17 to 64 leaves that is a branch (it split at 65, then lost
-// some) is listed too, its leaves gathered rather than read in place from
+// some) is listed too, through the runs of its buckets rather than from
 // one bucket: 1,120 messages put about 70 under each first-level node, and
 // 160 redactions on each side leave about 60 (a branch of small buckets).
 TEST(SessionTest, ListingsOfShrunkenBranchesEqualTheJoin) {
