@@ -352,23 +352,25 @@ class Reconciler {
 
   // A chunk's room in runs: a listing's runs never straddle two, and a
   // chunk never moves (a grown vector would move every run gathered so far).
-  // A listed node's runs are at most its leaves.
-  static constexpr size_t kListedChunk = 4096;
+  // A listed node's runs are at most its leaves, so they fit in one.
+  static constexpr size_t kListedChunk = 1024;
   static_assert(wire::kListingLeavesMax <= kListedChunk);
 
   Gathered GatherLeaves(View view) {
     if (view.bucket()) return {};
     const size_t count = view.summary().count;
     ONCE_CHECK(count <= wire::kListingLeavesMax);
-    if (listed_.empty() || listed_.back().size() + count > listed_.back().capacity()) {
+    gathering_.clear();
+    internal::ListRuns(view, gathering_);
+    size_t listed = 0;
+    for (const internal::EntryRun& run : gathering_) listed += run.count;
+    ONCE_CHECK(listed == count);
+    if (listed_.empty() || listed_.back().size() + gathering_.size() > kListedChunk) {
       listed_.emplace_back().reserve(kListedChunk);
     }
     std::vector<internal::EntryRun>& chunk = listed_.back();
     const size_t begin = chunk.size();
-    internal::ListRuns(view, chunk);
-    size_t listed = 0;
-    for (size_t i = begin; i < chunk.size(); ++i) listed += chunk[i].count;
-    ONCE_CHECK(listed == count);
+    chunk.insert(chunk.end(), gathering_.begin(), gathering_.end());
     return Gathered{std::span(chunk).subspan(begin), count};
   }
 
@@ -629,6 +631,7 @@ class Reconciler {
   Record scratch_;
   std::deque<const Leaf*> ship_;
   std::vector<std::vector<internal::EntryRun>> listed_;  // chunks of kListedChunk
+  std::vector<internal::EntryRun> gathering_;            // GatherLeaves' runs, before their chunk
   std::vector<uint64_t> lacking_;  // the fingerprints of lacking listings sent
   ReceivedLeaves received_;
   std::unordered_set<Path, internal::PathHash> received_paths_;
