@@ -667,6 +667,7 @@ int Run(const Options& o) {
       {"raw_write_mb_per_s", raw.write_mb_per_s >= 0 ? fixed(raw.write_mb_per_s, 1) : "none"},
       {"raw_commit_per_s", raw.commit_per_s >= 0 ? fixed(raw.commit_per_s, 0) : "none"},
       {"tcmalloc_transfer_num_obj", allocator::TransferObjectsInForce()},
+      {"huge_page_regions", allocator::HugePageRegionsInForce() ? "1" : "0"},
   };
   // Over the firing, per event-store method: calls and mean latency.
   for (const auto& [method, after] : store_after) {
