@@ -29,7 +29,6 @@ class HugePageRegions final : public SysAllocator {
   explicit HugePageRegions(SysAllocator* fallback) : fallback_(fallback) {}
 
   void* Alloc(size_t size, size_t* actual_size, size_t alignment) override {
-    constexpr size_t kRegion = kHugePageRegionBytes;
     // tcmalloc always passes actual_size (it takes the rest of a region);
     // a caller that did not could not use it.
     if (actual_size == nullptr || alignment > kRegion || size == 0 || size > kSizeMax) {
@@ -44,13 +43,13 @@ class HugePageRegions final : public SysAllocator {
   }
 
  private:
+  static constexpr size_t kRegion = kHugePageRegionBytes;
   static constexpr size_t kSizeMax = size_t{1} << 40;
 
   // `bytes` (a multiple of kRegion) at a kRegion-aligned address, or null:
   // a region's worth more is mapped, and what lies outside the aligned
   // range is unmapped again.
   static void* MapAligned(size_t bytes) {
-    constexpr size_t kRegion = kHugePageRegionBytes;
     const size_t mapped = bytes + kRegion;
     void* at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (at == MAP_FAILED) return nullptr;
