@@ -22,6 +22,19 @@ size_t MemoryEventStore::ShardIndex(const Key& key) {
   return (key.hash >> 40) % kShards;
 }
 
+std::string_view MemoryEventStore::Log::KindOf(const StoredEvent& e) const {
+  const RareParts* parts = RareOf(e);
+  return parts && !parts->kind.empty() ? std::string_view(parts->kind)
+                                       : events::Name(e.kernel_kind);
+}
+
+bool MemoryEventStore::Log::Answering(const StoredEvent& e) const {
+  const RareParts* parts = RareOf(e);
+  // A kind kept by name is not a kernel kind: StageEvents interns those.
+  const bool named = parts && !parts->kind.empty();
+  return events::IsAnswering(named ? std::nullopt : std::optional(e.kernel_kind), e.kernel);
+}
+
 int64_t MemoryEventStore::FenceLocked(const Shard& shard, const Key& key) {
   auto it = shard.fences.find_hashed(key.hash, key.id);
   return it == shard.fences.end() ? 0 : it->second;
@@ -44,7 +57,8 @@ Status MemoryEventStore::Prepare(const AppendRequest& req, bool movable, Prepare
     log.payloads = std::move(into.packed);
   }
   log.events.reserve(req.events.size());
-  StageEvents(req, into, 0, movable, log.events);
+  log.rare.clear();
+  StageEvents(req, into, 0, movable, log);
   return Ok();
 }
 
@@ -59,13 +73,23 @@ Result<MemoryEventStore::Prepared*> MemoryEventStore::PrepareInScratch(const App
 }
 
 void MemoryEventStore::StageEvents(const AppendRequest& req, const Prepared& prepared, size_t base,
-                                   bool movable, std::vector<StoredEvent>& events) {
+                                   bool movable, Log& log) {
   for (size_t i = 0; i < req.events.size(); ++i) {
     Envelope& e = const_cast<Envelope&>(req.events[i]);
-    StoredEvent& stored = events.emplace_back();
+    StoredEvent& stored = log.events.emplace_back();
     stored.sequence = req.expected_next + static_cast<int64_t>(i);
-    stored.kind = movable ? std::move(e.kind) : e.kind;
-    stored.metadata = movable ? std::move(e.metadata) : e.metadata;
+    std::optional<events::KernelKind> kernel_kind = e.kind.interned();
+    if (!kernel_kind) kernel_kind = events::ParseKernelKind(e.kind.view());
+    if (!kernel_kind || !e.metadata.extra.is_null()) {
+      ONCE_CHECK(log.rare.size() < StoredEvent::kNoRare);
+      stored.rare = static_cast<uint32_t>(log.rare.size());
+      RareParts& rare = log.rare.emplace_back();
+      if (!kernel_kind) rare.kind = e.kind.str();
+      rare.extra = movable ? std::move(e.metadata.extra) : e.metadata.extra;
+    }
+    stored.kernel_kind = kernel_kind.value_or(events::KernelKind{});
+    stored.fence = e.metadata.fence;
+    stored.kernel = e.metadata.kernel;
     stored.time_ms = e.time_ms == 0 ? prepared.checked.now_ms : e.time_ms;
     stored.payload_at = base + (i == 0 ? 0 : prepared.payload_end[i - 1]);
     stored.payload_bytes = base + prepared.payload_end[i] - stored.payload_at;
@@ -108,7 +132,7 @@ Result<int64_t> MemoryEventStore::AppendLocked(Shard& shard, const Key& key,
   } else {
     const size_t base = log.payloads.size();
     log.payloads.append(prepared.packed);
-    StageEvents(req, prepared, base, movable, log.events);
+    StageEvents(req, prepared, base, movable, log);
   }
   log.head = req.expected_next + static_cast<int64_t>(req.events.size()) - 1;
   if (checked.run_row == RunRowChange::kEnd || !req.owner.empty()) {
@@ -300,8 +324,9 @@ Result<EndedPage> MemoryEventStore::ListEnded(int64_t ended_ms_max, const EndedC
     std::lock_guard<std::mutex> lock(shard.mu);
     for (const auto& [id, log] : shard.logs) {
       for (const StoredEvent& e : log.events) {
-        if (e.time_ms > ended_ms_max || !IsEndingKind(e.kind.view())) continue;
-        EndedExecution ended{.execution_id = id, .kind = e.kind.str(), .ended_ms = e.time_ms};
+        if (e.time_ms > ended_ms_max || !IsEndingKind(log.KindOf(e))) continue;
+        EndedExecution ended{
+            .execution_id = id, .kind = std::string(log.KindOf(e)), .ended_ms = e.time_ms};
         if (ended.Place() > after) found.push_back(std::move(ended));
       }
     }
@@ -317,8 +342,9 @@ Result<EndedPage> MemoryEventStore::ListEnded(int64_t ended_ms_max, const EndedC
 bool MemoryEventStore::EndedByLocked(const Shard& shard, const Key& key, int64_t ended_ms_max) {
   auto it = shard.logs.find_hashed(key.hash, key.id);
   if (it == shard.logs.end()) return false;
-  return std::any_of(it->second.events.begin(), it->second.events.end(), [&](const StoredEvent& e) {
-    return e.time_ms <= ended_ms_max && IsEndingKind(e.kind.view());
+  const Log& log = it->second;
+  return std::any_of(log.events.begin(), log.events.end(), [&](const StoredEvent& e) {
+    return e.time_ms <= ended_ms_max && IsEndingKind(log.KindOf(e));
   });
 }
 
@@ -378,7 +404,7 @@ ConditionalAcquire MemoryEventStore::AcquireIfLocked(Shard& shard, const Key& ke
         std::upper_bound(events.begin(), events.end(), expect.park_seq,
                          [](int64_t seq, const StoredEvent& e) { return seq < e.sequence; });
     for (; tail != events.end(); ++tail) {
-      if (tail->answering()) return ConditionalAcquire{.stale = true, .fence = current};
+      if (it->second.Answering(*tail)) return ConditionalAcquire{.stale = true, .fence = current};
     }
   }
   int64_t next = current + 1;
@@ -412,12 +438,14 @@ Envelope MemoryEventStore::EnvelopeOf(std::string_view id, const Log& log,
       std::string_view(log.payloads).substr(e.payload_at, e.payload_bytes), limits_.json_depth_max);
   // The store packed these bytes itself, from a payload it had checked.
   ONCE_CHECK_MSG(payload.has_value(), "a packed payload of the memory store does not unpack");
-  return Envelope{.execution_id = std::string(id),
-                  .sequence = e.sequence,
-                  .kind = e.kind,
-                  .payload = std::move(*payload),
-                  .metadata = e.metadata,
-                  .time_ms = e.time_ms};
+  const RareParts* rare = log.RareOf(e);
+  return Envelope{
+      .execution_id = std::string(id),
+      .sequence = e.sequence,
+      .kind = rare && !rare->kind.empty() ? events::Kind(rare->kind) : events::Kind(e.kernel_kind),
+      .payload = std::move(*payload),
+      .metadata = {.fence = e.fence, .kernel = e.kernel, .extra = rare ? rare->extra : Json()},
+      .time_ms = e.time_ms};
 }
 
 Result<ConditionalAcquire> MemoryEventStore::AcquireFenceIf(std::string_view id,
@@ -481,6 +509,7 @@ Status MemoryEventStore::CopyPrefix(std::string_view from, std::string_view to, 
   copy.events.assign(events.begin(), events.begin() + through);
   const StoredEvent& last = copy.events.back();  // the first is at 0: nothing was truncated
   copy.payloads = src->second.payloads.substr(0, last.payload_at + last.payload_bytes);
+  copy.rare = src->second.rare;  // indexed by the copied events as by the source's
   copy.head = through;
   if (dst_shard.logs.insert_or_assign_hashed(dst_key.hash, dst_key.id, std::move(copy)).second) {
     MarkIdsChanged();
@@ -505,7 +534,14 @@ Status MemoryEventStore::TruncatePrefixKeeping(std::string_view id, int64_t firs
   const size_t cut = keep == events.end() ? it->second.payloads.size() : keep->payload_at;
   events.erase(events.begin(), keep);
   it->second.payloads.erase(0, cut);
-  for (StoredEvent& e : events) e.payload_at -= cut;
+  std::vector<RareParts> kept_rare;
+  for (StoredEvent& e : events) {
+    e.payload_at -= cut;
+    if (e.rare == StoredEvent::kNoRare) continue;
+    kept_rare.push_back(std::move(it->second.rare[e.rare]));
+    e.rare = static_cast<uint32_t>(kept_rare.size() - 1);
+  }
+  it->second.rare = std::move(kept_rare);
   return Ok();
 }
 

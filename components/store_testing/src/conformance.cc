@@ -287,6 +287,20 @@ TEST_P(EventStoreConformance, AppendManyNumbersDenselyInOrder) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(got[i].payload["i"], i + 1);
 }
 
+// Every kind reads back as appended: an application's by its name, a kernel
+// kind's the same whether it was made from the enum or from its name.
+TEST_P(EventStoreConformance, KindsReadBackAsAppended) {
+  Envelope by_name = KernelEvent(KernelKind::kStepCompleted, {{"name", "s"}, {"result", 2}});
+  by_name.kind = std::string("STEP_COMPLETED");
+  AppendOk(store(), Req("ex-1", 1,
+                        {KernelEvent(KernelKind::kExecutionStarted, {{"input", 1}}), Step(2),
+                         by_name, AppEvent("order.shipped", Json{{"n", 1}})}));
+  AppendOk(store(), Req("ex-1", 5, {AppEvent("order.billed", Json{{"n", 2}})}));
+  EXPECT_EQ(Kinds(Read(store(), "ex-1")),
+            (std::vector<std::string>{"EXECUTION_STARTED", "step.done", "STEP_COMPLETED",
+                                      "order.shipped", "order.billed"}));
+}
+
 TEST_P(EventStoreConformance, EventCarryingItsOwnSequenceAndIdIsAccepted) {
   Envelope e = Step(1);
   e.sequence = 1;
@@ -1709,6 +1723,31 @@ TEST_P(EventStoreConformance, TruncatePrefixKeepingDropsThePrefixAndKeepsNumbers
   EXPECT_TRUE(store().TruncatePrefixKeeping("unknown", 3));
   EXPECT_TRUE(Fails(store().TruncatePrefixKeeping("ex-1", 0), ErrorCode::kInvalidArgument));
   EXPECT_TRUE(Fails(store().TruncatePrefixKeeping("", 2), ErrorCode::kInvalidArgument));
+}
+
+// What a truncation keeps reads back whole (kinds, payloads, metadata), and
+// the log goes on taking appends after it.
+TEST_P(EventStoreConformance, TruncatePrefixKeepingKeepsTheKeptEventsWhole) {
+  ONCE_REQUIRE_CAPABILITY(Capability::kTruncatePrefixKeeping);
+  std::vector<Envelope> evs = {Kernel(KernelKind::kExecutionStarted, {{"input", 1}}), Step(2),
+                               AppEvent("order.shipped", Json{{"n", 3}}), Step(4),
+                               Kernel(KernelKind::kExecutionSuspended)};
+  evs[1].metadata = events::Metadata::FromJson({{"trace", "t2"}});
+  evs[3].metadata = events::Metadata::FromJson({{"trace", "t4"}});
+  AppendOk(store(), Req("ex-1", 1, evs));
+  std::vector<Envelope> before = Read(store(), "ex-1");
+  ASSERT_TRUE(store().TruncatePrefixKeeping("ex-1", 3));
+  AppendOk(store(), Req("ex-1", 6, {AppEvent("order.billed", Json{{"n", 6}})}));
+  std::vector<Envelope> after = Read(store(), "ex-1");
+  ASSERT_EQ(after.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(after[i].kind, before[i + 2].kind);
+    EXPECT_EQ(after[i].payload, before[i + 2].payload);
+    EXPECT_EQ(after[i].metadata, before[i + 2].metadata);
+  }
+  EXPECT_EQ(after[1].metadata.ToJson(), (Json{{"trace", "t4"}}));
+  EXPECT_EQ(Kinds(after), (std::vector<std::string>{"order.shipped", "step.done",
+                                                    "EXECUTION_SUSPENDED", "order.billed"}));
 }
 
 // The contract's choice for a first_kept past the head: the newest event

@@ -87,20 +87,42 @@ class MemoryEventStore final : public EventStore {
   // holds it once; reads fill it in) and with its payload packed into its
   // log's `payloads` (packed_json.h: one block a log instead of a tree of
   // blocks an event; reads give back every value with its type).
+  // What an event keeps at rest beyond its common shape: a kind that is not
+  // a kernel kind, or metadata beyond its fence and kernel stamp. The
+  // runtime's events have none; a log keeps the few there are beside it.
+  struct RareParts {
+    std::string kind;  // empty: the event's kind is its kernel_kind
+    Json extra;        // metadata.extra
+  };
+  // An event at rest: its envelope without the execution id (the map's key
+  // holds it once; reads fill it in), with its payload packed into its log's
+  // `payloads` (packed_json.h: one block a log instead of a tree of blocks an
+  // event; reads give back every value with its type), its kind as a kernel
+  // kind and its metadata as its two fields (48 bytes an event, where an
+  // events::Kind and events::Metadata took 72).
   struct StoredEvent {
+    static constexpr uint32_t kNoRare = ~uint32_t{0};
     int64_t sequence = 0;
-    events::Kind kind;
-    events::Metadata metadata;
     int64_t time_ms = 0;
+    int64_t fence = 0;      // metadata.fence
     size_t payload_at = 0;  // its payload is payloads[payload_at, payload_at + payload_bytes)
     size_t payload_bytes = 0;
-
-    bool answering() const { return events::IsAnswering(kind, metadata); }
+    uint32_t rare = kNoRare;           // its RareParts in its log's `rare`, or kNoRare
+    events::KernelKind kernel_kind{};  // its kind, unless its RareParts name one
+    bool kernel = false;               // metadata.kernel
   };
+  static_assert(sizeof(StoredEvent) <= 48, "an event at rest stays within 48 bytes");
   struct Log {
     std::vector<StoredEvent> events;  // events[i].sequence == first + i
     std::string payloads;             // the events' packed payloads, in order
+    std::vector<RareParts> rare;      // what StoredEvent::rare indexes
     int64_t head = 0;
+
+    const RareParts* RareOf(const StoredEvent& e) const {
+      return e.rare == StoredEvent::kNoRare ? nullptr : &rare[e.rare];
+    }
+    std::string_view KindOf(const StoredEvent& e) const;
+    bool Answering(const StoredEvent& e) const;
   };
   enum class GuardKind { kFence, kIfUnchanged };
   template <class V>
@@ -161,7 +183,7 @@ class MemoryEventStore final : public EventStore {
   // `base` + its place in prepared.packed. Moves the kinds and metadata when
   // `movable`.
   static void StageEvents(const AppendRequest& req, const Prepared& prepared, size_t base,
-                          bool movable, std::vector<StoredEvent>& events);
+                          bool movable, Log& log);
 
   // Requires shard.mu. `prepared` is Prepare(req, movable); its log is
   // moved into the store. Moves the id of a new log when `movable`; req's
