@@ -44,7 +44,7 @@ class MemoryEventStore final : public EventStore {
 
   Result<int64_t> Append(const AppendRequest& req) override;
   // The same append, moving what the log keeps of the request (a new log's
-  // id, the events' kinds and metadata) instead of copying it, whether or
+  // id, the events' metadata beyond fence and kernel) instead of copying it, whether or
   // not the append lands; payloads are packed either way, and left in req as
   // they were (the runtime's path when it runs on a MemoryEventStore).
   Result<int64_t> Append(AppendRequest&& req);
@@ -83,10 +83,6 @@ class MemoryEventStore final : public EventStore {
   Status ForgetRun(std::string_view id, std::string_view owner);
 
  private:
-  // An event at rest: its envelope without the execution id (the map's key
-  // holds it once; reads fill it in) and with its payload packed into its
-  // log's `payloads` (packed_json.h: one block a log instead of a tree of
-  // blocks an event; reads give back every value with its type).
   // What an event keeps at rest beyond its common shape: a kind that is not
   // a kernel kind, or metadata beyond its fence and kernel stamp. The
   // runtime's events have none; a log keeps the few there are beside it.
@@ -173,14 +169,16 @@ class MemoryEventStore final : public EventStore {
   };
   // Checks req (CheckAppend), packs its payloads into `into` (whose buffers
   // are reused) and, when req.expected_next is 1, builds its log in
-  // into.fresh: copying the kinds and metadata, or moving them when
-  // `movable` (req's are then left moved-from, whether or not it lands).
+  // into.fresh: copying what its events have beyond the common shape, or
+  // moving it when `movable` (req's are then left moved-from, whether or not
+  // it lands).
   Status Prepare(const AppendRequest& req, bool movable, Prepared& into) const;
   // Prepare into this thread's own Prepared (no allocation once warm but
   // the new log's own).
   Result<Prepared*> PrepareInScratch(const AppendRequest& req, bool movable) const;
-  // Appends req's events to `events` as its log keeps them, each payload at
-  // `base` + its place in prepared.packed. Moves the kinds and metadata when
+  // Appends req's events to log.events as the log keeps them, each payload
+  // at `base` + its place in prepared.packed, and what they have beyond the
+  // common shape to log.rare. Moves metadata beyond the two fields when
   // `movable`.
   static void StageEvents(const AppendRequest& req, const Prepared& prepared, size_t base,
                           bool movable, Log& log);
