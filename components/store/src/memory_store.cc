@@ -23,16 +23,12 @@ size_t MemoryEventStore::ShardIndex(const Key& key) {
 }
 
 std::string_view MemoryEventStore::Log::KindOf(const StoredEvent& e) const {
-  const RareParts* parts = RareOf(e);
-  return parts && !parts->kind.empty() ? std::string_view(parts->kind)
-                                       : events::Name(e.kernel_kind);
+  const std::string* named = NamedKind(e);
+  return named ? std::string_view(*named) : events::Name(e.kernel_kind);
 }
 
 bool MemoryEventStore::Log::Answering(const StoredEvent& e) const {
-  const RareParts* parts = RareOf(e);
-  // A kind kept by name is not a kernel kind: StageEvents interns those.
-  const bool named = parts && !parts->kind.empty();
-  return events::IsAnswering(named ? std::nullopt : std::optional(e.kernel_kind), e.kernel);
+  return events::IsAnswering(NamedKind(e) ? std::nullopt : std::optional(e.kernel_kind), e.kernel);
 }
 
 int64_t MemoryEventStore::FenceLocked(const Shard& shard, const Key& key) {
@@ -442,7 +438,7 @@ Envelope MemoryEventStore::EnvelopeOf(std::string_view id, const Log& log,
   return Envelope{
       .execution_id = std::string(id),
       .sequence = e.sequence,
-      .kind = rare && !rare->kind.empty() ? events::Kind(rare->kind) : events::Kind(e.kernel_kind),
+      .kind = log.NamedKind(e) ? events::Kind(*log.NamedKind(e)) : events::Kind(e.kernel_kind),
       .payload = std::move(*payload),
       .metadata = {.fence = e.fence, .kernel = e.kernel, .extra = rare ? rare->extra : Json()},
       .time_ms = e.time_ms};

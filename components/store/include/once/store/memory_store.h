@@ -117,6 +117,12 @@ class MemoryEventStore final : public EventStore {
     const RareParts* RareOf(const StoredEvent& e) const {
       return e.rare == StoredEvent::kNoRare ? nullptr : &rare[e.rare];
     }
+    // The kind's name when it is not a kernel kind (StageEvents interns
+    // those), or null.
+    const std::string* NamedKind(const StoredEvent& e) const {
+      const RareParts* parts = RareOf(e);
+      return parts && !parts->kind.empty() ? &parts->kind : nullptr;
+    }
     std::string_view KindOf(const StoredEvent& e) const;
     bool Answering(const StoredEvent& e) const;
   };
