@@ -107,6 +107,7 @@
 #include <thread>
 
 #include "loom_app.h"
+#include "once/allocator/first_touch.h"
 #include "once/allocator/settings.h"
 #include "once/orchestration/app.h"
 #include "once/runtime/runtime.h"
@@ -982,6 +983,19 @@ void PrintPairedRatios(const std::string& backend, const std::vector<Cell>& cell
   }
 }
 
+// The raw limit beside a memory store that grew by a preload: what this
+// machine charges for memory touched for the first time, measured right
+// after the preload (the big store's runs keep growing its heap; a fresh
+// store's reuse what the last one freed).
+void PrintFirstTouch() {
+  if (std::optional<allocator::FirstTouch> raw = allocator::MeasureFirstTouch()) {
+    fmt::print(
+        "loom-preload-raw backend=memory first_touch_us_per_4k_page={:.2f} "
+        "first_touch_us_per_2m_page={:.1f}\n",
+        raw->us_per_small_page, raw->us_per_huge_page);
+  }
+}
+
 // Opens the backend's store for --preload and fills it; nullopt (and a
 // message) when it could not.
 std::optional<SharedStore> OpenPreloaded(const BenchOptions& options, const std::string& backend,
@@ -1015,6 +1029,7 @@ std::optional<SharedStore> OpenPreloaded(const BenchOptions& options, const std:
       backend == "sqlite"     ? shared.spec.path
       : backend == "postgres" ? shared.spec.schema
                               : "-");
+  if (backend == "memory") PrintFirstTouch();
   std::fflush(stdout);
   return shared;
 }

@@ -35,6 +35,10 @@ for backend in memory sqlite; do
     has "loom-preload-inspect backend=$backend executions=$n samples=20 "
 done
 check "sqlite: list percentiles" has "loom-preload-list backend=sqlite executions=$n samples=50 "
+check "memory: the first touch of memory after the preload, positive" \
+  grep -Eq '^loom-preload-raw backend=memory first_touch_us_per_4k_page=[0-9.]*[1-9][0-9.]* first_touch_us_per_2m_page=[0-9.]*[1-9][0-9.]*$' <<<"$out"
+check "sqlite: no first touch (its memory is the library's and the server's)" \
+  bash -c '! grep -q "^loom-preload-raw backend=sqlite" <<<"$1"' _ "$out"
 db=$(sed -n 's/^loom-preload backend=sqlite .* store=\(.*\)$/\1/p' <<<"$out")
 check "the kept file exists ($db)" [ -f "$db" ]
 

@@ -14,22 +14,20 @@
 //
 // The raw limit beside them: what this machine charges for memory touched
 // for the first time, which every growing store pays (its heap, its tables'
-// new arrays). 64 MiB freshly mapped, one write a 4 KiB page, in 4 KiB pages
-// and then asked for 2 MiB ones (MADV_HUGEPAGE, as the allocator settings
-// the programs ship with ask for their heap); microseconds a page.
+// new arrays): once::allocator::MeasureFirstTouch, microseconds a 4 KiB and
+// a 2 MiB page.
 //
 //   memory_growth_bench [N (1000000)] [ops (20000)] [rounds (5)]
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "once/allocator/first_touch.h"
 #include "once/allocator/settings.h"
 #include "once/events/envelope.h"
 #include "once/store/memory_store.h"
@@ -99,32 +97,6 @@ PerOp Time(store::MemoryEventStore& store, const std::string& tag, int n) {
   return out;
 }
 
-struct FirstTouch {
-  double us_per_small_page = 0;  // 4 KiB
-  double us_per_huge_page = 0;   // 2 MiB; the kernel's small pages where it has none
-};
-
-// Microseconds a page to fault in `bytes` freshly mapped; -1 when the map fails.
-double FirstTouchUsPerPage(size_t bytes, bool huge) {
-  constexpr size_t kSmall = size_t{4} << 10, kHuge = size_t{2} << 20;
-  const size_t mapped = bytes + kHuge;  // room to align to a huge page
-  void* region = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (region == MAP_FAILED) return -1;
-  const uintptr_t start = reinterpret_cast<uintptr_t>(region);
-  char* at = reinterpret_cast<char*>((start + kHuge - 1) & ~(kHuge - 1));
-  if (huge) madvise(at, bytes, MADV_HUGEPAGE);
-  const auto t0 = Steady::now();
-  for (size_t i = 0; i < bytes; i += kSmall) static_cast<volatile char*>(at)[i] = 1;
-  const double us = std::chrono::duration<double, std::micro>(Steady::now() - t0).count();
-  munmap(region, mapped);
-  return us / static_cast<double>(bytes / (huge ? kHuge : kSmall));
-}
-
-FirstTouch MeasureFirstTouch() {
-  constexpr size_t kBytes = size_t{64} << 20;
-  return {FirstTouchUsPerPage(kBytes, false), FirstTouchUsPerPage(kBytes, true)};
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -148,9 +120,13 @@ int main(int argc, char** argv) {
   const int preload = CountArg(argc, argv, 1, 1000000);
   const int ops = CountArg(argc, argv, 2, 20000);
   const int rounds = CountArg(argc, argv, 3, 5);
-  const FirstTouch raw = MeasureFirstTouch();
+  const std::optional<once::allocator::FirstTouch> raw = once::allocator::MeasureFirstTouch();
+  if (!raw) {
+    std::fprintf(stderr, "memory_growth_bench: could not map memory to measure its first touch\n");
+    return 1;
+  }
   std::printf("memory-growth-raw first_touch_us_per_4k_page=%.2f first_touch_us_per_2m_page=%.1f\n",
-              raw.us_per_small_page, raw.us_per_huge_page);
+              raw->us_per_small_page, raw->us_per_huge_page);
   store::MemoryEventStore full;
   const auto fill_start = Steady::now();
   constexpr int kFillChunk = 100000;  // requests built at a time

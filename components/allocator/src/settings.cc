@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "map_aligned.h"
+
 #ifdef ONCE_MALLOC_TCMALLOC
 #include <gperftools/malloc_extension.h>
 #endif
@@ -35,7 +37,7 @@ class HugePageRegions final : public SysAllocator {
       return fallback_->Alloc(size, actual_size, alignment);
     }
     const size_t rounded = (size + kRegion - 1) & ~(kRegion - 1);
-    void* region = MapAligned(rounded);
+    void* region = internal::MapAligned(rounded, kRegion);
     if (region == nullptr) return fallback_->Alloc(size, actual_size, alignment);
     madvise(region, rounded, MADV_HUGEPAGE);  // advice: with THP "never" it changes nothing
     *actual_size = rounded;
@@ -45,21 +47,6 @@ class HugePageRegions final : public SysAllocator {
  private:
   static constexpr size_t kRegion = kHugePageRegionBytes;
   static constexpr size_t kSizeMax = size_t{1} << 40;
-
-  // `bytes` (a multiple of kRegion) at a kRegion-aligned address, or null:
-  // a region's worth more is mapped, and what lies outside the aligned
-  // range is unmapped again.
-  static void* MapAligned(size_t bytes) {
-    const size_t mapped = bytes + kRegion;
-    void* at = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (at == MAP_FAILED) return nullptr;
-    const uintptr_t start = reinterpret_cast<uintptr_t>(at);
-    const uintptr_t aligned = (start + kRegion - 1) & ~(kRegion - 1);
-    const uintptr_t end = aligned + bytes;
-    if (aligned > start) munmap(at, aligned - start);
-    if (start + mapped > end) munmap(reinterpret_cast<void*>(end), start + mapped - end);
-    return reinterpret_cast<void*>(aligned);
-  }
 
   SysAllocator* const fallback_;
 };
