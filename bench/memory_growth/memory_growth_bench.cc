@@ -7,10 +7,10 @@
 // add, as a service's store would); the full store's ratio to the empty one
 // is what issue 20's growth target asks of the whole case. It applies the
 // allocator settings loom applies (once::allocator), so its heap grows as
-// loom's does; the first line names them. Each call is also
-// timed alone, and a round reports its slowest acquire and append: a table
-// that grows all at once stops its shard for that long. (The per-call
-// clock reads are inside the averages, the same for every store.)
+// loom's does; its fill line names them. Each call is also timed alone, and
+// a round reports its slowest acquire and append: a table that grows all at
+// once stops its shard for that long. (The per-call clock reads are inside
+// the averages, the same for every store.)
 //
 // The raw limit beside them: what this machine charges for memory touched
 // for the first time, which every growing store pays (its heap, its tables'

@@ -15,9 +15,9 @@ constexpr size_t kSmallPageBytes = size_t{4} << 10;
 // Microseconds a page (a huge one when `huge`) to fault in `bytes` freshly
 // mapped at a huge page's alignment; -1 when the map fails.
 double UsPerPage(size_t bytes, bool huge) {
-  void* region = internal::MapAligned(bytes, kHugePageRegionBytes);
+  void* region =
+      huge ? internal::MapHugePageRegion(bytes) : internal::MapAligned(bytes, kHugePageRegionBytes);
   if (region == nullptr) return -1;
-  if (huge) madvise(region, bytes, MADV_HUGEPAGE);  // advice: small pages where it is refused
   volatile char* at = static_cast<volatile char*>(region);
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < bytes; i += kSmallPageBytes) at[i] = 1;

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "once/allocator/settings.h"
+
 namespace once::allocator::internal {
 
 void* MapAligned(size_t bytes, size_t alignment) {
@@ -16,6 +18,12 @@ void* MapAligned(size_t bytes, size_t alignment) {
   if (aligned > start) munmap(at, aligned - start);
   if (start + mapped > end) munmap(reinterpret_cast<void*>(end), start + mapped - end);
   return reinterpret_cast<void*>(aligned);
+}
+
+void* MapHugePageRegion(size_t bytes) {
+  void* region = MapAligned(bytes, kHugePageRegionBytes);
+  if (region != nullptr) madvise(region, bytes, MADV_HUGEPAGE);  // advice: may change nothing
+  return region;
 }
 
 }  // namespace once::allocator::internal

@@ -1,10 +1,8 @@
 #include "once/allocator/settings.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -37,9 +35,8 @@ class HugePageRegions final : public SysAllocator {
       return fallback_->Alloc(size, actual_size, alignment);
     }
     const size_t rounded = (size + kRegion - 1) & ~(kRegion - 1);
-    void* region = internal::MapAligned(rounded, kRegion);
+    void* region = internal::MapHugePageRegion(rounded);
     if (region == nullptr) return fallback_->Alloc(size, actual_size, alignment);
-    madvise(region, rounded, MADV_HUGEPAGE);  // advice: with THP "never" it changes nothing
     *actual_size = rounded;
     return region;
   }

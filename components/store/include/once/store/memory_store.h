@@ -44,9 +44,10 @@ class MemoryEventStore final : public EventStore {
 
   Result<int64_t> Append(const AppendRequest& req) override;
   // The same append, moving what the log keeps of the request (a new log's
-  // id, the events' metadata beyond fence and kernel) instead of copying it, whether or
-  // not the append lands; payloads are packed either way, and left in req as
-  // they were (the runtime's path when it runs on a MemoryEventStore).
+  // id, the events' metadata beyond fence and kernel) instead of copying
+  // it, whether or not the append lands; payloads are packed either way, and
+  // left in req as they were (the runtime's path when it runs on a
+  // MemoryEventStore).
   Result<int64_t> Append(AppendRequest&& req);
   Result<std::vector<Result<int64_t>>> AppendBatch(
       std::span<const AppendRequest> requests) override;
