@@ -149,11 +149,6 @@ Inner* Rehoused(From& from, int capacity) {
   return node;
 }
 
-bool PathLess(const Path& a, const Path& b) {
-  const uint64_t ha = High64(a), hb = High64(b);
-  return ha != hb ? ha < hb : Low64(a) < Low64(b);
-}
-
 // Compared without a call to memcmp.
 bool SamePath(const Path& a, const Path& b) {
   uint64_t x[2], y[2];
@@ -437,6 +432,84 @@ void InsertAt(NodeRef& node_ptr, int depth, LeafRef leaf) {
   AddSlot(node_ptr, nibble) = std::move(bucket);
 }
 
+// Moves the leaves of `leaves` (in path order) whose path `bucket` does not
+// hold to the front, in order (the others behind them), and returns how many
+// they are.
+size_t DropPresent(const Inner& bucket, std::span<LeafRef> leaves) {
+  const std::span<const Entry> entries = bucket.entries();
+  size_t kept = 0;
+  size_t e = 0;
+  for (LeafRef& leaf : leaves) {
+    while (e < entries.size() && PathLess(entries[e].path, leaf->path)) ++e;
+    if (e < entries.size() && SamePath(entries[e].path, leaf->path)) continue;
+    if (&leaves[kept] != &leaf) std::swap(leaves[kept], leaf);
+    ++kept;
+  }
+  return kept;
+}
+
+// Merges `leaves` (in path order, none present) into an owned bucket with
+// room for them all, growing its block if needed; adds each to its summary
+// and bounds, and to `added`.
+void MergeIntoBucket(NodeRef& node_ptr, std::span<LeafRef> leaves, Summary& added) {
+  const int size = node_ptr->size();
+  const int total = size + static_cast<int>(leaves.size());
+  if (total > node_ptr->capacity) {
+    node_ptr = NodeRef(Rehoused(*node_ptr, CapacityFor(total, kBucketMax)));
+  }
+  Inner& node = *node_ptr;
+  for (const LeafRef& leaf : leaves) {
+    AddLeafSummary(node, *leaf);
+    XorInto(added.digest, leaf->path);
+  }
+  added.count += leaves.size();
+  // From the back, so that each entry moves once.
+  Entry* entries = node.entry_block();
+  int from = size - 1;
+  for (int to = total - 1, next = static_cast<int>(leaves.size()) - 1; next >= 0; --to) {
+    if (from >= 0 && PathLess(leaves[next]->path, entries[from].path)) {
+      entries[to] = std::move(entries[from--]);
+    } else {
+      entries[to].path = leaves[next]->path;
+      entries[to].leaf = std::move(leaves[next--]);
+    }
+  }
+  node.occupied = static_cast<uint16_t>(total);
+}
+
+// InsertBatch under the node at `depth`; adds what it inserted to `added`.
+void InsertRun(NodeRef& node_ptr, int depth, std::span<LeafRef> leaves, Summary& added) {
+  Inner* node = Own(node_ptr);
+  if (node->bucket) {
+    leaves = leaves.first(DropPresent(*node, leaves));
+    if (leaves.empty()) return;
+    if (node->size() + leaves.size() <= static_cast<size_t>(kBucketMax)) {
+      return MergeIntoBucket(node_ptr, leaves, added);
+    }
+    node = Split(node_ptr, depth);
+  }
+  for (size_t begin = 0, end = 0; begin < leaves.size(); begin = end) {
+    const int nibble = Nibble(leaves[begin]->path, depth);
+    end = begin + 1;
+    while (end < leaves.size() && Nibble(leaves[end]->path, depth) == nibble) ++end;
+    NodeRef* child = node_ptr->Find(nibble);
+    if (!child) {
+      const int count = static_cast<int>(std::min<size_t>(end - begin, kBucketMax));
+      child = &AddSlot(node_ptr, nibble);
+      *child = NodeRef(NewInner(true, CapacityFor(count, kBucketMax)));
+    }
+    Summary part;
+    InsertRun(*child, depth + 1, leaves.subspan(begin, end - begin), part);
+    if (part.count == 0) continue;
+    node = node_ptr.get();
+    AddBounds(*node, (*child)->floor(), (*child)->ceiling(), node->summary.count == 0);
+    XorInto(node->summary.digest, part.digest);
+    node->summary.count += part.count;
+    XorInto(added.digest, part.digest);
+    added.count += part.count;
+  }
+}
+
 // The caller has checked that `path` is present under `node_ptr`.
 LeafRef RemoveAt(NodeRef& node_ptr, int depth, const Path& path) {
   Inner* node = Own(node_ptr);
@@ -590,6 +663,12 @@ bool Insert(NodeRef& root, LeafRef leaf) {
   if (Find(root.get(), leaf->path)) return false;
   InsertAt(root, 0, std::move(leaf));
   return true;
+}
+
+size_t InsertBatch(NodeRef& root, std::span<LeafRef> leaves) {
+  Summary added;
+  if (!leaves.empty()) InsertRun(root, 0, leaves, added);
+  return added.count;
 }
 
 LeafRef Remove(NodeRef& root, const Path& path) {

@@ -158,6 +158,11 @@ inline void StoreBig64(uint8_t* bytes, uint64_t v) {
 // compares paths (path order).
 inline uint64_t High64(const Path& path) { return LoadBig64(path.data()); }
 inline uint64_t Low64(const Path& path) { return LoadBig64(path.data() + 8); }
+// Path order (the bytes', as two words: no call to memcmp).
+inline bool PathLess(const Path& a, const Path& b) {
+  const uint64_t ha = High64(a), hb = High64(b);
+  return ha != hb ? ha < hb : Low64(a) < Low64(b);
+}
 
 // A leaf's key in a listing of the node at `depth` (nibbles): the 64 bits of
 // its path that follow the node's prefix (at a depth past 16, the last 64,
@@ -324,6 +329,13 @@ struct View {
 NodeRef NewRoot();
 // False (and no change) if the path is already present.
 bool Insert(NodeRef& root, LeafRef leaf);
+// Inserts every leaf of `leaves` (in strictly increasing path order) whose
+// path is not present (the others are left in `leaves`, the inserted ones
+// moved out), in one walk in path order that visits each node once: a node's
+// summary and bounds take each child's change once, not each leaf's, and
+// only a bucket compares versions leaf by leaf. The bounds stay exact, as
+// with Insert. Returns how many were inserted.
+size_t InsertBatch(NodeRef& root, std::span<LeafRef> leaves);
 // Null (and no change) if absent.
 LeafRef Remove(NodeRef& root, const Path& path);
 // Removes every path present (absent or repeated ones are skipped), in one
@@ -352,6 +364,13 @@ void PrefetchRun(const EntryRun& run);
 // arrived. The child's start must have been asked for already
 // (PrefetchChildren): this reads it.
 void PrefetchNextChild(View view, int nibble);
+
+// Asks for a leaf's first two cache lines: its path, its version (when
+// inline) and the start of its payload, which a message sent reads.
+inline void PrefetchLeaf(const Leaf* leaf) {
+  __builtin_prefetch(leaf);
+  __builtin_prefetch(reinterpret_cast<const char*>(leaf) + 64);
+}
 
 // Every leaf under `view`, in path order.
 void CollectAll(View view, std::vector<const Leaf*>& out);

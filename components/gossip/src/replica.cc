@@ -22,15 +22,35 @@ NetworkId NetworkId::Random(Rng& rng) {
   return id;
 }
 
-namespace {
-
-// The path of the version whose encoding is `encoded`.
-Path PathOfEncoded(const Bytes& encoded) {
+Path PathOfEncoded(std::span<const uint8_t> encoded) {
   static const int init = sodium_init();
   (void)init;
   Path path{};
   crypto_generichash(path.data(), path.size(), encoded.data(), encoded.size(), nullptr, 0);
   return path;
+}
+
+namespace {
+
+// Sorts `leaves` (distinct paths) by path, reading each leaf once: the keys
+// are copied out first, since comparing through the leaves would miss the
+// cache at nearly every comparison.
+void InPathOrder(ReceivedLeaves& leaves) {
+  struct Keyed {
+    Path path;
+    uint32_t index;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    keyed.push_back(Keyed{leaves[i]->path, static_cast<uint32_t>(i)});
+  }
+  std::sort(keyed.begin(), keyed.end(),
+            [](const Keyed& a, const Keyed& b) { return internal::PathLess(a.path, b.path); });
+  ReceivedLeaves sorted;
+  sorted.reserve(leaves.size());
+  for (const Keyed& k : keyed) sorted.push_back(std::move(leaves[k.index]));
+  leaves = std::move(sorted);
 }
 
 Message ToMessage(const Leaf& leaf) {
@@ -293,10 +313,11 @@ void Replica::RaiseTickFloor(const itc::Version& floor) {
 RemovedLeaves Replica::CommitJoin(ReceivedLeaves&& received, std::span<const Path> deleted,
                                   const itc::Version& peer_ceiling) {
   RemovedLeaves removed = internal::RemoveBatch(root_, deleted);
-  for (auto& leaf : received) {
-    if (itc::Leq(leaf->version, ceiling_)) continue;  // seen here already (and so deleted)
-    internal::Insert(root_, std::move(leaf));
-  }
+  std::erase_if(received, [&](const internal::LeafRef& leaf) {
+    return itc::Leq(leaf->version, ceiling_);  // seen here already (and so deleted)
+  });
+  InPathOrder(received);
+  internal::InsertBatch(root_, received);
   ceiling_ = itc::Join(ceiling_, peer_ceiling);
   return removed;
 }

@@ -169,11 +169,12 @@ Status ReadRecord(Reader& r, Record& rec, Data& data) {
   return Ok();
 }
 
-Result<internal::LeafRef> ReadMessage(Reader& r) {
+Result<internal::LeafRef> ReadMessage(Reader& r, std::vector<bool>& path_is_hash) {
   Path path{};
   ONCE_RETURN_IF_ERROR(r.Array(path));
   ONCE_ASSIGN_OR_RETURN(auto version_bytes, r.Blob("version_bytes_max", kVersionBytesMax));
   ONCE_ASSIGN_OR_RETURN(itc::Version version, itc::Version::Decode(version_bytes));
+  path_is_hash.push_back(PathOfEncoded(version_bytes) == path);
   ONCE_ASSIGN_OR_RETURN(auto payload, r.Blob("payload_bytes_max", kPayloadBytesMax));
   return internal::MakeLeaf(path, std::move(version), payload);
 }
@@ -193,8 +194,9 @@ Result<Data> ReadData(Reader& r) {
   ONCE_ASSIGN_OR_RETURN(uint64_t messages, r.Varint());
   if (messages > r.left() / 19) return Malformed("more messages declared than bytes");
   data.messages.reserve(messages);
+  data.path_is_hash.reserve(messages);
   for (uint64_t i = 0; i < messages; ++i) {
-    ONCE_ASSIGN_OR_RETURN(auto leaf, ReadMessage(r));
+    ONCE_ASSIGN_OR_RETURN(auto leaf, ReadMessage(r, data.path_is_hash));
     data.messages.push_back(std::move(leaf));
   }
   if (data.idle && !data.records.empty()) return Malformed("idle frame carries records");

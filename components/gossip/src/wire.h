@@ -135,6 +135,10 @@ struct Data {
   // Decoded straight into leaves (payload in the leaf's block): a received
   // message costs no more heap blocks than one sent here.
   ReceivedLeaves messages;
+  // For each message, whether its path is its version's hash, hashed from
+  // the bytes it came in (canonical, as the version decoded): the session
+  // refuses one whose path is not, after its limits' checks.
+  std::vector<bool> path_is_hash;
 };
 
 struct Hello {

@@ -7,8 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
+#include <string>
+
+#include "once/itc/text.h"
 
 namespace once::gossip::internal {
 namespace {
@@ -217,6 +221,81 @@ TEST(DigestTreeTest, BatchRemovalAgreesWithSingleRemovalsAndLeavesHeldRootsAlone
     EXPECT_EQ(batch->summary, single->summary);
     EXPECT_EQ(Paths(held), before);
     EXPECT_EQ(held->summary, held_summary);
+  }
+}
+
+// Two trees of the same leaves built alike: the same nodes, summaries and
+// bounds, all the way down.
+void ExpectSameNodes(const Inner& a, const Inner& b) {
+  ASSERT_EQ(a.bucket, b.bucket);
+  ASSERT_EQ(a.occupied, b.occupied);
+  ASSERT_EQ(a.summary, b.summary);
+  EXPECT_TRUE(a.floor() == b.floor())
+      << itc::FormatVersion(a.floor()) << " against " << itc::FormatVersion(b.floor());
+  EXPECT_TRUE(a.ceiling() == b.ceiling())
+      << itc::FormatVersion(a.ceiling()) << " against " << itc::FormatVersion(b.ceiling());
+  if (a.bucket) return;
+  for (int i = 0; i < a.size(); ++i) ExpectSameNodes(*a.child_block()[i], *b.child_block()[i]);
+}
+
+// A batch insert against one Insert a leaf, over random trees, batches that
+// split buckets (or land in new ones) and batches that repeat held paths:
+// the same canonical tree, with the same exact bounds at every node; the
+// repeated paths left out (and left in the batch); a held root unchanged.
+TEST(DigestTreeTest, BatchInsertAgreesWithSingleInsertsAndLeavesHeldRootsAlone) {
+  std::mt19937_64 rng(5);
+  auto random_version = [&] {
+    const std::string text =
+        "(" + std::to_string(rng() % 4) + ",0," + std::to_string(1 + rng() % 5) + ")";
+    return rng() % 3 == 0 ? *itc::ParseVersion(std::to_string(rng() % 9))
+                          : *itc::ParseVersion(text);
+  };
+  for (int round = 0; round < 60; ++round) {
+    // Dense prefixes, so that buckets fill, split and chain.
+    auto random_path = [&] {
+      return PathFrom((rng() % 3) << 60 | (rng() % 2) << 52 | (rng() % 256), rng() % 4);
+    };
+    const uint8_t payload[] = {3};
+    NodeRef root = NewRoot();
+    std::set<Path> model;
+    const int held_count = static_cast<int>(rng() % 300);
+    for (int i = 0; i < held_count; ++i) {
+      const Path p = random_path();
+      if (model.insert(p).second) {
+        ASSERT_TRUE(Insert(root, MakeLeaf(p, random_version(), payload)));
+      }
+    }
+    const NodeRef held = root;
+    const Summary held_summary = held->summary;
+
+    std::map<Path, itc::Version> batch;  // in path order, distinct
+    const int batch_count = static_cast<int>(rng() % 500);
+    for (int i = 0; i < batch_count; ++i) {
+      const bool repeat = !model.empty() && rng() % 5 == 0;
+      const Path p = repeat
+                         ? *std::next(model.begin(), static_cast<ptrdiff_t>(rng() % model.size()))
+                         : random_path();
+      batch.emplace(p, random_version());
+    }
+    std::vector<LeafRef> leaves;
+    size_t fresh = 0;
+    NodeRef single = root;
+    for (const auto& [p, v] : batch) {
+      leaves.push_back(MakeLeaf(p, v, payload));
+      if (Insert(single, MakeLeaf(p, v, payload))) ++fresh;
+    }
+    NodeRef batched = root;
+    ASSERT_EQ(InsertBatch(batched, leaves), fresh) << "round " << round;
+    for (const LeafRef& leaf : leaves) {  // only the repeated ones are left
+      if (leaf) {
+        EXPECT_TRUE(model.count(leaf->path)) << "round " << round;
+      }
+    }
+    ASSERT_TRUE(Canonical(batched)) << "round " << round;
+    ASSERT_EQ(Paths(batched), Paths(single));
+    ExpectSameNodes(*batched, *single);
+    EXPECT_EQ(held->summary, held_summary);
+    EXPECT_EQ(Paths(held), model);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "bits.h"
 
+#include <algorithm>
+#include <bit>
 #include <string>
 
 namespace once::itc::internal {
@@ -17,8 +19,14 @@ void BitWriter::PutBits(unsigned __int128 value, int count) {
 
 void BitWriter::PutGamma(unsigned __int128 n) {
   const unsigned __int128 code = n + 1;
-  int width = 0;  // floor(log2(code))
-  while ((code >> (width + 1)) != 0) ++width;
+  const uint64_t high = static_cast<uint64_t>(code >> 64);
+  const uint64_t low = static_cast<uint64_t>(code);
+  // floor(log2(code)); code >= 1
+  const int width = high != 0 ? 127 - std::countl_zero(high) : 63 - std::countl_zero(low);
+  if (2 * width + 1 <= 56) {  // the width's zeros and the code in one put
+    PutSmall(low, 2 * width + 1);
+    return;
+  }
   PutBits(0, width);
   PutBits(code, width + 1);
 }
@@ -41,7 +49,39 @@ Result<bool> BitReader::Get() {
   return bit;
 }
 
+uint64_t BitReader::Window(size_t& valid) const {
+  const size_t total = bytes_.size() * 8;
+  const size_t first = bit_ / 8;
+  uint64_t word = 0;
+  if (first + 8 <= bytes_.size()) {
+    for (size_t i = 0; i < 8; ++i) word = (word << 8) | bytes_[first + i];
+  } else {
+    for (size_t i = 0; i < 8; ++i) {
+      word = (word << 8) | (first + i < bytes_.size() ? bytes_[first + i] : 0);
+    }
+  }
+  const int skip = static_cast<int>(bit_ % 8);
+  valid = std::min<size_t>(64 - skip, total - bit_);
+  return word << skip;
+}
+
 Result<unsigned __int128> BitReader::GetGamma() {
+  if (bit_ < bytes_.size() * 8) {
+    size_t valid = 0;
+    const uint64_t window = Window(valid);
+    if (window != 0) {
+      const int width = std::countl_zero(window);
+      const int bits = 2 * width + 1;
+      if (bits <= kWindowGammaBitsMax && static_cast<size_t>(bits) <= valid) {
+        bit_ += bits;
+        return static_cast<unsigned __int128>((window >> (64 - bits)) - 1);
+      }
+    }
+  }
+  return GetGammaBitwise();
+}
+
+Result<unsigned __int128> BitReader::GetGammaBitwise() {
   constexpr int kWidthMax = 66;  // enough for zigzag deltas of 64-bit heights
   const size_t total = bytes_.size() * 8;
   int width = 0;

@@ -243,6 +243,7 @@ bool operator==(const Version& a, const Version& b) {
 
 Bytes Version::Encode() const {
   internal::BitWriter w;
+  w.Reserve(2 * nodes().size() + 8);  // a leaf's bit and a short gamma code each, as a rule
   EncodeTree(nodes(), w);
   return std::move(w).Finish();
 }

@@ -59,6 +59,9 @@ struct NetworkId {
 // Where a message lives: BLAKE2b-128 of its version's canonical bytes.
 using Path = std::array<uint8_t, 16>;
 Path PathOf(const itc::Version& version);
+// The same from the version's encoding, which must be canonical (every
+// encoding itc::Version::Decode accepts is): PathOf without encoding again.
+Path PathOfEncoded(std::span<const uint8_t> encoded);
 
 // One message as the application sees it.
 struct Message {
