@@ -290,21 +290,6 @@ void EraseSlot(Inner& node, int nibble) {
   node.occupied &= static_cast<uint16_t>(~(1u << nibble));
 }
 
-// Adds `leaf` (absent) to an owned bucket with room for it, growing it into
-// a larger block if it is full. The summary is the caller's.
-void AddEntry(NodeRef& node_ptr, LeafRef leaf) {
-  if (node_ptr->full()) node_ptr = NodeRef(Grown(*node_ptr));
-  Inner& node = *node_ptr;
-  ONCE_CHECK(node.size() < node.capacity);
-  const int index = LowerBound(node, leaf->path);
-  const int size = node.size();
-  Entry* entries = node.entry_block();
-  std::move_backward(entries + index, entries + size, entries + size + 1);
-  entries[index].path = leaf->path;
-  entries[index].leaf = std::move(leaf);
-  ++node.occupied;
-}
-
 // Removes the entry at `index` of an owned bucket and returns its leaf.
 LeafRef EraseEntry(Inner& node, int index) {
   Entry* entries = node.entry_block();
@@ -417,19 +402,6 @@ Inner* Merged(NodeRef& node_ptr) {
 Inner* MergeIfSmall(NodeRef& node_ptr) {
   if (!node_ptr->bucket && node_ptr->summary.count <= kBucketMerge) return Merged(node_ptr);
   return node_ptr.get();
-}
-
-void InsertAt(NodeRef& node_ptr, int depth, LeafRef leaf) {
-  Inner* node = Own(node_ptr);
-  if (node->bucket && node->size() == kBucketMax) node = Split(node_ptr, depth);
-  AddLeafSummary(*node, *leaf);
-  if (node->bucket) return AddEntry(node_ptr, std::move(leaf));
-  const int nibble = Nibble(leaf->path, depth);
-  if (NodeRef* child = node->Find(nibble)) return InsertAt(*child, depth + 1, std::move(leaf));
-  NodeRef bucket(NewInner(true, kCapacityMin));
-  AddLeafSummary(*bucket, *leaf);
-  AddEntry(bucket, std::move(leaf));
-  AddSlot(node_ptr, nibble) = std::move(bucket);
 }
 
 // Moves the leaves of `leaves` (in path order) whose path `bucket` does not
@@ -660,9 +632,8 @@ const Leaf* Find(const Inner* root, const Path& path) {
 }
 
 bool Insert(NodeRef& root, LeafRef leaf) {
-  if (Find(root.get(), leaf->path)) return false;
-  InsertAt(root, 0, std::move(leaf));
-  return true;
+  if (Find(root.get(), leaf->path)) return false;  // no node copied
+  return InsertBatch(root, std::span<LeafRef>(&leaf, 1)) == 1;
 }
 
 size_t InsertBatch(NodeRef& root, std::span<LeafRef> leaves) {

@@ -38,13 +38,11 @@ namespace {
 void InPathOrder(ReceivedLeaves& leaves) {
   struct Keyed {
     Path path;
-    uint32_t index;
+    size_t index;
   };
   std::vector<Keyed> keyed;
   keyed.reserve(leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    keyed.push_back(Keyed{leaves[i]->path, static_cast<uint32_t>(i)});
-  }
+  for (size_t i = 0; i < leaves.size(); ++i) keyed.push_back(Keyed{leaves[i]->path, i});
   std::sort(keyed.begin(), keyed.end(),
             [](const Keyed& a, const Keyed& b) { return internal::PathLess(a.path, b.path); });
   ReceivedLeaves sorted;

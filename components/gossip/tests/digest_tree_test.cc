@@ -238,6 +238,26 @@ void ExpectSameNodes(const Inner& a, const Inner& b) {
   for (int i = 0; i < a.size(); ++i) ExpectSameNodes(*a.child_block()[i], *b.child_block()[i]);
 }
 
+// Every node's floor and ceiling are the meet and the join of the versions
+// under it, computed again from its leaves.
+void ExpectExactBounds(const NodeRef& node) {
+  std::vector<const Leaf*> leaves;
+  CollectAll(View::Of(node), leaves);
+  if (leaves.empty()) return;
+  itc::Version meet = leaves[0]->version, join = leaves[0]->version;
+  for (const Leaf* leaf : leaves) {
+    meet = itc::Meet(meet, leaf->version);
+    join = itc::Join(join, leaf->version);
+  }
+  EXPECT_TRUE(node->floor() == meet)
+      << itc::FormatVersion(node->floor()) << " against " << itc::FormatVersion(meet);
+  EXPECT_TRUE(node->ceiling() == join)
+      << itc::FormatVersion(node->ceiling()) << " against " << itc::FormatVersion(join);
+  if (!node->bucket) {
+    for (const NodeRef& child : node->children()) ExpectExactBounds(child);
+  }
+}
+
 // A batch insert against one Insert a leaf, over random trees, batches that
 // split buckets (or land in new ones) and batches that repeat held paths:
 // the same canonical tree, with the same exact bounds at every node; the
@@ -294,6 +314,7 @@ TEST(DigestTreeTest, BatchInsertAgreesWithSingleInsertsAndLeavesHeldRootsAlone) 
     ASSERT_TRUE(Canonical(batched)) << "round " << round;
     ASSERT_EQ(Paths(batched), Paths(single));
     ExpectSameNodes(*batched, *single);
+    ExpectExactBounds(batched);
     EXPECT_EQ(held->summary, held_summary);
     EXPECT_EQ(Paths(held), model);
   }
