@@ -421,20 +421,21 @@ size_t DropPresent(const Inner& bucket, std::span<LeafRef> leaves) {
 }
 
 // Merges `leaves` (in path order, none present) into an owned bucket with
-// room for them all, growing its block if needed; adds each to its summary
-// and bounds, and to `added`.
-void MergeIntoBucket(NodeRef& node_ptr, std::span<LeafRef> leaves, Summary& added) {
+// room for them all, growing its block if needed, and adds each to its
+// summary and bounds. Returns the summary of what it added.
+Summary MergeIntoBucket(NodeRef& node_ptr, std::span<LeafRef> leaves) {
   const int size = node_ptr->size();
   const int total = size + static_cast<int>(leaves.size());
   if (total > node_ptr->capacity) {
     node_ptr = NodeRef(Rehoused(*node_ptr, CapacityFor(total, kBucketMax)));
   }
   Inner& node = *node_ptr;
+  Summary added;
   for (const LeafRef& leaf : leaves) {
     AddLeafSummary(node, *leaf);
     XorInto(added.digest, leaf->path);
   }
-  added.count += leaves.size();
+  added.count = leaves.size();
   // From the back, so that each entry moves once.
   Entry* entries = node.entry_block();
   int from = size - 1;
@@ -447,19 +448,21 @@ void MergeIntoBucket(NodeRef& node_ptr, std::span<LeafRef> leaves, Summary& adde
     }
   }
   node.occupied = static_cast<uint16_t>(total);
+  return added;
 }
 
-// InsertBatch under the node at `depth`; adds what it inserted to `added`.
-void InsertRun(NodeRef& node_ptr, int depth, std::span<LeafRef> leaves, Summary& added) {
-  Inner* node = Own(node_ptr);
-  if (node->bucket) {
-    leaves = leaves.first(DropPresent(*node, leaves));
-    if (leaves.empty()) return;
-    if (node->size() + leaves.size() <= static_cast<size_t>(kBucketMax)) {
-      return MergeIntoBucket(node_ptr, leaves, added);
+// InsertBatch under the node at `depth`. Returns the summary of what it
+// inserted (as RemoveSorted returns what it removed).
+Summary InsertRun(NodeRef& node_ptr, int depth, std::span<LeafRef> leaves) {
+  if (Own(node_ptr)->bucket) {
+    leaves = leaves.first(DropPresent(*node_ptr, leaves));
+    if (leaves.empty()) return Summary{};
+    if (node_ptr->size() + leaves.size() <= static_cast<size_t>(kBucketMax)) {
+      return MergeIntoBucket(node_ptr, leaves);
     }
-    node = Split(node_ptr, depth);
+    Split(node_ptr, depth);
   }
+  Summary added;
   for (size_t begin = 0, end = 0; begin < leaves.size(); begin = end) {
     const int nibble = Nibble(leaves[begin]->path, depth);
     end = begin + 1;
@@ -470,16 +473,16 @@ void InsertRun(NodeRef& node_ptr, int depth, std::span<LeafRef> leaves, Summary&
       child = &AddSlot(node_ptr, nibble);
       *child = NodeRef(NewInner(true, CapacityFor(count, kBucketMax)));
     }
-    Summary part;
-    InsertRun(*child, depth + 1, leaves.subspan(begin, end - begin), part);
+    const Summary part = InsertRun(*child, depth + 1, leaves.subspan(begin, end - begin));
     if (part.count == 0) continue;
-    node = node_ptr.get();
-    AddBounds(*node, (*child)->floor(), (*child)->ceiling(), node->summary.count == 0);
-    XorInto(node->summary.digest, part.digest);
-    node->summary.count += part.count;
+    Inner& node = *node_ptr;
+    AddBounds(node, (*child)->floor(), (*child)->ceiling(), node.summary.count == 0);
+    XorInto(node.summary.digest, part.digest);
+    node.summary.count += part.count;
     XorInto(added.digest, part.digest);
     added.count += part.count;
   }
+  return added;
 }
 
 // The caller has checked that `path` is present under `node_ptr`.
@@ -637,9 +640,7 @@ bool Insert(NodeRef& root, LeafRef leaf) {
 }
 
 size_t InsertBatch(NodeRef& root, std::span<LeafRef> leaves) {
-  Summary added;
-  if (!leaves.empty()) InsertRun(root, 0, leaves, added);
-  return added.count;
+  return leaves.empty() ? 0 : InsertRun(root, 0, leaves).count;
 }
 
 LeafRef Remove(NodeRef& root, const Path& path) {
@@ -682,6 +683,8 @@ void PrefetchLeaves(View view) {
 }
 
 void PrefetchRun(const EntryRun& run) { PrefetchBytes(run.begin, run.count * sizeof(Entry)); }
+
+void PrefetchLeaf(const Leaf* leaf) { PrefetchBytes(leaf, 128); }
 
 void PrefetchNextChild(View view, int nibble) {
   if (!view.node || view.node->bucket) return;

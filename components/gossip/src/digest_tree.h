@@ -367,10 +367,7 @@ void PrefetchNextChild(View view, int nibble);
 
 // Asks for a leaf's first two cache lines: its path, its version (when
 // inline) and the start of its payload, which a message sent reads.
-inline void PrefetchLeaf(const Leaf* leaf) {
-  __builtin_prefetch(leaf);
-  __builtin_prefetch(reinterpret_cast<const char*>(leaf) + 64);
-}
+void PrefetchLeaf(const Leaf* leaf);
 
 // Every leaf under `view`, in path order.
 void CollectAll(View view, std::vector<const Leaf*>& out);
