@@ -10,7 +10,10 @@
 // the frames between the two sides' SessionMachines itself (session.h): the
 // same frames, bytes, checks and commits, without the wake-ups. On this
 // project's VMs a wake-up costs more than a small session's protocol work,
-// so the second column is the protocol's own cost.
+// so the second column is the protocol's own cost. After the table, the
+// pipe's raw limit in the same run: the time of a hop (PipeHopUs). Run with
+// both threads on one core (`taskset -c 0 gossip_bench`), a hop is a switch
+// between two threads of that core instead of a wake-up of the other one.
 //
 //   gossip_bench [repetitions-scale [shape-index]]
 //   gossip_bench cold [repetitions]
@@ -210,6 +213,42 @@ Timed TimedSession(Host& a, Host& b, Responder& responder) {
   t.cpu_us = cpu_initiator + cpu_responder;
   PerfControl("disable\n");
   return t;
+}
+
+// The wire's raw limit: the median time for one byte written to a MakePipe
+// end to reach a thread waiting on the other end (a hop), from
+// `round_trips` round trips between this thread and an echoing one. A
+// session over the pipe pays at least a hop for each of its frames, and two
+// more for handing the pipe to the responder thread and hearing that it
+// finished (TimedSession); the one-thread column pays none. A hop after a
+// thread has slept longer (a frame's work on the other side) costs more on
+// this project's VMs: the figure is a floor.
+constexpr int kHopRoundTrips = 2000;
+Result<double> PipeHopUs(int round_trips) {
+  auto [near, far] = MakePipe();
+  std::thread echo([&far = *far, round_trips] {
+    uint8_t byte = 0;
+    for (int i = 0; i < round_trips; ++i) {
+      const Deadline deadline = DeadlineIn(std::chrono::seconds(10));
+      if (!far.Read({&byte, 1}, deadline) || !far.Write({&byte, 1}, deadline)) return;
+    }
+  });
+  std::vector<double> round_trip_us;
+  round_trip_us.reserve(round_trips);
+  bool ok = true;
+  for (int i = 0; i < round_trips && ok; ++i) {
+    uint8_t byte = static_cast<uint8_t>(i);
+    const Deadline deadline = DeadlineIn(std::chrono::seconds(10));
+    const auto start = std::chrono::steady_clock::now();
+    ok = near->Write({&byte, 1}, deadline) && near->Read({&byte, 1}, deadline);
+    round_trip_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  near->Close();  // an echo still waiting (after a failure) returns
+  echo.join();
+  if (!ok) return MakeError(ErrorCode::kUnavailable, "a round trip over the pipe failed");
+  return Median(std::move(round_trip_us)) / 2;
 }
 
 // One session between a and b on this thread, both sides' SessionMachines
@@ -485,6 +524,7 @@ int main(int argc, char** argv) {
       {100000, 100000, 0, "537 ms", 3},
   };
   Responder responder;
+  const Result<double> hop_before = PipeHopUs(kHopRoundTrips);
   std::printf(
       "| common | differing/side | redacted/side | published | wall (median) | "
       "cpu, both sides (median) | one thread (median) | frames | bytes | "
@@ -506,6 +546,16 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(m.report.bytes), per.c_str());
     std::fflush(stdout);
   }
+  const Result<double> hop_after = PipeHopUs(kHopRoundTrips);
+  if (!hop_before || !hop_after) {
+    std::fprintf(stderr, "the pipe's raw limit: %s\n",
+                 (!hop_before ? hop_before : hop_after).error().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "\nThe pipe's raw limit in this run: a hop (one byte to a thread waiting on the other "
+      "end) %s before the shapes, %s after (medians of %d round trips)\n",
+      Pretty(*hop_before).c_str(), Pretty(*hop_after).c_str(), kHopRoundTrips);
 #ifdef ONCE_MALLOC_TCMALLOC
   std::printf("\nallocator: tcmalloc\n");
 #else
