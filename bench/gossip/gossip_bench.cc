@@ -56,6 +56,12 @@ double ThreadCpuUs() {
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+// Microseconds from `start` to now, on the steady clock.
+double MicrosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 struct Shape {
   int common, differing, redacted;
   const char* published;
@@ -208,14 +214,13 @@ Timed TimedSession(Host& a, Host& b, Responder& responder) {
   const double cpu_initiator = ThreadCpuUs() - cpu0;
   double cpu_responder = 0;
   t.responder = responder.Wait(&cpu_responder);
-  t.wall_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  t.wall_us = MicrosSince(start);
   t.cpu_us = cpu_initiator + cpu_responder;
   PerfControl("disable\n");
   return t;
 }
 
-// The wire's raw limit: the median time for one byte written to a MakePipe
+// The pipe's raw limit: the median time for one byte written to a MakePipe
 // end to reach a thread waiting on the other end (a hop), from
 // `round_trips` round trips between this thread and an echoing one. A
 // session over the pipe pays at least a hop for each of its frames, and two
@@ -241,9 +246,7 @@ Result<double> PipeHopUs(int round_trips) {
     const Deadline deadline = DeadlineIn(std::chrono::seconds(10));
     const auto start = std::chrono::steady_clock::now();
     ok = near->Write({&byte, 1}, deadline) && near->Read({&byte, 1}, deadline);
-    round_trip_us.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count());
+    round_trip_us.push_back(MicrosSince(start));
   }
   near->Close();  // an echo still waiting (after a failure) returns
   echo.join();
@@ -487,9 +490,7 @@ bool ApplyBatches(int repetitions) {
       } else if (auto sent = host.Apply(ops); !sent) {
         applied = std::unexpected(sent.error());
       }
-      const double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-              .count();
+      const double us = MicrosSince(start);
       if (!applied) {
         std::fprintf(stderr, "apply: %s\n", applied.error().ToString().c_str());
         return false;
